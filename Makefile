@@ -1,0 +1,26 @@
+# One-command entry points. Every target that builds first runs the idempotent bootstrap.
+SHELL := /bin/bash
+# librdkafka >= 2.2 lives in .deps/ when the system's is older (see deploy/local/bootstrap.sh).
+export PKG_CONFIG_PATH := $(CURDIR)/.deps/lib/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
+ARGS ?=
+
+.PHONY: bootstrap build release test demo clean
+
+bootstrap:
+	@bash deploy/local/bootstrap.sh
+
+build: bootstrap
+	swift build
+
+release: bootstrap
+	swift build -c release
+
+# Starts the local broker and PostgreSQL, runs every test against them, stops them.
+test: bootstrap
+	@bash deploy/local/run-tests.sh
+
+demo: bootstrap
+	@bash deploy/local/demo.sh $(ARGS)
+
+clean:
+	rm -rf .build

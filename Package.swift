@@ -1,0 +1,44 @@
+// swift-tools-version:6.0
+import Foundation
+import PackageDescription
+
+// librdkafka >= 2.2 is built into .deps/ by `make bootstrap` when the system's is older
+// (Debian 12 ships 2.0.2). The Makefile points pkg-config at .deps/lib/pkgconfig; the rpath
+// below makes every binary load that build at run time, never the system's 2.0.2.
+// DT_RPATH (--disable-new-dtags) is searched before LD_LIBRARY_PATH and the system dirs.
+let depsLib = Context.packageDirectory + "/.deps/lib"
+let rdkafkaLinkerSettings: [LinkerSetting] =
+    FileManager.default.fileExists(atPath: depsLib + "/pkgconfig/rdkafka.pc")
+    ? [.unsafeFlags(["-Xlinker", "-rpath", "-Xlinker", depsLib, "-Xlinker", "--disable-new-dtags"])]
+    : []
+
+let package = Package(
+    name: "iap-pipeline",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "Kafka", targets: ["Kafka"]),
+        .library(name: "WorkerRuntime", targets: ["WorkerRuntime"]),
+        .executable(name: "iapctl", targets: ["iapctl"]),
+    ],
+    targets: [
+        // C libraries from Debian, through pkg-config.
+        .systemLibrary(name: "CRdKafka", pkgConfig: "rdkafka", providers: [.apt(["librdkafka-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+
+        // Kafka: the only module that touches librdkafka (and only in its RDKafka/ folder).
+        .target(name: "Kafka", dependencies: ["CRdKafka"], linkerSettings: rdkafkaLinkerSettings),
+        // Lifecycle of long-running services: signals, graceful shutdown.
+        .target(name: "WorkerRuntime", dependencies: ["Kafka"]),
+
+        .executableTarget(
+            name: "iapctl",
+            dependencies: ["Kafka", "WorkerRuntime", "COpenSSL", "CLibPQ", "CSQLite"],
+            linkerSettings: rdkafkaLinkerSettings
+        ),
+
+        .testTarget(name: "KafkaTests", dependencies: ["Kafka"], linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime"]),
+    ]
+)

@@ -1,0 +1,29 @@
+/// Cluster administration for development, demos and tests: metadata and topic creation.
+public final class KafkaAdmin: Sendable {
+    private let client: RDKafkaClient
+
+    public init(kafka: KafkaConfiguration) throws {
+        try KafkaLibrary.requireSupportedVersion()
+        client = try RDKafkaClient.make(kind: .producer, configuration: kafka)
+    }
+
+    /// Asks the cluster for its metadata, which proves it is reachable.
+    /// - Throws: `KafkaError` with code `.connection` when no broker answered within `timeout`.
+    public func metadata(timeout: Duration = .seconds(10)) throws -> (brokers: Int, topics: [String: Int]) {
+        do {
+            return try client.metadata(timeoutMs: Int32(timeout.milliseconds))
+        } catch let error as KafkaError {
+            let servers = client.bootstrapServers
+            throw KafkaError(
+                code: .connection,
+                message: "no Kafka broker answered within \(timeout) at \(servers ?? "the configured bootstrap.servers") (\(error.message))",
+                rdKafkaCode: error.rdKafkaCode, rdKafkaName: error.rdKafkaName, isRetriable: true)
+        }
+    }
+
+    /// Creates the topics that do not exist yet, with `partitions` partitions each.
+    public func createTopics(_ names: [String], partitions: Int32, replicationFactor: Int32 = 1,
+                             timeout: Duration = .seconds(10)) throws {
+        try client.createTopics(names.map { ($0, partitions, replicationFactor) }, timeoutMs: Int32(timeout.milliseconds))
+    }
+}

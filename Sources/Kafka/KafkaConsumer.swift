@@ -1,0 +1,268 @@
+import Foundation
+import Synchronization
+
+/// Something a consumer wants its owner to know (for logs and readiness).
+public enum KafkaConsumerEvent: Sendable {
+    case assigned([TopicPartition])
+    case revoked([TopicPartition])
+    /// Abandoned: the handler of this partition did not finish within the time allowed; its offset was not committed.
+    case abandoned(TopicPartition)
+    /// A non-fatal error; librdkafka keeps retrying by itself.
+    case error(KafkaError)
+}
+
+/// A consumer-group member that hands each message to a handler and commits only what was handled.
+///
+/// - Messages of one partition are handled one at a time, in offset order; different partitions concurrently.
+/// - An offset is stored (and later committed) only after the handler returned for its message.
+/// - On revocation the handler finishes the message in hand (bounded by `revokeTimeout`), stored offsets are
+///   committed, and only then are the partitions given up. Messages not handled are redelivered to the next owner.
+/// - A handler that throws stops the consumer: nothing past that message is committed, and `run` rethrows.
+/// - Graceful shutdown (`triggerGracefulShutdown()` or cancelling `run`) stops fetching, finishes in-flight
+///   handlers, commits, leaves the group, and returns from `run` within `shutdownTimeout` plus librdkafka's close.
+public final class KafkaConsumer: Sendable {
+    public typealias Handler = @Sendable (KafkaMessage) async throws -> Void
+
+    /// Consumer settings; every librdkafka property can be set through `kafka`.
+    public struct Configuration: Sendable {
+        /// librdkafka properties. `group.id` comes from `groupID`; defaults: cooperative-sticky assignment,
+        /// `enable.auto.offset.store=false`, `auto.offset.reset=earliest`, auto-commit of stored offsets.
+        public var kafka: KafkaConfiguration
+        public var groupID: String
+        public var topics: [String]
+        /// Upper bound on waiting for in-flight handlers at shutdown.
+        public var shutdownTimeout: Duration
+        /// Upper bound on waiting for in-flight handlers of revoked partitions during a rebalance.
+        public var revokeTimeout: Duration
+        /// Messages buffered per partition before its fetching is paused.
+        public var maxBufferedPerPartition: Int
+        /// Receives assignment changes and non-fatal errors, on the poll thread; keep it quick.
+        public var onEvent: (@Sendable (KafkaConsumerEvent) -> Void)?
+
+        public init(
+            kafka: KafkaConfiguration, groupID: String, topics: [String],
+            shutdownTimeout: Duration = .seconds(30), revokeTimeout: Duration = .seconds(30),
+            maxBufferedPerPartition: Int = 1_000, onEvent: (@Sendable (KafkaConsumerEvent) -> Void)? = nil
+        ) {
+            self.kafka = kafka
+            self.groupID = groupID
+            self.topics = topics
+            self.shutdownTimeout = shutdownTimeout
+            self.revokeTimeout = revokeTimeout
+            self.maxBufferedPerPartition = max(2, maxBufferedPerPartition)
+            self.onEvent = onEvent
+        }
+
+        static let defaults = [
+            "partition.assignment.strategy": "cooperative-sticky",
+            "enable.auto.offset.store": "false",
+            "enable.auto.commit": "true",
+            "auto.commit.interval.ms": "1000",
+            "auto.offset.reset": "earliest",
+        ]
+    }
+
+    private let core: ConsumerCore
+
+    public init(configuration: Configuration) throws {
+        try KafkaLibrary.requireSupportedVersion()
+        var kafka = configuration.kafka.withDefaults(Configuration.defaults)
+        kafka["group.id"] = configuration.groupID
+        let client = try RDKafkaClient.make(kind: .consumer, configuration: kafka, handlesRebalance: true)
+        core = ConsumerCore(client: client, configuration: configuration)
+    }
+
+    deinit { core.requestShutdown() }
+
+    /// Subscribes and handles messages until graceful shutdown, a fatal client error, or a handler error,
+    /// which it then throws. Call it once.
+    public func run(_ handler: @escaping Handler) async throws {
+        try core.client.subscribe(topics: core.configuration.topics)
+        let core = self.core
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (finished: CheckedContinuation<Void, Never>) in
+                core.start(handler: handler, finished: finished)
+            }
+        } onCancel: {
+            core.requestShutdown()
+        }
+        if let error = core.failure { throw error }
+    }
+
+    /// Starts a graceful shutdown; `run` returns when it is complete.
+    public func triggerGracefulShutdown() { core.requestShutdown() }
+
+    /// Stops fetching and handling `partition` until `resume`. Applies also if it is assigned later.
+    public func pause(_ partition: TopicPartition) throws { try core.setPaused(partition, true) }
+
+    /// Undoes `pause`.
+    public func resume(_ partition: TopicPartition) throws { try core.setPaused(partition, false) }
+
+    /// The consumer group this member joins.
+    public var groupID: String { core.configuration.groupID }
+
+    /// The partitions currently assigned to this member.
+    public var assignment: Set<TopicPartition> { core.assignment }
+
+    /// Commits the stored offsets now and waits for the broker.
+    public func commit() throws { try core.client.commitStoredOffsets() }
+
+    /// The group's committed offsets for `partitions` (absent where none).
+    public func committedOffsets(_ partitions: [TopicPartition], timeout: Duration = .seconds(10)) throws -> [TopicPartition: Int64] {
+        try core.client.committedOffsets(partitions, timeoutMs: Int32(timeout.milliseconds))
+    }
+
+    /// Stops without committing or leaving the group, as a crashed process would. For tests of redelivery.
+    func simulateCrash() { core.requestShutdown(crash: true) }
+}
+
+/// The consumer's state shared with its poll thread and partition workers.
+private final class ConsumerCore: Sendable {
+    struct State {
+        var handler: KafkaConsumer.Handler?
+        var workers: [TopicPartition: PartitionWorker] = [:]
+        var paused: Set<TopicPartition> = []
+        var shutdownRequested = false
+        var crash = false
+        var shutdownDeadline: DispatchTime?
+        var failure: KafkaError?
+    }
+
+    let client: RDKafkaClient
+    let configuration: KafkaConsumer.Configuration
+    private let state = Mutex(State())
+
+    init(client: RDKafkaClient, configuration: KafkaConsumer.Configuration) {
+        self.client = client
+        self.configuration = configuration
+    }
+
+    var assignment: Set<TopicPartition> { state.withLock { Set($0.workers.keys) } }
+    var failure: KafkaError? { state.withLock { $0.failure } }
+
+    func start(handler: @escaping KafkaConsumer.Handler, finished: CheckedContinuation<Void, Never>) {
+        state.withLock { $0.handler = handler }
+        client.events.rebalanceHandler.withLock {
+            $0 = RDKafkaEvents.RebalanceHandler(
+                willRevoke: { [weak self] in self?.revoke($0) },
+                didAssign: { [weak self] in self?.assign($0) }
+            )
+        }
+        PollThread.start(name: "kafka-consumer-poll", iteration: { [self] in pollOnce() }, finished: { finished.resume() })
+    }
+
+    func requestShutdown(crash: Bool = false) {
+        state.withLock { state in
+            guard !state.shutdownRequested else { return }
+            state.shutdownRequested = true
+            state.crash = crash
+            state.shutdownDeadline = .now() + .nanoseconds(Int(configuration.shutdownTimeout.nanoseconds))
+        }
+    }
+
+    func setPaused(_ partition: TopicPartition, _ paused: Bool) throws {
+        let worker = state.withLock { state -> PartitionWorker? in
+            if paused { state.paused.insert(partition) } else { state.paused.remove(partition) }
+            return state.workers[partition]
+        }
+        if paused { try worker?.pause() } else { try worker?.resume() }
+    }
+
+    /// One poll-loop iteration on the poll thread; `false` ends the loop.
+    private func pollOnce() -> Bool {
+        for error in client.events.drainErrors() {
+            if error.isFatal || client.fatalError() != nil {
+                fail(client.fatalError() ?? error)
+            } else {
+                report(.error(error))
+            }
+        }
+        let (shutdown, crash) = state.withLock { ($0.shutdownRequested, $0.crash) }
+        if shutdown {
+            if crash {
+                revoke(assignment.map { $0 }, abandon: true)
+            } else {
+                close()
+            }
+            return false
+        }
+        switch client.consumerPoll(timeoutMs: 100) {
+        case .message(let message):
+            let worker = state.withLock { $0.workers[message.topicPartition] }
+            worker?.enqueue(message) // Without a worker the partition was just revoked: it is redelivered.
+        case .error(let error):
+            report(.error(error))
+        case .partitionEnd, nil:
+            break
+        }
+        return true
+    }
+
+    /// Leaves the group: librdkafka runs the revoke callback (finishing in-flight work and committing) first.
+    private func close() {
+        do {
+            try client.closeConsumer()
+        } catch {
+            report(.error(error as? KafkaError ?? KafkaError(code: .shutdown, message: "\(error)")))
+        }
+        // Partitions the close did not revoke (e.g. the group was already lost).
+        revoke(assignment.map { $0 }, commit: false)
+    }
+
+    private func assign(_ partitions: [TopicPartition]) {
+        let (handler, paused) = state.withLock { ($0.handler, $0.paused) }
+        guard let handler else { return }
+        var started: [PartitionWorker] = []
+        for partition in partitions {
+            let worker = PartitionWorker(
+                partition: partition, client: client, maxBuffered: configuration.maxBufferedPerPartition,
+                paused: paused.contains(partition), report: { [weak self] in self?.report($0) })
+            if paused.contains(partition) {
+                do { try worker.pause() } catch { report(.error(error as? KafkaError ?? KafkaError(code: .consume, message: "\(error)"))) }
+            }
+            worker.start(handler: handler, onFailure: { [weak self] error, message in self?.handlerFailed(error, message) })
+            started.append(worker)
+        }
+        state.withLock { state in
+            for worker in started { state.workers[worker.partition] = worker }
+        }
+        report(.assigned(partitions))
+    }
+
+    /// Lets the in-flight work of `partitions` finish (bounded), then commits what was handled.
+    private func revoke(_ partitions: [TopicPartition], abandon: Bool = false, commit: Bool = true) {
+        let (workers, deadline) = state.withLock { state -> ([PartitionWorker], DispatchTime) in
+            let workers = partitions.compactMap { state.workers.removeValue(forKey: $0) }
+            let timeout = DispatchTime.now() + .nanoseconds(Int(configuration.revokeTimeout.nanoseconds))
+            return (workers, min(state.shutdownDeadline ?? timeout, timeout))
+        }
+        guard !workers.isEmpty else { return }
+        workers.forEach { $0.revoke() }
+        for worker in workers where !worker.waitForEnd(until: abandon ? .now() : deadline) {
+            report(.abandoned(worker.partition))
+        }
+        if commit && !abandon {
+            do { try client.commitStoredOffsets() } catch { report(.error(error as? KafkaError ?? KafkaError(code: .commit, message: "\(error)"))) }
+        }
+        report(.revoked(partitions))
+    }
+
+    private func handlerFailed(_ error: any Error, _ message: KafkaMessage) {
+        let failure = KafkaError(
+            code: .handler,
+            message: "handler failed for \(message.topicPartition) offset \(message.offset): \(error)")
+        fail(failure)
+    }
+
+    private func fail(_ error: KafkaError) {
+        state.withLock { if $0.failure == nil { $0.failure = error } }
+        requestShutdown()
+    }
+
+    private func report(_ event: KafkaConsumerEvent) { configuration.onEvent?(event) }
+}
+
+extension Duration {
+    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
+    var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
+}

@@ -1,0 +1,95 @@
+import Foundation
+
+/// A topic and one of its partitions.
+public struct TopicPartition: Hashable, Sendable, CustomStringConvertible {
+    public var topic: String
+    public var partition: Int32
+
+    public init(topic: String, partition: Int32) {
+        self.topic = topic
+        self.partition = partition
+    }
+
+    public var description: String { "\(topic)[\(partition)]" }
+}
+
+/// A Kafka record header. A header may have no value (`nil`), which is not the same as empty.
+public struct KafkaHeader: Hashable, Sendable {
+    public var key: String
+    public var value: Data?
+
+    public init(key: String, value: Data?) {
+        self.key = key
+        self.value = value
+    }
+
+    /// A header whose value is the UTF-8 encoding of `value`.
+    public init(key: String, string value: String) {
+        self.init(key: key, value: Data(value.utf8))
+    }
+
+    /// The value decoded as UTF-8, if it is valid UTF-8.
+    public var stringValue: String? { value.flatMap { String(data: $0, encoding: .utf8) } }
+}
+
+/// A record consumed from Kafka.
+public struct KafkaMessage: Sendable {
+    public var topic: String
+    public var partition: Int32
+    public var offset: Int64
+    /// The key, or `nil` when the record has none.
+    public var key: Data?
+    /// The value, or `nil` for a tombstone (a record with a null value).
+    public var value: Data?
+    public var headers: [KafkaHeader]
+    /// The record timestamp, when the broker or producer set one.
+    public var timestamp: Date?
+
+    public init(
+        topic: String, partition: Int32, offset: Int64, key: Data?, value: Data?,
+        headers: [KafkaHeader] = [], timestamp: Date? = nil
+    ) {
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.timestamp = timestamp
+    }
+
+    public var topicPartition: TopicPartition { TopicPartition(topic: topic, partition: partition) }
+    /// The value of the first header named `key`, as UTF-8.
+    public func header(_ key: String) -> String? { headers.first { $0.key == key }?.stringValue }
+}
+
+/// A record to send to Kafka.
+public struct KafkaProducerMessage: Sendable {
+    public var topic: String
+    /// A fixed partition, or `nil` to let the partitioner choose from the key.
+    public var partition: Int32?
+    public var key: Data?
+    /// The value, or `nil` to send a tombstone.
+    public var value: Data?
+    public var headers: [KafkaHeader]
+
+    public init(topic: String, partition: Int32? = nil, key: Data?, value: Data?, headers: [KafkaHeader] = []) {
+        self.topic = topic
+        self.partition = partition
+        self.key = key
+        self.value = value
+        self.headers = headers
+    }
+
+    /// A record with a UTF-8 string key.
+    public init(topic: String, key: String, value: Data?, headers: [KafkaHeader] = []) {
+        self.init(topic: topic, key: Data(key.utf8), value: value, headers: headers)
+    }
+}
+
+/// The broker's acknowledgement of one record.
+public struct KafkaDeliveryReport: Sendable, Hashable {
+    public var topic: String
+    public var partition: Int32
+    public var offset: Int64
+}

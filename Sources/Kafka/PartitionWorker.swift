@@ -1,0 +1,153 @@
+import Foundation
+import Synchronization
+
+/// Handles the messages of one assigned partition, in offset order, on its own task.
+///
+/// The poll thread hands messages in with `enqueue`; the worker calls the handler and, once it
+/// returned, stores the offset after the message. On revocation the worker finishes the message
+/// in hand and drops the rest (they are redelivered to the partition's next owner).
+final class PartitionWorker: Sendable {
+    struct State {
+        var buffered = 0
+        /// Fetching stopped because too many messages are buffered.
+        var pausedForBackpressure = false
+        /// Paused by the application: no message is handed to the handler until resumed.
+        var pausedByUser = false
+        var resumeWaiter: CheckedContinuation<Void, Never>?
+        var revoked = false
+        /// The revocation stopped waiting for us: our offsets must not be stored any more.
+        var abandoned = false
+    }
+
+    let partition: TopicPartition
+    private let client: RDKafkaClient
+    private let maxBuffered: Int
+    private let state: Mutex<State>
+    private let stream: AsyncStream<KafkaMessage>
+    private let continuation: AsyncStream<KafkaMessage>.Continuation
+    private let done = DispatchSemaphore(value: 0)
+    private let report: @Sendable (KafkaConsumerEvent) -> Void
+
+    init(partition: TopicPartition, client: RDKafkaClient, maxBuffered: Int, paused: Bool,
+         report: @escaping @Sendable (KafkaConsumerEvent) -> Void) {
+        self.partition = partition
+        self.client = client
+        self.report = report
+        self.maxBuffered = maxBuffered
+        self.state = Mutex(State(pausedByUser: paused))
+        (stream, continuation) = AsyncStream.makeStream(of: KafkaMessage.self)
+    }
+
+    /// Runs the handler over the partition's messages until revoked or the handler fails.
+    /// - Parameter onFailure: told about a handler error; the worker then stops without storing that offset.
+    func start(handler: @escaping KafkaConsumer.Handler, onFailure: @escaping @Sendable (any Error, KafkaMessage) -> Void) {
+        Task {
+            defer { done.signal() }
+            for await message in stream {
+                guard await waitUntilDeliverable() else { break }
+                do {
+                    try await handler(message)
+                } catch {
+                    onFailure(error, message)
+                    break
+                }
+                if let error = storeOffset(after: message) { report(.error(error)) }
+            }
+        }
+    }
+
+    /// Called on the poll thread.
+    func enqueue(_ message: KafkaMessage) {
+        state.withLock { state in
+            state.buffered += 1
+            if state.buffered >= maxBuffered && !state.pausedForBackpressure {
+                state.pausedForBackpressure = true
+                // Under the lock so that pause and resume cannot be reordered.
+                if !state.pausedByUser { setFetching(false) }
+            }
+        }
+        continuation.yield(message)
+    }
+
+    func pause() throws {
+        try state.withLock { state in
+            if !state.pausedByUser && !state.pausedForBackpressure { try client.pause([partition]) }
+            state.pausedByUser = true
+        }
+    }
+
+    func resume() throws {
+        let waiter = try state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard state.pausedByUser else { return nil }
+            state.pausedByUser = false
+            if !state.pausedForBackpressure { try client.resume([partition]) }
+            defer { state.resumeWaiter = nil }
+            return state.resumeWaiter
+        }
+        waiter?.resume()
+    }
+
+    /// Stops after the message in hand; the buffered rest is dropped.
+    func revoke() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.revoked = true
+            defer { state.resumeWaiter = nil }
+            return state.resumeWaiter
+        }
+        continuation.finish()
+        waiter?.resume()
+    }
+
+    /// Waits (blocking the calling thread, which must not be a cooperative one) until the worker
+    /// ended or `deadline` passed; in the latter case its later offsets are never stored.
+    /// - Returns: whether the worker ended in time.
+    func waitForEnd(until deadline: DispatchTime) -> Bool {
+        if done.wait(timeout: deadline) == .success {
+            done.signal() // Leave it signalled for any later waiter.
+            return true
+        }
+        state.withLock { $0.abandoned = true }
+        return false
+    }
+
+    /// Stores the offset after `message` unless the worker was abandoned; returns a store error.
+    private func storeOffset(after message: KafkaMessage) -> KafkaError? {
+        state.withLock { state -> KafkaError? in
+            state.buffered -= 1
+            if state.pausedForBackpressure && state.buffered <= maxBuffered / 2 && !state.revoked {
+                state.pausedForBackpressure = false
+                if !state.pausedByUser { setFetching(true) }
+            }
+            guard !state.abandoned else { return nil }
+            do {
+                try client.storeOffset(partition, offset: message.offset + 1)
+                return nil
+            } catch {
+                return error as? KafkaError
+            }
+        }
+    }
+
+    /// Pauses or resumes fetching for backpressure; a failure is reported, and only delays or
+    /// hastens fetching (ordering and offsets are unaffected).
+    private func setFetching(_ on: Bool) {
+        do {
+            if on { try client.resume([partition]) } else { try client.pause([partition]) }
+        } catch {
+            report(.error(error as? KafkaError ?? KafkaError(code: .consume, message: "\(error)")))
+        }
+    }
+
+    /// `false` when the worker was revoked while waiting.
+    private func waitUntilDeliverable() async -> Bool {
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let ready = state.withLock { state -> Bool in
+                if state.revoked || !state.pausedByUser { return true }
+                state.resumeWaiter = waiter
+                return false
+            }
+            if ready { waiter.resume() }
+        }
+        return state.withLock { !$0.revoked }
+    }
+}

@@ -1,0 +1,45 @@
+import CRdKafka
+
+/// Owns an `rd_kafka_topic_partition_list_t`, destroyed in `deinit`.
+final class RDKafkaTopicPartitionList {
+    let pointer: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
+
+    init(capacity: Int = 1) {
+        pointer = rd_kafka_topic_partition_list_new(Int32(max(capacity, 1)))
+    }
+
+    convenience init(_ partitions: [TopicPartition], offset: Int64? = nil) {
+        self.init(capacity: partitions.count)
+        for partition in partitions { add(partition, offset: offset) }
+    }
+
+    deinit { rd_kafka_topic_partition_list_destroy(pointer) }
+
+    func add(_ partition: TopicPartition, offset: Int64? = nil) {
+        let element = rd_kafka_topic_partition_list_add(pointer, partition.topic, partition.partition)!
+        if let offset { element.pointee.offset = offset }
+    }
+
+    /// Subscription lists name topics only; librdkafka wants the unassigned partition there.
+    func addTopic(_ topic: String) {
+        _ = rd_kafka_topic_partition_list_add(pointer, topic, -1)
+    }
+
+    /// The partitions of a list librdkafka owns (e.g. in a rebalance callback).
+    static func partitions(of list: UnsafePointer<rd_kafka_topic_partition_list_t>?) -> [TopicPartition] {
+        guard let list, list.pointee.cnt > 0, let elements = list.pointee.elems else { return [] }
+        return (0..<Int(list.pointee.cnt)).map { index in
+            TopicPartition(topic: String(cString: elements[index].topic), partition: elements[index].partition)
+        }
+    }
+
+    /// Per-partition errors in this list, if any.
+    func firstError() -> (TopicPartition, rd_kafka_resp_err_t)? {
+        guard pointer.pointee.cnt > 0, let elements = pointer.pointee.elems else { return nil }
+        for index in 0..<Int(pointer.pointee.cnt) where elements[index].err != RD_KAFKA_RESP_ERR_NO_ERROR {
+            let partition = TopicPartition(topic: String(cString: elements[index].topic), partition: elements[index].partition)
+            return (partition, elements[index].err)
+        }
+        return nil
+    }
+}

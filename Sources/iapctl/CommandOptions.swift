@@ -1,0 +1,61 @@
+import Foundation
+import Kafka
+
+/// Parsed `--name value` options (repeatable) and positional arguments.
+struct CommandOptions {
+    private(set) var values: [String: [String]] = [:]
+    private(set) var flags: Set<String> = []
+    private(set) var positional: [String] = []
+
+    /// - Parameters:
+    ///   - valued: options that take a value (`--name value` or `--name=value`).
+    ///   - flags: options without a value.
+    init(_ arguments: [String], valued: Set<String>, flags allowedFlags: Set<String> = []) throws {
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            guard argument.hasPrefix("--"), argument != "-" else {
+                positional.append(argument)
+                continue
+            }
+            var name = argument
+            var value: String?
+            if let equals = argument.firstIndex(of: "=") {
+                name = String(argument[..<equals])
+                value = String(argument[argument.index(after: equals)...])
+            }
+            if allowedFlags.contains(name) && value == nil {
+                flags.insert(name)
+            } else if valued.contains(name) {
+                if value == nil {
+                    guard index < arguments.count else { throw UsageError("\(name) needs a value") }
+                    value = arguments[index]
+                    index += 1
+                }
+                values[name, default: []].append(value!)
+            } else {
+                throw UsageError("unknown option \(name)")
+            }
+        }
+    }
+
+    func string(_ name: String) -> String? { values[name]?.last }
+
+    func int(_ name: String) throws -> Int? {
+        guard let text = string(name) else { return nil }
+        guard let value = Int(text) else { throw UsageError("\(name) expects a number, got '\(text)'") }
+        return value
+    }
+
+    /// Kafka properties: environment, then `--brokers`, then `--kafka key=value`.
+    func kafkaConfiguration(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> KafkaConfiguration {
+        var configuration = KafkaConfiguration.fromEnvironment(environment)
+        if let brokers = string("--brokers") { configuration.bootstrapServers = brokers }
+        try configuration.apply(settings: values["--kafka"] ?? [])
+        if configuration.bootstrapServers == nil {
+            throw UsageError("no Kafka brokers: set --brokers or KAFKA_BOOTSTRAP_SERVERS")
+        }
+        return configuration
+    }
+}

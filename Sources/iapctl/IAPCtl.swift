@@ -1,0 +1,52 @@
+import Foundation
+import Kafka
+
+/// `iapctl`: the operator's command-line tool.
+enum IAPCtl {
+    static let usage = """
+        usage: iapctl <command> [options]
+
+        commands:
+          version                       librdkafka, OpenSSL, libpq and SQLite versions in use
+          topics create NAME... [--partitions N] [--brokers HOST:PORT] [--kafka key=value]...
+                                        create missing topics (development and tests)
+          topics list [--brokers HOST:PORT] [--kafka key=value]...
+
+        Kafka settings: KAFKA_BOOTSTRAP_SERVERS and any KAFKA_<PROPERTY> environment variable
+        (dots as underscores), overridden by --brokers and --kafka key=value.
+        """
+
+    static func main(_ arguments: [String]) async -> Int32 {
+        do {
+            try KafkaLibrary.requireSupportedVersion()
+            guard let command = arguments.first else {
+                print(usage)
+                return 2
+            }
+            let rest = Array(arguments.dropFirst())
+            switch command {
+            case "version":
+                print(VersionReport.current().text)
+                return 0
+            case "topics":
+                return try TopicsCommand.run(rest)
+            case "help", "--help", "-h":
+                print(usage)
+                return 0
+            default:
+                throw UsageError("unknown command '\(command)'")
+            }
+        } catch let error as UsageError {
+            FileHandle.standardError.write(Data("iapctl: \(error.message)\n\n\(usage)\n".utf8))
+            return 2
+        } catch {
+            FileHandle.standardError.write(Data("iapctl: \(error)\n".utf8))
+            return 1
+        }
+    }
+}
+
+struct UsageError: Error {
+    let message: String
+    init(_ message: String) { self.message = message }
+}

@@ -1,0 +1,98 @@
+import Foundation
+@testable import Kafka
+import Testing
+
+/// Faults injected with librdkafka's in-process mock cluster (real protocol over loopback),
+/// and an unreachable broker. These need no outside service.
+@Suite(.timeLimit(.minutes(3)))
+struct FailureTests {
+    @Test func unreachableBrokerGivesAClearErrorWithinBoundedTime() throws {
+        // Port 1 on loopback: nothing listens there, connections are refused at once.
+        let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": "127.0.0.1:1", "log_level": "0"]))
+        let started = ContinuousClock.now
+        let error = #expect(throws: KafkaError.self) { _ = try admin.metadata(timeout: .seconds(3)) }
+        let elapsed = ContinuousClock.now - started
+        #expect(error?.code == .connection)
+        #expect(error?.isRetriable == true)
+        #expect(error?.message.contains("127.0.0.1:1") == true, "the error names the address: \(String(describing: error))")
+        #expect(elapsed < .seconds(10), "took \(elapsed)")
+    }
+
+    @Test func sendToUnreachableBrokerFailsAfterMessageTimeout() async throws {
+        let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration([
+            "bootstrap.servers": "127.0.0.1:1", "message.timeout.ms": "1500", "log_level": "0",
+        ])))
+        let error = await #expect(throws: KafkaError.self) {
+            try await producer.send(KafkaProducerMessage(topic: "t", key: "k", value: Data("v".utf8)))
+        }
+        #expect(error?.code == .delivery)
+        #expect(error?.rdKafkaName == "_MSG_TIMED_OUT")
+        #expect(error?.isRetriable == true)
+    }
+
+    @Test func brokerGoingDownAndUpMidStreamLosesNothing() async throws {
+        let cluster = try KafkaMockCluster(brokers: 3)
+        let topic = "down-up"
+        try cluster.createTopic(topic, partitions: 3, replicationFactor: 1)
+        let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration([
+            "bootstrap.servers": cluster.bootstrapServers, "log_level": "0",
+        ])))
+        let total = 3_000
+        let delivered = Counter()
+        let sender = Task {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<total {
+                    group.addTask {
+                        try await producer.send(KafkaProducerMessage(topic: topic, key: "user-\(index % 30)", value: Data("\(index)".utf8)))
+                        await delivered.increment()
+                    }
+                    if index % 500 == 499 { try await group.waitForAll() }
+                }
+                try await group.waitForAll()
+            }
+        }
+        try await waitUntil("a third is delivered") { await delivered.value >= total / 3 }
+        try cluster.setBrokerDown(1)
+        try await waitUntil("more is delivered while broker 1 is down") { await delivered.value >= total / 2 }
+        try cluster.setBrokerUp(1)
+        try await sender.value
+        #expect(await delivered.value == total)
+
+        let values = try await consumeAll(cluster.bootstrapServers, topic: topic, count: total)
+        #expect(values.count == total, "idempotence: no record twice")
+        #expect(Set(values).count == total, "nothing lost")
+    }
+
+    @Test func produceRequestErrorsAreRetriedWithoutLossOrDuplicates() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        let topic = "produce-errors"
+        try cluster.createTopic(topic, partitions: 1)
+        let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration([
+            "bootstrap.servers": cluster.bootstrapServers, "log_level": "0", "linger.ms": "0",
+        ])))
+        // Warm up so the idempotent producer has its id before the faults start.
+        try await producer.send(KafkaProducerMessage(topic: topic, key: "k", value: Data("0".utf8)))
+        cluster.pushRequestErrors(.produce, [.requestTimedOut, .notLeaderForPartition, .notEnoughReplicas, .requestTimedOut, .leaderNotAvailable])
+        let batch = (1..<200).map { KafkaProducerMessage(topic: topic, key: "k", value: Data("\($0)".utf8)) }
+        for result in await producer.send(contentsOf: batch) { _ = try result.get() }
+
+        let values = try await consumeAll(cluster.bootstrapServers, topic: topic, count: 200)
+        #expect(values == (0..<200).map(String.init), "every record once, in order")
+    }
+
+    /// Reads `count` records from `topic` with a fresh group and returns their values.
+    private func consumeAll(_ servers: String, topic: String, count: Int) async throws -> [String] {
+        let recorder = Recorder()
+        let consumer = try KafkaConsumer(configuration: .init(
+            kafka: KafkaConfiguration(["bootstrap.servers": servers, "log_level": "0"]), groupID: uniqueName("g"), topics: [topic]))
+        let running = RunningConsumer(consumer) { await recorder.record($0) }
+        try await waitUntil("\(count) records are consumed") { await recorder.count >= count }
+        try await running.stop()
+        return await recorder.values
+    }
+}
+
+actor Counter {
+    private(set) var value = 0
+    func increment() { value += 1 }
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Starts or stops a throwaway PostgreSQL cluster on a free loopback port (trust auth, loopback only).
+#   postgres.sh start   prints IAP_POSTGRES_URL=postgres://postgres@127.0.0.1:PORT/postgres
+#   postgres.sh stop
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+ENVFILE="$RUN/postgres.env"
+BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)
+
+# PostgreSQL refuses to run as root: as root, the cluster belongs to the postgres OS user, and lives
+# under .deps/ when that user can reach it (a checkout under /root is not reachable), else under /tmp.
+as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+data_dir() {
+  if [ "$(id -u)" -ne 0 ] || runuser -u postgres -- test -x "$DEPS" 2>/dev/null; then
+    echo "$DEPS/pg"
+  else
+    echo "/tmp/iap-pipeline-pg-$(echo "$ROOT" | md5sum | cut -c1-8)"
+  fi
+}
+
+start() {
+  [ -n "$BIN" ] || { log "PostgreSQL is not installed: run make bootstrap"; exit 1; }
+  local dir; dir=$(data_dir)
+  if [ -f "$ENVFILE" ] && as_pg "$BIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+    log "already running"; cat "$ENVFILE"; return
+  fi
+  mkdir -p "$dir"
+  [ "$(id -u)" -eq 0 ] && chown postgres "$dir"
+  if [ ! -f "$dir/data/PG_VERSION" ]; then
+    as_pg "$BIN/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 >"$RUN/postgres-initdb.log" 2>&1 \
+      || { tail -20 "$RUN/postgres-initdb.log" >&2; exit 1; }
+  fi
+  local port; port=$(free_port)
+  as_pg "$BIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
+    -o "-p $port -h 127.0.0.1 -k $dir -c fsync=off -c max_connections=200" start >/dev/null \
+    || { tail -20 "$dir/postgres.log" >&2; exit 1; }
+  echo "IAP_POSTGRES_URL=postgres://postgres@127.0.0.1:$port/postgres" >"$ENVFILE"
+  echo "$dir" >"$RUN/postgres.dir"
+  log "postgres up on 127.0.0.1:$port ($dir)"
+  cat "$ENVFILE"
+}
+
+stop() {
+  [ -f "$RUN/postgres.dir" ] || return 0
+  local dir; dir=$(cat "$RUN/postgres.dir")
+  as_pg "$BIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
+  rm -f "$ENVFILE" "$RUN/postgres.dir"
+  log "postgres stopped"
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  *) echo "usage: $0 start|stop" >&2; exit 2 ;;
+esac
