@@ -11,7 +11,7 @@ extension RDKafkaClient {
     func subscribe(topics: [String]) throws {
         let list = RDKafkaTopicPartitionList(capacity: topics.count)
         topics.forEach(list.addTopic)
-        let err = rd_kafka_subscribe(handle, list.pointer)
+        let err = list.withPointer { rd_kafka_subscribe(handle, $0) }
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
             throw KafkaError.rdKafka(.subscription, err, context: "subscribe to \(topics.joined(separator: ","))")
         }
@@ -61,12 +61,12 @@ extension RDKafkaClient {
     /// Marks `offset` as the next one to commit for `partition` (the offset after the handled message).
     func storeOffset(_ partition: TopicPartition, offset: Int64) throws {
         let list = RDKafkaTopicPartitionList([partition], offset: offset)
-        let err = rd_kafka_offsets_store(handle, list.pointer)
+        let err = list.withPointer { rd_kafka_offsets_store(handle, $0) }
         if err != RD_KAFKA_RESP_ERR_NO_ERROR {
             throw KafkaError.rdKafka(.commit, err, context: "store offset \(offset) for \(partition)")
         }
-        if let (failed, partitionErr) = list.firstError() {
-            throw KafkaError.rdKafka(.commit, partitionErr, context: "store offset \(offset) for \(failed)")
+        if let failed = list.entries.first(where: { $0.err != RD_KAFKA_RESP_ERR_NO_ERROR }) {
+            throw KafkaError.rdKafka(.commit, failed.err, context: "store offset \(offset) for \(failed.partition)")
         }
     }
 
@@ -81,24 +81,20 @@ extension RDKafkaClient {
     /// Committed offsets of `partitions` (`nil` where none is committed).
     func committedOffsets(_ partitions: [TopicPartition], timeoutMs: Int32) throws -> [TopicPartition: Int64] {
         let list = RDKafkaTopicPartitionList(partitions)
-        let err = rd_kafka_committed(handle, list.pointer, timeoutMs)
+        let err = list.withPointer { rd_kafka_committed(handle, $0, timeoutMs) }
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError.rdKafka(.commit, err, context: "committed offsets") }
         var result: [TopicPartition: Int64] = [:]
-        if let elements = list.pointer.pointee.elems {
-            for index in 0..<Int(list.pointer.pointee.cnt) where elements[index].offset >= 0 {
-                result[TopicPartition(topic: String(cString: elements[index].topic), partition: elements[index].partition)] = elements[index].offset
-            }
-        }
+        for entry in list.entries where entry.offset >= 0 { result[entry.partition] = entry.offset }
         return result
     }
 
     func pause(_ partitions: [TopicPartition]) throws {
-        let err = rd_kafka_pause_partitions(handle, RDKafkaTopicPartitionList(partitions).pointer)
+        let err = RDKafkaTopicPartitionList(partitions).withPointer { rd_kafka_pause_partitions(handle, $0) }
         if err != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError.rdKafka(.consume, err, context: "pause") }
     }
 
     func resume(_ partitions: [TopicPartition]) throws {
-        let err = rd_kafka_resume_partitions(handle, RDKafkaTopicPartitionList(partitions).pointer)
+        let err = RDKafkaTopicPartitionList(partitions).withPointer { rd_kafka_resume_partitions(handle, $0) }
         if err != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError.rdKafka(.consume, err, context: "resume") }
     }
 

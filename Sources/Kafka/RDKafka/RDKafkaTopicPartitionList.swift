@@ -1,8 +1,17 @@
 import CRdKafka
 
 /// Owns an `rd_kafka_topic_partition_list_t`, destroyed in `deinit`.
+///
+/// The pointer is only lent out through `withPointer`, which keeps the list alive for the whole
+/// C call (ARC may otherwise free it right after the last Swift use, before the call returns).
 final class RDKafkaTopicPartitionList {
-    let pointer: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
+    struct Entry {
+        let partition: TopicPartition
+        let offset: Int64
+        let err: rd_kafka_resp_err_t
+    }
+
+    private let pointer: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
 
     init(capacity: Int = 1) {
         pointer = rd_kafka_topic_partition_list_new(Int32(max(capacity, 1)))
@@ -33,13 +42,18 @@ final class RDKafkaTopicPartitionList {
         }
     }
 
-    /// Per-partition errors in this list, if any.
-    func firstError() -> (TopicPartition, rd_kafka_resp_err_t)? {
-        guard pointer.pointee.cnt > 0, let elements = pointer.pointee.elems else { return nil }
-        for index in 0..<Int(pointer.pointee.cnt) where elements[index].err != RD_KAFKA_RESP_ERR_NO_ERROR {
-            let partition = TopicPartition(topic: String(cString: elements[index].topic), partition: elements[index].partition)
-            return (partition, elements[index].err)
+    func withPointer<T>(_ body: (UnsafeMutablePointer<rd_kafka_topic_partition_list_t>) throws -> T) rethrows -> T {
+        try withExtendedLifetime(self) { try body(pointer) }
+    }
+
+    /// The elements, with the offsets and errors librdkafka filled in.
+    var entries: [Entry] {
+        withPointer { list in
+            guard list.pointee.cnt > 0, let elements = list.pointee.elems else { return [] }
+            return (0..<Int(list.pointee.cnt)).map { index in
+                Entry(partition: TopicPartition(topic: String(cString: elements[index].topic), partition: elements[index].partition),
+                      offset: elements[index].offset, err: elements[index].err)
+            }
         }
-        return nil
     }
 }
