@@ -38,7 +38,8 @@ let package = Package(
             linkerSettings: rdkafkaLinkerSettings
         ),
 
-        .testTarget(name: "KafkaTests", dependencies: ["Kafka"], linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime"]),
+        .target(name: "TestSupport", dependencies: ["Kafka"], path: "Tests/TestSupport"),
+        .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
     ]
 )

@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 import Testing
+import TestSupport
 
 /// Producer and consumer against a real Kafka-protocol broker over TCP (Tansu under `make test`).
 @Suite(TestServices.broker, .timeLimit(.minutes(5)))
@@ -195,22 +196,5 @@ struct BrokerIntegrationTests {
         #expect(error?.code == .handler)
         let committed = try committedOffsets(servers, group: group, [TopicPartition(topic: topic, partition: 0)])
         #expect(committed[TopicPartition(topic: topic, partition: 0)] == 6, "committed up to, not past, the failed message")
-    }
-}
-
-/// Suspends callers until opened.
-actor Gate {
-    private var isOpen = false
-    private var waiters: [CheckedContinuation<Void, Never>] = []
-
-    func wait() async {
-        if isOpen { return }
-        await withCheckedContinuation { waiters.append($0) }
-    }
-
-    func open() {
-        isOpen = true
-        waiters.forEach { $0.resume() }
-        waiters.removeAll()
     }
 }

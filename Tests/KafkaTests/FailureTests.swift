@@ -1,6 +1,7 @@
 import Foundation
 @testable import Kafka
 import Testing
+import TestSupport
 
 /// Faults injected with librdkafka's in-process mock cluster (real protocol over loopback),
 /// and an unreachable broker. These need no outside service.
@@ -106,9 +107,4 @@ struct FailureTests {
         try await running.stop()
         return await recorder.values
     }
-}
-
-actor Counter {
-    private(set) var value = 0
-    func increment() { value += 1 }
 }

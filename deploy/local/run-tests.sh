@@ -5,9 +5,10 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 
+# Quiet, so that the test runner's summary stays the last line of the output.
 cleanup() {
-  bash deploy/local/broker.sh stop || true
-  bash deploy/local/postgres.sh stop || true
+  bash deploy/local/broker.sh stop >/dev/null 2>&1 || true
+  bash deploy/local/postgres.sh stop >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 

@@ -4,28 +4,28 @@ import Testing
 
 /// Services the tests use. `make test` starts them and sets IAP_REQUIRE_SERVICES=1, so a missing
 /// one fails the run; under a bare `swift test` their tests are skipped with the reason shown.
-enum TestServices {
-    static let environment = ProcessInfo.processInfo.environment
-    static let required = environment["IAP_REQUIRE_SERVICES"] == "1"
-    static let brokers = environment["IAP_TEST_BROKERS"]
+public enum TestServices {
+    public static let environment = ProcessInfo.processInfo.environment
+    public static let required = environment["IAP_REQUIRE_SERVICES"] == "1"
+    public static let brokers = environment["IAP_TEST_BROKERS"]
 
-    static let broker = ConditionTrait.enabled(
+    public static let broker = ConditionTrait.enabled(
         if: brokers != nil || required,
         "no Kafka broker: set IAP_TEST_BROKERS=host:port (make test starts one)")
 
     /// The broker's address; fails the test when `make test` should have provided one.
-    static func requireBrokers() throws -> String {
+    public static func requireBrokers() throws -> String {
         try #require(brokers, "IAP_TEST_BROKERS is not set although IAP_REQUIRE_SERVICES=1")
     }
 }
 
 /// A name no other test (or earlier run against the same broker) uses.
-func uniqueName(_ prefix: String) -> String {
+public func uniqueName(_ prefix: String) -> String {
     "\(prefix)-\(UUID().uuidString.prefix(8).lowercased())"
 }
 
 /// Consumer settings that make group changes quick on a test broker.
-func testConsumerKafka(_ servers: String) -> KafkaConfiguration {
+public func testConsumerKafka(_ servers: String) -> KafkaConfiguration {
     KafkaConfiguration([
         "bootstrap.servers": servers,
         "session.timeout.ms": "10000",
@@ -36,7 +36,7 @@ func testConsumerKafka(_ servers: String) -> KafkaConfiguration {
 }
 
 /// Waits until `condition` holds, checking every few milliseconds; fails after `timeout`.
-func waitUntil(
+public func waitUntil(
     _ what: String, timeout: Duration = .seconds(60),
     sourceLocation: SourceLocation = #_sourceLocation, _ condition: () async throws -> Bool
 ) async throws {
@@ -51,33 +51,59 @@ func waitUntil(
 }
 
 /// Collects what handlers saw, from any task.
-actor Recorder {
-    private(set) var messages: [KafkaMessage] = []
+public actor Recorder {
+    public init() {}
+    public private(set) var messages: [KafkaMessage] = []
 
-    func record(_ message: KafkaMessage) { messages.append(message) }
-    var count: Int { messages.count }
-    var values: [String] { messages.map { String(decoding: $0.value ?? Data(), as: UTF8.self) } }
+    public func record(_ message: KafkaMessage) { messages.append(message) }
+    public var count: Int { messages.count }
+    public var values: [String] { messages.map { String(decoding: $0.value ?? Data(), as: UTF8.self) } }
 }
 
 /// A consumer running in a task of its own, for tests that start and stop group members.
-struct RunningConsumer {
-    let consumer: KafkaConsumer
-    let task: Task<Void, any Error>
+public struct RunningConsumer {
+    public let consumer: KafkaConsumer
+    public let task: Task<Void, any Error>
 
-    init(_ consumer: KafkaConsumer, handler: @escaping KafkaConsumer.Handler) {
+    public init(_ consumer: KafkaConsumer, handler: @escaping KafkaConsumer.Handler) {
         self.consumer = consumer
         task = Task { try await consumer.run(handler) }
     }
 
     /// Graceful shutdown; rethrows what `run` threw.
-    func stop() async throws {
+    public func stop() async throws {
         consumer.triggerGracefulShutdown()
         try await task.value
     }
 }
 
 /// The offsets `group` has committed, read by a fresh member that does not join the group.
-func committedOffsets(_ servers: String, group: String, _ partitions: [TopicPartition]) throws -> [TopicPartition: Int64] {
+public func committedOffsets(_ servers: String, group: String, _ partitions: [TopicPartition]) throws -> [TopicPartition: Int64] {
     try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: group, topics: []))
         .committedOffsets(partitions)
+}
+
+/// Suspends callers until opened.
+public actor Gate {
+    public init() {}
+    private var isOpen = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    public func wait() async {
+        if isOpen { return }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    public func open() {
+        isOpen = true
+        waiters.forEach { $0.resume() }
+        waiters.removeAll()
+    }
+}
+
+/// Counts from any task.
+public actor Counter {
+    public init() {}
+    public private(set) var value = 0
+    public func increment() { value += 1 }
 }
