@@ -18,6 +18,8 @@ let package = Package(
     products: [
         .library(name: "Kafka", targets: ["Kafka"]),
         .library(name: "WorkerRuntime", targets: ["WorkerRuntime"]),
+        .library(name: "Crypto", targets: ["Crypto"]),
+        .library(name: "StoreVerification", targets: ["StoreVerification"]),
         .executable(name: "iapctl", targets: ["iapctl"]),
     ],
     targets: [
@@ -29,6 +31,14 @@ let package = Package(
 
         // Kafka: the only module that touches librdkafka (and only in its RDKafka/ folder).
         .target(name: "Kafka", dependencies: ["CRdKafka"], linkerSettings: rdkafkaLinkerSettings),
+        // OpenSSL: certificates, chains, ECDSA, PKCS#7; the only module that touches libcrypto.
+        .target(name: "Crypto", dependencies: ["COpenSSL"]),
+        // Store verification: App Store signed data and receipts, AppCoins purchases.
+        .target(name: "StoreVerification", dependencies: ["Crypto"]),
+        // A test PKI and App Store-shaped signed data, built at run time (tests, demo, benchmarks).
+        .target(name: "StoreFixtures", dependencies: ["Crypto", "StoreVerification"]),
+        // A small HTTP/1.1 server: health, metrics, webhooks, and stand-in store APIs in tests.
+        .target(name: "HTTPServer"),
         // Lifecycle of long-running services: signals, graceful shutdown.
         .target(name: "WorkerRuntime", dependencies: ["Kafka"]),
 
@@ -40,6 +50,8 @@ let package = Package(
 
         .target(name: "TestSupport", dependencies: ["Kafka"], path: "Tests/TestSupport"),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(name: "StoreVerificationTests", dependencies: ["StoreVerification", "StoreFixtures", "Crypto", "HTTPServer", "TestSupport"],
+                    linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
     ]
 )

@@ -1,0 +1,153 @@
+import COpenSSL
+import Foundation
+
+/// A public key; owns its `EVP_PKEY*`.
+///
+/// `@unchecked Sendable`: the key is immutable; verification creates a fresh `EVP_MD_CTX` per call,
+/// and OpenSSL allows concurrent use of one `EVP_PKEY` for verification.
+public final class PublicKey: @unchecked Sendable {
+    let pointer: OpaquePointer
+
+    init(owning pointer: OpaquePointer) { self.pointer = pointer }
+    deinit { EVP_PKEY_free(pointer) }
+
+    /// Whether this is an elliptic-curve key on P-256 (the only key ES256 allows).
+    public var isP256: Bool {
+        EVP_PKEY_get_base_id(pointer) == EVP_PKEY_EC && EVP_PKEY_get_bits(pointer) == 256
+    }
+
+    /// Verifies an ES256 signature in JWS form: the 64-byte concatenation r‖s (RFC 7518 §3.4).
+    /// Anything that is not exactly 64 bytes, a DER signature included, fails.
+    public func verifyES256(message: some DataProtocol & ContiguousBytes, rawSignature: some DataProtocol & ContiguousBytes) -> Bool {
+        guard isP256, rawSignature.count == 64, let der = Self.derSignature(fromRaw: rawSignature) else { return false }
+        guard let context = EVP_MD_CTX_new() else { return false }
+        defer { EVP_MD_CTX_free(context) }
+        guard EVP_DigestVerifyInit(context, nil, EVP_sha256(), nil, pointer) == 1 else {
+            _ = drainedOpenSSLErrors()
+            return false
+        }
+        let verified = der.withUnsafeBytes { signature in
+            withBytes(message) { base, count in
+                EVP_DigestVerify(context, signature.bindMemory(to: UInt8.self).baseAddress, signature.count, base, count)
+            }
+        }
+        if verified != 1 { _ = drainedOpenSSLErrors() }
+        return verified == 1
+    }
+
+    /// r‖s → the DER `ECDSA-Sig-Value` OpenSSL verifies.
+    private static func derSignature(fromRaw raw: some DataProtocol & ContiguousBytes) -> [UInt8]? {
+        guard let signature = ECDSA_SIG_new() else { return nil }
+        defer { ECDSA_SIG_free(signature) }
+        let (r, s) = withBytes(raw) { base, _ in (BN_bin2bn(base, 32, nil), BN_bin2bn(base + 32, 32, nil)) }
+        guard let r, let s, ECDSA_SIG_set0(signature, r, s) == 1 else {
+            BN_free(r)
+            BN_free(s)
+            return nil
+        }
+        var output: UnsafeMutablePointer<UInt8>?
+        let length = i2d_ECDSA_SIG(signature, &output)
+        guard length > 0, let output else { return nil }
+        defer { CRYPTO_free(output, #fileID, #line) }
+        return Array(UnsafeBufferPointer(start: output, count: Int(length)))
+    }
+}
+
+/// An EC P-256 private key, for signing test data and App Store Server API tokens.
+///
+/// `@unchecked Sendable`: immutable after creation; each signature uses its own `EVP_MD_CTX`.
+public final class PrivateKey: @unchecked Sendable {
+    let pointer: OpaquePointer
+
+    init(owning pointer: OpaquePointer) { self.pointer = pointer }
+    deinit { EVP_PKEY_free(pointer) }
+
+    /// A fresh random P-256 key.
+    public static func generateP256() throws -> PrivateKey {
+        guard let context = EVP_PKEY_CTX_new_id(EVP_PKEY_EC, nil) else { throw CryptoError.openSSL("EVP_PKEY_CTX_new_id") }
+        defer { EVP_PKEY_CTX_free(context) }
+        var key: OpaquePointer?
+        guard EVP_PKEY_keygen_init(context) == 1,
+              EVP_PKEY_CTX_set_ec_paramgen_curve_nid(context, NID_X9_62_prime256v1) == 1,
+              EVP_PKEY_keygen(context, &key) == 1, let key
+        else { throw CryptoError.openSSL("P-256 key generation failed") }
+        return PrivateKey(owning: key)
+    }
+
+    /// Reads a PEM private key (PKCS#8 `BEGIN PRIVATE KEY`, as in App Store Connect `.p8` files, or `BEGIN EC PRIVATE KEY`).
+    public convenience init(pem: Data) throws {
+        let key: OpaquePointer? = withBytes(pem) { base, count in
+            guard let bio = BIO_new_mem_buf(base, Int32(count)) else { return nil }
+            defer { BIO_free(bio) }
+            return PEM_read_bio_PrivateKey(bio, nil, nil, nil)
+        }
+        guard let key else { throw CryptoError.openSSL("not a PEM private key") }
+        guard EVP_PKEY_get_base_id(key) == EVP_PKEY_EC, EVP_PKEY_get_bits(key) == 256 else {
+            EVP_PKEY_free(key)
+            throw CryptoError("the private key is not an EC P-256 key")
+        }
+        self.init(owning: key)
+    }
+
+    /// The PKCS#8 PEM encoding (`BEGIN PRIVATE KEY`).
+    public func pemRepresentation() throws -> String {
+        guard let bio = BIO_new(BIO_s_mem()) else { throw CryptoError.openSSL("BIO_new") }
+        defer { BIO_free(bio) }
+        guard PEM_write_bio_PrivateKey(bio, pointer, nil, nil, 0, nil, nil) == 1 else { throw CryptoError.openSSL("PEM_write_bio_PrivateKey") }
+        var data: UnsafeMutablePointer<CChar>?
+        let length = BIO_get_mem_data_shim(bio, &data)
+        guard length > 0, let data else { throw CryptoError("empty PEM") }
+        return String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self)
+    }
+
+    /// The matching public key.
+    public func publicKey() throws -> PublicKey {
+        // Round-trip through DER SubjectPublicKeyInfo to get a key object without the private part.
+        var output: UnsafeMutablePointer<UInt8>?
+        let length = i2d_PUBKEY(pointer, &output)
+        guard length > 0, let output else { throw CryptoError.openSSL("i2d_PUBKEY") }
+        defer { CRYPTO_free(output, #fileID, #line) }
+        var cursor: UnsafePointer<UInt8>? = UnsafePointer(output)
+        guard let key = d2i_PUBKEY(nil, &cursor, Int(length)) else { throw CryptoError.openSSL("d2i_PUBKEY") }
+        return PublicKey(owning: key)
+    }
+
+    /// An ES256 signature over `message` in JWS form (64-byte r‖s).
+    public func signES256(_ message: some DataProtocol & ContiguousBytes) throws -> Data {
+        guard let context = EVP_MD_CTX_new() else { throw CryptoError.openSSL("EVP_MD_CTX_new") }
+        defer { EVP_MD_CTX_free(context) }
+        guard EVP_DigestSignInit(context, nil, EVP_sha256(), nil, pointer) == 1 else { throw CryptoError.openSSL("EVP_DigestSignInit") }
+        var der = [UInt8](repeating: 0, count: 80)
+        var length = der.count
+        let signed = withBytes(message) { base, count in EVP_DigestSign(context, &der, &length, base, count) }
+        guard signed == 1 else { throw CryptoError.openSSL("EVP_DigestSign") }
+        return try Self.rawSignature(fromDER: Array(der.prefix(length)))
+    }
+
+    private static func rawSignature(fromDER der: [UInt8]) throws -> Data {
+        var cursor: UnsafePointer<UInt8>? = nil
+        let signature: OpaquePointer? = der.withUnsafeBufferPointer { buffer in
+            cursor = buffer.baseAddress
+            return d2i_ECDSA_SIG(nil, &cursor, buffer.count)
+        }
+        guard let signature else { throw CryptoError.openSSL("d2i_ECDSA_SIG") }
+        defer { ECDSA_SIG_free(signature) }
+        var r: OpaquePointer?
+        var s: OpaquePointer?
+        ECDSA_SIG_get0(signature, &r, &s)
+        var raw = [UInt8](repeating: 0, count: 64)
+        let written = raw.withUnsafeMutableBufferPointer { buffer in
+            BN_bn2binpad(r, buffer.baseAddress, 32) == 32 && BN_bn2binpad(s, buffer.baseAddress! + 32, 32) == 32
+        }
+        guard written else { throw CryptoError.openSSL("BN_bn2binpad") }
+        return Data(raw)
+    }
+}
+
+/// SHA-256 of `data`.
+public func sha256(_ data: some DataProtocol & ContiguousBytes) -> Data {
+    var digest = [UInt8](repeating: 0, count: 32)
+    var length: UInt32 = 0
+    _ = withBytes(data) { base, count in EVP_Digest(base, count, &digest, &length, EVP_sha256(), nil) }
+    return Data(digest.prefix(Int(length)))
+}

@@ -1,0 +1,198 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A small HTTP/1.1 server over POSIX sockets, for health and metrics endpoints, webhooks, and the
+/// stand-in store APIs of tests. One request per connection (`Connection: close`).
+///
+/// Bounded against malformed requests, slow clients and floods: headers and bodies have size limits,
+/// every read has a timeout, and at most `maxConnections` connections are served at once (more are
+/// answered 503 and closed).
+public final class HTTPServer: Sendable {
+    public typealias Handler = @Sendable (HTTPRequest) async -> HTTPResponse
+
+    public struct Configuration: Sendable {
+        public var host: String
+        /// 0 picks a free port; read it back from `port`.
+        public var port: UInt16
+        public var maxHeaderBytes: Int
+        public var maxBodyBytes: Int
+        public var readTimeout: Duration
+        public var maxConnections: Int
+
+        public init(host: String = "127.0.0.1", port: UInt16 = 0, maxHeaderBytes: Int = 16 * 1024, maxBodyBytes: Int = 1024 * 1024,
+                    readTimeout: Duration = .seconds(10), maxConnections: Int = 256) {
+            self.host = host
+            self.port = port
+            self.maxHeaderBytes = maxHeaderBytes
+            self.maxBodyBytes = maxBodyBytes
+            self.readTimeout = readTimeout
+            self.maxConnections = maxConnections
+        }
+    }
+
+    public let configuration: Configuration
+    /// The port the server listens on.
+    public let port: UInt16
+    private let listener: Int32
+    private let handler: Handler
+    private let state = Mutex<(running: Bool, connections: Int)>((true, 0))
+
+    /// Binds and starts accepting on a thread of its own.
+    public init(configuration: Configuration = Configuration(), handler: @escaping Handler) throws {
+        self.configuration = configuration
+        self.handler = handler
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard listener >= 0 else { throw HTTPServerError("socket: \(String(cString: strerror(errno)))") }
+        var reuse: Int32 = 1
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = configuration.port.bigEndian
+        guard inet_pton(AF_INET, configuration.host, &address.sin_addr) == 1 else {
+            close(listener)
+            throw HTTPServerError("invalid IPv4 address '\(configuration.host)'")
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(listener, 512) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(listener)
+            throw HTTPServerError("cannot listen on \(configuration.host):\(configuration.port): \(reason)")
+        }
+        var actual = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &actual) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
+        self.listener = listener
+        port = UInt16(bigEndian: actual.sin_port)
+        let thread = Thread { [self] in acceptLoop() }
+        thread.name = "http-accept"
+        thread.start()
+    }
+
+    deinit { shutdown() }
+
+    /// Stops accepting; connections in progress finish.
+    public func shutdown() {
+        let wasRunning = state.withLock { state -> Bool in
+            defer { state.running = false }
+            return state.running
+        }
+        if wasRunning {
+            Glibc.shutdown(listener, Int32(SHUT_RDWR))
+            close(listener)
+        }
+    }
+
+    private func acceptLoop() {
+        while state.withLock({ $0.running }) {
+            let connection = accept(listener, nil, nil)
+            if connection < 0 {
+                if errno == EINTR || errno == ECONNABORTED { continue }
+                return
+            }
+            let admitted = state.withLock { state -> Bool in
+                guard state.connections < configuration.maxConnections else { return false }
+                state.connections += 1
+                return true
+            }
+            guard admitted else {
+                write(connection, HTTPResponse(status: 503, contentType: "text/plain", body: "busy\n").serialized())
+                close(connection)
+                continue
+            }
+            Task { [self] in
+                await serve(connection)
+                state.withLock { $0.connections -= 1 }
+            }
+        }
+    }
+
+    private func serve(_ connection: Int32) async {
+        defer { close(connection) }
+        var timeout = timeval(tv_sec: Int(configuration.readTimeout.components.seconds), tv_usec: 0)
+        setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let response: HTTPResponse
+        switch readRequest(connection) {
+        case .success(let request): response = await handler(request)
+        case .failure(let error): response = HTTPResponse(status: error.status, contentType: "text/plain", body: error.message + "\n")
+        }
+        write(connection, response.serialized())
+    }
+
+    private struct RequestError: Error {
+        let status: Int
+        let message: String
+    }
+
+    /// Reads one request; blocking reads bounded by the socket timeout.
+    private func readRequest(_ connection: Int32) -> Result<HTTPRequest, RequestError> {
+        var buffer = [UInt8]()
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        let separator: [UInt8] = [13, 10, 13, 10]
+        var headerEnd: Int?
+        while headerEnd == nil {
+            let count = read(connection, &chunk, chunk.count)
+            if count <= 0 { return .failure(RequestError(status: 408, message: "incomplete request")) }
+            let searchFrom = max(0, buffer.count - 3)
+            buffer.append(contentsOf: chunk[0..<count])
+            if let range = buffer[searchFrom...].firstRange(of: separator) { headerEnd = range.lowerBound }
+            if headerEnd == nil && buffer.count > configuration.maxHeaderBytes {
+                return .failure(RequestError(status: 431, message: "headers too large"))
+            }
+        }
+        guard let headerEnd, let head = String(validating: buffer[0..<headerEnd], as: UTF8.self) else {
+            return .failure(RequestError(status: 400, message: "headers are not UTF-8"))
+        }
+        var lines = head.split(separator: "\r\n", omittingEmptySubsequences: false)
+        let requestLine = lines.removeFirst().split(separator: " ")
+        guard requestLine.count == 3, requestLine[2].hasPrefix("HTTP/1.") else {
+            return .failure(RequestError(status: 400, message: "malformed request line"))
+        }
+        var headers: [String: String] = [:]
+        for line in lines {
+            guard let colon = line.firstIndex(of: ":") else { return .failure(RequestError(status: 400, message: "malformed header")) }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        if headers["transfer-encoding"] != nil {
+            return .failure(RequestError(status: 400, message: "chunked bodies are not supported; send Content-Length"))
+        }
+        let length = headers["content-length"].map { Int($0) } ?? 0
+        guard let length, length >= 0 else { return .failure(RequestError(status: 400, message: "invalid Content-Length")) }
+        guard length <= configuration.maxBodyBytes else {
+            return .failure(RequestError(status: 413, message: "body larger than \(configuration.maxBodyBytes) bytes"))
+        }
+        var body = Array(buffer[(headerEnd + 4)...])
+        while body.count < length {
+            let count = read(connection, &chunk, min(chunk.count, length - body.count))
+            if count <= 0 { return .failure(RequestError(status: 408, message: "incomplete body")) }
+            body.append(contentsOf: chunk[0..<count])
+        }
+        let target = requestLine[1]
+        let query = target.firstIndex(of: "?").map { String(target[target.index(after: $0)...]) }
+        let path = String(target.prefix { $0 != "?" })
+        return .success(HTTPRequest(method: String(requestLine[0]), path: path, query: query, headers: headers, body: Data(body.prefix(length))))
+    }
+
+    private func write(_ connection: Int32, _ data: Data) {
+        data.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let written = send(connection, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+                if written <= 0 { return }
+                offset += written
+            }
+        }
+    }
+}
+
+public struct HTTPServerError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

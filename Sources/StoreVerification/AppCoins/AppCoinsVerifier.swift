@@ -1,0 +1,130 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A purchase as the AppCoins (Aptoide/Catappult) API reports it; the shape follows Google's ProductPurchase.
+public struct AppCoinsPurchase: Sendable, Hashable {
+    public var packageName: String
+    public var productId: String
+    public var purchaseToken: String
+    public var orderId: String?
+    public var purchaseTime: Date?
+    /// 0 purchased, 1 canceled, 2 pending.
+    public var purchaseState: Int64
+    /// 0 not yet consumed, 1 consumed.
+    public var consumptionState: Int64?
+    public var acknowledgementState: Int64?
+    public var developerPayload: String?
+    public var regionCode: String?
+    public var currency: String?
+    public var raw: [String: JSONValue]
+
+    /// Unconsumed AppCoins purchases are refunded automatically after 24 hours.
+    public var isConsumed: Bool { consumptionState == 1 }
+    /// The id effects are keyed by: the order id, or the token where the API gives none.
+    public var transactionId: String { orderId ?? purchaseToken }
+}
+
+/// Checks AppCoins purchases server to server:
+/// `GET {base}/productv2/8.20250505/google/inapp/v3/applications/{package}/purchases/products/{sku}/tokens/{token}`.
+///
+/// 200 with `purchaseState` 0 verifies; 404 and 410 are permanent rejections; timeouts, 429 and 5xx are
+/// retryable. AppCoins has no server-side consume call: apps consume with `finish()` on the device.
+public final class AppCoinsVerifier: Sendable {
+    public struct Configuration: Sendable {
+        public var baseURL: URL
+        public var timeout: Duration
+        /// Extra request headers (e.g. credentials, when the account requires them).
+        public var headers: [String: String]
+
+        public static let defaultBaseURL = URL(string: "https://api.catappult.io")!
+
+        public init(baseURL: URL = defaultBaseURL, timeout: Duration = .seconds(10), headers: [String: String] = [:]) {
+            self.baseURL = baseURL
+            self.timeout = timeout
+            self.headers = headers
+        }
+    }
+
+    public let configuration: Configuration
+    private let session: URLSession
+
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+        let sessionConfiguration = URLSessionConfiguration.ephemeral
+        sessionConfiguration.timeoutIntervalForRequest = configuration.timeout.seconds
+        sessionConfiguration.timeoutIntervalForResource = configuration.timeout.seconds
+        session = URLSession(configuration: sessionConfiguration)
+    }
+
+    /// The URL the check for this purchase goes to.
+    public func url(packageName: String, sku: String, purchaseToken: String) -> URL {
+        var url = configuration.baseURL
+        for component in ["productv2", "8.20250505", "google", "inapp", "v3", "applications", packageName,
+                          "purchases", "products", sku, "tokens", purchaseToken] {
+            url.appendPathComponent(component)
+        }
+        return url
+    }
+
+    public func verify(packageName: String, sku: String, purchaseToken: String) async -> Result<AppCoinsPurchase, Rejection> {
+        for (name, value) in [("package", packageName), ("sku", sku), ("purchase token", purchaseToken)]
+        where value.isEmpty || value.utf8.count > 1024 || value.contains("/") {
+            return .failure(Rejection(.storeRejected, "invalid \(name)"))
+        }
+        var request = URLRequest(url: url(packageName: packageName, sku: sku, purchaseToken: purchaseToken),
+                                 timeoutInterval: configuration.timeout.seconds)
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        for (name, value) in configuration.headers { request.setValue(value, forHTTPHeaderField: name) }
+        let data: Data
+        let response: URLResponse
+        do {
+            (data, response) = try await session.data(for: request)
+        } catch {
+            return .failure(Rejection(.storeUnavailable, retryable: true, "AppCoins API: \(error.localizedDescription)"))
+        }
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        switch status {
+        case 200:
+            break
+        case 404, 410:
+            return .failure(Rejection(.storeRejected, "AppCoins API: no such purchase (HTTP \(status))"))
+        case 429, 500...599:
+            return .failure(Rejection(.storeUnavailable, retryable: true, "AppCoins API answered HTTP \(status)"))
+        case 400:
+            return .failure(Rejection(.storeRejected, "AppCoins API: bad request (HTTP 400)"))
+        default:
+            // 401/403 and anything unexpected: a configuration or API problem, not a verdict on the purchase.
+            return .failure(Rejection(.storeUnavailable, retryable: true, "AppCoins API answered HTTP \(status)"))
+        }
+        guard let fields = JSONValue.parse(data)?.objectValue else {
+            return .failure(Rejection(.storeUnavailable, retryable: true, "AppCoins API: body is not a JSON object"))
+        }
+        let json = JSONFields(object: fields)
+        // Google-shaped APIs send int64 fields as strings.
+        func int(_ key: String) -> Int64? { json.int(key) ?? json.string(key).flatMap { Int64($0) } }
+        guard let state = int("purchaseState") else {
+            return .failure(Rejection(.storeUnavailable, retryable: true, "AppCoins API: purchaseState missing"))
+        }
+        let purchase = AppCoinsPurchase(
+            packageName: packageName, productId: json.string("productId") ?? sku,
+            purchaseToken: json.string("purchaseToken") ?? purchaseToken, orderId: json.string("orderId"),
+            purchaseTime: int("purchaseTimeMillis").map { Date(timeIntervalSince1970: Double($0) / 1000) },
+            purchaseState: state, consumptionState: int("consumptionState"), acknowledgementState: int("acknowledgementState"),
+            developerPayload: json.string("developerPayload"), regionCode: json.string("regionCode"),
+            currency: json.string("currency"), raw: fields)
+        guard purchase.productId == sku else {
+            return .failure(Rejection(.storeRejected, "token belongs to product '\(purchase.productId)', not '\(sku)'"))
+        }
+        switch state {
+        case 0: return .success(purchase)
+        case 2: return .failure(Rejection(.purchaseNotCompleted, retryable: true, "purchase is pending"))
+        default: return .failure(Rejection(.purchaseNotCompleted, "purchaseState \(state) (canceled)"))
+        }
+    }
+}
+
+extension Duration {
+    var seconds: TimeInterval { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

@@ -1,0 +1,127 @@
+import Foundation
+
+/// A verified, decoded signed transaction (JWSTransactionDecodedPayload).
+public struct AppStoreTransaction: Sendable, Hashable {
+    public var transactionId: String
+    public var originalTransactionId: String?
+    public var webOrderLineItemId: String?
+    public var bundleId: String
+    public var productId: String
+    public var type: AppStoreProductType?
+    public var quantity: Int
+    public var purchaseDate: Date?
+    public var originalPurchaseDate: Date?
+    public var expiresDate: Date?
+    public var signedDate: Date?
+    public var appAccountToken: String?
+    public var environment: AppStoreEnvironment?
+    public var storefront: String?
+    public var price: Int64?
+    public var currency: String?
+    public var revocationDate: Date?
+    public var revocationReason: Int64?
+    public var transactionReason: String?
+    public var inAppOwnershipType: String?
+    /// Every field as signed, including ones this version does not know.
+    public var raw: [String: JSONValue]
+
+    init?(_ fields: [String: JSONValue]) {
+        let json = JSONFields(object: fields)
+        guard let transactionId = json.string("transactionId"), let bundleId = json.string("bundleId"),
+              let productId = json.string("productId") else { return nil }
+        self.transactionId = transactionId
+        self.bundleId = bundleId
+        self.productId = productId
+        originalTransactionId = json.string("originalTransactionId")
+        webOrderLineItemId = json.string("webOrderLineItemId")
+        type = json.string("type").map(AppStoreProductType.init(rawValue:))
+        quantity = Int(json.int("quantity") ?? 1)
+        purchaseDate = json.date("purchaseDate")
+        originalPurchaseDate = json.date("originalPurchaseDate")
+        expiresDate = json.date("expiresDate")
+        signedDate = json.date("signedDate")
+        appAccountToken = json.string("appAccountToken")
+        environment = json.string("environment").map(AppStoreEnvironment.init(rawValue:))
+        storefront = json.string("storefront")
+        price = json.int("price")
+        currency = json.string("currency")
+        revocationDate = json.date("revocationDate")
+        revocationReason = json.int("revocationReason")
+        transactionReason = json.string("transactionReason")
+        inAppOwnershipType = json.string("inAppOwnershipType")
+        raw = fields
+    }
+}
+
+/// A verified, decoded signed renewal info (JWSRenewalInfoDecodedPayload).
+public struct AppStoreRenewalInfo: Sendable, Hashable {
+    public var originalTransactionId: String
+    public var productId: String?
+    public var autoRenewProductId: String?
+    public var autoRenewStatus: Int64?
+    public var expirationIntent: Int64?
+    public var renewalDate: Date?
+    public var signedDate: Date?
+    public var environment: AppStoreEnvironment?
+    public var raw: [String: JSONValue]
+
+    init?(_ fields: [String: JSONValue]) {
+        let json = JSONFields(object: fields)
+        guard let originalTransactionId = json.string("originalTransactionId") else { return nil }
+        self.originalTransactionId = originalTransactionId
+        productId = json.string("productId")
+        autoRenewProductId = json.string("autoRenewProductId")
+        autoRenewStatus = json.int("autoRenewStatus")
+        expirationIntent = json.int("expirationIntent")
+        renewalDate = json.date("renewalDate")
+        signedDate = json.date("signedDate")
+        environment = json.string("environment").map(AppStoreEnvironment.init(rawValue:))
+        raw = fields
+    }
+}
+
+/// A verified App Store Server Notification V2 (ResponseBodyV2DecodedPayload), with its nested
+/// signed transaction and renewal info verified too.
+public struct AppStoreNotification: Sendable, Hashable {
+    public var notificationType: AppStoreNotificationType
+    public var subtype: String?
+    public var notificationUUID: String
+    public var version: String?
+    public var signedDate: Date?
+    public var bundleId: String?
+    public var appAppleId: Int64?
+    public var environment: AppStoreEnvironment?
+    public var transaction: AppStoreTransaction?
+    public var renewalInfo: AppStoreRenewalInfo?
+    public var raw: [String: JSONValue]
+
+    /// What the pipeline does with it.
+    public var action: NotificationAction { notificationType.pipelineAction }
+}
+
+/// A verified, decoded signed AppTransaction (the app's own purchase record).
+public struct AppStoreAppTransaction: Sendable, Hashable {
+    public var bundleId: String
+    public var appAppleId: Int64?
+    public var environment: AppStoreEnvironment?
+    public var applicationVersion: String?
+    public var originalApplicationVersion: String?
+    public var receiptCreationDate: Date?
+    public var originalPurchaseDate: Date?
+    public var appTransactionId: String?
+    public var raw: [String: JSONValue]
+
+    init?(_ fields: [String: JSONValue]) {
+        let json = JSONFields(object: fields)
+        guard let bundleId = json.string("bundleId") else { return nil }
+        self.bundleId = bundleId
+        appAppleId = json.int("appAppleId")
+        environment = json.string("receiptType").map(AppStoreEnvironment.init(rawValue:))
+        applicationVersion = json.string("applicationVersion")
+        originalApplicationVersion = json.string("originalApplicationVersion")
+        receiptCreationDate = json.date("receiptCreationDate")
+        originalPurchaseDate = json.date("originalPurchaseDate")
+        appTransactionId = json.string("appTransactionId")
+        raw = fields
+    }
+}

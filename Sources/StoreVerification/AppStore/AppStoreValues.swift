@@ -1,0 +1,81 @@
+/// A string value from the App Store that may take values unknown to this version: the raw string is
+/// always kept, and the known values are named constants to compare with.
+public protocol AppStoreStringValue: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible where RawValue == String {
+    init(rawValue: String)
+}
+
+extension AppStoreStringValue {
+    public var description: String { rawValue }
+}
+
+/// The App Store environment data was signed for.
+public struct AppStoreEnvironment: AppStoreStringValue {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    public static let production = Self(rawValue: "Production")
+    public static let sandbox = Self(rawValue: "Sandbox")
+    /// StoreKit Testing in Xcode: not signed by the App Store.
+    public static let xcode = Self(rawValue: "Xcode")
+    /// Local StoreKit testing: not signed by the App Store.
+    public static let localTesting = Self(rawValue: "LocalTesting")
+
+    /// Data of these environments is signed locally, not by Apple.
+    public var isLocallySigned: Bool { self == .xcode || self == .localTesting }
+}
+
+/// The kind of in-app product (`type` of a signed transaction).
+public struct AppStoreProductType: AppStoreStringValue {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    public static let consumable = Self(rawValue: "Consumable")
+    public static let nonConsumable = Self(rawValue: "Non-Consumable")
+    public static let autoRenewable = Self(rawValue: "Auto-Renewable Subscription")
+    public static let nonRenewing = Self(rawValue: "Non-Renewing Subscription")
+}
+
+/// `notificationType` of an App Store Server Notification V2.
+public struct AppStoreNotificationType: AppStoreStringValue {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    public static let refund = Self(rawValue: "REFUND")
+    public static let revoke = Self(rawValue: "REVOKE")
+    public static let refundReversed = Self(rawValue: "REFUND_REVERSED")
+    public static let refundDeclined = Self(rawValue: "REFUND_DECLINED")
+    public static let consumptionRequest = Self(rawValue: "CONSUMPTION_REQUEST")
+    public static let oneTimeCharge = Self(rawValue: "ONE_TIME_CHARGE")
+    public static let test = Self(rawValue: "TEST")
+    public static let subscribed = Self(rawValue: "SUBSCRIBED")
+    public static let didRenew = Self(rawValue: "DID_RENEW")
+    public static let expired = Self(rawValue: "EXPIRED")
+
+    /// What the pipeline does with a notification of this type.
+    public var pipelineAction: NotificationAction {
+        switch self {
+        case .refund, .revoke: .revokeGrant
+        case .refundReversed: .restoreGrant
+        case .consumptionRequest: .reportConsumption
+        case .oneTimeCharge: .recordPurchase
+        case .test: .acknowledgeTest
+        default: .logOnly
+        }
+    }
+}
+
+/// The pipeline's reaction to a notification.
+public enum NotificationAction: String, Sendable, Codable {
+    /// Money went back to the customer (REFUND) or access was withdrawn (REVOKE): claw back the grant.
+    case revokeGrant
+    /// A refund was reversed: the grant stands again.
+    case restoreGrant
+    /// Apple asks for consumption information about a refund request.
+    case reportConsumption
+    /// A one-time purchase was charged: the transaction can be processed like a client submission.
+    case recordPurchase
+    /// A TEST notification from App Store Connect.
+    case acknowledgeTest
+    /// Known or unknown, but nothing for the pipeline to do: counted and logged.
+    case logOnly
+}

@@ -1,0 +1,233 @@
+import Crypto
+import Foundation
+
+/// Verifies App Store signed data (JWS): StoreKit 2 transactions, renewal info, App Store Server
+/// Notifications V2 and AppTransactions, the way Apple's server libraries do.
+///
+/// Signature: compact JWS, `alg` ES256 only, raw r‖s signature, `x5c` of exactly leaf, intermediate
+/// and root; the chain must lead to one of the configured roots (in production Apple Root CA - G3) and
+/// carry Apple's marker OIDs. Validity is checked at the payload's `signedDate` (AppTransaction:
+/// `receiptCreationDate`) unless online checks are on, then at the current time. Then the content:
+/// bundle id, environment and (for notifications and app transactions in production) the app's Apple id.
+public final class SignedDataVerifier: Sendable {
+    /// Marker extension of Apple's leaf certificates that sign App Store data.
+    public static let leafOID = "1.2.840.113635.100.6.11.1"
+    /// Marker extension of Apple's WWDR intermediate certificates.
+    public static let intermediateOID = "1.2.840.113635.100.6.2.1"
+
+    public struct Configuration: Sendable {
+        public var trustedRoots: [Certificate]
+        public var bundleId: String
+        public var environment: AppStoreEnvironment
+        /// Required in production; checked on notifications and app transactions.
+        public var appAppleId: Int64?
+        /// Check validity at the current time and ask OCSP responders (leaf and intermediate).
+        public var onlineChecks: Bool
+        public var ocspTimeout: Duration
+        public var chainCacheCapacity: Int
+        public var chainCacheTimeToLive: Duration
+
+        public init(trustedRoots: [Certificate], bundleId: String, environment: AppStoreEnvironment, appAppleId: Int64? = nil,
+                    onlineChecks: Bool = false, ocspTimeout: Duration = .seconds(5),
+                    chainCacheCapacity: Int = 32, chainCacheTimeToLive: Duration = .seconds(15 * 60)) {
+            self.trustedRoots = trustedRoots
+            self.bundleId = bundleId
+            self.environment = environment
+            self.appAppleId = appAppleId
+            self.onlineChecks = onlineChecks
+            self.ocspTimeout = ocspTimeout
+            self.chainCacheCapacity = chainCacheCapacity
+            self.chainCacheTimeToLive = chainCacheTimeToLive
+        }
+    }
+
+    public let configuration: Configuration
+    private let chains: ChainVerifier
+    private let cache: ChainCache
+    private let revocation: RevocationChecker?
+    private let now: @Sendable () -> Date
+
+    /// - Parameter now: the clock (injectable for tests and for re-verifying old data).
+    /// - Throws: `VerifierConfigurationError` when production is configured without `appAppleId` or roots.
+    public init(configuration: Configuration, now: @escaping @Sendable () -> Date = Date.init) throws {
+        if configuration.environment == .production && configuration.appAppleId == nil {
+            throw VerifierConfigurationError("appAppleId is required for the Production environment")
+        }
+        if configuration.trustedRoots.isEmpty && !configuration.environment.isLocallySigned {
+            throw VerifierConfigurationError("at least one trusted root certificate is required")
+        }
+        self.configuration = configuration
+        self.chains = try ChainVerifier(trustedRoots: configuration.trustedRoots)
+        self.cache = ChainCache(capacity: configuration.chainCacheCapacity,
+                                timeToLive: TimeInterval(configuration.chainCacheTimeToLive.components.seconds))
+        self.revocation = configuration.onlineChecks ? RevocationChecker(timeout: configuration.ocspTimeout) : nil
+        self.now = now
+    }
+
+    /// Verifies a signed transaction (`Transaction.jwsRepresentation`, or `signedTransactionInfo`).
+    public func verifyTransaction(_ jws: String) -> Result<AppStoreTransaction, Rejection> {
+        verify(jws, dateField: "signedDate").flatMap { fields in
+            guard let transaction = AppStoreTransaction(fields) else {
+                return .failure(Rejection(.malformedPayload, "transactionId, bundleId or productId missing"))
+            }
+            return checkBundleAndEnvironment(transaction.bundleId, transaction.environment).map { transaction }
+        }
+    }
+
+    /// Verifies signed renewal info (`signedRenewalInfo`).
+    public func verifyRenewalInfo(_ jws: String) -> Result<AppStoreRenewalInfo, Rejection> {
+        verify(jws, dateField: "signedDate").flatMap { fields in
+            guard let info = AppStoreRenewalInfo(fields) else { return .failure(Rejection(.malformedPayload, "originalTransactionId missing")) }
+            return checkEnvironment(info.environment).map { info }
+        }
+    }
+
+    /// Verifies an AppTransaction.
+    public func verifyAppTransaction(_ jws: String) -> Result<AppStoreAppTransaction, Rejection> {
+        verify(jws, dateField: "receiptCreationDate").flatMap { fields in
+            guard let app = AppStoreAppTransaction(fields) else { return .failure(Rejection(.malformedPayload, "bundleId missing")) }
+            return checkBundleAndEnvironment(app.bundleId, app.environment)
+                .flatMap { checkAppAppleId(app.appAppleId, environment: app.environment) }
+                .map { app }
+        }
+    }
+
+    /// Verifies a notification's `signedPayload`, and the signed transaction and renewal info inside it.
+    public func verifyNotification(_ signedPayload: String) -> Result<AppStoreNotification, Rejection> {
+        verify(signedPayload, dateField: "signedDate").flatMap { fields in
+            let json = JSONFields(object: fields)
+            guard let type = json.string("notificationType"), let uuid = json.string("notificationUUID") else {
+                return .failure(Rejection(.malformedPayload, "notificationType or notificationUUID missing"))
+            }
+            // The app's identity is in `data` (or `summary` / `externalPurchaseToken` for other kinds).
+            let data = json.object("data") ?? json.object("summary") ?? json.object("externalPurchaseToken")
+            var notification = AppStoreNotification(
+                notificationType: AppStoreNotificationType(rawValue: type), subtype: json.string("subtype"),
+                notificationUUID: uuid, version: json.string("version"), signedDate: json.date("signedDate"),
+                bundleId: data?.string("bundleId"), appAppleId: data?.int("appAppleId"),
+                environment: data?.string("environment").map(AppStoreEnvironment.init(rawValue:)), raw: fields)
+            let identity = checkBundleAndEnvironment(notification.bundleId ?? "", notification.environment)
+                .flatMap { checkAppAppleId(notification.appAppleId, environment: notification.environment) }
+            if case .failure(let rejection) = identity { return .failure(rejection) }
+            if let signed = data?.string("signedTransactionInfo") {
+                switch verifyTransaction(signed) {
+                case .success(let transaction): notification.transaction = transaction
+                case .failure(let rejection): return .failure(rejection)
+                }
+            }
+            if let signed = data?.string("signedRenewalInfo") {
+                switch verifyRenewalInfo(signed) {
+                case .success(let info): notification.renewalInfo = info
+                case .failure(let rejection): return .failure(rejection)
+                }
+            }
+            return .success(notification)
+        }
+    }
+
+    // MARK: - The signature
+
+    private func verify(_ jws: String, dateField: String) -> Result<[String: JSONValue], Rejection> {
+        let parsed: CompactJWS
+        switch CompactJWS.parse(jws) {
+        case .success(let value): parsed = value
+        case .failure(let rejection): return .failure(rejection)
+        }
+        // Xcode and LocalTesting data are signed locally, never by the App Store: their signature says nothing.
+        // Only a verifier configured for such an environment skips it; a production one never does.
+        if configuration.environment.isLocallySigned { return .success(parsed.payload) }
+
+        guard parsed.header["alg"]?.stringValue == "ES256" else {
+            return .failure(Rejection(.unsupportedAlgorithm, "alg \(parsed.header["alg"]?.stringValue ?? "missing"), only ES256 is accepted"))
+        }
+        guard let x5c = parsed.header["x5c"]?.arrayValue else { return .failure(Rejection(.missingX5C, "header has no x5c array")) }
+        guard x5c.count == 3 else { return .failure(Rejection(.invalidChainLength, "x5c holds \(x5c.count) certificates, expected 3")) }
+        guard parsed.signature.count == 64 else {
+            return .failure(Rejection(.badSignature, "signature is \(parsed.signature.count) bytes, expected 64-byte r‖s"))
+        }
+        let currentTime = now()
+        let effectiveDate = configuration.onlineChecks ? currentTime : (JSONFields(object: parsed.payload).date(dateField) ?? currentTime)
+
+        let leafKey: PublicKey
+        if let cached = cache.key(for: parsed.headerSegment, validAt: effectiveDate, now: currentTime) {
+            leafKey = cached
+        } else {
+            switch verifyChain(x5c, at: effectiveDate) {
+            case .success(let verified):
+                leafKey = verified.key
+                cache.insert(parsed.headerSegment, leafKey: verified.key, validFrom: verified.validFrom, validUntil: verified.validUntil, now: currentTime)
+            case .failure(let rejection):
+                return .failure(rejection)
+            }
+        }
+        guard leafKey.verifyES256(message: Data(parsed.signingInput), rawSignature: parsed.signature) else {
+            return .failure(Rejection(.badSignature, "ES256 signature does not verify with the leaf certificate's key"))
+        }
+        return .success(parsed.payload)
+    }
+
+    private struct VerifiedChain {
+        let key: PublicKey
+        let validFrom: Date
+        let validUntil: Date
+    }
+
+    private func verifyChain(_ x5c: [JSONValue], at date: Date) -> Result<VerifiedChain, Rejection> {
+        var certificates: [Certificate] = []
+        for (index, entry) in x5c.enumerated() {
+            guard let base64 = entry.stringValue, let der = Data(base64Encoded: base64), let certificate = try? Certificate(der: der) else {
+                return .failure(Rejection(.untrustedChain, "x5c[\(index)] is not a base64 DER certificate"))
+            }
+            certificates.append(certificate)
+        }
+        let (leaf, intermediate) = (certificates[0], certificates[1])
+        guard leaf.hasExtension(oid: Self.leafOID) else { return .failure(Rejection(.missingAppleOID, "leaf lacks \(Self.leafOID)")) }
+        guard intermediate.hasExtension(oid: Self.intermediateOID) else {
+            return .failure(Rejection(.missingAppleOID, "intermediate lacks \(Self.intermediateOID)"))
+        }
+        switch chains.verify(leaf: leaf, intermediates: [intermediate], at: date) {
+        case .success: break
+        case .failure(.expired(let reason)): return .failure(Rejection(.certificateExpired, "\(reason) at \(date)"))
+        case .failure(.untrusted(let reason)): return .failure(Rejection(.untrustedChain, reason))
+        }
+        if let revocation {
+            if case .failure(let rejection) = revocation.check(leaf: leaf, intermediate: intermediate, roots: configuration.trustedRoots) {
+                return .failure(rejection)
+            }
+        }
+        guard let key = try? leaf.publicKey(), key.isP256 else { return .failure(Rejection(.badSignature, "leaf key is not EC P-256")) }
+        let validFrom = [leaf, intermediate].compactMap(\.notBefore).max() ?? date
+        let validUntil = [leaf, intermediate].compactMap(\.notAfter).min() ?? date
+        return .success(VerifiedChain(key: key, validFrom: validFrom, validUntil: max(validFrom, validUntil)))
+    }
+
+    // MARK: - The content
+
+    private func checkBundleAndEnvironment(_ bundleId: String, _ environment: AppStoreEnvironment?) -> Result<Void, Rejection> {
+        guard bundleId == configuration.bundleId else {
+            return .failure(Rejection(.wrongBundleId, "signed for '\(bundleId)', expected '\(configuration.bundleId)'"))
+        }
+        return checkEnvironment(environment)
+    }
+
+    private func checkEnvironment(_ environment: AppStoreEnvironment?) -> Result<Void, Rejection> {
+        guard environment == configuration.environment else {
+            return .failure(Rejection(.wrongEnvironment, "signed for '\(environment?.rawValue ?? "none")', expected '\(configuration.environment)'"))
+        }
+        return .success(())
+    }
+
+    private func checkAppAppleId(_ appAppleId: Int64?, environment: AppStoreEnvironment?) -> Result<Void, Rejection> {
+        guard environment == .production || configuration.appAppleId != nil && appAppleId != nil else { return .success(()) }
+        guard appAppleId == configuration.appAppleId else {
+            return .failure(Rejection(.wrongAppAppleId, "signed for app \(appAppleId.map(String.init) ?? "none"), expected \(configuration.appAppleId.map(String.init) ?? "none")"))
+        }
+        return .success(())
+    }
+}
+
+/// A verifier that cannot be built as configured.
+public struct VerifierConfigurationError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

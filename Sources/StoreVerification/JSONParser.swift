@@ -1,0 +1,188 @@
+/// A small, strict JSON parser over UTF-8 bytes, with a nesting limit (no recursion bombs).
+/// Integers that fit in `Int64` stay exact; other numbers are `Double`.
+struct JSONParser {
+    let bytes: UnsafeBufferPointer<UInt8>
+    let maxDepth: Int
+    var index = 0
+
+    init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
+        self.bytes = bytes
+        self.maxDepth = maxDepth
+    }
+
+    mutating func parseDocument() -> JSONValue? {
+        guard let value = parseValue(depth: 0) else { return nil }
+        skipWhitespace()
+        return index == bytes.count ? value : nil
+    }
+
+    private mutating func parseValue(depth: Int) -> JSONValue? {
+        skipWhitespace()
+        guard index < bytes.count, depth <= maxDepth else { return nil }
+        switch bytes[index] {
+        case UInt8(ascii: "{"): return parseObject(depth: depth + 1)
+        case UInt8(ascii: "["): return parseArray(depth: depth + 1)
+        case UInt8(ascii: "\""): return parseString().map(JSONValue.string)
+        case UInt8(ascii: "t"): return literal("true", .bool(true))
+        case UInt8(ascii: "f"): return literal("false", .bool(false))
+        case UInt8(ascii: "n"): return literal("null", .null)
+        default: return parseNumber()
+        }
+    }
+
+    private mutating func parseObject(depth: Int) -> JSONValue? {
+        index += 1
+        var object: [String: JSONValue] = [:]
+        skipWhitespace()
+        if consume(UInt8(ascii: "}")) { return .object(object) }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), let key = parseString() else { return nil }
+            skipWhitespace()
+            guard consume(UInt8(ascii: ":")), let value = parseValue(depth: depth) else { return nil }
+            object[key] = value
+            skipWhitespace()
+            if consume(UInt8(ascii: ",")) { continue }
+            return consume(UInt8(ascii: "}")) ? .object(object) : nil
+        }
+    }
+
+    private mutating func parseArray(depth: Int) -> JSONValue? {
+        index += 1
+        var array: [JSONValue] = []
+        skipWhitespace()
+        if consume(UInt8(ascii: "]")) { return .array(array) }
+        while true {
+            guard let value = parseValue(depth: depth) else { return nil }
+            array.append(value)
+            skipWhitespace()
+            if consume(UInt8(ascii: ",")) { continue }
+            return consume(UInt8(ascii: "]")) ? .array(array) : nil
+        }
+    }
+
+    private mutating func parseString() -> String? {
+        index += 1
+        let start = index
+        // Fast path: no escapes.
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
+                index += 1
+                return String(validating: slice, as: UTF8.self)
+            }
+            if byte == UInt8(ascii: "\\") { break }
+            if byte < 0x20 { return nil }
+            index += 1
+        }
+        var scalars = Array(bytes[start..<index])
+        while index < bytes.count {
+            let byte = bytes[index]
+            index += 1
+            switch byte {
+            case UInt8(ascii: "\""):
+                return String(validating: scalars, as: UTF8.self)
+            case UInt8(ascii: "\\"):
+                guard index < bytes.count else { return nil }
+                let escape = bytes[index]
+                index += 1
+                switch escape {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): scalars.append(escape)
+                case UInt8(ascii: "b"): scalars.append(0x08)
+                case UInt8(ascii: "f"): scalars.append(0x0C)
+                case UInt8(ascii: "n"): scalars.append(0x0A)
+                case UInt8(ascii: "r"): scalars.append(0x0D)
+                case UInt8(ascii: "t"): scalars.append(0x09)
+                case UInt8(ascii: "u"):
+                    guard var code = hex4() else { return nil }
+                    if (0xD800...0xDBFF).contains(code) {
+                        guard consume(UInt8(ascii: "\\")), consume(UInt8(ascii: "u")), let low = hex4(),
+                              (0xDC00...0xDFFF).contains(low) else { return nil }
+                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                    }
+                    guard let scalar = Unicode.Scalar(code) else { return nil }
+                    scalars.append(contentsOf: Array(String(Character(scalar)).utf8))
+                default: return nil
+                }
+            default:
+                if byte < 0x20 { return nil }
+                scalars.append(byte)
+            }
+        }
+        return nil
+    }
+
+    private mutating func hex4() -> UInt32? {
+        guard index + 4 <= bytes.count else { return nil }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = bytes[index]
+            index += 1
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+            value = value << 4 | UInt32(digit)
+        }
+        return value
+    }
+
+    private mutating func parseNumber() -> JSONValue? {
+        let start = index
+        _ = consume(UInt8(ascii: "-"))
+        guard index < bytes.count else { return nil }
+        if bytes[index] == UInt8(ascii: "0") {
+            index += 1
+        } else {
+            guard digits() > 0 else { return nil }
+        }
+        var isInteger = true
+        if consume(UInt8(ascii: ".")) {
+            isInteger = false
+            guard digits() > 0 else { return nil }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            isInteger = false
+            index += 1
+            if !consume(UInt8(ascii: "+")) { _ = consume(UInt8(ascii: "-")) }
+            guard digits() > 0 else { return nil }
+        }
+        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        if isInteger, let integer = Int64(text) { return .integer(integer) }
+        guard let double = Double(text), double.isFinite else { return nil }
+        return .number(double)
+    }
+
+    private mutating func digits() -> Int {
+        let start = index
+        while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+        return index - start
+    }
+
+    private mutating func literal(_ text: StaticString, _ value: JSONValue) -> JSONValue? {
+        let count = text.utf8CodeUnitCount
+        guard index + count <= bytes.count else { return nil }
+        for offset in 0..<count where bytes[index + offset] != text.utf8Start[offset] { return nil }
+        index += count
+        return value
+    }
+
+    private mutating func consume(_ byte: UInt8) -> Bool {
+        guard index < bytes.count, bytes[index] == byte else { return false }
+        index += 1
+        return true
+    }
+
+    private mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+
+/// A decoded JSON value. Decoded store payloads keep every field as one of these, so fields and
+/// enum values a store adds later are carried along instead of failing the decode.
+public enum JSONValue: Sendable, Hashable, Codable {
+    case string(String)
+    case number(Double)
+    case integer(Int64)
+    case bool(Bool)
+    case null
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    /// Parses a JSON document (RFC 8259, UTF-8); `nil` for anything that is not valid JSON or nests
+    /// deeper than `maxDepth`.
+    public static func parse(_ data: some Collection<UInt8>, maxDepth: Int = 128) -> JSONValue? {
+        var bytes = Array(data)
+        return bytes.withUnsafeMutableBufferPointer { buffer in
+            var parser = JSONParser(bytes: UnsafeBufferPointer(buffer), maxDepth: maxDepth)
+            return parser.parseDocument()
+        }
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() { self = .null }
+        else if let bool = try? container.decode(Bool.self) { self = .bool(bool) }
+        else if let integer = try? container.decode(Int64.self) { self = .integer(integer) }
+        else if let number = try? container.decode(Double.self) { self = .number(number) }
+        else if let string = try? container.decode(String.self) { self = .string(string) }
+        else if let array = try? container.decode([JSONValue].self) { self = .array(array) }
+        else { self = .object(try container.decode([String: JSONValue].self)) }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .string(let value): try container.encode(value)
+        case .number(let value): try container.encode(value)
+        case .integer(let value): try container.encode(value)
+        case .bool(let value): try container.encode(value)
+        case .null: try container.encodeNil()
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
+        }
+    }
+
+    public var objectValue: [String: JSONValue]? { if case .object(let value) = self { value } else { nil } }
+    public var stringValue: String? { if case .string(let value) = self { value } else { nil } }
+    public var arrayValue: [JSONValue]? { if case .array(let value) = self { value } else { nil } }
+    public var int64Value: Int64? {
+        switch self {
+        case .integer(let value): value
+        case .number(let value): Int64(exactly: value)
+        default: nil
+        }
+    }
+    public var boolValue: Bool? { if case .bool(let value) = self { value } else { nil } }
+}
+
+/// Typed reads from a JSON object, tolerant of absent fields and strict about types.
+struct JSONFields {
+    let object: [String: JSONValue]
+
+    func string(_ key: String) -> String? { object[key]?.stringValue }
+    func int(_ key: String) -> Int64? { object[key]?.int64Value }
+    func bool(_ key: String) -> Bool? { object[key]?.boolValue }
+    /// A date in milliseconds since 1970, as the App Store sends them.
+    func date(_ key: String) -> Date? { int(key).map { Date(timeIntervalSince1970: Double($0) / 1000) } }
+    func object(_ key: String) -> JSONFields? { object[key]?.objectValue.map(JSONFields.init) }
+}

@@ -1,0 +1,193 @@
+import Foundation
+
+/// A decoded StoreKit 1 app receipt (field type numbers from Apple's "Receipt Fields").
+public struct AppReceipt: Sendable, Hashable {
+    public var bundleId: String?
+    public var appVersion: String?
+    public var originalAppVersion: String?
+    public var creationDate: Date?
+    public var expirationDate: Date?
+    public var inAppPurchases: [InAppPurchaseReceipt]
+
+    public init(bundleId: String? = nil, appVersion: String? = nil, originalAppVersion: String? = nil, creationDate: Date? = nil,
+                expirationDate: Date? = nil, inAppPurchases: [InAppPurchaseReceipt] = []) {
+        self.bundleId = bundleId
+        self.appVersion = appVersion
+        self.originalAppVersion = originalAppVersion
+        self.creationDate = creationDate
+        self.expirationDate = expirationDate
+        self.inAppPurchases = inAppPurchases
+    }
+}
+
+/// One in-app purchase in an app receipt.
+public struct InAppPurchaseReceipt: Sendable, Hashable {
+    public var quantity: Int64?
+    public var productId: String?
+    public var transactionId: String?
+    public var originalTransactionId: String?
+    public var purchaseDate: Date?
+    public var originalPurchaseDate: Date?
+    public var expiresDate: Date?
+    public var cancellationDate: Date?
+    public var webOrderLineItemId: Int64?
+
+    public init(quantity: Int64? = nil, productId: String? = nil, transactionId: String? = nil, originalTransactionId: String? = nil,
+                purchaseDate: Date? = nil, originalPurchaseDate: Date? = nil, expiresDate: Date? = nil,
+                cancellationDate: Date? = nil, webOrderLineItemId: Int64? = nil) {
+        self.quantity = quantity
+        self.productId = productId
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.purchaseDate = purchaseDate
+        self.originalPurchaseDate = originalPurchaseDate
+        self.expiresDate = expiresDate
+        self.cancellationDate = cancellationDate
+        self.webOrderLineItemId = webOrderLineItemId
+    }
+}
+
+/// Parses the receipt payload: a SET of attributes `SEQUENCE { type INTEGER, version INTEGER, value OCTET STRING }`.
+enum AppReceiptParser {
+    /// Upper bounds that keep a hostile receipt from costing unbounded time or memory.
+    static let maxPayloadBytes = 8 * 1024 * 1024
+    static let maxAttributes = 200_000
+
+    static func parse(_ payload: Data) throws -> AppReceipt {
+        guard payload.count <= maxPayloadBytes else { throw DERReader.Malformed(description: "payload of \(payload.count) bytes") }
+        let budget = AttributeBudget(remaining: maxAttributes)
+        var receipt = AppReceipt(inAppPurchases: [])
+        try forEachAttribute(in: ArraySlice(payload), budget: budget) { type, value in
+            switch type {
+            case 2: receipt.bundleId = try string(value)
+            case 3: receipt.appVersion = try string(value)
+            case 12: receipt.creationDate = try date(value)
+            case 17: receipt.inAppPurchases.append(try inAppPurchase(value, budget: budget))
+            case 19: receipt.originalAppVersion = try string(value)
+            case 21: receipt.expirationDate = try date(value)
+            default: break // Reserved by Apple: ignored, as the documentation asks.
+            }
+        }
+        return receipt
+    }
+
+    private static func inAppPurchase(_ bytes: ArraySlice<UInt8>, budget: AttributeBudget) throws -> InAppPurchaseReceipt {
+        var purchase = InAppPurchaseReceipt()
+        try forEachAttribute(in: bytes, budget: budget) { type, value in
+            switch type {
+            case 1701: purchase.quantity = try integer(value)
+            case 1702: purchase.productId = try string(value)
+            case 1703: purchase.transactionId = try string(value)
+            case 1704: purchase.purchaseDate = try date(value)
+            case 1705: purchase.originalTransactionId = try string(value)
+            case 1706: purchase.originalPurchaseDate = try date(value)
+            case 1708: purchase.expiresDate = try date(value)
+            case 1711: purchase.webOrderLineItemId = try integer(value)
+            case 1712: purchase.cancellationDate = try date(value)
+            default: break
+            }
+        }
+        return purchase
+    }
+
+    private static func forEachAttribute(in bytes: ArraySlice<UInt8>, budget: AttributeBudget,
+                                         _ body: (Int64, ArraySlice<UInt8>) throws -> Void) throws {
+        var outer = DERReader(bytes)
+        var attributes = DERReader(try outer.next(expecting: DERReader.set).content)
+        guard outer.isAtEnd else { throw DERReader.Malformed(description: "data after the attribute set") }
+        while !attributes.isAtEnd {
+            budget.remaining -= 1
+            guard budget.remaining >= 0 else { throw DERReader.Malformed(description: "more than \(maxAttributes) attributes") }
+            var attribute = DERReader(try attributes.next(expecting: DERReader.sequence).content)
+            let type = try DERReader.integer(try attribute.next(expecting: DERReader.integer).content)
+            _ = try attribute.next(expecting: DERReader.integer) // version
+            let value = try attribute.next(expecting: DERReader.octetString).content
+            try body(type, value)
+        }
+    }
+
+    /// The value is itself DER: a UTF8String or IA5String.
+    private static func string(_ value: ArraySlice<UInt8>) throws -> String {
+        var reader = DERReader(value)
+        let element = try reader.next()
+        guard element.tag == DERReader.utf8String || element.tag == DERReader.ia5String else {
+            throw DERReader.Malformed(description: "expected a string")
+        }
+        guard let text = String(validating: element.content, as: UTF8.self) else { throw DERReader.Malformed(description: "invalid UTF-8") }
+        return text
+    }
+
+    private static func integer(_ value: ArraySlice<UInt8>) throws -> Int64 {
+        var reader = DERReader(value)
+        return try DERReader.integer(try reader.next(expecting: DERReader.integer).content)
+    }
+
+    /// An RFC 3339 date in an IA5String; an empty string means absent.
+    private static func date(_ value: ArraySlice<UInt8>) throws -> Date? {
+        let text = try string(value)
+        if text.isEmpty { return nil }
+        guard let date = RFC3339.parse(text) else { throw DERReader.Malformed(description: "invalid date '\(text.prefix(40))'") }
+        return date
+    }
+}
+
+/// How many more attributes one receipt may have, across its nested in-app sets.
+private final class AttributeBudget {
+    var remaining: Int
+    init(remaining: Int) { self.remaining = remaining }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)`.
+enum RFC3339 {
+    static func parse(_ text: String) -> Date? {
+        let bytes = Array(text.utf8)
+        guard bytes.count >= 20 else { return nil }
+        func number(_ range: Range<Int>) -> Int? {
+            var value = 0
+            for index in range {
+                guard (48...57).contains(bytes[index]) else { return nil }
+                value = value * 10 + Int(bytes[index] - 48)
+            }
+            return value
+        }
+        guard bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"), bytes[10] == UInt8(ascii: "T") || bytes[10] == UInt8(ascii: " "),
+              bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),
+              let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+              let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
+              (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second <= 60
+        else { return nil }
+        var index = 19
+        var fraction = 0.0
+        if bytes[index] == UInt8(ascii: ".") {
+            index += 1
+            var scale = 0.1
+            while index < bytes.count, (48...57).contains(bytes[index]) {
+                fraction += Double(bytes[index] - 48) * scale
+                scale /= 10
+                index += 1
+            }
+        }
+        var offset = 0
+        guard index < bytes.count else { return nil }
+        if bytes[index] == UInt8(ascii: "Z") {
+            index += 1
+        } else if bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
+            guard index + 6 == bytes.count, bytes[index + 3] == UInt8(ascii: ":"),
+                  let hours = number(index + 1..<index + 3), let minutes = number(index + 4..<index + 6) else { return nil }
+            offset = (hours * 60 + minutes) * 60 * (bytes[index] == UInt8(ascii: "-") ? -1 : 1)
+            index += 6
+        } else {
+            return nil
+        }
+        guard index == bytes.count else { return nil }
+        var components = tm()
+        components.tm_year = Int32(year - 1900)
+        components.tm_mon = Int32(month - 1)
+        components.tm_mday = Int32(day)
+        components.tm_hour = Int32(hour)
+        components.tm_min = Int32(minute)
+        components.tm_sec = Int32(second)
+        let seconds = timegm(&components)
+        return Date(timeIntervalSince1970: TimeInterval(seconds - offset) + fraction)
+    }
+}

@@ -1,0 +1,50 @@
+/// Why a purchase was not accepted. New reasons can be added without breaking callers that
+/// switch over the known ones, since each is a value with a stable raw string.
+public struct RejectionReason: RawRepresentable, Hashable, Sendable, CustomStringConvertible, Codable {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public var description: String { rawValue }
+
+    // Signed data (JWS)
+    public static let malformedJWS = Self(rawValue: "malformedJWS")
+    public static let unsupportedAlgorithm = Self(rawValue: "unsupportedAlgorithm")
+    public static let missingX5C = Self(rawValue: "missingX5C")
+    public static let invalidChainLength = Self(rawValue: "invalidChainLength")
+    public static let untrustedChain = Self(rawValue: "untrustedChain")
+    public static let certificateExpired = Self(rawValue: "certificateExpired")
+    public static let missingAppleOID = Self(rawValue: "missingAppleOID")
+    public static let badSignature = Self(rawValue: "badSignature")
+    public static let certificateRevoked = Self(rawValue: "certificateRevoked")
+    public static let revocationCheckFailed = Self(rawValue: "revocationCheckFailed")
+    // What the signed data says
+    public static let malformedPayload = Self(rawValue: "malformedPayload")
+    public static let wrongBundleId = Self(rawValue: "wrongBundleId")
+    public static let wrongEnvironment = Self(rawValue: "wrongEnvironment")
+    public static let wrongAppAppleId = Self(rawValue: "wrongAppAppleId")
+    // App receipts (StoreKit 1)
+    public static let malformedReceipt = Self(rawValue: "malformedReceipt")
+    public static let receiptSignatureInvalid = Self(rawValue: "receiptSignatureInvalid")
+    // Store API checks (AppCoins)
+    public static let storeRejected = Self(rawValue: "storeRejected")
+    public static let storeUnavailable = Self(rawValue: "storeUnavailable")
+    public static let purchaseNotCompleted = Self(rawValue: "purchaseNotCompleted")
+}
+
+/// A purchase that was not accepted: the reason, whether trying again later may succeed, and detail
+/// for logs. Retryable rejections (a store API timing out, an OCSP responder unreachable) say
+/// nothing about the purchase itself.
+public struct Rejection: Error, Sendable, Equatable, CustomStringConvertible {
+    public let reason: RejectionReason
+    public let isRetryable: Bool
+    public let detail: String
+
+    public init(_ reason: RejectionReason, retryable: Bool = false, _ detail: String = "") {
+        self.reason = reason
+        self.isRetryable = retryable
+        self.detail = detail
+    }
+
+    public var description: String {
+        "\(reason)\(isRetryable ? " (retryable)" : "")\(detail.isEmpty ? "" : ": \(detail)")"
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+
+/// The store a purchase was made in.
+public enum PurchaseStore: String, Sendable, Codable, Hashable, CaseIterable {
+    case appStore = "appstore"
+    case appCoins = "appcoins"
+}
+
+/// A purchase whose payment was proven, whatever the store: what the pipeline grants from.
+public struct VerifiedPurchase: Sendable, Hashable, Codable {
+    public var store: PurchaseStore
+    public var transactionId: String
+    public var originalTransactionId: String?
+    public var productId: String
+    /// The store's product type as it said it (e.g. `Consumable`); AppCoins sells consumables only.
+    public var productType: String?
+    public var quantity: Int
+    public var purchaseDate: Date?
+    public var signedDate: Date?
+    public var appAccountToken: String?
+    public var environment: String?
+    /// In milliunits of `currency`, where the store says.
+    public var price: Int64?
+    public var currency: String?
+    public var revocationDate: Date?
+    public var revocationReason: Int64?
+    public var expiresDate: Date?
+    /// AppCoins: whether the app already consumed it.
+    public var consumed: Bool?
+    /// Every field the store sent, including ones this version does not know.
+    public var raw: [String: JSONValue]
+
+    public init(_ transaction: AppStoreTransaction) {
+        store = .appStore
+        transactionId = transaction.transactionId
+        originalTransactionId = transaction.originalTransactionId
+        productId = transaction.productId
+        productType = transaction.type?.rawValue
+        quantity = transaction.quantity
+        purchaseDate = transaction.purchaseDate
+        signedDate = transaction.signedDate
+        appAccountToken = transaction.appAccountToken
+        environment = transaction.environment?.rawValue
+        price = transaction.price
+        currency = transaction.currency
+        revocationDate = transaction.revocationDate
+        revocationReason = transaction.revocationReason
+        expiresDate = transaction.expiresDate
+        raw = transaction.raw
+    }
+
+    /// One in-app purchase of a verified app receipt.
+    public init?(_ purchase: InAppPurchaseReceipt, in receipt: AppReceipt, environment: AppStoreEnvironment) {
+        guard let transactionId = purchase.transactionId, let productId = purchase.productId else { return nil }
+        store = .appStore
+        self.transactionId = transactionId
+        originalTransactionId = purchase.originalTransactionId
+        self.productId = productId
+        productType = nil
+        quantity = Int(purchase.quantity ?? 1)
+        purchaseDate = purchase.purchaseDate
+        signedDate = receipt.creationDate
+        self.environment = environment.rawValue
+        revocationDate = purchase.cancellationDate
+        expiresDate = purchase.expiresDate
+        var raw: [String: JSONValue] = [:]
+        if let id = purchase.webOrderLineItemId { raw["webOrderLineItemId"] = .integer(id) }
+        if let bundleId = receipt.bundleId { raw["bundleId"] = .string(bundleId) }
+        self.raw = raw
+    }
+
+    public init(_ purchase: AppCoinsPurchase) {
+        store = .appCoins
+        transactionId = purchase.transactionId
+        originalTransactionId = purchase.purchaseToken
+        productId = purchase.productId
+        productType = "Consumable"
+        quantity = 1
+        purchaseDate = purchase.purchaseTime
+        appAccountToken = purchase.developerPayload
+        currency = purchase.currency
+        consumed = purchase.isConsumed
+        raw = purchase.raw
+    }
+}
