@@ -18,10 +18,15 @@ public struct CryptoError: Error, Sendable, CustomStringConvertible {
 /// Empties this thread's OpenSSL error queue; a stale entry would otherwise blame a later call.
 func drainedOpenSSLErrors() -> String {
     var reasons: [String] = []
-    while case let code = ERR_get_error(), code != 0 {
+    var data: UnsafePointer<CChar>?
+    var flags: Int32 = 0
+    while case let code = ERR_get_error_all(nil, nil, nil, &data, &flags), code != 0 {
         var buffer = [CChar](repeating: 0, count: 256)
         ERR_error_string_n(code, &buffer, buffer.count)
-        reasons.append(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        var reason = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        // Detail OpenSSL attached, e.g. "Verify error:certificate has expired".
+        if flags & ERR_TXT_STRING != 0, let data { reason += " (\(String(cString: data)))" }
+        reasons.append(reason)
     }
     return reasons.isEmpty ? "" : ": " + reasons.joined(separator: "; ")
 }

@@ -12,6 +12,13 @@ import Glibc
 /// answered 503 and closed).
 public final class HTTPServer: Sendable {
     public typealias Handler = @Sendable (HTTPRequest) async -> HTTPResponse
+    /// A handler that answers without suspending; it runs on the connection's thread.
+    public typealias SynchronousHandler = @Sendable (HTTPRequest) -> HTTPResponse
+
+    private enum Responder: Sendable {
+        case async(Handler)
+        case sync(SynchronousHandler)
+    }
 
     public struct Configuration: Sendable {
         public var host: String
@@ -37,13 +44,22 @@ public final class HTTPServer: Sendable {
     /// The port the server listens on.
     public let port: UInt16
     private let listener: Int32
-    private let handler: Handler
+    private let responder: Responder
     private let state = Mutex<(running: Bool, connections: Int)>((true, 0))
 
-    /// Binds and starts accepting on a thread of its own.
-    public init(configuration: Configuration = Configuration(), handler: @escaping Handler) throws {
+    /// Binds and starts accepting on a thread of its own; `handler` runs as a task per request.
+    public convenience init(configuration: Configuration = Configuration(), handler: @escaping Handler) throws {
+        try self.init(configuration: configuration, responder: .async(handler))
+    }
+
+    /// Binds and starts accepting; `handler` runs on the connection's (non-cooperative) thread.
+    public convenience init(configuration: Configuration = Configuration(), synchronousHandler handler: @escaping SynchronousHandler) throws {
+        try self.init(configuration: configuration, responder: .sync(handler))
+    }
+
+    private init(configuration: Configuration, responder: Responder) throws {
         self.configuration = configuration
-        self.handler = handler
+        self.responder = responder
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard listener >= 0 else { throw HTTPServerError("socket: \(String(cString: strerror(errno)))") }
         var reuse: Int32 = 1
@@ -106,24 +122,41 @@ public final class HTTPServer: Sendable {
                 close(connection)
                 continue
             }
-            Task { [self] in
-                await serve(connection)
+            // Socket reads block: they run on dispatch threads, never on Swift's cooperative pool.
+            DispatchQueue.global().async { [self] in
+                serve(connection)
                 state.withLock { $0.connections -= 1 }
             }
         }
     }
 
-    private func serve(_ connection: Int32) async {
+    private func serve(_ connection: Int32) {
         defer { close(connection) }
         var timeout = timeval(tv_sec: Int(configuration.readTimeout.components.seconds), tv_usec: 0)
         setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         let response: HTTPResponse
         switch readRequest(connection) {
-        case .success(let request): response = await handler(request)
+        case .success(let request): response = respond(to: request)
         case .failure(let error): response = HTTPResponse(status: error.status, contentType: "text/plain", body: error.message + "\n")
         }
         write(connection, response.serialized())
+    }
+
+    private func respond(to request: HTTPRequest) -> HTTPResponse {
+        switch responder {
+        case .sync(let handler):
+            return handler(request)
+        case .async(let handler):
+            let result = ResponseBox()
+            let done = DispatchSemaphore(value: 0)
+            Task {
+                result.set(await handler(request))
+                done.signal()
+            }
+            done.wait()
+            return result.value ?? HTTPResponse(status: 500)
+        }
     }
 
     private struct RequestError: Error {
@@ -190,6 +223,13 @@ public final class HTTPServer: Sendable {
             }
         }
     }
+}
+
+/// The async handler's response, handed back to the connection thread.
+private final class ResponseBox: Sendable {
+    private let storage = Mutex<HTTPResponse?>(nil)
+    func set(_ response: HTTPResponse) { storage.withLock { $0 = response } }
+    var value: HTTPResponse? { storage.withLock { $0 } }
 }
 
 public struct HTTPServerError: Error, CustomStringConvertible, Sendable {

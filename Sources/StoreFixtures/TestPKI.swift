@@ -13,6 +13,16 @@ public struct TestPKI: Sendable {
     public let leaf: Certificate
     public let leafKey: PrivateKey
 
+    public init(root: Certificate, rootKey: PrivateKey, intermediate: Certificate, intermediateKey: PrivateKey,
+                leaf: Certificate, leafKey: PrivateKey) {
+        self.root = root
+        self.rootKey = rootKey
+        self.intermediate = intermediate
+        self.intermediateKey = intermediateKey
+        self.leaf = leaf
+        self.leafKey = leafKey
+    }
+
     /// What to get wrong on purpose, for tests of each rejection.
     public struct Options: Sendable {
         public var validFrom: Date

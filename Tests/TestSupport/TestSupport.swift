@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Kafka
 import Testing
 
@@ -106,4 +107,15 @@ public actor Counter {
     public init() {}
     public private(set) var value = 0
     public func increment() { value += 1 }
+}
+
+/// A value shared between a test and the callbacks it sets up.
+public final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    public init(_ value: Value) { mutex = Mutex(value) }
+    public var value: Value {
+        get { mutex.withLock { $0 } }
+        set { mutex.withLock { $0 = newValue } }
+    }
+    public func withLock<T>(_ body: (inout Value) -> T) -> T { mutex.withLock { body(&$0) } }
 }

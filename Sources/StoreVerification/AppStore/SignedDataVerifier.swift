@@ -135,23 +135,33 @@ public final class SignedDataVerifier: Sendable {
         }
         // Xcode and LocalTesting data are signed locally, never by the App Store: their signature says nothing.
         // Only a verifier configured for such an environment skips it; a production one never does.
-        if configuration.environment.isLocallySigned { return .success(parsed.payload) }
-
-        guard parsed.header["alg"]?.stringValue == "ES256" else {
-            return .failure(Rejection(.unsupportedAlgorithm, "alg \(parsed.header["alg"]?.stringValue ?? "missing"), only ES256 is accepted"))
-        }
-        guard let x5c = parsed.header["x5c"]?.arrayValue else { return .failure(Rejection(.missingX5C, "header has no x5c array")) }
-        guard x5c.count == 3 else { return .failure(Rejection(.invalidChainLength, "x5c holds \(x5c.count) certificates, expected 3")) }
-        guard parsed.signature.count == 64 else {
-            return .failure(Rejection(.badSignature, "signature is \(parsed.signature.count) bytes, expected 64-byte r‖s"))
+        if configuration.environment.isLocallySigned {
+            return parsed.header().map { _ in parsed.payload }
         }
         let currentTime = now()
         let effectiveDate = configuration.onlineChecks ? currentTime : (JSONFields(object: parsed.payload).date(dateField) ?? currentTime)
 
+        // The same header bytes as a chain verified before: same alg, same x5c, nothing to decode again.
         let leafKey: PublicKey
         if let cached = cache.key(for: parsed.headerSegment, validAt: effectiveDate, now: currentTime) {
+            guard parsed.signature.count == 64 else {
+                return .failure(Rejection(.badSignature, "signature is \(parsed.signature.count) bytes, expected 64-byte r‖s"))
+            }
             leafKey = cached
         } else {
+            let header: [String: JSONValue]
+            switch parsed.header() {
+            case .success(let value): header = value
+            case .failure(let rejection): return .failure(rejection)
+            }
+            guard header["alg"]?.stringValue == "ES256" else {
+                return .failure(Rejection(.unsupportedAlgorithm, "alg \(header["alg"]?.stringValue ?? "missing"), only ES256 is accepted"))
+            }
+            guard let x5c = header["x5c"]?.arrayValue else { return .failure(Rejection(.missingX5C, "header has no x5c array")) }
+            guard x5c.count == 3 else { return .failure(Rejection(.invalidChainLength, "x5c holds \(x5c.count) certificates, expected 3")) }
+            guard parsed.signature.count == 64 else {
+                return .failure(Rejection(.badSignature, "signature is \(parsed.signature.count) bytes, expected 64-byte r‖s"))
+            }
             switch verifyChain(x5c, at: effectiveDate) {
             case .success(let verified):
                 leafKey = verified.key
@@ -160,7 +170,7 @@ public final class SignedDataVerifier: Sendable {
                 return .failure(rejection)
             }
         }
-        guard leafKey.verifyES256(message: Data(parsed.signingInput), rawSignature: parsed.signature) else {
+        guard leafKey.verifyES256(message: Array(parsed.signingInput.utf8), rawSignature: parsed.signature) else {
             return .failure(Rejection(.badSignature, "ES256 signature does not verify with the leaf certificate's key"))
         }
         return .success(parsed.payload)

@@ -1,22 +1,37 @@
 import Foundation
 
-/// Base64url without padding (RFC 7515 §2), strictly: any other character is an error.
+/// Base64url without padding (RFC 7515 §2), strictly: any other character, or stray bits in the last
+/// character, is an error.
 enum Base64URL {
-    static func decode(_ text: Substring) -> Data? {
-        guard !text.isEmpty, text.utf8.count % 4 != 1 else { return nil }
-        var standard = String()
-        standard.reserveCapacity(text.utf8.count + 3)
+    private static let table: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (index, character) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8.enumerated() {
+            table[Int(character)] = UInt8(index)
+        }
+        return table
+    }()
+
+    static func decode(_ text: Substring) -> [UInt8]? {
+        let count = text.utf8.count
+        guard count > 0, count % 4 != 1 else { return nil }
+        var output = [UInt8]()
+        output.reserveCapacity(count * 3 / 4)
+        var accumulator: UInt32 = 0
+        var bits = 0
+        let table = Self.table
         for character in text.utf8 {
-            switch character {
-            case UInt8(ascii: "-"): standard.append("+")
-            case UInt8(ascii: "_"): standard.append("/")
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                standard.unicodeScalars.append(Unicode.Scalar(character))
-            default: return nil
+            let value = table[Int(character)]
+            guard value != 0xFF else { return nil }
+            accumulator = accumulator << 6 | UInt32(value)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
             }
         }
-        standard.append(String(repeating: "=", count: (4 - standard.utf8.count % 4) % 4))
-        return Data(base64Encoded: standard)
+        // Leftover bits must be zero (canonical encoding).
+        guard accumulator & ((1 << UInt32(bits)) - 1) == 0 else { return nil }
+        return output
     }
 
     static func encode(_ data: Data) -> String {

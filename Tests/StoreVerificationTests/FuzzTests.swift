@@ -1,0 +1,95 @@
+import Foundation
+import StoreFixtures
+@testable import StoreVerification
+import Testing
+
+/// Mutation fuzzing of the decoders: every input ends in a verdict, none crashes or hangs.
+/// Deterministic (seeded) so that a failure can be replayed.
+@Suite(.timeLimit(.minutes(10)))
+struct FuzzTests {
+    /// SplitMix64: small, fast, seedable.
+    struct SeededGenerator: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    /// One to four random edits: flip, overwrite, insert, delete, truncate, duplicate a span.
+    static func mutate(_ input: [UInt8], alphabet: [UInt8]?, using rng: inout SeededGenerator) -> [UInt8] {
+        var bytes = input
+        for _ in 0..<Int.random(in: 1...4, using: &rng) {
+            guard !bytes.isEmpty else { bytes = [0]; continue }
+            let position = Int.random(in: 0..<bytes.count, using: &rng)
+            let byte = alphabet?.randomElement(using: &rng) ?? UInt8.random(in: 0...255, using: &rng)
+            switch Int.random(in: 0..<6, using: &rng) {
+            case 0: bytes[position] ^= UInt8(1) << UInt8.random(in: 0..<8, using: &rng)
+            case 1: bytes[position] = byte
+            case 2: bytes.insert(byte, at: position)
+            case 3: bytes.remove(at: position)
+            case 4: bytes.removeLast(Int.random(in: 0...(bytes.count - position), using: &rng))
+            default:
+                let end = min(bytes.count, position + Int.random(in: 1...16, using: &rng))
+                bytes.insert(contentsOf: bytes[position..<end], at: position)
+            }
+        }
+        return bytes
+    }
+
+    @Test func mutatedJWSStringsAlwaysEndInAVerdict() throws {
+        let jws = Array(try signedTransaction().utf8)
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.=+/{}\"".utf8)
+        var rng = SeededGenerator(state: 0x1A9)
+        var parsed = 0
+        let count = 600_000
+        for iteration in 0..<count {
+            let mutated = Self.mutate(jws, alphabet: iteration % 2 == 0 ? alphabet : nil, using: &rng)
+            // Not every mutation is valid UTF-8; the decoder sees what a Kafka consumer would after decoding.
+            if case .success = CompactJWS.parse(String(decoding: mutated, as: UTF8.self)) { parsed += 1 }
+        }
+        // Through the whole verifier too (fewer: a new chain costs an X.509 verification).
+        let verifier = try verifier()
+        var verified = 0
+        for _ in 0..<20_000 {
+            let mutated = Self.mutate(jws, alphabet: alphabet, using: &rng)
+            if case .success = verifier.verifyTransaction(String(decoding: mutated, as: UTF8.self)) { verified += 1 }
+        }
+        // Some mutations keep the structure (e.g. edits inside a certificate's base64), most break it.
+        #expect(parsed > 0 && parsed < count)
+        // A forgery that verifies would be a hole; edits that do not change the signed bytes (e.g. a
+        // trailing byte of padding-free base64 whose decoded value is unchanged) are not forgeries.
+        #expect(verified < 200, "\(verified) mutated JWS verified")
+    }
+
+    @Test func mutatedDERAlwaysEndsInAVerdict() throws {
+        let receipt = AppReceipt(bundleId: bundleId, appVersion: "1", creationDate: Date(), inAppPurchases: (0..<3).map {
+            InAppPurchaseReceipt(quantity: 1, productId: "coins.\($0)", transactionId: "10000\($0)", purchaseDate: Date())
+        })
+        let payload = Array(ReceiptSigner.payload(receipt))
+        var rng = SeededGenerator(state: 0xDE7)
+        var decoded = 0
+        let count = 400_000
+        for _ in 0..<count {
+            if (try? AppReceiptParser.parse(Data(Self.mutate(payload, alphabet: nil, using: &rng)))) != nil { decoded += 1 }
+        }
+        // Whole signed receipts through OpenSSL's PKCS#7 parser and the verifier.
+        let signed = Array(Data(base64Encoded: try ReceiptSigner(pki: sharedPKI).sign(receipt))!)
+        let verifier = try ReceiptVerifier(configuration: .init(trustedRoots: [sharedPKI.root], bundleId: bundleId, environment: .sandbox))
+        var accepted = 0
+        for _ in 0..<20_000 {
+            if case .success = verifier.verify(base64: Data(Self.mutate(signed, alphabet: nil, using: &rng)).base64EncodedString()) { accepted += 1 }
+        }
+        #expect(decoded > 0 && decoded < count)
+        #expect(accepted < 200, "\(accepted) mutated receipts verified")
+    }
+
+    @Test func deeplyNestedJSONIsRejectedWithoutRecursionTrouble() {
+        let deep = Array(repeating: UInt8(ascii: "["), count: 100_000) + Array(repeating: UInt8(ascii: "]"), count: 100_000)
+        #expect(JSONValue.parse(deep) == nil)
+        #expect(JSONValue.parse(Array("[[[1]]]".utf8)) == .array([.array([.array([.integer(1)])])]))
+    }
+}
