@@ -44,7 +44,7 @@ let package = Package(
 
         .executableTarget(
             name: "iapctl",
-            dependencies: ["Kafka", "WorkerRuntime", "COpenSSL", "CLibPQ", "CSQLite"],
+            dependencies: ["Kafka", "WorkerRuntime", "Crypto", "StoreVerification", "StoreFixtures", "COpenSSL", "CLibPQ", "CSQLite"],
             linkerSettings: rdkafkaLinkerSettings
         ),
 
@@ -52,6 +52,7 @@ let package = Package(
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "StoreVerificationTests", dependencies: ["StoreVerification", "StoreFixtures", "Crypto", "HTTPServer", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(name: "IAPCtlTests", dependencies: ["iapctl", "StoreVerification", "StoreFixtures"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
     ]
 )

@@ -35,6 +35,20 @@ public final class PublicKey: @unchecked Sendable {
         return verified == 1
     }
 
+    /// Verifies a DER ECDSA signature with SHA-256: OpenSSL's own verify, without JWS framing.
+    /// (The baseline that `iapctl bench verify` compares JWS verification with.)
+    public func verifyECDSASHA256(message: some DataProtocol & ContiguousBytes, derSignature: [UInt8]) -> Bool {
+        guard let context = EVP_MD_CTX_new() else { return false }
+        defer { EVP_MD_CTX_free(context) }
+        guard EVP_DigestVerifyInit(context, nil, EVP_sha256(), nil, pointer) == 1 else { return false }
+        let verified = withBytes(message) { base, count in EVP_DigestVerify(context, derSignature, derSignature.count, base, count) }
+        if verified != 1 { _ = drainedOpenSSLErrors() }
+        return verified == 1
+    }
+
+    /// The DER form of a 64-byte r‖s signature.
+    public static func derSignature(fromRawSignature raw: Data) -> [UInt8]? { derSignature(fromRaw: raw) }
+
     /// r‖s → the DER `ECDSA-Sig-Value` OpenSSL verifies.
     private static func derSignature(fromRaw raw: some DataProtocol & ContiguousBytes) -> [UInt8]? {
         guard let signature = ECDSA_SIG_new() else { return nil }

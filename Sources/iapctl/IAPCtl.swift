@@ -1,5 +1,7 @@
 import Foundation
+import Crypto
 import Kafka
+import StoreVerification
 
 /// `iapctl`: the operator's command-line tool.
 enum IAPCtl {
@@ -11,6 +13,11 @@ enum IAPCtl {
           topics create NAME... [--partitions N] [--brokers HOST:PORT] [--kafka key=value]...
                                         create missing topics (development and tests)
           topics list [--brokers HOST:PORT] [--kafka key=value]...
+          verify [--kind KIND] [--root FILE]... [--bundle-id ID] [--environment ENV] [--app-apple-id N]
+                 [--online-checks] [--appcoins-url URL] [--lines] [FILE|-]
+                                        verify store payloads; one JSON verdict each (see `iapctl verify --help`)
+          bench verify [--seconds N] [--json]
+                                        signed-transaction verifications/s beside raw OpenSSL ECDSA verify/s
 
         Kafka settings: KAFKA_BOOTSTRAP_SERVERS and any KAFKA_<PROPERTY> environment variable
         (dots as underscores), overridden by --brokers and --kafka key=value.
@@ -30,6 +37,15 @@ enum IAPCtl {
                 return 0
             case "topics":
                 return try TopicsCommand.run(rest)
+            case "verify":
+                if rest.contains("--help") {
+                    print(VerifyCommand.usage)
+                    return 0
+                }
+                return try await VerifyCommand.run(rest)
+            case "bench":
+                guard rest.first == "verify" else { throw UsageError("bench: expected 'verify'") }
+                return try BenchVerifyCommand.run(Array(rest.dropFirst()))
             case "help", "--help", "-h":
                 print(usage)
                 return 0
@@ -38,6 +54,12 @@ enum IAPCtl {
             }
         } catch let error as UsageError {
             FileHandle.standardError.write(Data("iapctl: \(error.message)\n\n\(usage)\n".utf8))
+            return 2
+        } catch let error as VerifierConfigurationError {
+            FileHandle.standardError.write(Data("iapctl: \(error)\n".utf8))
+            return 2
+        } catch let error as CryptoError {
+            FileHandle.standardError.write(Data("iapctl: \(error)\n".utf8))
             return 2
         } catch {
             FileHandle.standardError.write(Data("iapctl: \(error)\n".utf8))

@@ -143,7 +143,7 @@ public final class SignedDataVerifier: Sendable {
 
         // The same header bytes as a chain verified before: same alg, same x5c, nothing to decode again.
         let leafKey: PublicKey
-        if let cached = cache.key(for: parsed.headerSegment, validAt: effectiveDate, now: currentTime) {
+        if let cached = cache.key(for: parsed.bytes[parsed.headerSegment], validAt: effectiveDate, now: currentTime) {
             guard parsed.signature.count == 64 else {
                 return .failure(Rejection(.badSignature, "signature is \(parsed.signature.count) bytes, expected 64-byte r‖s"))
             }
@@ -165,12 +165,12 @@ public final class SignedDataVerifier: Sendable {
             switch verifyChain(x5c, at: effectiveDate) {
             case .success(let verified):
                 leafKey = verified.key
-                cache.insert(parsed.headerSegment, leafKey: verified.key, validFrom: verified.validFrom, validUntil: verified.validUntil, now: currentTime)
+                cache.insert(parsed.bytes[parsed.headerSegment], leafKey: verified.key, validFrom: verified.validFrom, validUntil: verified.validUntil, now: currentTime)
             case .failure(let rejection):
                 return .failure(rejection)
             }
         }
-        guard leafKey.verifyES256(message: Array(parsed.signingInput.utf8), rawSignature: parsed.signature) else {
+        guard leafKey.verifyES256(message: parsed.bytes[parsed.signingInput], rawSignature: parsed.signature) else {
             return .failure(Rejection(.badSignature, "ES256 signature does not verify with the leaf certificate's key"))
         }
         return .success(parsed.payload)

@@ -11,15 +11,15 @@ enum Base64URL {
         return table
     }()
 
-    static func decode(_ text: Substring) -> [UInt8]? {
-        let count = text.utf8.count
+    static func decode(_ text: ArraySlice<UInt8>) -> [UInt8]? {
+        let count = text.count
         guard count > 0, count % 4 != 1 else { return nil }
         var output = [UInt8]()
         output.reserveCapacity(count * 3 / 4)
         var accumulator: UInt32 = 0
         var bits = 0
         let table = Self.table
-        for character in text.utf8 {
+        for character in text {
             let value = table[Int(character)]
             guard value != 0xFF else { return nil }
             accumulator = accumulator << 6 | UInt32(value)

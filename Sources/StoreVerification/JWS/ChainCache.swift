@@ -18,7 +18,7 @@ final class ChainCache: Sendable {
 
     private let capacity: Int
     private let timeToLive: TimeInterval
-    private let entries = Mutex<(map: [Substring: Entry], counter: UInt64)>(([:], 0))
+    private let entries = Mutex<(map: [HeaderKey: Entry], counter: UInt64)>(([:], 0))
 
     init(capacity: Int, timeToLive: TimeInterval) {
         self.capacity = max(1, capacity)
@@ -26,28 +26,40 @@ final class ChainCache: Sendable {
     }
 
     /// The leaf key of a chain verified before, if that verification still holds for `date` at `now`.
-    func key(for header: Substring, validAt date: Date, now: Date) -> PublicKey? {
-        entries.withLock { state in
-            guard let entry = state.map[header] else { return nil }
+    func key(for header: ArraySlice<UInt8>, validAt date: Date, now: Date) -> PublicKey? {
+        let key = HeaderKey(header)
+        return entries.withLock { state in
+            guard let entry = state.map[key] else { return nil }
             guard now < entry.expires else {
-                state.map[header] = nil
+                state.map[key] = nil
                 return nil
             }
             return (entry.validFrom...entry.validUntil).contains(date) ? entry.leafKey : nil
         }
     }
 
-    func insert(_ header: Substring, leafKey: PublicKey, validFrom: Date, validUntil: Date, now: Date) {
+    func insert(_ header: ArraySlice<UInt8>, leafKey: PublicKey, validFrom: Date, validUntil: Date, now: Date) {
+        let key = HeaderKey(header)
         entries.withLock { state in
-            if state.map.count >= capacity, state.map[header] == nil,
+            if state.map.count >= capacity, state.map[key] == nil,
                let oldest = state.map.min(by: { $0.value.inserted < $1.value.inserted })?.key {
                 state.map[oldest] = nil
             }
             state.counter += 1
-            // Own the key's storage: a Substring would keep the whole JWS string alive.
-            state.map[Substring(String(header))] = Entry(
+            state.map[key] = Entry(
                 leafKey: leafKey, validFrom: validFrom, validUntil: validUntil,
                 expires: now.addingTimeInterval(timeToLive), inserted: state.counter)
         }
+    }
+}
+
+/// The header bytes as a dictionary key, hashed in bulk (a JWS header with x5c is ~2.5 KiB).
+struct HeaderKey: Hashable {
+    let bytes: [UInt8]
+
+    init(_ slice: ArraySlice<UInt8>) { bytes = Array(slice) }
+
+    func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
     }
 }

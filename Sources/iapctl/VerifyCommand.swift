@@ -1,0 +1,161 @@
+import Crypto
+import Foundation
+import StoreVerification
+
+/// `iapctl verify`: verifies store payloads by hand, one JSON verdict per payload.
+enum VerifyCommand {
+    static let usage = """
+        iapctl verify [--kind transaction|renewal|notification|app-transaction|receipt|appcoins] [--root FILE]...
+                      [--bundle-id ID] [--environment Production|Sandbox|Xcode|LocalTesting] [--app-apple-id N]
+                      [--online-checks] [--appcoins-url URL] [--lines] [FILE|-]
+          Prints {"verdict":"verified",...} or {"verdict":"rejected","reason":...,"retryable":...}.
+          appcoins input: {"packageName":...,"sku":...,"purchaseToken":...}
+          Exit 0 verified (all, with --lines), 1 rejected, 2 usage or I/O error.
+        """
+
+    enum Kind: String, CaseIterable {
+        case transaction, renewal, notification, appTransaction = "app-transaction", receipt, appcoins
+    }
+
+    static func run(_ arguments: [String]) async throws -> Int32 {
+        let options = try CommandOptions(arguments, valued: ["--kind", "--root", "--bundle-id", "--environment", "--app-apple-id", "--appcoins-url"],
+                                         flags: ["--online-checks", "--lines"])
+        let kindName = options.string("--kind") ?? "transaction"
+        guard let kind = Kind(rawValue: kindName) else {
+            throw UsageError("--kind must be one of \(Kind.allCases.map(\.rawValue).joined(separator: ", ")), got '\(kindName)'")
+        }
+        guard options.positional.count <= 1 else { throw UsageError("verify takes at most one input file") }
+        let input = try readInput(options.positional.first ?? "-")
+        let payloads = options.flags.contains("--lines")
+            ? input.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            : [input.trimmingCharacters(in: .whitespacesAndNewlines)]
+        let verify = try makeVerifier(kind, options)
+        var allVerified = true
+        for payload in payloads {
+            let verdict = await verify(payload)
+            if verdict["verdict"] != .string("verified") { allVerified = false }
+            print(try jsonLine(.object(verdict)))
+        }
+        return allVerified ? 0 : 1
+    }
+
+    private static func readInput(_ path: String) throws -> String {
+        let data: Data
+        if path == "-" {
+            data = FileHandle.standardInput.readDataToEndOfFile()
+        } else {
+            guard let contents = FileManager.default.contents(atPath: path) else { throw UsageError("cannot read \(path)") }
+            data = contents
+        }
+        guard let text = String(data: data, encoding: .utf8) else { throw UsageError("input is not UTF-8") }
+        return text
+    }
+
+    private typealias Verify = @Sendable (String) async -> [String: JSONValue]
+
+    private static func makeVerifier(_ kind: Kind, _ options: CommandOptions) throws -> Verify {
+        if kind == .appcoins {
+            var configuration = AppCoinsVerifier.Configuration()
+            if let url = options.string("--appcoins-url") {
+                guard let parsed = URL(string: url) else { throw UsageError("--appcoins-url is not a URL") }
+                configuration.baseURL = parsed
+            }
+            let verifier = AppCoinsVerifier(configuration: configuration)
+            return { line in
+                guard let fields = JSONValue.parse(Array(line.utf8))?.objectValue,
+                      let package = fields["packageName"]?.stringValue, let sku = fields["sku"]?.stringValue,
+                      let token = fields["purchaseToken"]?.stringValue
+                else { return rejected(Rejection(.storeRejected, "expected {\"packageName\",\"sku\",\"purchaseToken\"}")) }
+                return verdict(await verifier.verify(packageName: package, sku: sku, purchaseToken: token).map(VerifiedPurchase.init))
+            }
+        }
+        guard let bundleId = options.string("--bundle-id") else { throw UsageError("--bundle-id is required for \(kind.rawValue)") }
+        let environment = AppStoreEnvironment(rawValue: options.string("--environment") ?? "Production")
+        let known: [AppStoreEnvironment] = [.production, .sandbox, .xcode, .localTesting]
+        guard known.contains(environment) else { throw UsageError("--environment must be Production, Sandbox, Xcode or LocalTesting") }
+        let roots = try (options.values["--root"] ?? []).flatMap { path -> [Certificate] in
+            guard let data = FileManager.default.contents(atPath: path) else { throw UsageError("cannot read root certificate \(path)") }
+            return try Certificate.load(pemOrDER: data)
+        }
+        let appAppleId = try options.string("--app-apple-id").map { text -> Int64 in
+            guard let id = Int64(text) else { throw UsageError("--app-apple-id must be a number") }
+            return id
+        }
+        let online = options.flags.contains("--online-checks")
+        if kind == .receipt {
+            let verifier = try ReceiptVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment, onlineChecks: online))
+            return { payload in
+                verdict(verifier.verify(base64: payload).map { receipt in
+                    let purchases = receipt.inAppPurchases.compactMap { VerifiedPurchase($0, in: receipt, environment: environment) }
+                    return ReceiptVerdict(bundleId: receipt.bundleId, appVersion: receipt.appVersion, creationDate: receipt.creationDate, purchases: purchases)
+                })
+            }
+        }
+        let verifier = try SignedDataVerifier(configuration: .init(
+            trustedRoots: roots, bundleId: bundleId, environment: environment, appAppleId: appAppleId, onlineChecks: online))
+        return { payload in
+            switch kind {
+            case .transaction: verdict(verifier.verifyTransaction(payload).map(VerifiedPurchase.init))
+            case .renewal: verdict(verifier.verifyRenewalInfo(payload).map(\.raw))
+            case .appTransaction: verdict(verifier.verifyAppTransaction(payload).map(\.raw))
+            case .notification:
+                verdict(verifier.verifyNotification(payload).map { notification in
+                    NotificationVerdict(notificationType: notification.notificationType.rawValue, subtype: notification.subtype,
+                                        notificationUUID: notification.notificationUUID, action: notification.action.rawValue,
+                                        transaction: notification.transaction.map(VerifiedPurchase.init))
+                })
+            case .receipt, .appcoins: rejected(Rejection(.malformedPayload, "unreachable"))
+            }
+        }
+    }
+
+    private struct ReceiptVerdict: Encodable {
+        let bundleId: String?
+        let appVersion: String?
+        let creationDate: Date?
+        let purchases: [VerifiedPurchase]
+    }
+
+    private struct NotificationVerdict: Encodable {
+        let notificationType: String
+        let subtype: String?
+        let notificationUUID: String
+        let action: String
+        let transaction: VerifiedPurchase?
+    }
+
+    /// `{"verdict":"verified", …fields}` or `{"verdict":"rejected","reason",…}`.
+    private static func verdict<T: Encodable>(_ result: Result<T, Rejection>) -> [String: JSONValue] {
+        switch result {
+        case .failure(let rejection): return rejected(rejection)
+        case .success(let value):
+            do {
+                var fields = try JSONValue.encoded(value).objectValue ?? [:]
+                fields["verdict"] = .string("verified")
+                return fields
+            } catch {
+                return ["verdict": .string("verified"), "encodingError": .string("\(error)")]
+            }
+        }
+    }
+
+    private static func rejected(_ rejection: Rejection) -> [String: JSONValue] {
+        ["verdict": .string("rejected"), "reason": .string(rejection.reason.rawValue), "retryable": .bool(rejection.isRetryable),
+         "detail": .string(rejection.detail)]
+    }
+
+    static func jsonLine(_ value: JSONValue) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+}
+
+extension JSONValue {
+    /// Any `Encodable` as a JSON value (dates as ISO 8601).
+    static func encoded(_ value: some Encodable) throws -> JSONValue {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        return JSONValue.parse(Array(try encoder.encode(value))) ?? .null
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import StoreFixtures
+import StoreVerification
+import Testing
+
+/// Runs the built `iapctl` binary as an operator would.
+@Suite struct VerifyCommandTests {
+    static let binary: URL = {
+        // Tests/IAPCtlTests/ThisFile.swift → package root → the debug build next to the test bundle.
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug/iapctl")
+    }()
+
+    struct Outcome {
+        let status: Int32
+        let lines: [String]
+    }
+
+    static func run(_ arguments: [String], input: String) throws -> Outcome {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        let stdin = Pipe()
+        let stdout = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        stdin.fileHandleForWriting.write(Data(input.utf8))
+        try stdin.fileHandleForWriting.close()
+        let output = stdout.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Outcome(status: process.terminationStatus, lines: String(decoding: output, as: UTF8.self).split(separator: "\n").map(String.init))
+    }
+
+    static func fields(_ line: String) -> [String: JSONValue] { JSONValue.parse(Array(line.utf8))?.objectValue ?? [:] }
+
+    @Test func verifiesRejectsAndExitsAccordingly() throws {
+        let pki = try TestPKI.make()
+        let rootFile = FileManager.default.temporaryDirectory.appendingPathComponent("iapctl-root-\(UUID().uuidString).pem")
+        try Data(pki.root.pemRepresentation.utf8).write(to: rootFile)
+        defer { try? FileManager.default.removeItem(at: rootFile) }
+        let signer = JWSSigner(pki: pki)
+        let good = try signer.sign(AppStorePayloads.transaction(transactionId: "42", productId: "coins.100", bundleId: "com.example.coins"))
+        let forged = try JWSSigner(pki: try TestPKI.make(name: "forger"))
+            .sign(AppStorePayloads.transaction(transactionId: "43", productId: "coins.100", bundleId: "com.example.coins"))
+        let common = ["verify", "--kind", "transaction", "--root", rootFile.path, "--bundle-id", "com.example.coins", "--environment", "Sandbox"]
+
+        let verified = try Self.run(common, input: good)
+        #expect(verified.status == 0)
+        #expect(Self.fields(verified.lines[0])["verdict"] == .string("verified"))
+        #expect(Self.fields(verified.lines[0])["transactionId"] == .string("42"))
+
+        let rejected = try Self.run(common, input: forged)
+        #expect(rejected.status == 1)
+        #expect(Self.fields(rejected.lines[0])["reason"] == .string("untrustedChain"))
+        #expect(Self.fields(rejected.lines[0])["retryable"] == .bool(false))
+
+        let both = try Self.run(common + ["--lines"], input: "\(good)\n\(forged)\n")
+        #expect(both.status == 1, "--lines exits 0 only if all verified")
+        #expect(both.lines.map { Self.fields($0)["verdict"] } == [.string("verified"), .string("rejected")])
+
+        #expect(try Self.run(["verify", "--kind", "nonsense"], input: "").status == 2)
+        #expect(try Self.run(["verify", "--kind", "transaction", "--bundle-id", "x", "--environment", "Production"], input: good).status == 2,
+                "production without --app-apple-id is a usage error")
+    }
+}
