@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "WorkerRuntime", targets: ["WorkerRuntime"]),
         .library(name: "Crypto", targets: ["Crypto"]),
         .library(name: "StoreVerification", targets: ["StoreVerification"]),
+        .library(name: "JSONSchema", targets: ["JSONSchema"]),
         .executable(name: "iapctl", targets: ["iapctl"]),
     ],
     targets: [
@@ -33,10 +34,13 @@ let package = Package(
         .target(name: "Kafka", dependencies: ["CRdKafka"], linkerSettings: rdkafkaLinkerSettings),
         // OpenSSL: certificates, chains, ECDSA, PKCS#7; the only module that touches libcrypto.
         .target(name: "Crypto", dependencies: ["COpenSSL"]),
+        // JSON values and a strict, depth-bounded parser; JSON Schema validation.
+        .target(name: "JSON"),
+        .target(name: "JSONSchema", dependencies: ["JSON"]),
         // Store verification: App Store signed data and receipts, AppCoins purchases.
-        .target(name: "StoreVerification", dependencies: ["Crypto"]),
+        .target(name: "StoreVerification", dependencies: ["Crypto", "JSON"]),
         // A test PKI and App Store-shaped signed data, built at run time (tests, demo, benchmarks).
-        .target(name: "StoreFixtures", dependencies: ["Crypto", "StoreVerification"]),
+        .target(name: "StoreFixtures", dependencies: ["Crypto", "JSON", "StoreVerification"]),
         // A small HTTP/1.1 server: health, metrics, webhooks, and stand-in store APIs in tests.
         .target(name: "HTTPServer"),
         // Lifecycle of long-running services: signals, graceful shutdown.
@@ -44,15 +48,16 @@ let package = Package(
 
         .executableTarget(
             name: "iapctl",
-            dependencies: ["Kafka", "WorkerRuntime", "Crypto", "StoreVerification", "StoreFixtures", "COpenSSL", "CLibPQ", "CSQLite"],
+            dependencies: ["Kafka", "WorkerRuntime", "Crypto", "JSON", "StoreVerification", "StoreFixtures", "COpenSSL", "CLibPQ", "CSQLite"],
             linkerSettings: rdkafkaLinkerSettings
         ),
 
         .target(name: "TestSupport", dependencies: ["Kafka"], path: "Tests/TestSupport"),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "StoreVerificationTests", dependencies: ["StoreVerification", "StoreFixtures", "Crypto", "HTTPServer", "TestSupport"],
+        .testTarget(name: "StoreVerificationTests", dependencies: ["StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "IAPCtlTests", dependencies: ["iapctl", "StoreVerification", "StoreFixtures"], linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(name: "IAPCtlTests", dependencies: ["iapctl", "JSON", "StoreVerification", "StoreFixtures"], linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(name: "JSONSchemaTests", dependencies: ["JSONSchema", "JSON"]),
         .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
     ]
 )

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import StoreVerification
+import JSON
 
 /// Signs App Store-shaped JWS with a `TestPKI`, the way the App Store signs transactions and notifications.
 public struct JWSSigner: Sendable {

@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 
 /// The store a purchase was made in.
 public enum PurchaseStore: String, Sendable, Codable, Hashable, CaseIterable {

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import StoreVerification
+import JSON
 
 /// `iapctl verify`: verifies store payloads by hand, one JSON verdict per payload.
 enum VerifyCommand {

@@ -2,6 +2,7 @@ import Foundation
 import StoreFixtures
 import StoreVerification
 import Testing
+import JSON
 
 /// Runs the built `iapctl` binary as an operator would.
 @Suite struct VerifyCommandTests {

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import StoreFixtures
 import StoreVerification
+import JSON
 
 let bundleId = "com.example.coins"
 let appAppleId: Int64 = 1_234_567_890

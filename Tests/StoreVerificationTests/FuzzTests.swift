@@ -2,6 +2,7 @@ import Foundation
 import StoreFixtures
 @testable import StoreVerification
 import Testing
+import JSON
 
 /// Mutation fuzzing of the decoders: every input ends in a verdict, none crashes or hangs.
 /// Deterministic (seeded) so that a failure can be replayed.

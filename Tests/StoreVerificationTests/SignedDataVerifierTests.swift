@@ -3,6 +3,7 @@ import Foundation
 import StoreFixtures
 import StoreVerification
 import Testing
+import JSON
 
 @Suite struct SignedDataVerifierTests {
     @Test func verifiesAValidTransactionAndKeepsUnknownFields() throws {
@@ -116,6 +117,14 @@ import Testing
                                                          signedTransactionInfo: nil)
         let production = try verifier(environment: .production)
         #expect(production.verifyNotification(try JWSSigner(pki: sharedPKI).sign(notification)).rejection?.reason == .wrongAppAppleId)
+    }
+
+    @Test func aSignedPayloadWithoutRequiredFieldsIsMalformed() throws {
+        var payload = transactionPayload()
+        payload["transactionId"] = nil
+        #expect(try verifier().verifyTransaction(try signedTransaction(sharedPKI, payload)).rejection?.reason == .malformedPayload)
+        let notification: [String: JSONValue] = ["data": .object(["bundleId": .string(bundleId)])]
+        #expect(try verifier().verifyNotification(try JWSSigner(pki: sharedPKI).sign(notification)).rejection?.reason == .malformedPayload)
     }
 
     @Test func productionRequiresAnAppAppleId() {

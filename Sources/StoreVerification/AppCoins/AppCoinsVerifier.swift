@@ -1,6 +1,7 @@
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
+import JSON
 #endif
 
 /// A purchase as the AppCoins (Aptoide/Catappult) API reports it; the shape follows Google's ProductPurchase.

@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 
 /// A verified, decoded signed transaction (JWSTransactionDecodedPayload).
 public struct AppStoreTransaction: Sendable, Hashable {

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import JSON
 
 /// Verifies App Store signed data (JWS): StoreKit 2 transactions, renewal info, App Store Server
 /// Notifications V2 and AppTransactions, the way Apple's server libraries do.

@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 
 /// A compact JWS split into its three parts; payload and signature decoded, nothing verified.
 /// The header is decoded on demand: when its chain is cached, it need not be decoded at all.

@@ -1,0 +1,180 @@
+import Foundation
+import JSON
+
+/// A JSON Schema (draft 2020-12) validator for the keywords this project's schemas use: `type`,
+/// `properties`, `required`, `additionalProperties`, `enum`, `const`, `pattern`, `format`
+/// (`date-time`, `uuid`), `minimum`/`maximum`, `minLength`/`maxLength`, `items`, `minItems`/`maxItems`,
+/// `$ref`/`$defs` (within a schema and across registered schemas by `$id`), `oneOf`/`anyOf`/`allOf`.
+/// An unknown keyword is an error when the schema is registered, so no schema silently checks less
+/// than it says.
+public final class JSONSchemaRegistry: Sendable {
+    /// One failed check: where in the instance, and what was expected.
+    public struct Violation: Sendable, Hashable, CustomStringConvertible {
+        public let path: String
+        public let message: String
+        public var description: String { "\(path.isEmpty ? "/" : path): \(message)" }
+    }
+
+    public struct SchemaError: Error, Sendable, CustomStringConvertible {
+        public let description: String
+    }
+
+    private let schemas: [String: JSONValue]
+    private let patterns: [String: NSRegularExpression]
+
+    /// Registers schemas, each with an `$id`.
+    public init(schemas: [JSONValue]) throws {
+        var byID: [String: JSONValue] = [:]
+        var patterns: [String: NSRegularExpression] = [:]
+        for schema in schemas {
+            guard let id = schema.objectValue?["$id"]?.stringValue else { throw SchemaError(description: "schema without $id") }
+            try Self.check(schema, at: id, patterns: &patterns)
+            byID[id] = schema
+        }
+        self.schemas = byID
+        self.patterns = patterns
+    }
+
+    /// Loads every `*.json` file of a directory as a schema.
+    public convenience init(directory: URL) throws {
+        let files = try FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)
+            .filter { $0.pathExtension == "json" }.sorted { $0.path < $1.path }
+        try self.init(schemas: files.map { file in
+            guard let value = JSONValue.parse(Array(try Data(contentsOf: file))) else {
+                throw SchemaError(description: "\(file.lastPathComponent) is not valid JSON")
+            }
+            return value
+        })
+    }
+
+    public var ids: [String] { schemas.keys.sorted() }
+
+    /// Validates `instance` against the schema registered as `id`; empty when valid.
+    public func validate(_ instance: JSONValue, against id: String) -> [Violation] {
+        guard let schema = schemas[id] else { return [Violation(path: "", message: "unknown schema \(id)")] }
+        var violations: [Violation] = []
+        validate(instance, schema, root: schema, path: "", into: &violations, depth: 0)
+        return violations
+    }
+
+    // MARK: - Validation
+
+    private static let maxDepth = 64
+
+    private func validate(_ instance: JSONValue, _ schemaValue: JSONValue, root: JSONValue, path: String,
+                          into violations: inout [Violation], depth: Int) {
+        guard depth < Self.maxDepth else {
+            violations.append(Violation(path: path, message: "schema nesting too deep"))
+            return
+        }
+        if case .bool(let allowed) = schemaValue {
+            if !allowed { violations.append(Violation(path: path, message: "no value is allowed here")) }
+            return
+        }
+        guard let schema = schemaValue.objectValue else { return }
+        func fail(_ message: String) { violations.append(Violation(path: path, message: message)) }
+
+        if let reference = schema["$ref"]?.stringValue {
+            if let (target, targetRoot) = resolve(reference, root: root) {
+                validate(instance, target, root: targetRoot, path: path, into: &violations, depth: depth + 1)
+            } else {
+                fail("unresolvable $ref \(reference)")
+            }
+        }
+        if let type = schema["type"], !Self.matches(instance, type: type) {
+            fail("expected \(Self.describe(type)), found \(Self.typeName(instance))")
+            return // Other keywords would only repeat the type mismatch.
+        }
+        if let options = schema["enum"]?.arrayValue, !options.contains(where: { Self.equal($0, instance) }) {
+            fail("must be one of \(options.map(Self.render).joined(separator: ", "))")
+        }
+        if let constant = schema["const"], !Self.equal(constant, instance) {
+            fail("must be \(Self.render(constant))")
+        }
+        switch instance {
+        case .string(let text):
+            let length = text.unicodeScalars.count
+            if let minimum = schema["minLength"]?.int64Value, length < minimum { fail("shorter than \(minimum) characters") }
+            if let maximum = schema["maxLength"]?.int64Value, length > maximum { fail("longer than \(maximum) characters") }
+            if let pattern = schema["pattern"]?.stringValue, let regex = patterns[pattern],
+               regex.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) == nil {
+                fail("does not match \(pattern)")
+            }
+            if let format = schema["format"]?.stringValue, !Self.conforms(text, to: format) { fail("not a valid \(format)") }
+        case .integer, .number:
+            let number = Self.double(instance)
+            if let minimum = Self.optionalDouble(schema["minimum"]), number < minimum { fail("less than \(Self.render(schema["minimum"]!))") }
+            if let maximum = Self.optionalDouble(schema["maximum"]), number > maximum { fail("greater than \(Self.render(schema["maximum"]!))") }
+        case .array(let elements):
+            if let minimum = schema["minItems"]?.int64Value, elements.count < minimum { fail("fewer than \(minimum) items") }
+            if let maximum = schema["maxItems"]?.int64Value, elements.count > maximum { fail("more than \(maximum) items") }
+            if let items = schema["items"] {
+                for (index, element) in elements.enumerated() {
+                    validate(element, items, root: root, path: "\(path)/\(index)", into: &violations, depth: depth + 1)
+                }
+            }
+        case .object(let members):
+            for name in schema["required"]?.arrayValue?.compactMap(\.stringValue) ?? [] where members[name] == nil {
+                fail("missing required property '\(name)'")
+            }
+            let properties = schema["properties"]?.objectValue ?? [:]
+            for (name, value) in members.sorted(by: { $0.key < $1.key }) {
+                let childPath = "\(path)/\(Self.escape(name))"
+                if let propertySchema = properties[name] {
+                    validate(value, propertySchema, root: root, path: childPath, into: &violations, depth: depth + 1)
+                } else if let additional = schema["additionalProperties"] {
+                    if case .bool(false) = additional {
+                        violations.append(Violation(path: childPath, message: "property '\(name)' is not allowed"))
+                    } else {
+                        validate(value, additional, root: root, path: childPath, into: &violations, depth: depth + 1)
+                    }
+                }
+            }
+        default:
+            break
+        }
+        if let all = schema["allOf"]?.arrayValue {
+            for subschema in all { validate(instance, subschema, root: root, path: path, into: &violations, depth: depth + 1) }
+        }
+        if let any = schema["anyOf"]?.arrayValue, !any.contains(where: { isValid(instance, $0, root: root, depth: depth) }) {
+            fail("matches none of anyOf")
+        }
+        if let one = schema["oneOf"]?.arrayValue {
+            let matching = one.filter { isValid(instance, $0, root: root, depth: depth) }.count
+            if matching != 1 {
+                // Say why for the closest branch: the one with the fewest violations.
+                let nearest = one.map { branch -> [Violation] in
+                    var branchViolations: [Violation] = []
+                    validate(instance, branch, root: root, path: path, into: &branchViolations, depth: depth + 1)
+                    return branchViolations
+                }.min { $0.count < $1.count } ?? []
+                if matching == 0, !nearest.isEmpty {
+                    violations.append(contentsOf: nearest)
+                } else {
+                    fail("matches \(matching) of oneOf, expected exactly 1")
+                }
+            }
+        }
+    }
+
+    private func isValid(_ instance: JSONValue, _ schema: JSONValue, root: JSONValue, depth: Int) -> Bool {
+        var violations: [Violation] = []
+        validate(instance, schema, root: root, path: "", into: &violations, depth: depth + 1)
+        return violations.isEmpty
+    }
+
+    /// `#/$defs/name` within the current schema, or `ID` / `ID#/$defs/name` of a registered one.
+    private func resolve(_ reference: String, root: JSONValue) -> (JSONValue, JSONValue)? {
+        let parts = reference.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)
+        let documentID = parts.first.map(String.init) ?? ""
+        guard let document = documentID.isEmpty ? root : schemas[documentID] else { return nil }
+        guard parts.count == 2, !parts[1].isEmpty else { return (document, document) }
+        var node = document
+        for token in parts[1].split(separator: "/") {
+            let key = token.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+            guard let next = node.objectValue?[key] else { return nil }
+            node = next
+        }
+        return (node, document)
+    }
+}
