@@ -57,7 +57,8 @@ let package = Package(
         .testTarget(name: "StoreVerificationTests", dependencies: ["StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "IAPCtlTests", dependencies: ["iapctl", "JSON", "StoreVerification", "StoreFixtures"], linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "JSONSchemaTests", dependencies: ["JSONSchema", "JSON"]),
+        .testTarget(name: "JSONSchemaTests", dependencies: ["JSONSchema", "JSON", "TestSupport"],
+                    exclude: ["schema_check.py"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
     ]
 )

@@ -9,6 +9,18 @@ public enum TestServices {
     public static let environment = ProcessInfo.processInfo.environment
     public static let required = environment["IAP_REQUIRE_SERVICES"] == "1"
     public static let brokers = environment["IAP_TEST_BROKERS"]
+    /// A Python with `jsonschema` (make test uses the one in .deps/venv).
+    public static let python = environment["IAP_TEST_PYTHON"]
+
+    public static let pythonTools = ConditionTrait.enabled(
+        if: python != nil || required, "no Python with jsonschema: set IAP_TEST_PYTHON (make test provides one)")
+
+    public static func requirePython() throws -> String {
+        try #require(python, "IAP_TEST_PYTHON is not set although IAP_REQUIRE_SERVICES=1")
+    }
+
+    /// The package's root directory (for schemas/ and the built binaries).
+    public static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     public static let broker = ConditionTrait.enabled(
         if: brokers != nil || required,

@@ -109,7 +109,22 @@ install_tansu() {
   ln -sf "$bin" "$DEPS/bin/tansu"
 }
 
+# Python tools for tests: an independent JSON Schema validator.
+PYTHON_TOOLS=("jsonschema>=4.18,<5" "rfc3339-validator==0.1.4")
+install_python_tools() {
+  local marker="$DEPS/venv/.python-tools"
+  if [ -f "$marker" ] && [ "$(cat "$marker")" = "${PYTHON_TOOLS[*]}" ]; then
+    log "python tools: present"
+    return
+  fi
+  [ -x "$DEPS/venv/bin/pip" ] || python3 -m venv "$DEPS/venv"
+  log "python tools: installing ${PYTHON_TOOLS[*]}"
+  "$DEPS/venv/bin/pip" install -q "${PYTHON_TOOLS[@]}"
+  echo "${PYTHON_TOOLS[*]}" >"$marker"
+}
+
 install_packages
 install_rdkafka
 install_tansu
+install_python_tools
 log "done"
