@@ -43,6 +43,8 @@ let package = Package(
         .target(name: "StoreFixtures", dependencies: ["Crypto", "JSON", "StoreVerification"]),
         // A small HTTP/1.1 server: health, metrics, webhooks, and stand-in store APIs in tests.
         .target(name: "HTTPServer"),
+        // SQLite and PostgreSQL connections: the only module that touches sqlite3 and libpq.
+        .target(name: "Database", dependencies: ["CSQLite", "CLibPQ"]),
         // Lifecycle of long-running services: signals, graceful shutdown.
         .target(name: "WorkerRuntime", dependencies: ["Kafka"]),
 
@@ -59,6 +61,7 @@ let package = Package(
         .testTarget(name: "IAPCtlTests", dependencies: ["iapctl", "JSON", "StoreVerification", "StoreFixtures"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "JSONSchemaTests", dependencies: ["JSONSchema", "JSON", "TestSupport"],
                     exclude: ["schema_check.py"], linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(name: "DatabaseTests", dependencies: ["Database", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
     ]
 )

@@ -9,6 +9,16 @@ public enum TestServices {
     public static let environment = ProcessInfo.processInfo.environment
     public static let required = environment["IAP_REQUIRE_SERVICES"] == "1"
     public static let brokers = environment["IAP_TEST_BROKERS"]
+    /// A PostgreSQL server (make test starts a throwaway cluster).
+    public static let postgresURL = environment["IAP_TEST_POSTGRES_URL"]
+
+    public static let postgres = ConditionTrait.enabled(
+        if: postgresURL != nil || required, "no PostgreSQL: set IAP_TEST_POSTGRES_URL (make test starts one)")
+
+    public static func requirePostgres() throws -> String {
+        try #require(postgresURL, "IAP_TEST_POSTGRES_URL is not set although IAP_REQUIRE_SERVICES=1")
+    }
+
     /// A Python with `jsonschema` (make test uses the one in .deps/venv).
     public static let python = environment["IAP_TEST_PYTHON"]
 

@@ -1,0 +1,95 @@
+import CLibPQ
+import Foundation
+
+/// A PostgreSQL connection through libpq; owns its `PGconn*` and closes it in `deinit`.
+/// Parameters are always sent separately from the SQL (`PQexecParams`), never spliced into it.
+/// Not thread-safe by itself: use it from one thread at a time.
+public final class PostgresConnection: SQLConnection {
+    private let handle: OpaquePointer
+    public private(set) var changes = 0
+
+    /// - Parameter url: a libpq connection string or URI (`postgres://user@host:port/db?sslmode=require`);
+    ///   `sslmode` and the other libpq parameters pass through unchanged.
+    public init(url: String, connectTimeout: Int = 10) throws {
+        let separator = url.contains("?") ? "&" : "?"
+        let target = url.hasPrefix("postgres") && !url.contains("connect_timeout") ? url + "\(separator)connect_timeout=\(connectTimeout)" : url
+        guard let handle = PQconnectdb(target) else {
+            throw DatabaseError(code: "08000", message: "out of memory", isRetriable: true, isConnectionLost: true)
+        }
+        guard PQstatus(handle) == CONNECTION_OK else {
+            let message = String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines)
+            PQfinish(handle)
+            // The message can name the host but never the password: libpq does not echo it.
+            throw DatabaseError(code: "08001", message: "cannot connect: \(message)", isRetriable: true, isConnectionLost: true)
+        }
+        self.handle = handle
+    }
+
+    deinit { PQfinish(handle) }
+
+    /// The server's version number, e.g. 150018.
+    public var serverVersion: Int { Int(PQserverVersion(handle)) }
+
+    public func executeScript(_ sql: String) throws {
+        let result = PQexec(handle, sql)
+        defer { PQclear(result) }
+        try check(result)
+    }
+
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [SQLValue]) throws -> [SQLRow] {
+        // Parameters travel as C strings: a NUL would silently cut one short, and PostgreSQL text
+        // cannot hold it anyway. Refuse it as the server would (22021).
+        for (index, value) in parameters.enumerated() {
+            if case .text(let text) = value, text.utf8.contains(0) {
+                throw DatabaseError(code: "22021", message: "parameter $\(index + 1) contains a NUL byte", isRetriable: false)
+            }
+        }
+        // Text format for every parameter; blobs as bytea hex.
+        let texts: [String?] = parameters.map { value in
+            switch value {
+            case .null: nil
+            case .integer(let integer): String(integer)
+            case .real(let real): String(real)
+            case .text(let text): text
+            case .blob(let data): "\\x" + data.map { String(format: "%02x", $0) }.joined()
+            }
+        }
+        let cStrings = texts.map { $0.map { strdup($0) } ?? nil }
+        defer { cStrings.forEach { free($0) } }
+        let pointers = cStrings.map { UnsafePointer<CChar>($0) }
+        let result = pointers.withUnsafeBufferPointer { PQexecParams(handle, sql, Int32(texts.count), nil, $0.baseAddress, nil, nil, 0) }
+        defer { PQclear(result) }
+        try check(result)
+        changes = Int(String(cString: PQcmdTuples(result))) ?? 0
+        var rows: [SQLRow] = []
+        let rowCount = PQntuples(result)
+        let columnCount = PQnfields(result)
+        rows.reserveCapacity(Int(rowCount))
+        for row in 0..<rowCount {
+            rows.append((0..<columnCount).map { column in
+                if PQgetisnull(result, row, column) == 1 { return .null }
+                let text = String(cString: PQgetvalue(result, row, column))
+                // Integer columns come back as integers; everything else as text.
+                switch PQftype(result, column) {
+                case 20, 21, 23: return Int64(text).map(SQLValue.integer) ?? .text(text) // int8, int2, int4
+                case 16: return .integer(text == "t" ? 1 : 0) // bool
+                default: return .text(text)
+                }
+            })
+        }
+        return rows
+    }
+
+    private func check(_ result: OpaquePointer?) throws {
+        let status = result.map(PQresultStatus) ?? PGRES_FATAL_ERROR
+        guard status != PGRES_COMMAND_OK, status != PGRES_TUPLES_OK, status != PGRES_EMPTY_QUERY else { return }
+        let lost = PQstatus(handle) != CONNECTION_OK
+        let sqlstate = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "C"))) }.map { String(cString: $0) } ?? (lost ? "08006" : "XX000")
+        let message = String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines)
+        // Class 08 (connection), 40001 (serialization failure), 40P01 (deadlock), 57P01-03 (shutdown), 53xxx (resources).
+        let retriable = lost || sqlstate.hasPrefix("08") || sqlstate == "40001" || sqlstate == "40P01"
+            || sqlstate.hasPrefix("57P0") || sqlstate.hasPrefix("53")
+        throw DatabaseError(code: sqlstate, message: message, isRetriable: retriable, isConnectionLost: lost)
+    }
+}

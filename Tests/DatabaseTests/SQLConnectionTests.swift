@@ -1,0 +1,104 @@
+import Database
+import Foundation
+import Testing
+import TestSupport
+
+/// The same checks against both engines: parameters round-trip untouched (no SQL injection, no
+/// mangling), constraint violations are recognised, transactions commit and roll back.
+enum Engine: String, CaseIterable, Sendable {
+    case sqlite, postgres
+
+    func connect() throws -> any SQLConnection {
+        switch self {
+        case .sqlite:
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("iap-db-\(UUID().uuidString).sqlite").path
+            return try SQLiteConnection(path: path)
+        case .postgres:
+            return try PostgresConnection(url: try TestServices.requirePostgres())
+        }
+    }
+}
+
+@Suite struct SQLConnectionTests {
+    // A NUL byte is stored whole by SQLite; PostgreSQL text cannot hold one (tested separately).
+    static let hostile = ["'; DROP TABLE t; --", "Robert'); DELETE FROM t;--", "\u{0}nul", "tab\tnew\nline", "ünïcødé 🪙", "$1", "\\x00"]
+
+    func exercise(_ engine: Engine) throws {
+        let connection = try engine.connect()
+        let table = "t_\(UUID().uuidString.prefix(8).lowercased())"
+        try connection.executeScript("CREATE TABLE \(table) (id BIGINT PRIMARY KEY, name TEXT, amount BIGINT, note TEXT)")
+        defer { _ = try? connection.query("DROP TABLE \(table)") }
+        for (index, text) in Self.hostile.enumerated() where !text.contains("\u{0}") || engine == .sqlite {
+            try connection.query("INSERT INTO \(table) (id, name, amount, note) VALUES ($1, $2, $3, $4)",
+                                 [.integer(Int64(index)), .text(text), .integer(Int64.max - Int64(index)), .null])
+            #expect(connection.changes == 1)
+        }
+        let rows = try connection.query("SELECT id, name, amount, note FROM \(table) ORDER BY id")
+        let expected = Self.hostile.enumerated().filter { !$0.element.contains("\u{0}") || engine == .sqlite }
+        #expect(rows.count == expected.count, "the table survived every hostile string")
+        for (row, (index, text)) in zip(rows, expected) {
+            #expect(row == [.integer(Int64(index)), .text(text), .integer(Int64.max - Int64(index)), .null])
+        }
+
+        let duplicate = #expect(throws: DatabaseError.self) {
+            try connection.query("INSERT INTO \(table) (id, name) VALUES ($1, $2)", [.integer(0), .text("again")])
+        }
+        #expect(duplicate?.isUniqueViolation == true, "\(String(describing: duplicate))")
+        #expect(duplicate?.isRetriable == false)
+
+        try connection.query("BEGIN")
+        try connection.query("UPDATE \(table) SET amount = $1", [.integer(7)])
+        try connection.query("ROLLBACK")
+        #expect(try connection.query("SELECT count(*) FROM \(table) WHERE amount = 7") == [[.integer(0)]])
+    }
+
+    @Test func sqliteRoundTripsConstraintsAndTransactions() throws { try exercise(.sqlite) }
+
+    @Test(TestServices.postgres) func postgresRoundTripsConstraintsAndTransactions() throws { try exercise(.postgres) }
+
+    @Test(TestServices.postgres) func aSerializationFailureIsRetriable() throws {
+        let url = try TestServices.requirePostgres()
+        let first = try PostgresConnection(url: url)
+        let second = try PostgresConnection(url: url)
+        let table = "s_\(UUID().uuidString.prefix(8).lowercased())"
+        try first.executeScript("CREATE TABLE \(table) (id INT PRIMARY KEY, n INT); INSERT INTO \(table) VALUES (1, 0);")
+        defer { _ = try? first.query("DROP TABLE \(table)") }
+        try first.query("BEGIN ISOLATION LEVEL SERIALIZABLE")
+        try second.query("BEGIN ISOLATION LEVEL SERIALIZABLE")
+        #expect(try first.query("SELECT n FROM \(table) WHERE id = 1") == [[.integer(0)]])
+        #expect(try second.query("SELECT n FROM \(table) WHERE id = 1") == [[.integer(0)]])
+        try first.query("UPDATE \(table) SET n = n + 1 WHERE id = 1")
+        try first.query("COMMIT")
+        let error = #expect(throws: DatabaseError.self) { try second.query("UPDATE \(table) SET n = n + 1 WHERE id = 1") }
+        #expect(error?.code == "40001")
+        #expect(error?.isRetriable == true)
+        try second.query("ROLLBACK")
+    }
+
+    @Test(TestServices.postgres) func postgresRefusesNULInTextWithAnError() throws {
+        let connection = try Engine.postgres.connect()
+        let error = #expect(throws: DatabaseError.self) { try connection.query("SELECT $1::text", [.text("a\u{0}b")]) }
+        #expect(error?.isRetriable == false)
+    }
+
+    @Test func anUnreachablePostgresIsARetriableConnectionError() {
+        let error = #expect(throws: DatabaseError.self) {
+            _ = try PostgresConnection(url: "postgres://nobody@127.0.0.1:1/none", connectTimeout: 2)
+        }
+        #expect(error?.isRetriable == true && error?.isConnectionLost == true)
+        #expect(error?.message.contains("127.0.0.1") == true)
+    }
+
+    @Test func aBusySQLiteDatabaseIsRetriable() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("iap-busy-\(UUID().uuidString).sqlite").path
+        let holder = try SQLiteConnection(path: path)
+        try holder.executeScript("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+        let waiter = try SQLiteConnection(path: path, busyTimeout: .zero)
+        try holder.query("BEGIN IMMEDIATE")
+        let error = #expect(throws: DatabaseError.self) { try waiter.query("INSERT INTO t (id) VALUES ($1)", [.integer(1)]) }
+        #expect(error?.isRetriable == true, "\(String(describing: error))")
+        try holder.query("COMMIT")
+        try waiter.query("INSERT INTO t (id) VALUES ($1)", [.integer(1)])
+        #expect(try waiter.query("SELECT count(*) FROM t") == [[.integer(1)]])
+    }
+}
