@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "Crypto", targets: ["Crypto"]),
         .library(name: "StoreVerification", targets: ["StoreVerification"]),
         .library(name: "JSONSchema", targets: ["JSONSchema"]),
+        .library(name: "PurchaseStore", targets: ["PurchaseStore"]),
         .executable(name: "iapctl", targets: ["iapctl"]),
     ],
     targets: [
@@ -45,6 +46,8 @@ let package = Package(
         .target(name: "HTTPServer"),
         // SQLite and PostgreSQL connections: the only module that touches sqlite3 and libpq.
         .target(name: "Database", dependencies: ["CSQLite", "CLibPQ"]),
+        // The purchase store: purchases, ledger, balances, entitlements on SQLite or PostgreSQL.
+        .target(name: "PurchaseStore", dependencies: ["Database"]),
         // Lifecycle of long-running services: signals, graceful shutdown.
         .target(name: "WorkerRuntime", dependencies: ["Kafka"]),
 
@@ -62,6 +65,7 @@ let package = Package(
         .testTarget(name: "JSONSchemaTests", dependencies: ["JSONSchema", "JSON", "TestSupport"],
                     exclude: ["schema_check.py"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "DatabaseTests", dependencies: ["Database", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(name: "PurchaseStoreTests", dependencies: ["PurchaseStore", "Database", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
     ]
 )

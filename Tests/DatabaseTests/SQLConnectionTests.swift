@@ -46,6 +46,10 @@ enum Engine: String, CaseIterable, Sendable {
         #expect(duplicate?.isUniqueViolation == true, "\(String(describing: duplicate))")
         #expect(duplicate?.isRetriable == false)
 
+        // Parameters used out of order and twice bind by number, not by first appearance.
+        #expect(try connection.query("SELECT CAST($2 AS BIGINT), $1, CAST($2 AS BIGINT)", [.text("one"), .integer(2)])
+                == [[.integer(2), .text("one"), .integer(2)]])
+
         try connection.query("BEGIN")
         try connection.query("UPDATE \(table) SET amount = $1", [.integer(7)])
         try connection.query("ROLLBACK")

@@ -50,7 +50,10 @@ public final class SQLiteConnection: SQLConnection {
             sqlite3_clear_bindings(statement)
         }
         for (index, parameter) in parameters.enumerated() {
-            let position = Int32(index + 1)
+            // SQLite treats `$N` as a *named* parameter numbered by first appearance, not as position N:
+            // look the name up, so `$3` binds the third value wherever it appears first.
+            let position = sqlite3_bind_parameter_index(statement, "$\(index + 1)")
+            guard position > 0 else { continue }
             let status: Int32
             switch parameter {
             case .null: status = sqlite3_bind_null(statement, position)

@@ -1,0 +1,88 @@
+import Database
+
+/// Versioned schema migrations, one script per version and engine. Applied in order, each once,
+/// recorded in `schema_migrations`. New versions are appended; applied ones never change.
+enum Migrations {
+    enum Dialect: Sendable { case sqlite, postgres }
+
+    static func scripts(_ dialect: Dialect) -> [(version: Int, sql: String)] {
+        let id = dialect == .sqlite ? "INTEGER PRIMARY KEY AUTOINCREMENT" : "BIGSERIAL PRIMARY KEY"
+        return [
+            (1, """
+            CREATE TABLE purchases (
+                store TEXT NOT NULL,
+                transaction_id TEXT NOT NULL,
+                original_transaction_id TEXT,
+                user_id TEXT NOT NULL,
+                product_id TEXT NOT NULL,
+                quantity BIGINT NOT NULL CHECK (quantity > 0),
+                purchase_time BIGINT NOT NULL,
+                environment TEXT,
+                state TEXT NOT NULL CHECK (state IN ('verified', 'granted', 'finished', 'rejected', 'refund_due', 'revoked')),
+                reject_reason TEXT,
+                verified_at BIGINT, granted_at BIGINT, finished_at BIGINT, rejected_at BIGINT, refund_due_at BIGINT, revoked_at BIGINT,
+                PRIMARY KEY (store, transaction_id)
+            );
+            CREATE INDEX purchases_open_by_time ON purchases (state, purchase_time);
+            CREATE TABLE ledger (
+                id \(id),
+                store TEXT NOT NULL,
+                transaction_id TEXT NOT NULL,
+                entry_kind TEXT NOT NULL CHECK (entry_kind IN ('grant', 'revoke')),
+                user_id TEXT NOT NULL,
+                item_kind TEXT NOT NULL CHECK (item_kind IN ('currency', 'entitlement')),
+                code TEXT NOT NULL,
+                amount BIGINT NOT NULL,
+                shortfall BIGINT NOT NULL DEFAULT 0,
+                expires_at BIGINT,
+                created_at BIGINT NOT NULL,
+                UNIQUE (store, transaction_id, entry_kind, item_kind, code)
+            );
+            CREATE INDEX ledger_by_user ON ledger (user_id);
+            CREATE TABLE balances (
+                user_id TEXT NOT NULL,
+                currency TEXT NOT NULL,
+                amount BIGINT NOT NULL CHECK (amount >= 0),
+                PRIMARY KEY (user_id, currency)
+            );
+            CREATE TABLE entitlements (
+                user_id TEXT NOT NULL,
+                entitlement TEXT NOT NULL,
+                store TEXT NOT NULL,
+                transaction_id TEXT NOT NULL,
+                expires_at BIGINT,
+                active BIGINT NOT NULL,
+                PRIMARY KEY (user_id, entitlement)
+            );
+            """),
+        ]
+    }
+
+    /// Applies what is missing; returns the versions applied now. Safe to run from several processes
+    /// at once: each version is applied in a transaction that also records it.
+    static func apply(_ connection: any SQLConnection, dialect: Dialect) throws -> [Int] {
+        try connection.executeScript("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)")
+        var applied: [Int] = []
+        for (version, sql) in scripts(dialect) {
+            try connection.query(dialect == .sqlite ? "BEGIN IMMEDIATE" : "BEGIN")
+            do {
+                if dialect == .postgres {
+                    // Serialises concurrent migrators on PostgreSQL (SQLite's BEGIN IMMEDIATE already does).
+                    try connection.query("SELECT pg_advisory_xact_lock(7300001)")
+                }
+                let done = try connection.query("SELECT 1 FROM schema_migrations WHERE version = $1", [.integer(Int64(version))])
+                if done.isEmpty {
+                    try connection.executeScript(sql)
+                    try connection.query("INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)",
+                                         [.integer(Int64(version)), .integer(PurchaseTime.milliseconds(.now))])
+                    applied.append(version)
+                }
+                try connection.query("COMMIT")
+            } catch {
+                _ = try? connection.query("ROLLBACK") // The original error is what matters.
+                throw error
+            }
+        }
+        return applied
+    }
+}

@@ -1,0 +1,155 @@
+import Database
+import Foundation
+import PurchaseStore
+import Testing
+import TestSupport
+
+/// One suite, run against both engines: what the pipeline relies on from its store.
+enum StoreEngine: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite, postgres
+    var testDescription: String { rawValue }
+
+    /// A fresh, migrated store URL (a new file, or a new database on the test server).
+    func freshURL() async throws -> String {
+        switch self {
+        case .sqlite:
+            return "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("iap-store-\(UUID().uuidString).sqlite").path
+        case .postgres:
+            let server = try TestServices.requirePostgres()
+            let name = "store_\(UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: ""))"
+            try PostgresConnection(url: server).query("CREATE DATABASE \(name)")
+            guard let slash = server.lastIndex(of: "/") else { throw DatabaseError(code: "url", message: server, isRetriable: false) }
+            return server[..<slash] + "/" + name
+        }
+    }
+
+    var enabled: Bool { self == .sqlite || TestServices.postgresURL != nil || TestServices.required }
+}
+
+@Suite struct PurchaseStoreConformanceTests {
+    static let engines = StoreEngine.allCases.filter(\.enabled)
+    static let t0 = Date(timeIntervalSince1970: 1_764_400_000)
+
+    func store(_ engine: StoreEngine) async throws -> SQLPurchaseStore {
+        try await storeAndURL(engine).store
+    }
+
+    func storeAndURL(_ engine: StoreEngine) async throws -> (store: SQLPurchaseStore, url: String) {
+        let url = try await engine.freshURL()
+        let store = try SQLPurchaseStore(url: url)
+        #expect(try await store.migrate() == [1])
+        #expect(try await store.migrate() == [], "migrations apply once")
+        return (store, url)
+    }
+
+    /// A connection of the test's own to the store's database (to play the game spending coins).
+    func rawConnection(_ url: String) throws -> any SQLConnection {
+        url.hasPrefix("sqlite:") ? try SQLiteConnection(path: String(url.dropFirst("sqlite:".count))) : try PostgresConnection(url: url)
+    }
+
+    func purchase(_ id: String, user: String = "user-1", product: String = "coins.100", at time: Date = t0) -> PurchaseRecord {
+        PurchaseRecord(key: PurchaseKey(store: "appstore", transactionId: id), userId: user, productId: product, quantity: 1, purchaseTime: time)
+    }
+
+    @Test(arguments: engines) func grantBeforeFinishAndEveryRepeatChangesNothing(_ engine: StoreEngine) async throws {
+        let store = try await store(engine)
+        let record = purchase("1001")
+        #expect(try await store.finish(record.key, at: Self.t0) == .notGranted(state: nil), "unknown purchase")
+        #expect(try await store.recordVerified(record, at: Self.t0) == .recorded)
+        #expect(try await store.recordVerified(record, at: Self.t0) == .existing(state: .verified, userId: "user-1"))
+        #expect(try await store.finish(record.key, at: Self.t0) == .notGranted(state: .verified), "never finish what was not granted")
+
+        let items: [GrantItem] = [.currency("coins", 100), .entitlement("adfree")]
+        guard case .granted(let ids) = try await store.grant(record.key, items: items, at: Self.t0) else { Issue.record("not granted"); return }
+        #expect(ids.count == 2)
+        #expect(try await store.grant(record.key, items: items, at: Self.t0) == .alreadyGranted(items: items))
+        #expect(try await store.balances(of: "user-1") == ["coins": 100], "granted exactly once")
+        #expect(try await store.entitlements(of: "user-1").keys.sorted() == ["adfree"])
+
+        #expect(try await store.finish(record.key, at: Self.t0) == .finished)
+        #expect(try await store.finish(record.key, at: Self.t0) == .alreadyFinished)
+        #expect(try await store.grant(record.key, items: items, at: Self.t0) == .alreadyGranted(items: items))
+        #expect(try await store.recordVerified(record, at: Self.t0) == .existing(state: .finished, userId: "user-1"), "a restore replays it")
+        #expect(try await store.balances(of: "user-1") == ["coins": 100])
+    }
+
+    @Test(arguments: engines) func concurrentGrantsOfOnePurchaseGrantOnce(_ engine: StoreEngine) async throws {
+        let url = try await engine.freshURL()
+        let stores = try (0..<4).map { _ in try SQLPurchaseStore(url: url) }
+        try await stores[0].migrate()
+        let record = purchase("2002", user: "user-2")
+        #expect(try await stores[0].recordVerified(record, at: Self.t0) == .recorded)
+        let outcomes = try await withThrowingTaskGroup(of: GrantOutcome.self) { group in
+            for store in stores { group.addTask { try await store.grant(record.key, items: [.currency("coins", 500)], at: Self.t0) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(outcomes.filter { if case .granted = $0 { true } else { false } }.count == 1)
+        #expect(outcomes.filter { $0 == .alreadyGranted(items: [.currency("coins", 500)]) }.count == 3)
+        #expect(try await stores[0].balances(of: "user-2") == ["coins": 500])
+    }
+
+    @Test(arguments: engines) func revocationClawsBackWithoutGoingNegative(_ engine: StoreEngine) async throws {
+        let (store, url) = try await storeAndURL(engine)
+        let first = purchase("3001", user: "user-3")
+        let second = purchase("3002", user: "user-3")
+        for record in [first, second] {
+            _ = try await store.recordVerified(record, at: Self.t0)
+            _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: Self.t0)
+        }
+        #expect(try await store.balances(of: "user-3") == ["coins": 200])
+        #expect(try await store.revoke(first.key, at: Self.t0) == .revoked(shortfall: [:]))
+        #expect(try await store.balances(of: "user-3") == ["coins": 100])
+        #expect(try await store.revoke(first.key, at: Self.t0) == .alreadyRevoked)
+        // The game spent 70 of the second purchase's coins before its refund arrived.
+        try rawConnection(url).query("UPDATE balances SET amount = 30 WHERE user_id = $1", [.text("user-3")])
+        #expect(try await store.revoke(second.key, at: Self.t0) == .revoked(shortfall: ["coins": 70]))
+        #expect(try await store.balances(of: "user-3") == ["coins": 0], "never negative; the shortfall is recorded instead")
+        #expect(try await store.grant(second.key, items: [.currency("coins", 100)], at: Self.t0) == .notGrantable(state: .revoked))
+        #expect(try await store.revoke(PurchaseKey(store: "appstore", transactionId: "unknown"), at: Self.t0) == .unknownPurchase)
+    }
+
+    @Test(arguments: engines) func threeConcurrentSweepersFlagEachDuePurchaseOnce(_ engine: StoreEngine) async throws {
+        let url = try await engine.freshURL()
+        let sweepers = try (0..<3).map { _ in try SQLPurchaseStore(url: url) }
+        try await sweepers[0].migrate()
+        let now = Self.t0.addingTimeInterval(48 * 3600)
+        // 60 purchases older than 24 h (half granted), 20 recent, 10 finished old ones.
+        for index in 0..<90 {
+            let old = index < 60 || index >= 80
+            let record = purchase("s\(index)", user: "u\(index % 7)", at: old ? Self.t0 : now.addingTimeInterval(-3600))
+            _ = try await sweepers[0].recordVerified(record, at: Self.t0)
+            if index % 2 == 0 || index >= 80 { _ = try await sweepers[0].grant(record.key, items: [.currency("coins", 1)], at: Self.t0) }
+            if index >= 80 { _ = try await sweepers[0].finish(record.key, at: Self.t0) }
+        }
+        let flagged = try await withThrowingTaskGroup(of: [DuePurchase].self) { group in
+            for sweeper in sweepers {
+                group.addTask {
+                    var mine: [DuePurchase] = []
+                    while case let batch = try await sweeper.sweepDue(store: "appstore", deadline: 24 * 3600, now: now, limit: 7), !batch.isEmpty {
+                        mine += batch
+                    }
+                    return mine
+                }
+            }
+            return try await group.reduce(into: []) { $0 += $1 }
+        }
+        let ids = flagged.map(\.record.key.transactionId)
+        #expect(ids.count == 60, "every due purchase flagged")
+        #expect(Set(ids).count == ids.count, "none twice")
+        #expect(Set(ids) == Set((0..<60).map { "s\($0)" }))
+        #expect(flagged.filter { $0.previousState == .granted }.count == 30)
+        #expect(try await sweepers[0].sweepDue(store: "appstore", deadline: 24 * 3600, now: now).isEmpty, "a later sweep finds nothing")
+        let statistics = try await sweepers[0].statistics()
+        #expect(statistics.purchasesByState[.refundDue] == 60)
+        #expect(statistics.purchasesByState[.finished] == 10)
+        #expect(statistics.oldestUnfinishedPurchase == now.addingTimeInterval(-3600))
+    }
+
+    @Test(arguments: engines) func hostileStringsAreStoredVerbatim(_ engine: StoreEngine) async throws {
+        let store = try await store(engine)
+        let user = "'; DROP TABLE purchases; -- ünï 🪙"
+        let record = purchase("x'); DELETE FROM ledger; --", user: user, product: "coins.100\" OR 1=1")
+        #expect(try await store.recordVerified(record, at: Self.t0) == .recorded)
+        #expect(try await store.purchase(record.key) == record)
+    }
+}
