@@ -106,7 +106,7 @@ extension JSONSchemaRegistry {
     /// `date-time` (RFC 3339, with a time zone) and `uuid` (RFC 4122 textual form).
     static func conforms(_ text: String, to format: String) -> Bool {
         switch format {
-        case "date-time": return RFC3339Format.isValid(text)
+        case "date-time": return RFC3339.parse(text) != nil
         case "uuid":
             let bytes = Array(text.utf8)
             guard bytes.count == 36 else { return false }
@@ -121,39 +121,5 @@ extension JSONSchemaRegistry {
         default:
             return true
         }
-    }
-}
-
-/// RFC 3339 `date-time`: `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`.
-enum RFC3339Format {
-    static func isValid(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
-        guard bytes.count >= 20 else { return false }
-        func digits(_ range: Range<Int>) -> Int? {
-            var value = 0
-            for index in range {
-                guard index < bytes.count, (48...57).contains(bytes[index]) else { return nil }
-                value = value * 10 + Int(bytes[index] - 48)
-            }
-            return value
-        }
-        guard digits(0..<4) != nil, bytes[4] == 45, let month = digits(5..<7), bytes[7] == 45, let day = digits(8..<10),
-              bytes[10] == UInt8(ascii: "T") || bytes[10] == UInt8(ascii: "t"),
-              let hour = digits(11..<13), bytes[13] == 58, let minute = digits(14..<16), bytes[16] == 58, let second = digits(17..<19),
-              (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second <= 60
-        else { return false }
-        var index = 19
-        if bytes[index] == UInt8(ascii: ".") {
-            index += 1
-            let start = index
-            while index < bytes.count, (48...57).contains(bytes[index]) { index += 1 }
-            guard index > start else { return false }
-        }
-        guard index < bytes.count else { return false }
-        if bytes[index] == UInt8(ascii: "Z") || bytes[index] == UInt8(ascii: "z") { return index + 1 == bytes.count }
-        guard bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-"), index + 6 == bytes.count,
-              let hours = digits(index + 1..<index + 3), bytes[index + 3] == 58, let minutes = digits(index + 4..<index + 6)
-        else { return false }
-        return hours < 24 && minutes < 60
     }
 }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import JSON
 import StoreVerification
 
 /// Builds StoreKit 1 app receipts: the ASN.1 payload (Apple's field type numbers) in a PKCS#7
@@ -47,13 +48,8 @@ public struct ReceiptSigner: Sendable {
         return Data(DER.set(attributes))
     }
 
-    static func rfc3339(_ date: Date) -> String {
-        var seconds = time_t(date.timeIntervalSince1970)
-        var components = tm()
-        gmtime_r(&seconds, &components)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", Int(components.tm_year) + 1900, Int(components.tm_mon) + 1,
-                      Int(components.tm_mday), Int(components.tm_hour), Int(components.tm_min), Int(components.tm_sec))
-    }
+    /// Receipts carry whole seconds, as Apple's do.
+    static func rfc3339(_ date: Date) -> String { RFC3339.format(date, milliseconds: false) }
 }
 
 /// A minimal DER encoder for receipt payloads.

@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 
 /// A decoded StoreKit 1 app receipt (field type numbers from Apple's "Receipt Fields").
 public struct AppReceipt: Sendable, Hashable {
@@ -135,59 +136,4 @@ enum AppReceiptParser {
 private final class AttributeBudget {
     var remaining: Int
     init(remaining: Int) { self.remaining = remaining }
-}
-
-/// `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)`.
-enum RFC3339 {
-    static func parse(_ text: String) -> Date? {
-        let bytes = Array(text.utf8)
-        guard bytes.count >= 20 else { return nil }
-        func number(_ range: Range<Int>) -> Int? {
-            var value = 0
-            for index in range {
-                guard (48...57).contains(bytes[index]) else { return nil }
-                value = value * 10 + Int(bytes[index] - 48)
-            }
-            return value
-        }
-        guard bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"), bytes[10] == UInt8(ascii: "T") || bytes[10] == UInt8(ascii: " "),
-              bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),
-              let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
-              let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
-              (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second <= 60
-        else { return nil }
-        var index = 19
-        var fraction = 0.0
-        if bytes[index] == UInt8(ascii: ".") {
-            index += 1
-            var scale = 0.1
-            while index < bytes.count, (48...57).contains(bytes[index]) {
-                fraction += Double(bytes[index] - 48) * scale
-                scale /= 10
-                index += 1
-            }
-        }
-        var offset = 0
-        guard index < bytes.count else { return nil }
-        if bytes[index] == UInt8(ascii: "Z") {
-            index += 1
-        } else if bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
-            guard index + 6 == bytes.count, bytes[index + 3] == UInt8(ascii: ":"),
-                  let hours = number(index + 1..<index + 3), let minutes = number(index + 4..<index + 6) else { return nil }
-            offset = (hours * 60 + minutes) * 60 * (bytes[index] == UInt8(ascii: "-") ? -1 : 1)
-            index += 6
-        } else {
-            return nil
-        }
-        guard index == bytes.count else { return nil }
-        var components = tm()
-        components.tm_year = Int32(year - 1900)
-        components.tm_mon = Int32(month - 1)
-        components.tm_mday = Int32(day)
-        components.tm_hour = Int32(hour)
-        components.tm_min = Int32(minute)
-        components.tm_sec = Int32(second)
-        let seconds = timegm(&components)
-        return Date(timeIntervalSince1970: TimeInterval(seconds - offset) + fraction)
-    }
 }
