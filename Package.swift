@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "StoreVerification", targets: ["StoreVerification"]),
         .library(name: "JSONSchema", targets: ["JSONSchema"]),
         .library(name: "PurchaseStore", targets: ["PurchaseStore"]),
+        .library(name: "PurchaseEvents", targets: ["PurchaseEvents"]),
         .executable(name: "iapctl", targets: ["iapctl"]),
     ],
     targets: [
@@ -48,6 +49,8 @@ let package = Package(
         .target(name: "Database", dependencies: ["CSQLite", "CLibPQ"]),
         // The purchase store: purchases, ledger, balances, entitlements on SQLite or PostgreSQL.
         .target(name: "PurchaseStore", dependencies: ["Database"]),
+        // The pipeline's events: typed, CloudEvents headers, validated against schemas/.
+        .target(name: "PurchaseEvents", dependencies: ["Kafka", "JSON", "JSONSchema", "Crypto"]),
         // Lifecycle of long-running services: signals, graceful shutdown.
         .target(name: "WorkerRuntime", dependencies: ["Kafka"]),
 
@@ -66,6 +69,8 @@ let package = Package(
                     exclude: ["schema_check.py"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "DatabaseTests", dependencies: ["Database", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "PurchaseStoreTests", dependencies: ["PurchaseStore", "Database", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(name: "PurchaseEventsTests", dependencies: ["PurchaseEvents", "JSON", "JSONSchema", "Kafka", "TestSupport"],
+                    linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
     ]
 )

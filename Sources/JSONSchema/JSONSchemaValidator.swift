@@ -17,6 +17,7 @@ public final class JSONSchemaRegistry: Sendable {
 
     public struct SchemaError: Error, Sendable, CustomStringConvertible {
         public let description: String
+        public init(description: String) { self.description = description }
     }
 
     private let schemas: [String: JSONValue]

@@ -1,5 +1,6 @@
 """Independent check of schemas/ with Python's jsonschema: every schema is valid draft 2020-12,
-and every example in schemas/examples validates against the schema its file name names.
+and every example in schemas/examples (and in an optional second directory, e.g. events a test
+emitted) validates against the schema its file name names (NAME.anything.json).
 Prints one line per file; exits non-zero on the first problem."""
 import json
 import pathlib
@@ -15,7 +16,10 @@ for path in sorted(root.glob("*.schema.json")):
     jsonschema.Draft202012Validator.check_schema(schema)
     schemas[schema["$id"]] = schema
 registry = Registry().with_resources((id, Resource.from_contents(s)) for id, s in schemas.items())
-for path in sorted((root / "examples").glob("*.json")):
+instances = sorted((root / "examples").glob("*.json"))
+if len(sys.argv) > 2:
+    instances += sorted(pathlib.Path(sys.argv[2]).glob("*.json"))
+for path in instances:
     name = path.name.split(".")
     # purchase.submitted.appstore.json -> purchase.submitted; catalog.json -> catalog
     for length in (2, 1):

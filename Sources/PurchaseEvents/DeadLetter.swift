@@ -1,0 +1,55 @@
+import Foundation
+import Kafka
+
+/// `deadletter`: a message a stage could not process, kept whole (bytes, headers, origin) with the reason.
+public struct DeadLetter: PipelineEvent, Hashable {
+    public static let type = EventType.deadLetter
+    public struct Header: Codable, Sendable, Hashable {
+        public var key: String
+        /// base64; `null` for a header without a value (written out, not omitted: the schema requires it).
+        public var value: String?
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(key, forKey: .key)
+            try container.encode(value, forKey: .value)
+        }
+    }
+
+    public var reason: String
+    public var detail: String
+    public var stage: String
+    public var sourceTopic: String
+    public var sourcePartition: Int64
+    public var sourceOffset: Int64
+    /// base64 of the original key and value.
+    public var key: String?
+    public var value: String?
+    public var headers: [Header]
+    public var failedAt: Date
+
+    public init(reason: String, detail: String, stage: String, message: KafkaMessage, failedAt: Date) {
+        self.reason = reason
+        // Bounded: a detail quoting a huge input must not make the dead letter itself invalid.
+        self.detail = String(detail.prefix(4000))
+        self.stage = stage
+        self.sourceTopic = message.topic
+        self.sourcePartition = Int64(message.partition)
+        self.sourceOffset = message.offset
+        self.key = message.key?.base64EncodedString()
+        self.value = message.value?.base64EncodedString()
+        self.headers = message.headers.map { Header(key: $0.key, value: $0.value?.base64EncodedString()) }
+        self.failedAt = failedAt
+    }
+
+    /// Dead letters keep the original key, so they stay on the user's partition.
+    public var messageKey: Data? { key.flatMap { Data(base64Encoded: $0) } }
+
+    public var eventID: String { "deadletter:\(sourceTopic):\(sourcePartition):\(sourceOffset)" }
+
+    /// The original message, to re-publish after a fix.
+    public func originalMessage() -> KafkaProducerMessage {
+        KafkaProducerMessage(topic: sourceTopic, key: messageKey, value: value.flatMap { Data(base64Encoded: $0) },
+                             headers: headers.map { KafkaHeader(key: $0.key, value: $0.value.flatMap { Data(base64Encoded: $0) }) })
+    }
+}

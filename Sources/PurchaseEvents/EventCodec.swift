@@ -1,0 +1,118 @@
+import Crypto
+import Foundation
+import JSON
+import JSONSchema
+import Kafka
+
+/// Hex SHA-256, for ids derived from content.
+enum ContentHash {
+    static func hex(_ text: String) -> String { sha256(Data(text.utf8)).map { String(format: "%02x", $0) }.joined() }
+}
+
+/// Turns events into Kafka messages with CloudEvents 1.0 binary-mode headers, and Kafka messages back
+/// into events, checking everything a stage must not trust: size, UTF-8, JSON, the schema, the headers.
+public struct EventCodec: Sendable {
+    /// Messages larger than this are not processed (dead-lettered as `oversized`).
+    public static let maxMessageBytes = 1024 * 1024
+
+    public let schemas: JSONSchemaRegistry
+    /// `ce_source` of the events this process writes, e.g. `/iap-pipeline/verifier`.
+    public let source: String
+
+    public init(schemas: JSONSchemaRegistry, source: String) {
+        self.schemas = schemas
+        self.source = source
+    }
+
+    /// The message for `event` on `topic` (default: the event type's topic).
+    public func message<Event: PipelineEvent>(_ event: Event, topic: String? = nil, time: Date) throws -> KafkaProducerMessage {
+        let body = try Self.encoder.encode(event)
+        let headers = [
+            KafkaHeader(key: "ce_specversion", string: "1.0"),
+            KafkaHeader(key: "ce_id", string: event.eventID),
+            KafkaHeader(key: "ce_type", string: Event.type.ceType),
+            KafkaHeader(key: "ce_source", string: source),
+            KafkaHeader(key: "ce_time", string: RFC3339.format(time)),
+            KafkaHeader(key: "ce_dataschema", string: Event.type.schemaID),
+            KafkaHeader(key: "content-type", string: "application/json"),
+        ]
+        return KafkaProducerMessage(topic: topic ?? Event.type.topic, key: event.messageKey, value: body, headers: headers)
+    }
+
+    /// Why a message could not be turned into an event. Each becomes a dead letter with this reason.
+    public struct Invalid: Error, Sendable, CustomStringConvertible {
+        public let reason: String
+        public let detail: String
+        public var description: String { "\(reason): \(detail)" }
+    }
+
+    /// Decodes and validates a consumed message as `Event`.
+    public func decode<Event: PipelineEvent>(_ message: KafkaMessage, as: Event.Type) -> Result<Event, Invalid> {
+        guard let value = message.value else { return .failure(Invalid(reason: "tombstone", detail: "message has no value")) }
+        guard value.count <= Self.maxMessageBytes else {
+            return .failure(Invalid(reason: "oversized", detail: "\(value.count) bytes, limit \(Self.maxMessageBytes)"))
+        }
+        guard message.header("ce_specversion") == "1.0", let id = message.header("ce_id"), !id.isEmpty, message.header("ce_source") != nil else {
+            return .failure(Invalid(reason: "missingCloudEventsHeaders", detail: "ce_specversion 1.0, ce_id and ce_source are required"))
+        }
+        guard message.header("ce_type") == Event.type.ceType else {
+            return .failure(Invalid(reason: "wrongEventType", detail: "ce_type '\(message.header("ce_type") ?? "")', expected \(Event.type.ceType)"))
+        }
+        guard String(validating: value, as: UTF8.self) != nil else { return .failure(Invalid(reason: "invalidUTF8", detail: "value is not UTF-8")) }
+        guard let json = JSONValue.parse(value) else {
+            return .failure(Invalid(reason: "invalidJSON", detail: "value is not JSON (or nests deeper than 128 levels)"))
+        }
+        let violations = schemas.validate(json, against: Event.type.schemaID)
+        guard violations.isEmpty else {
+            return .failure(Invalid(reason: "schemaViolation", detail: violations.prefix(5).map(\.description).joined(separator: "; ")))
+        }
+        do {
+            return .success(try Self.decoder.decode(Event.self, from: value))
+        } catch {
+            return .failure(Invalid(reason: "undecodable", detail: "\(error)".prefix(500).description))
+        }
+    }
+
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(RFC3339.format(date))
+        }
+        return encoder
+    }()
+
+    static let decoder: JSONDecoder = {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            guard let date = RFC3339.parse(text) else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "not an RFC 3339 date-time: \(text)")
+            }
+            return date
+        }
+        return decoder
+    }()
+}
+
+extension JSONSchemaRegistry {
+    /// The event schemas: from `directory`, else `IAP_SCHEMAS_DIR`, else `schemas/` next to the package the
+    /// executable was built in (`.build/<config>/…`), else the working directory, else
+    /// `/usr/share/iap-pipeline/schemas` (where the container image puts them).
+    public static func eventSchemas(directory: String? = nil, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> JSONSchemaRegistry {
+        var candidates: [URL] = []
+        if let directory { candidates.append(URL(fileURLWithPath: directory)) }
+        if let fromEnvironment = environment["IAP_SCHEMAS_DIR"] { candidates.append(URL(fileURLWithPath: fromEnvironment)) }
+        let executable = URL(fileURLWithPath: CommandLine.arguments.first ?? "").resolvingSymlinksInPath()
+        candidates.append(executable.deletingLastPathComponent().appendingPathComponent("../../../schemas").standardizedFileURL)
+        candidates.append(executable.deletingLastPathComponent().appendingPathComponent("../../schemas").standardizedFileURL)
+        candidates.append(URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("schemas"))
+        candidates.append(URL(fileURLWithPath: "/usr/share/iap-pipeline/schemas"))
+        for candidate in candidates where FileManager.default.fileExists(atPath: candidate.appendingPathComponent("common.v1.schema.json").path) {
+            return try JSONSchemaRegistry(directory: candidate)
+        }
+        throw JSONSchemaRegistry.SchemaError(description: "event schemas not found; set IAP_SCHEMAS_DIR (looked in \(candidates.map(\.path).joined(separator: ", ")))")
+    }
+}

@@ -1,0 +1,308 @@
+import Foundation
+
+/// An event of the pipeline: its type, the message key (the user id, so one user's purchases stay
+/// in order on one partition) and a CloudEvents id.
+public protocol PipelineEvent: Codable, Sendable {
+    static var type: EventType { get }
+    /// The Kafka message key: the user id, so one user's events stay in order on one partition.
+    var messageKey: Data? { get }
+    /// `ce_id`: for derived events deterministic (e.g. `granted:appstore:2000…`), so that a redelivered
+    /// event is recognisably the same one.
+    var eventID: String { get }
+}
+
+public enum Store: String, Codable, Sendable, CaseIterable { case appstore, appcoins }
+public enum SubmissionKind: String, Codable, Sendable { case signedTransaction, appReceipt, appcoinsPurchase }
+public enum SubmissionSource: String, Codable, Sendable { case client, server, restore }
+
+/// `purchase.submitted`: a purchase for the verifier, from an app backend, the ingest endpoint or a restore.
+public struct PurchaseSubmitted: PipelineEvent, Hashable {
+    public static let type = EventType.purchaseSubmitted
+    public struct AppCoinsPurchase: Codable, Sendable, Hashable {
+        public var packageName: String
+        public var sku: String
+        public var purchaseToken: String
+        public init(packageName: String, sku: String, purchaseToken: String) {
+            self.packageName = packageName
+            self.sku = sku
+            self.purchaseToken = purchaseToken
+        }
+    }
+
+    public var store: Store
+    public var kind: SubmissionKind
+    public var signedTransaction: String?
+    public var receipt: String?
+    public var appcoins: AppCoinsPurchase?
+    public var userId: String
+    public var submittedAt: Date
+    public var source: SubmissionSource
+    public var submissionId: String?
+
+    public init(store: Store, kind: SubmissionKind, signedTransaction: String? = nil, receipt: String? = nil,
+                appcoins: AppCoinsPurchase? = nil, userId: String, submittedAt: Date, source: SubmissionSource, submissionId: String? = nil) {
+        self.store = store
+        self.kind = kind
+        self.signedTransaction = signedTransaction
+        self.receipt = receipt
+        self.appcoins = appcoins
+        self.userId = userId
+        self.submittedAt = submittedAt
+        self.source = source
+        self.submissionId = submissionId
+    }
+
+    public var messageKey: Data? { Data(userId.utf8) }
+    /// Producers may set `submissionId`; otherwise the id is derived from the content, so that the same
+    /// submission produced twice carries the same id.
+    public var eventID: String {
+        if let submissionId { return "submitted:\(submissionId)" }
+        let payload = signedTransaction ?? receipt ?? appcoins.map { "\($0.packageName)/\($0.sku)/\($0.purchaseToken)" } ?? ""
+        return "submitted:\(store.rawValue):\(userId):\(ContentHash.hex(payload))"
+    }
+}
+
+/// `store.notification`: an App Store Server Notification V2 as Apple sent it.
+public struct StoreNotificationReceived: PipelineEvent, Hashable {
+    public static let type = EventType.storeNotification
+    public var store: Store
+    public var signedPayload: String
+    public var receivedAt: Date
+
+    public init(signedPayload: String, receivedAt: Date) {
+        self.store = .appstore
+        self.signedPayload = signedPayload
+        self.receivedAt = receivedAt
+    }
+
+    /// Notifications have no user; keyed by their content so retries of one notification stay together.
+    public var messageKey: Data? { Data(("notification:\(ContentHash.hex(signedPayload).prefix(16))").utf8) }
+    public var eventID: String { "notification:\(ContentHash.hex(signedPayload))" }
+}
+
+/// `purchase.consumed`: the app reports that it called `finish()` (AppCoins consumes on the device).
+public struct PurchaseConsumed: PipelineEvent, Hashable {
+    public static let type = EventType.purchaseConsumed
+    public var store: Store
+    public var transactionId: String
+    public var userId: String
+    public var consumedAt: Date
+
+    public init(store: Store, transactionId: String, userId: String, consumedAt: Date) {
+        self.store = store
+        self.transactionId = transactionId
+        self.userId = userId
+        self.consumedAt = consumedAt
+    }
+
+    public var messageKey: Data? { Data(userId.utf8) }
+    public var eventID: String { "consumed:\(store.rawValue):\(transactionId)" }
+}
+
+/// `purchase.verified`: the store proved the payment.
+public struct PurchaseVerifiedEvent: PipelineEvent, Hashable {
+    public static let type = EventType.purchaseVerified
+    public var store: Store
+    public var transactionId: String
+    public var originalTransactionId: String?
+    public var productId: String
+    public var productType: String?
+    public var quantity: Int
+    public var userId: String
+    public var purchaseDate: Date?
+    public var expiresDate: Date?
+    public var revocationDate: Date?
+    public var environment: String?
+    public var appAccountToken: String?
+    public var price: Int64?
+    public var currency: String?
+    public var consumed: Bool?
+    public var source: SubmissionSource
+    public var verifiedAt: Date
+
+    public init(store: Store, transactionId: String, originalTransactionId: String? = nil, productId: String, productType: String? = nil,
+                quantity: Int, userId: String, purchaseDate: Date? = nil, expiresDate: Date? = nil, revocationDate: Date? = nil,
+                environment: String? = nil, appAccountToken: String? = nil, price: Int64? = nil, currency: String? = nil,
+                consumed: Bool? = nil, source: SubmissionSource, verifiedAt: Date) {
+        self.store = store
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.productId = productId
+        self.productType = productType
+        self.quantity = quantity
+        self.userId = userId
+        self.purchaseDate = purchaseDate
+        self.expiresDate = expiresDate
+        self.revocationDate = revocationDate
+        self.environment = environment
+        self.appAccountToken = appAccountToken
+        self.price = price
+        self.currency = currency
+        self.consumed = consumed
+        self.source = source
+        self.verifiedAt = verifiedAt
+    }
+
+    public var messageKey: Data? { Data(userId.utf8) }
+    public var eventID: String { "verified:\(store.rawValue):\(transactionId)" }
+}
+
+/// `purchase.rejected`: not accepted, with the reason and whether a retry may help.
+public struct PurchaseRejectedEvent: PipelineEvent, Hashable {
+    public static let type = EventType.purchaseRejected
+    public var store: Store
+    public var transactionId: String?
+    public var productId: String?
+    public var userId: String
+    public var reason: String
+    public var retryable: Bool
+    public var detail: String?
+    public var submissionId: String?
+    public var rejectedAt: Date
+    /// The `ce_id` of the event rejected (not encoded: it only shapes this event's id).
+    public var causeID: String = ""
+
+    enum CodingKeys: String, CodingKey { case store, transactionId, productId, userId, reason, retryable, detail, submissionId, rejectedAt }
+
+    public init(store: Store, transactionId: String? = nil, productId: String? = nil, userId: String, reason: String, retryable: Bool,
+                detail: String? = nil, submissionId: String? = nil, rejectedAt: Date, causeID: String) {
+        self.store = store
+        self.transactionId = transactionId
+        self.productId = productId
+        self.userId = userId
+        self.reason = reason
+        self.retryable = retryable
+        self.detail = detail
+        self.submissionId = submissionId
+        self.rejectedAt = rejectedAt
+        self.causeID = causeID
+    }
+
+    public var messageKey: Data? { Data(userId.utf8) }
+    public var eventID: String { "rejected:\(causeID)" }
+}
+
+/// One item of a grant, as `item.granted` reports it.
+public struct GrantedItem: Codable, Sendable, Hashable {
+    public enum Kind: String, Codable, Sendable { case currency, entitlement }
+    public var kind: Kind
+    public var code: String
+    public var amount: Int64?
+    public var expiresAt: Date?
+
+    public init(kind: Kind, code: String, amount: Int64? = nil, expiresAt: Date? = nil) {
+        self.kind = kind
+        self.code = code
+        self.amount = amount
+        self.expiresAt = expiresAt
+    }
+}
+
+/// `item.granted`: what a purchase granted, or `alreadyGranted` for a repeat that changed nothing.
+public struct ItemGranted: PipelineEvent, Hashable {
+    public static let type = EventType.itemGranted
+    public var store: Store
+    public var transactionId: String
+    public var userId: String
+    public var productId: String
+    public var quantity: Int
+    public var items: [GrantedItem]
+    public var alreadyGranted: Bool
+    public var ledgerEntryId: Int64?
+    public var grantedAt: Date
+
+    public init(store: Store, transactionId: String, userId: String, productId: String, quantity: Int, items: [GrantedItem],
+                alreadyGranted: Bool, ledgerEntryId: Int64? = nil, grantedAt: Date) {
+        self.store = store
+        self.transactionId = transactionId
+        self.userId = userId
+        self.productId = productId
+        self.quantity = quantity
+        self.items = items
+        self.alreadyGranted = alreadyGranted
+        self.ledgerEntryId = ledgerEntryId
+        self.grantedAt = grantedAt
+    }
+
+    public var messageKey: Data? { Data(userId.utf8) }
+    public var eventID: String { "granted:\(store.rawValue):\(transactionId)" }
+}
+
+/// `transaction.finished`: completed with the store; the app may call `finish()`.
+public struct TransactionFinished: PipelineEvent, Hashable {
+    public static let type = EventType.transactionFinished
+    public enum Method: String, Codable, Sendable { case appStoreServerAPI, consumedByApp, storeReportedConsumed }
+    public var store: Store
+    public var transactionId: String
+    public var userId: String
+    public var method: Method
+    public var finishedAt: Date
+
+    public init(store: Store, transactionId: String, userId: String, method: Method, finishedAt: Date) {
+        self.store = store
+        self.transactionId = transactionId
+        self.userId = userId
+        self.method = method
+        self.finishedAt = finishedAt
+    }
+
+    public var messageKey: Data? { Data(userId.utf8) }
+    public var eventID: String { "finished:\(store.rawValue):\(transactionId)" }
+}
+
+/// `refund.due`: paid, not completed by the deadline; the store refunds it.
+public struct RefundDue: PipelineEvent, Hashable {
+    public static let type = EventType.refundDue
+    public var store: Store
+    public var transactionId: String
+    public var userId: String
+    public var productId: String
+    public var state: String?
+    public var purchaseDate: Date
+    public var deadline: Date
+    public var flaggedAt: Date
+
+    public init(store: Store, transactionId: String, userId: String, productId: String, state: String?, purchaseDate: Date,
+                deadline: Date, flaggedAt: Date) {
+        self.store = store
+        self.transactionId = transactionId
+        self.userId = userId
+        self.productId = productId
+        self.state = state
+        self.purchaseDate = purchaseDate
+        self.deadline = deadline
+        self.flaggedAt = flaggedAt
+    }
+
+    public var messageKey: Data? { Data(userId.utf8) }
+    public var eventID: String { "refunddue:\(store.rawValue):\(transactionId)" }
+}
+
+/// `purchase.revoked`: refunded or revoked by the store; its grant is clawed back.
+public struct PurchaseRevokedEvent: PipelineEvent, Hashable {
+    public static let type = EventType.purchaseRevoked
+    public enum Reason: String, Codable, Sendable { case REFUND, REVOKE }
+    public var store: Store
+    public var transactionId: String
+    public var userId: String?
+    public var productId: String?
+    public var reason: Reason
+    public var revocationDate: Date?
+    public var notificationUUID: String?
+    public var revokedAt: Date
+
+    public init(store: Store, transactionId: String, userId: String? = nil, productId: String? = nil, reason: Reason,
+                revocationDate: Date? = nil, notificationUUID: String? = nil, revokedAt: Date) {
+        self.store = store
+        self.transactionId = transactionId
+        self.userId = userId
+        self.productId = productId
+        self.reason = reason
+        self.revocationDate = revocationDate
+        self.notificationUUID = notificationUUID
+        self.revokedAt = revokedAt
+    }
+
+    public var messageKey: Data? { Data((userId ?? "store:\(store.rawValue):\(transactionId)").utf8) }
+    public var eventID: String { "revoked:\(store.rawValue):\(transactionId)" }
+}

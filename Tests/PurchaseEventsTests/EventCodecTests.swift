@@ -1,0 +1,119 @@
+import Foundation
+import JSON
+import JSONSchema
+import Kafka
+import PurchaseEvents
+import Testing
+import TestSupport
+
+@Suite struct EventCodecTests {
+    static let schemas = try! JSONSchemaRegistry(directory: TestServices.packageRoot.appendingPathComponent("schemas"))
+    static let codec = EventCodec(schemas: schemas, source: "/iap-pipeline/test")
+    static let now = Date(timeIntervalSince1970: 1_764_410_000.25)
+
+    /// One event of every type, as the stages emit them.
+    static func samples() -> [(EventType, KafkaProducerMessage)] {
+        let items = [GrantedItem(kind: .currency, code: "coins", amount: 200), GrantedItem(kind: .entitlement, code: "adfree")]
+        let message = KafkaMessage(topic: "iap.purchase.submitted", partition: 2, offset: 77, key: Data("user-1".utf8), value: Data([0xFF, 0xFE]),
+                                   headers: [KafkaHeader(key: "ce_type", string: "x"), KafkaHeader(key: "null", value: nil)])
+        return [
+            (.purchaseSubmitted, try! codec.message(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: "a.b.c",
+                                                                      userId: "user-1", submittedAt: now, source: .client), time: now)),
+            (.purchaseSubmitted, try! codec.message(PurchaseSubmitted(store: .appcoins, kind: .appcoinsPurchase,
+                                                                      appcoins: .init(packageName: "com.example", sku: "coins.100", purchaseToken: "tok"),
+                                                                      userId: "user-1", submittedAt: now, source: .server,
+                                                                      submissionId: "0f8fad5b-d9cb-469f-a165-70867728950e"), time: now)),
+            (.storeNotification, try! codec.message(StoreNotificationReceived(signedPayload: "a.b.c", receivedAt: now), time: now)),
+            (.purchaseConsumed, try! codec.message(PurchaseConsumed(store: .appcoins, transactionId: "o-1", userId: "user-1", consumedAt: now), time: now)),
+            (.purchaseVerified, try! codec.message(PurchaseVerifiedEvent(store: .appstore, transactionId: "2000", productId: "coins.100", productType: "Consumable",
+                                                                         quantity: 2, userId: "user-1", purchaseDate: now, environment: "Sandbox",
+                                                                         price: 990, currency: "USD", source: .client, verifiedAt: now), time: now)),
+            (.purchaseRejected, try! codec.message(PurchaseRejectedEvent(store: .appstore, userId: "user-1", reason: "badSignature", retryable: false,
+                                                                         detail: "x", rejectedAt: now, causeID: "submitted:1"), time: now)),
+            (.itemGranted, try! codec.message(ItemGranted(store: .appstore, transactionId: "2000", userId: "user-1", productId: "coins.100", quantity: 2,
+                                                          items: items, alreadyGranted: false, ledgerEntryId: 5, grantedAt: now), time: now)),
+            (.transactionFinished, try! codec.message(TransactionFinished(store: .appstore, transactionId: "2000", userId: "user-1",
+                                                                          method: .appStoreServerAPI, finishedAt: now), time: now)),
+            (.refundDue, try! codec.message(RefundDue(store: .appcoins, transactionId: "o-2", userId: "user-1", productId: "coins.100", state: "granted",
+                                                      purchaseDate: now, deadline: now, flaggedAt: now), time: now)),
+            (.purchaseRevoked, try! codec.message(PurchaseRevokedEvent(store: .appstore, transactionId: "2000", userId: "user-1", reason: .REFUND,
+                                                                       revokedAt: now), time: now)),
+            (.deadLetter, try! codec.message(DeadLetter(reason: "invalidUTF8", detail: "value is not UTF-8", stage: "verifier", message: message,
+                                                        failedAt: now), time: now)),
+        ]
+    }
+
+    @Test func everyEmittedEventCarriesCloudEventsHeadersAndMatchesItsSchema() throws {
+        for (type, message) in Self.samples() {
+            let headers = Dictionary(message.headers.map { ($0.key, $0.stringValue ?? "") }, uniquingKeysWith: { first, _ in first })
+            #expect(headers["ce_specversion"] == "1.0")
+            #expect(headers["ce_type"] == type.ceType)
+            #expect(headers["ce_dataschema"] == type.schemaID)
+            #expect(headers["content-type"] == "application/json")
+            #expect(headers["ce_time"].flatMap(RFC3339.parse) != nil)
+            #expect(!(headers["ce_id"] ?? "").isEmpty)
+            #expect(message.topic == type.topic)
+            let json = try #require(JSONValue.parse(Array(message.value ?? Data())))
+            #expect(Self.schemas.validate(json, against: type.schemaID).isEmpty, "\(type): \(Self.schemas.validate(json, against: type.schemaID))")
+        }
+    }
+
+    @Test func derivedEventIDsAreDeterministic() throws {
+        let first = try Self.codec.message(ItemGranted(store: .appstore, transactionId: "2000", userId: "u", productId: "p", quantity: 1, items: [],
+                                                       alreadyGranted: false, grantedAt: Self.now), time: Self.now)
+        let again = try Self.codec.message(ItemGranted(store: .appstore, transactionId: "2000", userId: "u", productId: "p", quantity: 1, items: [],
+                                                       alreadyGranted: true, grantedAt: Self.now.addingTimeInterval(60)), time: Self.now)
+        #expect(first.headers.first { $0.key == "ce_id" }?.stringValue == "granted:appstore:2000")
+        #expect(first.headers.first { $0.key == "ce_id" } == again.headers.first { $0.key == "ce_id" })
+        #expect(first.key == Data("u".utf8), "keyed by user")
+    }
+
+    func consumed(_ produced: KafkaProducerMessage, value: Data?? = nil, dropHeader: String? = nil) -> KafkaMessage {
+        KafkaMessage(topic: produced.topic, partition: 0, offset: 1, key: produced.key, value: value ?? produced.value,
+                     headers: produced.headers.filter { $0.key != dropHeader })
+    }
+
+    @Test func decodingRoundTripsAndRefusesBadInputWithAReason() throws {
+        let verified = PurchaseVerifiedEvent(store: .appstore, transactionId: "2000", productId: "coins.100", quantity: 1, userId: "user-1",
+                                             source: .client, verifiedAt: Self.now)
+        let produced = try Self.codec.message(verified, time: Self.now)
+        #expect(try Self.codec.decode(consumed(produced), as: PurchaseVerifiedEvent.self).get() == verified)
+
+        func reason(_ message: KafkaMessage) -> String? {
+            if case .failure(let invalid) = Self.codec.decode(message, as: PurchaseVerifiedEvent.self) { return invalid.reason }
+            return nil
+        }
+        #expect(reason(consumed(produced, value: .some(nil))) == "tombstone")
+        #expect(reason(consumed(produced, value: Data(repeating: 0x20, count: EventCodec.maxMessageBytes + 1))) == "oversized")
+        #expect(reason(consumed(produced, value: Data([0x7B, 0xFF, 0x7D]))) == "invalidUTF8")
+        #expect(reason(consumed(produced, value: Data("{\"store\":".utf8))) == "invalidJSON")
+        #expect(reason(consumed(produced, value: Data((String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)).utf8))) == "invalidJSON")
+        #expect(reason(consumed(produced, value: Data(#"{"store":"appstore"}"#.utf8))) == "schemaViolation")
+        #expect(reason(consumed(produced, dropHeader: "ce_id")) == "missingCloudEventsHeaders")
+        let other = try Self.codec.message(TransactionFinished(store: .appstore, transactionId: "1", userId: "u", method: .consumedByApp,
+                                                               finishedAt: Self.now), time: Self.now)
+        #expect(reason(consumed(other)) == "wrongEventType")
+    }
+
+    @Test(TestServices.pythonTools) func pythonJSONSchemaAcceptsWhatTheCodecEmits() throws {
+        let python = try TestServices.requirePython()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("emitted-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for (index, (type, message)) in Self.samples().enumerated() {
+            try message.value!.write(to: directory.appendingPathComponent("\(type.rawValue).\(index).json"))
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: python)
+        process.arguments = [TestServices.packageRoot.appendingPathComponent("Tests/JSONSchemaTests/schema_check.py").path,
+                             TestServices.packageRoot.appendingPathComponent("schemas").path, directory.path]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(text)")
+        #expect(text.components(separatedBy: "\n").filter { $0.hasPrefix("ok ") }.count >= 13 + Self.samples().count)
+    }
+}
