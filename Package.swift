@@ -52,7 +52,9 @@ let package = Package(
         // The pipeline's events: typed, CloudEvents headers, validated against schemas/.
         .target(name: "PurchaseEvents", dependencies: ["Kafka", "JSON", "JSONSchema", "Crypto"]),
         // Lifecycle of long-running services: signals, graceful shutdown.
-        .target(name: "WorkerRuntime", dependencies: ["Kafka"]),
+        .target(name: "WorkerRuntime", dependencies: ["Kafka", "PurchaseEvents"]),
+        // The four stages: verify, grant, finish, sweep.
+        .target(name: "Stages", dependencies: ["WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreVerification", "JSON", "JSONSchema", "Crypto"]),
 
         .executableTarget(
             name: "iapctl",

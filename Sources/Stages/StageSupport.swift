@@ -1,0 +1,32 @@
+import Database
+import Foundation
+import Kafka
+import PurchaseEvents
+import WorkerRuntime
+
+/// What every stage shares: the codec for its events, and the clock.
+public struct StageContext: Sendable {
+    public let codec: EventCodec
+    public let logger: Logger
+    public let now: @Sendable () -> Date
+
+    public init(codec: EventCodec, logger: Logger, now: @escaping @Sendable () -> Date = Date.init) {
+        self.codec = codec
+        self.logger = logger
+        self.now = now
+    }
+
+    /// A dead letter for a message the codec refused.
+    func deadLetter(_ invalid: EventCodec.Invalid) -> StageResult { .deadLetter(reason: invalid.reason, detail: invalid.detail) }
+
+    func messages(_ events: [any PipelineEvent]) throws -> StageResult {
+        let time = now()
+        return .publish(try events.map { try codec.message($0, time: time) })
+    }
+}
+
+/// Database errors that a retry can fix are transient for every stage.
+func isTransientStoreError(_ error: any Error) -> Bool {
+    if let database = error as? DatabaseError { return database.isRetriable }
+    return false
+}

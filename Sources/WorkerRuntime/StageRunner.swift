@@ -1,0 +1,155 @@
+import Foundation
+import Kafka
+import PurchaseEvents
+import Synchronization
+
+/// What a stage decided about one message.
+public enum StageResult: Sendable {
+    /// Events to publish; the input is done once the broker acknowledged all of them.
+    case publish([KafkaProducerMessage])
+    /// The message cannot be processed, ever: kept on the dead-letter topic with the reason.
+    case deadLetter(reason: String, detail: String)
+}
+
+/// An error after which the same work may succeed later (database busy or failing over, store API
+/// down, broker unavailable). The runner retries it with backoff, holding that partition.
+public struct TransientError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// One pipeline stage's message handling.
+public protocol MessageStage: Sendable {
+    /// `verifier`, `granter`, …: the consumer group suffix, log field and dead-letter `stage`.
+    var name: String { get }
+    var topics: [String] { get }
+    func handle(_ message: KafkaMessage) async throws -> StageResult
+    /// Whether `error` is worth retrying. Default: `TransientError` and retriable Kafka errors.
+    func isTransient(_ error: any Error) -> Bool
+}
+
+extension MessageStage {
+    public func isTransient(_ error: any Error) -> Bool {
+        if error is TransientError { return true }
+        if let kafka = error as? KafkaError { return kafka.isRetriable }
+        return false
+    }
+}
+
+/// Runs a stage on a consumer group: hands each message to the stage, publishes what it returns and waits
+/// for the broker's acknowledgement before the input's offset may be committed. Transient failures are
+/// retried with exponential backoff and jitter on that partition only (others keep flowing; order within
+/// the partition holds). Anything else becomes a dead letter with its reason: nothing is dropped.
+public final class StageRunner: Service {
+    public struct Configuration: Sendable {
+        public var initialBackoff: Duration = .milliseconds(100)
+        public var maxBackoff: Duration = .seconds(30)
+        public init() {}
+    }
+
+    private let stage: any MessageStage
+    private let consumer: KafkaConsumer
+    private let producer: KafkaProducer
+    private let codec: EventCodec
+    private let logger: Logger
+    private let configuration: Configuration
+    private let stopping = Mutex(false)
+    /// Counters for metrics and tests.
+    public let counters = Mutex<[String: Int]>([:])
+
+    public init(stage: any MessageStage, consumer: KafkaConsumer, producer: KafkaProducer, codec: EventCodec, logger: Logger,
+                configuration: Configuration = Configuration()) {
+        self.stage = stage
+        self.consumer = consumer
+        self.producer = producer
+        self.codec = codec
+        self.logger = logger
+        self.configuration = configuration
+    }
+
+    public func run() async throws {
+        do {
+            try await consumer.run { [self] message in try await process(message) }
+        } catch let error as KafkaError where error.code == .handler && stopping.withLock({ $0 }) {
+            // A retry loop interrupted by shutdown: that message was not committed and will be redelivered.
+            logger.info("stopped while retrying", ["detail": error.message])
+        }
+        await producer.shutdown()
+    }
+
+    public func triggerGracefulShutdown() {
+        stopping.withLock { $0 = true }
+        consumer.triggerGracefulShutdown()
+    }
+
+    private struct Interrupted: Error {}
+
+    private func process(_ message: KafkaMessage) async throws {
+        var attempt = 0
+        while true {
+            do {
+                switch try await stage.handle(message) {
+                case .publish(let outputs):
+                    try await publish(outputs)
+                    count("handled")
+                case .deadLetter(let reason, let detail):
+                    try await deadLetter(message, reason: reason, detail: detail)
+                }
+                return
+            } catch let error where stage.isTransient(error) {
+                attempt += 1
+                count("retries")
+                let delay = backoff(attempt)
+                logger.warning("transient failure, retrying", ["topic": message.topic, "partition": message.partition, "offset": message.offset,
+                                                               "attempt": attempt, "delayMs": delay.milliseconds, "error": "\(error)"])
+                try await sleep(delay)
+            } catch {
+                logger.error("cannot process message", ["topic": message.topic, "partition": message.partition, "offset": message.offset,
+                                                        "error": "\(error)"])
+                do {
+                    try await deadLetter(message, reason: "processingFailed", detail: "\(error)")
+                    return
+                } catch where stage.isTransient(error) {
+                    attempt += 1
+                    try await sleep(backoff(attempt))
+                }
+            }
+        }
+    }
+
+    private func publish(_ messages: [KafkaProducerMessage]) async throws {
+        guard !messages.isEmpty else { return }
+        for result in await producer.send(contentsOf: messages) {
+            if case .failure(let error) = result { throw error }
+        }
+    }
+
+    private func deadLetter(_ message: KafkaMessage, reason: String, detail: String) async throws {
+        let letter = DeadLetter(reason: reason, detail: detail, stage: stage.name, message: message, failedAt: Date())
+        try await publish([try codec.message(letter, time: Date())])
+        count("deadLettered")
+        logger.warning("dead-lettered", ["topic": message.topic, "partition": message.partition, "offset": message.offset, "reason": reason])
+    }
+
+    /// Exponential, capped, with full jitter so that workers retrying together spread out.
+    private func backoff(_ attempt: Int) -> Duration {
+        let base = configuration.initialBackoff.milliseconds * Int64(1 << min(attempt - 1, 20))
+        let capped = min(base, configuration.maxBackoff.milliseconds)
+        return .milliseconds(Int64.random(in: capped / 2...max(capped / 2, capped)))
+    }
+
+    /// Sleeps unless shutting down, checking often enough to stop promptly.
+    private func sleep(_ delay: Duration) async throws {
+        let deadline = ContinuousClock.now + delay
+        while ContinuousClock.now < deadline {
+            if stopping.withLock({ $0 }) { throw Interrupted() }
+            try await Task.sleep(for: min(.milliseconds(100), deadline - ContinuousClock.now))
+        }
+    }
+
+    private func count(_ name: String) { counters.withLock { $0[name, default: 0] += 1 } }
+}
+
+extension Duration {
+    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
+}
