@@ -55,6 +55,12 @@ enum Migrations {
                 PRIMARY KEY (user_id, entitlement)
             );
             """),
+            // An outbox for refund.due: flagging is exactly once (a conditional state change), the event is
+            // sent afterwards and re-sent until recorded as sent, so a crash in between loses nothing.
+            (2, """
+            ALTER TABLE purchases ADD COLUMN refund_notified_at BIGINT;
+            CREATE INDEX purchases_refund_outbox ON purchases (state, refund_notified_at);
+            """),
         ]
     }
 

@@ -198,6 +198,32 @@ public final class SQLPurchaseStore: Sendable {
         }
     }
 
+    /// Purchases flagged `refund_due` whose `refund.due` event is not recorded as sent (the outbox).
+    public func unsentRefundNotices(store: String, deadline: TimeInterval, limit: Int = 500) async throws -> [DuePurchase] {
+        try await executor.run { connection in
+            try connection.query("""
+                SELECT transaction_id, user_id, product_id, quantity, purchase_time, environment FROM purchases
+                WHERE store = $1 AND state = 'refund_due' AND refund_notified_at IS NULL ORDER BY purchase_time LIMIT $2
+                """, [.text(store), .integer(Int64(limit))]).compactMap { row in
+                guard let id = row[0].string, let user = row[1].string, let product = row[2].string, let quantity = row[3].int64,
+                      let time = row[4].int64 else { return nil }
+                let record = PurchaseRecord(key: PurchaseKey(store: store, transactionId: id), userId: user, productId: product,
+                                            quantity: Int(quantity), purchaseTime: PurchaseTime.date(time), state: .refundDue, environment: row[5].string)
+                return DuePurchase(record: record, previousState: .refundDue, deadline: PurchaseTime.date(time).addingTimeInterval(deadline))
+            }
+        }
+    }
+
+    /// Records that the `refund.due` events of these purchases were acknowledged by the broker.
+    public func markRefundNoticesSent(_ keys: [PurchaseKey], at now: Date) async throws {
+        try await executor.run { connection in
+            for key in keys {
+                try connection.query("UPDATE purchases SET refund_notified_at = $3 WHERE store = $1 AND transaction_id = $2",
+                                     [.text(key.store), .text(key.transactionId), .integer(PurchaseTime.milliseconds(now))])
+            }
+        }
+    }
+
     public func purchase(_ key: PurchaseKey) async throws -> PurchaseRecord? {
         try await executor.run { connection in
             let rows = try connection.query("""

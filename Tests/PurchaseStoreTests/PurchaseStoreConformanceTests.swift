@@ -37,7 +37,7 @@ enum StoreEngine: String, CaseIterable, Sendable, CustomTestStringConvertible {
     func storeAndURL(_ engine: StoreEngine) async throws -> (store: SQLPurchaseStore, url: String) {
         let url = try await engine.freshURL()
         let store = try SQLPurchaseStore(url: url)
-        #expect(try await store.migrate() == [1])
+        #expect(try await store.migrate() == [1, 2])
         #expect(try await store.migrate() == [], "migrations apply once")
         return (store, url)
     }
@@ -143,6 +143,12 @@ enum StoreEngine: String, CaseIterable, Sendable, CustomTestStringConvertible {
         #expect(statistics.purchasesByState[.refundDue] == 60)
         #expect(statistics.purchasesByState[.finished] == 10)
         #expect(statistics.oldestUnfinishedPurchase == now.addingTimeInterval(-3600))
+
+        // The outbox: every flagged purchase is waiting for its event until marked sent.
+        let unsent = try await sweepers[1].unsentRefundNotices(store: "appstore", deadline: 24 * 3600, limit: 100)
+        #expect(Set(unsent.map(\.record.key)) == Set(flagged.map(\.record.key)))
+        try await sweepers[1].markRefundNoticesSent(Array(unsent.prefix(50).map(\.record.key)), at: now)
+        #expect(try await sweepers[2].unsentRefundNotices(store: "appstore", deadline: 24 * 3600, limit: 100).count == 10)
     }
 
     @Test(arguments: engines) func hostileStringsAreStoredVerbatim(_ engine: StoreEngine) async throws {

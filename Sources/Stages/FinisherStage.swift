@@ -1,0 +1,76 @@
+import Foundation
+import Kafka
+import PurchaseEvents
+import PurchaseStore
+import StoreVerification
+import WorkerRuntime
+
+/// `iap-finisher`: completes granted purchases with their store, then marks them `finished` and emits
+/// `transaction.finished` (which tells the app it may call `finish()`). App Store purchases are finished
+/// through the App Store Server API when it is configured; AppCoins has no server call, so its purchases
+/// finish when the app reports `purchase.consumed`. Never finishes a purchase that was not granted.
+public struct FinisherStage: MessageStage {
+    public let name = "finisher"
+    public let topics: [String]
+    let context: StageContext
+    let store: SQLPurchaseStore
+    let appStoreAPI: AppStoreServerAPIClient?
+
+    public init(context: StageContext, store: SQLPurchaseStore, appStoreAPI: AppStoreServerAPIClient?,
+                topics: [String] = [EventType.itemGranted.topic, EventType.purchaseConsumed.topic]) {
+        self.context = context
+        self.store = store
+        self.appStoreAPI = appStoreAPI
+        self.topics = topics
+    }
+
+    public func isTransient(_ error: any Error) -> Bool {
+        error is TransientError || isTransientStoreError(error) || (error as? KafkaError)?.isRetriable == true
+    }
+
+    public func handle(_ message: KafkaMessage) async throws -> StageResult {
+        if message.topic == topics.last {
+            switch context.codec.decode(message, as: PurchaseConsumed.self) {
+            case .failure(let invalid): return context.deadLetter(invalid)
+            case .success(let consumed):
+                return try await finish(store: consumed.store, transactionId: consumed.transactionId, userId: consumed.userId, method: .consumedByApp)
+            }
+        }
+        switch context.codec.decode(message, as: ItemGranted.self) {
+        case .failure(let invalid): return context.deadLetter(invalid)
+        case .success(let granted):
+            // AppCoins (and App Store without API credentials): the app consumes on the device and reports it.
+            guard granted.store == .appstore, let appStoreAPI else { return .publish([]) }
+            let key = PurchaseKey(store: granted.store.rawValue, transactionId: granted.transactionId)
+            guard let record = try await store.purchase(key) else { throw TransientError("purchase \(key) not in the store yet") }
+            switch record.state {
+            case .granted:
+                switch await appStoreAPI.finishTransaction(granted.transactionId) {
+                case .success: break
+                case .failure(.unavailable(let why)): throw TransientError(why)
+                case .failure(.refused(let status, let detail)):
+                    return .deadLetter(reason: "storeRefusedFinish", detail: "HTTP \(status): \(detail)")
+                }
+                return try await finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: .appStoreServerAPI)
+            case .finished:
+                return try await finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: .appStoreServerAPI)
+            default:
+                // Revoked or due for refund since it was granted: nothing to finish.
+                context.logger.info("not finishing", ["transactionId": granted.transactionId, "state": record.state.rawValue])
+                return .publish([])
+            }
+        }
+    }
+
+    private func finish(store storeName: Store, transactionId: String, userId: String, method: TransactionFinished.Method) async throws -> StageResult {
+        let key = PurchaseKey(store: storeName.rawValue, transactionId: transactionId)
+        switch try await store.finish(key, at: context.now()) {
+        case .finished, .alreadyFinished:
+            // Emitted again for a repeat: same ce_id, so consumers recognise it.
+            return try context.messages([TransactionFinished(store: storeName, transactionId: transactionId, userId: userId,
+                                                             method: method, finishedAt: context.now())])
+        case .notGranted(let state):
+            return .deadLetter(reason: "notGranted", detail: "purchase \(key) is \(state?.rawValue ?? "unknown"); it is finished only once granted")
+        }
+    }
+}
