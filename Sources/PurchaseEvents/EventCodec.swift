@@ -18,11 +18,17 @@ public struct EventCodec: Sendable {
     public let schemas: JSONSchemaRegistry
     /// `ce_source` of the events this process writes, e.g. `/iap-pipeline/verifier`.
     public let source: String
+    /// Prepended to every topic name (e.g. `staging.`), so that several pipelines can share a cluster.
+    public let topicPrefix: String
 
-    public init(schemas: JSONSchemaRegistry, source: String) {
+    public init(schemas: JSONSchemaRegistry, source: String, topicPrefix: String = "") {
         self.schemas = schemas
         self.source = source
+        self.topicPrefix = topicPrefix
     }
+
+    /// The topic of an event type in this deployment.
+    public func topic(_ type: EventType) -> String { topicPrefix + type.topic }
 
     /// The message for `event` on `topic` (default: the event type's topic).
     public func message<Event: PipelineEvent>(_ event: Event, topic: String? = nil, time: Date) throws -> KafkaProducerMessage {
@@ -36,7 +42,7 @@ public struct EventCodec: Sendable {
             KafkaHeader(key: "ce_dataschema", string: Event.type.schemaID),
             KafkaHeader(key: "content-type", string: "application/json"),
         ]
-        return KafkaProducerMessage(topic: topic ?? Event.type.topic, key: event.messageKey, value: body, headers: headers)
+        return KafkaProducerMessage(topic: topic ?? self.topic(Event.type), key: event.messageKey, value: body, headers: headers)
     }
 
     /// Why a message could not be turned into an event. Each becomes a dead letter with this reason.

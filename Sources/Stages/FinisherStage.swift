@@ -16,12 +16,11 @@ public struct FinisherStage: MessageStage {
     let store: SQLPurchaseStore
     let appStoreAPI: AppStoreServerAPIClient?
 
-    public init(context: StageContext, store: SQLPurchaseStore, appStoreAPI: AppStoreServerAPIClient?,
-                topics: [String] = [EventType.itemGranted.topic, EventType.purchaseConsumed.topic]) {
+    public init(context: StageContext, store: SQLPurchaseStore, appStoreAPI: AppStoreServerAPIClient?) {
         self.context = context
         self.store = store
         self.appStoreAPI = appStoreAPI
-        self.topics = topics
+        self.topics = [context.codec.topic(.itemGranted), context.codec.topic(.purchaseConsumed)]
     }
 
     public func isTransient(_ error: any Error) -> Bool {

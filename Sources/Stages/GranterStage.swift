@@ -15,13 +15,12 @@ public struct GranterStage: MessageStage {
     let catalog: ProductCatalog
     let clawBackDueRefunds: Bool
 
-    public init(context: StageContext, store: SQLPurchaseStore, catalog: ProductCatalog, clawBackDueRefunds: Bool,
-                topics: [String] = [EventType.purchaseVerified.topic, EventType.purchaseRevoked.topic, EventType.refundDue.topic]) {
+    public init(context: StageContext, store: SQLPurchaseStore, catalog: ProductCatalog, clawBackDueRefunds: Bool) {
         self.context = context
         self.store = store
         self.catalog = catalog
         self.clawBackDueRefunds = clawBackDueRefunds
-        self.topics = topics
+        self.topics = [context.codec.topic(.purchaseVerified), context.codec.topic(.purchaseRevoked), context.codec.topic(.refundDue)]
     }
 
     public func isTransient(_ error: any Error) -> Bool {

@@ -18,13 +18,13 @@ public struct VerifierStage: MessageStage {
     let appCoins: AppCoinsVerifier?
 
     public init(context: StageContext, store: SQLPurchaseStore, appStore: SignedDataVerifier, receipts: ReceiptVerifier? = nil,
-                appCoins: AppCoinsVerifier? = nil, topics: [String] = [EventType.purchaseSubmitted.topic, EventType.storeNotification.topic]) {
+                appCoins: AppCoinsVerifier? = nil) {
         self.context = context
         self.store = store
         self.appStore = appStore
         self.receipts = receipts
         self.appCoins = appCoins
-        self.topics = topics
+        self.topics = [context.codec.topic(.purchaseSubmitted), context.codec.topic(.storeNotification)]
     }
 
     public func isTransient(_ error: any Error) -> Bool {

@@ -1,0 +1,143 @@
+import Crypto
+import Foundation
+import HTTPServer
+import JSON
+import JSONSchema
+import Kafka
+import PurchaseEvents
+import PurchaseStore
+import Stages
+import StoreFixtures
+import StoreVerification
+import Testing
+import TestSupport
+import WorkerRuntime
+
+/// The stages wired together on a real broker and a real store: verifier → granter → finisher, with a
+/// stand-in App Store Server API that checks the finisher's token.
+@Suite(TestServices.broker, .timeLimit(.minutes(5)))
+struct PipelineTests {
+    static let schemas = try! JSONSchemaRegistry(directory: TestServices.packageRoot.appendingPathComponent("schemas"))
+    static let bundle = "com.example.coins"
+
+    struct Pipeline {
+        let codec: EventCodec
+        let store: SQLPurchaseStore
+        let runners: [StageRunner]
+        let tasks: [Task<Void, any Error>]
+        let finishedByAppStore: Locked<[String]>
+        let server: HTTPServer
+
+        func stop() async throws {
+            runners.forEach { $0.triggerGracefulShutdown() }
+            for task in tasks { try await task.value }
+        }
+    }
+
+    static func start(servers: String, pki: TestPKI, storeURL: String) async throws -> Pipeline {
+        let prefix = "p\(UUID().uuidString.prefix(6).lowercased())."
+        let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers]))
+        try admin.createTopics(EventType.allCases.map { prefix + $0.topic }, partitions: 4)
+        let store = try SQLPurchaseStore(url: storeURL)
+        try await store.migrate()
+        let catalog = try ProductCatalog(contentsOf: TestServices.packageRoot.appendingPathComponent("schemas/examples/catalog.json"), schemas: schemas)
+        let apiKey = try PrivateKey.generateP256()
+        let apiPublicKey = try apiKey.publicKey()
+        let finishedByAppStore = Locked<[String]>([])
+        let server = try HTTPServer(synchronousHandler: { request in
+            // Accept only tokens the developer key signed; record each transaction finished.
+            guard let token = request.header("authorization")?.dropFirst(7), case let parts = token.split(separator: "."), parts.count == 3,
+                  let signature = base64URL(String(parts[2])), apiPublicKey.verifyES256(message: Data("\(parts[0]).\(parts[1])".utf8), rawSignature: signature)
+            else { return HTTPResponse(status: 401) }
+            finishedByAppStore.withLock { $0.append(String(request.path.split(separator: "/")[3])) }
+            return HTTPResponse(status: 200)
+        })
+        let api = AppStoreServerAPIClient(configuration: .init(baseURL: URL(string: "http://127.0.0.1:\(server.port)")!, keyId: "K", issuerId: "I",
+                                                               bundleId: bundle, privateKey: apiKey))
+        let verifier = try SignedDataVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: bundle, environment: .sandbox))
+        var runners: [StageRunner] = []
+        for stageName in ["verifier", "granter", "finisher"] {
+            let codec = EventCodec(schemas: schemas, source: "/iap-pipeline/\(stageName)", topicPrefix: prefix)
+            let context = StageContext(codec: codec, logger: Logger(stage: stageName, minimum: .error))
+            let stage: any MessageStage = switch stageName {
+            case "verifier": VerifierStage(context: context, store: store, appStore: verifier)
+            case "granter": GranterStage(context: context, store: store, catalog: catalog, clawBackDueRefunds: true)
+            default: FinisherStage(context: context, store: store, appStoreAPI: api)
+            }
+            let consumer = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: "\(prefix)\(stageName)", topics: stage.topics))
+            let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
+            runners.append(StageRunner(stage: stage, consumer: consumer, producer: producer, codec: codec, logger: context.logger))
+        }
+        let tasks = runners.map { runner in Task { try await runner.run() } }
+        return Pipeline(codec: EventCodec(schemas: schemas, source: "/test/producer", topicPrefix: prefix), store: store, runners: runners,
+                        tasks: tasks, finishedByAppStore: finishedByAppStore, server: server)
+    }
+
+    static func base64URL(_ text: String) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        return Data(base64Encoded: base64)
+    }
+
+    @Test func purchasesAreVerifiedGrantedAndFinishedOnceAndBadInputIsAccountedFor() async throws {
+        let servers = try TestServices.requireBrokers()
+        let pki = try TestPKI.make()
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pipeline-\(UUID().uuidString).sqlite").path
+        let pipeline = try await Self.start(servers: servers, pki: pki, storeURL: "sqlite:\(path)")
+        let signer = JWSSigner(pki: pki)
+        let forger = JWSSigner(pki: try TestPKI.make(name: "forger"))
+        let now = Date()
+
+        var submissions: [KafkaProducerMessage] = []
+        var signed: [(user: String, jws: String)] = []
+        for index in 0..<24 {
+            let user = "user-\(index % 6)"
+            let jws = try signer.sign(AppStorePayloads.transaction(transactionId: "\(3_000_000 + index)", productId: index % 4 == 0 ? "coins.1000" : "coins.100",
+                                                                   bundleId: Self.bundle, purchaseDate: now))
+            signed.append((user, jws))
+            submissions.append(try pipeline.codec.message(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: jws,
+                                                                            userId: user, submittedAt: now, source: .client), time: now))
+        }
+        // Duplicates (a client retrying, a restore) and a replay of someone else's purchase.
+        for (user, jws) in signed.prefix(4) {
+            submissions.append(try pipeline.codec.message(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: jws,
+                                                                            userId: user, submittedAt: now, source: .restore), time: now))
+        }
+        submissions.append(try pipeline.codec.message(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: signed[5].jws,
+                                                                        userId: "thief", submittedAt: now, source: .client), time: now))
+        // Forged, and a product the catalog does not know.
+        for (index, productId) in [(0, "coins.100"), (1, "coins.100"), (2, "no.such.product")] {
+            let jws = index < 2 ? try forger.sign(AppStorePayloads.transaction(transactionId: "\(4_000_000 + index)", productId: productId, bundleId: Self.bundle))
+                                : try signer.sign(AppStorePayloads.transaction(transactionId: "\(4_000_000 + index)", productId: productId, bundleId: Self.bundle))
+            submissions.append(try pipeline.codec.message(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: jws,
+                                                                            userId: "user-9", submittedAt: now, source: .client), time: now))
+        }
+        // Malformed: not JSON.
+        var malformed = submissions[0]
+        malformed.value = Data("{not json".utf8)
+        submissions.append(malformed)
+
+        let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
+        for result in await producer.send(contentsOf: submissions) { _ = try result.get() }
+
+        try await waitUntil("24 purchases finished", timeout: .seconds(120)) {
+            try await pipeline.store.statistics().purchasesByState[.finished] == 24
+        }
+        let counters = pipeline.runners.map { $0.counters.withLock { $0 } }
+        try await waitUntil("the dead letter is published") { pipeline.runners[0].counters.withLock { $0["deadLettered"] } == 1 }
+        try await pipeline.stop()
+
+        // Each user: 100 coins per coins.100 purchase, 1000 per coins.1000, granted once despite duplicates.
+        for user in 0..<6 {
+            let purchases = (0..<24).filter { $0 % 6 == user }
+            let expected = purchases.reduce(Int64(0)) { $0 + ($1 % 4 == 0 ? 1000 : 100) }
+            #expect(try await pipeline.store.balances(of: "user-\(user)") == ["coins": expected], "user-\(user)")
+        }
+        #expect(try await pipeline.store.balances(of: "thief").isEmpty, "a replay under another user grants nothing")
+        #expect(try await pipeline.store.balances(of: "user-9").isEmpty, "forged and unknown products grant nothing")
+        let statistics = try await pipeline.store.statistics()
+        #expect(statistics.purchasesByState == [.finished: 24, .verified: 1], "the unknown product stays verified for the sweeper: \(statistics)")
+        #expect(pipeline.finishedByAppStore.value.sorted() == (0..<24).map { "\(3_000_000 + $0)" }.sorted(), "Finish Transaction once per purchase")
+        #expect(counters.allSatisfy { ($0["retries"] ?? 0) == 0 }, "\(counters)")
+    }
+}
