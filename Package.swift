@@ -24,6 +24,10 @@ let package = Package(
         .library(name: "PurchaseStore", targets: ["PurchaseStore"]),
         .library(name: "PurchaseEvents", targets: ["PurchaseEvents"]),
         .executable(name: "iapctl", targets: ["iapctl"]),
+        .executable(name: "iap-verifier", targets: ["iap-verifier"]),
+        .executable(name: "iap-granter", targets: ["iap-granter"]),
+        .executable(name: "iap-finisher", targets: ["iap-finisher"]),
+        .executable(name: "iap-sweeper", targets: ["iap-sweeper"]),
     ],
     targets: [
         // C libraries from Debian, through pkg-config.
@@ -56,6 +60,13 @@ let package = Package(
         // The four stages: verify, grant, finish, sweep.
         .target(name: "Stages", dependencies: ["WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreVerification", "JSON", "JSONSchema", "Crypto"]),
 
+        // Start-up shared by the worker executables: settings, wiring, signals.
+        .target(name: "WorkerApp", dependencies: ["Stages", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "StoreVerification",
+                                                  "JSON", "JSONSchema", "Crypto"]),
+        .executableTarget(name: "iap-verifier", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
+        .executableTarget(name: "iap-granter", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
+        .executableTarget(name: "iap-finisher", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
+        .executableTarget(name: "iap-sweeper", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(
             name: "iapctl",
             dependencies: ["Kafka", "WorkerRuntime", "Crypto", "JSON", "StoreVerification", "StoreFixtures", "COpenSSL", "CLibPQ", "CSQLite"],

@@ -1,0 +1,119 @@
+import Crypto
+import Foundation
+import JSON
+import Kafka
+import PurchaseEvents
+import Stages
+import StoreVerification
+import WorkerRuntime
+
+/// The four workers' own settings and wiring; each executable's `main.swift` calls one of these.
+public enum Workers {
+    public static func verifier() async -> Int32 {
+        let settings = [
+            Setting("--bundle-id", env: "IAP_BUNDLE_ID", help: "the app's bundle id (required)"),
+            Setting("--environment", env: "IAP_ENVIRONMENT", default: "Production", help: "Production, Sandbox, Xcode or LocalTesting"),
+            Setting("--app-apple-id", env: "IAP_APP_APPLE_ID", help: "the app's Apple id (required for Production)"),
+            Setting("--root", env: "IAP_ROOT_CERTIFICATES", help: "trusted root certificate file (repeat or comma-separate); Apple Root CA - G3 in production", isList: true),
+            Setting("--online-checks", env: "IAP_ONLINE_CHECKS", default: "false", help: "check validity now and ask OCSP responders", isSwitch: true),
+            Setting("--appcoins-url", env: "IAP_APPCOINS_URL", default: AppCoinsVerifier.Configuration.defaultBaseURL.absoluteString, help: "AppCoins API base URL"),
+        ]
+        return await WorkerApp.main(command: "iap-verifier", summary: "Verifies purchase.submitted and store.notification events.", settings: settings) { env in
+            let environment = AppStoreEnvironment(rawValue: try env.settings.required("--environment"))
+            guard [.production, .sandbox, .xcode, .localTesting].contains(environment) else {
+                throw SettingsError("--environment (IAP_ENVIRONMENT) must be Production, Sandbox, Xcode or LocalTesting")
+            }
+            let appAppleId = try env.settings.string("--app-apple-id").map { text -> Int64 in
+                guard let id = Int64(text) else { throw SettingsError("--app-apple-id (IAP_APP_APPLE_ID) must be a number") }
+                return id
+            }
+            let roots = try WorkerApp.certificates(env.settings.list("--root"), setting: "--root (IAP_ROOT_CERTIFICATES)")
+            let bundleId = try env.settings.required("--bundle-id")
+            let online = env.settings.flag("--online-checks")
+            guard let appCoinsURL = URL(string: try env.settings.required("--appcoins-url")) else { throw SettingsError("--appcoins-url is not a URL") }
+            let stage = VerifierStage(
+                context: env.context(stage: "verifier"), store: env.store,
+                appStore: try SignedDataVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment,
+                                                                      appAppleId: appAppleId, onlineChecks: online)),
+                receipts: try ReceiptVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment, onlineChecks: online)),
+                appCoins: AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL)))
+            return [try env.runner(for: stage)]
+        }
+    }
+
+    public static func granter() async -> Int32 {
+        let settings = [
+            Setting("--catalog", env: "IAP_CATALOG", help: "the product catalog file (JSON, schemas/catalog.v1) (required)"),
+            Setting("--claw-back-due-refunds", env: "IAP_CLAW_BACK_DUE_REFUNDS", default: "false",
+                    help: "reverse the grants of purchases flagged refund.due", isSwitch: true),
+        ]
+        return await WorkerApp.main(command: "iap-granter", summary: "Grants verified purchases; reverses revoked ones.", settings: settings) { env in
+            let path = try env.settings.required("--catalog")
+            let catalog: ProductCatalog
+            do { catalog = try ProductCatalog(contentsOf: URL(fileURLWithPath: path), schemas: env.schemas) } catch let error as CatalogError {
+                throw SettingsError("--catalog (IAP_CATALOG) \(path): \(error)")
+            } catch {
+                throw SettingsError("--catalog (IAP_CATALOG): cannot read \(path): \(error)")
+            }
+            let stage = GranterStage(context: env.context(stage: "granter"), store: env.store, catalog: catalog,
+                                     clawBackDueRefunds: env.settings.flag("--claw-back-due-refunds"))
+            return [try env.runner(for: stage)]
+        }
+    }
+
+    public static func finisher() async -> Int32 {
+        let settings = [
+            Setting("--bundle-id", env: "IAP_BUNDLE_ID", help: "the app's bundle id (for API tokens)"),
+            Setting("--appstore-api-url", env: "IAP_APPSTORE_API_URL", help: "App Store Server API base URL; without it App Store purchases finish when the app reports them consumed"),
+            Setting("--appstore-key-id", env: "IAP_APPSTORE_KEY_ID", help: "In-App Purchase key id"),
+            Setting("--appstore-issuer-id", env: "IAP_APPSTORE_ISSUER_ID", help: "App Store Connect issuer id"),
+            Setting("--appstore-private-key", env: "IAP_APPSTORE_PRIVATE_KEY_FILE", help: "the In-App Purchase key (.p8 PEM file)"),
+        ]
+        return await WorkerApp.main(command: "iap-finisher", summary: "Finishes granted purchases with their store.", settings: settings) { env in
+            var api: AppStoreServerAPIClient?
+            if let url = env.settings.string("--appstore-api-url") {
+                guard let base = URL(string: url) else { throw SettingsError("--appstore-api-url is not a URL") }
+                let keyPath = try env.settings.required("--appstore-private-key")
+                guard let pem = FileManager.default.contents(atPath: keyPath) else { throw SettingsError("--appstore-private-key: cannot read \(keyPath)") }
+                let key: PrivateKey
+                do { key = try PrivateKey(pem: pem) } catch { throw SettingsError("--appstore-private-key (IAP_APPSTORE_PRIVATE_KEY_FILE): \(error)") }
+                api = AppStoreServerAPIClient(configuration: .init(
+                    baseURL: base, keyId: try env.settings.required("--appstore-key-id"), issuerId: try env.settings.required("--appstore-issuer-id"),
+                    bundleId: try env.settings.required("--bundle-id"), privateKey: key))
+            }
+            return [try env.runner(for: FinisherStage(context: env.context(stage: "finisher"), store: env.store, appStoreAPI: api))]
+        }
+    }
+
+    public static func sweeper() async -> Int32 {
+        let settings = [
+            Setting("--once", env: "IAP_SWEEP_ONCE", default: "false", help: "sweep once and exit (for a Kubernetes CronJob)", isSwitch: true),
+            Setting("--interval", env: "IAP_SWEEP_INTERVAL", default: "300", help: "seconds between sweeps"),
+            Setting("--appstore-deadline-hours", env: "IAP_APPSTORE_DEADLINE_HOURS", default: "24", help: "consume deadline of App Store purchases"),
+            Setting("--appcoins-deadline-hours", env: "IAP_APPCOINS_DEADLINE_HOURS", default: "24", help: "consume deadline of AppCoins purchases"),
+            Setting("--now", env: "IAP_NOW", help: "sweep as if it were this RFC 3339 time (tests, operations)"),
+        ]
+        return await WorkerApp.main(command: "iap-sweeper", summary: "Flags purchases paid but not completed by their deadline.", settings: settings) { env in
+            var now: @Sendable () -> Date = Date.init
+            if let text = env.settings.string("--now") {
+                guard let fixed = RFC3339.parse(text) else { throw SettingsError("--now (IAP_NOW) must be an RFC 3339 time, got '\(text)'") }
+                now = { fixed }
+            }
+            let hours = try ["--appstore-deadline-hours", "--appcoins-deadline-hours"].map { flag -> Double in
+                guard let value = try env.settings.seconds(flag), value > 0 else { throw SettingsError("\(flag) must be positive") }
+                return value
+            }
+            let context = StageContext(codec: env.context(stage: "sweeper").codec, logger: env.logger, now: now)
+            let sweeper = SweeperService(
+                configuration: .init(deadlines: [.appstore: hours[0] * 3600, .appcoins: hours[1] * 3600],
+                                     interval: .milliseconds(Int64((try env.settings.seconds("--interval") ?? 300) * 1000))),
+                store: env.store, producer: try KafkaProducer(configuration: .init(kafka: env.kafka)), context: context, clock: ContinuousClock())
+            if env.settings.flag("--once") {
+                let flagged = try await sweeper.sweepOnce()
+                env.logger.info("swept once", ["flagged": flagged])
+                return []
+            }
+            return [sweeper]
+        }
+    }
+}
