@@ -69,7 +69,8 @@ let package = Package(
         .executableTarget(name: "iap-sweeper", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(
             name: "iapctl",
-            dependencies: ["Kafka", "WorkerRuntime", "Crypto", "JSON", "StoreVerification", "StoreFixtures", "COpenSSL", "CLibPQ", "CSQLite"],
+            dependencies: ["Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents", "PurchaseStore", "StoreVerification",
+                           "StoreFixtures", "COpenSSL", "CLibPQ", "CSQLite"],
             linkerSettings: rdkafkaLinkerSettings
         ),
 

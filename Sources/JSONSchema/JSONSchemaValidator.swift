@@ -22,9 +22,16 @@ public final class JSONSchemaRegistry: Sendable {
 
     private let schemas: [String: JSONValue]
     private let patterns: [String: NSRegularExpression]
+    /// The directory the schemas were loaded from, if any.
+    public let directory: String?
 
     /// Registers schemas, each with an `$id`.
-    public init(schemas: [JSONValue]) throws {
+    public convenience init(schemas: [JSONValue]) throws {
+        try self.init(schemas: schemas, directory: nil)
+    }
+
+    private init(schemas: [JSONValue], directory: String?) throws {
+        self.directory = directory
         var byID: [String: JSONValue] = [:]
         var patterns: [String: NSRegularExpression] = [:]
         for schema in schemas {
@@ -40,12 +47,12 @@ public final class JSONSchemaRegistry: Sendable {
     public convenience init(directory: URL) throws {
         let files = try FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)
             .filter { $0.pathExtension == "json" }.sorted { $0.path < $1.path }
-        try self.init(schemas: files.map { file in
+        try self.init(schemas: try files.map { file in
             guard let value = JSONValue.parse(Array(try Data(contentsOf: file))) else {
                 throw SchemaError(description: "\(file.lastPathComponent) is not valid JSON")
             }
             return value
-        })
+        }, directory: directory.path)
     }
 
     public var ids: [String] { schemas.keys.sorted() }

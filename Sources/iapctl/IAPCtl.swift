@@ -16,6 +16,8 @@ enum IAPCtl {
           verify [--kind KIND] [--root FILE]... [--bundle-id ID] [--environment ENV] [--app-apple-id N]
                  [--online-checks] [--appcoins-url URL] [--lines] [FILE|-]
                                         verify store payloads; one JSON verdict each (see `iapctl verify --help`)
+          demo [--brokers HOST:PORT] [--store URL] [--purchases N] [--users N] [--json]
+                                        run the four workers on signed purchases and check the books
           bench verify [--seconds N] [--json]
                                         signed-transaction verifications/s beside raw OpenSSL ECDSA verify/s
 
@@ -43,6 +45,8 @@ enum IAPCtl {
                     return 0
                 }
                 return try await VerifyCommand.run(rest)
+            case "demo":
+                return try await DemoCommand.run(rest)
             case "bench":
                 guard rest.first == "verify" else { throw UsageError("bench: expected 'verify'") }
                 return try BenchVerifyCommand.run(Array(rest.dropFirst()))

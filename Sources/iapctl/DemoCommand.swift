@@ -1,0 +1,127 @@
+import Crypto
+import Foundation
+import JSON
+import JSONSchema
+import Kafka
+import PurchaseEvents
+import PurchaseStore
+import StoreFixtures
+import StoreVerification
+
+/// `iapctl demo`: the whole pipeline as four worker processes on a broker and a store, fed with signed
+/// purchases (duplicates, restores, forgeries, a malformed message, a refund, purchases left unconsumed
+/// past their deadline), then the books: every valid unique purchase granted exactly once, everything
+/// else accounted for. Exit 0 only when they balance.
+enum DemoCommand {
+    static let bundleId = "com.example.coins"
+
+    struct Plan {
+        let total: Int
+        var duplicates: Int { max(1, total / 20) }
+        var restores: Int { max(1, total / 50) }
+        var forged: Int { max(1, total / 50) }
+        let malformed = 1
+        var stale: Int { max(1, total / 100) }
+        var unique: Int { total - duplicates - restores - forged - malformed }
+        var consumed: Int { unique - stale }
+    }
+
+    static func run(_ arguments: [String]) async throws -> Int32 {
+        let options = try CommandOptions(arguments, valued: ["--brokers", "--store", "--purchases", "--users", "--kafka"], flags: ["--json"])
+        let plan = Plan(total: try options.int("--purchases") ?? 1000)
+        let users = try options.int("--users") ?? 100
+        guard plan.total >= 200, users >= 1 else { throw UsageError("--purchases must be at least 200 and --users at least 1") }
+        let json = options.flags.contains("--json")
+        let kafka = try options.kafkaConfiguration()
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("iap-demo-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        let storeURL = options.string("--store") ?? "sqlite:" + work.appendingPathComponent("purchases.sqlite").path
+        let prefix = "demo-\(UUID().uuidString.prefix(6).lowercased())."
+        let say: (String) -> Void = { line in if !json { print(line) } else { FileHandle.standardError.write(Data((line + "\n").utf8)) } }
+
+        say("iap-pipeline demo: \(plan.total) submissions for \(users) users; store \(storeURL.hasPrefix("sqlite:") ? "SQLite" : "PostgreSQL"), topics \(prefix)*")
+        let schemas = try JSONSchemaRegistry.eventSchemas()
+        let codec = EventCodec(schemas: schemas, source: "/iap-pipeline/demo", topicPrefix: prefix)
+        try KafkaAdmin(kafka: kafka).createTopics(EventType.allCases.map(codec.topic), partitions: 4)
+        let store = try SQLPurchaseStore(url: storeURL)
+        try await store.migrate()
+
+        // A test PKI in Apple's shape, and the sample catalog.
+        let pki = try TestPKI.make(name: "iap-pipeline demo")
+        let root = work.appendingPathComponent("root.pem")
+        try Data(pki.root.pemRepresentation.utf8).write(to: root)
+        let catalog = work.appendingPathComponent("catalog.json")
+        try Data(#"{"products":{"coins.100":{"type":"consumable","currency":"coins","amount":100},"coins.500":{"type":"consumable","currency":"coins","amount":500},"adfree":{"type":"nonConsumable","entitlement":"adfree"}}}"#.utf8).write(to: catalog)
+
+        let workers = try DemoWorkers(directory: work, environment: [
+            "KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrapServers ?? "", "IAP_STORE_URL": storeURL, "IAP_TOPIC_PREFIX": prefix,
+            "IAP_GROUP_PREFIX": prefix, "IAP_BUNDLE_ID": bundleId, "IAP_ENVIRONMENT": "Sandbox", "IAP_ROOT_CERTIFICATES": root.path,
+            "IAP_CATALOG": catalog.path, "IAP_LOG_LEVEL": "warning", "IAP_SCHEMAS_DIR": schemas.directory ?? "",
+            "IAP_SWEEP_INTERVAL": "1", "IAP_CLAW_BACK_DUE_REFUNDS": "false",
+        ])
+        defer { workers.stopAll() }
+        for name in ["iap-verifier", "iap-granter", "iap-finisher"] { try workers.start(name) }
+
+        let started = Date()
+        let purchases = try DemoPurchases.make(plan: plan, users: users, pki: pki, now: started)
+        let producer = try KafkaProducer(configuration: .init(kafka: kafka))
+        let watcher = try DemoWatcher(kafka: kafka, codec: codec)
+
+        // Wave 1: every submission, duplicates and forgeries and the malformed one among them.
+        var wave = try purchases.firstWave.map { try codec.message($0, time: Date()) }
+        var malformed = wave[0]
+        malformed.value = Data("{\"store\": \"appstore\", truncated".utf8)
+        wave.append(malformed)
+        for result in await producer.send(contentsOf: wave) { _ = try result.get() }
+        say("submitted \(wave.count) messages")
+        try await waitFor(say, "all unique purchases granted", timeout: 300) {
+            let statistics = try await store.statistics()
+            return (statistics.purchasesByState[.granted] ?? 0) == plan.unique ? nil : "granted \(statistics.purchasesByState[.granted] ?? 0)/\(plan.unique)"
+        }
+        // The apps consume what they received, except the purchases left unconsumed; then a refund and the restores.
+        for result in await producer.send(contentsOf: try purchases.consumptions.map { try codec.message($0, time: Date()) }) { _ = try result.get() }
+        try await waitFor(say, "consumed purchases finished", timeout: 300) {
+            let finished = try await store.statistics().purchasesByState[.finished] ?? 0
+            return finished == plan.consumed ? nil : "finished \(finished)/\(plan.consumed)"
+        }
+        let refund = try purchases.refundNotification(pki: pki)
+        let third = try [codec.message(refund.event, time: Date())] + purchases.restores.map { try codec.message($0, time: Date()) }
+        for result in await producer.send(contentsOf: third) { _ = try result.get() }
+        try workers.start("iap-sweeper")
+        try await waitFor(say, "refund revoked, stale purchases flagged, restores answered", timeout: 300) {
+            let statistics = try await store.statistics()
+            let revoked = statistics.purchasesByState[.revoked] ?? 0
+            let due = statistics.purchasesByState[.refundDue] ?? 0
+            let counts = watcher.counts
+            guard revoked == 1, due == plan.stale, counts.alreadyGranted >= plan.duplicates + plan.restores,
+                  counts.rejected >= plan.forged, counts.deadLettered >= plan.malformed, counts.refundDueEvents >= plan.stale
+            else { return "revoked \(revoked)/1, refund due \(due)/\(plan.stale), already granted \(counts.alreadyGranted)/\(plan.duplicates + plan.restores)" }
+            return nil
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        workers.stopAll()
+        await producer.shutdown()
+        watcher.stop()
+
+        let books = try await DemoBooks.check(plan: plan, purchases: purchases, store: store, counts: watcher.counts, refunded: refund.transactionId)
+        let summary = books.summary(plan: plan, seconds: elapsed)
+        if json {
+            print(try VerifyCommand.jsonLine(summary))
+        } else {
+            print(books.table(plan: plan, seconds: elapsed))
+        }
+        return books.violations.isEmpty ? 0 : 1
+    }
+
+    /// Polls `check` (nil = done, else progress text) twice a second until done or `timeout` seconds.
+    static func waitFor(_ say: (String) -> Void, _ what: String, timeout: TimeInterval, _ check: () async throws -> String?) async throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        var last = ""
+        while let progress = try await check() {
+            if progress != last { say("  … \(progress)"); last = progress }
+            guard Date() < deadline else { throw UsageError("demo: timed out waiting until \(what) (\(progress))") }
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        say("✓ \(what)")
+    }
+}

@@ -1,0 +1,166 @@
+import Foundation
+import JSON
+import Kafka
+import PurchaseEvents
+import StoreFixtures
+import StoreVerification
+import Synchronization
+
+/// The worker executables as child processes, next to this `iapctl`.
+final class DemoWorkers: @unchecked Sendable {
+    // @unchecked: `processes` is only touched from the demo's own task, one call at a time.
+    private let directory: URL
+    private let environment: [String: String]
+    private let binaries = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+    private var processes: [Process] = []
+
+    init(directory: URL, environment: [String: String]) throws {
+        self.directory = directory
+        self.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+    }
+
+    func start(_ name: String) throws {
+        let executable = binaries.appendingPathComponent(name)
+        guard FileManager.default.isExecutableFile(atPath: executable.path) else { throw UsageError("\(name) not found next to iapctl (\(executable.path)); build all products") }
+        let process = Process()
+        process.executableURL = executable
+        process.environment = environment
+        let log = directory.appendingPathComponent("\(name).log")
+        guard FileManager.default.createFile(atPath: log.path, contents: nil) else { throw UsageError("cannot create \(log.path)") }
+        let handle = try FileHandle(forWritingTo: log)
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        processes.append(process)
+    }
+
+    /// SIGTERM, a bounded wait for the graceful shutdown, then SIGKILL.
+    func stopAll() {
+        for process in processes where process.isRunning { process.terminate() }
+        let deadline = Date().addingTimeInterval(40)
+        for process in processes {
+            while process.isRunning && Date() < deadline { usleep(50_000) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
+        processes.removeAll()
+    }
+}
+
+/// The demo's input: signed purchases and what the apps do afterwards.
+struct DemoPurchases {
+    struct Purchase {
+        let user: String
+        let transactionId: String
+        let productId: String
+        let jws: String
+        var amount: Int64 { productId == "coins.500" ? 500 : 100 }
+    }
+
+    let unique: [Purchase]
+    let consumedCount: Int
+    let firstWave: [PurchaseSubmitted]
+    let restores: [PurchaseSubmitted]
+    let now: Date
+
+    static func make(plan: DemoCommand.Plan, users: Int, pki: TestPKI, now: Date) throws -> DemoPurchases {
+        let signer = JWSSigner(pki: pki)
+        let forger = JWSSigner(pki: try TestPKI.make(name: "forger"))
+        var unique: [Purchase] = []
+        for index in 0..<plan.unique {
+            let stale = index >= plan.consumed
+            let product = index % 3 == 0 ? "coins.500" : "coins.100"
+            let id = "\(2_000_000_000_000 + index)"
+            let jws = try signer.sign(AppStorePayloads.transaction(
+                transactionId: id, productId: product, bundleId: DemoCommand.bundleId, environment: .sandbox,
+                purchaseDate: stale ? now.addingTimeInterval(-48 * 3600) : now, appAccountToken: UUID().uuidString.lowercased()))
+            unique.append(Purchase(user: "user-\(index % users + 1)", transactionId: id, productId: product, jws: jws))
+        }
+        func submit(_ purchase: Purchase, _ source: SubmissionSource) -> PurchaseSubmitted {
+            PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: purchase.jws, userId: purchase.user,
+                              submittedAt: now, source: source, submissionId: UUID().uuidString.lowercased())
+        }
+        var wave = unique.map { submit($0, .client) }
+        wave += unique.prefix(plan.duplicates).map { submit($0, .client) }
+        for index in 0..<plan.forged {
+            let jws = try forger.sign(AppStorePayloads.transaction(transactionId: "\(9_000_000_000_000 + index)", productId: "coins.500",
+                                                                  bundleId: DemoCommand.bundleId, environment: .sandbox))
+            wave.append(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: jws, userId: "user-\(index % users + 1)",
+                                          submittedAt: now, source: .client, submissionId: UUID().uuidString.lowercased()))
+        }
+        var generator = SystemRandomNumberGenerator()
+        wave.shuffle(using: &generator)
+        let restores = unique.prefix(plan.consumed).suffix(plan.restores).map { submit($0, .restore) }
+        return DemoPurchases(unique: unique, consumedCount: plan.consumed, firstWave: wave, restores: restores, now: now)
+    }
+
+    var consumptions: [PurchaseConsumed] {
+        unique.prefix(consumedCount).map { PurchaseConsumed(store: .appstore, transactionId: $0.transactionId, userId: $0.user, consumedAt: now) }
+    }
+
+    /// A REFUND notification for the first consumed purchase, signed like the App Store's.
+    func refundNotification(pki: TestPKI) throws -> (event: StoreNotificationReceived, transactionId: String) {
+        let refunded = unique[0]
+        let signer = JWSSigner(pki: pki)
+        let transaction = try signer.sign(AppStorePayloads.transaction(
+            transactionId: refunded.transactionId, productId: refunded.productId, bundleId: DemoCommand.bundleId, environment: .sandbox,
+            purchaseDate: now, revocationDate: Date()))
+        let payload = AppStorePayloads.notification(type: .refund, bundleId: DemoCommand.bundleId, appAppleId: nil, environment: .sandbox,
+                                                    signedTransactionInfo: transaction)
+        return (StoreNotificationReceived(signedPayload: try signer.sign(payload), receivedAt: Date()), refunded.transactionId)
+    }
+}
+
+/// Counts what the pipeline answered, from its output topics.
+final class DemoWatcher: Sendable {
+    struct Counts: Sendable {
+        var granted = 0
+        var alreadyGranted = 0
+        var rejected = 0
+        var rejectedByReason: [String: Int] = [:]
+        var deadLettered = 0
+        var refundDue = Set<String>()
+        var finished = Set<String>()
+    }
+
+    private let state = CountsBox()
+    private let consumer: KafkaConsumer
+    private let task: Task<Void, any Error>
+
+    init(kafka: KafkaConfiguration, codec: EventCodec) throws {
+        let topics = [EventType.itemGranted, .purchaseRejected, .deadLetter, .refundDue, .transactionFinished].map(codec.topic)
+        consumer = try KafkaConsumer(configuration: .init(kafka: kafka, groupID: "\(codec.topicPrefix)watcher", topics: topics))
+        let state = self.state
+        task = Task { [consumer] in
+            try await consumer.run { message in
+                guard let value = message.value, let fields = JSONValue.parse(Array(value))?.objectValue else { return }
+                let type = message.header("ce_type").flatMap(EventType.init(ceType:))
+                state.counts.withLock { counts in
+                    switch type {
+                    case .itemGranted:
+                        if fields["alreadyGranted"] == .bool(true) { counts.alreadyGranted += 1 } else { counts.granted += 1 }
+                    case .purchaseRejected:
+                        counts.rejected += 1
+                        counts.rejectedByReason[fields["reason"]?.stringValue ?? "?", default: 0] += 1
+                    case .deadLetter: counts.deadLettered += 1
+                    case .refundDue: counts.refundDue.insert(message.header("ce_id") ?? "")
+                    case .transactionFinished: counts.finished.insert(message.header("ce_id") ?? "")
+                    default: break
+                    }
+                }
+            }
+        }
+    }
+
+    var counts: Counts { state.counts.withLock { $0 } }
+
+    func stop() { consumer.triggerGracefulShutdown() }
+}
+
+/// The counts, shared with the consumer's handler.
+private final class CountsBox: Sendable {
+    let counts = Mutex(DemoWatcher.Counts())
+}
+
+extension DemoWatcher.Counts {
+    var refundDueEvents: Int { refundDue.count }
+}
