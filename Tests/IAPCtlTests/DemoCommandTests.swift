@@ -1,0 +1,34 @@
+import Foundation
+import JSON
+import Testing
+import TestSupport
+
+/// `iapctl demo` end to end: the four worker executables as processes on the broker, and the books.
+@Suite(TestServices.broker, .timeLimit(.minutes(8)))
+struct DemoCommandTests {
+    @Test func theBooksBalanceWithTheWorkersAsProcesses() throws {
+        let servers = try TestServices.requireBrokers()
+        let process = Process()
+        process.executableURL = VerifyCommandTests.binary
+        process.arguments = ["demo", "--brokers", servers, "--purchases", "200", "--users", "20", "--json"]
+        process.environment = ProcessInfo.processInfo.environment.merging(
+            ["IAP_SCHEMAS_DIR": TestServices.packageRoot.appendingPathComponent("schemas").path]) { _, new in new }
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        let summary = try #require(text.split(separator: "\n").last.flatMap { JSONValue.parse(Array($0.utf8))?.objectValue }, "\(text)")
+        #expect(process.terminationStatus == 0, "\(text)")
+        #expect(summary["violations"] == .array([]))
+        // 200 submissions: 10 duplicates, 4 restores, 4 forged, 1 malformed, 2 left unconsumed.
+        #expect(summary["granted"] == .integer(181))
+        #expect(summary["alreadyGranted"] == .integer(14))
+        #expect(summary["rejected"] == .integer(4))
+        #expect(summary["deadLettered"] == .integer(1))
+        #expect(summary["refundDue"] == .integer(2))
+        #expect(summary["revoked"] == .integer(1))
+        #expect(summary["finished"] == .integer(178))
+    }
+}
