@@ -86,7 +86,7 @@ let package = Package(
         .testTarget(name: "PurchaseStoreTests", dependencies: ["PurchaseStore", "Database", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "PurchaseEventsTests", dependencies: ["PurchaseEvents", "JSON", "JSONSchema", "Kafka", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "PipelineTests", dependencies: ["Stages", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "StoreFixtures",
+        .testTarget(name: "PipelineTests", dependencies: ["Stages", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreFixtures",
                                                          "StoreVerification", "JSON", "JSONSchema", "Crypto", "HTTPServer", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),

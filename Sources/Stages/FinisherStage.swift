@@ -9,7 +9,7 @@ import WorkerRuntime
 /// `transaction.finished` (which tells the app it may call `finish()`). App Store purchases are finished
 /// through the App Store Server API when it is configured; AppCoins has no server call, so its purchases
 /// finish when the app reports `purchase.consumed`. Never finishes a purchase that was not granted.
-public struct FinisherStage: MessageStage {
+public struct FinisherStage: StoreBackedStage {
     public let name = "finisher"
     public let topics: [String]
     let context: StageContext
@@ -21,10 +21,6 @@ public struct FinisherStage: MessageStage {
         self.store = store
         self.appStoreAPI = appStoreAPI
         self.topics = [context.codec.topic(.itemGranted), context.codec.topic(.purchaseConsumed)]
-    }
-
-    public func isTransient(_ error: any Error) -> Bool {
-        error is TransientError || isTransientStoreError(error) || (error as? KafkaError)?.isRetriable == true
     }
 
     public func handle(_ message: KafkaMessage) async throws -> StageResult {

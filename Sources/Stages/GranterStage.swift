@@ -7,7 +7,7 @@ import WorkerRuntime
 /// `iap-granter`: `purchase.verified` → the catalog → one transaction (ledger, balance or entitlement,
 /// state `granted`) → `item.granted`; a purchase granted before answers `alreadyGranted: true` and changes
 /// nothing. `purchase.revoked`, and `refund.due` when claw-back is on, reverse the grant.
-public struct GranterStage: MessageStage {
+public struct GranterStage: StoreBackedStage {
     public let name = "granter"
     public let topics: [String]
     let context: StageContext
@@ -21,10 +21,6 @@ public struct GranterStage: MessageStage {
         self.catalog = catalog
         self.clawBackDueRefunds = clawBackDueRefunds
         self.topics = [context.codec.topic(.purchaseVerified), context.codec.topic(.purchaseRevoked), context.codec.topic(.refundDue)]
-    }
-
-    public func isTransient(_ error: any Error) -> Bool {
-        error is TransientError || isTransientStoreError(error) || (error as? KafkaError)?.isRetriable == true
     }
 
     public func handle(_ message: KafkaMessage) async throws -> StageResult {

@@ -25,8 +25,12 @@ public struct StageContext: Sendable {
     }
 }
 
-/// Database errors that a retry can fix are transient for every stage.
-func isTransientStoreError(_ error: any Error) -> Bool {
-    if let database = error as? DatabaseError { return database.isRetriable }
-    return false
+/// A stage that uses the purchase store: database errors a retry can fix are transient too.
+public protocol StoreBackedStage: MessageStage {}
+
+extension StoreBackedStage {
+    public func isTransient(_ error: any Error) -> Bool {
+        if let database = error as? DatabaseError { return database.isRetriable }
+        return error is TransientError || (error as? KafkaError)?.isRetriable == true
+    }
 }

@@ -8,7 +8,7 @@ import WorkerRuntime
 /// `iap-verifier`: `purchase.submitted` → store verification → the purchase recorded → `purchase.verified`
 /// or `purchase.rejected`; `store.notification` → verified notification → `purchase.revoked` for REFUND
 /// and REVOKE (other types are logged and counted).
-public struct VerifierStage: MessageStage {
+public struct VerifierStage: StoreBackedStage {
     public let name = "verifier"
     public let topics: [String]
     let context: StageContext
@@ -25,10 +25,6 @@ public struct VerifierStage: MessageStage {
         self.receipts = receipts
         self.appCoins = appCoins
         self.topics = [context.codec.topic(.purchaseSubmitted), context.codec.topic(.storeNotification)]
-    }
-
-    public func isTransient(_ error: any Error) -> Bool {
-        error is TransientError || isTransientStoreError(error) || (error as? KafkaError)?.isRetriable == true
     }
 
     public func handle(_ message: KafkaMessage) async throws -> StageResult {

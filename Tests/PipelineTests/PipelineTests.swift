@@ -1,4 +1,5 @@
 import Crypto
+import Database
 import Foundation
 import HTTPServer
 import JSON
@@ -139,5 +140,17 @@ struct PipelineTests {
         #expect(statistics.purchasesByState == [.finished: 24, .verified: 1], "the unknown product stays verified for the sweeper: \(statistics)")
         #expect(pipeline.finishedByAppStore.value.sorted() == (0..<24).map { "\(3_000_000 + $0)" }.sorted(), "Finish Transaction once per purchase")
         #expect(counters.allSatisfy { ($0["retries"] ?? 0) == 0 }, "\(counters)")
+    }
+}
+
+@Suite struct StageRetryClassificationTests {
+    @Test func storeBackedStagesRetryRetriableDatabaseErrorsOnly() throws {
+        let codec = EventCodec(schemas: PipelineTests.schemas, source: "/test")
+        let store = try SQLPurchaseStore(url: "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("c-\(UUID().uuidString).sqlite").path)
+        let stage: any MessageStage = FinisherStage(context: StageContext(codec: codec, logger: Logger(stage: "t", minimum: .error)), store: store, appStoreAPI: nil)
+        #expect(stage.isTransient(DatabaseError(code: "40001", message: "serialization", isRetriable: true)))
+        #expect(!stage.isTransient(DatabaseError(code: "23505", message: "unique", isRetriable: false)))
+        #expect(stage.isTransient(TransientError("store API down")))
+        #expect(!stage.isTransient(CancellationError()))
     }
 }

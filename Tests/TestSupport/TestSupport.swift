@@ -141,3 +141,19 @@ public final class Locked<Value: Sendable>: Sendable {
     }
     public func withLock<T>(_ body: (inout Value) -> T) -> T { mutex.withLock { body(&$0) } }
 }
+
+/// Runs Tests/JSONSchemaTests/schema_check.py (Python's jsonschema) over schemas/ and, if given, a directory
+/// of instances named `TYPE.anything.json`; returns its exit status and output.
+public func runPythonSchemaCheck(python: String, instances: URL? = nil) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: python)
+    process.arguments = [TestServices.packageRoot.appendingPathComponent("Tests/JSONSchemaTests/schema_check.py").path,
+                         TestServices.packageRoot.appendingPathComponent("schemas").path] + (instances.map { [$0.path] } ?? [])
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    try process.run()
+    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    return (process.terminationStatus, output)
+}
