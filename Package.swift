@@ -74,7 +74,7 @@ let package = Package(
             linkerSettings: rdkafkaLinkerSettings
         ),
 
-        .target(name: "TestSupport", dependencies: ["Kafka"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["Kafka", "Database"], path: "Tests/TestSupport"),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "StoreVerificationTests", dependencies: ["StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),

@@ -16,6 +16,7 @@ enum IAPCtl {
           verify [--kind KIND] [--root FILE]... [--bundle-id ID] [--environment ENV] [--app-apple-id N]
                  [--online-checks] [--appcoins-url URL] [--lines] [FILE|-]
                                         verify store payloads; one JSON verdict each (see `iapctl verify --help`)
+          migrate --store URL           apply the purchase store's schema migrations (sqlite:PATH or postgres://…)
           demo [--brokers HOST:PORT] [--store URL] [--purchases N] [--users N] [--json]
                                         run the four workers on signed purchases and check the books
           bench verify [--seconds N] [--json]
@@ -45,6 +46,8 @@ enum IAPCtl {
                     return 0
                 }
                 return try await VerifyCommand.run(rest)
+            case "migrate":
+                return try await MigrateCommand.run(rest)
             case "demo":
                 return try await DemoCommand.run(rest)
             case "bench":

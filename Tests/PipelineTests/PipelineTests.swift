@@ -21,13 +21,35 @@ struct PipelineTests {
     static let schemas = try! JSONSchemaRegistry(directory: TestServices.packageRoot.appendingPathComponent("schemas"))
     static let bundle = "com.example.coins"
 
-    struct Pipeline {
+    /// The running stages. Used from the test's task only.
+    final class Pipeline: @unchecked Sendable {
         let codec: EventCodec
         let store: SQLPurchaseStore
-        let runners: [StageRunner]
-        let tasks: [Task<Void, any Error>]
+        var runners: [StageRunner]
+        var tasks: [Task<Void, any Error>]
         let finishedByAppStore: Locked<[String]>
         let server: HTTPServer
+        let makeRunner: (Int) throws -> StageRunner
+
+        init(codec: EventCodec, store: SQLPurchaseStore, finishedByAppStore: Locked<[String]>, server: HTTPServer,
+             makeRunner: @escaping (Int) throws -> StageRunner) throws {
+            self.codec = codec
+            self.store = store
+            self.finishedByAppStore = finishedByAppStore
+            self.server = server
+            self.makeRunner = makeRunner
+            runners = try (0..<3).map(makeRunner)
+            tasks = runners.map { runner in Task { try await runner.run() } }
+        }
+
+        /// Stops stage `index` gracefully and starts a new process-equivalent in its place (same group).
+        func restart(_ index: Int) async throws {
+            runners[index].triggerGracefulShutdown()
+            try await tasks[index].value
+            runners[index] = try makeRunner(index)
+            let runner = runners[index]
+            tasks[index] = Task { try await runner.run() }
+        }
 
         func stop() async throws {
             runners.forEach { $0.triggerGracefulShutdown() }
@@ -56,8 +78,9 @@ struct PipelineTests {
         let api = AppStoreServerAPIClient(configuration: .init(baseURL: URL(string: "http://127.0.0.1:\(server.port)")!, keyId: "K", issuerId: "I",
                                                                bundleId: bundle, privateKey: apiKey))
         let verifier = try SignedDataVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: bundle, environment: .sandbox))
-        var runners: [StageRunner] = []
-        for stageName in ["verifier", "granter", "finisher"] {
+        let stageNames = ["verifier", "granter", "finisher"]
+        let makeRunner: (Int) throws -> StageRunner = { index in
+            let stageName = stageNames[index]
             let codec = EventCodec(schemas: schemas, source: "/iap-pipeline/\(stageName)", topicPrefix: prefix)
             let context = StageContext(codec: codec, logger: Logger(stage: stageName, minimum: .error))
             let stage: any MessageStage = switch stageName {
@@ -67,11 +90,10 @@ struct PipelineTests {
             }
             let consumer = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: "\(prefix)\(stageName)", topics: stage.topics))
             let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
-            runners.append(StageRunner(stage: stage, consumer: consumer, producer: producer, codec: codec, logger: context.logger))
+            return StageRunner(stage: stage, consumer: consumer, producer: producer, codec: codec, logger: context.logger)
         }
-        let tasks = runners.map { runner in Task { try await runner.run() } }
-        return Pipeline(codec: EventCodec(schemas: schemas, source: "/test/producer", topicPrefix: prefix), store: store, runners: runners,
-                        tasks: tasks, finishedByAppStore: finishedByAppStore, server: server)
+        return try Pipeline(codec: EventCodec(schemas: schemas, source: "/test/producer", topicPrefix: prefix), store: store,
+                            finishedByAppStore: finishedByAppStore, server: server, makeRunner: makeRunner)
     }
 
     static func base64URL(_ text: String) -> Data? {
@@ -80,11 +102,11 @@ struct PipelineTests {
         return Data(base64Encoded: base64)
     }
 
-    @Test func purchasesAreVerifiedGrantedAndFinishedOnceAndBadInputIsAccountedFor() async throws {
+    @Test(arguments: StoreEngine.available)
+    func purchasesAreVerifiedGrantedAndFinishedOnceAndBadInputIsAccountedFor(_ engine: StoreEngine) async throws {
         let servers = try TestServices.requireBrokers()
         let pki = try TestPKI.make()
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pipeline-\(UUID().uuidString).sqlite").path
-        let pipeline = try await Self.start(servers: servers, pki: pki, storeURL: "sqlite:\(path)")
+        let pipeline = try await Self.start(servers: servers, pki: pki, storeURL: try await engine.freshURL())
         let signer = JWSSigner(pki: pki)
         let forger = JWSSigner(pki: try TestPKI.make(name: "forger"))
         let now = Date()
@@ -124,7 +146,7 @@ struct PipelineTests {
         try await waitUntil("24 purchases finished", timeout: .seconds(120)) {
             try await pipeline.store.statistics().purchasesByState[.finished] == 24
         }
-        let counters = pipeline.runners.map { $0.counters.withLock { $0 } }
+        let counters = pipeline.runners.map { runner in runner.counters.withLock { $0 } }
         try await waitUntil("the dead letter is published") { pipeline.runners[0].counters.withLock { $0["deadLettered"] } == 1 }
         try await pipeline.stop()
 
@@ -140,6 +162,37 @@ struct PipelineTests {
         #expect(statistics.purchasesByState == [.finished: 24, .verified: 1], "the unknown product stays verified for the sweeper: \(statistics)")
         #expect(pipeline.finishedByAppStore.value.sorted() == (0..<24).map { "\(3_000_000 + $0)" }.sorted(), "Finish Transaction once per purchase")
         #expect(counters.allSatisfy { ($0["retries"] ?? 0) == 0 }, "\(counters)")
+    }
+}
+
+extension PipelineTests {
+    @Test(arguments: StoreEngine.available)
+    func stagesRestartedMidStreamLoseNothingAndGrantNothingTwice(_ engine: StoreEngine) async throws {
+        let servers = try TestServices.requireBrokers()
+        let pki = try TestPKI.make()
+        let pipeline = try await Self.start(servers: servers, pki: pki, storeURL: try await engine.freshURL())
+        let signer = JWSSigner(pki: pki)
+        let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
+        let total = 120
+        var batch: [KafkaProducerMessage] = []
+        for index in 0..<total {
+            let jws = try signer.sign(AppStorePayloads.transaction(transactionId: "\(5_000_000 + index)", productId: "coins.100", bundleId: Self.bundle))
+            batch.append(try pipeline.codec.message(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: jws,
+                                                                      userId: "user-\(index % 10)", submittedAt: Date(), source: .client), time: Date()))
+        }
+        for result in await producer.send(contentsOf: batch) { _ = try result.get() }
+        // Restart the granter, then the verifier, while purchases are in flight.
+        try await waitUntil("some purchases granted") { (try await pipeline.store.statistics().purchasesByState[.finished] ?? 0) >= 10 }
+        try await pipeline.restart(1)
+        try await pipeline.restart(0)
+        try await waitUntil("all purchases finished", timeout: .seconds(120)) {
+            try await pipeline.store.statistics().purchasesByState[.finished] == total
+        }
+        try await pipeline.stop()
+        for user in 0..<10 {
+            #expect(try await pipeline.store.balances(of: "user-\(user)") == ["coins": 1200], "user-\(user): 12 purchases, each granted once")
+        }
+        #expect(Set(pipeline.finishedByAppStore.value).count == total)
     }
 }
 

@@ -5,29 +5,8 @@ import Testing
 import TestSupport
 
 /// One suite, run against both engines: what the pipeline relies on from its store.
-enum StoreEngine: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case sqlite, postgres
-    var testDescription: String { rawValue }
-
-    /// A fresh, migrated store URL (a new file, or a new database on the test server).
-    func freshURL() async throws -> String {
-        switch self {
-        case .sqlite:
-            return "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("iap-store-\(UUID().uuidString).sqlite").path
-        case .postgres:
-            let server = try TestServices.requirePostgres()
-            let name = "store_\(UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: ""))"
-            try PostgresConnection(url: server).query("CREATE DATABASE \(name)")
-            guard let slash = server.lastIndex(of: "/") else { throw DatabaseError(code: "url", message: server, isRetriable: false) }
-            return server[..<slash] + "/" + name
-        }
-    }
-
-    var enabled: Bool { self == .sqlite || TestServices.postgresURL != nil || TestServices.required }
-}
-
 @Suite struct PurchaseStoreConformanceTests {
-    static let engines = StoreEngine.allCases.filter(\.enabled)
+    static let engines = StoreEngine.available
     static let t0 = Date(timeIntervalSince1970: 1_764_400_000)
 
     func store(_ engine: StoreEngine) async throws -> SQLPurchaseStore {

@@ -1,3 +1,4 @@
+import Database
 import Foundation
 import Synchronization
 import Kafka
@@ -156,4 +157,32 @@ public func runPythonSchemaCheck(python: String, instances: URL? = nil) throws -
     let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     process.waitUntilExit()
     return (process.terminationStatus, output)
+}
+
+/// The purchase store engines tests run against: SQLite always, PostgreSQL where a server is given.
+public enum StoreEngine: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite, postgres
+    public var testDescription: String { rawValue }
+
+    /// A fresh, migrated store URL (a new file, or a new database on the test server).
+    public func freshURL() async throws -> String {
+        switch self {
+        case .sqlite:
+            return "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("iap-store-\(UUID().uuidString).sqlite").path
+        case .postgres:
+            let server = try TestServices.requirePostgres()
+            let name = "store_\(UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: ""))"
+            try PostgresConnection(url: server).query("CREATE DATABASE \(name)")
+            guard let slash = server.lastIndex(of: "/") else { throw DatabaseError(code: "url", message: server, isRetriable: false) }
+            return server[..<slash] + "/" + name
+        }
+    }
+
+    public var enabled: Bool { self == .sqlite || TestServices.postgresURL != nil || TestServices.required }
+}
+
+
+extension StoreEngine {
+    /// The engines available to this test run.
+    public static var available: [StoreEngine] { allCases.filter(\.enabled) }
 }
