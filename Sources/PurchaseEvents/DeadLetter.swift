@@ -25,6 +25,15 @@ public struct DeadLetter: PipelineEvent, Hashable {
     /// base64 of the original key and value.
     public var key: String?
     public var value: String?
+    /// The original value's size and SHA-256, so that a truncated one can still be matched to its source.
+    public var valueBytes: Int64?
+    public var valueSHA256: String?
+    /// The value was larger than `maxValueBytes` and only its beginning is kept: the record must stay
+    /// publishable (a dead letter too large for the broker would stop the stage).
+    public var valueTruncated: Bool?
+
+    /// How much of an original value a dead letter keeps.
+    public static let maxValueBytes = 256 * 1024
     public var headers: [Header]
     public var failedAt: Date
 
@@ -37,7 +46,12 @@ public struct DeadLetter: PipelineEvent, Hashable {
         self.sourcePartition = Int64(message.partition)
         self.sourceOffset = message.offset
         self.key = message.key?.base64EncodedString()
-        self.value = message.value?.base64EncodedString()
+        if let value = message.value {
+            self.value = value.prefix(Self.maxValueBytes).base64EncodedString()
+            self.valueBytes = Int64(value.count)
+            self.valueSHA256 = ContentHash.hex(value)
+            self.valueTruncated = value.count > Self.maxValueBytes ? true : nil
+        }
         self.headers = message.headers.map { Header(key: $0.key, value: $0.value?.base64EncodedString()) }
         self.failedAt = failedAt
     }
@@ -47,9 +61,20 @@ public struct DeadLetter: PipelineEvent, Hashable {
 
     public var eventID: String { "deadletter:\(sourceTopic):\(sourcePartition):\(sourceOffset)" }
 
-    /// The original message, to re-publish after a fix.
-    public func originalMessage() -> KafkaProducerMessage {
-        KafkaProducerMessage(topic: sourceTopic, key: messageKey, value: value.flatMap { Data(base64Encoded: $0) },
+    /// The same letter without the original bytes: what is published when even a truncated record cannot be.
+    public var stripped: DeadLetter {
+        var letter = self
+        letter.key = nil
+        letter.value = nil
+        letter.headers = []
+        letter.valueTruncated = (valueBytes ?? 0) > 0 ? true : nil
+        return letter
+    }
+
+    /// The original message, to re-publish after a fix (`nil` when the value was truncated).
+    public func originalMessage() -> KafkaProducerMessage? {
+        guard valueTruncated != true else { return nil }
+        return KafkaProducerMessage(topic: sourceTopic, key: messageKey, value: value.flatMap { Data(base64Encoded: $0) },
                              headers: headers.map { KafkaHeader(key: $0.key, value: $0.value.flatMap { Data(base64Encoded: $0) }) })
     }
 }

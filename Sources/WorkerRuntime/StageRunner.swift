@@ -126,7 +126,14 @@ public final class StageRunner: Service {
 
     private func deadLetter(_ message: KafkaMessage, reason: String, detail: String) async throws {
         let letter = DeadLetter(reason: reason, detail: detail, stage: stage.name, message: message, failedAt: Date())
-        try await publish([try codec.message(letter, time: Date())])
+        do {
+            try await publish([try codec.message(letter, time: Date())])
+        } catch let error as KafkaError where !error.isRetriable {
+            // The broker refuses the record itself (e.g. too large for its limits): keep the reason and the
+            // source coordinates, without the original bytes, rather than stop the stage.
+            logger.error("dead letter refused; publishing it without the original bytes", ["error": error.description])
+            try await publish([try codec.message(letter.stripped, time: Date())])
+        }
         count("deadLettered")
         logger.warning("dead-lettered", ["topic": message.topic, "partition": message.partition, "offset": message.offset, "reason": reason])
     }

@@ -196,6 +196,41 @@ extension PipelineTests {
     }
 }
 
+extension PipelineTests {
+    @Test func hostileMessagesAreDeadLetteredWithTheirReasonAndTheWorkersKeepGoing() async throws {
+        let servers = try TestServices.requireBrokers()
+        let pki = try TestPKI.make()
+        let pipeline = try await Self.start(servers: servers, pki: pki, storeURL: try await StoreEngine.sqlite.freshURL())
+        let good = try pipeline.codec.message(PurchaseSubmitted(
+            store: .appstore, kind: .signedTransaction,
+            signedTransaction: try JWSSigner(pki: pki).sign(AppStorePayloads.transaction(transactionId: "6000001", productId: "coins.100", bundleId: Self.bundle)),
+            userId: "user-1", submittedAt: Date(), source: .client), time: Date())
+        func variant(_ value: Data?, dropping header: String? = nil) -> KafkaProducerMessage {
+            KafkaProducerMessage(topic: good.topic, key: good.key, value: value, headers: good.headers.filter { $0.key != header })
+        }
+        let hostile = [
+            variant(Data([0x7B, 0x22, 0xC3, 0x28, 0x22, 0x7D])),                                   // invalid UTF-8
+            variant(Data((String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)).utf8)), // 10,000 levels
+            variant(Data(#"{"store":"appstore","kind":"signedTransaction","userId":"u","source":"client","submittedAt":"2026-11-29T10:00:00Z","extra":1}"#.utf8)),
+            variant(Data(#"{"store":"appstore","kind":"signedTransaction","signedTransaction":"x","userId":"'; DROP TABLE purchases; --","source":"client","submittedAt":"2026-11-29T10:00:00Z","quantity":1e400}"#.utf8)),
+            variant(good.value, dropping: "ce_specversion"),
+            variant(nil),                                                                             // tombstone
+            // Over 1 MiB is checked at the codec (EventCodecTests): the local test broker (Tansu 0.6) stops
+            // answering CreateTopics after storing a 1.1 MB record, which would break the other tests.
+            variant(Data(repeating: 0x20, count: 900_000)),                                           // large, not JSON
+            good,
+        ]
+        let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
+        for result in await producer.send(contentsOf: hostile) { _ = try result.get() }
+        try await waitUntil("the good purchase after them is finished") {
+            try await pipeline.store.statistics().purchasesByState[.finished] == 1
+        }
+        try await waitUntil("seven dead letters") { pipeline.runners[0].counters.withLock { $0["deadLettered"] } == 7 }
+        try await pipeline.stop()
+        #expect(try await pipeline.store.balances(of: "user-1") == ["coins": 100])
+    }
+}
+
 @Suite struct StageRetryClassificationTests {
     @Test func storeBackedStagesRetryRetriableDatabaseErrorsOnly() throws {
         let codec = EventCodec(schemas: PipelineTests.schemas, source: "/test")
