@@ -61,6 +61,12 @@ enum Migrations {
             ALTER TABLE purchases ADD COLUMN refund_notified_at BIGINT;
             CREATE INDEX purchases_refund_outbox ON purchases (state, refund_notified_at);
             """),
+            // AppCoins: what the store API needs to be asked again, and whether it reported the purchase consumed.
+            (3, """
+            ALTER TABLE purchases ADD COLUMN package_name TEXT;
+            ALTER TABLE purchases ADD COLUMN purchase_token TEXT;
+            ALTER TABLE purchases ADD COLUMN store_consumed BIGINT NOT NULL DEFAULT 0;
+            """),
         ]
     }
 

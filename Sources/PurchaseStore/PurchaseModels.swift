@@ -28,9 +28,18 @@ public struct PurchaseRecord: Sendable, Hashable {
     public var purchaseTime: Date
     public var state: PurchaseState
     public var environment: String?
+    /// AppCoins: the package and token to ask the store API again with.
+    public var packageName: String?
+    public var purchaseToken: String?
+    /// The store reported the purchase consumed by the app (AppCoins `consumptionState` 1).
+    public var storeConsumed: Bool
 
     public init(key: PurchaseKey, userId: String, productId: String, quantity: Int, purchaseTime: Date,
-                state: PurchaseState = .verified, environment: String? = nil) {
+                state: PurchaseState = .verified, environment: String? = nil, packageName: String? = nil,
+                purchaseToken: String? = nil, storeConsumed: Bool = false) {
+        self.packageName = packageName
+        self.purchaseToken = purchaseToken
+        self.storeConsumed = storeConsumed
         self.key = key
         self.userId = userId
         self.productId = productId

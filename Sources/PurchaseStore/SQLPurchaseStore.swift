@@ -51,13 +51,15 @@ public final class SQLPurchaseStore: Sendable {
         let timeColumn = state == .rejected ? "rejected_at" : "verified_at"
         return try await executor.run { connection in
             try connection.query("""
-                INSERT INTO purchases (store, transaction_id, user_id, product_id, quantity, purchase_time, environment, state, reject_reason, \(timeColumn))
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                INSERT INTO purchases (store, transaction_id, user_id, product_id, quantity, purchase_time, environment, state, reject_reason,
+                                       \(timeColumn), package_name, purchase_token, store_consumed)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
                 ON CONFLICT (store, transaction_id) DO NOTHING
                 """, [.text(purchase.key.store), .text(purchase.key.transactionId), .text(purchase.userId), .text(purchase.productId),
                       .integer(Int64(purchase.quantity)), .integer(PurchaseTime.milliseconds(purchase.purchaseTime)),
                       purchase.environment.map(SQLValue.text) ?? .null, .text(state.rawValue), reason.map(SQLValue.text) ?? .null,
-                      .integer(PurchaseTime.milliseconds(now))])
+                      .integer(PurchaseTime.milliseconds(now)), purchase.packageName.map(SQLValue.text) ?? .null,
+                      purchase.purchaseToken.map(SQLValue.text) ?? .null, .integer(purchase.storeConsumed ? 1 : 0)])
             if connection.changes == 1 { return .recorded }
             let row = try connection.query("SELECT state, user_id FROM purchases WHERE store = $1 AND transaction_id = $2",
                                            [.text(purchase.key.store), .text(purchase.key.transactionId)])
@@ -227,12 +229,14 @@ public final class SQLPurchaseStore: Sendable {
     public func purchase(_ key: PurchaseKey) async throws -> PurchaseRecord? {
         try await executor.run { connection in
             let rows = try connection.query("""
-                SELECT user_id, product_id, quantity, purchase_time, state, environment FROM purchases WHERE store = $1 AND transaction_id = $2
+                SELECT user_id, product_id, quantity, purchase_time, state, environment, package_name, purchase_token, store_consumed
+                FROM purchases WHERE store = $1 AND transaction_id = $2
                 """, [.text(key.store), .text(key.transactionId)])
             guard let row = rows.first, let user = row[0].string, let product = row[1].string, let quantity = row[2].int64,
                   let time = row[3].int64, let state = row[4].string.flatMap(PurchaseState.init(rawValue:)) else { return nil }
             return PurchaseRecord(key: key, userId: user, productId: product, quantity: Int(quantity), purchaseTime: PurchaseTime.date(time),
-                                  state: state, environment: row[5].string)
+                                  state: state, environment: row[5].string, packageName: row[6].string, purchaseToken: row[7].string,
+                                  storeConsumed: row[8].int64 == 1)
         }
     }
 

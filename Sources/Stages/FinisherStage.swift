@@ -34,9 +34,14 @@ public struct FinisherStage: StoreBackedStage {
         switch context.codec.decode(message, as: ItemGranted.self) {
         case .failure(let invalid): return context.deadLetter(invalid)
         case .success(let granted):
-            // AppCoins (and App Store without API credentials): the app consumes on the device and reports it.
-            guard granted.store == .appstore, let appStoreAPI else { return .publish([]) }
             let key = PurchaseKey(store: granted.store.rawValue, transactionId: granted.transactionId)
+            guard granted.store == .appstore, let appStoreAPI else {
+                // AppCoins (and App Store without API credentials): the app consumes on the device and reports it,
+                // unless the store already reported it consumed when the purchase was verified.
+                guard granted.store == .appcoins, let record = try await store.purchase(key), record.storeConsumed, record.state == .granted
+                else { return .publish([]) }
+                return try await finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: .storeReportedConsumed)
+            }
             guard let record = try await store.purchase(key) else { throw TransientError("purchase \(key) not in the store yet") }
             switch record.state {
             case .granted:

@@ -70,7 +70,9 @@ public struct VerifierStage: StoreBackedStage {
         for purchase in purchases {
             let record = PurchaseRecord(key: PurchaseKey(store: purchase.store.rawValue, transactionId: purchase.transactionId),
                                         userId: submission.userId, productId: purchase.productId, quantity: purchase.quantity,
-                                        purchaseTime: purchase.purchaseDate ?? submission.submittedAt, environment: purchase.environment)
+                                        purchaseTime: purchase.purchaseDate ?? submission.submittedAt, environment: purchase.environment,
+                                        packageName: submission.appcoins?.packageName, purchaseToken: submission.appcoins?.purchaseToken,
+                                        storeConsumed: purchase.consumed == true)
             switch try await store.recordVerified(record, at: context.now()) {
             case .existing(_, let owner) where owner != submission.userId:
                 // The same transaction replayed under another user: never grant it to a second account.

@@ -72,7 +72,7 @@ import JSON
         let url = "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("migrate-\(UUID().uuidString).sqlite").path
         let first = try VerifyCommandTests.run(["migrate", "--store", url], input: "")
         #expect(first.status == 0)
-        #expect(first.lines.first?.hasSuffix("applied v1, v2") == true, "\(first.lines)")
+        #expect(first.lines.first?.hasSuffix("applied v1, v2, v3") == true, "\(first.lines)")
         let second = try VerifyCommandTests.run(["migrate", "--store", url], input: "")
         #expect(second.lines.first?.hasSuffix("up to date") == true, "\(second.lines)")
         #expect(try VerifyCommandTests.run(["migrate", "--store", "mysql://nope"], input: "").status != 0)

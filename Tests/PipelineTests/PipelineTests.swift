@@ -57,7 +57,7 @@ struct PipelineTests {
         }
     }
 
-    static func start(servers: String, pki: TestPKI, storeURL: String) async throws -> Pipeline {
+    static func start(servers: String, pki: TestPKI, storeURL: String, appCoinsURL: URL? = nil) async throws -> Pipeline {
         let prefix = "p\(UUID().uuidString.prefix(6).lowercased())."
         let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers]))
         try admin.createTopics(EventType.allCases.map { prefix + $0.topic }, partitions: 4)
@@ -84,7 +84,8 @@ struct PipelineTests {
             let codec = EventCodec(schemas: schemas, source: "/iap-pipeline/\(stageName)", topicPrefix: prefix)
             let context = StageContext(codec: codec, logger: Logger(stage: stageName, minimum: .error))
             let stage: any MessageStage = switch stageName {
-            case "verifier": VerifierStage(context: context, store: store, appStore: verifier)
+            case "verifier": VerifierStage(context: context, store: store, appStore: verifier,
+                                           appCoins: appCoinsURL.map { AppCoinsVerifier(configuration: .init(baseURL: $0)) })
             case "granter": GranterStage(context: context, store: store, catalog: catalog, clawBackDueRefunds: true)
             default: FinisherStage(context: context, store: store, appStoreAPI: api)
             }
@@ -215,12 +216,11 @@ extension PipelineTests {
             variant(Data(#"{"store":"appstore","kind":"signedTransaction","signedTransaction":"x","userId":"'; DROP TABLE purchases; --","source":"client","submittedAt":"2026-11-29T10:00:00Z","quantity":1e400}"#.utf8)),
             variant(good.value, dropping: "ce_specversion"),
             variant(nil),                                                                             // tombstone
-            // Over 1 MiB is checked at the codec (EventCodecTests): the local test broker (Tansu 0.6) stops
-            // answering CreateTopics after storing a 1.1 MB record, which would break the other tests.
-            variant(Data(repeating: 0x20, count: 900_000)),                                           // large, not JSON
+            variant(Data(repeating: 0x20, count: 1_100_000)),                                         // over 1 MiB
             good,
         ]
-        let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
+        // A producer that allows records over 1 MiB, as a misconfigured one might.
+        let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers, "message.max.bytes": "4000000"])))
         for result in await producer.send(contentsOf: hostile) { _ = try result.get() }
         try await waitUntil("the good purchase after them is finished") {
             try await pipeline.store.statistics().purchasesByState[.finished] == 1
@@ -228,6 +228,46 @@ extension PipelineTests {
         try await waitUntil("seven dead letters") { pipeline.runners[0].counters.withLock { $0["deadLettered"] } == 7 }
         try await pipeline.stop()
         #expect(try await pipeline.store.balances(of: "user-1") == ["coins": 100])
+    }
+}
+
+extension PipelineTests {
+    @Test func appCoinsPurchasesFinishWhenTheStoreOrTheAppReportsThemConsumed() async throws {
+        let servers = try TestServices.requireBrokers()
+        // The AppCoins API as documented: a Google-style ProductPurchase per token.
+        let appCoins = try HTTPServer(synchronousHandler: { request in
+            let token = String(request.path.split(separator: "/").last ?? "")
+            let consumed = token == "tok-consumed" ? 1 : 0
+            guard token.hasPrefix("tok-") else { return HTTPResponse(status: 404) }
+            return HTTPResponse(status: 200, contentType: "application/json", body: """
+                {"purchaseTimeMillis":"\(Int64(Date().timeIntervalSince1970 * 1000))","purchaseState":0,"consumptionState":\(consumed),
+                 "orderId":"order-\(token)","acknowledgementState":0,"purchaseToken":"\(token)","productId":"coins.100","currency":"EUR"}
+                """)
+        })
+        let pipeline = try await Self.start(servers: servers, pki: try TestPKI.make(), storeURL: try await StoreEngine.sqlite.freshURL(),
+                                            appCoinsURL: URL(string: "http://127.0.0.1:\(appCoins.port)")!)
+        let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
+        let submissions = try ["tok-consumed", "tok-open", "unknown-token"].map { token in
+            try pipeline.codec.message(PurchaseSubmitted(store: .appcoins, kind: .appcoinsPurchase,
+                                                         appcoins: .init(packageName: "com.example.coins", sku: "coins.100", purchaseToken: token),
+                                                         userId: "player-1", submittedAt: Date(), source: .server), time: Date())
+        }
+        for result in await producer.send(contentsOf: submissions) { _ = try result.get() }
+        let consumedKey = PurchaseKey(store: "appcoins", transactionId: "order-tok-consumed")
+        let openKey = PurchaseKey(store: "appcoins", transactionId: "order-tok-open")
+        try await waitUntil("the store-consumed purchase is finished and the other granted") {
+            let consumed = try await pipeline.store.purchase(consumedKey)?.state
+            let open = try await pipeline.store.purchase(openKey)?.state
+            return consumed == .finished && open == .granted
+        }
+        for result in await producer.send(contentsOf: [try pipeline.codec.message(
+            PurchaseConsumed(store: .appcoins, transactionId: "order-tok-open", userId: "player-1", consumedAt: Date()), time: Date())]) {
+            _ = try result.get()
+        }
+        try await waitUntil("the app-consumed purchase is finished") { try await pipeline.store.purchase(openKey)?.state == .finished }
+        try await pipeline.stop()
+        #expect(try await pipeline.store.balances(of: "player-1") == ["coins": 200], "the unknown token (404) grants nothing")
+        #expect(try await pipeline.store.purchase(openKey)?.purchaseToken == "tok-open", "kept to ask the store again")
     }
 }
 

@@ -16,7 +16,7 @@ import TestSupport
     func storeAndURL(_ engine: StoreEngine) async throws -> (store: SQLPurchaseStore, url: String) {
         let url = try await engine.freshURL()
         let store = try SQLPurchaseStore(url: url)
-        #expect(try await store.migrate() == [1, 2])
+        #expect(try await store.migrate() == [1, 2, 3])
         #expect(try await store.migrate() == [], "migrations apply once")
         return (store, url)
     }

@@ -9,9 +9,10 @@ import Testing
 public enum TestServices {
     public static let environment = ProcessInfo.processInfo.environment
     public static let required = environment["IAP_REQUIRE_SERVICES"] == "1"
-    public static let brokers = environment["IAP_TEST_BROKERS"]
+    /// An empty variable counts as unset (a shell that lost the value must not look like a broker at "").
+    public static let brokers = environment["IAP_TEST_BROKERS"].flatMap { $0.isEmpty ? nil : $0 }
     /// A PostgreSQL server (make test starts a throwaway cluster).
-    public static let postgresURL = environment["IAP_TEST_POSTGRES_URL"]
+    public static let postgresURL = environment["IAP_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
 
     public static let postgres = ConditionTrait.enabled(
         if: postgresURL != nil || required, "no PostgreSQL: set IAP_TEST_POSTGRES_URL (make test starts one)")
@@ -21,7 +22,7 @@ public enum TestServices {
     }
 
     /// A Python with `jsonschema` (make test uses the one in .deps/venv).
-    public static let python = environment["IAP_TEST_PYTHON"]
+    public static let python = environment["IAP_TEST_PYTHON"].flatMap { $0.isEmpty ? nil : $0 }
 
     public static let pythonTools = ConditionTrait.enabled(
         if: python != nil || required, "no Python with jsonschema: set IAP_TEST_PYTHON (make test provides one)")
