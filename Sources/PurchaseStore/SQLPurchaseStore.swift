@@ -170,7 +170,8 @@ public final class SQLPurchaseStore: Sendable {
     /// Flags purchases of `store` paid but not finished, purchased before `now - deadline`, as `refund_due`;
     /// returns those this call flagged. Several sweepers at once flag each purchase exactly once: the
     /// state change is conditional, and PostgreSQL skips rows another sweeper holds.
-    public func sweepDue(store: String, deadline: TimeInterval, now: Date, limit: Int = 500) async throws -> [DuePurchase] {
+    public func sweepDue(store: String, deadline: TimeInterval, now: Date, limit: Int = 500,
+                         excluding excluded: Set<PurchaseKey> = []) async throws -> [DuePurchase] {
         let dialect = dialect
         let cutoff = now.addingTimeInterval(-deadline)
         return try await executor.run { connection in
@@ -184,7 +185,8 @@ public final class SQLPurchaseStore: Sendable {
                 var due: [DuePurchase] = []
                 for row in rows {
                     guard let id = row[0].string, let user = row[1].string, let product = row[2].string, let quantity = row[3].int64,
-                          let time = row[4].int64, let state = row[5].string.flatMap(PurchaseState.init(rawValue:)) else { continue }
+                          let time = row[4].int64, let state = row[5].string.flatMap(PurchaseState.init(rawValue:)),
+                          !excluded.contains(PurchaseKey(store: store, transactionId: id)) else { continue }
                     try connection.query("""
                         UPDATE purchases SET state = 'refund_due', refund_due_at = $3
                         WHERE store = $1 AND transaction_id = $2 AND state IN ('verified', 'granted')
@@ -196,6 +198,22 @@ public final class SQLPurchaseStore: Sendable {
                     due.append(DuePurchase(record: record, previousState: state, deadline: PurchaseTime.date(time).addingTimeInterval(deadline)))
                 }
                 return due
+            }
+        }
+    }
+
+    /// Granted purchases of `store` past `now - deadline` that carry a token to ask the store about again.
+    public func dueGrantedWithToken(store: String, deadline: TimeInterval, now: Date, limit: Int = 500) async throws -> [PurchaseRecord] {
+        let cutoff = PurchaseTime.milliseconds(now.addingTimeInterval(-deadline))
+        return try await executor.run { connection in
+            try connection.query("""
+                SELECT transaction_id, user_id, product_id, quantity, purchase_time, package_name, purchase_token FROM purchases
+                WHERE store = $1 AND state = 'granted' AND purchase_time < $2 AND purchase_token IS NOT NULL ORDER BY purchase_time LIMIT $3
+                """, [.text(store), .integer(cutoff), .integer(Int64(limit))]).compactMap { row in
+                guard let id = row[0].string, let user = row[1].string, let product = row[2].string, let quantity = row[3].int64,
+                      let time = row[4].int64 else { return nil }
+                return PurchaseRecord(key: PurchaseKey(store: store, transactionId: id), userId: user, productId: product, quantity: Int(quantity),
+                                      purchaseTime: PurchaseTime.date(time), state: .granted, packageName: row[5].string, purchaseToken: row[6].string)
             }
         }
     }

@@ -2,6 +2,7 @@ import Foundation
 import Kafka
 import PurchaseEvents
 import PurchaseStore
+import StoreVerification
 import Synchronization
 import WorkerRuntime
 
@@ -29,9 +30,14 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
     private let producer: KafkaProducer
     private let context: StageContext
     private let clock: C
+    private let appCoins: AppCoinsVerifier?
     private let state = Mutex<(stopped: Bool, sleeper: Task<Void, Never>?)>((false, nil))
 
-    public init(configuration: Configuration, store: SQLPurchaseStore, producer: KafkaProducer, context: StageContext, clock: C) {
+    /// - Parameter appCoins: asked again, before flagging, about AppCoins purchases that are due: one the
+    ///   store reports consumed is finished instead.
+    public init(configuration: Configuration, store: SQLPurchaseStore, producer: KafkaProducer, context: StageContext, clock: C,
+                appCoins: AppCoinsVerifier? = nil) {
+        self.appCoins = appCoins
         self.configuration = configuration
         self.store = store
         self.producer = producer
@@ -44,8 +50,9 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
     public func sweepOnce() async throws -> Int {
         var flagged = 0
         for (storeName, deadline) in configuration.deadlines.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            let unsure = storeName == .appcoins ? try await recheckAppCoins(deadline: deadline) : []
             while case let due = try await store.sweepDue(store: storeName.rawValue, deadline: deadline, now: context.now(),
-                                                        limit: configuration.batchSize), !due.isEmpty {
+                                                        limit: configuration.batchSize, excluding: unsure), !due.isEmpty {
                 flagged += due.count
                 context.logger.info("flagged refund due", ["store": storeName.rawValue, "count": due.count])
             }
@@ -62,6 +69,34 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
             }
         }
         return flagged
+    }
+
+    /// Asks the AppCoins API about granted purchases that are due: consumed ones are finished now. Returns
+    /// the purchases it could not ask about (API unavailable): they are not flagged this round.
+    private func recheckAppCoins(deadline: TimeInterval) async throws -> Set<PurchaseKey> {
+        guard let appCoins else { return [] }
+        var unsure: Set<PurchaseKey> = []
+        for record in try await store.dueGrantedWithToken(store: Store.appcoins.rawValue, deadline: deadline, now: context.now(),
+                                                          limit: configuration.batchSize) {
+            guard let package = record.packageName, let token = record.purchaseToken else { continue }
+            switch await appCoins.verify(packageName: package, sku: record.productId, purchaseToken: token) {
+            case .success(let purchase) where purchase.isConsumed:
+                if try await store.finish(record.key, at: context.now()) == .finished,
+                   case .publish(let messages) = try context.messages([TransactionFinished(
+                       store: .appcoins, transactionId: record.key.transactionId, userId: record.userId, method: .storeReportedConsumed,
+                       finishedAt: context.now())]) {
+                    for result in await producer.send(contentsOf: messages) { _ = try result.get() }
+                }
+            case .success:
+                break // Not consumed: due for refund.
+            case .failure(let rejection) where rejection.isRetryable:
+                unsure.insert(record.key)
+                context.logger.warning("AppCoins re-check unavailable; not flagging this round", ["transactionId": record.key.transactionId])
+            case .failure:
+                break // The store no longer knows it (e.g. refunded): due.
+            }
+        }
+        return unsure
     }
 
     public func run() async throws {

@@ -92,6 +92,8 @@ public enum Workers {
             Setting("--appstore-deadline-hours", env: "IAP_APPSTORE_DEADLINE_HOURS", default: "24", help: "consume deadline of App Store purchases"),
             Setting("--appcoins-deadline-hours", env: "IAP_APPCOINS_DEADLINE_HOURS", default: "24", help: "consume deadline of AppCoins purchases"),
             Setting("--now", env: "IAP_NOW", help: "sweep as if it were this RFC 3339 time (tests, operations)"),
+            Setting("--appcoins-url", env: "IAP_APPCOINS_URL", default: AppCoinsVerifier.Configuration.defaultBaseURL.absoluteString,
+                    help: "AppCoins API base URL, to re-check due AppCoins purchases before flagging them"),
         ]
         return await WorkerApp.main(command: "iap-sweeper", summary: "Flags purchases paid but not completed by their deadline.", settings: settings) { env in
             var now: @Sendable () -> Date = Date.init
@@ -107,7 +109,11 @@ public enum Workers {
             let sweeper = SweeperService(
                 configuration: .init(deadlines: [.appstore: hours[0] * 3600, .appcoins: hours[1] * 3600],
                                      interval: .milliseconds(Int64((try env.settings.seconds("--interval") ?? 300) * 1000))),
-                store: env.store, producer: try KafkaProducer(configuration: .init(kafka: env.kafka)), context: context, clock: ContinuousClock())
+                store: env.store, producer: try KafkaProducer(configuration: .init(kafka: env.kafka)), context: context, clock: ContinuousClock(),
+                appCoins: try env.settings.string("--appcoins-url").map { text in
+                    guard let url = URL(string: text) else { throw SettingsError("--appcoins-url (IAP_APPCOINS_URL) is not a URL") }
+                    return AppCoinsVerifier(configuration: .init(baseURL: url))
+                })
             if env.settings.flag("--once") {
                 let flagged = try await sweeper.sweepOnce()
                 env.logger.info("swept once", ["flagged": flagged])

@@ -282,3 +282,43 @@ extension PipelineTests {
         #expect(!stage.isTransient(CancellationError()))
     }
 }
+
+extension PipelineTests {
+    @Test func theSweeperFinishesWhatAppCoinsReportsConsumedAndFlagsTheRestOnce() async throws {
+        let servers = try TestServices.requireBrokers()
+        let down = Locked(false)
+        let appCoins = try HTTPServer(synchronousHandler: { request in
+            if down.value { return HTTPResponse(status: 503) }
+            let token = String(request.path.split(separator: "/").last ?? "")
+            return HTTPResponse(status: 200, contentType: "application/json", body: """
+                {"purchaseState":0,"consumptionState":\(token == "t-consumed" ? 1 : 0),"orderId":"o-\(token)","purchaseToken":"\(token)","productId":"coins.100"}
+                """)
+        })
+        let store = try SQLPurchaseStore(url: try await StoreEngine.sqlite.freshURL())
+        try await store.migrate()
+        let old = Date().addingTimeInterval(-30 * 3600)
+        for token in ["t-consumed", "t-open", "t-unsure"] {
+            let record = PurchaseRecord(key: PurchaseKey(store: "appcoins", transactionId: "o-\(token)"), userId: "p", productId: "coins.100",
+                                        quantity: 1, purchaseTime: old, packageName: "com.example.coins", purchaseToken: token)
+            _ = try await store.recordVerified(record, at: old)
+            _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: old)
+        }
+        let prefix = "s\(UUID().uuidString.prefix(6).lowercased())."
+        try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics(EventType.allCases.map { prefix + $0.topic }, partitions: 1)
+        let context = StageContext(codec: EventCodec(schemas: Self.schemas, source: "/test/sweeper", topicPrefix: prefix),
+                                   logger: Logger(stage: "sweeper", minimum: .error))
+        let verifier = AppCoinsVerifier(configuration: .init(baseURL: URL(string: "http://127.0.0.1:\(appCoins.port)")!, timeout: .seconds(5)))
+        let sweeper = SweeperService(configuration: .init(deadlines: [.appcoins: 24 * 3600]), store: store,
+                                     producer: try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers]))),
+                                     context: context, clock: ContinuousClock(), appCoins: verifier)
+        // "t-unsure" is asked while the API is down: it must not be flagged on a guess.
+        down.value = true
+        #expect(try await sweeper.sweepOnce() == 0)
+        down.value = false
+        #expect(try await sweeper.sweepOnce() == 2, "t-open and t-unsure are due; t-consumed is finished instead")
+        #expect(try await sweeper.sweepOnce() == 0, "exactly once")
+        #expect(try await store.purchase(PurchaseKey(store: "appcoins", transactionId: "o-t-consumed"))?.state == .finished)
+        #expect(try await store.purchase(PurchaseKey(store: "appcoins", transactionId: "o-t-open"))?.state == .refundDue)
+        #expect(try await store.unsentRefundNotices(store: "appcoins", deadline: 24 * 3600).isEmpty, "refund.due sent")
+    }
+}
