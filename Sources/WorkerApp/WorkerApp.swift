@@ -93,18 +93,10 @@ public enum WorkerApp {
             try await ServiceGroup(services: services).run()
             logger.info("stopped")
             return 0
-        } catch let error as SettingsError {
-            FileHandle.standardError.write(Data("\(command): \(error)\n".utf8))
-            return 2
-        } catch let error as VerifierConfigurationError {
-            FileHandle.standardError.write(Data("\(command): \(error)\n".utf8))
-            return 2
-        } catch let error as CatalogError {
-            FileHandle.standardError.write(Data("\(command): \(error)\n".utf8))
-            return 2
         } catch {
             FileHandle.standardError.write(Data("\(command): \(error)\n".utf8))
-            return 1
+            // Configuration problems (each message names the setting) exit 2; failures at run time exit 1.
+            return error is SettingsError || error is VerifierConfigurationError || error is CatalogError ? 2 : 1
         }
     }
 

@@ -62,15 +62,10 @@ enum IAPCtl {
         } catch let error as UsageError {
             FileHandle.standardError.write(Data("iapctl: \(error.message)\n\n\(usage)\n".utf8))
             return 2
-        } catch let error as VerifierConfigurationError {
-            FileHandle.standardError.write(Data("iapctl: \(error)\n".utf8))
-            return 2
-        } catch let error as CryptoError {
-            FileHandle.standardError.write(Data("iapctl: \(error)\n".utf8))
-            return 2
         } catch {
             FileHandle.standardError.write(Data("iapctl: \(error)\n".utf8))
-            return 1
+            // A verifier that cannot be configured, or a root certificate that cannot be read, is a usage error.
+            return error is VerifierConfigurationError || error is CryptoError ? 2 : 1
         }
     }
 }
