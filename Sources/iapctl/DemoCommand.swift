@@ -27,7 +27,8 @@ enum DemoCommand {
     }
 
     static func run(_ arguments: [String]) async throws -> Int32 {
-        let options = try CommandOptions(arguments, valued: ["--brokers", "--store", "--purchases", "--users", "--kafka"], flags: ["--json"])
+        let options = try CommandOptions(arguments, valued: ["--brokers", "--store", "--purchases", "--users", "--kafka"], flags: ["--json", "--kill-workers"])
+        let killWorkers = options.flags.contains("--kill-workers")
         let plan = Plan(total: try options.int("--purchases") ?? 1000)
         let users = try options.int("--users") ?? 100
         guard plan.total >= 200, users >= 1 else { throw UsageError("--purchases must be at least 200 and --users at least 1") }
@@ -58,6 +59,8 @@ enum DemoCommand {
             "IAP_GROUP_PREFIX": prefix, "IAP_BUNDLE_ID": bundleId, "IAP_ENVIRONMENT": "Sandbox", "IAP_ROOT_CERTIFICATES": root.path,
             "IAP_CATALOG": catalog.path, "IAP_LOG_LEVEL": "warning", "IAP_SCHEMAS_DIR": schemas.directory ?? "",
             "IAP_SWEEP_INTERVAL": "1", "IAP_CLAW_BACK_DUE_REFUNDS": "false",
+            // A killed worker's partitions move to its replacement once the group stops hearing from it.
+            "KAFKA_SESSION_TIMEOUT_MS": "6000", "KAFKA_HEARTBEAT_INTERVAL_MS": "1000",
         ])
         defer { workers.stopAll() }
         for name in ["iap-verifier", "iap-granter", "iap-finisher"] { try workers.start(name) }
@@ -74,6 +77,18 @@ enum DemoCommand {
         wave.append(malformed)
         for result in await producer.send(contentsOf: wave) { _ = try result.get() }
         say("submitted \(wave.count) messages")
+        var kills = 0
+        if killWorkers {
+            try await waitFor(say, "a third granted", timeout: 300) {
+                let granted = try await store.statistics().purchasesByState[.granted] ?? 0
+                return granted >= plan.unique / 3 ? nil : "granted \(granted)/\(plan.unique / 3)"
+            }
+            for name in ["iap-verifier", "iap-granter", "iap-finisher"] {
+                try workers.killAndRestart(name)
+                kills += 1
+            }
+            say("killed (SIGKILL) and restarted iap-verifier, iap-granter, iap-finisher mid-stream")
+        }
         try await waitFor(say, "all unique purchases granted", timeout: 300) {
             let statistics = try await store.statistics()
             return (statistics.purchasesByState[.granted] ?? 0) == plan.unique ? nil : "granted \(statistics.purchasesByState[.granted] ?? 0)/\(plan.unique)"
@@ -103,8 +118,9 @@ enum DemoCommand {
         await producer.shutdown()
         watcher.stop()
 
-        let books = try await DemoBooks.check(plan: plan, purchases: purchases, store: store, counts: watcher.counts, refunded: refund.transactionId)
-        let summary = books.summary(plan: plan, seconds: elapsed)
+        let books = try await DemoBooks.check(plan: plan, purchases: purchases, store: store, counts: watcher.counts, refunded: refund.transactionId,
+                                              killed: kills > 0)
+        let summary = books.summary(plan: plan, seconds: elapsed, kills: kills)
         if json {
             print(try VerifyCommand.jsonLine(summary))
         } else {

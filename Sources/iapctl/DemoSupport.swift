@@ -34,6 +34,16 @@ final class DemoWorkers: @unchecked Sendable {
         processes.append(process)
     }
 
+    /// Kills a worker with SIGKILL (no shutdown, no commit, as a crash or an OOM kill would) and starts a new one.
+    func killAndRestart(_ name: String) throws {
+        for process in processes where process.isRunning && process.executableURL?.lastPathComponent == name {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        processes.removeAll { !$0.isRunning }
+        try start(name)
+    }
+
     /// SIGTERM, a bounded wait for the graceful shutdown, then SIGKILL.
     func stopAll() {
         for process in processes where process.isRunning { process.terminate() }
@@ -115,6 +125,11 @@ final class DemoWatcher: Sendable {
     struct Counts: Sendable {
         var granted = 0
         var alreadyGranted = 0
+        /// Transactions with any item.granted, and the distinct rejections and dead letters (by ce_id): a
+        /// worker killed after its database commit re-sends the same events when the input is redelivered.
+        var grantedTransactions = Set<String>()
+        var rejectedIDs = Set<String>()
+        var deadLetterIDs = Set<String>()
         var rejected = 0
         var rejectedByReason: [String: Int] = [:]
         var deadLettered = 0
@@ -138,10 +153,13 @@ final class DemoWatcher: Sendable {
                     switch type {
                     case .itemGranted:
                         if fields["alreadyGranted"] == .bool(true) { counts.alreadyGranted += 1 } else { counts.granted += 1 }
+                        counts.grantedTransactions.insert(fields["transactionId"]?.stringValue ?? "")
                     case .purchaseRejected:
+                        guard counts.rejectedIDs.insert(message.header("ce_id") ?? "").inserted else { return }
                         counts.rejected += 1
                         counts.rejectedByReason[fields["reason"]?.stringValue ?? "?", default: 0] += 1
-                    case .deadLetter: counts.deadLettered += 1
+                    case .deadLetter:
+                        if counts.deadLetterIDs.insert(message.header("ce_id") ?? "").inserted { counts.deadLettered += 1 }
                     case .refundDue: counts.refundDue.insert(message.header("ce_id") ?? "")
                     case .transactionFinished: counts.finished.insert(message.header("ce_id") ?? "")
                     default: break

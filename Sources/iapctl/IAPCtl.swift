@@ -17,7 +17,7 @@ enum IAPCtl {
                  [--online-checks] [--appcoins-url URL] [--lines] [FILE|-]
                                         verify store payloads; one JSON verdict each (see `iapctl verify --help`)
           migrate --store URL           apply the purchase store's schema migrations (sqlite:PATH or postgres://…)
-          demo [--brokers HOST:PORT] [--store URL] [--purchases N] [--users N] [--json]
+          demo [--brokers HOST:PORT] [--store URL] [--purchases N] [--users N] [--kill-workers] [--json]
                                         run the four workers on signed purchases and check the books
           bench verify [--seconds N] [--json]
                                         signed-transaction verifications/s beside raw OpenSSL ECDSA verify/s

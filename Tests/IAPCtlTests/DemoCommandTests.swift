@@ -32,3 +32,28 @@ struct DemoCommandTests {
         #expect(summary["finished"] == .integer(178))
     }
 }
+
+extension DemoCommandTests {
+    /// Workers killed with SIGKILL mid-stream and restarted: redelivered inputs are answered again, and the
+    /// books still balance (each purchase granted once, balances exact).
+    @Test func theBooksBalanceWhenWorkersAreKilledMidStream() throws {
+        let servers = try TestServices.requireBrokers()
+        let process = Process()
+        process.executableURL = VerifyCommandTests.binary
+        process.arguments = ["demo", "--brokers", servers, "--purchases", "200", "--users", "20", "--kill-workers", "--json"]
+        process.environment = ProcessInfo.processInfo.environment.merging(
+            ["IAP_SCHEMAS_DIR": TestServices.packageRoot.appendingPathComponent("schemas").path]) { _, new in new }
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        let summary = try #require(text.split(separator: "\n").last.flatMap { JSONValue.parse(Array($0.utf8))?.objectValue }, "\(text)")
+        #expect(process.terminationStatus == 0, "\(text)")
+        #expect(summary["violations"] == .array([]))
+        #expect(summary["workersKilled"] == .integer(3))
+        #expect(summary["finished"] == .integer(178))
+        #expect(summary["refundDue"] == .integer(2))
+    }
+}
