@@ -16,6 +16,12 @@ enum IAPCtl {
           verify [--kind KIND] [--root FILE]... [--bundle-id ID] [--environment ENV] [--app-apple-id N]
                  [--online-checks] [--appcoins-url URL] [--lines] [FILE|-]
                                         verify store payloads; one JSON verdict each (see `iapctl verify --help`)
+          submit --store appstore|appcoins --kind signedTransaction|appReceipt|appcoinsPurchase --user USER
+                 [--package P --sku S] [--source client|server|restore] [FILE|-]
+                                        wrap a raw payload into a purchase.submitted event and publish it
+          produce --topic T [FILE|-]    publish JSON lines, each checked against the topic's schema first
+          tail --topic T [--from-beginning] [--max N]
+                                        print events as they arrive, one JSON line each
           migrate --store URL           apply the purchase store's schema migrations (sqlite:PATH or postgres://…)
           demo [--brokers HOST:PORT] [--store URL] [--purchases N] [--users N] [--kill-workers] [--json]
                                         run the four workers on signed purchases and check the books
@@ -46,6 +52,12 @@ enum IAPCtl {
                     return 0
                 }
                 return try await VerifyCommand.run(rest)
+            case "submit":
+                return try await ProduceCommands.submit(rest)
+            case "produce":
+                return try await ProduceCommands.produce(rest)
+            case "tail":
+                return try await ProduceCommands.tail(rest)
             case "migrate":
                 return try await MigrateCommand.run(rest)
             case "demo":

@@ -26,7 +26,7 @@ enum VerifyCommand {
             throw UsageError("--kind must be one of \(Kind.allCases.map(\.rawValue).joined(separator: ", ")), got '\(kindName)'")
         }
         guard options.positional.count <= 1 else { throw UsageError("verify takes at most one input file") }
-        let input = try readInput(options.positional.first ?? "-")
+        let input = try readCommandInput(options.positional.first ?? "-")
         let payloads = options.flags.contains("--lines")
             ? input.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             : [input.trimmingCharacters(in: .whitespacesAndNewlines)]
@@ -38,18 +38,6 @@ enum VerifyCommand {
             print(try jsonLine(.object(verdict)))
         }
         return allVerified ? 0 : 1
-    }
-
-    private static func readInput(_ path: String) throws -> String {
-        let data: Data
-        if path == "-" {
-            data = FileHandle.standardInput.readDataToEndOfFile()
-        } else {
-            guard let contents = FileManager.default.contents(atPath: path) else { throw UsageError("cannot read \(path)") }
-            data = contents
-        }
-        guard let text = String(data: data, encoding: .utf8) else { throw UsageError("input is not UTF-8") }
-        return text
     }
 
     private typealias Verify = @Sendable (String) async -> [String: JSONValue]

@@ -1,0 +1,123 @@
+import Foundation
+import JSON
+import JSONSchema
+import Kafka
+import PurchaseEvents
+import Synchronization
+
+/// `iapctl submit`, `iapctl produce` and `iapctl tail`: feeding the pipeline and watching it by hand.
+enum ProduceCommands {
+    /// `submit --store S --kind K --user U [--package P --sku S] [FILE|-]`: wraps a raw payload (JWS,
+    /// base64 receipt, or AppCoins purchase token) into a `purchase.submitted` event and publishes it.
+    static func submit(_ arguments: [String]) async throws -> Int32 {
+        let options = try CommandOptions(arguments, valued: ["--store", "--kind", "--user", "--package", "--sku", "--source",
+                                                             "--brokers", "--kafka", "--topic-prefix"])
+        guard let store = options.string("--store").flatMap(Store.init(rawValue:)) else { throw UsageError("submit: --store appstore|appcoins") }
+        guard let kind = options.string("--kind").flatMap(SubmissionKind.init(rawValue:)) else {
+            throw UsageError("submit: --kind signedTransaction|appReceipt|appcoinsPurchase")
+        }
+        guard let user = options.string("--user"), !user.isEmpty else { throw UsageError("submit: --user is required") }
+        let source = try options.string("--source").map { text -> SubmissionSource in
+            guard let source = SubmissionSource(rawValue: text) else { throw UsageError("--source must be client, server or restore") }
+            return source
+        } ?? .server
+        let payload = try readCommandInput(options.positional.first ?? "-").trimmingCharacters(in: .whitespacesAndNewlines)
+        var submission = PurchaseSubmitted(store: store, kind: kind, userId: user, submittedAt: Date(), source: source,
+                                           submissionId: UUID().uuidString.lowercased())
+        switch kind {
+        case .signedTransaction: submission.signedTransaction = payload
+        case .appReceipt: submission.receipt = payload
+        case .appcoinsPurchase:
+            guard let package = options.string("--package"), let sku = options.string("--sku") else {
+                throw UsageError("submit: an AppCoins purchase needs --package and --sku (the input is the purchase token)")
+            }
+            submission.appcoins = .init(packageName: package, sku: sku, purchaseToken: payload)
+        }
+        let codec = EventCodec(schemas: try JSONSchemaRegistry.eventSchemas(), source: "/iapctl", topicPrefix: options.string("--topic-prefix") ?? "")
+        let message = try codec.message(submission, time: Date())
+        // Never publish what the pipeline would dead-letter.
+        let violations = codec.schemas.validate(JSONValue.parse(Array(message.value ?? Data())) ?? .null, against: EventType.purchaseSubmitted.schemaID)
+        guard violations.isEmpty else { throw UsageError("submit: the event would be invalid: \(violations.map(\.description).joined(separator: "; "))") }
+        let producer = try KafkaProducer(configuration: .init(kafka: try options.kafkaConfiguration()))
+        let report = try await producer.send(message)
+        await producer.shutdown()
+        print("published \(submission.eventID) to \(report.topic)[\(report.partition)]@\(report.offset)")
+        return 0
+    }
+
+    /// `produce --topic T [FILE|-]`: publishes JSON lines, each validated against the topic's schema first;
+    /// invalid lines are reported with their number and reason and not published. Exit 1 if any was invalid.
+    static func produce(_ arguments: [String]) async throws -> Int32 {
+        let options = try CommandOptions(arguments, valued: ["--topic", "--brokers", "--kafka", "--topic-prefix"])
+        let prefix = options.string("--topic-prefix") ?? ""
+        guard let topic = options.string("--topic") else { throw UsageError("produce: --topic is required") }
+        guard let type = EventType.allCases.first(where: { prefix + $0.topic == topic }) else {
+            throw UsageError("produce: \(topic) is not one of the pipeline's topics (\(EventType.allCases.map { prefix + $0.topic }.joined(separator: ", ")))")
+        }
+        let schemas = try JSONSchemaRegistry.eventSchemas()
+        var messages: [KafkaProducerMessage] = []
+        var invalid = 0
+        for (number, line) in try readCommandInput(options.positional.first ?? "-").split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let text = line.trimmingCharacters(in: .whitespaces)
+            if text.isEmpty { continue }
+            guard let json = JSONValue.parse(Array(text.utf8)) else {
+                FileHandle.standardError.write(Data("line \(number + 1): not JSON\n".utf8))
+                invalid += 1
+                continue
+            }
+            let violations = schemas.validate(json, against: type.schemaID)
+            guard violations.isEmpty else {
+                FileHandle.standardError.write(Data("line \(number + 1): \(violations.map(\.description).joined(separator: "; "))\n".utf8))
+                invalid += 1
+                continue
+            }
+            let key = json.objectValue?["userId"]?.stringValue
+            messages.append(KafkaProducerMessage(topic: topic, key: key.map { Data($0.utf8) }, value: Data(text.utf8), headers: [
+                KafkaHeader(key: "ce_specversion", string: "1.0"), KafkaHeader(key: "ce_id", string: UUID().uuidString.lowercased()),
+                KafkaHeader(key: "ce_type", string: type.ceType), KafkaHeader(key: "ce_source", string: "/iapctl/produce"),
+                KafkaHeader(key: "ce_time", string: RFC3339.format(Date())), KafkaHeader(key: "ce_dataschema", string: type.schemaID),
+                KafkaHeader(key: "content-type", string: "application/json"),
+            ]))
+        }
+        let producer = try KafkaProducer(configuration: .init(kafka: try options.kafkaConfiguration()))
+        var failed = 0
+        for result in await producer.send(contentsOf: messages) {
+            if case .failure(let error) = result {
+                failed += 1
+                FileHandle.standardError.write(Data("not acknowledged: \(error)\n".utf8))
+            }
+        }
+        await producer.shutdown()
+        print("published \(messages.count - failed), invalid \(invalid), failed \(failed)")
+        return invalid == 0 && failed == 0 ? 0 : 1
+    }
+
+    /// `tail --topic T [--from-beginning] [--max N]`: prints each event as one JSON line with its headers.
+    static func tail(_ arguments: [String]) async throws -> Int32 {
+        let options = try CommandOptions(arguments, valued: ["--topic", "--brokers", "--kafka", "--max"], flags: ["--from-beginning"])
+        guard let topic = options.string("--topic") else { throw UsageError("tail: --topic is required") }
+        let limit = try options.int("--max")
+        var kafka = try options.kafkaConfiguration()
+        kafka["auto.offset.reset"] = options.flags.contains("--from-beginning") ? "earliest" : "latest"
+        let consumer = try KafkaConsumer(configuration: .init(kafka: kafka, groupID: "iapctl-tail-\(UUID().uuidString.prefix(8))", topics: [topic]))
+        let printed = Counter()
+        try await consumer.run { message in
+            var line: [String: JSONValue] = [
+                "topic": .string(message.topic), "partition": .integer(Int64(message.partition)), "offset": .integer(message.offset),
+                "key": message.key.map { .string(String(decoding: $0, as: UTF8.self)) } ?? .null,
+                "headers": .object(Dictionary(message.headers.map { ($0.key, $0.stringValue.map(JSONValue.string) ?? .null) }, uniquingKeysWith: { a, _ in a })),
+            ]
+            line["value"] = message.value.flatMap { JSONValue.parse(Array($0)) } ?? message.value.map { .string("base64:" + $0.base64EncodedString()) } ?? .null
+            // Written straight to the file descriptor: a pipe would otherwise hold lines back in a buffer.
+            FileHandle.standardOutput.write(Data((try VerifyCommand.jsonLine(.object(line)) + "\n").utf8))
+            if let limit, printed.increment() >= limit { consumer.triggerGracefulShutdown() }
+        }
+        return 0
+    }
+}
+
+/// A thread-safe count for handlers.
+final class Counter: Sendable {
+    private let value = Mutex(0)
+    func increment() -> Int { value.withLock { $0 += 1; return $0 } }
+}
