@@ -6,11 +6,11 @@ import TestSupport
 /// `iapctl demo` end to end: the four worker executables as processes on the broker, and the books.
 @Suite(TestServices.broker, .timeLimit(.minutes(8)))
 struct DemoCommandTests {
-    @Test func theBooksBalanceWithTheWorkersAsProcesses() throws {
-        let servers = try TestServices.requireBrokers()
+    /// Runs `iapctl demo --json` with `arguments` on the test broker; returns its exit status and the JSON summary.
+    func demo(_ arguments: [String]) throws -> (status: Int32, summary: [String: JSONValue], output: String) {
         let process = Process()
         process.executableURL = VerifyCommandTests.binary
-        process.arguments = ["demo", "--brokers", servers, "--purchases", "200", "--users", "20", "--json"]
+        process.arguments = ["demo", "--brokers", try TestServices.requireBrokers(), "--json"] + arguments
         process.environment = ProcessInfo.processInfo.environment.merging(
             ["IAP_SCHEMAS_DIR": TestServices.packageRoot.appendingPathComponent("schemas").path]) { _, new in new }
         let output = Pipe()
@@ -20,7 +20,12 @@ struct DemoCommandTests {
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         let summary = try #require(text.split(separator: "\n").last.flatMap { JSONValue.parse(Array($0.utf8))?.objectValue }, "\(text)")
-        #expect(process.terminationStatus == 0, "\(text)")
+        return (process.terminationStatus, summary, text)
+    }
+
+    @Test func theBooksBalanceWithTheWorkersAsProcesses() throws {
+        let (status, summary, text) = try demo(["--purchases", "200", "--users", "20"])
+        #expect(status == 0, "\(text)")
         #expect(summary["violations"] == .array([]))
         // 200 submissions: 10 duplicates, 4 restores, 4 forged, 1 malformed, 2 left unconsumed.
         #expect(summary["granted"] == .integer(181))
@@ -31,26 +36,12 @@ struct DemoCommandTests {
         #expect(summary["revoked"] == .integer(1))
         #expect(summary["finished"] == .integer(178))
     }
-}
 
-extension DemoCommandTests {
     /// Workers killed with SIGKILL mid-stream and restarted: redelivered inputs are answered again, and the
     /// books still balance (each purchase granted once, balances exact).
     @Test func theBooksBalanceWhenWorkersAreKilledMidStream() throws {
-        let servers = try TestServices.requireBrokers()
-        let process = Process()
-        process.executableURL = VerifyCommandTests.binary
-        process.arguments = ["demo", "--brokers", servers, "--purchases", "200", "--users", "20", "--kill-workers", "--json"]
-        process.environment = ProcessInfo.processInfo.environment.merging(
-            ["IAP_SCHEMAS_DIR": TestServices.packageRoot.appendingPathComponent("schemas").path]) { _, new in new }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        let summary = try #require(text.split(separator: "\n").last.flatMap { JSONValue.parse(Array($0.utf8))?.objectValue }, "\(text)")
-        #expect(process.terminationStatus == 0, "\(text)")
+        let (status, summary, text) = try demo(["--purchases", "200", "--users", "20", "--kill-workers"])
+        #expect(status == 0, "\(text)")
         #expect(summary["violations"] == .array([]))
         #expect(summary["workersKilled"] == .integer(3))
         #expect(summary["finished"] == .integer(178))
