@@ -14,22 +14,15 @@ public struct JWSSigner: Sendable {
     public func sign(_ payload: [String: JSONValue], header overrides: [String: JSONValue] = [:]) throws -> String {
         var header: [String: JSONValue] = ["alg": .string("ES256"), "x5c": .array(pki.x5c.map(JSONValue.string))]
         for (key, value) in overrides { header[key] = value == .null ? nil : value }
-        let signingInput = try Self.base64URL(Self.encode(.object(header))) + "." + Self.base64URL(Self.encode(.object(payload)))
+        let signingInput = try Base64URL.encode(Self.encode(.object(header))) + "." + Base64URL.encode(Self.encode(.object(payload)))
         let signature = try pki.leafKey.signES256(Data(signingInput.utf8))
-        return signingInput + "." + Self.base64URL(signature)
+        return signingInput + "." + Base64URL.encode(signature)
     }
 
     static func encode(_ value: JSONValue) throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return try encoder.encode(value)
-    }
-
-    public static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
     }
 }
 

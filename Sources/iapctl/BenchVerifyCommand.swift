@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import JSON
 import StoreFixtures
 import StoreVerification
 
@@ -21,7 +22,7 @@ enum BenchVerifyCommand {
         // Baseline: EVP_DigestVerify (SHA-256 + ECDSA P-256) over the same signing input, DER signature prepared once.
         let parts = jws.split(separator: ".")
         let signingInput = Array("\(parts[0]).\(parts[1])".utf8)
-        let rawSignature = Data(try decodeBase64URL(String(parts[2])))
+        guard let rawSignature = Base64URL.decode(parts[2]) else { throw UsageError("bad base64url signature") }
         guard let der = PublicKey.derSignature(fromRawSignature: rawSignature) else { throw UsageError("cannot convert signature") }
         let key = try pki.leaf.publicKey()
 
@@ -59,12 +60,5 @@ enum BenchVerifyCommand {
             elapsed = clock.now - start
         }
         return Double(calls) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
-    }
-
-    private static func decodeBase64URL(_ text: String) throws -> Data {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        guard let data = Data(base64Encoded: base64) else { throw UsageError("bad base64url") }
-        return data
     }
 }

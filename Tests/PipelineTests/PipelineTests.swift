@@ -70,7 +70,7 @@ struct PipelineTests {
         let server = try HTTPServer(synchronousHandler: { request in
             // Accept only tokens the developer key signed; record each transaction finished.
             guard let token = request.header("authorization")?.dropFirst(7), case let parts = token.split(separator: "."), parts.count == 3,
-                  let signature = base64URL(String(parts[2])), apiPublicKey.verifyES256(message: Data("\(parts[0]).\(parts[1])".utf8), rawSignature: signature)
+                  let signature = Base64URL.decode(parts[2]), apiPublicKey.verifyES256(message: Data("\(parts[0]).\(parts[1])".utf8), rawSignature: signature)
             else { return HTTPResponse(status: 401) }
             finishedByAppStore.withLock { $0.append(String(request.path.split(separator: "/")[3])) }
             return HTTPResponse(status: 200)
@@ -95,12 +95,6 @@ struct PipelineTests {
         }
         return try Pipeline(codec: EventCodec(schemas: schemas, source: "/test/producer", topicPrefix: prefix), store: store,
                             finishedByAppStore: finishedByAppStore, server: server, makeRunner: makeRunner)
-    }
-
-    static func base64URL(_ text: String) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        return Data(base64Encoded: base64)
     }
 
     @Test(arguments: StoreEngine.available)

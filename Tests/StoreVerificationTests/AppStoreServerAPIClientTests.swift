@@ -20,10 +20,10 @@ import TestSupport
             server = try HTTPServer(synchronousHandler: { request in
                 guard let auth = request.header("authorization"), auth.hasPrefix("Bearer ") else { return HTTPResponse(status: 401) }
                 let parts = auth.dropFirst(7).split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-                guard parts.count == 3, let signature = decode(parts[2]),
+                guard parts.count == 3, let signature = Base64URL.decode(parts[2]),
                       publicKey.verifyES256(message: Data("\(parts[0]).\(parts[1])".utf8), rawSignature: signature),
-                      let header = decode(parts[0]).flatMap({ JSONValue.parse(Array($0))?.objectValue }),
-                      let claims = decode(parts[1]).flatMap({ JSONValue.parse(Array($0))?.objectValue }),
+                      let header = Base64URL.decode(parts[0]).flatMap({ JSONValue.parse(Array($0))?.objectValue }),
+                      let claims = Base64URL.decode(parts[1]).flatMap({ JSONValue.parse(Array($0))?.objectValue }),
                       header["alg"] == .string("ES256"), header["kid"] == .string("KEY123"),
                       claims["aud"] == .string("appstoreconnect-v1"), claims["bid"] == .string("com.example.coins"),
                       claims["iss"] == .string("issuer-uuid"),
@@ -39,12 +39,6 @@ import TestSupport
                 return HTTPResponse(status: 200)
             })
         }
-    }
-
-    static func decode(_ segment: String) -> Data? {
-        var base64 = segment.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        return Data(base64Encoded: base64)
     }
 
     func client(_ server: HTTPServer, key: PrivateKey) -> AppStoreServerAPIClient {

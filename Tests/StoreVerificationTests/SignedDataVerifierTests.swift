@@ -91,7 +91,7 @@ import JSON
     @Test func aTamperedPayloadFailsTheSignature() throws {
         let jws = try signedTransaction()
         let parts = jws.split(separator: ".")
-        let forged = JWSSigner.base64URL(try JSONEncoder().encode(JSONValue.object(transactionPayload(productId: "coins.100000"))))
+        let forged = Base64URL.encode(try JSONEncoder().encode(JSONValue.object(transactionPayload(productId: "coins.100000"))))
         let tampered = "\(parts[0]).\(forged).\(parts[2])"
         let rejection = try #require(try verifier().verifyTransaction(tampered).rejection)
         #expect(rejection.reason == .badSignature)
@@ -101,12 +101,11 @@ import JSON
     @Test func aDERSignatureIsRejected() throws {
         let jws = try signedTransaction()
         let parts = jws.split(separator: ".")
-        let base64 = String(parts[2]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        let raw = try #require(Data(base64Encoded: base64 + String(repeating: "=", count: (4 - base64.count % 4) % 4)))
+        let raw = try #require(Base64URL.decode(parts[2]))
         #expect(raw.count == 64)
         // The same r and s, DER-encoded as OpenSSL would produce them.
         let der = Data(DER.sequence([DER.tlv(0x02, unsignedInteger(raw.prefix(32))), DER.tlv(0x02, unsignedInteger(raw.suffix(32)))]))
-        let withDER = "\(parts[0]).\(parts[1]).\(JWSSigner.base64URL(der))"
+        let withDER = "\(parts[0]).\(parts[1]).\(Base64URL.encode(der))"
         #expect(try verifier().verifyTransaction(withDER).rejection?.reason == .badSignature)
     }
 
@@ -133,8 +132,8 @@ import JSON
 
     @Test func unsignedXcodeDataIsAcceptedOnlyByAnXcodeVerifier() throws {
         let payload = transactionPayload(environment: .xcode)
-        let header = JWSSigner.base64URL(Data(#"{"alg":"none"}"#.utf8))
-        let body = JWSSigner.base64URL(try JSONEncoder().encode(JSONValue.object(payload)))
+        let header = Base64URL.encode(Data(#"{"alg":"none"}"#.utf8))
+        let body = Base64URL.encode(try JSONEncoder().encode(JSONValue.object(payload)))
         let unsigned = "\(header).\(body)."
         #expect(try verifier(environment: .xcode, roots: []).verifyTransaction(unsigned).value?.environment == .xcode)
         #expect(try verifier(environment: .production).verifyTransaction(unsigned).rejection?.reason == .unsupportedAlgorithm)

@@ -43,7 +43,7 @@ struct RevocationChecker: Sendable {
     /// POSTs the request and waits, at most `timeout`, for the answer. Blocking: online checks are opt-in
     /// and bounded, and the result is cached with the chain.
     private func post(_ body: Data, to url: URL) -> Result<Data, Rejection> {
-        var request = URLRequest(url: url, timeoutInterval: Double(timeout.components.seconds) + 0.5)
+        var request = URLRequest(url: url, timeoutInterval: timeout.seconds + 0.5)
         request.httpMethod = "POST"
         request.httpBody = body
         request.setValue("application/ocsp-request", forHTTPHeaderField: "Content-Type")
@@ -61,7 +61,7 @@ struct RevocationChecker: Sendable {
             done.signal()
         }
         task.resume()
-        if done.wait(timeout: .now() + .milliseconds(Int(timeout.components.seconds) * 1000 + Int(timeout.components.attoseconds / 1_000_000_000_000_000))) == .timedOut {
+        if done.wait(timeout: .now() + timeout.seconds) == .timedOut {
             task.cancel()
             return .failure(Rejection(.revocationCheckFailed, retryable: true, "OCSP responder did not answer within \(timeout)"))
         }

@@ -2,7 +2,7 @@ import Foundation
 
 /// Base64url without padding (RFC 7515 §2), strictly: any other character, or stray bits in the last
 /// character, is an error.
-enum Base64URL {
+public enum Base64URL {
     private static let table: [UInt8] = {
         var table = [UInt8](repeating: 0xFF, count: 256)
         for (index, character) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8.enumerated() {
@@ -11,7 +11,7 @@ enum Base64URL {
         return table
     }()
 
-    static func decode(_ text: ArraySlice<UInt8>) -> [UInt8]? {
+    public static func decode(_ text: ArraySlice<UInt8>) -> [UInt8]? {
         let count = text.count
         guard count > 0, count % 4 != 1 else { return nil }
         var output = [UInt8]()
@@ -34,7 +34,12 @@ enum Base64URL {
         return output
     }
 
-    static func encode(_ data: Data) -> String {
+    /// The bytes of a base64url string (e.g. one segment of a JWS).
+    public static func decode(_ text: some StringProtocol) -> Data? {
+        decode(ArraySlice(text.utf8)).map { Data($0) }
+    }
+
+    public static func encode(_ data: Data) -> String {
         var text = data.base64EncodedString()
         text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
         while text.hasSuffix("=") { text.removeLast() }
