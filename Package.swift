@@ -23,6 +23,7 @@ let package = Package(
         .library(name: "JSONSchema", targets: ["JSONSchema"]),
         .library(name: "PurchaseStore", targets: ["PurchaseStore"]),
         .library(name: "PurchaseEvents", targets: ["PurchaseEvents"]),
+        .library(name: "Metrics", targets: ["Metrics"]),
         .executable(name: "iapctl", targets: ["iapctl"]),
         .executable(name: "iap-verifier", targets: ["iap-verifier"]),
         .executable(name: "iap-granter", targets: ["iap-granter"]),
@@ -49,6 +50,8 @@ let package = Package(
         .target(name: "StoreFixtures", dependencies: ["Crypto", "JSON", "StoreVerification"]),
         // A small HTTP/1.1 server: health, metrics, webhooks, and stand-in store APIs in tests.
         .target(name: "HTTPServer"),
+        // Prometheus metrics of one process.
+        .target(name: "Metrics"),
         // SQLite and PostgreSQL connections: the only module that touches sqlite3 and libpq.
         .target(name: "Database", dependencies: ["CSQLite", "CLibPQ"]),
         // The purchase store: purchases, ledger, balances, entitlements on SQLite or PostgreSQL.
@@ -56,12 +59,12 @@ let package = Package(
         // The pipeline's events: typed, CloudEvents headers, validated against schemas/.
         .target(name: "PurchaseEvents", dependencies: ["Kafka", "JSON", "JSONSchema", "Crypto"]),
         // Lifecycle of long-running services: signals, graceful shutdown.
-        .target(name: "WorkerRuntime", dependencies: ["Kafka", "PurchaseEvents"]),
+        .target(name: "WorkerRuntime", dependencies: ["Kafka", "PurchaseEvents", "HTTPServer", "Metrics"]),
         // The four stages: verify, grant, finish, sweep.
         .target(name: "Stages", dependencies: ["WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreVerification", "JSON", "JSONSchema", "Crypto"]),
 
         // Start-up shared by the worker executables: settings, wiring, signals.
-        .target(name: "WorkerApp", dependencies: ["Stages", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "StoreVerification",
+        .target(name: "WorkerApp", dependencies: ["Stages", "WorkerRuntime", "Metrics", "HTTPServer", "Kafka", "PurchaseEvents", "PurchaseStore", "StoreVerification",
                                                   "JSON", "JSONSchema", "Crypto"]),
         .executableTarget(name: "iap-verifier", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "iap-granter", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
@@ -78,7 +81,7 @@ let package = Package(
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "StoreVerificationTests", dependencies: ["StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "IAPCtlTests", dependencies: ["iapctl", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "JSON",
+        .testTarget(name: "IAPCtlTests", dependencies: ["iapctl", "Kafka", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "JSON",
                                                         "StoreVerification", "StoreFixtures", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "JSONSchemaTests", dependencies: ["JSONSchema", "JSON", "TestSupport"],
                     exclude: ["schema_check.py"], linkerSettings: rdkafkaLinkerSettings),

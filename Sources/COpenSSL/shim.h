@@ -10,3 +10,4 @@
 #include <openssl/bn.h>
 #include <openssl/ocsp.h>
 #include <openssl/rand.h>
+#include <openssl/hmac.h>

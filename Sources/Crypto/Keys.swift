@@ -165,3 +165,22 @@ public func sha256(_ data: some DataProtocol & ContiguousBytes) -> Data {
     _ = withBytes(data) { base, count in EVP_Digest(base, count, &digest, &length, EVP_sha256(), nil) }
     return Data(digest.prefix(Int(length)))
 }
+
+/// HMAC-SHA-256 of `data` under `key`.
+public func hmacSHA256(key: Data, data: Data) -> Data {
+    var digest = [UInt8](repeating: 0, count: 32)
+    var length: UInt32 = 0
+    _ = key.withUnsafeBytes { keyBytes in
+        data.withUnsafeBytes { dataBytes in
+            HMAC(EVP_sha256(), keyBytes.baseAddress, Int32(keyBytes.count), dataBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), dataBytes.count,
+                 &digest, &length)
+        }
+    }
+    return Data(digest.prefix(Int(length)))
+}
+
+/// Compares two byte strings in time independent of where they differ (for MACs).
+public func constantTimeEquals(_ a: Data, _ b: Data) -> Bool {
+    guard a.count == b.count else { return false }
+    return zip(a, b).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+}

@@ -104,6 +104,13 @@ public final class KafkaConsumer: Sendable {
     /// The partitions currently assigned to this member.
     public var assignment: Set<TopicPartition> { core.assignment }
 
+    /// Consumer lag of each assigned partition (high watermark − committed offset, -1 when unknown), from
+    /// librdkafka's latest statistics. Empty unless `statistics.interval.ms` is set.
+    public var lag: [TopicPartition: Int64] {
+        guard let text = core.client.events.statistics.withLock({ $0 }) else { return [:] }
+        return KafkaStatistics.consumerLag(json: Data(text.utf8), of: core.assignment)
+    }
+
     /// Commits the stored offsets now and waits for the broker.
     public func commit() throws { try core.client.commitStoredOffsets() }
 

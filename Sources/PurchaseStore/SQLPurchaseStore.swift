@@ -281,6 +281,11 @@ public final class SQLPurchaseStore: Sendable {
         }
     }
 
+    /// Succeeds when the database answers (readiness checks).
+    public func ping() async throws {
+        try await executor.run { connection in _ = try connection.query("SELECT 1") }
+    }
+
     public func statistics() async throws -> StoreStatistics {
         try await executor.run { connection in
             var byState: [PurchaseState: Int] = [:]

@@ -1,5 +1,7 @@
 import Crypto
 import Foundation
+import HTTPServer
+import Metrics
 import JSON
 import JSONSchema
 import Kafka
@@ -9,39 +11,87 @@ import Stages
 import StoreVerification
 import WorkerRuntime
 
-/// What the worker executables share: settings, start-up, and running the stage until SIGTERM/SIGINT.
+/// What the executables share: settings, start-up, the operations endpoints, and running services
+/// until SIGTERM/SIGINT.
 public enum WorkerApp {
-    public static let commonSettings: [Setting] = [
+    /// Settings of every executable.
+    public static let processSettings: [Setting] = [
         Setting("--config", env: "IAP_CONFIG", help: "a file of NAME=value lines (the environment names below)"),
         Setting("--brokers", env: "KAFKA_BOOTSTRAP_SERVERS", help: "Kafka bootstrap servers, host:port[,host:port]"),
-        Setting("--store", env: "IAP_STORE_URL", default: "sqlite:iap-pipeline.sqlite",
-                help: "purchase store: sqlite:PATH or postgres://user@host:port/db?sslmode=… (password from PGPASSWORD or ~/.pgpass)"),
         Setting("--topic-prefix", env: "IAP_TOPIC_PREFIX", default: "", help: "prefix of every topic name"),
-        Setting("--group-prefix", env: "IAP_GROUP_PREFIX", default: "iap-", help: "prefix of consumer group ids (group = prefix + stage)"),
         Setting("--schemas-dir", env: "IAP_SCHEMAS_DIR", help: "directory of the event schemas (found next to the build or in /usr/share/iap-pipeline/schemas)"),
         Setting("--log-level", env: "IAP_LOG_LEVEL", default: "info", help: "debug, info, warning or error"),
         Setting("--shutdown-timeout", env: "IAP_SHUTDOWN_TIMEOUT", default: "30", help: "seconds to finish in-flight work on SIGTERM"),
+        Setting("--http-host", env: "IAP_HTTP_HOST", default: "0.0.0.0", help: "address of the HTTP endpoints (/metrics, /healthz, /readyz)"),
     ]
 
-    /// Everything a worker needs, resolved from its settings.
-    public struct Environment: Sendable {
+    /// Settings of the four workers (on top of `processSettings`).
+    public static let workerSettings: [Setting] = [
+        Setting("--http-port", env: "IAP_HTTP_PORT", help: "serve /metrics, /healthz and /readyz on this port (off when unset; 0 picks a free port)"),
+        Setting("--store", env: "IAP_STORE_URL", default: "sqlite:iap-pipeline.sqlite",
+                help: "purchase store: sqlite:PATH or postgres://user@host:port/db?sslmode=… (password from PGPASSWORD or ~/.pgpass)"),
+        Setting("--group-prefix", env: "IAP_GROUP_PREFIX", default: "iap-", help: "prefix of consumer group ids (group = prefix + stage)"),
+        Setting("--statistics-interval", env: "IAP_STATISTICS_INTERVAL", default: "5",
+                help: "seconds between librdkafka statistics (consumer lag in /metrics); 0 turns them off"),
+    ]
+
+    /// What every executable resolves from its settings.
+    public struct ProcessEnvironment: Sendable {
+        public let command: String
         public let settings: Settings
         public let kafka: KafkaConfiguration
         public let schemas: JSONSchemaRegistry
-        public let store: SQLPurchaseStore
         public let logger: Logger
+        public let metrics: MetricsRegistry
         public let shutdownTimeout: Duration
         public let topicPrefix: String
+
+        /// An event codec whose events name `/iap-pipeline/<component>` as their source.
+        public func codec(component: String) -> EventCodec {
+            EventCodec(schemas: schemas, source: "/iap-pipeline/\(component)", topicPrefix: topicPrefix)
+        }
+    }
+
+    /// What a process runs: its services, when it is ready, and (for `iap-ingest`) its HTTP API.
+    public struct Launch: Sendable {
+        public var services: [any Service]
+        public var readiness: @Sendable () async -> Readiness
+        /// The HTTP port (when the executable serves one) and the routes besides /metrics, /healthz and /readyz.
+        public var http: (port: UInt16, configuration: HTTPServer.Configuration, routes: OperationsServer.Routes?)?
+
+        public init(services: [any Service], readiness: @escaping @Sendable () async -> Readiness,
+                    http: (port: UInt16, configuration: HTTPServer.Configuration, routes: OperationsServer.Routes?)? = nil) {
+            self.services = services
+            self.readiness = readiness
+            self.http = http
+        }
+    }
+
+    /// Everything a worker needs, resolved from its settings.
+    public struct Environment: Sendable {
+        public let process: ProcessEnvironment
+        public let store: SQLPurchaseStore
         public let groupPrefix: String
 
+        public var settings: Settings { process.settings }
+        public var kafka: KafkaConfiguration { process.kafka }
+        public var schemas: JSONSchemaRegistry { process.schemas }
+        public var logger: Logger { process.logger }
+        public var metrics: MetricsRegistry { process.metrics }
+
         public func context(stage: String) -> StageContext {
-            StageContext(codec: EventCodec(schemas: schemas, source: "/iap-pipeline/\(stage)", topicPrefix: topicPrefix), logger: logger)
+            StageContext(codec: process.codec(component: stage), logger: logger)
         }
 
         public func runner(for stage: any MessageStage) throws -> StageRunner {
+            let logger = self.logger
+            var kafka = self.kafka
+            if kafka["statistics.interval.ms"] == nil, let seconds = try settings.seconds("--statistics-interval") {
+                kafka["statistics.interval.ms"] = String(Int(seconds * 1000))
+            }
             let consumer = try KafkaConsumer(configuration: .init(
-                kafka: kafka, groupID: groupPrefix + stage.name, topics: stage.topics, shutdownTimeout: shutdownTimeout,
-                onEvent: { [logger] event in
+                kafka: kafka, groupID: groupPrefix + stage.name, topics: stage.topics, shutdownTimeout: process.shutdownTimeout,
+                onEvent: { event in
                     switch event {
                     case .assigned(let partitions): logger.info("partitions assigned", ["partitions": partitions.map(\.description).joined(separator: ",")])
                     case .revoked(let partitions): logger.info("partitions revoked", ["partitions": partitions.map(\.description).joined(separator: ",")])
@@ -49,18 +99,47 @@ public enum WorkerApp {
                     case .error(let error): logger.warning("kafka", ["error": error.description])
                     }
                 }))
-            let producer = try KafkaProducer(configuration: .init(kafka: kafka))
-            return StageRunner(stage: stage, consumer: consumer, producer: producer,
-                               codec: EventCodec(schemas: schemas, source: "/iap-pipeline/\(stage.name)", topicPrefix: topicPrefix), logger: logger)
+            let producer = try KafkaProducer(configuration: .init(kafka: self.kafka))
+            return StageRunner(stage: stage, consumer: consumer, producer: producer, codec: process.codec(component: stage.name), logger: logger,
+                               metrics: metrics)
         }
     }
 
-    /// Parses settings, checks librdkafka, opens the store (migrating it), then runs `body`'s services
-    /// until SIGTERM/SIGINT. Exit codes: 0 after a graceful shutdown, 1 on a runtime failure, 2 on a
-    /// configuration error (the message names the setting).
+    /// Runs a worker: opens the store (migrating it), then `body`'s services with the operations
+    /// endpoints when `--http-port` is set. Ready when every stage has partitions and the store answers.
     public static func main(command: String, summary: String, settings definitions: [Setting],
                             body: @escaping @Sendable (Environment) async throws -> [any Service]) async -> Int32 {
-        let all = commonSettings + definitions
+        await launch(command: command, summary: summary, settings: workerSettings + definitions) { process in
+            let store = try SQLPurchaseStore(url: try process.settings.required("--store"))
+            let applied = try await store.migrate()
+            process.logger.info("store opened", ["store": store.location, "migrationsApplied": applied.map(String.init).joined(separator: ",")])
+            let environment = Environment(process: process, store: store, groupPrefix: process.settings.string("--group-prefix") ?? "iap-")
+            let services = try await body(environment)
+            StoreMetrics.register(store: store, metrics: process.metrics)
+            let runners = services.compactMap { $0 as? StageRunner }
+            ConsumerMetrics.register(runners: runners, metrics: process.metrics)
+            let readiness: @Sendable () async -> Readiness = {
+                if let idle = runners.first(where: { $0.kafkaConsumer.assignment.isEmpty }) {
+                    return .notReady("no partitions assigned to \(idle.kafkaConsumer.groupID)")
+                }
+                do { try await store.ping() } catch { return .notReady("store unreachable: \(error)") }
+                return .ready
+            }
+            var launch = Launch(services: services, readiness: readiness)
+            if let port = try process.settings.int("--http-port") {
+                guard (0...65535).contains(port) else { throw SettingsError("--http-port (IAP_HTTP_PORT) must be 0–65535, got \(port)") }
+                launch.http = (UInt16(port), HTTPServer.Configuration(host: process.settings.string("--http-host") ?? "0.0.0.0",
+                                                                      maxBodyBytes: 0, maxConnections: 32), nil)
+            }
+            return launch
+        }
+    }
+
+    /// Parses settings, checks librdkafka, runs `body`'s launch until SIGTERM/SIGINT. Exit codes: 0 after a
+    /// graceful shutdown, 1 on a runtime failure, 2 on a configuration error (the message names the setting).
+    public static func launch(command: String, summary: String, settings definitions: [Setting],
+                              body: @escaping @Sendable (ProcessEnvironment) async throws -> Launch) async -> Int32 {
+        let all = processSettings + definitions
         do {
             try KafkaLibrary.requireSupportedVersion()
             let settings = try Settings(arguments: Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment,
@@ -81,16 +160,25 @@ public enum WorkerApp {
             if let brokers = settings.string("--brokers") { kafka.bootstrapServers = brokers }
             try kafka.apply(settings: settings.kafkaSettings)
             guard kafka.bootstrapServers?.isEmpty == false else { throw SettingsError("--brokers (KAFKA_BOOTSTRAP_SERVERS) is required") }
-            let schemas = try JSONSchemaRegistry.eventSchemas(directory: settings.string("--schemas-dir"))
-            let store = try SQLPurchaseStore(url: try settings.required("--store"))
-            let applied = try await store.migrate()
-            logger.info("started", ["librdkafka": KafkaLibrary.version, "store": store.location, "migrationsApplied": applied.map(String.init).joined(separator: ",")])
-            let environment = Environment(
-                settings: settings, kafka: kafka, schemas: schemas, store: store, logger: logger,
+            let process = ProcessEnvironment(
+                command: command, settings: settings, kafka: kafka,
+                schemas: try JSONSchemaRegistry.eventSchemas(directory: settings.string("--schemas-dir")), logger: logger, metrics: MetricsRegistry(),
                 shutdownTimeout: .milliseconds(Int64((try settings.seconds("--shutdown-timeout") ?? 30) * 1000)),
-                topicPrefix: settings.string("--topic-prefix") ?? "", groupPrefix: settings.string("--group-prefix") ?? "iap-")
-            let services = try await body(environment)
-            try await ServiceGroup(services: services).run()
+                topicPrefix: settings.string("--topic-prefix") ?? "")
+            var launch = try await body(process)
+            if let http = launch.http, !launch.services.isEmpty {
+                var configuration = http.configuration
+                configuration.port = http.port
+                let server: OperationsServer
+                do {
+                    server = try OperationsServer(configuration: configuration, metrics: process.metrics, readiness: launch.readiness, routes: http.routes)
+                } catch { throw SettingsError("--http-port (IAP_HTTP_PORT): \(error)") }
+                launch.services.append(server)
+                logger.info("http endpoints", ["port": Int(server.port), "host": configuration.host])
+            }
+            logger.info("started", ["librdkafka": KafkaLibrary.version])
+            // Nothing to run (e.g. `iap-sweeper --once`): done.
+            if !launch.services.isEmpty { try await ServiceGroup(services: launch.services).run() }
             logger.info("stopped")
             return 0
         } catch {

@@ -1,5 +1,6 @@
 import Foundation
 import Kafka
+import Metrics
 import PurchaseEvents
 import Synchronization
 
@@ -54,17 +55,32 @@ public final class StageRunner: Service {
     private let logger: Logger
     private let configuration: Configuration
     private let stopping = Mutex(false)
-    /// Counters for metrics and tests.
+    /// Counters for tests: `handled`, `deadLettered`, `retries`.
     public let counters = Mutex<[String: Int]>([:])
+    /// `iap_messages_total`, `iap_retries_total`, `iap_dead_letters_total`, `iap_handler_duration_seconds`, `iap_in_flight_messages`.
+    public let metrics: MetricsRegistry
+    /// The consumer, e.g. for its assignment (readiness) and lag (metrics).
+    public var kafkaConsumer: KafkaConsumer { consumer }
 
     public init(stage: any MessageStage, consumer: KafkaConsumer, producer: KafkaProducer, codec: EventCodec, logger: Logger,
-                configuration: Configuration = Configuration()) {
+                configuration: Configuration = Configuration(), metrics: MetricsRegistry = MetricsRegistry()) {
         self.stage = stage
         self.consumer = consumer
         self.producer = producer
         self.codec = codec
         self.logger = logger
         self.configuration = configuration
+        self.metrics = metrics
+        Self.declareMetrics(metrics)
+    }
+
+    /// The runner's metric families (declared by every stage, so that dashboards find them at zero).
+    public static func declareMetrics(_ metrics: MetricsRegistry) {
+        metrics.declare("iap_messages_total", .counter, help: "Input messages done, by stage and outcome (handled, deadLettered).")
+        metrics.declare("iap_retries_total", .counter, help: "Transient failures retried, by stage.")
+        metrics.declare("iap_dead_letters_total", .counter, help: "Messages dead-lettered, by stage and reason.")
+        metrics.declare("iap_handler_duration_seconds", .histogram, help: "Time from taking a message to its outputs acknowledged, retries included.")
+        metrics.declare("iap_in_flight_messages", .gauge, help: "Messages being handled now.")
     }
 
     public func run() async throws {
@@ -85,6 +101,13 @@ public final class StageRunner: Service {
     private struct Interrupted: Error {}
 
     private func process(_ message: KafkaMessage) async throws {
+        let labels = ["stage": stage.name]
+        let started = ContinuousClock.now
+        metrics.increment("iap_in_flight_messages", labels)
+        defer {
+            metrics.increment("iap_in_flight_messages", labels, by: -1)
+            metrics.observe("iap_handler_duration_seconds", labels, Double((ContinuousClock.now - started).nanosecondsTotal) / 1e9)
+        }
         var attempt = 0
         while true {
             do {
@@ -134,7 +157,7 @@ public final class StageRunner: Service {
             logger.error("dead letter refused; publishing it without the original bytes", ["error": error.description])
             try await publish([try codec.message(letter.stripped, time: Date())])
         }
-        count("deadLettered")
+        count("deadLettered", reason: reason)
         logger.warning("dead-lettered", ["topic": message.topic, "partition": message.partition, "offset": message.offset, "reason": reason])
     }
 
@@ -154,9 +177,18 @@ public final class StageRunner: Service {
         }
     }
 
-    private func count(_ name: String) { counters.withLock { $0[name, default: 0] += 1 } }
+    private func count(_ name: String, reason: String? = nil) {
+        counters.withLock { $0[name, default: 0] += 1 }
+        switch name {
+        case "retries": metrics.increment("iap_retries_total", ["stage": stage.name])
+        default:
+            metrics.increment("iap_messages_total", ["stage": stage.name, "outcome": name])
+            if let reason { metrics.increment("iap_dead_letters_total", ["stage": stage.name, "reason": reason]) }
+        }
+    }
 }
 
 extension Duration {
     var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
+    var nanosecondsTotal: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
 }

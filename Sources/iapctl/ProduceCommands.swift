@@ -33,14 +33,17 @@ enum ProduceCommands {
             }
             submission.appcoins = .init(packageName: package, sku: sku, purchaseToken: payload)
         }
-        let codec = EventCodec(schemas: try JSONSchemaRegistry.eventSchemas(), source: "/iapctl", topicPrefix: options.string("--topic-prefix") ?? "")
-        let message = try codec.message(submission, time: Date())
-        // Never publish what the pipeline would dead-letter.
-        let violations = codec.schemas.validate(JSONValue.parse(Array(message.value ?? Data())) ?? .null, against: EventType.purchaseSubmitted.schemaID)
-        guard violations.isEmpty else { throw UsageError("submit: the event would be invalid: \(violations.map(\.description).joined(separator: "; "))") }
-        let producer = try KafkaProducer(configuration: .init(kafka: try options.kafkaConfiguration()))
-        let report = try await producer.send(message)
-        await producer.shutdown()
+        let publisher = try EventPublisher(codec: EventCodec(schemas: try JSONSchemaRegistry.eventSchemas(), source: "/iapctl",
+                                                             topicPrefix: options.string("--topic-prefix") ?? ""),
+                                       kafka: try options.kafkaConfiguration())
+        let report: KafkaDeliveryReport
+        do {
+            // Never publish what the pipeline would dead-letter.
+            report = try await publisher.publish(submission)
+        } catch let invalid as EventPublisher.InvalidEvent {
+            throw UsageError("submit: \(invalid)")
+        }
+        await publisher.shutdown()
         print("published \(submission.eventID) to \(report.topic)[\(report.partition)]@\(report.offset)")
         return 0
     }

@@ -21,6 +21,8 @@ final class RDKafkaEvents: Sendable {
     let deliveries = Mutex<[Delivery]>([])
     let errors = Mutex<[KafkaError]>([])
     let rebalanceHandler = Mutex<RebalanceHandler?>(nil)
+    /// The latest statistics JSON (emitted every `statistics.interval.ms`; none when that is 0).
+    let statistics = Mutex<String?>(nil)
 
     func drainDeliveries() -> [Delivery] { deliveries.withLock { swap(&$0, []) } }
     func drainErrors() -> [KafkaError] { errors.withLock { swap(&$0, []) } }
@@ -78,6 +80,7 @@ final class RDKafkaClient: @unchecked Sendable {
         // The events box outlives the handle: the client holds it and destroys the handle first.
         rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(events).toOpaque())
         rd_kafka_conf_set_error_cb(conf, errorCallback)
+        rd_kafka_conf_set_stats_cb(conf, statisticsCallback)
         switch kind {
         case .producer:
             rd_kafka_conf_set_dr_msg_cb(conf, deliveryCallback)
@@ -141,6 +144,15 @@ private func errorCallback(
     let err = rd_kafka_resp_err_t(code)
     let error = KafkaError.rdKafka(.connection, err, context: reason.map { String(cString: $0) })
     events.errors.withLock { $0.append(error) }
+}
+
+private func statisticsCallback(
+    _ handle: OpaquePointer?, _ json: UnsafeMutablePointer<CChar>?, _ length: Int, _ opaque: UnsafeMutableRawPointer?
+) -> Int32 {
+    guard let json, let events = events(from: opaque) else { return 0 }
+    let text = String(decoding: UnsafeRawBufferPointer(start: json, count: length), as: UTF8.self)
+    events.statistics.withLock { $0 = text }
+    return 0 // librdkafka frees the JSON.
 }
 
 private func rebalanceCallback(

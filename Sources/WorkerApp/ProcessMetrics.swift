@@ -1,0 +1,49 @@
+import Foundation
+import Metrics
+import PurchaseStore
+import WorkerRuntime
+
+/// Purchases by state and the age of the oldest unfinished one, read from the store at each scrape.
+/// The age is the signal that matters for the 24 h deadline: it should stay well below it.
+enum StoreMetrics {
+    static func register(store: SQLPurchaseStore, metrics: MetricsRegistry) {
+        metrics.declare("iap_purchases", .gauge, help: "Purchases in the store, by state.")
+        metrics.declare("iap_oldest_unfinished_purchase_age_seconds", .gauge,
+                        help: "Age of the oldest purchase verified or granted but not finished (0 when none).")
+        metrics.declare("iap_store_up", .gauge, help: "1 when the last read of the store succeeded.")
+        metrics.addCollector { metrics in
+            do {
+                let statistics = try await store.statistics()
+                for state in PurchaseState.allCases {
+                    metrics.set("iap_purchases", ["state": state.rawValue], to: Double(statistics.purchasesByState[state] ?? 0))
+                }
+                metrics.set("iap_oldest_unfinished_purchase_age_seconds",
+                            to: statistics.oldestUnfinishedPurchase.map { max(0, Date().timeIntervalSince($0)) } ?? 0)
+                metrics.set("iap_store_up", to: 1)
+            } catch {
+                // Keep the last values; the outage itself is the series to alert on.
+                metrics.set("iap_store_up", to: 0)
+            }
+        }
+    }
+}
+
+/// Consumer lag per assigned partition, from librdkafka's statistics.
+enum ConsumerMetrics {
+    static func register(runners: [StageRunner], metrics: MetricsRegistry) {
+        guard !runners.isEmpty else { return }
+        metrics.declare("iap_consumer_lag", .gauge, help: "Messages not yet consumed per assigned partition (-1 until known).")
+        metrics.declare("iap_assigned_partitions", .gauge, help: "Partitions assigned to this process, by consumer group.")
+        metrics.addCollector { metrics in
+            metrics.reset("iap_consumer_lag")
+            for runner in runners {
+                let consumer = runner.kafkaConsumer
+                metrics.set("iap_assigned_partitions", ["group": consumer.groupID], to: Double(consumer.assignment.count))
+                for (partition, lag) in consumer.lag {
+                    metrics.set("iap_consumer_lag", ["group": consumer.groupID, "topic": partition.topic, "partition": String(partition.partition)],
+                                to: Double(lag))
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import HTTPServer
+import Metrics
+import Synchronization
+
+/// Whether a process can do its work now, with the reason when it cannot.
+public struct Readiness: Sendable {
+    public let isReady: Bool
+    public let reason: String
+    public static let ready = Readiness(isReady: true, reason: "ready")
+    public static func notReady(_ reason: String) -> Readiness { Readiness(isReady: false, reason: reason) }
+}
+
+/// The operations endpoints of every executable, as a `Service`:
+/// `GET /metrics` (Prometheus text), `GET /healthz` (the process answers), `GET /readyz` (200 when
+/// `readiness` says ready, else 503 with the reason). Other requests go to `routes` when given
+/// (`iap-ingest` serves its API on the same port), else 404.
+public final class OperationsServer: Service {
+    public typealias Routes = @Sendable (HTTPRequest) async -> HTTPResponse?
+
+    private let server: HTTPServer
+    private let stopped = Mutex<(done: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    /// The port it listens on (useful with port 0).
+    public var port: UInt16 { server.port }
+
+    /// Binds now, so that a port in use fails at start with a clear message.
+    public init(configuration: HTTPServer.Configuration, metrics: MetricsRegistry, readiness: @escaping @Sendable () async -> Readiness,
+                routes: Routes? = nil) throws {
+        server = try HTTPServer(configuration: configuration) { request in
+            switch (request.method, request.path) {
+            case ("GET", "/metrics"):
+                return HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: await metrics.render())
+            case ("GET", "/healthz"):
+                return HTTPResponse(status: 200, contentType: "text/plain", body: "ok\n")
+            case ("GET", "/readyz"):
+                let state = await readiness()
+                return HTTPResponse(status: state.isReady ? 200 : 503, contentType: "text/plain", body: state.reason + "\n")
+            default:
+                if let routes, let response = await routes(request) { return response }
+                return HTTPResponse(status: 404, contentType: "text/plain", body: "not found\n")
+            }
+        }
+    }
+
+    public func run() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumeNow = stopped.withLock { state -> Bool in
+                if state.done { return true }
+                state.waiter = continuation
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+        server.shutdown()
+    }
+
+    public func triggerGracefulShutdown() {
+        let waiter = stopped.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.done = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+}

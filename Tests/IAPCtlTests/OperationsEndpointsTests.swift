@@ -1,0 +1,85 @@
+import Foundation
+import Kafka
+import StoreFixtures
+import Testing
+import TestSupport
+
+/// `/metrics`, `/healthz` and `/readyz` of a running worker executable, scraped over HTTP.
+@Suite(TestServices.broker, .timeLimit(.minutes(3)))
+struct OperationsEndpointsTests {
+    @Test func aRunningVerifierServesHealthReadinessAndMetricsThatMove() async throws {
+        let servers = try TestServices.requireBrokers()
+        let prefix = "ops\(UUID().uuidString.prefix(6).lowercased())."
+        let topics = ["iap.purchase.submitted", "iap.store.notification", "iap.purchase.verified", "iap.purchase.rejected", "iap.deadletter"]
+        #expect(try VerifyCommandTests.run(["topics", "create"] + topics.map { prefix + $0 } + ["--partitions", "1", "--brokers", servers], input: "").status == 0)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ops-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let pki = try TestPKI.make()
+        let root = directory.appendingPathComponent("root.pem")
+        try Data(pki.root.pemRepresentation.utf8).write(to: root)
+
+        let verifier = try ExecutableProcess("iap-verifier", [
+            "--brokers", servers, "--store", "sqlite:" + directory.appendingPathComponent("store.sqlite").path, "--topic-prefix", prefix,
+            "--bundle-id", "com.example.coins", "--environment", "Sandbox", "--root", root.path,
+            "--http-port", "0", "--http-host", "127.0.0.1", "--statistics-interval", "1", "--shutdown-timeout", "5",
+        ])
+        let base = "http://127.0.0.1:\(try await verifier.httpPort())"
+        #expect(try await httpRequest(base + "/healthz").status == 200)
+        try await waitUntil("ready (partitions assigned, store reachable)") { try await httpRequest(base + "/readyz").status == 200 }
+
+        var metrics = try await httpRequest(base + "/metrics")
+        #expect(metrics.status == 200)
+        for family in ["iap_messages_total counter", "iap_retries_total counter", "iap_dead_letters_total counter",
+                       "iap_handler_duration_seconds histogram", "iap_in_flight_messages gauge", "iap_consumer_lag gauge",
+                       "iap_purchases gauge", "iap_oldest_unfinished_purchase_age_seconds gauge"] {
+            #expect(metrics.body.contains("# TYPE \(family)"), "declares \(family)")
+        }
+        #expect(metrics.body.contains("iap_purchases{state=\"verified\"} 0"))
+
+        // One valid purchase and one message that is not an event.
+        let jws = try JWSSigner(pki: pki).sign(AppStorePayloads.transaction(transactionId: "7001", productId: "coins.100", bundleId: "com.example.coins"))
+        #expect(try VerifyCommandTests.run(["submit", "--store", "appstore", "--kind", "signedTransaction", "--user", "u-1",
+                                            "--topic-prefix", prefix, "--brokers", servers], input: jws).status == 0)
+        let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
+        _ = try await producer.send(KafkaProducerMessage(topic: prefix + "iap.purchase.submitted", key: Data("u-2".utf8), value: Data("not json".utf8)))
+        await producer.shutdown()
+
+        try await waitUntil("the metrics show both messages") {
+            metrics = try await httpRequest(base + "/metrics")
+            return metrics.body.contains("iap_messages_total{outcome=\"handled\",stage=\"verifier\"} 1")
+                && metrics.body.contains("iap_messages_total{outcome=\"deadLettered\",stage=\"verifier\"} 1")
+                && metrics.body.contains("iap_consumer_lag{group=\"iap-verifier\",partition=\"0\",topic=\"\(prefix)iap.purchase.submitted\"} 0")
+        }
+        #expect(metrics.body.contains("iap_purchases{state=\"verified\"} 1"))
+        #expect(metrics.body.contains("iap_handler_duration_seconds_count{stage=\"verifier\"} 2"))
+        #expect(metrics.body.contains("iap_in_flight_messages{stage=\"verifier\"} 0"))
+        #expect(metrics.body.range(of: #"iap_dead_letters_total\{reason="[A-Za-z]+",stage="verifier"\} 1"#, options: .regularExpression) != nil)
+        let age = metrics.body.split(separator: "\n").first { $0.hasPrefix("iap_oldest_unfinished_purchase_age_seconds ") }
+            .flatMap { Double($0.split(separator: " ")[1]) }
+        #expect((age ?? 0) > 0, "the verified purchase is unfinished")
+
+        // A malformed request gets an error; the endpoints keep answering.
+        #expect(try await rawHTTP(port: Int(base.split(separator: ":").last!)!, "GARBAGE\r\n\r\n").hasPrefix("HTTP/1.1 400"))
+        #expect(try await httpRequest(base + "/nothing-here").status == 404)
+        #expect(try await httpRequest(base + "/healthz").status == 200)
+        #expect(!verifier.log.contains { $0.contains(jws) }, "payloads are never logged")
+        #expect(try await verifier.terminate() == 0)
+    }
+}
+
+/// Sends raw bytes and returns what the server answers.
+func rawHTTP(port: Int, _ text: String) async throws -> String {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(descriptor) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = UInt16(port).bigEndian
+    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
+    let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    guard connected == 0 else { return "" }
+    _ = text.withCString { send(descriptor, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    let count = recv(descriptor, &buffer, buffer.count, 0)
+    return count > 0 ? String(decoding: buffer[0..<count], as: UTF8.self) : ""
+}

@@ -1,0 +1,92 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+
+/// A built executable of this package running as a child process, its standard error collected line by line
+/// (the JSON log), stopped with SIGTERM (or killed) by the test.
+public final class ExecutableProcess {
+    public let process: Process
+    private let errorLines = Locked<[String]>([])
+
+    /// `.build/debug/<name>`.
+    public static func binary(_ name: String) -> URL { TestServices.packageRoot.appendingPathComponent(".build/debug/\(name)") }
+
+    public init(_ name: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+        let process = Process()
+        process.executableURL = Self.binary(name)
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        let pipe = Pipe()
+        process.standardError = pipe
+        process.standardOutput = FileHandle.nullDevice
+        let lines = errorLines
+        let pending = Locked(Data())
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let chunk = handle.availableData
+            if chunk.isEmpty { handle.readabilityHandler = nil; return }
+            let complete = pending.withLock { buffer -> [String] in
+                buffer.append(chunk)
+                var found: [String] = []
+                while let newline = buffer.firstIndex(of: 10) {
+                    found.append(String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self))
+                    buffer = Data(buffer[(newline + 1)...])
+                }
+                return found
+            }
+            lines.withLock { $0.append(contentsOf: complete) }
+        }
+        try process.run()
+        self.process = process
+    }
+
+    /// The log so far.
+    public var log: [String] { errorLines.withLock { $0 } }
+
+    /// Waits for a log line containing `text` and returns it.
+    public func waitForLog(_ text: String, timeout: Duration = .seconds(60)) async throws -> String {
+        var found: String?
+        try await waitUntil("\(process.executableURL?.lastPathComponent ?? "process") logs '\(text)'", timeout: timeout) {
+            found = log.first { $0.contains(text) }
+            return found != nil || !process.isRunning
+        }
+        guard let found else { throw ProcessExited(log: log, status: process.terminationStatus) }
+        return found
+    }
+
+    /// The port from the `http endpoints` log line.
+    public func httpPort() async throws -> Int {
+        let line = try await waitForLog("\"http endpoints\"")
+        guard let data = line.data(using: .utf8), let object = try JSONSerialization.jsonObject(with: data) as? [String: Any],
+              let port = object["port"] as? Int else { throw ProcessExited(log: log, status: -1) }
+        return port
+    }
+
+    /// SIGTERM, then waits for the exit; returns the status.
+    @discardableResult
+    public func terminate(timeout: Duration = .seconds(60)) async throws -> Int32 {
+        if process.isRunning { process.terminate() }
+        try await waitUntil("the process exits", timeout: timeout) { !process.isRunning }
+        return process.terminationStatus
+    }
+
+    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+
+    public struct ProcessExited: Error, CustomStringConvertible {
+        public let log: [String]
+        public let status: Int32
+        public var description: String { "process exited (\(status)); log:\n" + log.suffix(20).joined(separator: "\n") }
+    }
+}
+
+/// One HTTP exchange over a real connection.
+public func httpRequest(_ url: String, method: String = "GET", body: Data? = nil, headers: [String: String] = [:]) async throws -> (status: Int, body: String) {
+    var request = URLRequest(url: URL(string: url)!)
+    request.httpMethod = method
+    request.httpBody = body
+    request.timeoutInterval = 30
+    for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+    let (data, response) = try await URLSession.shared.data(for: request)
+    return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+}
