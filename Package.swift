@@ -29,6 +29,7 @@ let package = Package(
         .executable(name: "iap-granter", targets: ["iap-granter"]),
         .executable(name: "iap-finisher", targets: ["iap-finisher"]),
         .executable(name: "iap-sweeper", targets: ["iap-sweeper"]),
+        .executable(name: "iap-ingest", targets: ["iap-ingest"]),
     ],
     targets: [
         // C libraries from Debian, through pkg-config.
@@ -63,13 +64,17 @@ let package = Package(
         // The four stages: verify, grant, finish, sweep.
         .target(name: "Stages", dependencies: ["WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreVerification", "JSON", "JSONSchema", "Crypto"]),
 
+        // iap-ingest's API: store webhooks and client submissions to events.
+        .target(name: "Ingest", dependencies: ["Crypto", "HTTPServer", "JSON", "Kafka", "Metrics", "PurchaseEvents", "WorkerRuntime"]),
+
         // Start-up shared by the worker executables: settings, wiring, signals.
-        .target(name: "WorkerApp", dependencies: ["Stages", "WorkerRuntime", "Metrics", "HTTPServer", "Kafka", "PurchaseEvents", "PurchaseStore", "StoreVerification",
+        .target(name: "WorkerApp", dependencies: ["Ingest", "Stages", "WorkerRuntime", "Metrics", "HTTPServer", "Kafka", "PurchaseEvents", "PurchaseStore", "StoreVerification",
                                                   "JSON", "JSONSchema", "Crypto"]),
         .executableTarget(name: "iap-verifier", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "iap-granter", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "iap-finisher", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "iap-sweeper", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
+        .executableTarget(name: "iap-ingest", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(
             name: "iapctl",
             dependencies: ["Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents", "PurchaseStore", "StoreVerification",
@@ -81,7 +86,7 @@ let package = Package(
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "StoreVerificationTests", dependencies: ["StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "IAPCtlTests", dependencies: ["iapctl", "Kafka", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "JSON",
+        .testTarget(name: "IAPCtlTests", dependencies: ["iapctl", "Kafka", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "JSON",
                                                         "StoreVerification", "StoreFixtures", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "JSONSchemaTests", dependencies: ["JSONSchema", "JSON", "TestSupport"],
                     exclude: ["schema_check.py"], linkerSettings: rdkafkaLinkerSettings),

@@ -93,6 +93,9 @@ public final class HTTPServer: Sendable {
 
     deinit { shutdown() }
 
+    /// Connections being served now.
+    public var activeConnections: Int { state.withLock { $0.connections } }
+
     /// Stops accepting; connections in progress finish.
     public func shutdown() {
         let wasRunning = state.withLock { state -> Bool in
@@ -122,11 +125,16 @@ public final class HTTPServer: Sendable {
                 close(connection)
                 continue
             }
-            // Socket reads block: they run on dispatch threads, never on Swift's cooperative pool.
-            DispatchQueue.global().async { [self] in
+            // Socket reads block, and an async handler's answer is awaited by blocking: each connection gets a
+            // thread of its own (at most `maxConnections`). Not a dispatch queue: on Linux Swift's tasks run on
+            // the dispatch pool, so connections blocked there would starve the very handlers they wait for.
+            let thread = Thread { [self] in
                 serve(connection)
                 state.withLock { $0.connections -= 1 }
             }
+            thread.stackSize = 512 * 1024
+            thread.name = "http-connection"
+            thread.start()
         }
     }
 

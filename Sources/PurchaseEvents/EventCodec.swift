@@ -65,6 +65,12 @@ public struct EventCodec: Sendable {
         guard message.header("ce_type") == Event.type.ceType else {
             return .failure(Invalid(reason: "wrongEventType", detail: "ce_type '\(message.header("ce_type") ?? "")', expected \(Event.type.ceType)"))
         }
+        return decodeBody(value, as: Event.self)
+    }
+
+    /// Decodes and validates a message body (JSON, without the Kafka headers) as `Event`: UTF-8, JSON at most
+    /// 128 levels deep, the event's schema, then the typed model.
+    public func decodeBody<Event: PipelineEvent>(_ value: Data, as: Event.Type) -> Result<Event, Invalid> {
         guard String(validating: value, as: UTF8.self) != nil else { return .failure(Invalid(reason: "invalidUTF8", detail: "value is not UTF-8")) }
         guard let json = JSONValue.parse(value) else {
             return .failure(Invalid(reason: "invalidJSON", detail: "value is not JSON (or nests deeper than 128 levels)"))

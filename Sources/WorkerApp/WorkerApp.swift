@@ -58,12 +58,16 @@ public enum WorkerApp {
         public var readiness: @Sendable () async -> Readiness
         /// The HTTP port (when the executable serves one) and the routes besides /metrics, /healthz and /readyz.
         public var http: (port: UInt16, configuration: HTTPServer.Configuration, routes: OperationsServer.Routes?)?
+        /// Runs after every service has stopped (e.g. flushing a producer the HTTP routes used).
+        public var afterStop: (@Sendable () async -> Void)?
 
         public init(services: [any Service], readiness: @escaping @Sendable () async -> Readiness,
-                    http: (port: UInt16, configuration: HTTPServer.Configuration, routes: OperationsServer.Routes?)? = nil) {
+                    http: (port: UInt16, configuration: HTTPServer.Configuration, routes: OperationsServer.Routes?)? = nil,
+                    afterStop: (@Sendable () async -> Void)? = nil) {
             self.services = services
             self.readiness = readiness
             self.http = http
+            self.afterStop = afterStop
         }
     }
 
@@ -179,6 +183,7 @@ public enum WorkerApp {
             logger.info("started", ["librdkafka": KafkaLibrary.version])
             // Nothing to run (e.g. `iap-sweeper --once`): done.
             if !launch.services.isEmpty { try await ServiceGroup(services: launch.services).run() }
+            await launch.afterStop?()
             logger.info("stopped")
             return 0
         } catch {

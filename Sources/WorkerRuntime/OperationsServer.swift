@@ -53,6 +53,11 @@ public final class OperationsServer: Service {
             if resumeNow { continuation.resume() }
         }
         server.shutdown()
+        // Requests in progress get their answers (each is bounded by the read timeout and the handler's own limits).
+        let deadline = ContinuousClock.now + .seconds(30)
+        while server.activeConnections > 0, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20)) // cancellation only ends the wait early
+        }
     }
 
     public func triggerGracefulShutdown() {

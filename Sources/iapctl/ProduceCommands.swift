@@ -95,15 +95,24 @@ enum ProduceCommands {
         return invalid == 0 && failed == 0 ? 0 : 1
     }
 
-    /// `tail --topic T [--from-beginning] [--max N]`: prints each event as one JSON line with its headers.
+    /// `tail --topic T [--from-beginning] [--max N] [--timeout SECONDS]`: prints each event as one JSON line with its
+    /// headers; stops after N events or after the timeout (exit 1 if fewer than N arrived by then).
     static func tail(_ arguments: [String]) async throws -> Int32 {
-        let options = try CommandOptions(arguments, valued: ["--topic", "--brokers", "--kafka", "--max"], flags: ["--from-beginning"])
+        let options = try CommandOptions(arguments, valued: ["--topic", "--brokers", "--kafka", "--max", "--timeout"], flags: ["--from-beginning"])
         guard let topic = options.string("--topic") else { throw UsageError("tail: --topic is required") }
         let limit = try options.int("--max")
         var kafka = try options.kafkaConfiguration()
         kafka["auto.offset.reset"] = options.flags.contains("--from-beginning") ? "earliest" : "latest"
         let consumer = try KafkaConsumer(configuration: .init(kafka: kafka, groupID: "iapctl-tail-\(UUID().uuidString.prefix(8))", topics: [topic]))
         let printed = Counter()
+        let timedOut = Mutex(false)
+        if let seconds = try options.int("--timeout") {
+            Task {
+                try await Task.sleep(for: .seconds(seconds))
+                timedOut.withLock { $0 = true }
+                consumer.triggerGracefulShutdown()
+            }
+        }
         try await consumer.run { message in
             var line: [String: JSONValue] = [
                 "topic": .string(message.topic), "partition": .integer(Int64(message.partition)), "offset": .integer(message.offset),
@@ -115,6 +124,10 @@ enum ProduceCommands {
             FileHandle.standardOutput.write(Data((try VerifyCommand.jsonLine(.object(line)) + "\n").utf8))
             if let limit, printed.increment() >= limit { consumer.triggerGracefulShutdown() }
         }
+        if timedOut.withLock({ $0 }), let limit, printed.current < limit {
+            FileHandle.standardError.write(Data("tail: timed out before \(limit) events\n".utf8))
+            return 1
+        }
         return 0
     }
 }
@@ -123,4 +136,5 @@ enum ProduceCommands {
 final class Counter: Sendable {
     private let value = Mutex(0)
     func increment() -> Int { value.withLock { $0 += 1; return $0 } }
+    var current: Int { value.withLock { $0 } }
 }

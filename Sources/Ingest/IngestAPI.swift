@@ -1,0 +1,170 @@
+import Crypto
+import Foundation
+import HTTPServer
+import JSON
+import Kafka
+import Metrics
+import PurchaseEvents
+import Synchronization
+import WorkerRuntime
+
+/// `iap-ingest`'s HTTP API: turns store webhooks and client submissions into pipeline events.
+///
+/// - `POST /v1/appstore/notifications` takes App Store Server Notifications V2 (`{"signedPayload": "…"}`)
+///   and publishes a `store.notification` event; 200 once the broker acknowledged it.
+/// - `POST /v1/purchases` takes a `purchase.submitted` body (`submittedAt` and `source` may be left out)
+///   and publishes it; 202 once the broker acknowledged it (verification follows in `iap-verifier`).
+///
+/// It verifies nothing itself, but never publishes an event its schema refuses (400 with the reason).
+/// When the broker does not acknowledge in time it answers 503: the caller retries (Apple does for days),
+/// and because `ce_id` is derived from the content, a retry of an event that did arrive after all is
+/// recognisably the same event.
+public final class IngestAPI: Sendable {
+    public struct Configuration: Sendable {
+        /// When set, `POST /v1/purchases` requires `X-IAP-Signature: sha256=<hex HMAC-SHA-256 of the body>`.
+        public var clientSecret: Data?
+
+        public init(clientSecret: Data? = nil) { self.clientSecret = clientSecret }
+    }
+
+    public static let signatureHeader = "x-iap-signature"
+
+    private let configuration: Configuration
+    private let publisher: EventPublisher
+    private let logger: Logger
+    private let metrics: MetricsRegistry
+    private let lastFailure = Mutex<ContinuousClock.Instant?>(nil)
+
+    public init(configuration: Configuration, publisher: EventPublisher, logger: Logger, metrics: MetricsRegistry) {
+        self.configuration = configuration
+        self.publisher = publisher
+        self.logger = logger
+        self.metrics = metrics
+        metrics.declare("iap_ingest_requests_total", .counter, help: "Requests to the ingest API, by route and status.")
+        metrics.declare("iap_ingest_request_duration_seconds", .histogram, help: "Time to answer, broker acknowledgement included, by route.")
+    }
+
+    /// The API's routes; nil for paths it does not serve.
+    public func route(_ request: HTTPRequest) async -> HTTPResponse? {
+        let route: String
+        switch request.path {
+        case "/v1/appstore/notifications": route = "notifications"
+        case "/v1/purchases": route = "purchases"
+        default: return nil
+        }
+        let started = ContinuousClock.now
+        let response: HTTPResponse
+        if request.method != "POST" {
+            response = Self.error(405, "methodNotAllowed", "use POST")
+        } else if route == "notifications" {
+            response = await notification(request)
+        } else {
+            response = await submission(request)
+        }
+        metrics.increment("iap_ingest_requests_total", ["route": route, "status": String(response.status)])
+        let elapsed = ContinuousClock.now - started
+        metrics.observe("iap_ingest_request_duration_seconds", ["route": route],
+                        Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        return response
+    }
+
+    /// Whether the last publish failed for a broker reason within the last 10 seconds.
+    public var recentlyFailed: Bool {
+        lastFailure.withLock { $0.map { ContinuousClock.now - $0 < .seconds(10) } ?? false }
+    }
+
+    private func notification(_ request: HTTPRequest) async -> HTTPResponse {
+        guard let body = JSONValue.parse(request.body)?.objectValue else {
+            return Self.error(400, "invalidJSON", "the body must be a JSON object (at most 128 levels deep)")
+        }
+        guard let payload = body["signedPayload"]?.stringValue else {
+            return Self.error(400, "missingSignedPayload", "expected {\"signedPayload\": \"<JWS>\"}")
+        }
+        guard Self.looksLikeCompactJWS(payload) else {
+            return Self.error(400, "malformedSignedPayload", "signedPayload is not a compact JWS (three base64url segments)")
+        }
+        return await publish(StoreNotificationReceived(signedPayload: payload, receivedAt: Date()), status: 200)
+    }
+
+    private func submission(_ request: HTTPRequest) async -> HTTPResponse {
+        if let secret = configuration.clientSecret {
+            guard let header = request.header(Self.signatureHeader), header.hasPrefix("sha256="),
+                  let given = Data(hex: String(header.dropFirst("sha256=".count))),
+                  constantTimeEquals(given, hmacSHA256(key: secret, data: request.body)) else {
+                return Self.error(401, "badSignature", "\(Self.signatureHeader) must be sha256=<hex HMAC-SHA-256 of the body>")
+            }
+        }
+        guard var body = JSONValue.parse(request.body)?.objectValue else {
+            return Self.error(400, "invalidJSON", "the body must be a JSON object (at most 128 levels deep)")
+        }
+        // What a client cannot know or need not say: filled in here, then the whole checked against the schema.
+        if body["submittedAt"] == nil { body["submittedAt"] = .string(RFC3339.format(Date())) }
+        if body["source"] == nil { body["source"] = .string(SubmissionSource.client.rawValue) }
+        let encoded: Data
+        do { encoded = try JSONEncoder().encode(JSONValue.object(body)) } catch {
+            return Self.error(400, "invalidJSON", "\(error)")
+        }
+        switch publisher.codec.decodeBody(encoded, as: PurchaseSubmitted.self) {
+        case .failure(let invalid): return Self.error(400, invalid.reason, invalid.detail)
+        case .success(let submission): return await publish(submission, status: 202)
+        }
+    }
+
+    private func publish<Event: PipelineEvent>(_ event: Event, status: Int) async -> HTTPResponse {
+        do {
+            let report = try await publisher.publish(event)
+            return Self.json(status, ["id": .string(event.eventID), "topic": .string(report.topic),
+                                      "partition": .integer(Int64(report.partition)), "offset": .integer(report.offset)])
+        } catch let invalid as EventPublisher.InvalidEvent {
+            return Self.error(400, "schemaViolation", invalid.violations.prefix(5).joined(separator: "; "))
+        } catch {
+            lastFailure.withLock { $0 = .now }
+            logger.warning("not acknowledged by the broker", ["eventId": event.eventID, "error": "\(error)"])
+            var response = Self.error(503, "brokerUnavailable", "the event was not acknowledged; retry (the same content keeps the same id)")
+            response.headers["Retry-After"] = "5"
+            return response
+        }
+    }
+
+    static func looksLikeCompactJWS(_ text: String) -> Bool {
+        let segments = text.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        return segments.count == 3 && segments.allSatisfy { segment in
+            !segment.isEmpty && segment.allSatisfy { byte in
+                (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39) || byte == 0x2D || byte == 0x5F
+            }
+        }
+    }
+
+    static func error(_ status: Int, _ reason: String, _ detail: String) -> HTTPResponse {
+        json(status, ["error": .string(reason), "detail": .string(detail)])
+    }
+
+    static func json(_ status: Int, _ object: [String: JSONValue]) -> HTTPResponse {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let body = (try? encoder.encode(JSONValue.object(object))) ?? Data("{}".utf8) // encoding strings and integers cannot fail
+        return HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: body)
+    }
+}
+
+extension Data {
+    /// Bytes from hexadecimal text; nil if it is not.
+    init?(hex: String) {
+        var bytes: [UInt8] = []
+        var iterator = hex.utf8.makeIterator()
+        while let high = iterator.next() {
+            guard let low = iterator.next(), let h = Self.nibble(high), let l = Self.nibble(low) else { return nil }
+            bytes.append(h << 4 | l)
+        }
+        self.init(bytes)
+    }
+
+    private static func nibble(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case 0x30...0x39: byte - 0x30
+        case 0x61...0x66: byte - 0x61 + 10
+        case 0x41...0x46: byte - 0x41 + 10
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,57 @@
+import Foundation
+import HTTPServer
+import Ingest
+import Kafka
+import PurchaseEvents
+import WorkerRuntime
+
+extension Workers {
+    /// `iap-ingest`: the HTTP bridge from store webhooks and client submissions to the pipeline's topics.
+    public static func ingest() async -> Int32 {
+        let settings = [
+            Setting("--http-port", env: "IAP_HTTP_PORT", default: "8080", help: "port of the API and of /metrics, /healthz, /readyz (0 picks a free port)"),
+            Setting("--max-body-bytes", env: "IAP_INGEST_MAX_BODY_BYTES", default: "262144", help: "larger bodies are answered 413"),
+            Setting("--max-connections", env: "IAP_INGEST_MAX_CONNECTIONS", default: "256", help: "connections served at once; more are answered 503"),
+            Setting("--publish-timeout", env: "IAP_PUBLISH_TIMEOUT", default: "10",
+                    help: "seconds to wait for the broker's acknowledgement before answering 503 (librdkafka message.timeout.ms)"),
+            Setting("--client-secret-file", env: "IAP_INGEST_CLIENT_SECRET_FILE",
+                    help: "file with the shared secret for X-IAP-Signature on /v1/purchases (or IAP_INGEST_CLIENT_SECRET); unset: no signature required"),
+        ]
+        return await WorkerApp.launch(command: "iap-ingest", summary: "Publishes App Store notifications and client submissions as pipeline events.",
+                                      settings: settings) { process in
+            var kafka = process.kafka
+            if kafka["message.timeout.ms"] == nil, let seconds = try process.settings.seconds("--publish-timeout") {
+                guard seconds > 0 else { throw SettingsError("--publish-timeout (IAP_PUBLISH_TIMEOUT) must be positive") }
+                kafka["message.timeout.ms"] = String(Int(seconds * 1000))
+            }
+            var secret: Data?
+            if let path = process.settings.string("--client-secret-file") {
+                guard let contents = FileManager.default.contents(atPath: path) else { throw SettingsError("--client-secret-file: cannot read \(path)") }
+                secret = Data(String(decoding: contents, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+            } else if let value = ProcessInfo.processInfo.environment["IAP_INGEST_CLIENT_SECRET"], !value.isEmpty {
+                secret = Data(value.utf8)
+            }
+            if secret?.isEmpty == true { throw SettingsError("--client-secret-file (IAP_INGEST_CLIENT_SECRET_FILE): the secret is empty") }
+            guard let port = try process.settings.int("--http-port"), (0...65535).contains(port) else {
+                throw SettingsError("--http-port (IAP_HTTP_PORT) must be 0–65535")
+            }
+            guard let maxBody = try process.settings.int("--max-body-bytes"), maxBody > 0,
+                  let maxConnections = try process.settings.int("--max-connections"), maxConnections > 0 else {
+                throw SettingsError("--max-body-bytes and --max-connections must be positive")
+            }
+            let publisher = try EventPublisher(codec: process.codec(component: "ingest"), kafka: kafka)
+            let api = IngestAPI(configuration: .init(clientSecret: secret), publisher: publisher, logger: process.logger, metrics: process.metrics)
+            let probe = try BrokerProbe(kafka: process.kafka)
+            let readiness: @Sendable () async -> Readiness = {
+                let broker = probe.status
+                if !broker.reachable { return .notReady("broker unreachable: \(broker.detail)") }
+                if api.recentlyFailed { return .notReady("a publish was not acknowledged in the last 10 s") }
+                return .ready
+            }
+            let http = HTTPServer.Configuration(host: process.settings.string("--http-host") ?? "0.0.0.0", maxBodyBytes: maxBody,
+                                                maxConnections: maxConnections)
+            return WorkerApp.Launch(services: [probe], readiness: readiness, http: (UInt16(port), http, { await api.route($0) }),
+                                    afterStop: { await publisher.shutdown() })
+        }
+    }
+}

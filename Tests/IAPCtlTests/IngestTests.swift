@@ -1,0 +1,165 @@
+import Crypto
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import JSON
+import StoreFixtures
+import Testing
+import TestSupport
+
+/// `iap-ingest` as a process, over real HTTP, against the broker.
+@Suite(TestServices.broker, .timeLimit(.minutes(5)))
+struct IngestTests {
+    /// A started `iap-ingest` on fresh topics.
+    struct Running {
+        let process: ExecutableProcess
+        let base: String
+        let prefix: String
+        let servers: String
+
+        init(brokers: String? = nil, _ extra: [String] = []) async throws {
+            servers = try TestServices.requireBrokers()
+            prefix = "ing\(UUID().uuidString.prefix(6).lowercased())."
+            if brokers == nil {
+                #expect(try VerifyCommandTests.run(["topics", "create", prefix + "iap.store.notification", prefix + "iap.purchase.submitted",
+                                                    "--partitions", "2", "--brokers", servers], input: "").status == 0)
+            }
+            process = try ExecutableProcess("iap-ingest", ["--brokers", brokers ?? servers, "--topic-prefix", prefix, "--http-port", "0",
+                                                           "--http-host", "127.0.0.1"] + extra)
+            base = "http://127.0.0.1:\(try await process.httpPort())"
+        }
+
+        /// The events on a topic, as `iapctl tail` prints them.
+        func events(_ topic: String, count: Int) throws -> [[String: JSONValue]] {
+            try VerifyCommandTests.run(["tail", "--topic", prefix + topic, "--from-beginning", "--max", String(count), "--timeout", "90",
+                                            "--brokers", servers], input: "")
+                .lines.compactMap { JSONValue.parse(Array($0.utf8))?.objectValue }
+        }
+    }
+
+    static func notificationBody(_ pki: TestPKI) throws -> (body: Data, payload: String) {
+        let payload = try JWSSigner(pki: pki).sign(AppStorePayloads.notification(type: .consumptionRequest, bundleId: "com.example.coins", appAppleId: nil,
+                                                                                 signedTransactionInfo: nil))
+        return (Data(try JSONEncoder().encode(JSONValue.object(["signedPayload": .string(payload)]))), payload)
+    }
+
+    @Test func notificationsAndSubmissionsBecomeEventsAndBadRequestsAreAnsweredWithReasons() async throws {
+        let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("ingest-secret-\(UUID().uuidString)")
+        try Data("s3cret\n".utf8).write(to: secretFile)
+        defer { try? FileManager.default.removeItem(at: secretFile) }
+        let ingest = try await Running(["--client-secret-file", secretFile.path, "--max-body-bytes", "8192"])
+        try await waitUntil("ready") { try await httpRequest(ingest.base + "/readyz").status == 200 }
+
+        let pki = try TestPKI.make()
+        let notification = try Self.notificationBody(pki)
+        let first = try await httpRequest(ingest.base + "/v1/appstore/notifications", method: "POST", body: notification.body)
+        #expect(first.status == 200, "\(first.body)")
+        let id = JSONValue.parse(Array(first.body.utf8))?.objectValue?["id"]?.stringValue
+        let retry = try await httpRequest(ingest.base + "/v1/appstore/notifications", method: "POST", body: notification.body)
+        #expect(retry.status == 200)
+        #expect(JSONValue.parse(Array(retry.body.utf8))?.objectValue?["id"]?.stringValue == id, "Apple's retry carries the same id")
+
+        let events = try ingest.events("iap.store.notification", count: 2)
+        #expect(events.count == 2)
+        for event in events {
+            #expect(event["value"]?.objectValue?["signedPayload"]?.stringValue == notification.payload)
+            #expect(event["headers"]?.objectValue?["ce_type"] == .string("iap.store.notification.v1"))
+            #expect(event["headers"]?.objectValue?["ce_id"]?.stringValue == id)
+        }
+
+        // Bad requests: each answered with a reason, nothing published.
+        let bad: [(String, Data, Int, String)] = [
+            ("/v1/appstore/notifications", Data("{not json".utf8), 400, "invalidJSON"),
+            ("/v1/appstore/notifications", Data(#"{"payload":"a.b.c"}"#.utf8), 400, "missingSignedPayload"),
+            ("/v1/appstore/notifications", Data(#"{"signedPayload":"a.b"}"#.utf8), 400, "malformedSignedPayload"),
+            ("/v1/appstore/notifications", Data(String(repeating: "[", count: 10_000).utf8), 413, "larger than"),
+            ("/v1/appstore/notifications", Data(String(repeating: "[", count: 5_000).utf8), 400, "invalidJSON"),
+        ]
+        for (path, body, status, reason) in bad {
+            let answer = try await httpRequest(ingest.base + path, method: "POST", body: body)
+            #expect(answer.status == status, "\(path) \(answer.body)")
+            #expect(answer.body.contains(reason))
+        }
+        #expect(try await httpRequest(ingest.base + "/v1/appstore/notifications").status == 405)
+
+        // Client submissions: signed with the shared secret, else 401.
+        let submission = Data(#"{"store":"appstore","kind":"signedTransaction","signedTransaction":"\#(try JWSSigner(pki: pki).sign(AppStorePayloads.transaction(transactionId: "9", productId: "coins.100", bundleId: "com.example.coins")))","userId":"u-1","submissionId":"0f8fad5b-d9cb-469f-a165-70867728950e"}"#.utf8)
+        func signature(_ body: Data) -> String { "sha256=" + hmacSHA256(key: Data("s3cret".utf8), data: body).map { String(format: "%02x", $0) }.joined() }
+        #expect(try await httpRequest(ingest.base + "/v1/purchases", method: "POST", body: submission).status == 401)
+        #expect(try await httpRequest(ingest.base + "/v1/purchases", method: "POST", body: submission,
+                                      headers: ["X-IAP-Signature": signature(submission + Data(" ".utf8))]).status == 401)
+        let accepted = try await httpRequest(ingest.base + "/v1/purchases", method: "POST", body: submission, headers: ["X-IAP-Signature": signature(submission)])
+        #expect(accepted.status == 202, "\(accepted.body)")
+        let invalid = Data(#"{"store":"appstore","kind":"signedTransaction","userId":"u-1"}"#.utf8)
+        let refused = try await httpRequest(ingest.base + "/v1/purchases", method: "POST", body: invalid, headers: ["X-IAP-Signature": signature(invalid)])
+        #expect(refused.status == 400)
+        #expect(refused.body.contains("schemaViolation"))
+        let submitted = try ingest.events("iap.purchase.submitted", count: 1)
+        #expect(submitted.first?["value"]?.objectValue?["source"] == .string("client"), "filled in")
+        #expect(submitted.first?["headers"]?.objectValue?["ce_id"] == .string("submitted:0f8fad5b-d9cb-469f-a165-70867728950e"))
+        #expect(submitted.first?["key"] == .string("u-1"))
+
+        let metrics = try await httpRequest(ingest.base + "/metrics").body
+        #expect(metrics.contains(#"iap_ingest_requests_total{route="notifications",status="200"} 2"#))
+        #expect(metrics.contains(#"iap_ingest_requests_total{route="purchases",status="401"} 2"#))
+        #expect(!ingest.process.log.contains { $0.contains("s3cret") || $0.contains(notification.payload) }, "no secret or payload in the log")
+        #expect(try await ingest.process.terminate() == 0)
+    }
+
+    @Test func anUnreachableBrokerIsAnswered503AndNotReady() async throws {
+        let ingest = try await Running(brokers: "127.0.0.1:1", ["--publish-timeout", "2"])
+        let notification = try Self.notificationBody(try TestPKI.make())
+        let answer = try await httpRequest(ingest.base + "/v1/appstore/notifications", method: "POST", body: notification.body)
+        #expect(answer.status == 503, "\(answer.body)")
+        #expect(answer.body.contains("brokerUnavailable"))
+        let ready = try await httpRequest(ingest.base + "/readyz")
+        #expect(ready.status == 503)
+        #expect(try await httpRequest(ingest.base + "/healthz").status == 200, "alive, only not ready")
+        #expect(try await ingest.process.terminate() == 0)
+    }
+
+    @Test func aThousandConcurrentNotificationsAreEachOnTheTopicUnderOneId() async throws {
+        let ingest = try await Running()
+        try await waitUntil("ready") { try await httpRequest(ingest.base + "/readyz").status == 200 }
+        let pki = try TestPKI.make()
+        let bodies = try (0..<1_000).map { _ in try Self.notificationBody(pki) }
+        let configuration = URLSessionConfiguration.default
+        configuration.httpMaximumConnectionsPerHost = 1_000
+        configuration.timeoutIntervalForRequest = 60
+        let session = URLSession(configuration: configuration)
+        let url = URL(string: ingest.base + "/v1/appstore/notifications")!
+        // Like Apple, a caller retries until it gets a 200.
+        let answers = try await withThrowingTaskGroup(of: (payload: String, id: String?, attempts: Int).self) { group in
+            for notification in bodies {
+                group.addTask {
+                    var request = URLRequest(url: url)
+                    request.httpMethod = "POST"
+                    request.httpBody = notification.body
+                    for attempt in 1...20 {
+                        if let (data, response) = try? await session.data(for: request), (response as? HTTPURLResponse)?.statusCode == 200 {
+                            return (notification.payload, JSONValue.parse(Array(data))?.objectValue?["id"]?.stringValue, attempt)
+                        }
+                        try await Task.sleep(for: .milliseconds(50 * attempt))
+                    }
+                    return (notification.payload, nil, 20)
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(answers.allSatisfy { $0.id != nil }, "every notification was acknowledged in the end")
+        // A 503 for "busy" published nothing, so exactly one event per notification is expected.
+        let events = try ingest.events("iap.store.notification", count: answers.count)
+        let retried = answers.filter { $0.attempts > 1 }.count
+        print("1,000 concurrent notifications: \(retried) needed a retry")
+        var idsByPayload: [String: Set<String>] = [:]
+        for event in events {
+            guard let payload = event["value"]?.objectValue?["signedPayload"]?.stringValue, let id = event["headers"]?.objectValue?["ce_id"]?.stringValue else { continue }
+            idsByPayload[payload, default: []].insert(id)
+        }
+        #expect(Set(answers.map(\.payload)).isSubset(of: Set(idsByPayload.keys)), "every acknowledged notification is on the topic")
+        #expect(idsByPayload.values.allSatisfy { $0.count == 1 }, "none twice with different ids")
+        #expect(answers.allSatisfy { idsByPayload[$0.payload] == [$0.id!] })
+        #expect(try await ingest.process.terminate() == 0)
+    }
+}
