@@ -15,11 +15,16 @@ public struct FinisherStage: StoreBackedStage {
     let context: StageContext
     let store: SQLPurchaseStore
     let appStoreAPI: AppStoreServerAPIClient?
+    /// How long after `consumedAt` a consumption report waits for its purchase's grant (retried with backoff on
+    /// its partition) before it is dead-lettered as `notGranted`. The report can overtake the grant: the app
+    /// and the pipeline run concurrently, and a producer may send it right after the submission.
+    let grantWait: TimeInterval
 
-    public init(context: StageContext, store: SQLPurchaseStore, appStoreAPI: AppStoreServerAPIClient?) {
+    public init(context: StageContext, store: SQLPurchaseStore, appStoreAPI: AppStoreServerAPIClient?, grantWait: TimeInterval = 600) {
         self.context = context
         self.store = store
         self.appStoreAPI = appStoreAPI
+        self.grantWait = grantWait
         self.topics = [context.codec.topic(.itemGranted), context.codec.topic(.purchaseConsumed)]
     }
 
@@ -28,7 +33,8 @@ public struct FinisherStage: StoreBackedStage {
             switch context.codec.decode(message, as: PurchaseConsumed.self) {
             case .failure(let invalid): return context.deadLetter(invalid)
             case .success(let consumed):
-                return try await finish(store: consumed.store, transactionId: consumed.transactionId, userId: consumed.userId, method: .consumedByApp)
+                return try await finish(store: consumed.store, transactionId: consumed.transactionId, userId: consumed.userId, method: .consumedByApp,
+                                        waitForGrantUntil: consumed.consumedAt.addingTimeInterval(grantWait))
             }
         }
         switch context.codec.decode(message, as: ItemGranted.self) {
@@ -62,13 +68,17 @@ public struct FinisherStage: StoreBackedStage {
         }
     }
 
-    private func finish(store storeName: Store, transactionId: String, userId: String, method: TransactionFinished.Method) async throws -> StageResult {
+    private func finish(store storeName: Store, transactionId: String, userId: String, method: TransactionFinished.Method,
+                        waitForGrantUntil: Date? = nil) async throws -> StageResult {
         let key = PurchaseKey(store: storeName.rawValue, transactionId: transactionId)
         switch try await store.finish(key, at: context.now()) {
         case .finished, .alreadyFinished:
             // Emitted again for a repeat: same ce_id, so consumers recognise it.
             return try context.messages([TransactionFinished(store: storeName, transactionId: transactionId, userId: userId,
                                                              method: method, finishedAt: context.now())])
+        case .notGranted(let state) where (state == nil || state == .verified) && context.now() < (waitForGrantUntil ?? .distantPast):
+            // Not recorded or not granted yet: the grant is probably on its way.
+            throw TransientError("purchase \(key) is \(state?.rawValue ?? "not recorded") yet; waiting for its grant")
         case .notGranted(let state):
             return .deadLetter(reason: "notGranted", detail: "purchase \(key) is \(state?.rawValue ?? "unknown"); it is finished only once granted")
         }

@@ -41,6 +41,20 @@ import TestSupport
         #expect(registry.validate(.object(submission), against: id).map(\.path) == ["/userId"])
     }
 
+    @Test func theProducerContractsExamplesMatchTheSchemas() throws {
+        let registry = try JSONSchemaRegistry(directory: Self.directory)
+        let examples = try documentedBlocks(in: Self.directory.appendingPathComponent("README.md")).filter { $0.marker.hasPrefix("example: ") }
+        var kinds: Set<String> = []
+        for example in examples {
+            let type = String(example.marker.dropFirst("example: ".count))
+            let json = try #require(JSONValue.parse(Array(example.text.utf8)), "the \(type) example is JSON")
+            #expect(registry.validate(json, against: "urn:iap-pipeline:schema:\(type):v1").isEmpty, "\(example.text)")
+            kinds.insert(type + "/" + (json.objectValue?["kind"]?.stringValue ?? ""))
+        }
+        #expect(kinds == ["purchase.submitted/signedTransaction", "purchase.submitted/appReceipt", "purchase.submitted/appcoinsPurchase",
+                          "purchase.consumed/", "store.notification/"], "an example for every input topic and payload kind")
+    }
+
     @Test(TestServices.pythonTools) func pythonJSONSchemaAgrees() throws {
         let (status, text) = try runPythonSchemaCheck(python: try TestServices.requirePython())
         #expect(status == 0, "\(text)")

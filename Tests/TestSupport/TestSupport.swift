@@ -147,10 +147,18 @@ public final class Locked<Value: Sendable>: Sendable {
 /// Runs Tests/JSONSchemaTests/schema_check.py (Python's jsonschema) over schemas/ and, if given, a directory
 /// of instances named `TYPE.anything.json`; returns its exit status and output.
 public func runPythonSchemaCheck(python: String, instances: URL? = nil) throws -> (status: Int32, output: String) {
+    try runCommand(python, [TestServices.packageRoot.appendingPathComponent("Tests/JSONSchemaTests/schema_check.py").path,
+                            TestServices.packageRoot.appendingPathComponent("schemas").path] + (instances.map { [$0.path] } ?? []))
+}
+
+/// Runs a program to its end; standard output and error together.
+public func runCommand(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
+                       directory: URL? = nil) throws -> (status: Int32, output: String) {
     let process = Process()
-    process.executableURL = URL(fileURLWithPath: python)
-    process.arguments = [TestServices.packageRoot.appendingPathComponent("Tests/JSONSchemaTests/schema_check.py").path,
-                         TestServices.packageRoot.appendingPathComponent("schemas").path] + (instances.map { [$0.path] } ?? [])
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+    if let directory { process.currentDirectoryURL = directory }
     let pipe = Pipe()
     process.standardOutput = pipe
     process.standardError = pipe
@@ -186,4 +194,18 @@ public enum StoreEngine: String, CaseIterable, Sendable, CustomTestStringConvert
 extension StoreEngine {
     /// The engines available to this test run.
     public static var available: [StoreEngine] { allCases.filter(\.enabled) }
+}
+
+/// The fenced code blocks of a Markdown document that follow a `<!-- example: TYPE -->` or `<!-- test: NAME -->`
+/// line, so that tests check (or run) exactly what the documentation shows.
+public func documentedBlocks(in file: URL) throws -> [(marker: String, text: String)] {
+    let lines = try String(contentsOf: file, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+    var blocks: [(marker: String, text: String)] = []
+    for (index, line) in lines.enumerated() {
+        let trimmed = line.trimmingCharacters(in: .whitespaces)
+        guard trimmed.hasPrefix("<!-- "), trimmed.hasSuffix(" -->"), index + 1 < lines.count, lines[index + 1].hasPrefix("```") else { continue }
+        let body = lines[(index + 2)...].prefix { !$0.hasPrefix("```") }
+        blocks.append((String(trimmed.dropFirst(5).dropLast(4)), body.joined(separator: "\n")))
+    }
+    return blocks
 }

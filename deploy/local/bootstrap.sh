@@ -109,8 +109,10 @@ install_tansu() {
   ln -sf "$bin" "$DEPS/bin/tansu"
 }
 
-# Python tools for tests: an independent JSON Schema validator.
-PYTHON_TOOLS=("jsonschema>=4.18,<5" "rfc3339-validator==0.1.4")
+
+# The Python tools of the tests: an independent JSON Schema validator, a foreign Kafka producer (the
+# producer contract as another team would use it), and offline validation of the Kubernetes manifests.
+PYTHON_TOOLS=("jsonschema>=4.18,<5" "rfc3339-validator==0.1.4" "confluent-kafka==2.6.1" "kubernetes-validate==1.37.0" "PyYAML>=6,<7")
 install_python_tools() {
   local marker="$DEPS/venv/.python-tools"
   if [ -f "$marker" ] && [ "$(cat "$marker")" = "${PYTHON_TOOLS[*]}" ]; then
