@@ -7,24 +7,18 @@ import TestSupport
 @Suite(TestServices.broker, .timeLimit(.minutes(8)))
 struct DemoCommandTests {
     /// Runs `iapctl demo --json` with `arguments` on the test broker; returns its exit status and the JSON summary.
-    func demo(_ arguments: [String]) throws -> (status: Int32, summary: [String: JSONValue], output: String) {
-        let process = Process()
-        process.executableURL = VerifyCommandTests.binary
-        process.arguments = ["demo", "--brokers", try TestServices.requireBrokers(), "--json"] + arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(
-            ["IAP_SCHEMAS_DIR": TestServices.packageRoot.appendingPathComponent("schemas").path]) { _, new in new }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+    func demo(_ arguments: [String]) async throws -> (status: Int32, summary: [String: JSONValue], output: String) {
+        let command = ["demo", "--brokers", try TestServices.requireBrokers(), "--json"] + arguments
+        let (status, text) = try await offPool {
+            try runCommand(VerifyCommandTests.binary.path, command,
+                           environment: ["IAP_SCHEMAS_DIR": TestServices.packageRoot.appendingPathComponent("schemas").path])
+        }
         let summary = try #require(text.split(separator: "\n").last.flatMap { JSONValue.parse(Array($0.utf8))?.objectValue }, "\(text)")
-        return (process.terminationStatus, summary, text)
+        return (status, summary, text)
     }
 
-    @Test func theBooksBalanceWithTheWorkersAsProcesses() throws {
-        let (status, summary, text) = try demo(["--purchases", "200", "--users", "20"])
+    @Test func theBooksBalanceWithTheWorkersAsProcesses() async throws {
+        let (status, summary, text) = try await demo(["--purchases", "200", "--users", "20"])
         #expect(status == 0, "\(text)")
         #expect(summary["violations"] == .array([]))
         // 200 submissions: 10 duplicates, 4 restores, 4 forged, 1 malformed, 2 left unconsumed.
@@ -39,8 +33,8 @@ struct DemoCommandTests {
 
     /// Workers killed with SIGKILL mid-stream and restarted: redelivered inputs are answered again, and the
     /// books still balance (each purchase granted once, balances exact).
-    @Test func theBooksBalanceWhenWorkersAreKilledMidStream() throws {
-        let (status, summary, text) = try demo(["--purchases", "200", "--users", "20", "--kill-workers"])
+    @Test func theBooksBalanceWhenWorkersAreKilledMidStream() async throws {
+        let (status, summary, text) = try await demo(["--purchases", "200", "--users", "20", "--kill-workers"])
         #expect(status == 0, "\(text)")
         #expect(summary["violations"] == .array([]))
         #expect(summary["workersKilled"] == .integer(3))

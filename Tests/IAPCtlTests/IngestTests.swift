@@ -22,8 +22,8 @@ struct IngestTests {
             servers = try TestServices.requireBrokers()
             prefix = "ing\(UUID().uuidString.prefix(6).lowercased())."
             if brokers == nil {
-                #expect(try VerifyCommandTests.run(["topics", "create", prefix + "iap.store.notification", prefix + "iap.purchase.submitted",
-                                                    "--partitions", "2", "--brokers", servers], input: "").status == 0)
+                let topics = ["topics", "create", prefix + "iap.store.notification", prefix + "iap.purchase.submitted", "--partitions", "2", "--brokers", servers]
+                #expect(try await VerifyCommandTests.run(topics, input: "").status == 0)
             }
             process = try ExecutableProcess("iap-ingest", ["--brokers", brokers ?? servers, "--topic-prefix", prefix, "--http-port", "0",
                                                            "--http-host", "127.0.0.1"] + extra)
@@ -31,10 +31,9 @@ struct IngestTests {
         }
 
         /// The events on a topic, as `iapctl tail` prints them.
-        func events(_ topic: String, count: Int) throws -> [[String: JSONValue]] {
-            try VerifyCommandTests.run(["tail", "--topic", prefix + topic, "--from-beginning", "--max", String(count), "--timeout", "90",
-                                            "--brokers", servers], input: "")
-                .lines.compactMap { JSONValue.parse(Array($0.utf8))?.objectValue }
+        func events(_ topic: String, count: Int) async throws -> [[String: JSONValue]] {
+            let arguments = ["tail", "--topic", prefix + topic, "--from-beginning", "--max", String(count), "--timeout", "90", "--brokers", servers]
+            return try await VerifyCommandTests.run(arguments, input: "").lines.compactMap { JSONValue.parse(Array($0.utf8))?.objectValue }
         }
     }
 
@@ -60,7 +59,7 @@ struct IngestTests {
         #expect(retry.status == 200)
         #expect(JSONValue.parse(Array(retry.body.utf8))?.objectValue?["id"]?.stringValue == id, "Apple's retry carries the same id")
 
-        let events = try ingest.events("iap.store.notification", count: 2)
+        let events = try await ingest.events("iap.store.notification", count: 2)
         #expect(events.count == 2)
         for event in events {
             #expect(event["value"]?.objectValue?["signedPayload"]?.stringValue == notification.payload)
@@ -83,6 +82,13 @@ struct IngestTests {
         }
         #expect(try await httpRequest(ingest.base + "/v1/appstore/notifications").status == 405)
 
+        // Slow clients (headers never finished) hold a connection each, not the server.
+        let port = Int(ingest.base.split(separator: ":").last!)!
+        let slow = (0..<5).map { _ in rawConnect(port: port, sending: "POST /v1/appstore/notifications HTTP/1.1\r\nContent-Length: 100\r\n") }
+        defer { slow.forEach { close($0) } }
+        #expect(slow.allSatisfy { $0 >= 0 })
+        #expect(try await httpRequest(ingest.base + "/v1/appstore/notifications", method: "POST", body: notification.body).status == 200)
+
         // Client submissions: signed with the shared secret, else 401.
         let submission = Data(#"{"store":"appstore","kind":"signedTransaction","signedTransaction":"\#(try JWSSigner(pki: pki).sign(AppStorePayloads.transaction(transactionId: "9", productId: "coins.100", bundleId: "com.example.coins")))","userId":"u-1","submissionId":"0f8fad5b-d9cb-469f-a165-70867728950e"}"#.utf8)
         func signature(_ body: Data) -> String { "sha256=" + hmacSHA256(key: Data("s3cret".utf8), data: body).map { String(format: "%02x", $0) }.joined() }
@@ -95,13 +101,13 @@ struct IngestTests {
         let refused = try await httpRequest(ingest.base + "/v1/purchases", method: "POST", body: invalid, headers: ["X-IAP-Signature": signature(invalid)])
         #expect(refused.status == 400)
         #expect(refused.body.contains("schemaViolation"))
-        let submitted = try ingest.events("iap.purchase.submitted", count: 1)
+        let submitted = try await ingest.events("iap.purchase.submitted", count: 1)
         #expect(submitted.first?["value"]?.objectValue?["source"] == .string("client"), "filled in")
         #expect(submitted.first?["headers"]?.objectValue?["ce_id"] == .string("submitted:0f8fad5b-d9cb-469f-a165-70867728950e"))
         #expect(submitted.first?["key"] == .string("u-1"))
 
         let metrics = try await httpRequest(ingest.base + "/metrics").body
-        #expect(metrics.contains(#"iap_ingest_requests_total{route="notifications",status="200"} 2"#))
+        #expect(metrics.contains(#"iap_ingest_requests_total{route="notifications",status="200"} 3"#))
         #expect(metrics.contains(#"iap_ingest_requests_total{route="purchases",status="401"} 2"#))
         #expect(!ingest.process.log.contains { $0.contains("s3cret") || $0.contains(notification.payload) }, "no secret or payload in the log")
         #expect(try await ingest.process.terminate() == 0)
@@ -149,7 +155,7 @@ struct IngestTests {
         }
         #expect(answers.allSatisfy { $0.id != nil }, "every notification was acknowledged in the end")
         // A 503 for "busy" published nothing, so exactly one event per notification is expected.
-        let events = try ingest.events("iap.store.notification", count: answers.count)
+        let events = try await ingest.events("iap.store.notification", count: answers.count)
         let retried = answers.filter { $0.attempts > 1 }.count
         print("1,000 concurrent notifications: \(retried) needed a retry")
         var idsByPayload: [String: Set<String>] = [:]

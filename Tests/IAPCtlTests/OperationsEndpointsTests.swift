@@ -11,7 +11,8 @@ struct OperationsEndpointsTests {
         let servers = try TestServices.requireBrokers()
         let prefix = "ops\(UUID().uuidString.prefix(6).lowercased())."
         let topics = ["iap.purchase.submitted", "iap.store.notification", "iap.purchase.verified", "iap.purchase.rejected", "iap.deadletter"]
-        #expect(try VerifyCommandTests.run(["topics", "create"] + topics.map { prefix + $0 } + ["--partitions", "1", "--brokers", servers], input: "").status == 0)
+        let create = ["topics", "create"] + topics.map { prefix + $0 } + ["--partitions", "1", "--brokers", servers]
+        #expect(try await VerifyCommandTests.run(create, input: "").status == 0)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ops-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -39,8 +40,8 @@ struct OperationsEndpointsTests {
 
         // One valid purchase and one message that is not an event.
         let jws = try JWSSigner(pki: pki).sign(AppStorePayloads.transaction(transactionId: "7001", productId: "coins.100", bundleId: "com.example.coins"))
-        #expect(try VerifyCommandTests.run(["submit", "--store", "appstore", "--kind", "signedTransaction", "--user", "u-1",
-                                            "--topic-prefix", prefix, "--brokers", servers], input: jws).status == 0)
+        let submit = ["submit", "--store", "appstore", "--kind", "signedTransaction", "--user", "u-1", "--topic-prefix", prefix, "--brokers", servers]
+        #expect(try await VerifyCommandTests.run(submit, input: jws).status == 0)
         let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
         _ = try await producer.send(KafkaProducerMessage(topic: prefix + "iap.purchase.submitted", key: Data("u-2".utf8), value: Data("not json".utf8)))
         await producer.shutdown()
@@ -60,7 +61,8 @@ struct OperationsEndpointsTests {
         #expect((age ?? 0) > 0, "the verified purchase is unfinished")
 
         // A malformed request gets an error; the endpoints keep answering.
-        #expect(try await rawHTTP(port: Int(base.split(separator: ":").last!)!, "GARBAGE\r\n\r\n").hasPrefix("HTTP/1.1 400"))
+        let port = Int(base.split(separator: ":").last!)!
+        #expect(try await offPool { rawHTTP(port: port, "GARBAGE\r\n\r\n") }.hasPrefix("HTTP/1.1 400"))
         #expect(try await httpRequest(base + "/nothing-here").status == 404)
         #expect(try await httpRequest(base + "/healthz").status == 200)
         #expect(!verifier.log.contains { $0.contains(jws) }, "payloads are never logged")
@@ -69,17 +71,24 @@ struct OperationsEndpointsTests {
 }
 
 /// Sends raw bytes and returns what the server answers.
-func rawHTTP(port: Int, _ text: String) async throws -> String {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+func rawHTTP(port: Int, _ text: String) -> String {
+    let descriptor = rawConnect(port: port, sending: text)
     defer { close(descriptor) }
+    guard descriptor >= 0 else { return "" }
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    let count = recv(descriptor, &buffer, buffer.count, 0)
+    return count > 0 ? String(decoding: buffer[0..<count], as: UTF8.self) : ""
+}
+
+/// A connection that has sent `text` and stays open (a slow client); -1 if it cannot connect.
+func rawConnect(port: Int, sending text: String) -> Int32 {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = UInt16(port).bigEndian
     inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
     let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-    guard connected == 0 else { return "" }
+    guard connected == 0 else { close(descriptor); return -1 }
     _ = text.withCString { send(descriptor, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
-    var buffer = [UInt8](repeating: 0, count: 4096)
-    let count = recv(descriptor, &buffer, buffer.count, 0)
-    return count > 0 ? String(decoding: buffer[0..<count], as: UTF8.self) : ""
+    return descriptor
 }

@@ -3,6 +3,7 @@ import StoreFixtures
 import StoreVerification
 import Testing
 import JSON
+import TestSupport
 
 /// Runs the built `iapctl` binary as an operator would.
 @Suite struct VerifyCommandTests {
@@ -17,7 +18,12 @@ import JSON
         let lines: [String]
     }
 
-    static func run(_ arguments: [String], input: String) throws -> Outcome {
+    /// Runs `iapctl` on a thread of its own (see `offPool`) and awaits its end.
+    static func run(_ arguments: [String], input: String) async throws -> Outcome {
+        try await offPool { try runBlocking(arguments, input: input) }
+    }
+
+    static func runBlocking(_ arguments: [String], input: String) throws -> Outcome {
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
@@ -36,7 +42,7 @@ import JSON
 
     static func fields(_ line: String) -> [String: JSONValue] { JSONValue.parse(Array(line.utf8))?.objectValue ?? [:] }
 
-    @Test func verifiesRejectsAndExitsAccordingly() throws {
+    @Test func verifiesRejectsAndExitsAccordingly() async throws {
         let pki = try TestPKI.make()
         let rootFile = FileManager.default.temporaryDirectory.appendingPathComponent("iapctl-root-\(UUID().uuidString).pem")
         try Data(pki.root.pemRepresentation.utf8).write(to: rootFile)
@@ -47,34 +53,34 @@ import JSON
             .sign(AppStorePayloads.transaction(transactionId: "43", productId: "coins.100", bundleId: "com.example.coins"))
         let common = ["verify", "--kind", "transaction", "--root", rootFile.path, "--bundle-id", "com.example.coins", "--environment", "Sandbox"]
 
-        let verified = try Self.run(common, input: good)
+        let verified = try await Self.run(common, input: good)
         #expect(verified.status == 0)
         #expect(Self.fields(verified.lines[0])["verdict"] == .string("verified"))
         #expect(Self.fields(verified.lines[0])["transactionId"] == .string("42"))
 
-        let rejected = try Self.run(common, input: forged)
+        let rejected = try await Self.run(common, input: forged)
         #expect(rejected.status == 1)
         #expect(Self.fields(rejected.lines[0])["reason"] == .string("untrustedChain"))
         #expect(Self.fields(rejected.lines[0])["retryable"] == .bool(false))
 
-        let both = try Self.run(common + ["--lines"], input: "\(good)\n\(forged)\n")
+        let both = try await Self.run(common + ["--lines"], input: "\(good)\n\(forged)\n")
         #expect(both.status == 1, "--lines exits 0 only if all verified")
         #expect(both.lines.map { Self.fields($0)["verdict"] } == [.string("verified"), .string("rejected")])
 
-        #expect(try Self.run(["verify", "--kind", "nonsense"], input: "").status == 2)
-        #expect(try Self.run(["verify", "--kind", "transaction", "--bundle-id", "x", "--environment", "Production"], input: good).status == 2,
+        #expect(try await Self.run(["verify", "--kind", "nonsense"], input: "").status == 2)
+        #expect(try await Self.run(["verify", "--kind", "transaction", "--bundle-id", "x", "--environment", "Production"], input: good).status == 2,
                 "production without --app-apple-id is a usage error")
     }
 }
 
 @Suite struct MigrateCommandTests {
-    @Test func migrateAppliesOnceThenReportsUpToDate() throws {
+    @Test func migrateAppliesOnceThenReportsUpToDate() async throws {
         let url = "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("migrate-\(UUID().uuidString).sqlite").path
-        let first = try VerifyCommandTests.run(["migrate", "--store", url], input: "")
+        let first = try await VerifyCommandTests.run(["migrate", "--store", url], input: "")
         #expect(first.status == 0)
         #expect(first.lines.first?.hasSuffix("applied v1, v2, v3") == true, "\(first.lines)")
-        let second = try VerifyCommandTests.run(["migrate", "--store", url], input: "")
+        let second = try await VerifyCommandTests.run(["migrate", "--store", url], input: "")
         #expect(second.lines.first?.hasSuffix("up to date") == true, "\(second.lines)")
-        #expect(try VerifyCommandTests.run(["migrate", "--store", "mysql://nope"], input: "").status != 0)
+        #expect(try await VerifyCommandTests.run(["migrate", "--store", "mysql://nope"], input: "").status != 0)
     }
 }

@@ -209,3 +209,12 @@ public func documentedBlocks(in file: URL) throws -> [(marker: String, text: Str
     }
     return blocks
 }
+
+/// Runs blocking work (a child process, a blocking socket) on a thread of its own and awaits it, so that it never
+/// holds one of the few threads of Swift's cooperative pool: on 2 cores, two blocked tests would stall every other.
+public func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread { continuation.resume(with: Result { try body() }) }
+        thread.start()
+    }
+}
