@@ -13,12 +13,13 @@ public final class SQLPurchaseStore: Sendable {
     /// A human-readable location for logs, without credentials.
     public let location: String
 
-    /// Opens `url`: `sqlite:PATH` (or a path ending in `.sqlite`/`.db`) or `postgres://…`/`postgresql://…`.
-    public init(url: String) throws {
+    /// Opens `url`: `sqlite:PATH` (or a path ending in `.sqlite`/`.db`) or `postgres://…`/`postgresql://…`;
+    /// `password` (PostgreSQL) is given apart from the URL, e.g. read from a secret file.
+    public init(url: String, password: String? = nil) throws {
         if url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") {
             dialect = .postgres
             location = Self.redacted(url)
-            executor = StoreExecutor(label: "purchase-store.postgres") { try PostgresConnection(url: url) }
+            executor = StoreExecutor(label: "purchase-store.postgres") { try PostgresConnection(url: url, password: password) }
         } else if url.hasPrefix("sqlite:") || url.hasSuffix(".sqlite") || url.hasSuffix(".db") {
             let path = url.hasPrefix("sqlite:") ? String(url.dropFirst("sqlite:".count)) : url
             guard !path.isEmpty else { throw DatabaseError(code: "config", message: "sqlite: needs a file path", isRetriable: false) }
@@ -335,5 +336,15 @@ public final class SQLPurchaseStore: Sendable {
         guard let at = url.firstIndex(of: "@"), let schemeEnd = url.range(of: "://")?.upperBound,
               let colon = url[schemeEnd..<at].firstIndex(of: ":") else { return url }
         return String(url[..<url.index(after: colon)]) + "***" + String(url[at...])
+    }
+}
+
+extension SQLPurchaseStore {
+    /// The password in a secret file (as Kubernetes and Compose mount them), without a trailing newline.
+    public static func password(fromFile path: String) throws -> String {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw DatabaseError(code: "config", message: "cannot read the password file \(path)", isRetriable: false)
+        }
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)
     }
 }

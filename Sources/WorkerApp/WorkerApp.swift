@@ -30,6 +30,8 @@ public enum WorkerApp {
         Setting("--http-port", env: "IAP_HTTP_PORT", help: "serve /metrics, /healthz and /readyz on this port (off when unset; 0 picks a free port)"),
         Setting("--store", env: "IAP_STORE_URL", default: "sqlite:iap-pipeline.sqlite",
                 help: "purchase store: sqlite:PATH or postgres://user@host:port/db?sslmode=… (password from PGPASSWORD or ~/.pgpass)"),
+        Setting("--store-password-file", env: "IAP_STORE_PASSWORD_FILE",
+                help: "file holding the PostgreSQL password (a mounted secret); else PGPASSWORD or ~/.pgpass"),
         Setting("--group-prefix", env: "IAP_GROUP_PREFIX", default: "iap-", help: "prefix of consumer group ids (group = prefix + stage)"),
         Setting("--statistics-interval", env: "IAP_STATISTICS_INTERVAL", default: "5",
                 help: "seconds between librdkafka statistics (consumer lag in /metrics); 0 turns them off"),
@@ -114,7 +116,10 @@ public enum WorkerApp {
     public static func main(command: String, summary: String, settings definitions: [Setting],
                             body: @escaping @Sendable (Environment) async throws -> [any Service]) async -> Int32 {
         await launch(command: command, summary: summary, settings: workerSettings + definitions) { process in
-            let store = try SQLPurchaseStore(url: try process.settings.required("--store"))
+            let password = try process.settings.string("--store-password-file").map { path in
+                do { return try SQLPurchaseStore.password(fromFile: path) } catch { throw SettingsError("--store-password-file (IAP_STORE_PASSWORD_FILE): \(error)") }
+            }
+            let store = try SQLPurchaseStore(url: try process.settings.required("--store"), password: password)
             let applied = try await store.migrate()
             process.logger.info("store opened", ["store": store.location, "migrationsApplied": applied.map(String.init).joined(separator: ",")])
             let environment = Environment(process: process, store: store, groupPrefix: process.settings.string("--group-prefix") ?? "iap-")

@@ -19,11 +19,20 @@ final class DemoWorkers: @unchecked Sendable {
         self.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
     }
 
-    func start(_ name: String) throws {
+    /// The process id of the running `name`.
+    func pid(of name: String) -> Int32? {
+        processes.first { $0.isRunning && $0.executableURL?.lastPathComponent == name }?.processIdentifier
+    }
+
+    /// Where `name` writes its log (standard output and error).
+    func logFile(of name: String) -> URL { directory.appendingPathComponent("\(name).log") }
+
+    func start(_ name: String, arguments: [String] = []) throws {
         let executable = binaries.appendingPathComponent(name)
         guard FileManager.default.isExecutableFile(atPath: executable.path) else { throw UsageError("\(name) not found next to iapctl (\(executable.path)); build all products") }
         let process = Process()
         process.executableURL = executable
+        process.arguments = arguments
         process.environment = environment
         let log = directory.appendingPathComponent("\(name).log")
         guard FileManager.default.createFile(atPath: log.path, contents: nil) else { throw UsageError("cannot create \(log.path)") }

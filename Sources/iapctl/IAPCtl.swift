@@ -10,8 +10,8 @@ enum IAPCtl {
 
         commands:
           version                       librdkafka, OpenSSL, libpq and SQLite versions in use
-          topics create NAME... [--partitions N] [--brokers HOST:PORT] [--kafka key=value]...
-                                        create missing topics (development and tests)
+          topics create NAME... | --all [--topic-prefix P] [--partitions N] [--replication-factor R] [--brokers HOST:PORT]
+                                        create missing topics (--all: every topic of the pipeline)
           topics list [--brokers HOST:PORT] [--kafka key=value]...
           verify [--kind KIND] [--root FILE]... [--bundle-id ID] [--environment ENV] [--app-apple-id N]
                  [--online-checks] [--appcoins-url URL] [--lines] [FILE|-]
@@ -20,11 +20,15 @@ enum IAPCtl {
                  [--package P --sku S] [--source client|server|restore] [FILE|-]
                                         wrap a raw payload into a purchase.submitted event and publish it
           produce --topic T [FILE|-]    publish JSON lines, each checked against the topic's schema first
-          tail --topic T [--from-beginning] [--max N]
+          tail --topic T [--from-beginning] [--max N] [--timeout SECONDS]
                                         print events as they arrive, one JSON line each
-          migrate --store URL           apply the purchase store's schema migrations (sqlite:PATH or postgres://…)
+          migrate --store URL [--password-file F]
+                                        apply the purchase store's schema migrations (sqlite:PATH or postgres://…)
           demo [--brokers HOST:PORT] [--store URL] [--purchases N] [--users N] [--kill-workers] [--json]
                                         run the four workers on signed purchases and check the books
+          bench [--store URL] [--purchases N] [--users N] [--rate R] [--latency-seconds S] [--partitions P] [--json]
+                                        end-to-end purchases/s, latency p50/p99 at a fixed rate, hop efficiency
+                                        against raw librdkafka, per-stage rates and peak RSS of the workers
           bench verify [--seconds N] [--json]
                                         signed-transaction verifications/s beside raw OpenSSL ECDSA verify/s
 
@@ -63,8 +67,8 @@ enum IAPCtl {
             case "demo":
                 return try await DemoCommand.run(rest)
             case "bench":
-                guard rest.first == "verify" else { throw UsageError("bench: expected 'verify'") }
-                return try BenchVerifyCommand.run(Array(rest.dropFirst()))
+                if rest.first == "verify" { return try BenchVerifyCommand.run(Array(rest.dropFirst())) }
+                return try await BenchPipelineCommand.run(rest)
             case "help", "--help", "-h":
                 print(usage)
                 return 0

@@ -1,18 +1,22 @@
 import Foundation
 import Kafka
+import PurchaseEvents
 
-/// `iapctl topics create|list`.
+/// `iapctl topics create [--all [--topic-prefix P] | NAME…] [--partitions N] [--replication-factor R]` and `iapctl topics list`.
 enum TopicsCommand {
     static func run(_ arguments: [String]) throws -> Int32 {
         guard let action = arguments.first else { throw UsageError("topics: expected create or list") }
-        let options = try CommandOptions(Array(arguments.dropFirst()), valued: ["--partitions", "--brokers", "--kafka"])
+        let options = try CommandOptions(Array(arguments.dropFirst()), valued: ["--partitions", "--replication-factor", "--brokers", "--kafka", "--topic-prefix"],
+                                         flags: ["--all"])
         let admin = try KafkaAdmin(kafka: try options.kafkaConfiguration())
         switch action {
         case "create":
             let partitions = try options.int("--partitions") ?? 4
-            guard !options.positional.isEmpty else { throw UsageError("topics create: name at least one topic") }
-            try admin.createTopics(options.positional, partitions: Int32(partitions))
-            print("created or present: \(options.positional.joined(separator: " "))")
+            // --all: every topic of the pipeline (what a deployment creates before starting the workers).
+            let names = options.flags.contains("--all") ? EventType.allCases.map { (options.string("--topic-prefix") ?? "") + $0.topic } : options.positional
+            guard !names.isEmpty else { throw UsageError("topics create: name at least one topic, or --all") }
+            try admin.createTopics(names, partitions: Int32(partitions), replicationFactor: Int32(try options.int("--replication-factor") ?? 1))
+            print("created or present: \(names.joined(separator: " "))")
         case "list":
             for (topic, partitions) in try admin.metadata().topics.sorted(by: { $0.key < $1.key }) {
                 print("\(topic)\t\(partitions)")

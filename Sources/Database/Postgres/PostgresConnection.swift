@@ -10,10 +10,18 @@ public final class PostgresConnection: SQLConnection {
 
     /// - Parameter url: a libpq connection string or URI (`postgres://user@host:port/db?sslmode=require`);
     ///   `sslmode` and the other libpq parameters pass through unchanged.
-    public init(url: String, connectTimeout: Int = 10) throws {
+    /// - Parameter password: given apart from the URL (read from a secret file), so that it never appears in a URL
+    ///   that might be logged; otherwise libpq's own sources apply (`PGPASSWORD`, `~/.pgpass`, `PGPASSFILE`).
+    public init(url: String, password: String? = nil, connectTimeout: Int = 10) throws {
         let separator = url.contains("?") ? "&" : "?"
         let target = url.hasPrefix("postgres") && !url.contains("connect_timeout") ? url + "\(separator)connect_timeout=\(connectTimeout)" : url
-        guard let handle = PQconnectdb(target) else {
+        // expand_dbname: the URI in "dbname" is expanded; the password keyword after it takes precedence.
+        let keywords = password == nil ? ["dbname"] : ["dbname", "password"]
+        let values = [target] + (password.map { [$0] } ?? [])
+        let connection = withCStrings(keywords) { keywordPointers in
+            withCStrings(values) { valuePointers in PQconnectdbParams(keywordPointers, valuePointers, 1) }
+        }
+        guard let handle = connection else {
             throw DatabaseError(code: "08000", message: "out of memory", isRetriable: true, isConnectionLost: true)
         }
         guard PQstatus(handle) == CONNECTION_OK else {
@@ -92,4 +100,12 @@ public final class PostgresConnection: SQLConnection {
             || sqlstate.hasPrefix("57P0") || sqlstate.hasPrefix("53")
         throw DatabaseError(code: sqlstate, message: message, isRetriable: retriable, isConnectionLost: lost)
     }
+}
+
+/// A NULL-terminated array of C strings, valid during `body`.
+private func withCStrings<T>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> T) -> T {
+    let duplicates = strings.map { strdup($0) }
+    defer { duplicates.forEach { free($0) } }
+    let pointers: [UnsafePointer<CChar>?] = duplicates.map { $0.map { UnsafePointer($0) } } + [nil]
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
 }

@@ -1,0 +1,260 @@
+import Crypto
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import HTTPServer
+import JSON
+import JSONSchema
+import Kafka
+import PurchaseEvents
+import PurchaseStore
+import StoreFixtures
+import Synchronization
+
+/// `iapctl bench [--store URL] [--purchases N] [--users N] [--rate R] [--latency-seconds S] [--partitions P] [--json]`:
+/// the pipeline's speed on this machine and broker, beside librdkafka's own.
+///
+/// 1. Raw passthrough: N messages of a submission's size produced to and consumed from one topic, concurrently.
+/// 2. Throughput: N signed purchases submitted at once to the verifier, granter and finisher (worker processes);
+///    the finisher finishes each through a stand-in App Store Server API in this process; the clock stops at
+///    the last `transaction.finished`. Hop efficiency = purchases/s × 4 hops ÷ raw messages/s.
+/// 3. Latency: purchases offered at a fixed rate; submitted → `transaction.finished` seen, p50 and p99.
+/// Peak RSS of each worker comes from /proc (VmHWM); per-stage rates from the workers' /metrics.
+enum BenchPipelineCommand {
+    static func run(_ arguments: [String]) async throws -> Int32 {
+        let options = try CommandOptions(arguments, valued: ["--brokers", "--kafka", "--store", "--purchases", "--users", "--rate", "--latency-seconds",
+                                                             "--partitions"], flags: ["--json"])
+        let total = try options.int("--purchases") ?? 50_000
+        let users = try options.int("--users") ?? 5_000
+        let rate = try options.int("--rate") ?? 1_000
+        let latencySeconds = try options.int("--latency-seconds") ?? 10
+        let partitions = try options.int("--partitions") ?? 4
+        guard total >= 100, users >= 1, rate >= 1, latencySeconds >= 1, partitions >= 1 else { throw UsageError("bench: counts must be positive (--purchases ≥ 100)") }
+        let json = options.flags.contains("--json")
+        let say: (String) -> Void = { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
+        let kafka = try options.kafkaConfiguration()
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("iap-bench-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: work) }
+        let storeURL = options.string("--store") ?? ProcessInfo.processInfo.environment["IAP_STORE_URL"] ?? "sqlite:" + work.appendingPathComponent("bench.sqlite").path
+        let prefix = "bench-\(UUID().uuidString.prefix(6).lowercased())."
+        let schemas = try JSONSchemaRegistry.eventSchemas()
+        let codec = EventCodec(schemas: schemas, source: "/iap-pipeline/bench", topicPrefix: prefix)
+        let admin = try KafkaAdmin(kafka: kafka)
+        try admin.createTopics(EventType.allCases.map(codec.topic) + [prefix + "raw"], partitions: Int32(partitions))
+        let store = try SQLPurchaseStore(url: storeURL)
+        try await store.migrate()
+        say("bench: \(total) purchases for \(users) users, \(partitions) partitions, store \(store.location), broker \(kafka.bootstrapServers ?? "")")
+
+        // Signed purchases, made before any clock starts.
+        let pki = try TestPKI.make(name: "iap-pipeline bench")
+        let signer = JWSSigner(pki: pki)
+        let latencyCount = rate * latencySeconds
+        let now = Date()
+        let messages = try (0..<(total + latencyCount)).map { index -> KafkaProducerMessage in
+            let jws = try signer.sign(AppStorePayloads.transaction(transactionId: String(3_000_000_000 + index), productId: "coins.100", bundleId: DemoCommand.bundleId,
+                                                                   purchaseDate: now, signedDate: now))
+            let submission = PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: jws, userId: "bench-user-\(index % users)",
+                                               submittedAt: now, source: .server)
+            return try codec.message(submission, time: now)
+        }
+        say("signed \(messages.count) purchases")
+
+        // 1. Raw passthrough on the same broker, same message size.
+        let raw = try await rawPassthrough(kafka: kafka, topic: prefix + "raw", template: messages[0], count: total)
+        say(String(format: "raw librdkafka passthrough: %.0f messages/s", raw))
+
+        // The workers, with a stand-in App Store Server API that accepts every Finish Transaction.
+        let finishCalls = Atomic<Int>(0)
+        let api = try HTTPServer(configuration: .init(maxConnections: 512)) { request in
+            guard request.method == "POST", request.path.hasPrefix("/inApps/v1/transactions/"), request.path.hasSuffix("/finish") else {
+                return HTTPResponse(status: 404)
+            }
+            finishCalls.add(1, ordering: .relaxed)
+            return HTTPResponse(status: 200)
+        }
+        let keyFile = work.appendingPathComponent("api-key.p8")
+        try Data(try PrivateKey.generateP256().pemRepresentation().utf8).write(to: keyFile)
+        let root = work.appendingPathComponent("root.pem")
+        try Data(pki.root.pemRepresentation.utf8).write(to: root)
+        let catalog = work.appendingPathComponent("catalog.json")
+        try Data(#"{"products":{"coins.100":{"type":"consumable","currency":"coins","amount":100}}}"#.utf8).write(to: catalog)
+        let workers = try DemoWorkers(directory: work, environment: [
+            "KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrapServers ?? "", "IAP_STORE_URL": storeURL, "IAP_TOPIC_PREFIX": prefix, "IAP_GROUP_PREFIX": prefix,
+            "IAP_BUNDLE_ID": DemoCommand.bundleId, "IAP_ENVIRONMENT": "Sandbox", "IAP_ROOT_CERTIFICATES": root.path, "IAP_CATALOG": catalog.path,
+            "IAP_LOG_LEVEL": "warning", "IAP_SCHEMAS_DIR": schemas.directory ?? "", "IAP_HTTP_PORT": "0", "IAP_HTTP_HOST": "127.0.0.1",
+            "IAP_APPSTORE_API_URL": "http://127.0.0.1:\(api.port)", "IAP_APPSTORE_KEY_ID": "BENCHKEY01", "IAP_APPSTORE_ISSUER_ID": UUID().uuidString.lowercased(),
+            "IAP_APPSTORE_PRIVATE_KEY_FILE": keyFile.path,
+        ])
+        defer { workers.stopAll() }
+        let stages = ["iap-verifier", "iap-granter", "iap-finisher"]
+        for name in stages { try workers.start(name, arguments: ["--log-level", "info"]) }
+        let watcher = try FinishWatcher(kafka: kafka, topic: codec.topic(.transactionFinished), groupID: prefix + "bench-watcher")
+        defer { watcher.stop() }
+        var ports: [String: Int] = [:]
+        for name in stages { ports[name] = try await httpPort(logFile: workers.logFile(of: name)) }
+        try await DemoCommand.waitFor(say, "workers ready", timeout: 120) {
+            for (name, port) in ports where await httpGet(port: port, path: "/readyz").status != 200 { return "\(name) not ready" }
+            return watcher.isAssigned ? nil : "watcher not assigned"
+        }
+        let producer = try KafkaProducer(configuration: .init(kafka: kafka))
+
+        // 2. Throughput: everything at once.
+        let throughputStart = Date()
+        for chunk in stride(from: 0, to: total, by: 5_000) {
+            for result in await producer.send(contentsOf: Array(messages[chunk..<min(total, chunk + 5_000)])) { _ = try result.get() }
+        }
+        say(String(format: "submitted %d in %.1f s", total, Date().timeIntervalSince(throughputStart)))
+        try await DemoCommand.waitFor(say, "all \(total) finished", timeout: max(600, Double(total) / 20)) {
+            let finished = watcher.count
+            return finished >= total ? nil : "finished \(finished)/\(total)"
+        }
+        let throughputSeconds = watcher.lastSeen.timeIntervalSince(throughputStart)
+        let endToEnd = Double(total) / throughputSeconds
+        var stageRates: [String: Double] = [:]
+        for (name, port) in ports {
+            let metrics = await httpGet(port: port, path: "/metrics").body
+            let handled = metrics.split(separator: "\n").first { $0.hasPrefix("iap_messages_total{outcome=\"handled\"") }
+                .flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
+            stageRates[name] = handled / throughputSeconds
+        }
+
+        // 3. Latency at a fixed offered rate.
+        let latencyMessages = Array(messages[total...])
+        let sentAt = Mutex<[String: Date]>([:])
+        let batch = max(1, rate / 100)
+        let latencyStart = ContinuousClock.now
+        for (index, start) in stride(from: 0, to: latencyMessages.count, by: batch).enumerated() {
+            try await Task.sleep(until: latencyStart + .milliseconds(10 * index), clock: .continuous)
+            let slice = Array(latencyMessages[start..<min(latencyMessages.count, start + batch)])
+            let stamp = Date()
+            sentAt.withLock { sent in for message in slice { sent[transactionID(of: message)] = stamp } }
+            Task { for result in await producer.send(contentsOf: slice) { _ = try result.get() } }
+        }
+        try await DemoCommand.waitFor(say, "the paced purchases finished", timeout: 600) {
+            let finished = watcher.count
+            return finished >= total + latencyCount ? nil : "finished \(finished - total)/\(latencyCount)"
+        }
+        let finishedAt = watcher.finishedAt
+        let latencies = sentAt.withLock { $0 }.compactMap { id, sent in finishedAt[id].map { $0.timeIntervalSince(sent) } }.sorted()
+        let p50 = latencies[latencies.count / 2]
+        let p99 = latencies[min(latencies.count - 1, Int(Double(latencies.count) * 0.99))]
+
+        var rss: [String: Double] = [:]
+        for name in stages { rss[name] = workers.pid(of: name).flatMap(peakRSSMiB) ?? -1 }
+        await producer.shutdown()
+        workers.stopAll()
+        api.shutdown()
+
+        let efficiency = endToEnd * 4 / raw
+        let report: [String: JSONValue] = [
+            "purchases": .integer(Int64(total)), "store": .string(store.location.hasPrefix("sqlite:") ? "sqlite" : "postgres"),
+            "partitions": .integer(Int64(partitions)),
+            "endToEndPurchasesPerSecond": .number(endToEnd.rounded()), "rawPassthroughMessagesPerSecond": .number(raw.rounded()),
+            "hopEfficiency": .number((efficiency * 1000).rounded() / 1000),
+            "offeredRate": .integer(Int64(rate)), "latencyP50Seconds": .number((p50 * 1000).rounded() / 1000),
+            "latencyP99Seconds": .number((p99 * 1000).rounded() / 1000),
+            "stageMessagesPerSecond": .object(stageRates.mapValues { .number($0.rounded()) }),
+            "peakRSSMiB": .object(rss.mapValues { .number(($0 * 10).rounded() / 10) }),
+            "finishTransactionCalls": .integer(Int64(finishCalls.load(ordering: .relaxed))),
+        ]
+        let table = [
+            ("end-to-end (submitted → finished)", String(format: "%.0f purchases/s over %.1f s", endToEnd, throughputSeconds)),
+            ("raw librdkafka passthrough", String(format: "%.0f messages/s", raw)),
+            ("hop efficiency (×4 hops ÷ raw)", String(format: "%.3f", efficiency)),
+            ("latency at \(rate)/s", String(format: "p50 %.3f s, p99 %.3f s", p50, p99)),
+        ] + stages.map { ("\($0)", String(format: "%.0f messages/s, peak RSS %.1f MiB", stageRates[$0] ?? 0, rss[$0] ?? -1)) }
+        for (label, value) in table { print(label.padding(toLength: 38, withPad: " ", startingAt: 0) + value) }
+        if json { print(try VerifyCommand.jsonLine(.object(report))) }
+        return 0
+    }
+
+    /// Produce and consume `count` copies of `template` on `topic` at the same time; messages per second.
+    static func rawPassthrough(kafka: KafkaConfiguration, topic: String, template: KafkaProducerMessage, count: Int) async throws -> Double {
+        let consumer = try KafkaConsumer(configuration: .init(kafka: kafka, groupID: topic + "-group", topics: [topic]))
+        let received = Atomic<Int>(0)
+        let done = Task {
+            try await consumer.run { _ in
+                if received.add(1, ordering: .relaxed).newValue >= count { consumer.triggerGracefulShutdown() }
+            }
+        }
+        while consumer.assignment.isEmpty { try await Task.sleep(for: .milliseconds(50)) }
+        let producer = try KafkaProducer(configuration: .init(kafka: kafka))
+        let started = Date()
+        for chunk in stride(from: 0, to: count, by: 5_000) {
+            let batch = (chunk..<min(count, chunk + 5_000)).map { index in
+                KafkaProducerMessage(topic: topic, key: Data("raw-\(index % 5_000)".utf8), value: template.value, headers: template.headers)
+            }
+            for result in await producer.send(contentsOf: batch) { _ = try result.get() }
+        }
+        try await done.value
+        let seconds = Date().timeIntervalSince(started)
+        await producer.shutdown()
+        return Double(count) / seconds
+    }
+
+    static func transactionID(of message: KafkaProducerMessage) -> String {
+        guard let value = message.value, let jws = JSONValue.parse(Array(value))?.objectValue?["signedTransaction"]?.stringValue,
+              let payload = jws.split(separator: ".").dropFirst().first, let bytes = Base64URL.decode(String(payload)),
+              let id = JSONValue.parse(bytes)?.objectValue?["transactionId"]?.stringValue else { return "" }
+        return id
+    }
+
+    static func peakRSSMiB(_ pid: Int32) -> Double? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8), // the process may be gone: no figure
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+              let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "") else { return nil }
+        return kilobytes / 1024
+    }
+
+    /// The port a worker logged in its `http endpoints` line.
+    static func httpPort(logFile: URL) async throws -> Int {
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            let text = (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" // not written yet: keep waiting
+            if let line = text.split(separator: "\n").first(where: { $0.contains("\"http endpoints\"") }),
+               let port = JSONValue.parse(Array(line.utf8))?.objectValue?["port"]?.int64Value {
+                return Int(port)
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw UsageError("bench: \(logFile.lastPathComponent) did not report its HTTP port")
+    }
+
+    static func httpGet(port: Int, path: String) async -> (status: Int, body: String) {
+        guard let (data, response) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)\(path)")!) else { return (0, "") }
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+    }
+}
+
+/// Counts `transaction.finished` events by transaction id, with the time each was first seen.
+final class FinishWatcher: Sendable {
+    private let consumer: KafkaConsumer
+    private final class Seen: Sendable {
+        let state = Mutex<(byId: [String: Date], last: Date)>(([:], Date()))
+    }
+
+    private let seen = Seen()
+    private let task: Task<Void, any Error>
+
+    init(kafka: KafkaConfiguration, topic: String, groupID: String) throws {
+        consumer = try KafkaConsumer(configuration: .init(kafka: kafka, groupID: groupID, topics: [topic]))
+        let seen = self.seen
+        task = Task { [consumer] in
+            try await consumer.run { message in
+                guard let value = message.value, let id = JSONValue.parse(Array(value))?.objectValue?["transactionId"]?.stringValue else { return }
+                let now = Date()
+                seen.state.withLock { state in
+                    if state.byId[id] == nil { state.byId[id] = now; state.last = now }
+                }
+            }
+        }
+    }
+
+    var isAssigned: Bool { !consumer.assignment.isEmpty }
+    var count: Int { seen.state.withLock { $0.byId.count } }
+    var lastSeen: Date { seen.state.withLock { $0.last } }
+    var finishedAt: [String: Date] { seen.state.withLock { $0.byId } }
+    func stop() { consumer.triggerGracefulShutdown() }
+}
