@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export PKG_CONFIG_PATH := $(CURDIR)/.deps/lib/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
 ARGS ?=
 
-.PHONY: bootstrap build release test demo clean
+.PHONY: bootstrap build release test demo bench clean
 
 bootstrap:
 	@bash deploy/local/bootstrap.sh
@@ -21,6 +21,10 @@ test: bootstrap
 
 demo: bootstrap
 	@bash deploy/local/demo.sh $(ARGS)
+
+# The pipeline's speed on the local broker and PostgreSQL (see README, "Benchmark").
+bench: bootstrap
+	@bash deploy/local/bench.sh $(ARGS)
 
 clean:
 	rm -rf .build

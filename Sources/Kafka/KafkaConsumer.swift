@@ -111,6 +111,11 @@ public final class KafkaConsumer: Sendable {
         return KafkaStatistics.consumerLag(json: Data(text.utf8), of: core.assignment)
     }
 
+    /// The first and the next offset of `partition` (messages are at low..<high). Blocks up to `timeout`.
+    public func watermarks(_ partition: TopicPartition, timeout: Duration = .seconds(10)) throws -> (low: Int64, high: Int64) {
+        try core.client.watermarks(partition, timeoutMs: Int32(timeout.milliseconds))
+    }
+
     /// Commits the stored offsets now and waits for the broker.
     public func commit() throws { try core.client.commitStoredOffsets() }
 

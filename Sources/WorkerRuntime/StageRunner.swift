@@ -81,6 +81,7 @@ public final class StageRunner: Service {
         metrics.declare("iap_dead_letters_total", .counter, help: "Messages dead-lettered, by stage and reason.")
         metrics.declare("iap_handler_duration_seconds", .histogram, help: "Time from taking a message to its outputs acknowledged, retries included.")
         metrics.declare("iap_in_flight_messages", .gauge, help: "Messages being handled now.")
+        metrics.declare("iap_publish_duration_seconds", .histogram, help: "Time from sending a message's outputs to the broker's acknowledgement.")
     }
 
     public func run() async throws {
@@ -142,7 +143,10 @@ public final class StageRunner: Service {
 
     private func publish(_ messages: [KafkaProducerMessage]) async throws {
         guard !messages.isEmpty else { return }
-        for result in await producer.send(contentsOf: messages) {
+        let started = ContinuousClock.now
+        let results = await producer.send(contentsOf: messages)
+        metrics.observe("iap_publish_duration_seconds", ["stage": stage.name], Double((ContinuousClock.now - started).nanosecondsTotal) / 1e9)
+        for result in results {
             if case .failure(let error) = result { throw error }
         }
     }

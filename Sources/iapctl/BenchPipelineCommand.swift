@@ -113,11 +113,17 @@ enum BenchPipelineCommand {
         let throughputSeconds = watcher.lastSeen.timeIntervalSince(throughputStart)
         let endToEnd = Double(total) / throughputSeconds
         var stageRates: [String: Double] = [:]
+        var handlerMilliseconds: [String: Double] = [:]
+        var publishMilliseconds: [String: Double] = [:]
         for (name, port) in ports {
             let metrics = await httpGet(port: port, path: "/metrics").body
-            let handled = metrics.split(separator: "\n").first { $0.hasPrefix("iap_messages_total{outcome=\"handled\"") }
-                .flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
-            stageRates[name] = handled / throughputSeconds
+            func value(_ prefix: String) -> Double {
+                metrics.split(separator: "\n").first { $0.hasPrefix(prefix) }.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
+            }
+            stageRates[name] = value("iap_messages_total{outcome=\"handled\"") / throughputSeconds
+            // Mean time in the handler (store transaction + publishing + the broker's ack), per message.
+            handlerMilliseconds[name] = value("iap_handler_duration_seconds_sum") / max(1, value("iap_handler_duration_seconds_count")) * 1000
+            publishMilliseconds[name] = value("iap_publish_duration_seconds_sum") / max(1, value("iap_publish_duration_seconds_count")) * 1000
         }
 
         // 3. Latency at a fixed offered rate.
@@ -157,6 +163,8 @@ enum BenchPipelineCommand {
             "latencyP99Seconds": .number((p99 * 1000).rounded() / 1000),
             "stageMessagesPerSecond": .object(stageRates.mapValues { .number($0.rounded()) }),
             "peakRSSMiB": .object(rss.mapValues { .number(($0 * 10).rounded() / 10) }),
+            "meanHandlerMilliseconds": .object(handlerMilliseconds.mapValues { .number(($0 * 100).rounded() / 100) }),
+            "meanPublishMilliseconds": .object(publishMilliseconds.mapValues { .number(($0 * 100).rounded() / 100) }),
             "finishTransactionCalls": .integer(Int64(finishCalls.load(ordering: .relaxed))),
         ]
         let table = [
@@ -164,7 +172,10 @@ enum BenchPipelineCommand {
             ("raw librdkafka passthrough", String(format: "%.0f messages/s", raw)),
             ("hop efficiency (×4 hops ÷ raw)", String(format: "%.3f", efficiency)),
             ("latency at \(rate)/s", String(format: "p50 %.3f s, p99 %.3f s", p50, p99)),
-        ] + stages.map { ("\($0)", String(format: "%.0f messages/s, peak RSS %.1f MiB", stageRates[$0] ?? 0, rss[$0] ?? -1)) }
+        ] + stages.map {
+            ("\($0)", String(format: "%.0f messages/s, %.1f ms per message (%.1f ms of it awaiting the ack), peak RSS %.1f MiB",
+                              stageRates[$0] ?? 0, handlerMilliseconds[$0] ?? 0, publishMilliseconds[$0] ?? 0, rss[$0] ?? -1))
+        }
         for (label, value) in table { print(label.padding(toLength: 38, withPad: " ", startingAt: 0) + value) }
         if json { print(try VerifyCommand.jsonLine(.object(report))) }
         return 0

@@ -22,6 +22,8 @@ enum IAPCtl {
           produce --topic T [FILE|-]    publish JSON lines, each checked against the topic's schema first
           tail --topic T [--from-beginning] [--max N] [--timeout SECONDS]
                                         print events as they arrive, one JSON line each
+          dlq list|replay [--reason R] [--since TIME] [--topic-prefix P] [--dry-run]
+                                        show dead letters; re-publish their original messages to their source topic
           migrate --store URL [--password-file F]
                                         apply the purchase store's schema migrations (sqlite:PATH or postgres://…)
           demo [--brokers HOST:PORT] [--store URL] [--purchases N] [--users N] [--kill-workers] [--json]
@@ -66,6 +68,8 @@ enum IAPCtl {
                 return try await MigrateCommand.run(rest)
             case "demo":
                 return try await DemoCommand.run(rest)
+            case "dlq":
+                return try await DeadLetterCommand.run(rest)
             case "bench":
                 if rest.first == "verify" { return try BenchVerifyCommand.run(Array(rest.dropFirst())) }
                 return try await BenchPipelineCommand.run(rest)

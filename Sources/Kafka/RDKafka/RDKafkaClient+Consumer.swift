@@ -88,6 +88,15 @@ extension RDKafkaClient {
         return result
     }
 
+    /// The low and high watermark of a partition, asked of its leader.
+    func watermarks(_ partition: TopicPartition, timeoutMs: Int32) throws -> (low: Int64, high: Int64) {
+        var low: Int64 = 0
+        var high: Int64 = 0
+        let err = rd_kafka_query_watermark_offsets(handle, partition.topic, partition.partition, &low, &high, timeoutMs)
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError.rdKafka(.consume, err, context: "watermarks of \(partition)") }
+        return (low, high)
+    }
+
     func pause(_ partitions: [TopicPartition]) throws {
         let err = RDKafkaTopicPartitionList(partitions).withPointer { rd_kafka_pause_partitions(handle, $0) }
         if err != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError.rdKafka(.consume, err, context: "pause") }
