@@ -68,7 +68,7 @@ let package = Package(
         .target(name: "Ingest", dependencies: ["Crypto", "HTTPServer", "JSON", "Kafka", "Metrics", "PurchaseEvents", "WorkerRuntime"]),
 
         // Start-up shared by the worker executables: settings, wiring, signals.
-        .target(name: "WorkerApp", dependencies: ["Ingest", "Stages", "WorkerRuntime", "Metrics", "HTTPServer", "Kafka", "PurchaseEvents", "PurchaseStore", "StoreVerification",
+        .target(name: "WorkerApp", dependencies: ["Ingest", "Database", "Stages", "WorkerRuntime", "Metrics", "HTTPServer", "Kafka", "PurchaseEvents", "PurchaseStore", "StoreVerification",
                                                   "JSON", "JSONSchema", "Crypto"]),
         .executableTarget(name: "iap-verifier", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "iap-granter", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),

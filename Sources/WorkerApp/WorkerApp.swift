@@ -1,4 +1,5 @@
 import Crypto
+import Database
 import Foundation
 import HTTPServer
 import Metrics
@@ -119,8 +120,7 @@ public enum WorkerApp {
             let password = try process.settings.string("--store-password-file").map { path in
                 do { return try SQLPurchaseStore.password(fromFile: path) } catch { throw SettingsError("--store-password-file (IAP_STORE_PASSWORD_FILE): \(error)") }
             }
-            let store = try SQLPurchaseStore(url: try process.settings.required("--store"), password: password)
-            let applied = try await store.migrate()
+            let (store, applied) = try await openStore(url: try process.settings.required("--store"), password: password, logger: process.logger)
             process.logger.info("store opened", ["store": store.location, "migrationsApplied": applied.map(String.init).joined(separator: ",")])
             let environment = Environment(process: process, store: store, groupPrefix: process.settings.string("--group-prefix") ?? "iap-")
             let services = try await body(environment)
@@ -195,6 +195,24 @@ public enum WorkerApp {
             FileHandle.standardError.write(Data("\(command): \(error)\n".utf8))
             // Configuration problems (each message names the setting) exit 2; failures at run time exit 1.
             return error is SettingsError || error is VerifierConfigurationError || error is CatalogError ? 2 : 1
+        }
+    }
+
+    /// Opens and migrates the store, retrying what may pass (the database starting up or failing over, or
+    /// SQLite locked by another worker migrating the same file at the same moment) for up to a minute.
+    static func openStore(url: String, password: String?, logger: Logger) async throws -> (SQLPurchaseStore, [Int]) {
+        let deadline = ContinuousClock.now + .seconds(60)
+        var delay = Duration.milliseconds(100)
+        while true {
+            do {
+                let store = try SQLPurchaseStore(url: url, password: password)
+                return (store, try await store.migrate())
+            } catch let error as DatabaseError where error.isRetriable && ContinuousClock.now + delay < deadline {
+                logger.warning("store not available yet, retrying", ["error": error.description, "delayMs": Int(delay.components.seconds * 1000
+                                                                                                                 + delay.components.attoseconds / 1_000_000_000_000_000)])
+                try await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(5))
+            }
         }
     }
 
