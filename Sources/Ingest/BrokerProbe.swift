@@ -1,4 +1,4 @@
-import Dispatch
+import Foundation
 import Kafka
 import Synchronization
 import WorkerRuntime
@@ -21,16 +21,17 @@ public final class BrokerProbe: Service {
     public func run() async throws {
         while !state.withLock({ $0.stopping }) {
             let admin = self.admin
-            // The metadata request blocks: it runs on a dispatch thread, not on the cooperative pool.
+            // The metadata request blocks: it runs on a thread of its own. Not a dispatch queue: on Linux Swift's
+            // tasks run on the dispatch pool, which blocked requests would take from them (see HTTPServer).
             let result: (Bool, String) = await withCheckedContinuation { continuation in
-                DispatchQueue.global().async {
+                Thread {
                     do {
                         let metadata = try admin.metadata(timeout: .seconds(3))
                         continuation.resume(returning: (metadata.brokers > 0, "\(metadata.brokers) broker(s)"))
                     } catch {
                         continuation.resume(returning: (false, "\(error)"))
                     }
-                }
+                }.start()
             }
             state.withLock { $0.reachable = result.0; $0.detail = result.1 }
             let deadline = ContinuousClock.now + interval

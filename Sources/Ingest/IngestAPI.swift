@@ -62,9 +62,7 @@ public final class IngestAPI: Sendable {
             response = await submission(request)
         }
         metrics.increment("iap_ingest_requests_total", ["route": route, "status": String(response.status)])
-        let elapsed = ContinuousClock.now - started
-        metrics.observe("iap_ingest_request_duration_seconds", ["route": route],
-                        Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        metrics.observe("iap_ingest_request_duration_seconds", ["route": route], duration: ContinuousClock.now - started)
         return response
     }
 

@@ -86,6 +86,11 @@ public final class MetricsRegistry: Sendable {
         }
     }
 
+    /// Records a duration, in seconds, in a histogram.
+    public func observe(_ name: String, _ labels: [String: String] = [:], duration: Duration) {
+        observe(name, labels, Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+    }
+
     /// The current value of a counter or gauge series (nil if it has none yet).
     public func value(_ name: String, _ labels: [String: String] = [:]) -> Double? {
         families.withLock { $0[name]?.series[Labels(labels)]?.value }

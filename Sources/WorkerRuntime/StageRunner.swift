@@ -107,7 +107,7 @@ public final class StageRunner: Service {
         metrics.increment("iap_in_flight_messages", labels)
         defer {
             metrics.increment("iap_in_flight_messages", labels, by: -1)
-            metrics.observe("iap_handler_duration_seconds", labels, Double((ContinuousClock.now - started).nanosecondsTotal) / 1e9)
+            metrics.observe("iap_handler_duration_seconds", labels, duration: ContinuousClock.now - started)
         }
         var attempt = 0
         while true {
@@ -145,7 +145,7 @@ public final class StageRunner: Service {
         guard !messages.isEmpty else { return }
         let started = ContinuousClock.now
         let results = await producer.send(contentsOf: messages)
-        metrics.observe("iap_publish_duration_seconds", ["stage": stage.name], Double((ContinuousClock.now - started).nanosecondsTotal) / 1e9)
+        metrics.observe("iap_publish_duration_seconds", ["stage": stage.name], duration: ContinuousClock.now - started)
         for result in results {
             if case .failure(let error) = result { throw error }
         }
@@ -194,5 +194,4 @@ public final class StageRunner: Service {
 
 extension Duration {
     var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
-    var nanosecondsTotal: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
 }
