@@ -14,7 +14,8 @@ public enum KafkaConsumerEvent: Sendable {
 /// A consumer-group member that hands each message to a handler and commits only what was handled.
 ///
 /// - Messages of one partition are handled one at a time, in offset order; different partitions concurrently.
-/// - An offset is stored (and later committed) only after the handler returned for its message.
+/// - An offset is stored (and later committed) only after the handler returned for its message, and with
+///   `runPipelined(_:)` only after its completion did too, in offset order.
 /// - On revocation the handler finishes the message in hand (bounded by `revokeTimeout`), stored offsets are
 ///   committed, and only then are the partitions given up. Messages not handled are redelivered to the next owner.
 /// - A handler that throws stops the consumer: nothing past that message is committed, and `run` rethrows.
@@ -22,6 +23,11 @@ public enum KafkaConsumerEvent: Sendable {
 ///   handlers, commits, leaves the group, and returns from `run` within `shutdownTimeout` plus librdkafka's close.
 public final class KafkaConsumer: Sendable {
     public typealias Handler = @Sendable (KafkaMessage) async throws -> Void
+    /// What remains of a message's handling after the handler returned, e.g. awaiting the broker's
+    /// acknowledgement of its outputs. It may run while later messages of the partition are handled.
+    public typealias Completion = @Sendable () async throws -> Void
+    /// A handler that returns before its message is done: see `runPipelined(_:)`.
+    public typealias PipelinedHandler = @Sendable (KafkaMessage) async throws -> Completion
 
     /// Consumer settings; every librdkafka property can be set through `kafka`.
     public struct Configuration: Sendable {
@@ -36,13 +42,15 @@ public final class KafkaConsumer: Sendable {
         public var revokeTimeout: Duration
         /// Messages buffered per partition before its fetching is paused.
         public var maxBufferedPerPartition: Int
+        /// With `runPipelined(_:)`: messages of a partition whose completion may be outstanding at once.
+        public var maxInFlightPerPartition: Int
         /// Receives assignment changes and non-fatal errors, on the poll thread; keep it quick.
         public var onEvent: (@Sendable (KafkaConsumerEvent) -> Void)?
 
         public init(
             kafka: KafkaConfiguration, groupID: String, topics: [String],
             shutdownTimeout: Duration = .seconds(30), revokeTimeout: Duration = .seconds(30),
-            maxBufferedPerPartition: Int = 1_000, onEvent: (@Sendable (KafkaConsumerEvent) -> Void)? = nil
+            maxBufferedPerPartition: Int = 1_000, maxInFlightPerPartition: Int = 1, onEvent: (@Sendable (KafkaConsumerEvent) -> Void)? = nil
         ) {
             self.kafka = kafka
             self.groupID = groupID
@@ -50,6 +58,7 @@ public final class KafkaConsumer: Sendable {
             self.shutdownTimeout = shutdownTimeout
             self.revokeTimeout = revokeTimeout
             self.maxBufferedPerPartition = max(2, maxBufferedPerPartition)
+            self.maxInFlightPerPartition = max(1, maxInFlightPerPartition)
             self.onEvent = onEvent
         }
 
@@ -77,6 +86,17 @@ public final class KafkaConsumer: Sendable {
     /// Subscribes and handles messages until graceful shutdown, a fatal client error, or a handler error,
     /// which it then throws. Call it once.
     public func run(_ handler: @escaping Handler) async throws {
+        try await runPipelined { message in
+            try await handler(message)
+            return {}
+        }
+    }
+
+    /// Like `run(_:)`, but a message's handling ends in two steps: the handler (called in offset order,
+    /// one at a time per partition) and the `Completion` it returns, awaited in offset order while up to
+    /// `maxInFlightPerPartition` later messages are handled. A message's offset is stored after its
+    /// completion returned; a completion that throws stops the consumer as a handler error does.
+    public func runPipelined(_ handler: @escaping PipelinedHandler) async throws {
         try core.client.subscribe(topics: core.configuration.topics)
         let core = self.core
         await withTaskCancellationHandler {
@@ -131,7 +151,7 @@ public final class KafkaConsumer: Sendable {
 /// The consumer's state shared with its poll thread and partition workers.
 private final class ConsumerCore: Sendable {
     struct State {
-        var handler: KafkaConsumer.Handler?
+        var handler: KafkaConsumer.PipelinedHandler?
         var workers: [TopicPartition: PartitionWorker] = [:]
         var paused: Set<TopicPartition> = []
         var shutdownRequested = false
@@ -152,7 +172,7 @@ private final class ConsumerCore: Sendable {
     var assignment: Set<TopicPartition> { state.withLock { Set($0.workers.keys) } }
     var failure: KafkaError? { state.withLock { $0.failure } }
 
-    func start(handler: @escaping KafkaConsumer.Handler, finished: CheckedContinuation<Void, Never>) {
+    func start(handler: @escaping KafkaConsumer.PipelinedHandler, finished: CheckedContinuation<Void, Never>) {
         state.withLock { $0.handler = handler }
         client.events.rebalanceHandler.withLock {
             $0 = RDKafkaEvents.RebalanceHandler(
@@ -228,6 +248,7 @@ private final class ConsumerCore: Sendable {
         for partition in partitions {
             let worker = PartitionWorker(
                 partition: partition, client: client, maxBuffered: configuration.maxBufferedPerPartition,
+                maxInFlight: configuration.maxInFlightPerPartition,
                 paused: paused.contains(partition), report: { [weak self] in self?.report($0) })
             if paused.contains(partition) {
                 do { try worker.pause() } catch { report(.error(error as? KafkaError ?? KafkaError(code: .consume, message: "\(error)"))) }

@@ -45,22 +45,18 @@ public final class KafkaProducer: Sendable {
 
     /// Sends records in one batch (all enqueued before any is awaited) and returns each one's outcome, in order.
     public func send(contentsOf messages: [KafkaProducerMessage]) async -> [Result<KafkaDeliveryReport, KafkaError>] {
+        await enqueue(contentsOf: messages).results()
+    }
+
+    /// Hands records to librdkafka and returns without waiting for the broker, so that the caller can do
+    /// other work (e.g. handle the next message) while they are in flight. Await `results()` once.
+    public func enqueue(contentsOf messages: [KafkaProducerMessage]) async -> PendingDeliveries {
         var ids: [Result<UInt, KafkaError>] = []
         ids.reserveCapacity(messages.count)
         for message in messages {
             do { ids.append(.success(try await core.enqueue(message))) } catch { ids.append(.failure(Self.kafkaError(error))) }
         }
-        var results: [Result<KafkaDeliveryReport, KafkaError>] = []
-        results.reserveCapacity(messages.count)
-        for id in ids {
-            switch id {
-            case .success(let id):
-                do { results.append(.success(try await core.delivery(of: id))) } catch { results.append(.failure(Self.kafkaError(error))) }
-            case .failure(let error):
-                results.append(.failure(error))
-            }
-        }
-        return results
+        return PendingDeliveries(core: core, ids: ids)
     }
 
     /// Stops accepting records, waits up to `flushTimeout` for queued ones to be delivered, and stops the poll thread.
@@ -75,8 +71,32 @@ public final class KafkaProducer: Sendable {
     /// those that are not fatal by itself.
     public func drainErrors() -> [KafkaError] { core.client.events.drainErrors() }
 
-    private static func kafkaError(_ error: any Error) -> KafkaError {
+    fileprivate static func kafkaError(_ error: any Error) -> KafkaError {
         error as? KafkaError ?? KafkaError(code: .produce, message: "\(error)")
+    }
+}
+
+/// Records enqueued by `KafkaProducer.enqueue(contentsOf:)`, not necessarily acknowledged yet.
+public struct PendingDeliveries: Sendable {
+    fileprivate let core: ProducerCore
+    fileprivate let ids: [Result<UInt, KafkaError>]
+
+    /// Waits for the broker's answer to each record and returns them in order (`.shutdown` if the producer
+    /// stopped first). Call it once: a delivery report is handed out a single time.
+    public func results() async -> [Result<KafkaDeliveryReport, KafkaError>] {
+        var results: [Result<KafkaDeliveryReport, KafkaError>] = []
+        results.reserveCapacity(ids.count)
+        for id in ids {
+            switch id {
+            case .success(let id):
+                do { results.append(.success(try await core.delivery(of: id))) } catch {
+                    results.append(.failure(KafkaProducer.kafkaError(error)))
+                }
+            case .failure(let error):
+                results.append(.failure(error))
+            }
+        }
+        return results
     }
 }
 

@@ -3,12 +3,17 @@ import Synchronization
 
 /// Handles the messages of one assigned partition, in offset order, on its own task.
 ///
-/// The poll thread hands messages in with `enqueue`; the worker calls the handler and, once it
-/// returned, stores the offset after the message. On revocation the worker finishes the message
-/// in hand and drops the rest (they are redelivered to the partition's next owner).
+/// The poll thread hands messages in with `enqueue`; the worker calls the handler and, once the handler
+/// and the completion it returned are done, stores the offset after the message. Up to `maxInFlight`
+/// completions may be outstanding; they are awaited in offset order, and all of them before the worker
+/// waits for more input. On revocation the worker completes the messages in hand and drops the rest
+/// (they are redelivered to the partition's next owner).
 final class PartitionWorker: Sendable {
     struct State {
+        /// Messages enqueued whose offset is not stored yet.
         var buffered = 0
+        /// Messages enqueued and not yet taken by the worker.
+        var waiting = 0
         /// Fetching stopped because too many messages are buffered.
         var pausedForBackpressure = false
         /// Paused by the application: no message is handed to the handler until resumed.
@@ -22,44 +27,101 @@ final class PartitionWorker: Sendable {
     let partition: TopicPartition
     private let client: RDKafkaClient
     private let maxBuffered: Int
+    private let maxInFlight: Int
     private let state: Mutex<State>
     private let stream: AsyncStream<KafkaMessage>
     private let continuation: AsyncStream<KafkaMessage>.Continuation
     private let done = DispatchSemaphore(value: 0)
-    private let report: @Sendable (KafkaConsumerEvent) -> Void
+    fileprivate let report: @Sendable (KafkaConsumerEvent) -> Void
 
-    init(partition: TopicPartition, client: RDKafkaClient, maxBuffered: Int, paused: Bool,
+    init(partition: TopicPartition, client: RDKafkaClient, maxBuffered: Int, maxInFlight: Int, paused: Bool,
          report: @escaping @Sendable (KafkaConsumerEvent) -> Void) {
         self.partition = partition
         self.client = client
         self.report = report
         self.maxBuffered = maxBuffered
+        self.maxInFlight = maxInFlight
         self.state = Mutex(State(pausedByUser: paused))
         (stream, continuation) = AsyncStream.makeStream(of: KafkaMessage.self)
     }
 
     /// Runs the handler over the partition's messages until revoked or the handler fails.
-    /// - Parameter onFailure: told about a handler error; the worker then stops without storing that offset.
-    func start(handler: @escaping KafkaConsumer.Handler, onFailure: @escaping @Sendable (any Error, KafkaMessage) -> Void) {
+    /// - Parameter onFailure: told about a handler or completion error; the worker then stops without
+    ///   storing that offset or any later one.
+    func start(handler: @escaping KafkaConsumer.PipelinedHandler, onFailure: @escaping @Sendable (any Error, KafkaMessage) -> Void) {
         Task {
             defer { done.signal() }
-            for await message in stream {
-                guard await waitUntilDeliverable() else { break }
+            var inFlight = InFlight(worker: self, onFailure: onFailure)
+            var messages = stream.makeAsyncIterator()
+            while true {
+                // Finish outstanding work before waiting for input, so that offsets do not wait for traffic.
+                while !inFlight.isEmpty && (inFlight.count >= maxInFlight || !hasWaitingInput) {
+                    guard await inFlight.completeOldest() else { return }
+                }
+                guard let message = await messages.next() else { break }
+                state.withLock { $0.waiting -= 1 }
+                if !(await waitUntilDeliverable()) { break }
                 do {
-                    try await handler(message)
+                    inFlight.append(message, try await handler(message))
                 } catch {
                     onFailure(error, message)
-                    break
+                    return
                 }
-                if let error = storeOffset(after: message) { report(.error(error)) }
+            }
+            // Revoked: what was handled is completed so that its offsets can be committed.
+            while !inFlight.isEmpty {
+                guard await inFlight.completeOldest() else { return }
             }
         }
+    }
+
+    /// Handled messages whose completion is outstanding, oldest first.
+    private struct InFlight {
+        let worker: PartitionWorker
+        let onFailure: @Sendable (any Error, KafkaMessage) -> Void
+        private var entries: [(message: KafkaMessage, completion: KafkaConsumer.Completion)] = []
+        private var head = 0
+
+        init(worker: PartitionWorker, onFailure: @escaping @Sendable (any Error, KafkaMessage) -> Void) {
+            self.worker = worker
+            self.onFailure = onFailure
+        }
+
+        var isEmpty: Bool { head == entries.count }
+        var count: Int { entries.count - head }
+
+        mutating func append(_ message: KafkaMessage, _ completion: @escaping KafkaConsumer.Completion) {
+            if head == entries.count {
+                entries.removeAll(keepingCapacity: true)
+                head = 0
+            }
+            entries.append((message, completion))
+        }
+
+        /// Awaits the oldest completion and stores its offset; `false` after a failure (reported).
+        mutating func completeOldest() async -> Bool {
+            let (message, completion) = entries[head]
+            head += 1
+            do {
+                try await completion()
+            } catch {
+                onFailure(error, message)
+                return false
+            }
+            if let error = worker.storeOffset(after: message) { worker.report(.error(error)) }
+            return true
+        }
+    }
+
+    private var hasWaitingInput: Bool {
+        state.withLock { $0.waiting > 0 && !$0.pausedByUser && !$0.revoked }
     }
 
     /// Called on the poll thread.
     func enqueue(_ message: KafkaMessage) {
         state.withLock { state in
             state.buffered += 1
+            state.waiting += 1
             if state.buffered >= maxBuffered && !state.pausedForBackpressure {
                 state.pausedForBackpressure = true
                 // Under the lock so that pause and resume cannot be reordered.
@@ -111,7 +173,7 @@ final class PartitionWorker: Sendable {
     }
 
     /// Stores the offset after `message` unless the worker was abandoned; returns a store error.
-    private func storeOffset(after message: KafkaMessage) -> KafkaError? {
+    fileprivate func storeOffset(after message: KafkaMessage) -> KafkaError? {
         state.withLock { state -> KafkaError? in
             state.buffered -= 1
             if state.pausedForBackpressure && state.buffered <= maxBuffered / 2 && !state.revoked {

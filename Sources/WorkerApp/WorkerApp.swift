@@ -36,6 +36,8 @@ public enum WorkerApp {
         Setting("--group-prefix", env: "IAP_GROUP_PREFIX", default: "iap-", help: "prefix of consumer group ids (group = prefix + stage)"),
         Setting("--statistics-interval", env: "IAP_STATISTICS_INTERVAL", default: "5",
                 help: "seconds between librdkafka statistics (consumer lag in /metrics); 0 turns them off"),
+        Setting("--max-in-flight", env: "IAP_MAX_IN_FLIGHT", default: "64",
+                help: "messages per partition handled while earlier outputs await the broker's ack (1 = one at a time)"),
     ]
 
     /// What every executable resolves from its settings.
@@ -98,6 +100,7 @@ public enum WorkerApp {
             }
             let consumer = try KafkaConsumer(configuration: .init(
                 kafka: kafka, groupID: groupPrefix + stage.name, topics: stage.topics, shutdownTimeout: process.shutdownTimeout,
+                maxInFlightPerPartition: try settings.int("--max-in-flight") ?? 64,
                 onEvent: { event in
                     switch event {
                     case .assigned(let partitions): logger.info("partitions assigned", ["partitions": partitions.map(\.description).joined(separator: ",")])

@@ -86,7 +86,7 @@ public final class StageRunner: Service {
 
     public func run() async throws {
         do {
-            try await consumer.run { [self] message in try await process(message) }
+            try await consumer.runPipelined { [self] message in try await process(message) }
         } catch let error as KafkaError where error.code == .handler && stopping.withLock({ $0 }) {
             // A retry loop interrupted by shutdown: that message was not committed and will be redelivered.
             logger.info("stopped while retrying", ["detail": error.message])
@@ -101,18 +101,45 @@ public final class StageRunner: Service {
 
     private struct Interrupted: Error {}
 
-    private func process(_ message: KafkaMessage) async throws {
+    /// Handles `message` and hands its outputs to the producer; the returned completion awaits their
+    /// acknowledgement, so the next message of the partition is handled meanwhile (the consumer stores
+    /// offsets only as completions return, in order). Outputs the broker did not take are produced again by
+    /// handling the message again: stages are idempotent, and a repeat answers what the first one did.
+    private func process(_ message: KafkaMessage) async throws -> KafkaConsumer.Completion {
         let labels = ["stage": stage.name]
         let started = ContinuousClock.now
         metrics.increment("iap_in_flight_messages", labels)
-        defer {
+        let done: @Sendable () -> Void = { [metrics] in
             metrics.increment("iap_in_flight_messages", labels, by: -1)
             metrics.observe("iap_handler_duration_seconds", labels, duration: ContinuousClock.now - started)
         }
+        let first: Result<StageResult, any Error>
+        do { first = .success(try await stage.handle(message)) } catch { first = .failure(error) }
+        guard case .success(.publish(let outputs)) = first else {
+            defer { done() }
+            try await processWithRetries(message, first: first)
+            return {}
+        }
+        let sent = ContinuousClock.now
+        let pending = await producer.enqueue(contentsOf: outputs)
+        return { [self] in
+            defer { done() }
+            if let failure = await acknowledged(pending, sentAt: sent) {
+                try await processWithRetries(message, first: .failure(failure))
+            } else {
+                count("handled")
+            }
+        }
+    }
+
+    /// Handles `message` until it is done (outputs acknowledged or dead-lettered), starting from the
+    /// outcome of a first attempt; transient failures are retried with backoff.
+    private func processWithRetries(_ message: KafkaMessage, first: Result<StageResult, any Error>) async throws {
         var attempt = 0
+        var outcome = first
         while true {
             do {
-                switch try await stage.handle(message) {
+                switch try outcome.get() {
                 case .publish(let outputs):
                     try await publish(outputs)
                     count("handled")
@@ -138,17 +165,21 @@ public final class StageRunner: Service {
                     try await sleep(backoff(attempt))
                 }
             }
+            do { outcome = .success(try await stage.handle(message)) } catch { outcome = .failure(error) }
         }
     }
 
+    /// Awaits the broker's answers for `pending`; the first failure, if any.
+    private func acknowledged(_ pending: PendingDeliveries, sentAt: ContinuousClock.Instant) async -> KafkaError? {
+        let results = await pending.results()
+        metrics.observe("iap_publish_duration_seconds", ["stage": stage.name], duration: ContinuousClock.now - sentAt)
+        for case .failure(let error) in results { return error }
+        return nil
+    }
+
     private func publish(_ messages: [KafkaProducerMessage]) async throws {
-        guard !messages.isEmpty else { return }
-        let started = ContinuousClock.now
-        let results = await producer.send(contentsOf: messages)
-        metrics.observe("iap_publish_duration_seconds", ["stage": stage.name], duration: ContinuousClock.now - started)
-        for result in results {
-            if case .failure(let error) = result { throw error }
-        }
+        let sent = ContinuousClock.now
+        if let failure = await acknowledged(await producer.enqueue(contentsOf: messages), sentAt: sent) { throw failure }
     }
 
     private func deadLetter(_ message: KafkaMessage, reason: String, detail: String) async throws {
