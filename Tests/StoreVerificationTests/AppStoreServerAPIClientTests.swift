@@ -55,6 +55,25 @@ import TestSupport
         #expect(appStore.lastClaims.value["bid"] == .string("com.example.coins"))
     }
 
+    @Test func aTokenServesManyRequestsAndIsRenewedAtHalfItsLifetime() async throws {
+        let key = try PrivateKey.generateP256()
+        let appStore = try StandInAppStore(publicKey: try key.publicKey())
+        let clock = Locked(Date(timeIntervalSince1970: 1_800_000_000))
+        let client = AppStoreServerAPIClient(configuration: .init(baseURL: URL(string: "http://127.0.0.1:\(appStore.server.port)")!, keyId: "KEY123",
+                                                                  issuerId: "issuer-uuid", bundleId: "com.example.coins", privateKey: key,
+                                                                  tokenLifetime: 600), now: { clock.value })
+        var issuedAt: [JSONValue?] = []
+        for step in [0.0, 299, 1, 10, -400] { // seconds the clock moves before each call; the last one goes back
+            clock.value = clock.value.addingTimeInterval(step)
+            let result = await client.finishTransaction("1")
+            #expect(throws: Never.self) { try result.get() }
+            issuedAt.append(appStore.lastClaims.value["iat"])
+        }
+        let t0 = Int64(1_800_000_000)
+        #expect(issuedAt == [.integer(t0), .integer(t0), .integer(t0 + 300), .integer(t0 + 300), .integer(t0 - 90)],
+                "reused until half the lifetime, renewed then, and renewed when the clock went back before its issue")
+    }
+
     @Test func aTokenFromAnotherKeyIsRefusedAndThatIsRetryable() async throws {
         let appStore = try StandInAppStore(publicKey: try PrivateKey.generateP256().publicKey())
         let result = await client(appStore.server, key: try PrivateKey.generateP256()).finishTransaction("1")
