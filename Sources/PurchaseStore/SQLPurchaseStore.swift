@@ -8,7 +8,7 @@ import Foundation
 /// Every effect is keyed by (store, transaction id) and happens in one database transaction, so a
 /// repeated call answers from the stored state and changes nothing.
 public final class SQLPurchaseStore: Sendable {
-    private let executor: StoreExecutor
+    let executor: StoreExecutor
     private let dialect: Migrations.Dialect
     /// A human-readable location for logs, without credentials.
     public let location: String

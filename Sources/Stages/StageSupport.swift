@@ -1,5 +1,6 @@
 import Database
 import Foundation
+import JSON
 import Kafka
 import PurchaseEvents
 import WorkerRuntime
@@ -18,6 +19,16 @@ public struct StageContext: Sendable {
 
     /// A dead letter for a message the codec refused.
     func deadLetter(_ invalid: EventCodec.Invalid) -> StageResult { .deadLetter(reason: invalid.reason, detail: invalid.detail) }
+
+    /// Whether `event`, encoded, matches its schema (what the next stage will check).
+    func matchesSchema<Event: PipelineEvent>(_ event: Event) -> Bool {
+        do {
+            guard let body = try codec.message(event, time: now()).value, let json = JSONValue.parse(Array(body)) else { return false }
+            return codec.schemas.validate(json, against: Event.type.schemaID).isEmpty
+        } catch {
+            return false // Not even encodable: certainly not what the next stage accepts.
+        }
+    }
 
     func messages(_ events: [any PipelineEvent]) throws -> StageResult {
         let time = now()

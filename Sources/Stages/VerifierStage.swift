@@ -68,6 +68,20 @@ public struct VerifierStage: StoreBackedStage {
         }
         var events: [any PipelineEvent] = []
         for purchase in purchases {
+            // Built before anything is recorded: a purchase whose ids the pipeline cannot carry is rejected, not
+            // recorded as verified and then dead-lettered downstream with nobody granting it.
+            guard let verified = conforming(PurchaseVerifiedEvent(
+                store: Store(rawValue: purchase.store.rawValue) ?? submission.store, transactionId: purchase.transactionId,
+                originalTransactionId: purchase.originalTransactionId, productId: purchase.productId, productType: purchase.productType,
+                quantity: purchase.quantity, userId: submission.userId, purchaseDate: purchase.purchaseDate, expiresDate: purchase.expiresDate,
+                revocationDate: purchase.revocationDate, environment: purchase.environment, appAccountToken: purchase.appAccountToken,
+                price: purchase.price, currency: purchase.currency, consumed: purchase.consumed, source: submission.source,
+                verifiedAt: context.now()))
+            else {
+                events.append(rejection(submission, Rejection(.malformedPayload, "the store's ids do not fit the event schema (length, control characters)"),
+                                        reason: RejectionReason.malformedPayload.rawValue, transactionId: nil, productId: nil))
+                continue
+            }
             let record = PurchaseRecord(key: PurchaseKey(store: purchase.store.rawValue, transactionId: purchase.transactionId),
                                         userId: submission.userId, productId: purchase.productId, quantity: purchase.quantity,
                                         purchaseTime: purchase.purchaseDate ?? submission.submittedAt, environment: purchase.environment,
@@ -79,16 +93,24 @@ public struct VerifierStage: StoreBackedStage {
                 events.append(rejection(submission, Rejection(.storeRejected, "transaction belongs to another user"),
                                         reason: "transactionOfAnotherUser", transactionId: purchase.transactionId, productId: purchase.productId))
             case .recorded, .existing:
-                events.append(PurchaseVerifiedEvent(
-                    store: Store(rawValue: purchase.store.rawValue) ?? submission.store, transactionId: purchase.transactionId,
-                    originalTransactionId: purchase.originalTransactionId, productId: purchase.productId, productType: purchase.productType,
-                    quantity: purchase.quantity, userId: submission.userId, purchaseDate: purchase.purchaseDate, expiresDate: purchase.expiresDate,
-                    revocationDate: purchase.revocationDate, environment: purchase.environment, appAccountToken: purchase.appAccountToken,
-                    price: purchase.price, currency: purchase.currency, consumed: purchase.consumed, source: submission.source,
-                    verifiedAt: context.now()))
+                events.append(verified)
             }
         }
         return try context.messages(events)
+    }
+
+    /// `event` if it matches its schema; else without the informational fields a store may fill oddly (price,
+    /// currency, environment, account token), logged; nil when even that does not match (the ids themselves).
+    private func conforming(_ event: PurchaseVerifiedEvent) -> PurchaseVerifiedEvent? {
+        guard !context.matchesSchema(event) else { return event }
+        var trimmed = event
+        trimmed.price = nil
+        trimmed.currency = nil
+        trimmed.environment = nil
+        trimmed.appAccountToken = nil
+        guard context.matchesSchema(trimmed) else { return nil }
+        context.logger.warning("informational fields dropped: they do not fit the event schema", ["transactionId": event.transactionId])
+        return trimmed
     }
 
     private func rejected(_ submission: PurchaseSubmitted, _ rejection: Rejection, transactionId: String?) throws -> StageResult {

@@ -89,7 +89,9 @@ struct PipelineTests {
             case "granter": GranterStage(context: context, store: store, catalog: catalog, clawBackDueRefunds: true)
             default: FinisherStage(context: context, store: store, appStoreAPI: api)
             }
-            let consumer = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: "\(prefix)\(stageName)", topics: stage.topics))
+            // Pipelined, as the workers run (--max-in-flight).
+            let consumer = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: "\(prefix)\(stageName)", topics: stage.topics,
+                                                                  maxInFlightPerPartition: 16))
             let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
             return StageRunner(stage: stage, consumer: consumer, producer: producer, codec: codec, logger: context.logger)
         }

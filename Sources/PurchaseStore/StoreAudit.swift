@@ -1,0 +1,72 @@
+import Database
+import Foundation
+
+/// The store's books, read in one pass: what each purchase was granted and where the books disagree
+/// with themselves. For reconciliation by an operator and for the chaos run's invariants.
+public struct StoreAudit: Sendable {
+    public struct Purchase: Sendable {
+        public var state: PurchaseState
+        /// Grant entries in the ledger (one per item granted).
+        public var grantEntries: Int
+        public var grantedAt: Date?
+        public var finishedAt: Date?
+    }
+
+    public var purchases: [PurchaseKey: Purchase] = [:]
+    /// Ledger grant entries of purchases the store has no record of (must be empty).
+    public var orphanGrants: [PurchaseKey] = []
+    /// Users whose currency balance is not the sum of their ledger entries (grants less revocations).
+    public var balanceMismatches: [String] = []
+    /// Purchases finished without a grant in the ledger, or finished before they were granted.
+    public var finishedWithoutGrant: [PurchaseKey] = []
+    /// Σ balances by currency.
+    public var currencyTotals: [String: Int64] = [:]
+}
+
+extension SQLPurchaseStore {
+    /// Reads the whole store; meant for audits and tests, not for the hot path.
+    public func audit() async throws -> StoreAudit {
+        try await executor.run { connection in
+            var audit = StoreAudit()
+            for row in try connection.query("""
+                SELECT p.store, p.transaction_id, p.state, (SELECT count(*) FROM ledger l
+                    WHERE l.store = p.store AND l.transaction_id = p.transaction_id AND l.entry_kind = 'grant'), p.granted_at, p.finished_at
+                FROM purchases p
+                """) {
+                guard let store = row[0].string, let id = row[1].string, let state = row[2].string.flatMap(PurchaseState.init(rawValue:)),
+                      let entries = row[3].int64 else { continue }
+                audit.purchases[PurchaseKey(store: store, transactionId: id)] = StoreAudit.Purchase(
+                    state: state, grantEntries: Int(entries), grantedAt: row[4].int64.map(PurchaseTime.date), finishedAt: row[5].int64.map(PurchaseTime.date))
+            }
+            audit.orphanGrants = try connection.query("""
+                SELECT DISTINCT l.store, l.transaction_id FROM ledger l
+                WHERE NOT EXISTS (SELECT 1 FROM purchases p WHERE p.store = l.store AND p.transaction_id = l.transaction_id)
+                """).compactMap(Self.key)
+            // A revocation's entry is -amount, and its shortfall what the balance could not give back.
+            for row in try connection.query("""
+                SELECT coalesce(b.user_id, s.user_id), coalesce(b.currency, s.code), coalesce(b.amount, 0), coalesce(s.total, 0)
+                FROM balances b FULL OUTER JOIN (
+                    SELECT user_id, code, sum(amount + shortfall) AS total
+                    FROM ledger WHERE item_kind = 'currency' GROUP BY user_id, code
+                ) s ON s.user_id = b.user_id AND s.code = b.currency
+                WHERE coalesce(b.amount, 0) <> coalesce(s.total, 0)
+                """) {
+                audit.balanceMismatches.append("\(row[0].string ?? "?") \(row[1].string ?? "?"): balance \(row[2].int64 ?? 0), ledger \(row[3].int64 ?? 0)")
+            }
+            audit.finishedWithoutGrant = try connection.query("""
+                SELECT p.store, p.transaction_id FROM purchases p
+                WHERE p.finished_at IS NOT NULL AND (p.granted_at IS NULL OR p.finished_at < p.granted_at OR NOT EXISTS (
+                    SELECT 1 FROM ledger l WHERE l.store = p.store AND l.transaction_id = p.transaction_id AND l.entry_kind = 'grant'))
+                """).compactMap(Self.key)
+            for row in try connection.query("SELECT currency, sum(amount) FROM balances GROUP BY currency") {
+                if let currency = row[0].string, let total = row[1].int64 { audit.currencyTotals[currency] = total }
+            }
+            return audit
+        }
+    }
+
+    private static func key(_ row: [SQLValue]) -> PurchaseKey? {
+        guard let store = row[0].string, let id = row[1].string else { return nil }
+        return PurchaseKey(store: store, transactionId: id)
+    }
+}
