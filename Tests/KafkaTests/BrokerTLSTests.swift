@@ -1,0 +1,110 @@
+import Foundation
+import Kafka
+import Testing
+import TestSupport
+
+/// TLS to the broker through librdkafka's own settings (`security.protocol=ssl`, `ssl.ca.location`), against a
+/// Tansu behind a TLS-terminating proxy (tls_proxy.py) with a certificate made for this run.
+@Suite(TestServices.pythonTools, .timeLimit(.minutes(3)))
+struct BrokerTLSTests {
+    @Test func producerAndConsumerTalkTLSAndRefuseACertificateTheyDoNotTrust() async throws {
+        let python = try TestServices.requirePython()
+        let tansu = TestServices.packageRoot.appendingPathComponent(".deps/bin/tansu")
+        try #require(FileManager.default.isExecutableFile(atPath: tansu.path), "tansu is not installed: make bootstrap")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("tls"))
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
+        // A CA and a server certificate for 127.0.0.1 (librdkafka checks the name), and a CA nobody used.
+        for arguments in [
+            ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("ca.key"), "-out", path("ca.pem"),
+             "-days", "1", "-subj", "/CN=iap-pipeline test CA"],
+            ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("broker.key"), "-out", path("broker.csr"),
+             "-subj", "/CN=127.0.0.1"],
+            ["x509", "-req", "-in", path("broker.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"), "-CAcreateserial", "-out", path("broker.pem"),
+             "-days", "1", "-extfile", path("san.cnf")],
+            ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("other.key"), "-out", path("other.pem"),
+             "-days", "1", "-subj", "/CN=another CA"],
+        ] {
+            try Data("subjectAltName=IP:127.0.0.1\n".utf8).write(to: URL(fileURLWithPath: path("san.cnf")))
+            let result = try await offPool { try runCommand("/usr/bin/openssl", arguments) }
+            try #require(result.status == 0, "openssl \(arguments[0]): \(result.output)")
+        }
+
+        let brokerPort = try freePort(), tlsPort = try freePort()
+        let broker = try BackgroundProcess(tansu.path, ["broker", "--listener-url", "tcp://127.0.0.1:\(brokerPort)",
+                                                        "--advertised-listener-url", "tcp://127.0.0.1:\(tlsPort)"])
+        let proxy = try BackgroundProcess(python, [TestServices.packageRoot.appendingPathComponent("Tests/KafkaTests/tls_proxy.py").path,
+                                                   "\(tlsPort)", "\(brokerPort)", path("broker.pem"), path("broker.key")])
+        defer { proxy.stop(); broker.stop() }
+        try await waitUntil("the proxy listens") { proxy.output.contains("listening") }
+
+        let tls = KafkaConfiguration(["bootstrap.servers": "127.0.0.1:\(tlsPort)", "security.protocol": "ssl", "ssl.ca.location": path("ca.pem")])
+        let topic = uniqueName("tls")
+        try await waitUntil("the broker answers over TLS") {
+            (try? await offPool { try KafkaAdmin(kafka: tls).createTopics([topic], partitions: 1) }) != nil
+        }
+        let producer = try KafkaProducer(configuration: .init(kafka: tls))
+        try await producer.send(KafkaProducerMessage(topic: topic, key: "k", value: Data("over TLS".utf8)))
+        var consumerKafka = testConsumerKafka("127.0.0.1:\(tlsPort)")
+        consumerKafka["security.protocol"] = "ssl"
+        consumerKafka["ssl.ca.location"] = path("ca.pem")
+        let recorder = Recorder()
+        let consumer = RunningConsumer(try KafkaConsumer(configuration: .init(kafka: consumerKafka, groupID: uniqueName("g"), topics: [topic]))) {
+            await recorder.record($0)
+        }
+        try await waitUntil("the message comes back over TLS") { await recorder.count == 1 }
+        try await consumer.stop()
+        #expect(await recorder.values == ["over TLS"])
+
+        // Trusting another CA, the client refuses the broker: no plaintext fallback, a clear error.
+        var other = tls
+        other["ssl.ca.location"] = path("other.pem")
+        other["log_level"] = "0"
+        let untrusting = other
+        let error = await #expect(throws: KafkaError.self) { try await offPool { _ = try KafkaAdmin(kafka: untrusting).metadata(timeout: .seconds(5)) } }
+        #expect(error?.isRetriable == true)
+    }
+}
+
+/// A child process whose output is collected; killed by `stop()` or when released.
+private final class BackgroundProcess: @unchecked Sendable {
+    // @unchecked: `process` is set once in init; the collected output is behind a lock.
+    private let process = Process()
+    private let collected = Locked("")
+
+    init(_ executable: String, _ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        let collected = self.collected
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let chunk = handle.availableData
+            if chunk.isEmpty { handle.readabilityHandler = nil } else { collected.withLock { $0 += String(decoding: chunk, as: UTF8.self) } }
+        }
+        try process.run()
+    }
+
+    var output: String { collected.value }
+
+    func stop() { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+
+    deinit { stop() }
+}
+
+/// A TCP port free on loopback now (bound, read, released).
+private func freePort() throws -> Int {
+    let socket = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(socket) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 }
+    }
+    guard bound else { throw POSIXError(.EADDRINUSE) }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
