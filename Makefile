@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export PKG_CONFIG_PATH := $(CURDIR)/.deps/lib/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
 ARGS ?=
 
-.PHONY: bootstrap build release test demo bench clean
+.PHONY: bootstrap build release test demo bench chaos clean
 
 bootstrap:
 	@bash deploy/local/bootstrap.sh
@@ -25,6 +25,10 @@ demo: bootstrap
 # The pipeline's speed on the local broker and PostgreSQL (see README, "Benchmark").
 bench: bootstrap
 	@bash deploy/local/bench.sh $(ARGS)
+
+# The pipeline under faults (workers killed, PostgreSQL down), then its invariants (see README, "Chaos run").
+chaos: bootstrap
+	@bash deploy/local/chaos.sh $(ARGS)
 
 clean:
 	rm -rf .build

@@ -230,7 +230,7 @@ enum BenchPipelineCommand {
             }
             try await Task.sleep(for: .milliseconds(100))
         }
-        throw UsageError("bench: \(logFile.lastPathComponent) did not report its HTTP port")
+        throw UsageError("\(logFile.lastPathComponent) did not report its HTTP port (log level info or lower)")
     }
 
     static func httpGet(port: Int, path: String) async -> (status: Int, body: String) {

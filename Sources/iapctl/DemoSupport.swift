@@ -35,8 +35,12 @@ final class DemoWorkers: @unchecked Sendable {
         process.arguments = arguments
         process.environment = environment
         let log = directory.appendingPathComponent("\(name).log")
-        guard FileManager.default.createFile(atPath: log.path, contents: nil) else { throw UsageError("cannot create \(log.path)") }
+        // Appended to: a restarted worker's log follows its predecessor's.
+        guard FileManager.default.fileExists(atPath: log.path) || FileManager.default.createFile(atPath: log.path, contents: nil) else {
+            throw UsageError("cannot create \(log.path)")
+        }
         let handle = try FileHandle(forWritingTo: log)
+        try handle.seekToEnd()
         process.standardOutput = handle
         process.standardError = handle
         try process.run()

@@ -33,6 +33,10 @@ enum IAPCtl {
                                         against raw librdkafka, per-stage rates and peak RSS of the workers
           bench verify [--seconds N] [--json]
                                         signed-transaction verifications/s beside raw OpenSSL ECDSA verify/s
+          chaos --store URL [--purchases N] [--users N] [--kills-per-worker K] [--store-down CMD --store-up CMD]
+                [--outage-seconds S] [--timeout S] [--json]
+                                        the four workers killed (SIGKILL) and restarted at random, the store taken
+                                        down once, then the invariants against the input; exit 0 only without a violation
 
         Kafka settings: KAFKA_BOOTSTRAP_SERVERS and any KAFKA_<PROPERTY> environment variable
         (dots as underscores), overridden by --brokers and --kafka key=value.
@@ -70,6 +74,8 @@ enum IAPCtl {
                 return try await DemoCommand.run(rest)
             case "dlq":
                 return try await DeadLetterCommand.run(rest)
+            case "chaos":
+                return try await ChaosCommand.run(rest)
             case "bench":
                 if rest.first == "verify" { return try BenchVerifyCommand.run(Array(rest.dropFirst())) }
                 return try await BenchPipelineCommand.run(rest)

@@ -2,6 +2,7 @@
 # Starts or stops a throwaway PostgreSQL cluster on a free loopback port (trust auth, loopback only).
 #   postgres.sh start   prints IAP_POSTGRES_URL=postgres://postgres@127.0.0.1:PORT/postgres
 #   postgres.sh stop
+#   postgres.sh down|up   stops and restarts the running server on the same port and data (an outage)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ENVFILE="$RUN/postgres.env"
@@ -40,6 +41,20 @@ start() {
   cat "$ENVFILE"
 }
 
+# down/up: an outage of the running server (same data, same port), e.g. for `make chaos`.
+down() {
+  as_pg "$BIN/pg_ctl" -D "$(cat "$RUN/postgres.dir")/data" -m fast -w stop >/dev/null
+  log "postgres down"
+}
+
+up() {
+  local dir port; dir=$(cat "$RUN/postgres.dir"); port=$(sed 's/.*127.0.0.1:\([0-9]*\).*/\1/' "$ENVFILE")
+  as_pg "$BIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
+    -o "-p $port -h 127.0.0.1 -k $dir -c fsync=off -c max_connections=200" start >/dev/null \
+    || { tail -20 "$dir/postgres.log" >&2; exit 1; }
+  log "postgres up again on 127.0.0.1:$port"
+}
+
 stop() {
   [ -f "$RUN/postgres.dir" ] || return 0
   local dir; dir=$(cat "$RUN/postgres.dir")
@@ -51,5 +66,7 @@ stop() {
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
-  *) echo "usage: $0 start|stop" >&2; exit 2 ;;
+  down) down ;;
+  up) up ;;
+  *) echo "usage: $0 start|stop|down|up" >&2; exit 2 ;;
 esac

@@ -1,0 +1,208 @@
+import Crypto
+import Foundation
+import HTTPServer
+import JSON
+import JSONSchema
+import Kafka
+import PurchaseEvents
+import PurchaseStore
+import StoreFixtures
+import Synchronization
+
+/// `iapctl chaos --store postgres://… [--purchases N] [--users N] [--kills-per-worker K] [--store-down CMD --store-up CMD]
+/// [--outage-seconds S] [--timeout S] [--json]`: the pipeline under faults, then its books.
+///
+/// Submits N messages (20 % duplicates, 1 % forged, 0.5 % malformed) to the four worker processes; while they
+/// work, kills each with SIGKILL K times at random moments and restarts it, and takes the store down once for S
+/// seconds (the commands given). Then checks the invariants against the generated input. Exit 0 only without a
+/// violation; `--json` prints one object on the last line.
+enum ChaosCommand {
+    static let stages = ["iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper"]
+
+    static func run(_ arguments: [String]) async throws -> Int32 {
+        let options = try CommandOptions(arguments, valued: ["--brokers", "--kafka", "--store", "--purchases", "--users", "--kills-per-worker",
+                                                             "--store-down", "--store-up", "--outage-seconds", "--timeout"], flags: ["--json"])
+        let total = try options.int("--purchases") ?? 50_000
+        let users = try options.int("--users") ?? 5_000
+        let killsPerWorker = try options.int("--kills-per-worker") ?? 5
+        let outageSeconds = try options.int("--outage-seconds") ?? 20
+        let timeout = try options.int("--timeout") ?? 1_200
+        guard total >= 1_000, users >= 1, killsPerWorker >= 0, outageSeconds >= 0 else {
+            throw UsageError("chaos: --purchases ≥ 1000, --users ≥ 1, --kills-per-worker and --outage-seconds ≥ 0")
+        }
+        guard let storeURL = options.string("--store") ?? ProcessInfo.processInfo.environment["IAP_STORE_URL"] else {
+            throw UsageError("chaos: --store (or IAP_STORE_URL) is required: a PostgreSQL database of its own")
+        }
+        let outage = (options.string("--store-down"), options.string("--store-up"))
+        guard (outage.0 == nil) == (outage.1 == nil) else { throw UsageError("chaos: --store-down and --store-up go together") }
+        let json = options.flags.contains("--json")
+        let say: (String) -> Void = { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
+        let kafka = try options.kafkaConfiguration()
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("iap-chaos-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        let prefix = "chaos-\(UUID().uuidString.prefix(6).lowercased())."
+        let schemas = try JSONSchemaRegistry.eventSchemas()
+        let codec = EventCodec(schemas: schemas, source: "/iap-pipeline/chaos", topicPrefix: prefix)
+        try KafkaAdmin(kafka: kafka).createTopics(EventType.allCases.map(codec.topic), partitions: 4)
+        try await SQLPurchaseStore(url: storeURL).migrate()
+
+        let started = Date()
+        let pki = try TestPKI.make(name: "iap-pipeline chaos")
+        let input = try ChaosInput.make(total: total, users: users, pki: pki, codec: codec, now: started)
+        say("chaos: \(total) messages (\(input.unique.count) unique valid, \(input.duplicates) duplicates, \(input.forged.count) forged, "
+            + "\(input.malformed.count) malformed) for \(users) users; workers \(prefix)*; signed in \(Int(Date().timeIntervalSince(started))) s")
+
+        let finishCalls = Mutex<[String: [Date]]>([:])
+        let api = try HTTPServer(configuration: .init(maxConnections: 512)) { request in
+            let parts = request.path.split(separator: "/")
+            // POST /inApps/v1/transactions/{transactionId}/finish
+            guard request.method == "POST", parts.count == 5, parts[2] == "transactions", parts[4] == "finish" else { return HTTPResponse(status: 404) }
+            let id = String(parts[3])
+            finishCalls.withLock { $0[id, default: []].append(Date()) }
+            return HTTPResponse(status: 200)
+        }
+        defer { api.shutdown() }
+        let keyFile = work.appendingPathComponent("api-key.p8")
+        try Data(try PrivateKey.generateP256().pemRepresentation().utf8).write(to: keyFile)
+        let root = work.appendingPathComponent("root.pem")
+        try Data(pki.root.pemRepresentation.utf8).write(to: root)
+        let catalog = work.appendingPathComponent("catalog.json")
+        try Data(#"{"products":{"coins.100":{"type":"consumable","currency":"coins","amount":100},"coins.500":{"type":"consumable","currency":"coins","amount":500}}}"#.utf8)
+            .write(to: catalog)
+        let workers = try DemoWorkers(directory: work, environment: [
+            "KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrapServers ?? "", "IAP_STORE_URL": storeURL, "IAP_TOPIC_PREFIX": prefix, "IAP_GROUP_PREFIX": prefix,
+            "IAP_BUNDLE_ID": DemoCommand.bundleId, "IAP_ENVIRONMENT": "Sandbox", "IAP_ROOT_CERTIFICATES": root.path, "IAP_CATALOG": catalog.path,
+            "IAP_LOG_LEVEL": "info", "IAP_SCHEMAS_DIR": schemas.directory ?? "", "IAP_SWEEP_INTERVAL": "2",
+            "IAP_HTTP_PORT": "0", "IAP_HTTP_HOST": "127.0.0.1",
+            "IAP_APPSTORE_API_URL": "http://127.0.0.1:\(api.port)", "IAP_APPSTORE_KEY_ID": "CHAOSKEY01", "IAP_APPSTORE_ISSUER_ID": UUID().uuidString.lowercased(),
+            "IAP_APPSTORE_PRIVATE_KEY_FILE": keyFile.path,
+            // A killed member's partitions go to its replacement once the group stops hearing from it.
+            "KAFKA_SESSION_TIMEOUT_MS": "6000", "KAFKA_HEARTBEAT_INTERVAL_MS": "1000",
+        ])
+        defer { workers.stopAll() }
+        for name in stages { try workers.start(name) }
+        let watcher = try ChaosWatcher(kafka: kafka, codec: codec, groupID: prefix + "chaos-watcher")
+        // Faults are placed by progress, so the clock starts with everyone in their groups.
+        var ports: [String: Int] = [:]
+        for name in stages.prefix(3) { ports[name] = try await BenchPipelineCommand.httpPort(logFile: workers.logFile(of: name)) }
+        try await DemoCommand.waitFor(say, "workers ready", timeout: 120) {
+            for (name, port) in ports where await BenchPipelineCommand.httpGet(port: port, path: "/readyz").status != 200 { return "\(name) not ready" }
+            return watcher.isAssigned ? nil : "watcher not assigned"
+        }
+        let producer = try KafkaProducer(configuration: .init(kafka: kafka))
+        for chunk in stride(from: 0, to: input.messages.count, by: 5_000) {
+            for result in await producer.send(contentsOf: Array(input.messages[chunk..<min(input.messages.count, chunk + 5_000)])) { _ = try result.get() }
+        }
+        await producer.shutdown()
+        say("submitted \(input.messages.count) messages in \(Int(Date().timeIntervalSince(started))) s")
+
+        // The faults, at random points of progress (distinct outcomes seen ÷ expected) so that they land mid-run.
+        var plan = ChaosPlan(stages: stages, killsPerWorker: killsPerWorker, outage: outage.0 == nil ? nil : outageSeconds)
+        let deadline = Date().addingTimeInterval(TimeInterval(timeout))
+        var lastReport = Date()
+        var outageTask: Task<Void, any Error>?
+        while true {
+            let done = watcher.outcomes(of: input)
+            let progress = Double(done) / Double(input.outcomesExpected)
+            if done >= input.outcomesExpected && plan.isComplete && outageTask == nil { break }
+            for name in plan.killsDue(at: progress) {
+                try workers.killAndRestart(name)
+                say(String(format: "  killed (SIGKILL) and restarted %@ at %.0f %%", name, progress * 100))
+            }
+            if let down = outage.0, let up = outage.1, plan.outageDue(at: progress) {
+                say(String(format: "  store down for %d s at %.0f %%", outageSeconds, progress * 100))
+                outageTask = Task {
+                    try await shell(down)
+                    try await Task.sleep(for: .seconds(outageSeconds))
+                    try await shell(up)
+                }
+            }
+            if let task = outageTask, plan.outageEnded(now: Date()) {
+                try await task.value
+                outageTask = nil
+                say("  store up again")
+            }
+            if Date().timeIntervalSince(lastReport) >= 10 {
+                say("  … \(done)/\(input.outcomesExpected) outcomes")
+                lastReport = Date()
+            }
+            guard Date() < deadline else { say("chaos: timed out after \(timeout) s"); break }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        let seconds = Date().timeIntervalSince(started)
+        workers.stopAll()
+        await watcher.stop()
+
+        let books = try await ChaosBooks.check(input: input, seen: watcher.snapshot, audit: try await SQLPurchaseStore(url: storeURL).audit(),
+                                               balances: try await userBalances(storeURL: storeURL, input: input),
+                                               finishCalls: finishCalls.withLock { $0 })
+        let summary = books.summary(plan: plan, seconds: seconds)
+        print(books.table(plan: plan, seconds: seconds))
+        if json { print(try VerifyCommand.jsonLine(summary)) }
+        try? FileManager.default.removeItem(at: work) // Kept only on a crash of this command, for the workers' logs.
+        return books.violations.isEmpty ? 0 : 1
+    }
+
+    private static func userBalances(storeURL: String, input: ChaosInput) async throws -> [String: Int64] {
+        let store = try SQLPurchaseStore(url: storeURL)
+        var balances: [String: Int64] = [:]
+        for user in Set(input.unique.map(\.user)) { balances[user] = try await store.balances(of: user)["coins"] ?? 0 }
+        return balances
+    }
+
+    /// Runs `command` with /bin/sh on a thread of its own (posix_spawn + waitpid: Foundation's `Process` did not
+    /// always notice the end of a command that left a daemon behind, such as `pg_ctl start`).
+    private static func shell(_ command: String) async throws {
+        let status: Int32 = await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                var pid: pid_t = 0
+                let words: [String] = ["/bin/sh", "-c", command]
+                let arguments: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+                defer { arguments.forEach { free($0) } }
+                guard posix_spawn(&pid, "/bin/sh", nil, nil, arguments, environ) == 0 else { return continuation.resume(returning: -1) }
+                var status: Int32 = 0
+                while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+                continuation.resume(returning: status)
+            }
+        }
+        guard status == 0 else { throw UsageError("chaos: `\(command)` failed (wait status \(status))") }
+    }
+}
+
+/// When the faults happen: each kill and the outage at a random point of progress, spread over the run.
+struct ChaosPlan {
+    private(set) var kills: [(name: String, at: Double)]
+    private(set) var killed: [String: Int] = [:]
+    private var outageAt: Double?
+    private(set) var outageSeconds: Int
+    private var outageEnd: Date?
+    private(set) var outageStarted = false
+
+    init(stages: [String], killsPerWorker: Int, outage: Int?) {
+        var generator = SystemRandomNumberGenerator()
+        let names = stages.flatMap { Array(repeating: $0, count: killsPerWorker) }.shuffled(using: &generator)
+        // Kill i lands in the i-th of equal slices of 5 %…90 % progress, at a random point inside it.
+        let slice = 0.85 / Double(max(1, names.count))
+        kills = names.enumerated().map { index, name in (name, 0.05 + slice * (Double(index) + Double.random(in: 0.1...0.9, using: &generator))) }
+        outageAt = outage.map { _ in Double.random(in: 0.3...0.6, using: &generator) }
+        outageSeconds = outage ?? 0
+    }
+
+    var isComplete: Bool { kills.isEmpty && (outageAt == nil || outageEnd != nil) }
+
+    mutating func killsDue(at progress: Double) -> [String] {
+        let due = kills.filter { $0.at <= progress }.map(\.name)
+        kills.removeAll { $0.at <= progress }
+        for name in due { killed[name, default: 0] += 1 }
+        return due
+    }
+
+    mutating func outageDue(at progress: Double) -> Bool {
+        guard let at = outageAt, !outageStarted, at <= progress else { return false }
+        outageStarted = true
+        outageEnd = Date().addingTimeInterval(TimeInterval(outageSeconds))
+        return true
+    }
+
+    func outageEnded(now: Date) -> Bool { outageEnd.map { now >= $0 } ?? false }
+}
