@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export PKG_CONFIG_PATH := $(CURDIR)/.deps/lib/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
 ARGS ?=
 
-.PHONY: bootstrap build release test demo bench chaos clean
+.PHONY: bootstrap build release test demo bench chaos leaks clean
 
 bootstrap:
 	@bash deploy/local/bootstrap.sh
@@ -29,6 +29,10 @@ bench: bootstrap
 # The pipeline under faults (workers killed, PostgreSQL down), then its invariants (see README, "Chaos run").
 chaos: bootstrap
 	@bash deploy/local/chaos.sh $(ARGS)
+
+# A short pipeline run under LeakSanitizer (see README, "Reliability under faults").
+leaks: bootstrap
+	@bash deploy/local/leaks.sh $(ARGS)
 
 clean:
 	rm -rf .build

@@ -12,7 +12,7 @@ final class DemoWorkers: @unchecked Sendable {
     private let directory: URL
     private let environment: [String: String]
     private let binaries = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-    private var processes: [Process] = []
+    private var processes: [(name: String, process: Process)] = []
 
     init(directory: URL, environment: [String: String]) throws {
         self.directory = directory
@@ -21,7 +21,7 @@ final class DemoWorkers: @unchecked Sendable {
 
     /// The process id of the running `name`.
     func pid(of name: String) -> Int32? {
-        processes.first { $0.isRunning && $0.executableURL?.lastPathComponent == name }?.processIdentifier
+        processes.first { $0.name == name && $0.process.isRunning }?.process.processIdentifier
     }
 
     /// Where `name` writes its log (standard output and error).
@@ -31,8 +31,14 @@ final class DemoWorkers: @unchecked Sendable {
         let executable = binaries.appendingPathComponent(name)
         guard FileManager.default.isExecutableFile(atPath: executable.path) else { throw UsageError("\(name) not found next to iapctl (\(executable.path)); build all products") }
         let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
+        // IAP_WORKER_WRAPPER (e.g. "valgrind --leak-check=full --log-file=/tmp/vg.%p"): run each worker under it.
+        if let wrapper = environment["IAP_WORKER_WRAPPER"]?.split(separator: " ").map(String.init), !wrapper.isEmpty {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env") // finds the wrapper on PATH
+            process.arguments = wrapper + [executable.path] + arguments
+        } else {
+            process.executableURL = executable
+            process.arguments = arguments
+        }
         process.environment = environment
         let log = directory.appendingPathComponent("\(name).log")
         // Appended to: a restarted worker's log follows its predecessor's.
@@ -44,24 +50,25 @@ final class DemoWorkers: @unchecked Sendable {
         process.standardOutput = handle
         process.standardError = handle
         try process.run()
-        processes.append(process)
+        processes.append((name, process))
     }
 
     /// Kills a worker with SIGKILL (no shutdown, no commit, as a crash or an OOM kill would) and starts a new one.
     func killAndRestart(_ name: String) throws {
-        for process in processes where process.isRunning && process.executableURL?.lastPathComponent == name {
+        for (running, process) in processes where running == name && process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
-        processes.removeAll { !$0.isRunning }
+        processes.removeAll { !$0.process.isRunning }
         try start(name)
     }
 
     /// SIGTERM, a bounded wait for the graceful shutdown, then SIGKILL.
     func stopAll() {
-        for process in processes where process.isRunning { process.terminate() }
-        let deadline = Date().addingTimeInterval(40)
-        for process in processes {
+        for (_, process) in processes where process.isRunning { process.terminate() }
+        // A wrapped worker (valgrind) takes longer to stop and report.
+        let deadline = Date().addingTimeInterval(environment["IAP_WORKER_WRAPPER"] == nil ? 40 : 300)
+        for (_, process) in processes {
             while process.isRunning && Date() < deadline { usleep(50_000) }
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         }
