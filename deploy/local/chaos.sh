@@ -6,16 +6,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 swift build -c release >&2
-started=()
-cleanup() { for service in "${started[@]}"; do bash "deploy/local/$service.sh" stop >/dev/null 2>&1 || true; done; }
-trap cleanup EXIT
-if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
-  eval "export $(bash deploy/local/broker.sh start 2>/dev/null)"
-  started+=(broker)
-fi
-eval "export $(bash deploy/local/postgres.sh start 2>/dev/null)"
-started+=(postgres)
-db="chaos_$(date +%s)"
-psql "$IAP_POSTGRES_URL" -qc "CREATE DATABASE $db" >/dev/null
-IAP_SCHEMAS_DIR="$ROOT/schemas" .build/release/iapctl chaos --brokers "$KAFKA_BOOTSTRAP_SERVERS" --store "${IAP_POSTGRES_URL%/*}/$db" \
+trap stop_started_services EXIT
+use_broker
+use_fresh_database chaos
+IAP_SCHEMAS_DIR="$ROOT/schemas" .build/release/iapctl chaos --brokers "$KAFKA_BOOTSTRAP_SERVERS" --store "$FRESH_DATABASE_URL" \
   --store-down "bash $ROOT/deploy/local/postgres.sh down" --store-up "bash $ROOT/deploy/local/postgres.sh up" "$@"

@@ -7,13 +7,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 swift build --scratch-path .build/asan -Xswiftc -sanitize=address >&2
-started=()
-cleanup() { for service in "${started[@]}"; do bash "deploy/local/$service.sh" stop >/dev/null 2>&1 || true; done; }
-trap cleanup EXIT
-if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
-  eval "export $(bash deploy/local/broker.sh start 2>/dev/null)"
-  started+=(broker)
-fi
+trap stop_started_services EXIT
+use_broker
 reports="$RUN/leaks"
 rm -rf "$reports" && mkdir -p "$reports"
 # Workers report to $reports/asan.<executable>.<pid> (container-overflow checks would need an instrumented

@@ -22,3 +22,26 @@ wait_for() {
 }
 
 port_open() { python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 1).close()" "$1"; }
+
+# Services a script started, stopped by `stop_started_services` (use it as the EXIT trap).
+STARTED_SERVICES=()
+stop_started_services() {
+  for service in "${STARTED_SERVICES[@]}"; do bash "$ROOT/deploy/local/$service.sh" stop >/dev/null 2>&1 || true; done
+}
+
+# The broker in KAFKA_BOOTSTRAP_SERVERS, else the local one (started here, so stopped at the end).
+use_broker() {
+  [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ] && return
+  eval "export $(bash "$ROOT/deploy/local/broker.sh" start 2>/dev/null)"
+  STARTED_SERVICES+=(broker)
+}
+
+# A fresh database NAME_<time> on the local PostgreSQL, so that earlier runs do not count; its URL in
+# FRESH_DATABASE_URL.
+use_fresh_database() {
+  eval "export $(bash "$ROOT/deploy/local/postgres.sh" start 2>/dev/null)"
+  STARTED_SERVICES+=(postgres)
+  local db; db="$1_$(date +%s)"
+  psql "$IAP_POSTGRES_URL" -qc "CREATE DATABASE $db" >/dev/null
+  FRESH_DATABASE_URL="${IAP_POSTGRES_URL%/*}/$db"
+}
