@@ -146,6 +146,9 @@ public final class KafkaConsumer: Sendable {
 
     /// Stops without committing or leaving the group, as a crashed process would. For tests of redelivery.
     func simulateCrash() { core.requestShutdown(crash: true) }
+
+    /// Messages of `partition` fetched and not yet taken by its worker. For tests of the pipelining window.
+    func waitingMessages(_ partition: TopicPartition) -> Int { core.waitingMessages(partition) }
 }
 
 /// The consumer's state shared with its poll thread and partition workers.
@@ -170,6 +173,7 @@ private final class ConsumerCore: Sendable {
     }
 
     var assignment: Set<TopicPartition> { state.withLock { Set($0.workers.keys) } }
+    func waitingMessages(_ partition: TopicPartition) -> Int { state.withLock { $0.workers[partition] }?.waitingCount ?? 0 }
     var failure: KafkaError? { state.withLock { $0.failure } }
 
     func start(handler: @escaping KafkaConsumer.PipelinedHandler, finished: CheckedContinuation<Void, Never>) {

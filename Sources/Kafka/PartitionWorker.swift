@@ -113,6 +113,9 @@ final class PartitionWorker: Sendable {
         }
     }
 
+    /// Messages enqueued and not yet taken.
+    var waitingCount: Int { state.withLock { $0.waiting } }
+
     private var hasWaitingInput: Bool {
         state.withLock { $0.waiting > 0 && !$0.pausedByUser && !$0.revoked }
     }
