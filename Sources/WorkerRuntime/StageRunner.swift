@@ -172,7 +172,9 @@ public final class StageRunner: Service {
     /// Awaits the broker's answers for `pending`; the first failure, if any.
     private func acknowledged(_ pending: PendingDeliveries, sentAt: ContinuousClock.Instant) async -> KafkaError? {
         let results = await pending.results()
-        metrics.observe("iap_publish_duration_seconds", ["stage": stage.name], duration: ContinuousClock.now - sentAt)
+        if !results.isEmpty { // nothing sent, nothing to time
+            metrics.observe("iap_publish_duration_seconds", ["stage": stage.name], duration: ContinuousClock.now - sentAt)
+        }
         for case .failure(let error) in results { return error }
         return nil
     }
