@@ -85,6 +85,16 @@ enum Engine: String, CaseIterable, Sendable {
         #expect(error?.isRetriable == false)
     }
 
+    /// `sslmode` in the store URL reaches libpq: the local cluster has no TLS, so `require` must fail to connect
+    /// with libpq's own reason, and `disable` must connect.
+    @Test(TestServices.postgres) func sslModeFromTheURLReachesLibpq() throws {
+        let url = try TestServices.requirePostgres()
+        let separator = url.contains("?") ? "&" : "?"
+        _ = try PostgresConnection(url: url + separator + "sslmode=disable")
+        let error = #expect(throws: DatabaseError.self) { _ = try PostgresConnection(url: url + separator + "sslmode=require") }
+        #expect(error?.message.contains("SSL") == true, "\(String(describing: error))")
+    }
+
     @Test func anUnreachablePostgresIsARetriableConnectionError() {
         let error = #expect(throws: DatabaseError.self) {
             _ = try PostgresConnection(url: "postgres://nobody@127.0.0.1:1/none", connectTimeout: 2)
