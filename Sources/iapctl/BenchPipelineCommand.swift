@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -74,30 +73,15 @@ enum BenchPipelineCommand {
             finishCalls.add(1, ordering: .relaxed)
             return HTTPResponse(status: 200)
         }
-        let keyFile = work.appendingPathComponent("api-key.p8")
-        try Data(try PrivateKey.generateP256().pemRepresentation().utf8).write(to: keyFile)
-        let root = work.appendingPathComponent("root.pem")
-        try Data(pki.root.pemRepresentation.utf8).write(to: root)
-        let catalog = work.appendingPathComponent("catalog.json")
-        try Data(#"{"products":{"coins.100":{"type":"consumable","currency":"coins","amount":100}}}"#.utf8).write(to: catalog)
-        let workers = try DemoWorkers(directory: work, environment: [
-            "KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrapServers ?? "", "IAP_STORE_URL": storeURL, "IAP_TOPIC_PREFIX": prefix, "IAP_GROUP_PREFIX": prefix,
-            "IAP_BUNDLE_ID": DemoCommand.bundleId, "IAP_ENVIRONMENT": "Sandbox", "IAP_ROOT_CERTIFICATES": root.path, "IAP_CATALOG": catalog.path,
-            "IAP_LOG_LEVEL": "warning", "IAP_SCHEMAS_DIR": schemas.directory ?? "", "IAP_HTTP_PORT": "0", "IAP_HTTP_HOST": "127.0.0.1",
-            "IAP_APPSTORE_API_URL": "http://127.0.0.1:\(api.port)", "IAP_APPSTORE_KEY_ID": "BENCHKEY01", "IAP_APPSTORE_ISSUER_ID": UUID().uuidString.lowercased(),
-            "IAP_APPSTORE_PRIVATE_KEY_FILE": keyFile.path,
-        ])
+        let workers = try DemoWorkers.withStandInAppStore(
+            directory: work, kafka: kafka, storeURL: storeURL, prefix: prefix, pki: pki, schemas: schemas,
+            catalog: #"{"products":{"coins.100":{"type":"consumable","currency":"coins","amount":100}}}"#, apiURL: "http://127.0.0.1:\(api.port)")
         defer { workers.stopAll() }
         let stages = ["iap-verifier", "iap-granter", "iap-finisher"]
-        for name in stages { try workers.start(name, arguments: ["--log-level", "info"]) }
+        for name in stages { try workers.start(name) }
         let watcher = try FinishWatcher(kafka: kafka, topic: codec.topic(.transactionFinished), groupID: prefix + "bench-watcher")
         defer { watcher.stop() }
-        var ports: [String: Int] = [:]
-        for name in stages { ports[name] = try await httpPort(logFile: workers.logFile(of: name)) }
-        try await DemoCommand.waitFor(say, "workers ready", timeout: 120) {
-            for (name, port) in ports where await httpGet(port: port, path: "/readyz").status != 200 { return "\(name) not ready" }
-            return watcher.isAssigned ? nil : "watcher not assigned"
-        }
+        let ports = try await workers.waitUntilReady(stages, say: say) { watcher.isAssigned ? nil : "watcher not assigned" }
         let producer = try KafkaProducer(configuration: .init(kafka: kafka))
 
         // 2. Throughput: everything at once.

@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import HTTPServer
 import JSON
@@ -62,33 +61,19 @@ enum ChaosCommand {
             return HTTPResponse(status: 200)
         }
         defer { api.shutdown() }
-        let keyFile = work.appendingPathComponent("api-key.p8")
-        try Data(try PrivateKey.generateP256().pemRepresentation().utf8).write(to: keyFile)
-        let root = work.appendingPathComponent("root.pem")
-        try Data(pki.root.pemRepresentation.utf8).write(to: root)
-        let catalog = work.appendingPathComponent("catalog.json")
-        try Data(#"{"products":{"coins.100":{"type":"consumable","currency":"coins","amount":100},"coins.500":{"type":"consumable","currency":"coins","amount":500}}}"#.utf8)
-            .write(to: catalog)
-        let workers = try DemoWorkers(directory: work, environment: [
-            "KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrapServers ?? "", "IAP_STORE_URL": storeURL, "IAP_TOPIC_PREFIX": prefix, "IAP_GROUP_PREFIX": prefix,
-            "IAP_BUNDLE_ID": DemoCommand.bundleId, "IAP_ENVIRONMENT": "Sandbox", "IAP_ROOT_CERTIFICATES": root.path, "IAP_CATALOG": catalog.path,
-            "IAP_LOG_LEVEL": "info", "IAP_SCHEMAS_DIR": schemas.directory ?? "", "IAP_SWEEP_INTERVAL": "2",
-            "IAP_HTTP_PORT": "0", "IAP_HTTP_HOST": "127.0.0.1",
-            "IAP_APPSTORE_API_URL": "http://127.0.0.1:\(api.port)", "IAP_APPSTORE_KEY_ID": "CHAOSKEY01", "IAP_APPSTORE_ISSUER_ID": UUID().uuidString.lowercased(),
-            "IAP_APPSTORE_PRIVATE_KEY_FILE": keyFile.path,
-            // A killed member's partitions go to its replacement once the group stops hearing from it.
-            "KAFKA_SESSION_TIMEOUT_MS": "6000", "KAFKA_HEARTBEAT_INTERVAL_MS": "1000",
-        ])
+        let workers = try DemoWorkers.withStandInAppStore(
+            directory: work, kafka: kafka, storeURL: storeURL, prefix: prefix, pki: pki, schemas: schemas,
+            catalog: #"{"products":{"coins.100":{"type":"consumable","currency":"coins","amount":100},"coins.500":{"type":"consumable","currency":"coins","amount":500}}}"#,
+            apiURL: "http://127.0.0.1:\(api.port)", environment: [
+                "IAP_SWEEP_INTERVAL": "2",
+                // A killed member's partitions go to its replacement once the group stops hearing from it.
+                "KAFKA_SESSION_TIMEOUT_MS": "6000", "KAFKA_HEARTBEAT_INTERVAL_MS": "1000",
+            ])
         defer { workers.stopAll() }
         for name in stages { try workers.start(name) }
         let watcher = try ChaosWatcher(kafka: kafka, codec: codec, groupID: prefix + "chaos-watcher")
         // Faults are placed by progress, so the clock starts with everyone in their groups.
-        var ports: [String: Int] = [:]
-        for name in stages.prefix(3) { ports[name] = try await BenchPipelineCommand.httpPort(logFile: workers.logFile(of: name)) }
-        try await DemoCommand.waitFor(say, "workers ready", timeout: 120) {
-            for (name, port) in ports where await BenchPipelineCommand.httpGet(port: port, path: "/readyz").status != 200 { return "\(name) not ready" }
-            return watcher.isAssigned ? nil : "watcher not assigned"
-        }
+        _ = try await workers.waitUntilReady(Array(stages.prefix(3)), say: say) { watcher.isAssigned ? nil : "watcher not assigned" }
         let producer = try KafkaProducer(configuration: .init(kafka: kafka))
         for chunk in stride(from: 0, to: input.messages.count, by: 5_000) {
             for result in await producer.send(contentsOf: Array(input.messages[chunk..<min(input.messages.count, chunk + 5_000)])) { _ = try result.get() }

@@ -1,0 +1,40 @@
+import Crypto
+import Foundation
+import JSONSchema
+import Kafka
+import StoreFixtures
+
+extension DemoWorkers {
+    /// The workers as `bench` and `chaos` run them: trusting `pki`'s root, granting from `catalog` (JSON text),
+    /// finishing App Store purchases through a stand-in App Store Server API at `apiURL` (with a key made now),
+    /// their HTTP endpoints on free loopback ports, logging at info (the port is read from the log).
+    static func withStandInAppStore(directory: URL, kafka: KafkaConfiguration, storeURL: String, prefix: String, pki: TestPKI,
+                                    schemas: JSONSchemaRegistry, catalog: String, apiURL: String,
+                                    environment extra: [String: String] = [:]) throws -> DemoWorkers {
+        let keyFile = directory.appendingPathComponent("api-key.p8")
+        try Data(try PrivateKey.generateP256().pemRepresentation().utf8).write(to: keyFile)
+        let root = directory.appendingPathComponent("root.pem")
+        try Data(pki.root.pemRepresentation.utf8).write(to: root)
+        let catalogFile = directory.appendingPathComponent("catalog.json")
+        try Data(catalog.utf8).write(to: catalogFile)
+        return try DemoWorkers(directory: directory, environment: [
+            "KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrapServers ?? "", "IAP_STORE_URL": storeURL, "IAP_TOPIC_PREFIX": prefix, "IAP_GROUP_PREFIX": prefix,
+            "IAP_BUNDLE_ID": DemoCommand.bundleId, "IAP_ENVIRONMENT": "Sandbox", "IAP_ROOT_CERTIFICATES": root.path, "IAP_CATALOG": catalogFile.path,
+            "IAP_LOG_LEVEL": "info", "IAP_SCHEMAS_DIR": schemas.directory ?? "", "IAP_HTTP_PORT": "0", "IAP_HTTP_HOST": "127.0.0.1",
+            "IAP_APPSTORE_API_URL": apiURL, "IAP_APPSTORE_KEY_ID": "STANDIN001", "IAP_APPSTORE_ISSUER_ID": UUID().uuidString.lowercased(),
+            "IAP_APPSTORE_PRIVATE_KEY_FILE": keyFile.path,
+        ].merging(extra) { _, new in new })
+    }
+
+    /// Reads each of `names`' HTTP port from its log and waits until all answer `/readyz` and `also` returns nil
+    /// (else what it still waits for). Returns the ports.
+    func waitUntilReady(_ names: [String], say: (String) -> Void, also: () -> String?) async throws -> [String: Int] {
+        var ports: [String: Int] = [:]
+        for name in names { ports[name] = try await BenchPipelineCommand.httpPort(logFile: logFile(of: name)) }
+        try await DemoCommand.waitFor(say, "workers ready", timeout: 120) {
+            for (name, port) in ports where await BenchPipelineCommand.httpGet(port: port, path: "/readyz").status != 200 { return "\(name) not ready" }
+            return also()
+        }
+        return ports
+    }
+}
