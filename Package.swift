@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "StoreVerification", targets: ["StoreVerification"]),
         .library(name: "JSONSchema", targets: ["JSONSchema"]),
         .library(name: "PurchaseStore", targets: ["PurchaseStore"]),
+        .library(name: "PurchaseDomain", targets: ["PurchaseDomain"]),
         .library(name: "PurchaseEvents", targets: ["PurchaseEvents"]),
         .library(name: "Metrics", targets: ["Metrics"]),
         .executable(name: "iapctl", targets: ["iapctl"]),
@@ -40,13 +41,15 @@ let package = Package(
 
         // Kafka: the only module that touches librdkafka (and only in its RDKafka/ folder).
         .target(name: "Kafka", dependencies: ["CRdKafka"], linkerSettings: rdkafkaLinkerSettings),
+        // The domain core: stores, keys, product types, the purchase lifecycle. No I/O, no dependencies.
+        .target(name: "PurchaseDomain"),
         // OpenSSL: certificates, chains, ECDSA, PKCS#7; the only module that touches libcrypto.
         .target(name: "Crypto", dependencies: ["COpenSSL"]),
         // JSON values and a strict, depth-bounded parser; JSON Schema validation.
         .target(name: "JSON"),
         .target(name: "JSONSchema", dependencies: ["JSON"]),
         // Store verification: App Store signed data and receipts, AppCoins purchases.
-        .target(name: "StoreVerification", dependencies: ["Crypto", "JSON"]),
+        .target(name: "StoreVerification", dependencies: ["PurchaseDomain", "Crypto", "JSON"]),
         // A test PKI and App Store-shaped signed data, built at run time (tests, demo, benchmarks).
         .target(name: "StoreFixtures", dependencies: ["Crypto", "JSON", "StoreVerification"]),
         // A small HTTP/1.1 server: health, metrics, webhooks, and stand-in store APIs in tests.
@@ -56,19 +59,19 @@ let package = Package(
         // SQLite and PostgreSQL connections: the only module that touches sqlite3 and libpq.
         .target(name: "Database", dependencies: ["CSQLite", "CLibPQ"]),
         // The purchase store: purchases, ledger, balances, entitlements on SQLite or PostgreSQL.
-        .target(name: "PurchaseStore", dependencies: ["Database"]),
+        .target(name: "PurchaseStore", dependencies: ["PurchaseDomain", "Database"]),
         // The pipeline's events: typed, CloudEvents headers, validated against schemas/.
-        .target(name: "PurchaseEvents", dependencies: ["Kafka", "JSON", "JSONSchema", "Crypto"]),
+        .target(name: "PurchaseEvents", dependencies: ["PurchaseDomain", "Kafka", "JSON", "JSONSchema", "Crypto"]),
         // Lifecycle of long-running services: signals, graceful shutdown.
         .target(name: "WorkerRuntime", dependencies: ["Kafka", "PurchaseEvents", "HTTPServer", "Metrics"]),
         // The four stages: verify, grant, finish, sweep.
-        .target(name: "Stages", dependencies: ["WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreVerification", "JSON", "JSONSchema", "Crypto"]),
+        .target(name: "Stages", dependencies: ["PurchaseDomain", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreVerification", "JSON", "JSONSchema", "Crypto"]),
 
         // iap-ingest's API: store webhooks and client submissions to events.
         .target(name: "Ingest", dependencies: ["Crypto", "HTTPServer", "JSON", "Kafka", "Metrics", "PurchaseEvents", "WorkerRuntime"]),
 
         // Start-up shared by the worker executables: settings, wiring, signals.
-        .target(name: "WorkerApp", dependencies: ["Ingest", "Database", "Stages", "WorkerRuntime", "Metrics", "HTTPServer", "Kafka", "PurchaseEvents", "PurchaseStore", "StoreVerification",
+        .target(name: "WorkerApp", dependencies: ["PurchaseDomain", "Ingest", "Database", "Stages", "WorkerRuntime", "Metrics", "HTTPServer", "Kafka", "PurchaseEvents", "PurchaseStore", "StoreVerification",
                                                   "JSON", "JSONSchema", "Crypto"]),
         .executableTarget(name: "iap-verifier", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "iap-granter", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
@@ -77,27 +80,28 @@ let package = Package(
         .executableTarget(name: "iap-ingest", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(
             name: "iapctl",
-            dependencies: ["Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents", "PurchaseStore", "StoreVerification",
+            dependencies: ["PurchaseDomain", "Stages", "Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents", "PurchaseStore", "StoreVerification",
                            "StoreFixtures", "COpenSSL", "CLibPQ", "CSQLite"],
             linkerSettings: rdkafkaLinkerSettings
         ),
 
         .target(name: "TestSupport", dependencies: ["Kafka", "Database"], path: "Tests/TestSupport"),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], exclude: ["tls_proxy.py"], linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "StoreVerificationTests", dependencies: ["StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestSupport"],
+        .testTarget(name: "StoreVerificationTests", dependencies: ["PurchaseDomain", "StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "IAPCtlTests", dependencies: ["iapctl", "Kafka", "PurchaseEvents", "JSONSchema", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "JSON",
+        .testTarget(name: "IAPCtlTests", dependencies: ["PurchaseDomain", "iapctl", "Kafka", "PurchaseEvents", "JSONSchema", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "JSON",
                                                         "StoreVerification", "StoreFixtures", "TestSupport"], exclude: ["foreign_producer.py", "deploy_check.py"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "JSONSchemaTests", dependencies: ["JSONSchema", "JSON", "TestSupport"],
                     exclude: ["schema_check.py"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "DatabaseTests", dependencies: ["Database", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "PurchaseStoreTests", dependencies: ["PurchaseStore", "Database", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "PurchaseEventsTests", dependencies: ["PurchaseEvents", "JSON", "JSONSchema", "Kafka", "TestSupport"],
+        .testTarget(name: "PurchaseStoreTests", dependencies: ["PurchaseDomain", "PurchaseStore", "Database", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(name: "PurchaseEventsTests", dependencies: ["PurchaseDomain", "PurchaseEvents", "JSON", "JSONSchema", "Kafka", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "PipelineTests", dependencies: ["Stages", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreFixtures",
+        .testTarget(name: "PipelineTests", dependencies: ["PurchaseDomain", "Stages", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreFixtures",
                                                          "StoreVerification", "JSON", "JSONSchema", "Crypto", "HTTPServer", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(name: "PurchaseDomainTests", dependencies: ["PurchaseDomain"]),
         .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
     ]
 )

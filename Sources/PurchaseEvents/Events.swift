@@ -1,4 +1,5 @@
 import Foundation
+import PurchaseDomain
 
 /// An event of the pipeline: its type, the message key (the user id, so one user's purchases stay
 /// in order on one partition) and a CloudEvents id.
@@ -11,7 +12,6 @@ public protocol PipelineEvent: Codable, Sendable {
     var eventID: String { get }
 }
 
-public enum Store: String, Codable, Sendable, CaseIterable { case appstore, appcoins }
 public enum SubmissionKind: String, Codable, Sendable { case signedTransaction, appReceipt, appcoinsPurchase }
 public enum SubmissionSource: String, Codable, Sendable { case client, server, restore }
 
@@ -205,14 +205,20 @@ public struct ItemGranted: PipelineEvent, Hashable {
     public var transactionId: String
     public var userId: String
     public var productId: String
+    /// The domain's product type (`consumable`, `nonConsumable`, `autoRenewable`, `nonRenewing`).
+    public var productType: String?
     public var quantity: Int
     public var items: [GrantedItem]
     public var alreadyGranted: Bool
+    /// Granted again after the store reversed its refund (REFUND_REVERSED).
+    public var reinstated: Bool?
     public var ledgerEntryId: Int64?
     public var grantedAt: Date
 
-    public init(store: Store, transactionId: String, userId: String, productId: String, quantity: Int, items: [GrantedItem],
-                alreadyGranted: Bool, ledgerEntryId: Int64? = nil, grantedAt: Date) {
+    public init(store: Store, transactionId: String, userId: String, productId: String, productType: String? = nil, quantity: Int,
+                items: [GrantedItem], alreadyGranted: Bool, reinstated: Bool? = nil, ledgerEntryId: Int64? = nil, grantedAt: Date) {
+        self.productType = productType
+        self.reinstated = reinstated
         self.store = store
         self.transactionId = transactionId
         self.userId = userId
@@ -225,13 +231,16 @@ public struct ItemGranted: PipelineEvent, Hashable {
     }
 
     public var messageKey: Data? { Data(userId.utf8) }
-    public var eventID: String { "granted:\(store.rawValue):\(transactionId)" }
+    /// A re-grant is an event of its own: consumers that dedupe by `ce_id` must not take it for the first grant.
+    public var eventID: String { "\(reinstated == true ? "regranted" : "granted"):\(store.rawValue):\(transactionId)" }
 }
 
 /// `transaction.finished`: completed with the store; the app may call `finish()`.
 public struct TransactionFinished: PipelineEvent, Hashable {
     public static let type = EventType.transactionFinished
-    public enum Method: String, Codable, Sendable { case appStoreServerAPI, consumedByApp, storeReportedConsumed }
+    /// How it was completed. `entitlementGranted`: a non-consumable or subscription, complete at its grant (no store
+    /// call to make: the app finishes it when it sees the grant).
+    public enum Method: String, Codable, Sendable { case appStoreServerAPI, consumedByApp, storeReportedConsumed, entitlementGranted }
     public var store: Store
     public var transactionId: String
     public var userId: String
@@ -278,12 +287,16 @@ public struct RefundDue: PipelineEvent, Hashable {
     public var eventID: String { "refunddue:\(store.rawValue):\(transactionId)" }
 }
 
-/// `purchase.revoked`: refunded or revoked by the store; its grant is clawed back.
+/// `purchase.revoked`: what the store decided about a purchase after its payment, for the granter to carry out:
+/// refunded or revoked (the grant is clawed back; before the purchase is seen, a tombstone), a refund reversed
+/// (granted again), a subscription ended (its entitlement ends).
 public struct PurchaseRevokedEvent: PipelineEvent, Hashable {
     public static let type = EventType.purchaseRevoked
-    public enum Reason: String, Codable, Sendable { case REFUND, REVOKE }
+    public enum Reason: String, Codable, Sendable, CaseIterable { case REFUND, REVOKE, REFUND_REVERSED, EXPIRED, GRACE_PERIOD_EXPIRED }
     public var store: Store
     public var transactionId: String
+    /// The subscription the transaction belongs to (renewals share it): what an expiry ends.
+    public var originalTransactionId: String?
     public var userId: String?
     public var productId: String?
     public var reason: Reason
@@ -291,8 +304,9 @@ public struct PurchaseRevokedEvent: PipelineEvent, Hashable {
     public var notificationUUID: String?
     public var revokedAt: Date
 
-    public init(store: Store, transactionId: String, userId: String? = nil, productId: String? = nil, reason: Reason,
-                revocationDate: Date? = nil, notificationUUID: String? = nil, revokedAt: Date) {
+    public init(store: Store, transactionId: String, originalTransactionId: String? = nil, userId: String? = nil, productId: String? = nil,
+                reason: Reason, revocationDate: Date? = nil, notificationUUID: String? = nil, revokedAt: Date) {
+        self.originalTransactionId = originalTransactionId
         self.store = store
         self.transactionId = transactionId
         self.userId = userId
@@ -303,6 +317,19 @@ public struct PurchaseRevokedEvent: PipelineEvent, Hashable {
         self.revokedAt = revokedAt
     }
 
-    public var messageKey: Data? { Data((userId ?? "store:\(store.rawValue):\(transactionId)").utf8) }
-    public var eventID: String { "revoked:\(store.rawValue):\(transactionId)" }
+    /// Keyed by the transaction (the subscription for an expiry), not the user: a refund, its reversal and its
+    /// purchase's owner may be unknown or change, and these must stay in order with each other.
+    public var messageKey: Data? { Data("store:\(store.rawValue):\(subject)".utf8) }
+    public var eventID: String {
+        switch reason {
+        case .REFUND, .REVOKE: "revoked:\(store.rawValue):\(transactionId)"
+        case .REFUND_REVERSED: "reinstated:\(store.rawValue):\(transactionId)"
+        // A subscription can end more than once (resubscribed in between): one id per notification.
+        case .EXPIRED, .GRACE_PERIOD_EXPIRED: "expired:\(store.rawValue):\(subject):\(notificationUUID ?? transactionId)"
+        }
+    }
+
+    private var subject: String {
+        reason == .EXPIRED || reason == .GRACE_PERIOD_EXPIRED ? originalTransactionId ?? transactionId : transactionId
+    }
 }

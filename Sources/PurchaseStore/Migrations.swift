@@ -67,15 +67,51 @@ enum Migrations {
             ALTER TABLE purchases ADD COLUMN purchase_token TEXT;
             ALTER TABLE purchases ADD COLUMN store_consumed BIGINT NOT NULL DEFAULT 0;
             """),
+            // Product types (existing rows: 'unknown' until `assignProductTypes` names them from the catalog);
+            // tombstones for refunds that arrive before their purchase; a ledger that can grant again after a
+            // reversed refund and move entitlements (rebuilt: SQLite cannot alter a CHECK constraint).
+            (4, """
+            ALTER TABLE purchases ADD COLUMN product_type TEXT NOT NULL DEFAULT 'unknown'
+                CHECK (product_type IN ('consumable', 'nonConsumable', 'autoRenewable', 'nonRenewing', 'unknown'));
+            CREATE INDEX purchases_by_original ON purchases (store, original_transaction_id);
+            CREATE TABLE tombstones (
+                store TEXT NOT NULL,
+                transaction_id TEXT NOT NULL,
+                reason TEXT NOT NULL,
+                revoked_at BIGINT NOT NULL,
+                reversed_at BIGINT,
+                PRIMARY KEY (store, transaction_id)
+            );
+            CREATE TABLE ledger_v4 (
+                id \(id),
+                store TEXT NOT NULL,
+                transaction_id TEXT NOT NULL,
+                entry_kind TEXT NOT NULL CHECK (entry_kind IN ('grant', 'revoke', 'regrant', 'transfer')),
+                user_id TEXT NOT NULL,
+                item_kind TEXT NOT NULL CHECK (item_kind IN ('currency', 'entitlement')),
+                code TEXT NOT NULL,
+                amount BIGINT NOT NULL,
+                shortfall BIGINT NOT NULL DEFAULT 0,
+                expires_at BIGINT,
+                created_at BIGINT NOT NULL
+            );
+            INSERT INTO ledger_v4 (id, store, transaction_id, entry_kind, user_id, item_kind, code, amount, shortfall, expires_at, created_at)
+                SELECT id, store, transaction_id, entry_kind, user_id, item_kind, code, amount, shortfall, expires_at, created_at FROM ledger;
+            DROP TABLE ledger;
+            ALTER TABLE ledger_v4 RENAME TO ledger;
+            CREATE INDEX ledger_by_user ON ledger (user_id);
+            CREATE INDEX ledger_by_purchase ON ledger (store, transaction_id);
+            \(dialect == .postgres ? "SELECT setval(pg_get_serial_sequence('ledger', 'id'), COALESCE((SELECT max(id) FROM ledger), 0) + 1, false);" : "")
+            """),
         ]
     }
 
     /// Applies what is missing; returns the versions applied now. Safe to run from several processes
     /// at once: each version is applied in a transaction that also records it.
-    static func apply(_ connection: any SQLConnection, dialect: Dialect) throws -> [Int] {
+    static func apply(_ connection: any SQLConnection, dialect: Dialect, through last: Int = .max) throws -> [Int] {
         try connection.executeScript("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)")
         var applied: [Int] = []
-        for (version, sql) in scripts(dialect) {
+        for (version, sql) in scripts(dialect) where version <= last {
             try connection.query(dialect == .sqlite ? "BEGIN IMMEDIATE" : "BEGIN")
             do {
                 if dialect == .postgres {

@@ -1,42 +1,31 @@
 import Foundation
-
-/// Where a purchase is in its life. `verified → granted → finished`; `rejected`, `refund_due` and
-/// `revoked` end it otherwise.
-public enum PurchaseState: String, Sendable, Codable, CaseIterable {
-    case verified, granted, finished, rejected
-    case refundDue = "refund_due"
-    case revoked
-}
-
-/// Effects are keyed by store and transaction id.
-public struct PurchaseKey: Hashable, Sendable, CustomStringConvertible {
-    public var store: String
-    public var transactionId: String
-    public init(store: String, transactionId: String) {
-        self.store = store
-        self.transactionId = transactionId
-    }
-    public var description: String { "\(store):\(transactionId)" }
-}
+import PurchaseDomain
 
 /// A purchase as the store keeps it.
 public struct PurchaseRecord: Sendable, Hashable {
     public var key: PurchaseKey
     public var userId: String
     public var productId: String
+    /// What was bought: from the store where it says so, else from the catalog; `unknown` for rows recorded before
+    /// types were kept whose product the catalog does not name.
+    public var productType: ProductType
     public var quantity: Int
     public var purchaseTime: Date
     public var state: PurchaseState
     public var environment: String?
+    /// The subscription (or restored purchase) this transaction belongs to; renewals share it.
+    public var originalTransactionId: String?
     /// AppCoins: the package and token to ask the store API again with.
     public var packageName: String?
     public var purchaseToken: String?
     /// The store reported the purchase consumed by the app (AppCoins `consumptionState` 1).
     public var storeConsumed: Bool
 
-    public init(key: PurchaseKey, userId: String, productId: String, quantity: Int, purchaseTime: Date,
-                state: PurchaseState = .verified, environment: String? = nil, packageName: String? = nil,
+    public init(key: PurchaseKey, userId: String, productId: String, productType: ProductType = .unknown, quantity: Int, purchaseTime: Date,
+                state: PurchaseState = .verified, environment: String? = nil, originalTransactionId: String? = nil, packageName: String? = nil,
                 purchaseToken: String? = nil, storeConsumed: Bool = false) {
+        self.productType = productType
+        self.originalTransactionId = originalTransactionId
         self.packageName = packageName
         self.purchaseToken = purchaseToken
         self.storeConsumed = storeConsumed
@@ -73,6 +62,8 @@ public struct GrantItem: Sendable, Hashable, Codable {
 
 public enum RecordOutcome: Sendable, Hashable {
     case recorded
+    /// The store refunded or revoked it before the pipeline saw it: recorded `revoked`, never to be granted.
+    case revokedEarlier
     /// Already known: its current state and the user it was first recorded for.
     case existing(state: PurchaseState, userId: String)
 }
@@ -96,7 +87,26 @@ public enum RevokeOutcome: Sendable, Hashable {
     /// Grants reversed; `shortfall` per currency is what could not be taken back (spent already).
     case revoked(shortfall: [String: Int64])
     case alreadyRevoked
-    case unknownPurchase
+    /// Not seen yet: a tombstone is recorded, so that the purchase is refused when it arrives.
+    case recordedBeforePurchase
+    /// Nothing to take back in this state (e.g. a purchase verification rejected).
+    case notRevocable(state: PurchaseState)
+}
+
+public enum ReinstateOutcome: Sendable, Hashable {
+    /// The refund was reversed: the items are granted again and the purchase is finished.
+    case reinstated(ledgerEntryIds: [Int64])
+    /// The tombstone of a purchase not seen yet is cleared: it is granted as usual when it arrives.
+    case tombstoneCleared
+    /// Not revoked (never, or reinstated already): nothing changes.
+    case notRevoked(state: PurchaseState)
+}
+
+public enum ExpireOutcome: Sendable, Hashable {
+    /// The subscription's entitlements ended now.
+    case ended(entitlements: [String])
+    /// Nothing to end: unknown, not a subscription, or not granted.
+    case nothingToEnd(state: PurchaseState)
 }
 
 /// A purchase the sweeper flagged: paid, not completed by its deadline.
@@ -111,4 +121,6 @@ public struct DuePurchase: Sendable, Hashable {
 public struct StoreStatistics: Sendable, Hashable {
     public var purchasesByState: [PurchaseState: Int]
     public var oldestUnfinishedPurchase: Date?
+    /// Purchases whose product type is `unknown` (recorded before types were kept, not named by the catalog).
+    public var unknownProductType: Int
 }

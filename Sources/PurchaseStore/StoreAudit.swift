@@ -1,5 +1,6 @@
 import Database
 import Foundation
+import PurchaseDomain
 
 /// The store's books, read in one pass: what each purchase was granted and where the books disagree
 /// with themselves. For reconciliation by an operator and for the chaos run's invariants.
@@ -33,7 +34,7 @@ extension SQLPurchaseStore {
                     WHERE l.store = p.store AND l.transaction_id = p.transaction_id AND l.entry_kind = 'grant'), p.granted_at, p.finished_at
                 FROM purchases p
                 """) {
-                guard let store = row[0].string, let id = row[1].string, let state = row[2].string.flatMap(PurchaseState.init(rawValue:)),
+                guard let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].string, let state = row[2].string.flatMap(PurchaseState.init(rawValue:)),
                       let entries = row[3].int64 else { continue }
                 audit.purchases[PurchaseKey(store: store, transactionId: id)] = StoreAudit.Purchase(
                     state: state, grantEntries: Int(entries), grantedAt: row[4].int64.map(PurchaseTime.date), finishedAt: row[5].int64.map(PurchaseTime.date))
@@ -56,7 +57,7 @@ extension SQLPurchaseStore {
             audit.finishedWithoutGrant = try connection.query("""
                 SELECT p.store, p.transaction_id FROM purchases p
                 WHERE p.finished_at IS NOT NULL AND (p.granted_at IS NULL OR p.finished_at < p.granted_at OR NOT EXISTS (
-                    SELECT 1 FROM ledger l WHERE l.store = p.store AND l.transaction_id = p.transaction_id AND l.entry_kind = 'grant'))
+                    SELECT 1 FROM ledger l WHERE l.store = p.store AND l.transaction_id = p.transaction_id AND l.entry_kind IN ('grant', 'regrant')))
                 """).compactMap(Self.key)
             for row in try connection.query("SELECT currency, sum(amount) FROM balances GROUP BY currency") {
                 if let currency = row[0].string, let total = row[1].int64 { audit.currencyTotals[currency] = total }
@@ -66,7 +67,7 @@ extension SQLPurchaseStore {
     }
 
     private static func key(_ row: [SQLValue]) -> PurchaseKey? {
-        guard let store = row[0].string, let id = row[1].string else { return nil }
+        guard let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].string else { return nil }
         return PurchaseKey(store: store, transactionId: id)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Kafka
+import PurchaseDomain
 import PurchaseEvents
 import PurchaseStore
 import StoreVerification
@@ -7,8 +8,10 @@ import WorkerRuntime
 
 /// `iap-finisher`: completes granted purchases with their store, then marks them `finished` and emits
 /// `transaction.finished` (which tells the app it may call `finish()`). App Store purchases are finished
-/// through the App Store Server API when it is configured; AppCoins has no server call, so its purchases
-/// finish when the app reports `purchase.consumed`. Never finishes a purchase that was not granted.
+/// through the App Store Server API when it is configured; AppCoins has no server call, so its consumables
+/// finish when the app reports `purchase.consumed` (or the store reported them consumed). Non-consumables and
+/// subscriptions are entitlements, complete at their grant: without an API call to make they finish at once
+/// (`entitlementGranted`). Never finishes a purchase that was not granted.
 public struct FinisherStage: StoreBackedStage {
     public let name = "finisher"
     public let topics: [String]
@@ -40,12 +43,16 @@ public struct FinisherStage: StoreBackedStage {
         switch context.codec.decode(message, as: ItemGranted.self) {
         case .failure(let invalid): return context.deadLetter(invalid)
         case .success(let granted):
-            let key = PurchaseKey(store: granted.store.rawValue, transactionId: granted.transactionId)
+            let key = PurchaseKey(store: granted.store, transactionId: granted.transactionId)
             guard granted.store == .appstore, let appStoreAPI else {
                 // AppCoins (and App Store without API credentials): the app consumes on the device and reports it,
-                // unless the store already reported it consumed when the purchase was verified.
-                guard granted.store == .appcoins, let record = try await store.purchase(key), record.storeConsumed, record.state == .granted
-                else { return .publish([]) }
+                // unless the store already reported it consumed when the purchase was verified; an entitlement is
+                // complete at its grant.
+                guard let record = try await store.purchase(key), record.state == .granted else { return .publish([]) }
+                if record.productType.isEntitlement {
+                    return try await finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: .entitlementGranted)
+                }
+                guard granted.store == .appcoins, record.storeConsumed else { return .publish([]) }
                 return try await finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: .storeReportedConsumed)
             }
             guard let record = try await store.purchase(key) else { throw TransientError("purchase \(key) not in the store yet") }
@@ -70,7 +77,7 @@ public struct FinisherStage: StoreBackedStage {
 
     private func finish(store storeName: Store, transactionId: String, userId: String, method: TransactionFinished.Method,
                         waitForGrantUntil: Date? = nil) async throws -> StageResult {
-        let key = PurchaseKey(store: storeName.rawValue, transactionId: transactionId)
+        let key = PurchaseKey(store: storeName, transactionId: transactionId)
         switch try await store.finish(key, at: context.now()) {
         case .finished, .alreadyFinished:
             // Emitted again for a repeat: same ce_id, so consumers recognise it.

@@ -1,12 +1,16 @@
 import Foundation
 import Kafka
+import PurchaseDomain
 import PurchaseEvents
 import PurchaseStore
 import WorkerRuntime
 
 /// `iap-granter`: `purchase.verified` → the catalog → one transaction (ledger, balance or entitlement,
 /// state `granted`) → `item.granted`; a purchase granted before answers `alreadyGranted: true` and changes
-/// nothing. `purchase.revoked`, and `refund.due` when claw-back is on, reverse the grant.
+/// nothing. `purchase.revoked` carries out the store's later decisions: REFUND and REVOKE reverse the grant (or
+/// leave a tombstone for a purchase not seen yet), REFUND_REVERSED grants again once (`item.granted`,
+/// `reinstated`), EXPIRED and GRACE_PERIOD_EXPIRED end a subscription's entitlement. `refund.due`, when claw-back
+/// is on, reverses the grant.
 public struct GranterStage: StoreBackedStage {
     public let name = "granter"
     public let topics: [String]
@@ -28,14 +32,24 @@ public struct GranterStage: StoreBackedStage {
         case topics[1]:
             switch context.codec.decode(message, as: PurchaseRevokedEvent.self) {
             case .failure(let invalid): return context.deadLetter(invalid)
-            case .success(let revoked): return try await reverse(PurchaseKey(store: revoked.store.rawValue, transactionId: revoked.transactionId), why: revoked.reason.rawValue)
+            case .success(let revoked):
+                let key = PurchaseKey(store: revoked.store, transactionId: revoked.transactionId)
+                switch revoked.reason {
+                case .REFUND, .REVOKE: return try await reverse(key, why: revoked.reason.rawValue)
+                case .REFUND_REVERSED: return try await reinstate(key)
+                case .EXPIRED, .GRACE_PERIOD_EXPIRED:
+                    let outcome = try await store.expireSubscription(store: revoked.store, originalTransactionId: revoked.originalTransactionId ?? revoked.transactionId,
+                                                                     at: context.now())
+                    context.logger.info("subscription ended", ["transactionId": revoked.transactionId, "reason": revoked.reason.rawValue, "outcome": "\(outcome)"])
+                    return .publish([])
+                }
             }
         case topics[2]:
             switch context.codec.decode(message, as: RefundDue.self) {
             case .failure(let invalid): return context.deadLetter(invalid)
             case .success(let due):
                 guard clawBackDueRefunds else { return .publish([]) }
-                return try await reverse(PurchaseKey(store: due.store.rawValue, transactionId: due.transactionId), why: "refundDue")
+                return try await reverse(PurchaseKey(store: due.store, transactionId: due.transactionId), why: "refundDue")
             }
         default:
             switch context.codec.decode(message, as: PurchaseVerifiedEvent.self) {
@@ -46,21 +60,23 @@ public struct GranterStage: StoreBackedStage {
     }
 
     private func grant(_ verified: PurchaseVerifiedEvent) async throws -> StageResult {
-        let key = PurchaseKey(store: verified.store.rawValue, transactionId: verified.transactionId)
+        let key = PurchaseKey(store: verified.store, transactionId: verified.transactionId)
         if verified.revocationDate != nil {
             // Refunded or revoked before it was granted: nothing to give.
             _ = try await store.revoke(key, at: context.now())
             return try rejected(verified, reason: "revoked", detail: "the store reports this transaction revoked")
         }
-        guard let items = catalog.grants(productId: verified.productId, quantity: verified.quantity, expiresDate: verified.expiresDate) else {
-            return try rejected(verified, reason: "unknownProduct", detail: "product '\(verified.productId)' is not in the catalog")
+        guard let items = catalog.grants(store: verified.store, productId: verified.productId, quantity: verified.quantity,
+                                         purchaseDate: verified.purchaseDate, expiresDate: verified.expiresDate) else {
+            return try rejected(verified, reason: "unknownProduct", detail: "product '\(verified.productId)' is not in the \(verified.store) catalog")
         }
+        let type = verified.productType.flatMap(ProductType.init(rawValue:)) ?? catalog.product(verified.store, verified.productId)?.type ?? .unknown
         switch try await store.grant(key, items: items, at: context.now()) {
         case .granted(let ids):
             context.logger.info("granted", ["transactionId": verified.transactionId, "productId": verified.productId])
-            return try context.messages([granted(verified, items: items, already: false, ledgerEntryId: ids.first)])
+            return try context.messages([granted(verified, type: type, items: items, already: false, ledgerEntryId: ids.first)])
         case .alreadyGranted(let original):
-            return try context.messages([granted(verified, items: original, already: true, ledgerEntryId: nil)])
+            return try context.messages([granted(verified, type: type, items: original, already: true, ledgerEntryId: nil)])
         case .notGrantable(let state?):
             return try rejected(verified, reason: state == .refundDue ? "refundDue" : state.rawValue, detail: "purchase is \(state.rawValue)")
         case .notGrantable(nil):
@@ -69,12 +85,36 @@ public struct GranterStage: StoreBackedStage {
         }
     }
 
-    private func granted(_ verified: PurchaseVerifiedEvent, items: [GrantItem], already: Bool, ledgerEntryId: Int64?) -> ItemGranted {
+    private func granted(_ verified: PurchaseVerifiedEvent, type: ProductType, items: [GrantItem], already: Bool, ledgerEntryId: Int64?) -> ItemGranted {
         ItemGranted(store: verified.store, transactionId: verified.transactionId, userId: verified.userId, productId: verified.productId,
-                    quantity: verified.quantity,
-                    items: items.map { GrantedItem(kind: $0.kind == .currency ? .currency : .entitlement, code: $0.code,
-                                                   amount: $0.kind == .currency ? $0.amount : nil, expiresAt: $0.expiresAt) },
+                    productType: type.rawValue, quantity: verified.quantity, items: items.map(Self.grantedItem),
                     alreadyGranted: already, ledgerEntryId: ledgerEntryId, grantedAt: context.now())
+    }
+
+    private static func grantedItem(_ item: GrantItem) -> GrantedItem {
+        GrantedItem(kind: item.kind == .currency ? .currency : .entitlement, code: item.code, amount: item.kind == .currency ? item.amount : nil,
+                    expiresAt: item.expiresAt)
+    }
+
+    /// REFUND_REVERSED: the original grant again (or the catalog's items for a purchase revoked before its grant).
+    private func reinstate(_ key: PurchaseKey) async throws -> StageResult {
+        guard let record = try await store.purchase(key) else {
+            let outcome = try await store.reinstate(key, items: [], at: context.now())
+            context.logger.info("refund reversed before the purchase was seen", ["transactionId": key.transactionId, "outcome": "\(outcome)"])
+            return .publish([])
+        }
+        let items = catalog.grants(store: key.store, productId: record.productId, quantity: record.quantity, purchaseDate: record.purchaseTime,
+                                   expiresDate: nil) ?? []
+        switch try await store.reinstate(key, items: items, at: context.now()) {
+        case .reinstated(let ids):
+            context.logger.info("refund reversed: granted again", ["transactionId": key.transactionId])
+            return try context.messages([ItemGranted(
+                store: key.store, transactionId: key.transactionId, userId: record.userId, productId: record.productId, productType: record.productType.rawValue,
+                quantity: record.quantity, items: try await store.grantedItems(key).map(Self.grantedItem), alreadyGranted: false, reinstated: true,
+                ledgerEntryId: ids.first, grantedAt: context.now())])
+        case .tombstoneCleared, .notRevoked:
+            return .publish([])
+        }
     }
 
     private func rejected(_ verified: PurchaseVerifiedEvent, reason: String, detail: String) throws -> StageResult {
@@ -91,7 +131,7 @@ public struct GranterStage: StoreBackedStage {
             context.logger.warning("revoked with shortfall", ["transactionId": key.transactionId, "reason": why, "shortfall": "\(shortfall)"])
         case .revoked:
             context.logger.info("revoked", ["transactionId": key.transactionId, "reason": why])
-        case .alreadyRevoked, .unknownPurchase:
+        case .alreadyRevoked, .recordedBeforePurchase, .notRevocable:
             context.logger.info("revocation changed nothing", ["transactionId": key.transactionId, "outcome": "\(outcome)"])
         }
         return .publish([])

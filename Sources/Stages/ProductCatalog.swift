@@ -1,24 +1,26 @@
 import Foundation
 import JSON
 import JSONSchema
+import PurchaseDomain
 import PurchaseStore
 
-/// What each product grants, from the catalog file (schema-checked when loaded).
+/// What each product of each store is and grants, from the catalog file (schema-checked when loaded). Products are
+/// keyed by store and product id: an AppCoins SKU and an App Store product id are different namespaces.
 ///
 /// - consumable: `amount` of `currency`, times the purchase's quantity;
 /// - non-consumable: the `entitlement`, for good;
-/// - auto-renewable: the `entitlement` until the transaction's `expiresDate`.
+/// - auto-renewable: the `entitlement` until the transaction's `expiresDate`;
+/// - non-renewing: the `entitlement` for `durationDays` from the purchase.
 public struct ProductCatalog: Sendable {
-    public enum ProductType: String, Sendable { case consumable, nonConsumable, autoRenewable }
-
     public struct Product: Sendable, Hashable {
         public var type: ProductType
         public var currency: String?
         public var amount: Int64?
         public var entitlement: String?
+        public var durationDays: Int64?
     }
 
-    public let products: [String: Product]
+    public let products: [Store: [String: Product]]
 
     public static let schemaID = "urn:iap-pipeline:schema:catalog:v1"
 
@@ -27,11 +29,18 @@ public struct ProductCatalog: Sendable {
         guard let document = JSONValue.parse(Array(data)) else { throw CatalogError("the catalog is not valid JSON") }
         let violations = schemas.validate(document, against: Self.schemaID)
         guard violations.isEmpty else { throw CatalogError("the catalog does not match its schema: \(violations.map(\.description).joined(separator: "; "))") }
-        var products: [String: Product] = [:]
-        for (id, entry) in document.objectValue?["products"]?.objectValue ?? [:] {
-            guard let fields = entry.objectValue, let type = fields["type"]?.stringValue.flatMap(ProductType.init(rawValue:)) else { continue }
-            products[id] = Product(type: type, currency: fields["currency"]?.stringValue, amount: fields["amount"]?.int64Value,
-                                   entitlement: fields["entitlement"]?.stringValue)
+        let sections = document.objectValue ?? [:]
+        guard sections["products"] == nil || sections["appstore"] == nil else {
+            throw CatalogError("the catalog has both \"products\" and \"appstore\": both name the App Store's products; keep one")
+        }
+        var products: [Store: [String: Product]] = [:]
+        for (name, section) in sections {
+            let store: Store = name == "products" ? .appstore : Store(rawValue: name) ?? .appstore
+            for (id, entry) in section.objectValue ?? [:] {
+                guard let fields = entry.objectValue, let type = fields["type"]?.stringValue.flatMap(ProductType.init(rawValue:)) else { continue }
+                products[store, default: [:]][id] = Product(type: type, currency: fields["currency"]?.stringValue, amount: fields["amount"]?.int64Value,
+                                                            entitlement: fields["entitlement"]?.stringValue, durationDays: fields["durationDays"]?.int64Value)
+            }
         }
         self.products = products
     }
@@ -40,9 +49,14 @@ public struct ProductCatalog: Sendable {
         try self.init(json: try Data(contentsOf: url), schemas: schemas)
     }
 
+    public func product(_ store: Store, _ productId: String) -> Product? { products[store]?[productId] }
+
+    /// The type of every product of `store` (to name the type of purchases recorded before types were kept).
+    public func types(of store: Store) -> [String: ProductType] { (products[store] ?? [:]).mapValues(\.type) }
+
     /// The items a purchase of `quantity` × `productId` grants; `nil` for a product not in the catalog.
-    public func grants(productId: String, quantity: Int, expiresDate: Date?) -> [GrantItem]? {
-        guard let product = products[productId] else { return nil }
+    public func grants(store: Store, productId: String, quantity: Int, purchaseDate: Date?, expiresDate: Date?) -> [GrantItem]? {
+        guard let product = product(store, productId) else { return nil }
         switch product.type {
         case .consumable:
             guard let currency = product.currency, let amount = product.amount else { return nil }
@@ -52,6 +66,11 @@ public struct ProductCatalog: Sendable {
             return product.entitlement.map { [.entitlement($0)] }
         case .autoRenewable:
             return product.entitlement.map { [.entitlement($0, until: expiresDate)] }
+        case .nonRenewing:
+            guard let entitlement = product.entitlement, let days = product.durationDays, let start = purchaseDate else { return nil }
+            return [.entitlement(entitlement, until: start.addingTimeInterval(TimeInterval(days) * 86_400))]
+        case .unknown:
+            return nil
         }
     }
 }

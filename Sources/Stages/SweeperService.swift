@@ -1,13 +1,15 @@
 import Foundation
 import Kafka
+import PurchaseDomain
 import PurchaseEvents
 import PurchaseStore
 import StoreVerification
 import Synchronization
 import WorkerRuntime
 
-/// `iap-sweeper`: finds purchases paid but not finished whose purchase time is older than the consume
+/// `iap-sweeper`: finds consumables paid but not finished whose purchase time is older than the consume
 /// deadline, marks them `refund_due` — exactly once, however many sweepers run — and emits `refund.due`.
+/// Non-consumables and subscriptions are never flagged (the lifecycle decides).
 /// The event goes through an outbox: sent after the flag, re-sent (same `ce_id`) until recorded as sent,
 /// so a crash between the two loses nothing. Runs on a schedule, or once (a Kubernetes CronJob).
 /// Generic over `Clock` so that tests drive time.
@@ -51,12 +53,12 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
         var flagged = 0
         for (storeName, deadline) in configuration.deadlines.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
             let unsure = storeName == .appcoins ? try await recheckAppCoins(deadline: deadline) : []
-            while case let due = try await store.sweepDue(store: storeName.rawValue, deadline: deadline, now: context.now(),
+            while case let due = try await store.sweepDue(store: storeName, deadline: deadline, now: context.now(),
                                                         limit: configuration.batchSize, excluding: unsure), !due.isEmpty {
                 flagged += due.count
                 context.logger.info("flagged refund due", ["store": storeName.rawValue, "count": due.count])
             }
-            while case let unsent = try await store.unsentRefundNotices(store: storeName.rawValue, deadline: deadline,
+            while case let unsent = try await store.unsentRefundNotices(store: storeName, deadline: deadline,
                                                                       limit: configuration.batchSize), !unsent.isEmpty {
                 let events: [any PipelineEvent] = unsent.map {
                     RefundDue(store: storeName, transactionId: $0.record.key.transactionId, userId: $0.record.userId, productId: $0.record.productId,
@@ -76,7 +78,7 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
     private func recheckAppCoins(deadline: TimeInterval) async throws -> Set<PurchaseKey> {
         guard let appCoins else { return [] }
         var unsure: Set<PurchaseKey> = []
-        for record in try await store.dueGrantedWithToken(store: Store.appcoins.rawValue, deadline: deadline, now: context.now(),
+        for record in try await store.dueGrantedWithToken(store: .appcoins, deadline: deadline, now: context.now(),
                                                           limit: configuration.batchSize) {
             guard let package = record.packageName, let token = record.purchaseToken else { continue }
             switch await appCoins.verify(packageName: package, sku: record.productId, purchaseToken: token) {

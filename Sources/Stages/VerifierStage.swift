@@ -1,13 +1,16 @@
 import Foundation
 import Kafka
+import PurchaseDomain
 import PurchaseEvents
 import PurchaseStore
 import StoreVerification
 import WorkerRuntime
 
-/// `iap-verifier`: `purchase.submitted` → store verification → the purchase recorded → `purchase.verified`
-/// or `purchase.rejected`; `store.notification` → verified notification → `purchase.revoked` for REFUND
-/// and REVOKE (other types are logged and counted).
+/// `iap-verifier`: `purchase.submitted` → store verification → the purchase recorded with its product type →
+/// `purchase.verified` or `purchase.rejected` (`revoked` when its refund came first); `store.notification` →
+/// verified notification → `purchase.revoked` for REFUND, REVOKE, REFUND_REVERSED, EXPIRED and
+/// GRACE_PERIOD_EXPIRED, the transaction of a renewal or one-time charge recorded for its owner like a submission,
+/// other types logged.
 public struct VerifierStage: StoreBackedStage {
     public let name = "verifier"
     public let topics: [String]
@@ -16,9 +19,12 @@ public struct VerifierStage: StoreBackedStage {
     let appStore: SignedDataVerifier
     let receipts: ReceiptVerifier?
     let appCoins: AppCoinsVerifier?
+    /// Names the product type where the store does not (receipts, AppCoins).
+    let catalog: ProductCatalog?
 
     public init(context: StageContext, store: SQLPurchaseStore, appStore: SignedDataVerifier, receipts: ReceiptVerifier? = nil,
-                appCoins: AppCoinsVerifier? = nil) {
+                appCoins: AppCoinsVerifier? = nil, catalog: ProductCatalog? = nil) {
+        self.catalog = catalog
         self.context = context
         self.store = store
         self.appStore = appStore
@@ -58,21 +64,30 @@ public struct VerifierStage: StoreBackedStage {
             verified = await appCoins.verify(packageName: purchase.packageName, sku: purchase.sku, purchaseToken: purchase.purchaseToken)
                 .map { [VerifiedPurchase($0)] }
         }
-        let purchases: [VerifiedPurchase]
         switch verified {
-        case .success(let value): purchases = value
+        case .success(let purchases): return try context.messages(try await record(purchases, for: submission))
         case .failure(let rejection) where rejection.isRetryable:
             throw TransientError("\(rejection)") // The store could not answer now; nothing was decided.
         case .failure(let rejection):
             return try rejected(submission, rejection, transactionId: nil)
         }
+    }
+
+    /// What the store says the product is, else what the catalog says, else `unknown`.
+    func productType(of purchase: VerifiedPurchase) -> ProductType {
+        purchase.productType.flatMap(ProductType.init(appStoreType:)) ?? catalog?.product(purchase.store, purchase.productId)?.type ?? .unknown
+    }
+
+    /// Records each verified purchase of a submission and answers with its event.
+    private func record(_ purchases: [VerifiedPurchase], for submission: PurchaseSubmitted) async throws -> [any PipelineEvent] {
         var events: [any PipelineEvent] = []
         for purchase in purchases {
             // Built before anything is recorded: a purchase whose ids the pipeline cannot carry is rejected, not
             // recorded as verified and then dead-lettered downstream with nobody granting it.
+            let type = productType(of: purchase)
             guard let verified = conforming(PurchaseVerifiedEvent(
-                store: Store(rawValue: purchase.store.rawValue) ?? submission.store, transactionId: purchase.transactionId,
-                originalTransactionId: purchase.originalTransactionId, productId: purchase.productId, productType: purchase.productType,
+                store: purchase.store, transactionId: purchase.transactionId,
+                originalTransactionId: purchase.originalTransactionId, productId: purchase.productId, productType: type.rawValue,
                 quantity: purchase.quantity, userId: submission.userId, purchaseDate: purchase.purchaseDate, expiresDate: purchase.expiresDate,
                 revocationDate: purchase.revocationDate, environment: purchase.environment, appAccountToken: purchase.appAccountToken,
                 price: purchase.price, currency: purchase.currency, consumed: purchase.consumed, source: submission.source,
@@ -82,9 +97,10 @@ public struct VerifierStage: StoreBackedStage {
                                         reason: RejectionReason.malformedPayload.rawValue, transactionId: nil, productId: nil))
                 continue
             }
-            let record = PurchaseRecord(key: PurchaseKey(store: purchase.store.rawValue, transactionId: purchase.transactionId),
-                                        userId: submission.userId, productId: purchase.productId, quantity: purchase.quantity,
+            let record = PurchaseRecord(key: PurchaseKey(store: purchase.store, transactionId: purchase.transactionId),
+                                        userId: submission.userId, productId: purchase.productId, productType: type, quantity: purchase.quantity,
                                         purchaseTime: purchase.purchaseDate ?? submission.submittedAt, environment: purchase.environment,
+                                        originalTransactionId: purchase.originalTransactionId,
                                         packageName: submission.appcoins?.packageName, purchaseToken: submission.appcoins?.purchaseToken,
                                         storeConsumed: purchase.consumed == true)
             switch try await store.recordVerified(record, at: context.now()) {
@@ -92,11 +108,15 @@ public struct VerifierStage: StoreBackedStage {
                 // The same transaction replayed under another user: never grant it to a second account.
                 events.append(rejection(submission, Rejection(.storeRejected, "transaction belongs to another user"),
                                         reason: "transactionOfAnotherUser", transactionId: purchase.transactionId, productId: purchase.productId))
+            case .revokedEarlier:
+                // Its refund or revocation arrived first: recorded, never granted.
+                events.append(rejection(submission, Rejection(.storeRejected, "the store refunded or revoked this transaction before it was submitted"),
+                                        reason: PurchaseState.revoked.rawValue, transactionId: purchase.transactionId, productId: purchase.productId))
             case .recorded, .existing:
                 events.append(verified)
             }
         }
-        return try context.messages(events)
+        return events
     }
 
     /// `event` if it matches its schema; else without the informational fields a store may fill oddly (price,
@@ -133,11 +153,33 @@ public struct VerifierStage: StoreBackedStage {
         }
         context.logger.info("notification", ["type": notification.notificationType.rawValue, "action": notification.action.rawValue,
                                              "transactionId": notification.transaction?.transactionId ?? ""])
-        guard notification.action == .revokeGrant, let transaction = notification.transaction else { return .publish([]) }
-        let owner = try await store.purchase(PurchaseKey(store: Store.appstore.rawValue, transactionId: transaction.transactionId))
+        guard let transaction = notification.transaction else { return .publish([]) }
+        let reason: PurchaseRevokedEvent.Reason
+        switch notification.action {
+        case .revokeGrant: reason = notification.notificationType == .revoke ? .REVOKE : .REFUND
+        case .restoreGrant: reason = .REFUND_REVERSED
+        case .endEntitlement: reason = notification.notificationType == .gracePeriodExpired ? .GRACE_PERIOD_EXPIRED : .EXPIRED
+        case .recordPurchase: return try await recordCharge(transaction, notification: notification, received: received)
+        case .recordDecision, .reportConsumption, .acknowledgeTest, .logOnly: return .publish([])
+        }
+        let owner = try await store.purchase(PurchaseKey(store: .appstore, transactionId: transaction.transactionId))
         return try context.messages([PurchaseRevokedEvent(
-            store: .appstore, transactionId: transaction.transactionId, userId: owner?.userId, productId: transaction.productId,
-            reason: notification.notificationType == .revoke ? .REVOKE : .REFUND, revocationDate: transaction.revocationDate,
+            store: .appstore, transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId, userId: owner?.userId,
+            productId: transaction.productId, reason: reason, revocationDate: transaction.revocationDate,
             notificationUUID: notification.notificationUUID, revokedAt: context.now())])
+    }
+
+    /// A renewal, a new subscription or a one-time charge the store announces: recorded and answered like a submission
+    /// for the user who owns the subscription. One nobody owns yet waits for the app's own submission.
+    private func recordCharge(_ transaction: AppStoreTransaction, notification: AppStoreNotification,
+                              received: StoreNotificationReceived) async throws -> StageResult {
+        guard let owner = try await store.owner(store: .appstore, originalTransactionId: transaction.originalTransactionId ?? transaction.transactionId) else {
+            context.logger.info("charge of a subscription nobody owns yet; the app's submission will record it",
+                                ["transactionId": transaction.transactionId, "type": notification.notificationType.rawValue])
+            return .publish([])
+        }
+        let submission = PurchaseSubmitted(store: .appstore, kind: .signedTransaction, userId: owner, submittedAt: received.receivedAt, source: .server,
+                                           submissionId: "notification:\(notification.notificationUUID)")
+        return try context.messages(try await record([VerifiedPurchase(transaction)], for: submission))
     }
 }

@@ -1,19 +1,15 @@
 import Foundation
 import JSON
-
-/// The store a purchase was made in.
-public enum PurchaseStore: String, Sendable, Codable, Hashable, CaseIterable {
-    case appStore = "appstore"
-    case appCoins = "appcoins"
-}
+import PurchaseDomain
 
 /// A purchase whose payment was proven, whatever the store: what the pipeline grants from.
 public struct VerifiedPurchase: Sendable, Hashable, Codable {
-    public var store: PurchaseStore
+    public var store: Store
     public var transactionId: String
     public var originalTransactionId: String?
     public var productId: String
-    /// The store's product type as it said it (e.g. `Consumable`); AppCoins sells consumables only.
+    /// The store's product type as it said it (App Store: e.g. `Consumable`); nil where the store does not say
+    /// (receipts, AppCoins): the catalog says then.
     public var productType: String?
     public var quantity: Int
     public var purchaseDate: Date?
@@ -32,7 +28,7 @@ public struct VerifiedPurchase: Sendable, Hashable, Codable {
     public var raw: [String: JSONValue]
 
     public init(_ transaction: AppStoreTransaction) {
-        store = .appStore
+        store = .appstore
         transactionId = transaction.transactionId
         originalTransactionId = transaction.originalTransactionId
         productId = transaction.productId
@@ -53,7 +49,7 @@ public struct VerifiedPurchase: Sendable, Hashable, Codable {
     /// One in-app purchase of a verified app receipt.
     public init?(_ purchase: InAppPurchaseReceipt, in receipt: AppReceipt, environment: AppStoreEnvironment) {
         guard let transactionId = purchase.transactionId, let productId = purchase.productId else { return nil }
-        store = .appStore
+        store = .appstore
         self.transactionId = transactionId
         originalTransactionId = purchase.originalTransactionId
         self.productId = productId
@@ -71,11 +67,11 @@ public struct VerifiedPurchase: Sendable, Hashable, Codable {
     }
 
     public init(_ purchase: AppCoinsPurchase) {
-        store = .appCoins
+        store = .appcoins
         transactionId = purchase.transactionId
         originalTransactionId = purchase.purchaseToken
         productId = purchase.productId
-        productType = "Consumable"
+        productType = nil
         quantity = 1
         purchaseDate = purchase.purchaseTime
         appAccountToken = purchase.developerPayload

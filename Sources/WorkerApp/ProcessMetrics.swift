@@ -1,9 +1,11 @@
 import Foundation
+import PurchaseDomain
 import Metrics
 import PurchaseStore
 import WorkerRuntime
 
-/// Purchases by state and the age of the oldest unfinished one, read from the store at each scrape.
+/// Purchases by state, those of unknown product type, and the age of the oldest unfinished one, read from the
+/// store at each scrape.
 /// The age is the signal that matters for the 24 h deadline: it should stay well below it.
 enum StoreMetrics {
     static func register(store: SQLPurchaseStore, metrics: MetricsRegistry) {
@@ -11,14 +13,17 @@ enum StoreMetrics {
         metrics.declare("iap_oldest_unfinished_purchase_age_seconds", .gauge,
                         help: "Age of the oldest purchase verified or granted but not finished (0 when none).")
         metrics.declare("iap_store_up", .gauge, help: "1 when the last read of the store succeeded.")
+        metrics.declare("iap_purchases_unknown_product_type", .gauge,
+                        help: "Purchases whose product type is unknown (recorded before types were kept; never flagged): name them in the catalog.")
         metrics.addCollector { metrics in
             do {
                 let statistics = try await store.statistics()
-                for state in PurchaseState.allCases {
+                for state in PurchaseState.recorded {
                     metrics.set("iap_purchases", ["state": state.rawValue], to: Double(statistics.purchasesByState[state] ?? 0))
                 }
                 metrics.set("iap_oldest_unfinished_purchase_age_seconds",
                             to: statistics.oldestUnfinishedPurchase.map { max(0, Date().timeIntervalSince($0)) } ?? 0)
+                metrics.set("iap_purchases_unknown_product_type", to: Double(statistics.unknownProductType))
                 metrics.set("iap_store_up", to: 1)
             } catch {
                 // Keep the last values; the outage itself is the series to alert on.

@@ -1,7 +1,9 @@
 import Crypto
 import Foundation
+import PurchaseDomain
 import JSON
 import Kafka
+import PurchaseDomain
 import PurchaseEvents
 import Stages
 import StoreVerification
@@ -17,6 +19,7 @@ public enum Workers {
             Setting("--root", env: "IAP_ROOT_CERTIFICATES", help: "trusted root certificate file (repeat or comma-separate); Apple Root CA - G3 in production", isList: true),
             Setting("--online-checks", env: "IAP_ONLINE_CHECKS", default: "false", help: "check validity now and ask OCSP responders", isSwitch: true),
             Setting("--appcoins-url", env: "IAP_APPCOINS_URL", default: AppCoinsVerifier.Configuration.defaultBaseURL.absoluteString, help: "AppCoins API base URL"),
+            Setting("--catalog", env: "IAP_CATALOG", help: "the product catalog file: names the product type where the store does not (receipts, AppCoins)"),
         ]
         return await WorkerApp.main(command: "iap-verifier", summary: "Verifies purchase.submitted and store.notification events.", settings: settings) { env in
             let environment = AppStoreEnvironment(rawValue: try env.settings.required("--environment"))
@@ -36,7 +39,8 @@ public enum Workers {
                 appStore: try SignedDataVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment,
                                                                       appAppleId: appAppleId, onlineChecks: online)),
                 receipts: try ReceiptVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment, onlineChecks: online)),
-                appCoins: AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL)))
+                appCoins: AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL)),
+                catalog: try env.settings.string("--catalog").map { try catalog(at: $0, env) })
             return [try env.runner(for: stage)]
         }
     }
@@ -48,16 +52,24 @@ public enum Workers {
                     help: "reverse the grants of purchases flagged refund.due", isSwitch: true),
         ]
         return await WorkerApp.main(command: "iap-granter", summary: "Grants verified purchases; reverses revoked ones.", settings: settings) { env in
-            let path = try env.settings.required("--catalog")
-            let catalog: ProductCatalog
-            do { catalog = try ProductCatalog(contentsOf: URL(fileURLWithPath: path), schemas: env.schemas) } catch let error as CatalogError {
-                throw SettingsError("--catalog (IAP_CATALOG) \(path): \(error)")
-            } catch {
-                throw SettingsError("--catalog (IAP_CATALOG): cannot read \(path): \(error)")
+            let catalog = try catalog(at: try env.settings.required("--catalog"), env)
+            // Purchases recorded before product types were kept get theirs from the catalog (until they do, they
+            // are `unknown`: never flagged).
+            for store in Store.allCases {
+                let named = try await env.store.assignProductTypes(catalog.types(of: store), store: store)
+                if named > 0 { env.logger.info("named product types from the catalog", ["store": store.rawValue, "purchases": named]) }
             }
             let stage = GranterStage(context: env.context(stage: "granter"), store: env.store, catalog: catalog,
                                      clawBackDueRefunds: env.settings.flag("--claw-back-due-refunds"))
             return [try env.runner(for: stage)]
+        }
+    }
+
+    static func catalog(at path: String, _ env: WorkerApp.Environment) throws -> ProductCatalog {
+        do { return try ProductCatalog(contentsOf: URL(fileURLWithPath: path), schemas: env.schemas) } catch let error as CatalogError {
+            throw SettingsError("--catalog (IAP_CATALOG) \(path): \(error)")
+        } catch {
+            throw SettingsError("--catalog (IAP_CATALOG): cannot read \(path): \(error)")
         }
     }
 

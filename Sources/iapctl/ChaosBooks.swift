@@ -1,4 +1,5 @@
 import Foundation
+import PurchaseDomain
 import JSON
 import PurchaseStore
 
@@ -22,7 +23,7 @@ struct ChaosBooks {
 
         // Every valid unique purchase granted exactly once (one coins item each) and finished.
         for purchase in input.unique {
-            let record = audit.purchases[PurchaseKey(store: "appstore", transactionId: purchase.transactionId)]
+            let record = audit.purchases[PurchaseKey(store: .appstore, transactionId: purchase.transactionId)]
             switch record?.grantEntries ?? 0 {
             case 1: books.grantedOnce += 1
             case 0: violation("valid purchases not granted", purchase.transactionId)
@@ -43,7 +44,7 @@ struct ChaosBooks {
         // Every forgery rejected, nothing granted for it.
         for (submissionId, id) in input.forged {
             if seen.rejected[submissionId] != nil { books.rejected += 1 } else { violation("forged purchases not rejected", id) }
-            if (audit.purchases[PurchaseKey(store: "appstore", transactionId: id)]?.grantEntries ?? 0) > 0 { violation("forged purchases granted", id) }
+            if (audit.purchases[PurchaseKey(store: .appstore, transactionId: id)]?.grantEntries ?? 0) > 0 { violation("forged purchases granted", id) }
         }
         // Every malformed message dead-lettered.
         for key in input.malformed {
@@ -64,7 +65,7 @@ struct ChaosBooks {
         for (id, calls) in finishCalls {
             books.finishCalls += calls.count
             books.repeatedFinishCalls += calls.count - 1
-            guard let record = audit.purchases[PurchaseKey(store: "appstore", transactionId: id)], record.grantEntries > 0,
+            guard let record = audit.purchases[PurchaseKey(store: .appstore, transactionId: id)], record.grantEntries > 0,
                   let grantedAt = record.grantedAt else {
                 violation("Finish Transaction called for a purchase never granted", id)
                 continue

@@ -1,6 +1,7 @@
 import Foundation
 import Crypto
 import Kafka
+import PurchaseDomain
 import StoreVerification
 
 /// `iapctl`: the operator's command-line tool.
@@ -24,8 +25,10 @@ enum IAPCtl {
                                         print events as they arrive, one JSON line each
           dlq list|replay [--reason R] [--since TIME] [--topic-prefix P] [--dry-run]
                                         show dead letters; re-publish their original messages to their source topic
-          migrate --store URL [--password-file F]
-                                        apply the purchase store's schema migrations (sqlite:PATH or postgres://…)
+          migrate --store URL [--password-file F] [--catalog FILE]
+                                        apply the purchase store's schema migrations (sqlite:PATH or postgres://…);
+                                        --catalog names the product type of purchases recorded before types were kept
+          lifecycle                     the purchase lifecycle by product type, as a Markdown table
           demo [--brokers HOST:PORT] [--store URL] [--purchases N] [--users N] [--kill-workers] [--json]
                                         run the four workers on signed purchases and check the books
           bench [--store URL] [--purchases N] [--users N] [--rate R] [--latency-seconds S] [--partitions P] [--json]
@@ -70,6 +73,9 @@ enum IAPCtl {
                 return try await ProduceCommands.tail(rest)
             case "migrate":
                 return try await MigrateCommand.run(rest)
+            case "lifecycle":
+                print(Lifecycle.markdownTable())
+                return 0
             case "demo":
                 return try await DemoCommand.run(rest)
             case "dlq":

@@ -1,4 +1,5 @@
 import Foundation
+import PurchaseDomain
 import JSON
 import JSONSchema
 import Kafka

@@ -1,4 +1,5 @@
 import Foundation
+import PurchaseDomain
 import StoreFixtures
 import StoreVerification
 import Testing
@@ -78,9 +79,19 @@ import TestSupport
         let url = "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("migrate-\(UUID().uuidString).sqlite").path
         let first = try await VerifyCommandTests.run(["migrate", "--store", url], input: "")
         #expect(first.status == 0)
-        #expect(first.lines.first?.hasSuffix("applied v1, v2, v3") == true, "\(first.lines)")
+        #expect(first.lines.first?.hasSuffix("applied v1, v2, v3, v4") == true, "\(first.lines)")
         let second = try await VerifyCommandTests.run(["migrate", "--store", url], input: "")
         #expect(second.lines.first?.hasSuffix("up to date") == true, "\(second.lines)")
         #expect(try await VerifyCommandTests.run(["migrate", "--store", "mysql://nope"], input: "").status != 0)
+        let badCatalog = FileManager.default.temporaryDirectory.appendingPathComponent("catalog-\(UUID().uuidString).json")
+        try Data(#"{"products":{"x":{"type":"consumable"}}}"#.utf8).write(to: badCatalog)
+        let refused = try await VerifyCommandTests.run(["migrate", "--store", url, "--catalog", badCatalog.path], input: "")
+        #expect(refused.status == 2, "a catalog that does not match its schema is a usage error: \(refused.lines)")
+    }
+
+    @Test func lifecyclePrintsTheStateMachinesTable() async throws {
+        let result = try await VerifyCommandTests.run(["lifecycle"], input: "")
+        #expect(result.status == 0)
+        #expect(result.lines.joined(separator: "\n") == Lifecycle.markdownTable())
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import PurchaseDomain
 import HTTPServer
 import JSON
 import Kafka
@@ -58,13 +59,13 @@ extension PipelineTests {
                                                          userId: "user-4", submittedAt: Date(), source: .server), time: Date()),
         ]
         for result in await producer.send(contentsOf: first) { _ = try result.get() }
-        let hostileKey = PurchaseKey(store: "appstore", transactionId: hostileId)
+        let hostileKey = PurchaseKey(store: .appstore, transactionId: hostileId)
         // Signed by the trusted chain, so granted; but no App Store transaction id has such characters, and the
         // client refuses to put it in a URL: not finished, dead-lettered `storeRefusedFinish`, left for the sweeper.
         try await waitUntil("the hostile purchase granted and both twins finished") {
             let hostile = try await pipeline.store.purchase(hostileKey)?.state
-            let appStoreTwin = try await pipeline.store.purchase(PurchaseKey(store: "appstore", transactionId: "7100001"))?.state
-            let appCoinsTwin = try await pipeline.store.purchase(PurchaseKey(store: "appcoins", transactionId: "7100001"))?.state
+            let appStoreTwin = try await pipeline.store.purchase(PurchaseKey(store: .appstore, transactionId: "7100001"))?.state
+            let appCoinsTwin = try await pipeline.store.purchase(PurchaseKey(store: .appcoins, transactionId: "7100001"))?.state
             return hostile == .granted && appStoreTwin == .finished && appCoinsTwin == .finished
         }
         // The same signed transaction, replayed under another user id.
@@ -80,7 +81,7 @@ extension PipelineTests {
         #expect(try await pipeline.store.balances(of: "user-2") == [:])
         #expect(try await pipeline.store.balances(of: "user-3") == ["coins": 100], "same id, other store: a purchase of its own")
         #expect(try await pipeline.store.balances(of: "user-4") == ["coins": 100])
-        #expect(try await pipeline.store.purchase(PurchaseKey(store: "appstore", transactionId: "7000003")) == nil)
+        #expect(try await pipeline.store.purchase(PurchaseKey(store: .appstore, transactionId: "7000003")) == nil)
         let reasons = await answers.messages.compactMap { message in
             message.value.flatMap { JSONValue.parse(Array($0))?.objectValue }.map { ($0["userId"]?.stringValue ?? "", $0["reason"]?.stringValue ?? "") }
         }

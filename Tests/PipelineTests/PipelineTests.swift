@@ -1,6 +1,7 @@
 import Crypto
 import Database
 import Foundation
+import PurchaseDomain
 import HTTPServer
 import JSON
 import JSONSchema
@@ -57,7 +58,9 @@ struct PipelineTests {
         }
     }
 
-    static func start(servers: String, pki: TestPKI, storeURL: String, appCoinsURL: URL? = nil) async throws -> Pipeline {
+    /// - Parameter finishWithAppStoreAPI: false for a finisher without App Store API credentials (consumables then wait
+    ///   for the app's consumption report).
+    static func start(servers: String, pki: TestPKI, storeURL: String, appCoinsURL: URL? = nil, finishWithAppStoreAPI: Bool = true) async throws -> Pipeline {
         let prefix = "p\(UUID().uuidString.prefix(6).lowercased())."
         let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers]))
         try admin.createTopics(EventType.allCases.map { prefix + $0.topic }, partitions: 4)
@@ -85,9 +88,9 @@ struct PipelineTests {
             let context = StageContext(codec: codec, logger: Logger(stage: stageName, minimum: .error))
             let stage: any MessageStage = switch stageName {
             case "verifier": VerifierStage(context: context, store: store, appStore: verifier,
-                                           appCoins: appCoinsURL.map { AppCoinsVerifier(configuration: .init(baseURL: $0)) })
+                                           appCoins: appCoinsURL.map { AppCoinsVerifier(configuration: .init(baseURL: $0)) }, catalog: catalog)
             case "granter": GranterStage(context: context, store: store, catalog: catalog, clawBackDueRefunds: true)
-            default: FinisherStage(context: context, store: store, appStoreAPI: api)
+            default: FinisherStage(context: context, store: store, appStoreAPI: finishWithAppStoreAPI ? api : nil)
             }
             // Pipelined, as the workers run (--max-in-flight).
             let consumer = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: "\(prefix)\(stageName)", topics: stage.topics,
@@ -249,8 +252,8 @@ extension PipelineTests {
                                                          userId: "player-1", submittedAt: Date(), source: .server), time: Date())
         }
         for result in await producer.send(contentsOf: submissions) { _ = try result.get() }
-        let consumedKey = PurchaseKey(store: "appcoins", transactionId: "order-tok-consumed")
-        let openKey = PurchaseKey(store: "appcoins", transactionId: "order-tok-open")
+        let consumedKey = PurchaseKey(store: .appcoins, transactionId: "order-tok-consumed")
+        let openKey = PurchaseKey(store: .appcoins, transactionId: "order-tok-open")
         try await waitUntil("the store-consumed purchase is finished and the other granted") {
             let consumed = try await pipeline.store.purchase(consumedKey)?.state
             let open = try await pipeline.store.purchase(openKey)?.state
@@ -302,14 +305,14 @@ extension StageRetryClassificationTests {
             } catch { return stage.isTransient(error) ? "retry" : "error" }
         }
         #expect(await outcome(try consumed("1", at: now)) == "retry", "not recorded yet")
-        let record = PurchaseRecord(key: PurchaseKey(store: "appstore", transactionId: "1"), userId: "u", productId: "coins.100", quantity: 1, purchaseTime: now)
+        let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: "1"), userId: "u", productId: "coins.100", quantity: 1, purchaseTime: now)
         _ = try await store.recordVerified(record, at: now)
         #expect(await outcome(try consumed("1", at: now)) == "retry", "verified, grant pending")
         #expect(await outcome(try consumed("1", at: now.addingTimeInterval(-601))) == "deadLetter notGranted", "waited long enough")
         _ = try await store.grant(record.key, items: [GrantItem(kind: .currency, code: "coins", amount: 100)], at: now)
         #expect(await outcome(try consumed("1", at: now)) == "published 1", "granted: finished")
         var rejected = record
-        rejected.key = PurchaseKey(store: "appstore", transactionId: "2")
+        rejected.key = PurchaseKey(store: .appstore, transactionId: "2")
         _ = try await store.recordRejected(rejected, reason: "untrustedChain", at: now)
         #expect(await outcome(try consumed("2", at: now)) == "deadLetter notGranted", "never to be granted")
     }
@@ -330,7 +333,7 @@ extension PipelineTests {
         try await store.migrate()
         let old = Date().addingTimeInterval(-30 * 3600)
         for token in ["t-consumed", "t-open", "t-unsure"] {
-            let record = PurchaseRecord(key: PurchaseKey(store: "appcoins", transactionId: "o-\(token)"), userId: "p", productId: "coins.100",
+            let record = PurchaseRecord(key: PurchaseKey(store: .appcoins, transactionId: "o-\(token)"), userId: "p", productId: "coins.100", productType: .consumable,
                                         quantity: 1, purchaseTime: old, packageName: "com.example.coins", purchaseToken: token)
             _ = try await store.recordVerified(record, at: old)
             _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: old)
@@ -349,8 +352,8 @@ extension PipelineTests {
         down.value = false
         #expect(try await sweeper.sweepOnce() == 2, "t-open and t-unsure are due; t-consumed is finished instead")
         #expect(try await sweeper.sweepOnce() == 0, "exactly once")
-        #expect(try await store.purchase(PurchaseKey(store: "appcoins", transactionId: "o-t-consumed"))?.state == .finished)
-        #expect(try await store.purchase(PurchaseKey(store: "appcoins", transactionId: "o-t-open"))?.state == .refundDue)
-        #expect(try await store.unsentRefundNotices(store: "appcoins", deadline: 24 * 3600).isEmpty, "refund.due sent")
+        #expect(try await store.purchase(PurchaseKey(store: .appcoins, transactionId: "o-t-consumed"))?.state == .finished)
+        #expect(try await store.purchase(PurchaseKey(store: .appcoins, transactionId: "o-t-open"))?.state == .refundDue)
+        #expect(try await store.unsentRefundNotices(store: .appcoins, deadline: 24 * 3600).isEmpty, "refund.due sent")
     }
 }

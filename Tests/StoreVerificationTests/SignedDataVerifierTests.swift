@@ -19,7 +19,7 @@ import JSON
         #expect(transaction.type?.rawValue == "Future Product Kind", "a value added by the store later still decodes")
         #expect(transaction.raw["someNewField"] == .integer(7))
         let purchase = VerifiedPurchase(transaction)
-        #expect(purchase.store == .appStore && purchase.appAccountToken == "3f0a2f2e-8a7c-4c1e-9d57-000000000001")
+        #expect(purchase.store == .appstore && purchase.appAccountToken == "3f0a2f2e-8a7c-4c1e-9d57-000000000001")
     }
 
     @Test(arguments: ["", "abc", "a.b", "a.b.c.d", "!!!.e30.sig", "e30.!!!.sig", "bm90IGpzb24.e30.c2ln", "e30.bm90IGpzb24.c2ln"])
@@ -157,6 +157,8 @@ import JSON
 
     @Test(arguments: [("REFUND", NotificationAction.revokeGrant), ("REVOKE", .revokeGrant), ("REFUND_REVERSED", .restoreGrant),
                       ("CONSUMPTION_REQUEST", .reportConsumption), ("ONE_TIME_CHARGE", .recordPurchase), ("TEST", .acknowledgeTest),
+                      ("DID_RENEW", .recordPurchase), ("SUBSCRIBED", .recordPurchase), ("EXPIRED", .endEntitlement),
+                      ("GRACE_PERIOD_EXPIRED", .endEntitlement), ("REFUND_DECLINED", .recordDecision),
                       ("SOMETHING_APPLE_ADDS_IN_2030", .logOnly)])
     func notificationTypesMapToActions(_ type: String, _ action: NotificationAction) throws {
         let payload = AppStorePayloads.notification(type: AppStoreNotificationType(rawValue: type), bundleId: bundleId,

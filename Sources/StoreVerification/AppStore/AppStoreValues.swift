@@ -50,14 +50,17 @@ public struct AppStoreNotificationType: AppStoreStringValue {
     public static let subscribed = Self(rawValue: "SUBSCRIBED")
     public static let didRenew = Self(rawValue: "DID_RENEW")
     public static let expired = Self(rawValue: "EXPIRED")
+    public static let gracePeriodExpired = Self(rawValue: "GRACE_PERIOD_EXPIRED")
 
     /// What the pipeline does with a notification of this type.
     public var pipelineAction: NotificationAction {
         switch self {
         case .refund, .revoke: .revokeGrant
         case .refundReversed: .restoreGrant
+        case .refundDeclined: .recordDecision
         case .consumptionRequest: .reportConsumption
-        case .oneTimeCharge: .recordPurchase
+        case .oneTimeCharge, .subscribed, .didRenew: .recordPurchase
+        case .expired, .gracePeriodExpired: .endEntitlement
         case .test: .acknowledgeTest
         default: .logOnly
         }
@@ -72,8 +75,13 @@ public enum NotificationAction: String, Sendable, Codable {
     case restoreGrant
     /// Apple asks for consumption information about a refund request.
     case reportConsumption
-    /// A one-time purchase was charged: the transaction can be processed like a client submission.
+    /// A purchase was charged (a one-time charge, a subscription bought or renewed): its transaction is processed
+    /// like a client submission, for the user who owns the subscription.
     case recordPurchase
+    /// A subscription ended (expired, grace period over): its entitlement ends.
+    case endEntitlement
+    /// The store decided something that changes nothing (a refund request declined): recorded in the log.
+    case recordDecision
     /// A TEST notification from App Store Connect.
     case acknowledgeTest
     /// Known or unknown, but nothing for the pipeline to do: counted and logged.

@@ -1,0 +1,154 @@
+/// Something that happens to a purchase, whatever its source (a verdict, a stage, the sweeper, a notification).
+public enum LifecycleEvent: Hashable, Sendable, CaseIterable, CustomStringConvertible {
+    /// The store proved the payment (a first submission, a duplicate or a restore by the same user).
+    case verified
+    /// The granter asks to give the purchase's items.
+    case grant
+    /// Completed with the store: finished through its API, consumed in the app, or reported consumed by the store.
+    case finish
+    /// The store's consume deadline passed while the purchase was not finished.
+    case deadlinePassed
+    /// REFUND or REVOKE from the store, or a due refund clawed back.
+    case revoke
+    /// REFUND_REVERSED: the store took the refund back; the customer keeps what was bought.
+    case refundReversed
+    /// REFUND_DECLINED: the store refused the customer's refund request.
+    case refundDeclined
+    /// EXPIRED or GRACE_PERIOD_EXPIRED: a subscription's entitlement ends.
+    case expire
+    /// The purchase is restored by a user other than its owner, under the operator's restore policy.
+    case restoreByAnotherUser(RestorePolicy)
+
+    public static let allCases: [LifecycleEvent] = [.verified, .grant, .finish, .deadlinePassed, .revoke, .refundReversed, .refundDeclined, .expire,
+                                                     .restoreByAnotherUser(.transfer), .restoreByAnotherUser(.keep)]
+
+    public var description: String {
+        switch self {
+        case .verified: "verified"
+        case .grant: "grant"
+        case .finish: "finish"
+        case .deadlinePassed: "deadline passed"
+        case .revoke: "refund / revoke"
+        case .refundReversed: "refund reversed"
+        case .refundDeclined: "refund declined"
+        case .expire: "expired"
+        case .restoreByAnotherUser(let policy): "restore by another user (\(policy.rawValue))"
+        }
+    }
+}
+
+/// What happens when an entitlement is restored under another user id (a new install of an app without login).
+public enum RestorePolicy: String, Codable, Sendable, Hashable, CaseIterable {
+    /// The entitlement moves to the restoring user (one owner at a time).
+    case transfer
+    /// It stays with the first user; the restore is answered with who owns it.
+    case keep
+}
+
+/// What a transition asks the store (the repository) to do, in the same transaction as the state change.
+public enum LifecycleEffect: String, Hashable, Sendable, CaseIterable, CustomStringConvertible {
+    /// Create the purchase record (in the transition's target state).
+    case recordPurchase
+    /// Remember that the store refunded or revoked a transaction the pipeline has not seen.
+    case recordTombstone
+    /// Forget that tombstone: the refund was reversed.
+    case clearTombstone
+    /// Ledger entries, balance or entitlement for the purchase's items.
+    case grantItems
+    /// Grant the items again after a reversed refund.
+    case regrantItems
+    /// Take back what the purchase granted (never below zero: what was spent is the shortfall).
+    case reverseGrants
+    /// Mark it due for refund and queue `refund.due` (the outbox).
+    case flagRefundDue
+    /// The purchase's entitlement ends now.
+    case endEntitlement
+    /// The purchase's entitlement moves to the restoring user.
+    case transferEntitlement
+
+    public var description: String { rawValue }
+}
+
+/// How an event was taken, for the stage to answer with.
+public enum LifecycleOutcome: String, Hashable, Sendable, CaseIterable {
+    /// The event moved the purchase (or took effect on it).
+    case applied
+    /// The event happened before: nothing changes ("already granted", "already finished", "already revoked").
+    case repeated
+    /// It may apply later: the event overtook the purchase (a grant or a consumption report before the purchase).
+    case waiting
+    /// Never in this state (the state is the reason): e.g. finishing what was not granted, granting what was revoked.
+    case refused
+    /// Nothing to do for this product type in this state (e.g. a deadline for a non-consumable).
+    case ignored
+}
+
+/// The purchase lifecycle: for a state, an event and the product type, the next state, the effects and the outcome.
+public struct Transition: Hashable, Sendable, CustomStringConvertible {
+    public var to: PurchaseState
+    public var effects: [LifecycleEffect]
+    public var outcome: LifecycleOutcome
+
+    public init(to: PurchaseState, effects: [LifecycleEffect] = [], outcome: LifecycleOutcome) {
+        self.to = to
+        self.effects = effects
+        self.outcome = outcome
+    }
+
+    public var description: String { "→ \(to) \(effects) (\(outcome.rawValue))" }
+}
+
+/// The one place that decides what an event means for a purchase. No I/O: the store applies the effects in the
+/// transaction that changes the state, so a decision and its effects happen together or not at all.
+public enum Lifecycle {
+    public static func transition(from state: PurchaseState, on event: LifecycleEvent, type: ProductType) -> Transition {
+        let unchanged = { (outcome: LifecycleOutcome) in Transition(to: state, outcome: outcome) }
+        switch (event, state) {
+        case (.verified, .unseen): return Transition(to: .verified, effects: [.recordPurchase], outcome: .applied)
+        // The refund came first: the purchase is recorded revoked and never granted.
+        case (.verified, .revokedUnseen): return Transition(to: .revoked, effects: [.recordPurchase], outcome: .refused)
+        case (.verified, _): return unchanged(.repeated)
+
+        case (.grant, .verified): return Transition(to: .granted, effects: [.grantItems], outcome: .applied)
+        case (.grant, .granted), (.grant, .finished): return unchanged(.repeated)
+        case (.grant, .unseen): return unchanged(.waiting)
+        case (.grant, _): return unchanged(.refused)
+
+        case (.finish, .granted): return Transition(to: .finished, outcome: .applied)
+        case (.finish, .finished): return unchanged(.repeated)
+        // A consumption report can overtake the grant: it waits for it.
+        case (.finish, .unseen), (.finish, .verified): return unchanged(.waiting)
+        case (.finish, _): return unchanged(.refused)
+
+        case (.deadlinePassed, .verified) where type.isFlaggedWhenUnconsumed, (.deadlinePassed, .granted) where type.isFlaggedWhenUnconsumed:
+            return Transition(to: .refundDue, effects: [.flagRefundDue], outcome: .applied)
+        case (.deadlinePassed, _): return unchanged(.ignored)
+
+        case (.revoke, .unseen): return Transition(to: .revokedUnseen, effects: [.recordTombstone], outcome: .applied)
+        case (.revoke, .verified): return Transition(to: .revoked, outcome: .applied)
+        case (.revoke, .granted), (.revoke, .finished), (.revoke, .refundDue):
+            return Transition(to: .revoked, effects: [.reverseGrants], outcome: .applied)
+        case (.revoke, .revoked), (.revoke, .revokedUnseen): return unchanged(.repeated)
+        case (.revoke, .rejected): return unchanged(.ignored)
+
+        // The store keeps the money: the customer keeps the items, and nothing is left to finish or flag.
+        case (.refundReversed, .revoked): return Transition(to: .finished, effects: [.regrantItems], outcome: .applied)
+        case (.refundReversed, .revokedUnseen): return Transition(to: .unseen, effects: [.clearTombstone], outcome: .applied)
+        case (.refundReversed, _): return unchanged(.ignored)
+
+        case (.refundDeclined, _): return unchanged(.ignored)
+
+        case (.expire, .granted) where type.isEntitlement && type != .nonConsumable, (.expire, .finished) where type.isEntitlement && type != .nonConsumable:
+            return Transition(to: state, effects: [.endEntitlement], outcome: .applied)
+        case (.expire, _): return unchanged(.ignored)
+
+        case (.restoreByAnotherUser(let policy), .verified), (.restoreByAnotherUser(let policy), .granted),
+             (.restoreByAnotherUser(let policy), .finished):
+            // Consumables are never granted twice; an entitlement has one owner at a time.
+            guard type.isEntitlement, policy == .transfer else { return unchanged(.refused) }
+            return Transition(to: state, effects: [.transferEntitlement], outcome: .applied)
+        case (.restoreByAnotherUser, .unseen): return unchanged(.ignored)
+        case (.restoreByAnotherUser, _): return unchanged(.refused)
+        }
+    }
+}

@@ -1,0 +1,20 @@
+/// The store a purchase was made in. Its raw value is how events, the database, metrics and logs spell it.
+public enum Store: String, Codable, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    case appstore, appcoins
+
+    public var description: String { rawValue }
+}
+
+/// What every effect is keyed by: the store and its transaction id. A repeat of the same key answers from what
+/// was recorded and changes nothing.
+public struct PurchaseKey: Hashable, Sendable, CustomStringConvertible {
+    public var store: Store
+    public var transactionId: String
+
+    public init(store: Store, transactionId: String) {
+        self.store = store
+        self.transactionId = transactionId
+    }
+
+    public var description: String { "\(store.rawValue):\(transactionId)" }
+}

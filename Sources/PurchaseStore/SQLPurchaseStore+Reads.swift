@@ -1,0 +1,61 @@
+import Database
+import Foundation
+import PurchaseDomain
+
+/// Reads: one purchase, what a user owns.
+extension SQLPurchaseStore {
+    public func purchase(_ key: PurchaseKey) async throws -> PurchaseRecord? {
+        try await executor.run { connection in
+            try connection.query("SELECT \(Self.recordColumns) FROM purchases WHERE store = $1 AND transaction_id = $2",
+                                 [.text(key.store.rawValue), .text(key.transactionId)]).first.flatMap(Self.record)
+        }
+    }
+
+    /// Where a purchase is in its lifecycle: its record's state, `revokedUnseen` when only its refund is known, or
+    /// `unseen`.
+    public func lifecycleState(of key: PurchaseKey) async throws -> PurchaseState {
+        let dialect = dialect
+        return try await executor.run { connection in try Self.current(connection, key, dialect).state }
+    }
+
+    /// The user of the subscription (or purchase) whose original transaction id is `originalTransactionId`: the
+    /// owner a renewal from a notification is granted to.
+    public func owner(store: Store, originalTransactionId: String) async throws -> String? {
+        try await executor.run { connection in
+            try connection.query("""
+                SELECT user_id FROM purchases WHERE store = $1 AND (original_transaction_id = $2 OR transaction_id = $2) AND state <> 'rejected'
+                ORDER BY purchase_time DESC LIMIT 1
+                """, [.text(store.rawValue), .text(originalTransactionId)]).first?[0].string
+        }
+    }
+
+    /// What a purchase grants now: its grants and re-grants less what was taken back.
+    public func grantedItems(_ key: PurchaseKey) async throws -> [GrantItem] {
+        try await executor.run { connection in try Self.heldItems(connection, key) }
+    }
+
+    /// A user's currency balances.
+    public func balances(of userId: String) async throws -> [String: Int64] {
+        try await executor.run { connection in
+            var balances: [String: Int64] = [:]
+            for row in try connection.query("SELECT currency, amount FROM balances WHERE user_id = $1", [.text(userId)]) {
+                if let currency = row[0].string, let amount = row[1].int64 { balances[currency] = amount }
+            }
+            return balances
+        }
+    }
+
+    /// A user's entitlements in force at `now` and their expiry (nil: no expiry).
+    public func entitlements(of userId: String, at now: Date = Date()) async throws -> [String: Date?] {
+        try await executor.run { connection in
+            var entitlements: [String: Date?] = [:]
+            for row in try connection.query("""
+                SELECT entitlement, expires_at FROM entitlements WHERE user_id = $1 AND active = 1 AND (expires_at IS NULL OR expires_at > $2)
+                """, [.text(userId), .integer(PurchaseTime.milliseconds(now))]) {
+                // updateValue: assigning a nil expiry through the subscript would remove the entitlement.
+                if let code = row[0].string { entitlements.updateValue(row[1].int64.map(PurchaseTime.date), forKey: code) }
+            }
+            return entitlements
+        }
+    }
+}

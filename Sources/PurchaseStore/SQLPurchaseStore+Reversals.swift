@@ -1,0 +1,117 @@
+import Database
+import Foundation
+import PurchaseDomain
+
+/// What the store takes back or gives again after the grant: refunds and revocations (in any order with the
+/// purchase), reversed refunds, and the end of a subscription.
+extension SQLPurchaseStore {
+    /// Reverses a purchase's grants (refund, revocation, or a due refund being clawed back). A balance never goes
+    /// negative: what was already spent is recorded as the shortfall and reported. A purchase not seen yet gets a
+    /// tombstone, so that it is refused when it arrives.
+    public func revoke(_ key: PurchaseKey, reason: String = "REFUND", at now: Date) async throws -> RevokeOutcome {
+        let dialect = dialect
+        return try await executor.run { connection in
+            try Self.transaction(connection, dialect) {
+                let current = try Self.current(connection, key, dialect)
+                let transition = Lifecycle.transition(from: current.state, on: .revoke, type: current.type)
+                switch transition.outcome {
+                case .repeated: return .alreadyRevoked
+                case .waiting, .refused, .ignored: return .notRevocable(state: current.state)
+                case .applied: break
+                }
+                let at = SQLValue.integer(PurchaseTime.milliseconds(now))
+                if transition.effects.contains(.recordTombstone) {
+                    try connection.query("""
+                        INSERT INTO tombstones (store, transaction_id, reason, revoked_at) VALUES ($1, $2, $3, $4)
+                        ON CONFLICT (store, transaction_id) DO UPDATE SET reason = excluded.reason, revoked_at = excluded.revoked_at, reversed_at = NULL
+                        """, [.text(key.store.rawValue), .text(key.transactionId), .text(reason), at])
+                    return .recordedBeforePurchase
+                }
+                var shortfall: [String: Int64] = [:]
+                if transition.effects.contains(.reverseGrants), let userId = current.userId {
+                    for item in try Self.heldItems(connection, key) {
+                        var missing: Int64 = 0
+                        switch item.kind {
+                        case .currency:
+                            let balance = try connection.query("SELECT amount FROM balances WHERE user_id = $1 AND currency = $2",
+                                                               [.text(userId), .text(item.code)]).first?[0].int64 ?? 0
+                            let taken = min(balance, item.amount)
+                            missing = item.amount - taken
+                            try connection.query("UPDATE balances SET amount = amount - $3 WHERE user_id = $1 AND currency = $2",
+                                                 [.text(userId), .text(item.code), .integer(taken)])
+                            if missing > 0 { shortfall[item.code, default: 0] += missing }
+                        case .entitlement:
+                            // Whoever holds it now (a restore may have moved it), as long as this purchase is what gives it.
+                            try connection.query("UPDATE entitlements SET active = 0 WHERE entitlement = $1 AND store = $2 AND transaction_id = $3",
+                                                 [.text(item.code), .text(key.store.rawValue), .text(key.transactionId)])
+                        }
+                        try connection.query("""
+                            INSERT INTO ledger (store, transaction_id, entry_kind, user_id, item_kind, code, amount, shortfall, created_at)
+                            VALUES ($1, $2, 'revoke', $3, $4, $5, $6, $7, $8)
+                            """, [.text(key.store.rawValue), .text(key.transactionId), .text(userId), .text(item.kind.rawValue), .text(item.code),
+                                  .integer(-item.amount), .integer(missing), at])
+                    }
+                }
+                try Self.setState(connection, key, transition.to, timeColumn: "revoked_at", at: now)
+                return .revoked(shortfall: shortfall)
+            }
+        }
+    }
+
+    /// A refund reversed by the store (REFUND_REVERSED): a revoked purchase gets its original grant again (or
+    /// `items` if it was revoked before its grant) and is finished; a tombstone is cleared. Once: a second reversal
+    /// changes nothing.
+    public func reinstate(_ key: PurchaseKey, items: [GrantItem], at now: Date) async throws -> ReinstateOutcome {
+        let dialect = dialect
+        return try await executor.run { connection in
+            try Self.transaction(connection, dialect) {
+                let current = try Self.current(connection, key, dialect)
+                let transition = Lifecycle.transition(from: current.state, on: .refundReversed, type: current.type)
+                guard transition.outcome == .applied else { return .notRevoked(state: current.state) }
+                if transition.effects.contains(.clearTombstone) {
+                    try connection.query("UPDATE tombstones SET reversed_at = $3 WHERE store = $1 AND transaction_id = $2",
+                                         [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(now))])
+                    return .tombstoneCleared
+                }
+                let original = try Self.ledgerItems(connection, key, kind: "grant")
+                let ids = try Self.apply(original.isEmpty ? items : original, entry: "regrant", connection, key, userId: current.userId ?? "", at: now)
+                try Self.setState(connection, key, transition.to, timeColumn: "finished_at", at: now)
+                // Revoked before its grant: the re-grant is its grant.
+                try connection.query("UPDATE purchases SET granted_at = $3 WHERE store = $1 AND transaction_id = $2 AND granted_at IS NULL",
+                                     [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(now))])
+                return .reinstated(ledgerEntryIds: ids)
+            }
+        }
+    }
+
+    /// A subscription ended (EXPIRED, GRACE_PERIOD_EXPIRED): the entitlements its purchases give end now. The
+    /// subscription is named by its original transaction id; renewals share it.
+    public func expireSubscription(store: Store, originalTransactionId: String, at now: Date) async throws -> ExpireOutcome {
+        let dialect = dialect
+        return try await executor.run { connection in
+            try Self.transaction(connection, dialect) {
+                let lock = dialect == .postgres ? " FOR UPDATE" : ""
+                let rows = try connection.query("""
+                    SELECT transaction_id, state, product_type FROM purchases
+                    WHERE store = $1 AND (original_transaction_id = $2 OR transaction_id = $2)\(lock)
+                    """, [.text(store.rawValue), .text(originalTransactionId)])
+                var ended: Set<String> = []
+                var lastState = PurchaseState.unseen
+                for row in rows {
+                    guard let id = row[0].string, let state = row[1].string.flatMap(PurchaseState.init(rawValue:)) else { continue }
+                    lastState = state
+                    let type = row[2].string.flatMap(ProductType.init(rawValue:)) ?? .unknown
+                    guard Lifecycle.transition(from: state, on: .expire, type: type).effects.contains(.endEntitlement) else { continue }
+                    let at = PurchaseTime.milliseconds(now)
+                    for entitlement in try connection.query("""
+                        UPDATE entitlements SET active = 0, expires_at = CASE WHEN expires_at IS NULL OR expires_at > $3 THEN $3 ELSE expires_at END
+                        WHERE store = $1 AND transaction_id = $2 AND active = 1 RETURNING entitlement
+                        """, [.text(store.rawValue), .text(id), .integer(at)]) {
+                        if let code = entitlement[0].string { ended.insert(code) }
+                    }
+                }
+                return ended.isEmpty ? .nothingToEnd(state: lastState) : .ended(entitlements: ended.sorted())
+            }
+        }
+    }
+}

@@ -1,0 +1,125 @@
+import Database
+import Foundation
+import PurchaseDomain
+
+/// The store's SQL building blocks, run on the executor's queue inside the caller's transaction.
+extension SQLPurchaseStore {
+    static func transaction<T>(_ connection: any SQLConnection, _ dialect: Migrations.Dialect, _ body: () throws -> T) throws -> T {
+        // SQLite: take the write lock up front, so that two processes cannot both read then write.
+        try connection.query(dialect == .sqlite ? "BEGIN IMMEDIATE" : "BEGIN")
+        do {
+            let result = try body()
+            try connection.query("COMMIT")
+            return result
+        } catch {
+            _ = try? connection.query("ROLLBACK") // The original error is what matters.
+            throw error
+        }
+    }
+
+    /// Where a purchase is in its lifecycle (its row locked for this transaction on PostgreSQL): its record's
+    /// state, else `revokedUnseen` for a tombstone, else `unseen`.
+    static func current(_ connection: any SQLConnection, _ key: PurchaseKey, _ dialect: Migrations.Dialect)
+        throws -> (state: PurchaseState, userId: String?, type: ProductType, productId: String?) {
+        let lock = dialect == .postgres ? " FOR UPDATE" : ""
+        let row = try connection.query("SELECT state, user_id, product_type, product_id FROM purchases WHERE store = $1 AND transaction_id = $2\(lock)",
+                                       [.text(key.store.rawValue), .text(key.transactionId)]).first
+        if let row, let state = row[0].string.flatMap(PurchaseState.init(rawValue:)) {
+            return (state, row[1].string, row[2].string.flatMap(ProductType.init(rawValue:)) ?? .unknown, row[3].string)
+        }
+        let tombstone = try connection.query("SELECT 1 FROM tombstones WHERE store = $1 AND transaction_id = $2 AND reversed_at IS NULL\(lock)",
+                                             [.text(key.store.rawValue), .text(key.transactionId)])
+        return (tombstone.isEmpty ? .unseen : .revokedUnseen, nil, .unknown, nil)
+    }
+
+    /// Inserts the purchase record in `state` (nothing if it exists: the caller decided under the lock).
+    static func insert(_ connection: any SQLConnection, _ purchase: PurchaseRecord, state: PurchaseState, reason: String?, at now: Date) throws {
+        let timeColumn = switch state {
+        case .rejected: "rejected_at"
+        case .revoked: "revoked_at"
+        default: "verified_at"
+        }
+        try connection.query("""
+            INSERT INTO purchases (store, transaction_id, original_transaction_id, user_id, product_id, product_type, quantity, purchase_time, environment,
+                                   state, reject_reason, \(timeColumn), package_name, purchase_token, store_consumed)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+            ON CONFLICT (store, transaction_id) DO NOTHING
+            """, [.text(purchase.key.store.rawValue), .text(purchase.key.transactionId), purchase.originalTransactionId.map(SQLValue.text) ?? .null,
+                  .text(purchase.userId), .text(purchase.productId), .text(purchase.productType.rawValue), .integer(Int64(purchase.quantity)),
+                  .integer(PurchaseTime.milliseconds(purchase.purchaseTime)), purchase.environment.map(SQLValue.text) ?? .null,
+                  .text(state.rawValue), reason.map(SQLValue.text) ?? .null, .integer(PurchaseTime.milliseconds(now)),
+                  purchase.packageName.map(SQLValue.text) ?? .null, purchase.purchaseToken.map(SQLValue.text) ?? .null,
+                  .integer(purchase.storeConsumed ? 1 : 0)])
+    }
+
+    static func setState(_ connection: any SQLConnection, _ key: PurchaseKey, _ state: PurchaseState, timeColumn: String, at now: Date) throws {
+        try connection.query("UPDATE purchases SET state = $3, \(timeColumn) = $4 WHERE store = $1 AND transaction_id = $2",
+                             [.text(key.store.rawValue), .text(key.transactionId), .text(state.rawValue), .integer(PurchaseTime.milliseconds(now))])
+    }
+
+    /// Ledger entries of kind `entry` (`grant` or `regrant`) for `items`, and the balances and entitlements they give.
+    static func apply(_ items: [GrantItem], entry: String, _ connection: any SQLConnection, _ key: PurchaseKey, userId: String, at now: Date) throws -> [Int64] {
+        let at = SQLValue.integer(PurchaseTime.milliseconds(now))
+        var ids: [Int64] = []
+        for item in items {
+            let expires = item.expiresAt.map { SQLValue.integer(PurchaseTime.milliseconds($0)) } ?? .null
+            let row = try connection.query("""
+                INSERT INTO ledger (store, transaction_id, entry_kind, user_id, item_kind, code, amount, expires_at, created_at)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id
+                """, [.text(key.store.rawValue), .text(key.transactionId), .text(entry), .text(userId), .text(item.kind.rawValue), .text(item.code),
+                      .integer(item.amount), expires, at])
+            if let id = row.first?[0].int64 { ids.append(id) }
+            switch item.kind {
+            case .currency:
+                try connection.query("""
+                    INSERT INTO balances (user_id, currency, amount) VALUES ($1, $2, $3)
+                    ON CONFLICT (user_id, currency) DO UPDATE SET amount = balances.amount + excluded.amount
+                    """, [.text(userId), .text(item.code), .integer(item.amount)])
+            case .entitlement:
+                try connection.query("""
+                    INSERT INTO entitlements (user_id, entitlement, store, transaction_id, expires_at, active) VALUES ($1, $2, $3, $4, $5, 1)
+                    ON CONFLICT (user_id, entitlement) DO UPDATE SET store = excluded.store, transaction_id = excluded.transaction_id,
+                        expires_at = excluded.expires_at, active = 1
+                    """, [.text(userId), .text(item.code), .text(key.store.rawValue), .text(key.transactionId), expires])
+            }
+        }
+        return ids
+    }
+
+    /// What a purchase grants now per item: its grants and re-grants less what was taken back (in full: a shortfall
+    /// is what the user had spent, not what the purchase still gives).
+    static func heldItems(_ connection: any SQLConnection, _ key: PurchaseKey) throws -> [GrantItem] {
+        try connection.query("""
+            SELECT item_kind, code, sum(amount), max(expires_at) FROM ledger
+            WHERE store = $1 AND transaction_id = $2 AND entry_kind IN ('grant', 'regrant', 'revoke')
+            GROUP BY item_kind, code HAVING sum(amount) > 0 ORDER BY item_kind, code
+            """, [.text(key.store.rawValue), .text(key.transactionId)]).compactMap { row in
+            guard let kind = row[0].string.flatMap(GrantItem.Kind.init(rawValue:)), let code = row[1].string, let amount = row[2].int64 else { return nil }
+            return GrantItem(kind: kind, code: code, amount: amount, expiresAt: row[3].int64.map(PurchaseTime.date))
+        }
+    }
+
+    static func ledgerItems(_ connection: any SQLConnection, _ key: PurchaseKey, kind: String) throws -> [GrantItem] {
+        try connection.query("""
+            SELECT item_kind, code, amount, expires_at FROM ledger WHERE store = $1 AND transaction_id = $2 AND entry_kind = $3 ORDER BY id
+            """, [.text(key.store.rawValue), .text(key.transactionId), .text(kind)]).compactMap { row in
+            guard let kind = row[0].string.flatMap(GrantItem.Kind.init(rawValue:)), let code = row[1].string, let amount = row[2].int64 else { return nil }
+            return GrantItem(kind: kind, code: code, amount: amount, expiresAt: row[3].int64.map(PurchaseTime.date))
+        }
+    }
+
+    /// A purchase record from the columns `recordColumns` selects, in that order.
+    static let recordColumns = """
+        store, transaction_id, user_id, product_id, product_type, quantity, purchase_time, state, environment, original_transaction_id,
+        package_name, purchase_token, store_consumed
+        """
+
+    static func record(_ row: [SQLValue]) -> PurchaseRecord? {
+        guard let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].string, let user = row[2].string, let product = row[3].string,
+              let quantity = row[5].int64, let time = row[6].int64, let state = row[7].string.flatMap(PurchaseState.init(rawValue:)) else { return nil }
+        return PurchaseRecord(key: PurchaseKey(store: store, transactionId: id), userId: user, productId: product,
+                              productType: row[4].string.flatMap(ProductType.init(rawValue:)) ?? .unknown, quantity: Int(quantity),
+                              purchaseTime: PurchaseTime.date(time), state: state, environment: row[8].string, originalTransactionId: row[9].string,
+                              packageName: row[10].string, purchaseToken: row[11].string, storeConsumed: row[12].int64 == 1)
+    }
+}

@@ -1,0 +1,76 @@
+import Database
+import Foundation
+import PurchaseDomain
+
+/// The sweeper's queries: purchases paid but left unconsumed past their store's deadline, and the outbox of
+/// their `refund.due` events.
+extension SQLPurchaseStore {
+    /// Flags purchases of `store` paid but not finished, purchased before `now - deadline`, as `refund_due`, when
+    /// the lifecycle says so (consumables only); returns those this call flagged. Several sweepers at once flag
+    /// each purchase exactly once: the state change is conditional, and PostgreSQL skips rows another sweeper holds.
+    public func sweepDue(store: Store, deadline: TimeInterval, now: Date, limit: Int = 500,
+                         excluding excluded: Set<PurchaseKey> = []) async throws -> [DuePurchase] {
+        let dialect = dialect
+        let cutoff = now.addingTimeInterval(-deadline)
+        let flaggedTypes = ProductType.allCases.filter(\.isFlaggedWhenUnconsumed).map { "'\($0.rawValue)'" }.joined(separator: ", ")
+        return try await executor.run { connection in
+            try Self.transaction(connection, dialect) {
+                let skipLocked = dialect == .postgres ? " FOR UPDATE SKIP LOCKED" : ""
+                let rows = try connection.query("""
+                    SELECT \(Self.recordColumns) FROM purchases
+                    WHERE store = $1 AND state IN ('verified', 'granted') AND product_type IN (\(flaggedTypes)) AND purchase_time < $2
+                    ORDER BY purchase_time LIMIT $3\(skipLocked)
+                    """, [.text(store.rawValue), .integer(PurchaseTime.milliseconds(cutoff)), .integer(Int64(limit))])
+                var due: [DuePurchase] = []
+                for row in rows {
+                    guard var record = Self.record(row), !excluded.contains(record.key) else { continue }
+                    let transition = Lifecycle.transition(from: record.state, on: .deadlinePassed, type: record.productType)
+                    guard transition.effects.contains(.flagRefundDue) else { continue }
+                    try connection.query("""
+                        UPDATE purchases SET state = $4, refund_due_at = $3
+                        WHERE store = $1 AND transaction_id = $2 AND state IN ('verified', 'granted')
+                        """, [.text(store.rawValue), .text(record.key.transactionId), .integer(PurchaseTime.milliseconds(now)), .text(transition.to.rawValue)])
+                    guard connection.changes == 1 else { continue }
+                    let previous = record.state
+                    record.state = transition.to
+                    due.append(DuePurchase(record: record, previousState: previous, deadline: record.purchaseTime.addingTimeInterval(deadline)))
+                }
+                return due
+            }
+        }
+    }
+
+    /// Granted consumables of `store` past `now - deadline` that carry a token to ask the store about again.
+    public func dueGrantedWithToken(store: Store, deadline: TimeInterval, now: Date, limit: Int = 500) async throws -> [PurchaseRecord] {
+        let cutoff = PurchaseTime.milliseconds(now.addingTimeInterval(-deadline))
+        return try await executor.run { connection in
+            try connection.query("""
+                SELECT \(Self.recordColumns) FROM purchases
+                WHERE store = $1 AND state = 'granted' AND product_type = 'consumable' AND purchase_time < $2 AND purchase_token IS NOT NULL
+                ORDER BY purchase_time LIMIT $3
+                """, [.text(store.rawValue), .integer(cutoff), .integer(Int64(limit))]).compactMap(Self.record)
+        }
+    }
+
+    /// Purchases flagged `refund_due` whose `refund.due` event is not recorded as sent (the outbox).
+    public func unsentRefundNotices(store: Store, deadline: TimeInterval, limit: Int = 500) async throws -> [DuePurchase] {
+        try await executor.run { connection in
+            try connection.query("""
+                SELECT \(Self.recordColumns) FROM purchases
+                WHERE store = $1 AND state = 'refund_due' AND refund_notified_at IS NULL ORDER BY purchase_time LIMIT $2
+                """, [.text(store.rawValue), .integer(Int64(limit))]).compactMap(Self.record).map { record in
+                DuePurchase(record: record, previousState: .refundDue, deadline: record.purchaseTime.addingTimeInterval(deadline))
+            }
+        }
+    }
+
+    /// Records that the `refund.due` events of these purchases were acknowledged by the broker.
+    public func markRefundNoticesSent(_ keys: [PurchaseKey], at now: Date) async throws {
+        try await executor.run { connection in
+            for key in keys {
+                try connection.query("UPDATE purchases SET refund_notified_at = $3 WHERE store = $1 AND transaction_id = $2",
+                                     [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(now))])
+            }
+        }
+    }
+}

@@ -1,0 +1,134 @@
+import Foundation
+import JSON
+import Kafka
+import PurchaseDomain
+import PurchaseEvents
+import PurchaseStore
+import Stages
+import StoreFixtures
+import StoreVerification
+import Testing
+import TestSupport
+import WorkerRuntime
+
+/// What was bought decides what happens, and events in any order are judged right: through the broker, the
+/// verifier, granter and finisher as the workers run them.
+extension PipelineTests {
+    func submission(_ pipeline: Pipeline, _ jws: String, user: String) throws -> KafkaProducerMessage {
+        try pipeline.codec.message(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: jws, userId: user,
+                                                     submittedAt: Date(), source: .client), time: Date())
+    }
+
+    func notification(_ pipeline: Pipeline, _ signer: JWSSigner, _ type: AppStoreNotificationType, transaction: String) throws -> KafkaProducerMessage {
+        let payload = AppStorePayloads.notification(type: type, bundleId: Self.bundle, appAppleId: nil, signedTransactionInfo: transaction)
+        return try pipeline.codec.message(StoreNotificationReceived(signedPayload: try signer.sign(payload), receivedAt: Date()), time: Date())
+    }
+
+    func send(_ messages: [KafkaProducerMessage], servers: String) async throws {
+        let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
+        for result in await producer.send(contentsOf: messages) { _ = try result.get() }
+    }
+
+    @Test func entitlementsFinishAtTheirGrantAndOnlyTheUnconsumedConsumableIsFlagged() async throws {
+        let servers = try TestServices.requireBrokers()
+        let pki = try TestPKI.make()
+        let pipeline = try await Self.start(servers: servers, pki: pki, storeURL: try await StoreEngine.sqlite.freshURL(), finishWithAppStoreAPI: false)
+        let signer = JWSSigner(pki: pki)
+        let bought = Date().addingTimeInterval(-3600)
+        let purchases: [(id: String, product: String, type: AppStoreProductType, extra: [String: JSONValue])] = [
+            ("8100001", "coins.100", .consumable, [:]),
+            ("8100002", "adfree", .nonConsumable, [:]),
+            ("8100003", "pass.monthly", .autoRenewable, ["expiresDate": .integer(AppStorePayloads.milliseconds(bought.addingTimeInterval(30 * 86_400)))]),
+            ("8100004", "pass.season", .nonRenewing, [:]),
+        ]
+        try await send(try purchases.map { purchase in
+            try submission(pipeline, try signer.sign(AppStorePayloads.transaction(transactionId: purchase.id, productId: purchase.product, bundleId: Self.bundle,
+                                                                                  type: purchase.type, purchaseDate: bought, extra: purchase.extra)),
+                           user: "user-types")
+        }, servers: servers)
+        try await waitUntil("the three entitlements finished at their grant, the coins granted") {
+            try await pipeline.store.statistics().purchasesByState == [.finished: 3, .granted: 1]
+        }
+        try await pipeline.stop()
+        #expect(try await pipeline.store.purchase(PurchaseKey(store: .appstore, transactionId: "8100001"))?.state == .granted, "waits for consumption")
+        #expect(pipeline.finishedByAppStore.value.isEmpty, "no API configured")
+        let entitlements = try await pipeline.store.entitlements(of: "user-types")
+        #expect(entitlements.keys.sorted() == ["adfree", "pass"])
+        #expect(entitlements["adfree"] == .some(nil), "ad-free for good")
+        #expect(try await pipeline.store.balances(of: "user-types") == ["coins": 100])
+
+        // Two days later the sweeper flags the unconsumed coins, and nothing else.
+        let context = StageContext(codec: pipeline.codec, logger: Logger(stage: "sweeper", minimum: .error), now: { Date().addingTimeInterval(2 * 86_400) })
+        let sweeper = SweeperService(configuration: .init(deadlines: [.appstore: 86_400]), store: pipeline.store,
+                                     producer: try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers]))),
+                                     context: context, clock: ContinuousClock())
+        #expect(try await sweeper.sweepOnce() == 1)
+        #expect(try await pipeline.store.purchase(PurchaseKey(store: .appstore, transactionId: "8100001"))?.state == .refundDue)
+        for id in ["8100002", "8100003", "8100004"] {
+            #expect(try await pipeline.store.purchase(PurchaseKey(store: .appstore, transactionId: id))?.state == .finished, "\(id) never flagged")
+        }
+    }
+
+    @Test(arguments: StoreEngine.available)
+    func refundsAreJudgedRightInAnyOrderAndAReversalGrantsAgainOnce(_ engine: StoreEngine) async throws {
+        let servers = try TestServices.requireBrokers()
+        let pki = try TestPKI.make()
+        let pipeline = try await Self.start(servers: servers, pki: pki, storeURL: try await engine.freshURL())
+        let signer = JWSSigner(pki: pki)
+        let early = try signer.sign(AppStorePayloads.transaction(transactionId: "8200001", productId: "coins.100", bundleId: Self.bundle))
+        let later = try signer.sign(AppStorePayloads.transaction(transactionId: "8200002", productId: "coins.1000", bundleId: Self.bundle))
+        let earlyKey = PurchaseKey(store: .appstore, transactionId: "8200001")
+        let laterKey = PurchaseKey(store: .appstore, transactionId: "8200002")
+
+        // The refund of a purchase the pipeline has not seen, then the purchase (the user kept the signed transaction).
+        try await send([try notification(pipeline, signer, .refund, transaction: early)], servers: servers)
+        try await waitUntil("the refund is recorded before its purchase") { try await pipeline.store.lifecycleState(of: earlyKey) == .revokedUnseen }
+        try await send([try submission(pipeline, early, user: "user-r"), try submission(pipeline, later, user: "user-r")], servers: servers)
+        try await waitUntil("the later purchase is finished") { try await pipeline.store.purchase(laterKey)?.state == .finished }
+        #expect(try await pipeline.store.purchase(earlyKey)?.state == .revoked, "refused, never granted")
+        #expect(try await pipeline.store.balances(of: "user-r") == ["coins": 1000])
+
+        // A refund of the later purchase, then the store reverses it (twice: Apple retries notifications).
+        try await send([try notification(pipeline, signer, .refund, transaction: later)], servers: servers)
+        try await waitUntil("refunded") { try await pipeline.store.purchase(laterKey)?.state == .revoked }
+        #expect(try await pipeline.store.balances(of: "user-r") == ["coins": 0])
+        try await send([try notification(pipeline, signer, .refundReversed, transaction: later),
+                        try notification(pipeline, signer, .refundReversed, transaction: later),
+                        try notification(pipeline, signer, .refundDeclined, transaction: later)], servers: servers)
+        try await waitUntil("granted again") { try await pipeline.store.purchase(laterKey)?.state == .finished }
+        // The second reversal and the declined refund are handled once the granter is past them on the partition.
+        try await waitUntil("every notification handled") { pipeline.runners[1].counters.withLock { $0["handled", default: 0] } >= 5 }
+        try await pipeline.stop()
+        #expect(try await pipeline.store.balances(of: "user-r") == ["coins": 1000], "granted again exactly once")
+        let audit = try await pipeline.store.audit()
+        #expect(audit.balanceMismatches.isEmpty && audit.finishedWithoutGrant.isEmpty, "\(audit.balanceMismatches) \(audit.finishedWithoutGrant)")
+        #expect(pipeline.finishedByAppStore.value == ["8200002"], "the refused purchase is never finished with the store")
+    }
+
+    @Test func aSubscriptionIsExtendedByItsRenewalAndEndedByItsExpiry() async throws {
+        let servers = try TestServices.requireBrokers()
+        let pki = try TestPKI.make()
+        let pipeline = try await Self.start(servers: servers, pki: pki, storeURL: try await StoreEngine.sqlite.freshURL())
+        let signer = JWSSigner(pki: pki)
+        let start = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 - 25 * 86_400).rounded()) // whole milliseconds, as signed
+        func period(_ id: String, from: Date) throws -> String {
+            try signer.sign(AppStorePayloads.transaction(transactionId: id, originalTransactionId: "8300001", productId: "pass.monthly", bundleId: Self.bundle,
+                                                         type: .autoRenewable, purchaseDate: from,
+                                                         extra: ["expiresDate": .integer(AppStorePayloads.milliseconds(from.addingTimeInterval(30 * 86_400)))]))
+        }
+        let first = try period("8300001", from: start)
+        let renewal = try period("8300002", from: start.addingTimeInterval(30 * 86_400))
+        try await send([try submission(pipeline, first, user: "user-s")], servers: servers)
+        try await waitUntil("subscribed") { try await pipeline.store.entitlements(of: "user-s")["pass"] == .some(start.addingTimeInterval(30 * 86_400)) }
+
+        // DID_RENEW: the store announces the next period; it is granted to the subscription's owner.
+        try await send([try notification(pipeline, signer, .didRenew, transaction: renewal)], servers: servers)
+        try await waitUntil("extended") { try await pipeline.store.entitlements(of: "user-s")["pass"] == .some(start.addingTimeInterval(60 * 86_400)) }
+        #expect(try await pipeline.store.purchase(PurchaseKey(store: .appstore, transactionId: "8300002"))?.userId == "user-s")
+
+        try await send([try notification(pipeline, signer, .expired, transaction: renewal)], servers: servers)
+        try await waitUntil("ended") { try await pipeline.store.entitlements(of: "user-s").isEmpty }
+        try await pipeline.stop()
+        #expect(try await pipeline.store.balances(of: "user-s").isEmpty)
+    }
+}

@@ -1,0 +1,158 @@
+import Database
+import Foundation
+import PurchaseDomain
+@testable import PurchaseStore
+import Testing
+import TestSupport
+
+/// The lifecycle as the store carries it out, on both engines: product types, refunds in any order, reversed
+/// refunds, subscriptions ending, and the migration of a store of the previous schema.
+@Suite struct PurchaseLifecycleStoreTests {
+    static let t0 = Date(timeIntervalSince1970: 1_764_400_000)
+
+    func store(_ engine: StoreEngine) async throws -> SQLPurchaseStore {
+        let store = try SQLPurchaseStore(url: try await engine.freshURL())
+        try await store.migrate()
+        return store
+    }
+
+    func purchase(_ id: String, user: String = "user-1", product: String = "coins.100", type: ProductType = .consumable,
+                  original: String? = nil, at time: Date = t0) -> PurchaseRecord {
+        PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: user, productId: product, productType: type, quantity: 1,
+                       purchaseTime: time, originalTransactionId: original)
+    }
+
+    @Test(arguments: StoreEngine.available) func aRefundBeforeItsPurchaseKeepsThePurchaseFromBeingGranted(_ engine: StoreEngine) async throws {
+        let store = try await store(engine)
+        let record = purchase("r-1")
+        #expect(try await store.revoke(record.key, at: Self.t0) == .recordedBeforePurchase)
+        #expect(try await store.revoke(record.key, at: Self.t0) == .alreadyRevoked, "a repeated refund changes nothing")
+        #expect(try await store.recordVerified(record, at: Self.t0) == .revokedEarlier)
+        #expect(try await store.recordVerified(record, at: Self.t0) == .existing(state: .revoked, userId: "user-1"))
+        #expect(try await store.grant(record.key, items: [.currency("coins", 100)], at: Self.t0) == .notGrantable(state: .revoked))
+        #expect(try await store.balances(of: "user-1").isEmpty, "never granted")
+        #expect(try await store.purchase(record.key)?.state == .revoked)
+    }
+
+    @Test(arguments: StoreEngine.available) func aReversedRefundGrantsAgainOnceAndTheLedgerBalances(_ engine: StoreEngine) async throws {
+        let store = try await store(engine)
+        let record = purchase("rr-1", user: "user-rr")
+        _ = try await store.recordVerified(record, at: Self.t0)
+        _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: Self.t0)
+        #expect(try await store.revoke(record.key, at: Self.t0) == .revoked(shortfall: [:]))
+        #expect(try await store.balances(of: "user-rr") == ["coins": 0])
+        guard case .reinstated(let ids) = try await store.reinstate(record.key, items: [.currency("coins", 999)], at: Self.t0) else {
+            Issue.record("not reinstated"); return
+        }
+        #expect(ids.count == 1)
+        #expect(try await store.balances(of: "user-rr") == ["coins": 100], "the original grant, not the fallback items")
+        #expect(try await store.reinstate(record.key, items: [], at: Self.t0) == .notRevoked(state: .finished), "once")
+        #expect(try await store.balances(of: "user-rr") == ["coins": 100])
+        #expect(try await store.grantedItems(record.key) == [.currency("coins", 100)])
+        // Refunded again after the reversal: what the purchase gives now is taken back, once more.
+        #expect(try await store.revoke(record.key, at: Self.t0) == .revoked(shortfall: [:]))
+        #expect(try await store.balances(of: "user-rr") == ["coins": 0])
+        let audit = try await store.audit()
+        #expect(audit.balanceMismatches.isEmpty && audit.finishedWithoutGrant.isEmpty && audit.orphanGrants.isEmpty, "\(audit)")
+    }
+
+    @Test(arguments: StoreEngine.available) func aRefundReversedBeforeThePurchaseArrivesLetsItBeGranted(_ engine: StoreEngine) async throws {
+        let store = try await store(engine)
+        let record = purchase("rt-1")
+        #expect(try await store.reinstate(record.key, items: [], at: Self.t0) == .notRevoked(state: .unseen), "nothing to reverse yet")
+        #expect(try await store.revoke(record.key, at: Self.t0) == .recordedBeforePurchase)
+        #expect(try await store.reinstate(record.key, items: [], at: Self.t0) == .tombstoneCleared)
+        #expect(try await store.recordVerified(record, at: Self.t0) == .recorded)
+        guard case .granted = try await store.grant(record.key, items: [.currency("coins", 100)], at: Self.t0) else { Issue.record("not granted"); return }
+        #expect(try await store.balances(of: "user-1") == ["coins": 100])
+    }
+
+    @Test(arguments: StoreEngine.available) func aPurchaseRevokedBeforeItsGrantIsReinstatedWithTheCatalogsItems(_ engine: StoreEngine) async throws {
+        let store = try await store(engine)
+        let record = purchase("rv-1", user: "user-rv", product: "adfree", type: .nonConsumable)
+        _ = try await store.recordVerified(record, at: Self.t0)
+        #expect(try await store.revoke(record.key, at: Self.t0) == .revoked(shortfall: [:]))
+        guard case .reinstated = try await store.reinstate(record.key, items: [.entitlement("adfree")], at: Self.t0) else { Issue.record("not reinstated"); return }
+        #expect(try await store.entitlements(of: "user-rv", at: Self.t0).keys.sorted() == ["adfree"])
+        #expect(try await store.audit().finishedWithoutGrant.isEmpty, "the re-grant is its grant")
+    }
+
+    @Test(arguments: StoreEngine.available) func onlyConsumablesAreFlaggedAtTheDeadline(_ engine: StoreEngine) async throws {
+        let store = try await store(engine)
+        let now = Self.t0.addingTimeInterval(48 * 3600)
+        let records = ProductType.allCases.map { purchase("t-\($0.rawValue)", product: "p-\($0.rawValue)", type: $0) }
+        for record in records {
+            _ = try await store.recordVerified(record, at: Self.t0)
+            _ = try await store.grant(record.key, items: [record.productType == .consumable ? .currency("coins", 1) : .entitlement("e-\(record.productId)")],
+                                      at: Self.t0)
+        }
+        let flagged = try await store.sweepDue(store: .appstore, deadline: 24 * 3600, now: now)
+        #expect(flagged.map(\.record.key.transactionId) == ["t-consumable"])
+        #expect(flagged.first?.record.productType == .consumable)
+        for record in records where record.productType != .consumable {
+            #expect(try await store.purchase(record.key)?.state == .granted, "a \(record.productType) is never flagged")
+        }
+    }
+
+    @Test(arguments: StoreEngine.available) func aSubscriptionEndsWithItsExpiryAndRenewalsExtendIt(_ engine: StoreEngine) async throws {
+        let store = try await store(engine)
+        let first = purchase("sub-1", user: "user-s", product: "pass.monthly", type: .autoRenewable, original: "sub-1")
+        let renewal = purchase("sub-2", user: "user-s", product: "pass.monthly", type: .autoRenewable, original: "sub-1", at: Self.t0.addingTimeInterval(30 * 86_400))
+        _ = try await store.recordVerified(first, at: Self.t0)
+        _ = try await store.grant(first.key, items: [.entitlement("pass", until: Self.t0.addingTimeInterval(30 * 86_400))], at: Self.t0)
+        #expect(try await store.owner(store: .appstore, originalTransactionId: "sub-1") == "user-s")
+        _ = try await store.recordVerified(renewal, at: Self.t0)
+        _ = try await store.grant(renewal.key, items: [.entitlement("pass", until: Self.t0.addingTimeInterval(60 * 86_400))], at: Self.t0)
+        let during = Self.t0.addingTimeInterval(45 * 86_400)
+        #expect(try await store.entitlements(of: "user-s", at: during) == ["pass": Self.t0.addingTimeInterval(60 * 86_400)], "the renewal extended it")
+        #expect(try await store.expireSubscription(store: .appstore, originalTransactionId: "sub-1", at: during) == .ended(entitlements: ["pass"]))
+        #expect(try await store.entitlements(of: "user-s", at: during).isEmpty)
+        #expect(try await store.expireSubscription(store: .appstore, originalTransactionId: "sub-1", at: during) == .nothingToEnd(state: .granted))
+        // A non-consumable never expires.
+        let adfree = purchase("nc-1", user: "user-s", product: "adfree", type: .nonConsumable, original: "nc-1")
+        _ = try await store.recordVerified(adfree, at: Self.t0)
+        _ = try await store.grant(adfree.key, items: [.entitlement("adfree")], at: Self.t0)
+        #expect(try await store.expireSubscription(store: .appstore, originalTransactionId: "nc-1", at: during) == .nothingToEnd(state: .granted))
+        #expect(try await store.entitlements(of: "user-s", at: during).keys.sorted() == ["adfree"])
+    }
+
+    /// A store of the previous schema (version 3), with purchases and a ledger, migrated: nothing lost, types named
+    /// from the catalog, `unknown` where the catalog does not name the product (never flagged, counted).
+    @Test(arguments: StoreEngine.available) func aPopulatedStoreOfThePreviousSchemaMigrates(_ engine: StoreEngine) async throws {
+        let url = try await engine.freshURL()
+        let store = try SQLPurchaseStore(url: url)
+        #expect(try await store.migrate(through: 3) == [1, 2, 3])
+        let raw: any SQLConnection = url.hasPrefix("sqlite:") ? try SQLiteConnection(path: String(url.dropFirst("sqlite:".count))) : try PostgresConnection(url: url)
+        let old = PurchaseTime.milliseconds(Self.t0)
+        for (id, product, state) in [("m-1", "coins.100", "granted"), ("m-2", "adfree", "granted"), ("m-3", "retired.item", "granted"), ("m-4", "coins.100", "finished")] {
+            try raw.query("""
+                INSERT INTO purchases (store, transaction_id, user_id, product_id, quantity, purchase_time, state, verified_at, granted_at)
+                VALUES ('appstore', $1, 'user-m', $2, 1, $3, $4, $3, $3)
+                """, [.text(id), .text(product), .integer(old), .text(state)])
+        }
+        try raw.query("""
+            INSERT INTO ledger (store, transaction_id, entry_kind, user_id, item_kind, code, amount, created_at)
+            VALUES ('appstore', 'm-1', 'grant', 'user-m', 'currency', 'coins', 100, $1), ('appstore', 'm-4', 'grant', 'user-m', 'currency', 'coins', 100, $1)
+            """, [.integer(old)])
+        try raw.query("INSERT INTO balances (user_id, currency, amount) VALUES ('user-m', 'coins', 200)")
+
+        #expect(try await store.migrate() == [4])
+        #expect(try await store.assignProductTypes(["coins.100": .consumable, "adfree": .nonConsumable], store: .appstore) == 3)
+        #expect(try await store.assignProductTypes(["coins.100": .consumable], store: .appcoins) == 0, "another store's namespace")
+        #expect(try await store.purchase(PurchaseKey(store: .appstore, transactionId: "m-2"))?.productType == .nonConsumable)
+        #expect(try await store.purchase(PurchaseKey(store: .appstore, transactionId: "m-3"))?.productType == .unknown)
+        #expect(try await store.statistics().unknownProductType == 1)
+
+        // The ledger kept its rows and ids; new entries follow them.
+        let before = try await store.grantedItems(PurchaseKey(store: .appstore, transactionId: "m-1"))
+        #expect(before == [.currency("coins", 100)])
+        let next = purchase("m-5", user: "user-m")
+        _ = try await store.recordVerified(next, at: Self.t0)
+        guard case .granted(let ids) = try await store.grant(next.key, items: [.currency("coins", 100)], at: Self.t0) else { Issue.record("not granted"); return }
+        #expect(ids.first.map { $0 > 2 } == true, "ids continue after the migrated rows: \(ids)")
+
+        let flagged = try await store.sweepDue(store: .appstore, deadline: 24 * 3600, now: Self.t0.addingTimeInterval(48 * 3600))
+        #expect(Set(flagged.map(\.record.key.transactionId)) == ["m-1", "m-5"], "only unfinished consumables: not ad-free, not the unknown product")
+        #expect(try await store.audit().balanceMismatches.isEmpty)
+    }
+}
