@@ -38,9 +38,14 @@ public struct PurchaseSubmitted: PipelineEvent, Hashable {
     public var submittedAt: Date
     public var source: SubmissionSource
     public var submissionId: String?
+    /// The submitting user's app account token (the UUID the app passed to StoreKit), where the app uses them: a
+    /// transaction that carries another token is refused (`appAccountTokenMismatch`).
+    public var appAccountToken: String?
 
     public init(store: Store, kind: SubmissionKind, signedTransaction: String? = nil, receipt: String? = nil,
-                appcoins: AppCoinsPurchase? = nil, userId: String, submittedAt: Date, source: SubmissionSource, submissionId: String? = nil) {
+                appcoins: AppCoinsPurchase? = nil, userId: String, submittedAt: Date, source: SubmissionSource, submissionId: String? = nil,
+                appAccountToken: String? = nil) {
+        self.appAccountToken = appAccountToken
         self.store = store
         self.kind = kind
         self.signedTransaction = signedTransaction
@@ -159,10 +164,13 @@ public struct PurchaseRejectedEvent: PipelineEvent, Hashable {
     public var detail: String?
     public var submissionId: String?
     public var rejectedAt: Date
-    /// The `ce_id` of the event rejected (not encoded: it only shapes this event's id).
+    /// The `ce_id` of the event rejected: it shapes this event's id, and is encoded so that a decoded rejection keeps it.
     public var causeID: String = ""
 
-    enum CodingKeys: String, CodingKey { case store, transactionId, productId, userId, reason, retryable, detail, submissionId, rejectedAt }
+    enum CodingKeys: String, CodingKey {
+        case store, transactionId, productId, userId, reason, retryable, detail, submissionId, rejectedAt
+        case causeID = "causeId"
+    }
 
     public init(store: Store, transactionId: String? = nil, productId: String? = nil, userId: String, reason: String, retryable: Bool,
                 detail: String? = nil, submissionId: String? = nil, rejectedAt: Date, causeID: String) {
@@ -176,6 +184,22 @@ public struct PurchaseRejectedEvent: PipelineEvent, Hashable {
         self.submissionId = submissionId
         self.rejectedAt = rejectedAt
         self.causeID = causeID
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        store = try container.decode(Store.self, forKey: .store)
+        transactionId = try container.decodeIfPresent(String.self, forKey: .transactionId)
+        productId = try container.decodeIfPresent(String.self, forKey: .productId)
+        userId = try container.decode(String.self, forKey: .userId)
+        reason = try container.decode(String.self, forKey: .reason)
+        retryable = try container.decode(Bool.self, forKey: .retryable)
+        detail = try container.decodeIfPresent(String.self, forKey: .detail)
+        submissionId = try container.decodeIfPresent(String.self, forKey: .submissionId)
+        rejectedAt = try container.decode(Date.self, forKey: .rejectedAt)
+        // Rejections written before the cause was encoded keep an id of their content.
+        causeID = try container.decodeIfPresent(String.self, forKey: .causeID)
+            ?? "\(store.rawValue):\(transactionId ?? submissionId ?? userId):\(reason)"
     }
 
     public var messageKey: Data? { Data(userId.utf8) }
@@ -212,11 +236,15 @@ public struct ItemGranted: PipelineEvent, Hashable {
     public var alreadyGranted: Bool
     /// Granted again after the store reversed its refund (REFUND_REVERSED).
     public var reinstated: Bool?
+    /// A restore under another user id moved the entitlement from this user (restore policy `transfer`).
+    public var transferredFrom: String?
     public var ledgerEntryId: Int64?
     public var grantedAt: Date
 
     public init(store: Store, transactionId: String, userId: String, productId: String, productType: String? = nil, quantity: Int,
-                items: [GrantedItem], alreadyGranted: Bool, reinstated: Bool? = nil, ledgerEntryId: Int64? = nil, grantedAt: Date) {
+                items: [GrantedItem], alreadyGranted: Bool, reinstated: Bool? = nil, transferredFrom: String? = nil, ledgerEntryId: Int64? = nil,
+                grantedAt: Date) {
+        self.transferredFrom = transferredFrom
         self.productType = productType
         self.reinstated = reinstated
         self.store = store
@@ -232,7 +260,10 @@ public struct ItemGranted: PipelineEvent, Hashable {
 
     public var messageKey: Data? { Data(userId.utf8) }
     /// A re-grant is an event of its own: consumers that dedupe by `ce_id` must not take it for the first grant.
-    public var eventID: String { "\(reinstated == true ? "regranted" : "granted"):\(store.rawValue):\(transactionId)" }
+    public var eventID: String {
+        if transferredFrom != nil { return "transferred:\(store.rawValue):\(transactionId):\(userId)" }
+        return "\(reinstated == true ? "regranted" : "granted"):\(store.rawValue):\(transactionId)"
+    }
 }
 
 /// `transaction.finished`: completed with the store; the app may call `finish()`.

@@ -102,6 +102,15 @@ public enum ReinstateOutcome: Sendable, Hashable {
     case notRevoked(state: PurchaseState)
 }
 
+public enum TransferOutcome: Sendable, Hashable {
+    /// The purchase (and the entitlements it gives, `items`) moved from `from` to the restoring user.
+    case transferred(from: String, items: [GrantItem])
+    /// The restoring user owns it already: nothing changes.
+    case alreadyOwned
+    /// It stays with `owner`: a consumable, the `keep` policy, or a purchase no longer in force.
+    case refused(owner: String, state: PurchaseState)
+}
+
 public enum ExpireOutcome: Sendable, Hashable {
     /// The subscription's entitlements ended now.
     case ended(entitlements: [String])

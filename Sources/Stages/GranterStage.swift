@@ -87,13 +87,8 @@ public struct GranterStage: StoreBackedStage {
 
     private func granted(_ verified: PurchaseVerifiedEvent, type: ProductType, items: [GrantItem], already: Bool, ledgerEntryId: Int64?) -> ItemGranted {
         ItemGranted(store: verified.store, transactionId: verified.transactionId, userId: verified.userId, productId: verified.productId,
-                    productType: type.rawValue, quantity: verified.quantity, items: items.map(Self.grantedItem),
+                    productType: type.rawValue, quantity: verified.quantity, items: items.map(GrantedItem.init),
                     alreadyGranted: already, ledgerEntryId: ledgerEntryId, grantedAt: context.now())
-    }
-
-    private static func grantedItem(_ item: GrantItem) -> GrantedItem {
-        GrantedItem(kind: item.kind == .currency ? .currency : .entitlement, code: item.code, amount: item.kind == .currency ? item.amount : nil,
-                    expiresAt: item.expiresAt)
     }
 
     /// REFUND_REVERSED: the original grant again (or the catalog's items for a purchase revoked before its grant).
@@ -110,7 +105,7 @@ public struct GranterStage: StoreBackedStage {
             context.logger.info("refund reversed: granted again", ["transactionId": key.transactionId])
             return try context.messages([ItemGranted(
                 store: key.store, transactionId: key.transactionId, userId: record.userId, productId: record.productId, productType: record.productType.rawValue,
-                quantity: record.quantity, items: try await store.grantedItems(key).map(Self.grantedItem), alreadyGranted: false, reinstated: true,
+                quantity: record.quantity, items: try await store.grantedItems(key).map(GrantedItem.init), alreadyGranted: false, reinstated: true,
                 ledgerEntryId: ids.first, grantedAt: context.now())])
         case .tombstoneCleared, .notRevoked:
             return .publish([])

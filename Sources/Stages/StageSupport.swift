@@ -3,6 +3,7 @@ import Foundation
 import JSON
 import Kafka
 import PurchaseEvents
+import PurchaseStore
 import WorkerRuntime
 
 /// What every stage shares: the codec for its events, and the clock.
@@ -43,5 +44,13 @@ extension StoreBackedStage {
     public func isTransient(_ error: any Error) -> Bool {
         if let database = error as? DatabaseError { return database.isRetriable }
         return error is TransientError || (error as? KafkaError)?.isRetriable == true
+    }
+}
+
+extension GrantedItem {
+    /// An item of the store's ledger as `item.granted` reports it.
+    init(_ item: GrantItem) {
+        self.init(kind: item.kind == .currency ? .currency : .entitlement, code: item.code, amount: item.kind == .currency ? item.amount : nil,
+                  expiresAt: item.expiresAt)
     }
 }

@@ -21,10 +21,13 @@ public struct VerifierStage: StoreBackedStage {
     let appCoins: AppCoinsVerifier?
     /// Names the product type where the store does not (receipts, AppCoins).
     let catalog: ProductCatalog?
+    /// What a restore under another user id does to an entitlement.
+    let restorePolicy: RestorePolicy
 
     public init(context: StageContext, store: SQLPurchaseStore, appStore: SignedDataVerifier, receipts: ReceiptVerifier? = nil,
-                appCoins: AppCoinsVerifier? = nil, catalog: ProductCatalog? = nil) {
+                appCoins: AppCoinsVerifier? = nil, catalog: ProductCatalog? = nil, restorePolicy: RestorePolicy = .transfer) {
         self.catalog = catalog
+        self.restorePolicy = restorePolicy
         self.context = context
         self.store = store
         self.appStore = appStore
@@ -82,6 +85,12 @@ public struct VerifierStage: StoreBackedStage {
     private func record(_ purchases: [VerifiedPurchase], for submission: PurchaseSubmitted) async throws -> [any PipelineEvent] {
         var events: [any PipelineEvent] = []
         for purchase in purchases {
+            if let named = submission.appAccountToken, let signed = purchase.appAccountToken, named.lowercased() != signed.lowercased() {
+                // Bound to another account: a leaked signed transaction cannot move between accounts that use tokens.
+                events.append(rejection(submission, Rejection(.storeRejected, "the transaction's appAccountToken is not the submitting user's"),
+                                        reason: "appAccountTokenMismatch", transactionId: purchase.transactionId, productId: purchase.productId))
+                continue
+            }
             // Built before anything is recorded: a purchase whose ids the pipeline cannot carry is rejected, not
             // recorded as verified and then dead-lettered downstream with nobody granting it.
             let type = productType(of: purchase)
@@ -105,9 +114,7 @@ public struct VerifierStage: StoreBackedStage {
                                         storeConsumed: purchase.consumed == true)
             switch try await store.recordVerified(record, at: context.now()) {
             case .existing(_, let owner) where owner != submission.userId:
-                // The same transaction replayed under another user: never grant it to a second account.
-                events.append(rejection(submission, Rejection(.storeRejected, "transaction belongs to another user"),
-                                        reason: "transactionOfAnotherUser", transactionId: purchase.transactionId, productId: purchase.productId))
+                events.append(try await restore(record, verified: verified, submission: submission))
             case .revokedEarlier:
                 // Its refund or revocation arrived first: recorded, never granted.
                 events.append(rejection(submission, Rejection(.storeRejected, "the store refunded or revoked this transaction before it was submitted"),
@@ -117,6 +124,30 @@ public struct VerifierStage: StoreBackedStage {
             }
         }
         return events
+    }
+
+    /// A transaction submitted under a user other than its owner: an entitlement moves under the `transfer`
+    /// policy (one owner at a time, the move answered with `item.granted` naming `transferredFrom`); otherwise it
+    /// is refused, and never granted to a second account.
+    private func restore(_ record: PurchaseRecord, verified: PurchaseVerifiedEvent, submission: PurchaseSubmitted) async throws -> any PipelineEvent {
+        switch try await store.transfer(record.key, to: submission.userId, policy: restorePolicy, at: context.now()) {
+        case .alreadyOwned:
+            return verified
+        case .transferred(_, let items) where items.isEmpty:
+            return verified // Not granted yet: the grant goes to the new owner.
+        case .transferred(let from, let items):
+            context.logger.info("entitlement transferred", ["transactionId": record.key.transactionId, "from": from, "to": submission.userId])
+            return ItemGranted(store: record.key.store, transactionId: record.key.transactionId, userId: submission.userId, productId: record.productId,
+                               productType: record.productType.rawValue, quantity: record.quantity, items: items.map(GrantedItem.init),
+                               alreadyGranted: false, transferredFrom: from, grantedAt: context.now())
+        case .refused(let owner, _) where record.productType.isEntitlement && restorePolicy == .keep:
+            return rejection(submission, Rejection(.storeRejected, "owned by user \(owner) (restore policy keep)"),
+                             reason: "ownedByAnotherUser", transactionId: record.key.transactionId, productId: record.productId)
+        case .refused:
+            // A consumable (or a purchase no longer in force) replayed under another user: never granted twice.
+            return rejection(submission, Rejection(.storeRejected, "transaction belongs to another user"),
+                             reason: "transactionOfAnotherUser", transactionId: record.key.transactionId, productId: record.productId)
+        }
     }
 
     /// `event` if it matches its schema; else without the informational fields a store may fill oddly (price,

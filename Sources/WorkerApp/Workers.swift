@@ -20,6 +20,8 @@ public enum Workers {
             Setting("--online-checks", env: "IAP_ONLINE_CHECKS", default: "false", help: "check validity now and ask OCSP responders", isSwitch: true),
             Setting("--appcoins-url", env: "IAP_APPCOINS_URL", default: AppCoinsVerifier.Configuration.defaultBaseURL.absoluteString, help: "AppCoins API base URL"),
             Setting("--catalog", env: "IAP_CATALOG", help: "the product catalog file: names the product type where the store does not (receipts, AppCoins)"),
+            Setting("--restore-policy", env: "IAP_RESTORE_POLICY", default: RestorePolicy.transfer.rawValue,
+                    help: "an entitlement restored under another user id: transfer (moves to that user) or keep (stays with the first)"),
         ]
         return await WorkerApp.main(command: "iap-verifier", summary: "Verifies purchase.submitted and store.notification events.", settings: settings) { env in
             let environment = AppStoreEnvironment(rawValue: try env.settings.required("--environment"))
@@ -34,13 +36,16 @@ public enum Workers {
             let bundleId = try env.settings.required("--bundle-id")
             let online = env.settings.flag("--online-checks")
             guard let appCoinsURL = URL(string: try env.settings.required("--appcoins-url")) else { throw SettingsError("--appcoins-url is not a URL") }
+            guard let restorePolicy = RestorePolicy(rawValue: try env.settings.required("--restore-policy")) else {
+                throw SettingsError("--restore-policy (IAP_RESTORE_POLICY) must be transfer or keep")
+            }
             let stage = VerifierStage(
                 context: env.context(stage: "verifier"), store: env.store,
                 appStore: try SignedDataVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment,
                                                                       appAppleId: appAppleId, onlineChecks: online)),
                 receipts: try ReceiptVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment, onlineChecks: online)),
                 appCoins: AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL)),
-                catalog: try env.settings.string("--catalog").map { try catalog(at: $0, env) })
+                catalog: try env.settings.string("--catalog").map { try catalog(at: $0, env) }, restorePolicy: restorePolicy)
             return [try env.runner(for: stage)]
         }
     }

@@ -60,7 +60,8 @@ struct PipelineTests {
 
     /// - Parameter finishWithAppStoreAPI: false for a finisher without App Store API credentials (consumables then wait
     ///   for the app's consumption report).
-    static func start(servers: String, pki: TestPKI, storeURL: String, appCoinsURL: URL? = nil, finishWithAppStoreAPI: Bool = true) async throws -> Pipeline {
+    static func start(servers: String, pki: TestPKI, storeURL: String, appCoinsURL: URL? = nil, finishWithAppStoreAPI: Bool = true,
+                      restorePolicy: RestorePolicy = .transfer) async throws -> Pipeline {
         let prefix = "p\(UUID().uuidString.prefix(6).lowercased())."
         let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers]))
         try admin.createTopics(EventType.allCases.map { prefix + $0.topic }, partitions: 4)
@@ -88,7 +89,8 @@ struct PipelineTests {
             let context = StageContext(codec: codec, logger: Logger(stage: stageName, minimum: .error))
             let stage: any MessageStage = switch stageName {
             case "verifier": VerifierStage(context: context, store: store, appStore: verifier,
-                                           appCoins: appCoinsURL.map { AppCoinsVerifier(configuration: .init(baseURL: $0)) }, catalog: catalog)
+                                           appCoins: appCoinsURL.map { AppCoinsVerifier(configuration: .init(baseURL: $0)) }, catalog: catalog,
+                                           restorePolicy: restorePolicy)
             case "granter": GranterStage(context: context, store: store, catalog: catalog, clawBackDueRefunds: true)
             default: FinisherStage(context: context, store: store, appStoreAPI: finishWithAppStoreAPI ? api : nil)
             }

@@ -14,9 +14,9 @@ import WorkerRuntime
 /// What was bought decides what happens, and events in any order are judged right: through the broker, the
 /// verifier, granter and finisher as the workers run them.
 extension PipelineTests {
-    func submission(_ pipeline: Pipeline, _ jws: String, user: String) throws -> KafkaProducerMessage {
+    func submission(_ pipeline: Pipeline, _ jws: String, user: String, source: SubmissionSource = .client, token: String? = nil) throws -> KafkaProducerMessage {
         try pipeline.codec.message(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: jws, userId: user,
-                                                     submittedAt: Date(), source: .client), time: Date())
+                                                     submittedAt: Date(), source: source, appAccountToken: token), time: Date())
     }
 
     func notification(_ pipeline: Pipeline, _ signer: JWSSigner, _ type: AppStoreNotificationType, transaction: String) throws -> KafkaProducerMessage {
@@ -130,5 +130,36 @@ extension PipelineTests {
         try await waitUntil("ended") { try await pipeline.store.entitlements(of: "user-s").isEmpty }
         try await pipeline.stop()
         #expect(try await pipeline.store.balances(of: "user-s").isEmpty)
+    }
+}
+
+extension PipelineTests {
+    @Test(arguments: RestorePolicy.allCases)
+    func anAdFreeRestoreUnderANewUserIdFollowsTheRestorePolicy(_ policy: RestorePolicy) async throws {
+        let servers = try TestServices.requireBrokers()
+        let pki = try TestPKI.make()
+        let pipeline = try await Self.start(servers: servers, pki: pki, storeURL: try await StoreEngine.sqlite.freshURL(), restorePolicy: policy)
+        let signer = JWSSigner(pki: pki)
+        let token = "3f0a2f2e-8a7c-4c1e-9d57-00000000aaaa"
+        let adfree = try signer.sign(AppStorePayloads.transaction(transactionId: "8400001", productId: "adfree", bundleId: Self.bundle,
+                                                                  type: .nonConsumable, appAccountToken: token))
+        let coins = try signer.sign(AppStorePayloads.transaction(transactionId: "8400002", productId: "coins.100", bundleId: Self.bundle))
+        try await send([try submission(pipeline, adfree, user: "install-1", token: token), try submission(pipeline, coins, user: "install-1")], servers: servers)
+        try await waitUntil("both finished") { try await pipeline.store.statistics().purchasesByState[.finished] == 2 }
+
+        // The app reinstalled without login: a new user id restores both. A leaked copy under another account's token is refused.
+        try await send([try submission(pipeline, adfree, user: "thief", source: .restore, token: "3f0a2f2e-8a7c-4c1e-9d57-00000000bbbb"),
+                        try submission(pipeline, adfree, user: "install-2", source: .restore),
+                        try submission(pipeline, coins, user: "install-2", source: .restore),
+                        try submission(pipeline, adfree, user: "install-2", source: .restore)], servers: servers)
+        try await waitUntil("the four restores handled") { pipeline.runners[0].counters.withLock { $0["handled", default: 0] } >= 6 }
+        try await pipeline.stop()
+        let owner = policy == .transfer ? "install-2" : "install-1"
+        #expect(try await pipeline.store.entitlements(of: owner).keys.sorted() == ["adfree"])
+        #expect(try await pipeline.store.entitlements(of: policy == .transfer ? "install-1" : "install-2").isEmpty, "one owner at a time")
+        #expect(try await pipeline.store.entitlements(of: "thief").isEmpty, "another account's token")
+        #expect(try await pipeline.store.purchase(PurchaseKey(store: .appstore, transactionId: "8400001"))?.userId == owner)
+        #expect(try await pipeline.store.balances(of: "install-2").isEmpty, "coins are never granted again")
+        #expect(try await pipeline.store.balances(of: "install-1") == ["coins": 100])
     }
 }

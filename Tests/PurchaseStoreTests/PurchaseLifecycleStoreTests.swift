@@ -116,6 +116,32 @@ import TestSupport
         #expect(try await store.entitlements(of: "user-s", at: during).keys.sorted() == ["adfree"])
     }
 
+    @Test(arguments: StoreEngine.available) func aRestoreUnderAnotherUserMovesAnEntitlementOnlyUnderTransfer(_ engine: StoreEngine) async throws {
+        let store = try await store(engine)
+        let adfree = purchase("tr-1", user: "user-a", product: "adfree", type: .nonConsumable)
+        let coins = purchase("tr-2", user: "user-a")
+        for (record, item) in [(adfree, GrantItem.entitlement("adfree")), (coins, .currency("coins", 100))] {
+            _ = try await store.recordVerified(record, at: Self.t0)
+            _ = try await store.grant(record.key, items: [item], at: Self.t0)
+        }
+        #expect(try await store.transfer(adfree.key, to: "user-b", policy: .keep, at: Self.t0) == .refused(owner: "user-a", state: .granted))
+        #expect(try await store.entitlements(of: "user-b", at: Self.t0).isEmpty)
+        #expect(try await store.transfer(adfree.key, to: "user-b", policy: .transfer, at: Self.t0) == .transferred(from: "user-a", items: [.entitlement("adfree")]))
+        #expect(try await store.transfer(adfree.key, to: "user-b", policy: .transfer, at: Self.t0) == .alreadyOwned, "moved once")
+        #expect(try await store.entitlements(of: "user-b", at: Self.t0).keys.sorted() == ["adfree"])
+        #expect(try await store.entitlements(of: "user-a", at: Self.t0).isEmpty, "one owner at a time")
+        #expect(try await store.purchase(adfree.key)?.userId == "user-b")
+        // Coins are never granted twice, whatever the policy.
+        #expect(try await store.transfer(coins.key, to: "user-b", policy: .transfer, at: Self.t0) == .refused(owner: "user-a", state: .granted))
+        #expect(try await store.balances(of: "user-b").isEmpty)
+        #expect(try await store.balances(of: "user-a") == ["coins": 100])
+        // A refund after the move takes the entitlement from whoever holds it.
+        #expect(try await store.revoke(adfree.key, at: Self.t0) == .revoked(shortfall: [:]))
+        #expect(try await store.entitlements(of: "user-b", at: Self.t0).isEmpty)
+        #expect(try await store.transfer(adfree.key, to: "user-a", policy: .transfer, at: Self.t0) == .refused(owner: "user-b", state: .revoked))
+        #expect(try await store.audit().balanceMismatches.isEmpty)
+    }
+
     /// A store of the previous schema (version 3), with purchases and a ledger, migrated: nothing lost, types named
     /// from the catalog, `unknown` where the catalog does not name the product (never flagged, counted).
     @Test(arguments: StoreEngine.available) func aPopulatedStoreOfThePreviousSchemaMigrates(_ engine: StoreEngine) async throws {
