@@ -89,7 +89,7 @@ let package = Package(
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], exclude: ["tls_proxy.py"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "StoreVerificationTests", dependencies: ["PurchaseDomain", "StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "IAPCtlTests", dependencies: ["PurchaseDomain", "iapctl", "Kafka", "PurchaseEvents", "JSONSchema", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "JSON",
+        .testTarget(name: "IAPCtlTests", dependencies: ["PurchaseDomain", "PurchaseStore", "iapctl", "Kafka", "PurchaseEvents", "JSONSchema", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "JSON",
                                                         "StoreVerification", "StoreFixtures", "TestSupport"], exclude: ["foreign_producer.py", "deploy_check.py"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "JSONSchemaTests", dependencies: ["JSONSchema", "JSON", "TestSupport"],

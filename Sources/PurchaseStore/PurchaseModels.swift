@@ -133,3 +133,42 @@ public struct StoreStatistics: Sendable, Hashable {
     /// Purchases whose product type is `unknown` (recorded before types were kept, not named by the catalog).
     public var unknownProductType: Int
 }
+
+/// What a user owns now, as an app asks it: balances, entitlements in force, and purchases granted but not finished.
+public struct UserHoldings: Sendable, Hashable, Codable {
+    public struct Entitlement: Sendable, Hashable, Codable {
+        public var entitlement: String
+        public var productId: String?
+        /// Nil: for good.
+        public var expiresAt: Date?
+
+        public init(entitlement: String, productId: String?, expiresAt: Date?) {
+            self.entitlement = entitlement
+            self.productId = productId
+            self.expiresAt = expiresAt
+        }
+
+        enum CodingKeys: String, CodingKey { case entitlement, productId, expiresAt }
+
+        /// `expiresAt` is written as null rather than left out: "for good" is an answer.
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(entitlement, forKey: .entitlement)
+            try container.encodeIfPresent(productId, forKey: .productId)
+            try container.encode(expiresAt, forKey: .expiresAt)
+        }
+    }
+
+    public struct Pending: Sendable, Hashable, Codable {
+        public var store: Store
+        public var transactionId: String
+        public var productId: String
+        public var productType: ProductType
+        public var purchasedAt: Date
+    }
+
+    public var userId: String
+    public var balances: [String: Int64]
+    public var entitlements: [Entitlement]
+    public var pending: [Pending]
+}

@@ -34,6 +34,34 @@ extension SQLPurchaseStore {
         try await executor.run { connection in try Self.heldItems(connection, key) }
     }
 
+    /// What `userId` owns at `now`, read in one transaction: balances, entitlements in force with the product that
+    /// gives each, and purchases granted but not finished.
+    public func holdings(of userId: String, at now: Date = Date()) async throws -> UserHoldings {
+        let dialect = dialect
+        return try await executor.run { connection in
+            try Self.transaction(connection, dialect) {
+                var holdings = UserHoldings(userId: userId, balances: [:], entitlements: [], pending: [])
+                for row in try connection.query("SELECT currency, amount FROM balances WHERE user_id = $1 ORDER BY currency", [.text(userId)]) {
+                    if let currency = row[0].string, let amount = row[1].int64 { holdings.balances[currency] = amount }
+                }
+                holdings.entitlements = try connection.query("""
+                    SELECT e.entitlement, p.product_id, e.expires_at FROM entitlements e
+                    LEFT JOIN purchases p ON p.store = e.store AND p.transaction_id = e.transaction_id
+                    WHERE e.user_id = $1 AND e.active = 1 AND (e.expires_at IS NULL OR e.expires_at > $2) ORDER BY e.entitlement
+                    """, [.text(userId), .integer(PurchaseTime.milliseconds(now))]).compactMap { row in
+                    row[0].string.map { UserHoldings.Entitlement(entitlement: $0, productId: row[1].string, expiresAt: row[2].int64.map(PurchaseTime.date)) }
+                }
+                holdings.pending = try connection.query("""
+                    SELECT \(Self.recordColumns) FROM purchases WHERE user_id = $1 AND state = 'granted' ORDER BY purchase_time
+                    """, [.text(userId)]).compactMap(Self.record).map {
+                    UserHoldings.Pending(store: $0.key.store, transactionId: $0.key.transactionId, productId: $0.productId, productType: $0.productType,
+                                         purchasedAt: $0.purchaseTime)
+                }
+                return holdings
+            }
+        }
+    }
+
     /// A user's currency balances.
     public func balances(of userId: String) async throws -> [String: Int64] {
         try await executor.run { connection in

@@ -29,6 +29,8 @@ enum IAPCtl {
                                         apply the purchase store's schema migrations (sqlite:PATH or postgres://…);
                                         --catalog names the product type of purchases recorded before types were kept
           lifecycle                     the purchase lifecycle by product type, as a Markdown table
+          user USER --store URL [--password-file F]
+                                        what a user owns: balances, entitlements in force, purchases granted not finished
           demo [--brokers HOST:PORT] [--store URL] [--purchases N] [--users N] [--kill-workers] [--json]
                                         run the four workers on signed purchases and check the books
           bench [--store URL] [--purchases N] [--users N] [--rate R] [--latency-seconds S] [--partitions P] [--json]
@@ -73,6 +75,8 @@ enum IAPCtl {
                 return try await ProduceCommands.tail(rest)
             case "migrate":
                 return try await MigrateCommand.run(rest)
+            case "user":
+                return try await UserCommand.run(rest)
             case "lifecycle":
                 print(Lifecycle.markdownTable())
                 return 0
