@@ -94,8 +94,8 @@ public enum RevokeOutcome: Sendable, Hashable {
 }
 
 public enum ReinstateOutcome: Sendable, Hashable {
-    /// The refund was reversed: the items are granted again and the purchase is finished.
-    case reinstated(ledgerEntryIds: [Int64])
+    /// The refund was reversed: `items` are granted again and the purchase is finished.
+    case reinstated(items: [GrantItem], ledgerEntryIds: [Int64])
     /// The tombstone of a purchase not seen yet is cleared: it is granted as usual when it arrives.
     case tombstoneCleared
     /// Not revoked (never, or reinstated already): nothing changes.

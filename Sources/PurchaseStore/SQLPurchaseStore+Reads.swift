@@ -40,50 +40,51 @@ extension SQLPurchaseStore {
         let dialect = dialect
         return try await executor.run { connection in
             try Self.transaction(connection, dialect) {
-                var holdings = UserHoldings(userId: userId, balances: [:], entitlements: [], pending: [])
-                for row in try connection.query("SELECT currency, amount FROM balances WHERE user_id = $1 ORDER BY currency", [.text(userId)]) {
-                    if let currency = row[0].string, let amount = row[1].int64 { holdings.balances[currency] = amount }
-                }
-                holdings.entitlements = try connection.query("""
-                    SELECT e.entitlement, p.product_id, e.expires_at FROM entitlements e
-                    LEFT JOIN purchases p ON p.store = e.store AND p.transaction_id = e.transaction_id
-                    WHERE e.user_id = $1 AND e.active = 1 AND (e.expires_at IS NULL OR e.expires_at > $2) ORDER BY e.entitlement
-                    """, [.text(userId), .integer(PurchaseTime.milliseconds(now))]).compactMap { row in
-                    row[0].string.map { UserHoldings.Entitlement(entitlement: $0, productId: row[1].string, expiresAt: row[2].int64.map(PurchaseTime.date)) }
-                }
-                holdings.pending = try connection.query("""
+                let pending = try connection.query("""
                     SELECT \(Self.recordColumns) FROM purchases WHERE user_id = $1 AND state = 'granted' ORDER BY purchase_time
                     """, [.text(userId)]).compactMap(Self.record).map {
                     UserHoldings.Pending(store: $0.key.store, transactionId: $0.key.transactionId, productId: $0.productId, productType: $0.productType,
                                          purchasedAt: $0.purchaseTime)
                 }
-                return holdings
+                return UserHoldings(userId: userId, balances: try Self.balances(connection, of: userId),
+                                    entitlements: try Self.entitlementsInForce(connection, of: userId, at: now), pending: pending)
             }
         }
     }
 
     /// A user's currency balances.
     public func balances(of userId: String) async throws -> [String: Int64] {
-        try await executor.run { connection in
-            var balances: [String: Int64] = [:]
-            for row in try connection.query("SELECT currency, amount FROM balances WHERE user_id = $1", [.text(userId)]) {
-                if let currency = row[0].string, let amount = row[1].int64 { balances[currency] = amount }
-            }
-            return balances
-        }
+        try await executor.run { connection in try Self.balances(connection, of: userId) }
     }
 
     /// A user's entitlements in force at `now` and their expiry (nil: no expiry).
     public func entitlements(of userId: String, at now: Date = Date()) async throws -> [String: Date?] {
         try await executor.run { connection in
             var entitlements: [String: Date?] = [:]
-            for row in try connection.query("""
-                SELECT entitlement, expires_at FROM entitlements WHERE user_id = $1 AND active = 1 AND (expires_at IS NULL OR expires_at > $2)
-                """, [.text(userId), .integer(PurchaseTime.milliseconds(now))]) {
+            for entitlement in try Self.entitlementsInForce(connection, of: userId, at: now) {
                 // updateValue: assigning a nil expiry through the subscript would remove the entitlement.
-                if let code = row[0].string { entitlements.updateValue(row[1].int64.map(PurchaseTime.date), forKey: code) }
+                entitlements.updateValue(entitlement.expiresAt, forKey: entitlement.entitlement)
             }
             return entitlements
+        }
+    }
+
+    private static func balances(_ connection: any SQLConnection, of userId: String) throws -> [String: Int64] {
+        var balances: [String: Int64] = [:]
+        for row in try connection.query("SELECT currency, amount FROM balances WHERE user_id = $1", [.text(userId)]) {
+            if let currency = row[0].string, let amount = row[1].int64 { balances[currency] = amount }
+        }
+        return balances
+    }
+
+    /// Active and not expired at `now`, with the product of the purchase that gives each.
+    private static func entitlementsInForce(_ connection: any SQLConnection, of userId: String, at now: Date) throws -> [UserHoldings.Entitlement] {
+        try connection.query("""
+            SELECT e.entitlement, p.product_id, e.expires_at FROM entitlements e
+            LEFT JOIN purchases p ON p.store = e.store AND p.transaction_id = e.transaction_id
+            WHERE e.user_id = $1 AND e.active = 1 AND (e.expires_at IS NULL OR e.expires_at > $2) ORDER BY e.entitlement
+            """, [.text(userId), .integer(PurchaseTime.milliseconds(now))]).compactMap { row in
+            row[0].string.map { UserHoldings.Entitlement(entitlement: $0, productId: row[1].string, expiresAt: row[2].int64.map(PurchaseTime.date)) }
         }
     }
 }

@@ -9,52 +9,47 @@ extension SQLPurchaseStore {
     /// negative: what was already spent is recorded as the shortfall and reported. A purchase not seen yet gets a
     /// tombstone, so that it is refused when it arrives.
     public func revoke(_ key: PurchaseKey, reason: String = "REFUND", at now: Date) async throws -> RevokeOutcome {
-        let dialect = dialect
-        return try await executor.run { connection in
-            try Self.transaction(connection, dialect) {
-                let current = try Self.current(connection, key, dialect)
-                let transition = Lifecycle.transition(from: current.state, on: .revoke, type: current.type)
-                switch transition.outcome {
-                case .repeated: return .alreadyRevoked
-                case .waiting, .refused, .ignored: return .notRevocable(state: current.state)
-                case .applied: break
-                }
-                let at = SQLValue.integer(PurchaseTime.milliseconds(now))
-                if transition.effects.contains(.recordTombstone) {
-                    try connection.query("""
-                        INSERT INTO tombstones (store, transaction_id, reason, revoked_at) VALUES ($1, $2, $3, $4)
-                        ON CONFLICT (store, transaction_id) DO UPDATE SET reason = excluded.reason, revoked_at = excluded.revoked_at, reversed_at = NULL
-                        """, [.text(key.store.rawValue), .text(key.transactionId), .text(reason), at])
-                    return .recordedBeforePurchase
-                }
-                var shortfall: [String: Int64] = [:]
-                if transition.effects.contains(.reverseGrants), let userId = current.userId {
-                    for item in try Self.heldItems(connection, key) {
-                        var missing: Int64 = 0
-                        switch item.kind {
-                        case .currency:
-                            let balance = try connection.query("SELECT amount FROM balances WHERE user_id = $1 AND currency = $2",
-                                                               [.text(userId), .text(item.code)]).first?[0].int64 ?? 0
-                            let taken = min(balance, item.amount)
-                            missing = item.amount - taken
-                            try connection.query("UPDATE balances SET amount = amount - $3 WHERE user_id = $1 AND currency = $2",
-                                                 [.text(userId), .text(item.code), .integer(taken)])
-                            if missing > 0 { shortfall[item.code, default: 0] += missing }
-                        case .entitlement:
-                            // Whoever holds it now (a restore may have moved it), as long as this purchase is what gives it.
-                            try connection.query("UPDATE entitlements SET active = 0 WHERE entitlement = $1 AND store = $2 AND transaction_id = $3",
-                                                 [.text(item.code), .text(key.store.rawValue), .text(key.transactionId)])
-                        }
-                        try connection.query("""
-                            INSERT INTO ledger (store, transaction_id, entry_kind, user_id, item_kind, code, amount, shortfall, created_at)
-                            VALUES ($1, $2, 'revoke', $3, $4, $5, $6, $7, $8)
-                            """, [.text(key.store.rawValue), .text(key.transactionId), .text(userId), .text(item.kind.rawValue), .text(item.code),
-                                  .integer(-item.amount), .integer(missing), at])
-                    }
-                }
-                try Self.setState(connection, key, transition.to, timeColumn: "revoked_at", at: now)
-                return .revoked(shortfall: shortfall)
+        try await decide(key, on: .revoke) { connection, current, transition in
+            switch transition.outcome {
+            case .repeated: return .alreadyRevoked
+            case .waiting, .refused, .ignored: return .notRevocable(state: current.state)
+            case .applied: break
             }
+            let at = SQLValue.integer(PurchaseTime.milliseconds(now))
+            if transition.effects.contains(.recordTombstone) {
+                try connection.query("""
+                    INSERT INTO tombstones (store, transaction_id, reason, revoked_at) VALUES ($1, $2, $3, $4)
+                    ON CONFLICT (store, transaction_id) DO UPDATE SET reason = excluded.reason, revoked_at = excluded.revoked_at, reversed_at = NULL
+                    """, [.text(key.store.rawValue), .text(key.transactionId), .text(reason), at])
+                return .recordedBeforePurchase
+            }
+            var shortfall: [String: Int64] = [:]
+            if transition.effects.contains(.reverseGrants), let userId = current.userId {
+                for item in try Self.heldItems(connection, key) {
+                    var missing: Int64 = 0
+                    switch item.kind {
+                    case .currency:
+                        let balance = try connection.query("SELECT amount FROM balances WHERE user_id = $1 AND currency = $2",
+                                                           [.text(userId), .text(item.code)]).first?[0].int64 ?? 0
+                        let taken = min(balance, item.amount)
+                        missing = item.amount - taken
+                        try connection.query("UPDATE balances SET amount = amount - $3 WHERE user_id = $1 AND currency = $2",
+                                             [.text(userId), .text(item.code), .integer(taken)])
+                        if missing > 0 { shortfall[item.code, default: 0] += missing }
+                    case .entitlement:
+                        // Whoever holds it now (a restore may have moved it), as long as this purchase is what gives it.
+                        try connection.query("UPDATE entitlements SET active = 0 WHERE entitlement = $1 AND store = $2 AND transaction_id = $3",
+                                             [.text(item.code), .text(key.store.rawValue), .text(key.transactionId)])
+                    }
+                    try connection.query("""
+                        INSERT INTO ledger (store, transaction_id, entry_kind, user_id, item_kind, code, amount, shortfall, created_at)
+                        VALUES ($1, $2, 'revoke', $3, $4, $5, $6, $7, $8)
+                        """, [.text(key.store.rawValue), .text(key.transactionId), .text(userId), .text(item.kind.rawValue), .text(item.code),
+                              .integer(-item.amount), .integer(missing), at])
+                }
+            }
+            try Self.setState(connection, key, transition.to, timeColumn: "revoked_at", at: now)
+            return .revoked(shortfall: shortfall)
         }
     }
 
@@ -62,25 +57,21 @@ extension SQLPurchaseStore {
     /// `items` if it was revoked before its grant) and is finished; a tombstone is cleared. Once: a second reversal
     /// changes nothing.
     public func reinstate(_ key: PurchaseKey, items: [GrantItem], at now: Date) async throws -> ReinstateOutcome {
-        let dialect = dialect
-        return try await executor.run { connection in
-            try Self.transaction(connection, dialect) {
-                let current = try Self.current(connection, key, dialect)
-                let transition = Lifecycle.transition(from: current.state, on: .refundReversed, type: current.type)
-                guard transition.outcome == .applied else { return .notRevoked(state: current.state) }
-                if transition.effects.contains(.clearTombstone) {
-                    try connection.query("UPDATE tombstones SET reversed_at = $3 WHERE store = $1 AND transaction_id = $2",
-                                         [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(now))])
-                    return .tombstoneCleared
-                }
-                let original = try Self.ledgerItems(connection, key, kind: "grant")
-                let ids = try Self.apply(original.isEmpty ? items : original, entry: "regrant", connection, key, userId: current.userId ?? "", at: now)
-                try Self.setState(connection, key, transition.to, timeColumn: "finished_at", at: now)
-                // Revoked before its grant: the re-grant is its grant.
-                try connection.query("UPDATE purchases SET granted_at = $3 WHERE store = $1 AND transaction_id = $2 AND granted_at IS NULL",
+        try await decide(key, on: .refundReversed) { connection, current, transition in
+            guard transition.outcome == .applied else { return .notRevoked(state: current.state) }
+            if transition.effects.contains(.clearTombstone) {
+                try connection.query("UPDATE tombstones SET reversed_at = $3 WHERE store = $1 AND transaction_id = $2",
                                      [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(now))])
-                return .reinstated(ledgerEntryIds: ids)
+                return .tombstoneCleared
             }
+            let original = try Self.ledgerItems(connection, key, kind: "grant")
+            let granted = original.isEmpty ? items : original
+            let ids = try Self.apply(granted, entry: "regrant", connection, key, userId: current.userId ?? "", at: now)
+            try Self.setState(connection, key, transition.to, timeColumn: "finished_at", at: now)
+            // Revoked before its grant: the re-grant is its grant.
+            try connection.query("UPDATE purchases SET granted_at = $3 WHERE store = $1 AND transaction_id = $2 AND granted_at IS NULL",
+                                 [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(now))])
+            return .reinstated(items: granted, ledgerEntryIds: ids)
         }
     }
 

@@ -17,19 +17,38 @@ extension SQLPurchaseStore {
         }
     }
 
+    /// A purchase as its lifecycle sees it: its state, owner (nil without a record) and product type.
+    struct CurrentPurchase: Sendable {
+        var state: PurchaseState
+        var userId: String?
+        var type: ProductType
+    }
+
     /// Where a purchase is in its lifecycle (its row locked for this transaction on PostgreSQL): its record's
     /// state, else `revokedUnseen` for a tombstone, else `unseen`.
-    static func current(_ connection: any SQLConnection, _ key: PurchaseKey, _ dialect: Migrations.Dialect)
-        throws -> (state: PurchaseState, userId: String?, type: ProductType, productId: String?) {
+    static func current(_ connection: any SQLConnection, _ key: PurchaseKey, _ dialect: Migrations.Dialect) throws -> CurrentPurchase {
         let lock = dialect == .postgres ? " FOR UPDATE" : ""
-        let row = try connection.query("SELECT state, user_id, product_type, product_id FROM purchases WHERE store = $1 AND transaction_id = $2\(lock)",
+        let row = try connection.query("SELECT state, user_id, product_type FROM purchases WHERE store = $1 AND transaction_id = $2\(lock)",
                                        [.text(key.store.rawValue), .text(key.transactionId)]).first
         if let row, let state = row[0].string.flatMap(PurchaseState.init(rawValue:)) {
-            return (state, row[1].string, row[2].string.flatMap(ProductType.init(rawValue:)) ?? .unknown, row[3].string)
+            return CurrentPurchase(state: state, userId: row[1].string, type: row[2].string.flatMap(ProductType.init(rawValue:)) ?? .unknown)
         }
         let tombstone = try connection.query("SELECT 1 FROM tombstones WHERE store = $1 AND transaction_id = $2 AND reversed_at IS NULL\(lock)",
                                              [.text(key.store.rawValue), .text(key.transactionId)])
-        return (tombstone.isEmpty ? .unseen : .revokedUnseen, nil, .unknown, nil)
+        return CurrentPurchase(state: tombstone.isEmpty ? .unseen : .revokedUnseen, userId: nil, type: .unknown)
+    }
+
+    /// The shape of every state change: one transaction, the purchase as it is (locked), and what the lifecycle says
+    /// `event` does to it; `body` applies that. `type` overrides the recorded type (a purchase being recorded has none).
+    func decide<T: Sendable>(_ key: PurchaseKey, on event: LifecycleEvent, type: ProductType? = nil,
+                             _ body: @escaping @Sendable (any SQLConnection, CurrentPurchase, Transition) throws -> T) async throws -> T {
+        let dialect = dialect
+        return try await executor.run { connection in
+            try Self.transaction(connection, dialect) {
+                let current = try Self.current(connection, key, dialect)
+                return try body(connection, current, Lifecycle.transition(from: current.state, on: event, type: type ?? current.type))
+            }
+        }
     }
 
     /// Inserts the purchase record in `state` (nothing if it exists: the caller decided under the lock).
@@ -76,14 +95,20 @@ extension SQLPurchaseStore {
                     ON CONFLICT (user_id, currency) DO UPDATE SET amount = balances.amount + excluded.amount
                     """, [.text(userId), .text(item.code), .integer(item.amount)])
             case .entitlement:
-                try connection.query("""
-                    INSERT INTO entitlements (user_id, entitlement, store, transaction_id, expires_at, active) VALUES ($1, $2, $3, $4, $5, 1)
-                    ON CONFLICT (user_id, entitlement) DO UPDATE SET store = excluded.store, transaction_id = excluded.transaction_id,
-                        expires_at = excluded.expires_at, active = 1
-                    """, [.text(userId), .text(item.code), .text(key.store.rawValue), .text(key.transactionId), expires])
+                try giveEntitlement(connection, item, to: userId, from: key)
             }
         }
         return ids
+    }
+
+    /// `userId` holds `item`'s entitlement through the purchase `key` (replacing what gave it before).
+    static func giveEntitlement(_ connection: any SQLConnection, _ item: GrantItem, to userId: String, from key: PurchaseKey) throws {
+        try connection.query("""
+            INSERT INTO entitlements (user_id, entitlement, store, transaction_id, expires_at, active) VALUES ($1, $2, $3, $4, $5, 1)
+            ON CONFLICT (user_id, entitlement) DO UPDATE SET store = excluded.store, transaction_id = excluded.transaction_id,
+                expires_at = excluded.expires_at, active = 1
+            """, [.text(userId), .text(item.code), .text(key.store.rawValue), .text(key.transactionId),
+                  item.expiresAt.map { SQLValue.integer(PurchaseTime.milliseconds($0)) } ?? .null])
     }
 
     /// What a purchase grants now per item: its grants and re-grants less what was taken back (in full: a shortfall

@@ -47,17 +47,12 @@ public final class SQLPurchaseStore: Sendable {
     /// Records a verified purchase; a purchase already recorded is left as it is. One whose refund arrived first
     /// (a tombstone) is recorded `revoked` and answers `revokedEarlier`.
     public func recordVerified(_ purchase: PurchaseRecord, at now: Date) async throws -> RecordOutcome {
-        let dialect = dialect
-        return try await executor.run { connection in
-            try Self.transaction(connection, dialect) {
-                let current = try Self.current(connection, purchase.key, dialect)
-                let transition = Lifecycle.transition(from: current.state, on: .verified, type: purchase.productType)
-                guard transition.effects.contains(.recordPurchase) else {
-                    return .existing(state: current.state, userId: current.userId ?? purchase.userId)
-                }
-                try Self.insert(connection, purchase, state: transition.to, reason: transition.to == .revoked ? "revokedEarlier" : nil, at: now)
-                return transition.to == .revoked ? .revokedEarlier : .recorded
+        try await decide(purchase.key, on: .verified, type: purchase.productType) { connection, current, transition in
+            guard transition.effects.contains(.recordPurchase) else {
+                return .existing(state: current.state, userId: current.userId ?? purchase.userId)
             }
+            try Self.insert(connection, purchase, state: transition.to, reason: transition.to == .revoked ? "revokedEarlier" : nil, at: now)
+            return transition.to == .revoked ? .revokedEarlier : .recorded
         }
     }
 
@@ -78,38 +73,29 @@ public final class SQLPurchaseStore: Sendable {
     /// Grants `items` for a verified purchase in one transaction: ledger entries, balances, entitlements,
     /// state `granted`. A purchase granted before answers `alreadyGranted` with the original items.
     public func grant(_ key: PurchaseKey, items: [GrantItem], at now: Date) async throws -> GrantOutcome {
-        let dialect = dialect
-        return try await executor.run { connection in
-            try Self.transaction(connection, dialect) {
-                let current = try Self.current(connection, key, dialect)
-                let transition = Lifecycle.transition(from: current.state, on: .grant, type: current.type)
-                switch transition.outcome {
-                case .applied:
-                    let ids = try Self.apply(items, entry: "grant", connection, key, userId: current.userId ?? "", at: now)
-                    try Self.setState(connection, key, transition.to, timeColumn: "granted_at", at: now)
-                    return .granted(ledgerEntryIds: ids)
-                case .repeated:
-                    return .alreadyGranted(items: try Self.ledgerItems(connection, key, kind: "grant"))
-                case .waiting, .refused, .ignored:
-                    return .notGrantable(state: current.state.isRecorded ? current.state : nil)
-                }
+        try await decide(key, on: .grant) { connection, current, transition in
+            switch transition.outcome {
+            case .applied:
+                let ids = try Self.apply(items, entry: "grant", connection, key, userId: current.userId ?? "", at: now)
+                try Self.setState(connection, key, transition.to, timeColumn: "granted_at", at: now)
+                return .granted(ledgerEntryIds: ids)
+            case .repeated:
+                return .alreadyGranted(items: try Self.ledgerItems(connection, key, kind: "grant"))
+            case .waiting, .refused, .ignored:
+                return .notGrantable(state: current.state.isRecorded ? current.state : nil)
             }
         }
     }
 
     /// Marks a granted purchase finished. Never finishes one that was not granted.
     public func finish(_ key: PurchaseKey, at now: Date) async throws -> FinishOutcome {
-        let dialect = dialect
-        return try await executor.run { connection in
-            try Self.transaction(connection, dialect) {
-                let current = try Self.current(connection, key, dialect)
-                switch Lifecycle.transition(from: current.state, on: .finish, type: current.type) {
-                case let transition where transition.outcome == .applied:
-                    try Self.setState(connection, key, transition.to, timeColumn: "finished_at", at: now)
-                    return .finished
-                case let transition where transition.outcome == .repeated: return .alreadyFinished
-                default: return .notGranted(state: current.state.isRecorded ? current.state : nil)
-                }
+        try await decide(key, on: .finish) { connection, current, transition in
+            switch transition.outcome {
+            case .applied:
+                try Self.setState(connection, key, transition.to, timeColumn: "finished_at", at: now)
+                return .finished
+            case .repeated: return .alreadyFinished
+            case .waiting, .refused, .ignored: return .notGranted(state: current.state.isRecorded ? current.state : nil)
             }
         }
     }

@@ -101,11 +101,11 @@ public struct GranterStage: StoreBackedStage {
         let items = catalog.grants(store: key.store, productId: record.productId, quantity: record.quantity, purchaseDate: record.purchaseTime,
                                    expiresDate: nil) ?? []
         switch try await store.reinstate(key, items: items, at: context.now()) {
-        case .reinstated(let ids):
+        case .reinstated(let granted, let ids):
             context.logger.info("refund reversed: granted again", ["transactionId": key.transactionId])
             return try context.messages([ItemGranted(
                 store: key.store, transactionId: key.transactionId, userId: record.userId, productId: record.productId, productType: record.productType.rawValue,
-                quantity: record.quantity, items: try await store.grantedItems(key).map(GrantedItem.init), alreadyGranted: false, reinstated: true,
+                quantity: record.quantity, items: granted.map(GrantedItem.init), alreadyGranted: false, reinstated: true,
                 ledgerEntryId: ids.first, grantedAt: context.now())])
         case .tombstoneCleared, .notRevoked:
             return .publish([])

@@ -41,10 +41,11 @@ import TestSupport
         _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: Self.t0)
         #expect(try await store.revoke(record.key, at: Self.t0) == .revoked(shortfall: [:]))
         #expect(try await store.balances(of: "user-rr") == ["coins": 0])
-        guard case .reinstated(let ids) = try await store.reinstate(record.key, items: [.currency("coins", 999)], at: Self.t0) else {
+        guard case .reinstated(let granted, let ids) = try await store.reinstate(record.key, items: [.currency("coins", 999)], at: Self.t0) else {
             Issue.record("not reinstated"); return
         }
         #expect(ids.count == 1)
+        #expect(granted == [.currency("coins", 100)])
         #expect(try await store.balances(of: "user-rr") == ["coins": 100], "the original grant, not the fallback items")
         #expect(try await store.reinstate(record.key, items: [], at: Self.t0) == .notRevoked(state: .finished), "once")
         #expect(try await store.balances(of: "user-rr") == ["coins": 100])
