@@ -68,7 +68,7 @@ let package = Package(
         .target(name: "Stages", dependencies: ["PurchaseDomain", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreVerification", "JSON", "JSONSchema", "Crypto"]),
 
         // iap-ingest's API: store webhooks and client submissions to events.
-        .target(name: "Ingest", dependencies: ["Crypto", "HTTPServer", "JSON", "Kafka", "Metrics", "PurchaseEvents", "WorkerRuntime"]),
+        .target(name: "Ingest", dependencies: ["Crypto", "HTTPServer", "JSON", "Kafka", "Metrics", "PurchaseEvents", "PurchaseStore", "WorkerRuntime"]),
 
         // Start-up shared by the worker executables: settings, wiring, signals.
         .target(name: "WorkerApp", dependencies: ["PurchaseDomain", "Ingest", "Database", "Stages", "WorkerRuntime", "Metrics", "HTTPServer", "Kafka", "PurchaseEvents", "PurchaseStore", "StoreVerification",
@@ -80,7 +80,7 @@ let package = Package(
         .executableTarget(name: "iap-ingest", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(
             name: "iapctl",
-            dependencies: ["PurchaseDomain", "Stages", "Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents", "PurchaseStore", "StoreVerification",
+            dependencies: ["PurchaseDomain", "Stages", "Ingest", "Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents", "PurchaseStore", "StoreVerification",
                            "StoreFixtures", "COpenSSL", "CLibPQ", "CSQLite"],
             linkerSettings: rdkafkaLinkerSettings
         ),
@@ -89,7 +89,7 @@ let package = Package(
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], exclude: ["tls_proxy.py"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "StoreVerificationTests", dependencies: ["PurchaseDomain", "StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "IAPCtlTests", dependencies: ["PurchaseDomain", "PurchaseStore", "iapctl", "Kafka", "PurchaseEvents", "JSONSchema", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "JSON",
+        .testTarget(name: "IAPCtlTests", dependencies: ["PurchaseDomain", "PurchaseStore", "iapctl", "Kafka", "PurchaseEvents", "JSONSchema", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "Ingest", "JSON",
                                                         "StoreVerification", "StoreFixtures", "TestSupport"], exclude: ["foreign_producer.py", "deploy_check.py"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "JSONSchemaTests", dependencies: ["JSONSchema", "JSON", "TestSupport"],

@@ -184,3 +184,38 @@ public func constantTimeEquals(_ a: Data, _ b: Data) -> Bool {
     guard a.count == b.count else { return false }
     return zip(a, b).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
 }
+
+extension Data {
+    /// Lower-case hexadecimal text of the bytes (digests, signatures).
+    public var lowercaseHex: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text = [UInt8]()
+        text.reserveCapacity(count * 2)
+        for byte in self {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Bytes from hexadecimal text (either case); nil if it is not.
+    public init?(hex: some StringProtocol) {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(hex.utf8.count / 2)
+        var iterator = hex.utf8.makeIterator()
+        while let high = iterator.next() {
+            guard let low = iterator.next(), let h = Self.nibble(high), let l = Self.nibble(low) else { return nil }
+            bytes.append(h << 4 | l)
+        }
+        self.init(bytes)
+    }
+
+    private static func nibble(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case 0x30...0x39: byte - 0x30
+        case 0x61...0x66: byte - 0x61 + 10
+        case 0x41...0x46: byte - 0x41 + 10
+        default: nil
+        }
+    }
+}

@@ -144,25 +144,3 @@ public final class IngestAPI: Sendable {
         return HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: body)
     }
 }
-
-extension Data {
-    /// Bytes from hexadecimal text; nil if it is not.
-    init?(hex: String) {
-        var bytes: [UInt8] = []
-        var iterator = hex.utf8.makeIterator()
-        while let high = iterator.next() {
-            guard let low = iterator.next(), let h = Self.nibble(high), let l = Self.nibble(low) else { return nil }
-            bytes.append(h << 4 | l)
-        }
-        self.init(bytes)
-    }
-
-    private static func nibble(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case 0x30...0x39: byte - 0x30
-        case 0x61...0x66: byte - 0x61 + 10
-        case 0x41...0x46: byte - 0x41 + 10
-        default: nil
-        }
-    }
-}

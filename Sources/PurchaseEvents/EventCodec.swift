@@ -7,7 +7,7 @@ import Kafka
 /// Hex SHA-256, for ids derived from content.
 enum ContentHash {
     static func hex(_ text: String) -> String { hex(Data(text.utf8)) }
-    static func hex(_ data: Data) -> String { sha256(data).map { String(format: "%02x", $0) }.joined() }
+    static func hex(_ data: Data) -> String { sha256(data).lowercaseHex }
 }
 
 /// Turns events into Kafka messages with CloudEvents 1.0 binary-mode headers, and Kafka messages back

@@ -213,12 +213,16 @@ public struct GrantedItem: Codable, Sendable, Hashable {
     public var code: String
     public var amount: Int64?
     public var expiresAt: Date?
+    /// Currency items: the user's balance of the currency once this event applied (so a backend mirroring events
+    /// need not ask). An entitlement's `expiresAt` is the entitlement's, as it now stands.
+    public var balance: Int64?
 
-    public init(kind: Kind, code: String, amount: Int64? = nil, expiresAt: Date? = nil) {
+    public init(kind: Kind, code: String, amount: Int64? = nil, expiresAt: Date? = nil, balance: Int64? = nil) {
         self.kind = kind
         self.code = code
         self.amount = amount
         self.expiresAt = expiresAt
+        self.balance = balance
     }
 }
 

@@ -69,9 +69,11 @@ public enum RecordOutcome: Sendable, Hashable {
 }
 
 public enum GrantOutcome: Sendable, Hashable {
-    case granted(ledgerEntryIds: [Int64])
-    /// Granted before: nothing changed. The items are those of the original grant.
-    case alreadyGranted(items: [GrantItem])
+    /// `balances`: the user's balance of each currency the grant added to, after it.
+    case granted(ledgerEntryIds: [Int64], balances: [String: Int64])
+    /// Granted before: nothing changed. The items are those of the original grant, `balances` the user's balance of
+    /// their currencies now.
+    case alreadyGranted(items: [GrantItem], balances: [String: Int64])
     /// Not in a state that may be granted (e.g. revoked, refund_due), or unknown.
     case notGrantable(state: PurchaseState?)
 }
@@ -95,7 +97,7 @@ public enum RevokeOutcome: Sendable, Hashable {
 
 public enum ReinstateOutcome: Sendable, Hashable {
     /// The refund was reversed: `items` are granted again and the purchase is finished.
-    case reinstated(items: [GrantItem], ledgerEntryIds: [Int64])
+    case reinstated(items: [GrantItem], ledgerEntryIds: [Int64], balances: [String: Int64])
     /// The tombstone of a purchase not seen yet is cleared: it is granted as usual when it arrives.
     case tombstoneCleared
     /// Not revoked (never, or reinstated already): nothing changes.

@@ -69,7 +69,7 @@ extension SQLPurchaseStore {
         }
     }
 
-    private static func balances(_ connection: any SQLConnection, of userId: String) throws -> [String: Int64] {
+    static func balances(_ connection: any SQLConnection, of userId: String) throws -> [String: Int64] {
         var balances: [String: Int64] = [:]
         for row in try connection.query("SELECT currency, amount FROM balances WHERE user_id = $1", [.text(userId)]) {
             if let currency = row[0].string, let amount = row[1].int64 { balances[currency] = amount }

@@ -66,12 +66,12 @@ extension SQLPurchaseStore {
             }
             let original = try Self.ledgerItems(connection, key, kind: "grant")
             let granted = original.isEmpty ? items : original
-            let ids = try Self.apply(granted, entry: "regrant", connection, key, userId: current.userId ?? "", at: now)
+            let applied = try Self.apply(granted, entry: "regrant", connection, key, userId: current.userId ?? "", at: now)
             try Self.setState(connection, key, transition.to, timeColumn: "finished_at", at: now)
             // Revoked before its grant: the re-grant is its grant.
             try connection.query("UPDATE purchases SET granted_at = $3 WHERE store = $1 AND transaction_id = $2 AND granted_at IS NULL",
                                  [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(now))])
-            return .reinstated(items: granted, ledgerEntryIds: ids)
+            return .reinstated(items: granted, ledgerEntryIds: applied.ledgerEntryIds, balances: applied.balances)
         }
     }
 

@@ -77,9 +77,9 @@ extension SQLPurchaseStore {
     }
 
     /// Ledger entries of kind `entry` (`grant` or `regrant`) for `items`, and the balances and entitlements they give.
-    static func apply(_ items: [GrantItem], entry: String, _ connection: any SQLConnection, _ key: PurchaseKey, userId: String, at now: Date) throws -> [Int64] {
+    static func apply(_ items: [GrantItem], entry: String, _ connection: any SQLConnection, _ key: PurchaseKey, userId: String, at now: Date) throws -> Applied {
         let at = SQLValue.integer(PurchaseTime.milliseconds(now))
-        var ids: [Int64] = []
+        var applied = Applied()
         for item in items {
             let expires = item.expiresAt.map { SQLValue.integer(PurchaseTime.milliseconds($0)) } ?? .null
             let row = try connection.query("""
@@ -87,18 +87,25 @@ extension SQLPurchaseStore {
                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id
                 """, [.text(key.store.rawValue), .text(key.transactionId), .text(entry), .text(userId), .text(item.kind.rawValue), .text(item.code),
                       .integer(item.amount), expires, at])
-            if let id = row.first?[0].int64 { ids.append(id) }
+            if let id = row.first?[0].int64 { applied.ledgerEntryIds.append(id) }
             switch item.kind {
             case .currency:
-                try connection.query("""
+                let balance = try connection.query("""
                     INSERT INTO balances (user_id, currency, amount) VALUES ($1, $2, $3)
-                    ON CONFLICT (user_id, currency) DO UPDATE SET amount = balances.amount + excluded.amount
+                    ON CONFLICT (user_id, currency) DO UPDATE SET amount = balances.amount + excluded.amount RETURNING amount
                     """, [.text(userId), .text(item.code), .integer(item.amount)])
+                applied.balances[item.code] = balance.first?[0].int64
             case .entitlement:
                 try giveEntitlement(connection, item, to: userId, from: key)
             }
         }
-        return ids
+        return applied
+    }
+
+    /// What `apply` wrote: the ledger entries, and the user's balance of each currency it added to, after it.
+    struct Applied {
+        var ledgerEntryIds: [Int64] = []
+        var balances: [String: Int64] = [:]
     }
 
     /// `userId` holds `item`'s entitlement through the purchase `key` (replacing what gave it before).

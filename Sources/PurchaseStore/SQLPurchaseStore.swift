@@ -76,11 +76,15 @@ public final class SQLPurchaseStore: Sendable {
         try await decide(key, on: .grant) { connection, current, transition in
             switch transition.outcome {
             case .applied:
-                let ids = try Self.apply(items, entry: "grant", connection, key, userId: current.userId ?? "", at: now)
+                let applied = try Self.apply(items, entry: "grant", connection, key, userId: current.userId ?? "", at: now)
                 try Self.setState(connection, key, transition.to, timeColumn: "granted_at", at: now)
-                return .granted(ledgerEntryIds: ids)
+                return .granted(ledgerEntryIds: applied.ledgerEntryIds, balances: applied.balances)
             case .repeated:
-                return .alreadyGranted(items: try Self.ledgerItems(connection, key, kind: "grant"))
+                let original = try Self.ledgerItems(connection, key, kind: "grant")
+                let balances = try Self.balances(connection, of: current.userId ?? "").filter { currency, _ in
+                    original.contains { $0.kind == .currency && $0.code == currency }
+                }
+                return .alreadyGranted(items: original, balances: balances)
             case .waiting, .refused, .ignored:
                 return .notGrantable(state: current.state.isRecorded ? current.state : nil)
             }

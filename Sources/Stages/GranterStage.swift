@@ -72,11 +72,11 @@ public struct GranterStage: StoreBackedStage {
         }
         let type = verified.productType.flatMap(ProductType.init(rawValue:)) ?? catalog.product(verified.store, verified.productId)?.type ?? .unknown
         switch try await store.grant(key, items: items, at: context.now()) {
-        case .granted(let ids):
+        case .granted(let ids, let balances):
             context.logger.info("granted", ["transactionId": verified.transactionId, "productId": verified.productId])
-            return try context.messages([granted(verified, type: type, items: items, already: false, ledgerEntryId: ids.first)])
-        case .alreadyGranted(let original):
-            return try context.messages([granted(verified, type: type, items: original, already: true, ledgerEntryId: nil)])
+            return try context.messages([granted(verified, type: type, items: items, balances: balances, already: false, ledgerEntryId: ids.first)])
+        case .alreadyGranted(let original, let balances):
+            return try context.messages([granted(verified, type: type, items: original, balances: balances, already: true, ledgerEntryId: nil)])
         case .notGrantable(let state?):
             return try rejected(verified, reason: state == .refundDue ? "refundDue" : state.rawValue, detail: "purchase is \(state.rawValue)")
         case .notGrantable(nil):
@@ -85,9 +85,10 @@ public struct GranterStage: StoreBackedStage {
         }
     }
 
-    private func granted(_ verified: PurchaseVerifiedEvent, type: ProductType, items: [GrantItem], already: Bool, ledgerEntryId: Int64?) -> ItemGranted {
+    private func granted(_ verified: PurchaseVerifiedEvent, type: ProductType, items: [GrantItem], balances: [String: Int64], already: Bool,
+                         ledgerEntryId: Int64?) -> ItemGranted {
         ItemGranted(store: verified.store, transactionId: verified.transactionId, userId: verified.userId, productId: verified.productId,
-                    productType: type.rawValue, quantity: verified.quantity, items: items.map(GrantedItem.init),
+                    productType: type.rawValue, quantity: verified.quantity, items: items.map { GrantedItem($0, balances: balances) },
                     alreadyGranted: already, ledgerEntryId: ledgerEntryId, grantedAt: context.now())
     }
 
@@ -101,11 +102,11 @@ public struct GranterStage: StoreBackedStage {
         let items = catalog.grants(store: key.store, productId: record.productId, quantity: record.quantity, purchaseDate: record.purchaseTime,
                                    expiresDate: nil) ?? []
         switch try await store.reinstate(key, items: items, at: context.now()) {
-        case .reinstated(let granted, let ids):
+        case .reinstated(let granted, let ids, let balances):
             context.logger.info("refund reversed: granted again", ["transactionId": key.transactionId])
             return try context.messages([ItemGranted(
                 store: key.store, transactionId: key.transactionId, userId: record.userId, productId: record.productId, productType: record.productType.rawValue,
-                quantity: record.quantity, items: granted.map(GrantedItem.init), alreadyGranted: false, reinstated: true,
+                quantity: record.quantity, items: granted.map { GrantedItem($0, balances: balances) }, alreadyGranted: false, reinstated: true,
                 ledgerEntryId: ids.first, grantedAt: context.now())])
         case .tombstoneCleared, .notRevoked:
             return .publish([])

@@ -48,9 +48,10 @@ extension StoreBackedStage {
 }
 
 extension GrantedItem {
-    /// An item of the store's ledger as `item.granted` reports it.
-    init(_ item: GrantItem) {
-        self.init(kind: item.kind == .currency ? .currency : .entitlement, code: item.code, amount: item.kind == .currency ? item.amount : nil,
-                  expiresAt: item.expiresAt)
+    /// An item of the store's ledger as `item.granted` reports it, with the user's resulting balance of its currency.
+    init(_ item: GrantItem, balances: [String: Int64] = [:]) {
+        let currency = item.kind == .currency
+        self.init(kind: currency ? .currency : .entitlement, code: item.code, amount: currency ? item.amount : nil,
+                  expiresAt: item.expiresAt, balance: currency ? balances[item.code] : nil)
     }
 }

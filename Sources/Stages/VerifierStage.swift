@@ -138,7 +138,7 @@ public struct VerifierStage: StoreBackedStage {
         case .transferred(let from, let items):
             context.logger.info("entitlement transferred", ["transactionId": record.key.transactionId, "from": from, "to": submission.userId])
             return ItemGranted(store: record.key.store, transactionId: record.key.transactionId, userId: submission.userId, productId: record.productId,
-                               productType: record.productType.rawValue, quantity: record.quantity, items: items.map(GrantedItem.init),
+                               productType: record.productType.rawValue, quantity: record.quantity, items: items.map { GrantedItem($0) },
                                alreadyGranted: false, transferredFrom: from, grantedAt: context.now())
         case .refused(let owner, _) where record.productType.isEntitlement && restorePolicy == .keep:
             return rejection(submission, Rejection(.storeRejected, "owned by user \(owner) (restore policy keep)"),

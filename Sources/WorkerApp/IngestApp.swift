@@ -3,6 +3,7 @@ import HTTPServer
 import Ingest
 import Kafka
 import PurchaseEvents
+import PurchaseStore
 import WorkerRuntime
 
 extension Workers {
@@ -16,6 +17,11 @@ extension Workers {
                     help: "seconds to wait for the broker's acknowledgement before answering 503 (librdkafka message.timeout.ms)"),
             Setting("--client-secret-file", env: "IAP_INGEST_CLIENT_SECRET_FILE",
                     help: "file with the shared secret for X-IAP-Signature on /v1/purchases (or IAP_INGEST_CLIENT_SECRET); unset: no signature required"),
+            Setting("--store", env: "IAP_STORE_URL",
+                    help: "purchase store to serve GET /v1/users/{userId} from (sqlite:PATH or postgres://…); unset: no read side"),
+            Setting("--store-password-file", env: "IAP_STORE_PASSWORD_FILE", help: "file holding the PostgreSQL password; else PGPASSWORD or ~/.pgpass"),
+            Setting("--read-secret-file", env: "IAP_INGEST_READ_SECRET_FILE",
+                    help: "file with the shared secret that signs GET /v1/users requests (or IAP_INGEST_READ_SECRET); required with --store unless --http-host is a private address"),
         ]
         return await WorkerApp.launch(command: "iap-ingest", summary: "Publishes App Store notifications and client submissions as pipeline events.",
                                       settings: settings) { process in
@@ -24,14 +30,7 @@ extension Workers {
                 guard seconds > 0 else { throw SettingsError("--publish-timeout (IAP_PUBLISH_TIMEOUT) must be positive") }
                 kafka["message.timeout.ms"] = String(Int(seconds * 1000))
             }
-            var secret: Data?
-            if let path = process.settings.string("--client-secret-file") {
-                guard let contents = FileManager.default.contents(atPath: path) else { throw SettingsError("--client-secret-file: cannot read \(path)") }
-                secret = Data(String(decoding: contents, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
-            } else if let value = ProcessInfo.processInfo.environment["IAP_INGEST_CLIENT_SECRET"], !value.isEmpty {
-                secret = Data(value.utf8)
-            }
-            if secret?.isEmpty == true { throw SettingsError("--client-secret-file (IAP_INGEST_CLIENT_SECRET_FILE): the secret is empty") }
+            let secret = try secret(process.settings, file: "--client-secret-file", variable: "IAP_INGEST_CLIENT_SECRET")
             guard let port = try process.settings.int("--http-port"), (0...65535).contains(port) else {
                 throw SettingsError("--http-port (IAP_HTTP_PORT) must be 0–65535")
             }
@@ -41,6 +40,8 @@ extension Workers {
             }
             let publisher = try EventPublisher(codec: process.codec(component: "ingest"), kafka: kafka)
             let api = IngestAPI(configuration: .init(clientSecret: secret), publisher: publisher, logger: process.logger, metrics: process.metrics)
+            let host = process.settings.string("--http-host") ?? "0.0.0.0"
+            let holdings = try readSide(process, host: host)
             let probe = try BrokerProbe(kafka: process.kafka)
             let readiness: @Sendable () async -> Readiness = {
                 let broker = probe.status
@@ -48,10 +49,37 @@ extension Workers {
                 if api.recentlyFailed { return .notReady("a publish was not acknowledged in the last 10 s") }
                 return .ready
             }
-            let http = HTTPServer.Configuration(host: process.settings.string("--http-host") ?? "0.0.0.0", maxBodyBytes: maxBody,
-                                                maxConnections: maxConnections)
-            return WorkerApp.Launch(services: [probe], readiness: readiness, http: (UInt16(port), http, { await api.route($0) }),
+            let http = HTTPServer.Configuration(host: host, maxBodyBytes: maxBody, maxConnections: maxConnections)
+            let routes: OperationsServer.Routes = { request in
+                if let answer = await api.route(request) { return answer }
+                return await holdings?.route(request)
+            }
+            return WorkerApp.Launch(services: [probe], readiness: readiness, http: (UInt16(port), http, routes),
                                     afterStop: { await publisher.shutdown() })
         }
+    }
+
+    /// A shared secret from the file a setting names, else from an environment variable; nil when neither is set.
+    private static func secret(_ settings: Settings, file setting: String, variable: String) throws -> Data? {
+        var secret: Data?
+        if let path = settings.string(setting) {
+            guard let contents = FileManager.default.contents(atPath: path) else { throw SettingsError("\(setting): cannot read \(path)") }
+            secret = Data(String(decoding: contents, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+        } else if let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty {
+            secret = Data(value.utf8)
+        }
+        if secret?.isEmpty == true { throw SettingsError("\(setting): the secret is empty") }
+        return secret
+    }
+
+    /// `GET /v1/users/{userId}` when `--store` is set; refused without a secret on an address others can reach.
+    private static func readSide(_ process: WorkerApp.ProcessEnvironment, host: String) throws -> UserHoldingsAPI? {
+        guard let url = process.settings.string("--store") else { return nil }
+        let secret = try secret(process.settings, file: "--read-secret-file", variable: "IAP_INGEST_READ_SECRET")
+        if secret == nil && !PrivateAddress.contains(host) {
+            throw SettingsError("--store serves what users own: set --read-secret-file (IAP_INGEST_READ_SECRET_FILE) or bind --http-host to a private address (now \(host))")
+        }
+        let password = try process.settings.string("--store-password-file").map(SQLPurchaseStore.password(fromFile:))
+        return UserHoldingsAPI(store: try SQLPurchaseStore(url: url, password: password), secret: secret, logger: process.logger, metrics: process.metrics)
     }
 }

@@ -29,8 +29,9 @@ enum IAPCtl {
                                         apply the purchase store's schema migrations (sqlite:PATH or postgres://…);
                                         --catalog names the product type of purchases recorded before types were kept
           lifecycle                     the purchase lifecycle by product type, as a Markdown table
-          user USER --store URL [--password-file F]
+          user USER (--store URL [--password-file F] | --ingest URL [--read-secret-file F])
                                         what a user owns: balances, entitlements in force, purchases granted not finished
+                                        (from the store, or from iap-ingest's GET /v1/users/{userId} as apps ask it)
           demo [--brokers HOST:PORT] [--store URL] [--purchases N] [--users N] [--kill-workers] [--json]
                                         run the four workers on signed purchases and check the books
           bench [--store URL] [--purchases N] [--users N] [--rate R] [--latency-seconds S] [--partitions P] [--json]

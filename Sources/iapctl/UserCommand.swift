@@ -1,25 +1,51 @@
 import Foundation
-import JSON
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Ingest
 import PurchaseStore
 
-/// `iapctl user USER --store URL [--password-file F]`: what a user owns, as one JSON object (the shape apps get).
+/// `iapctl user USER (--store URL [--password-file F] | --ingest URL [--read-secret-file F])`: what a user owns,
+/// as one JSON object — read from the store, or asked of `iap-ingest`'s `GET /v1/users/{userId}` as an app's
+/// backend asks it (signed when a secret is given).
 enum UserCommand {
     static func run(_ arguments: [String]) async throws -> Int32 {
-        let options = try CommandOptions(arguments, valued: ["--store", "--password-file"])
+        let options = try CommandOptions(arguments, valued: ["--store", "--password-file", "--ingest", "--read-secret-file"])
         guard let userId = options.positional.first, options.positional.count == 1 else { throw UsageError("user: name one user id") }
+        if let ingest = options.string("--ingest") {
+            let secret = try options.string("--read-secret-file").map { path -> Data in
+                guard let contents = FileManager.default.contents(atPath: path) else { throw UsageError("--read-secret-file: cannot read \(path)") }
+                return Data(String(decoding: contents, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+            }
+            let (status, body) = try await fetchHoldings(userId, ingest: ingest, secret: secret)
+            print(String(decoding: body, as: UTF8.self))
+            return status == 200 ? 0 : 1
+        }
         guard let url = options.string("--store") ?? ProcessInfo.processInfo.environment["IAP_STORE_URL"] else {
-            throw UsageError("user: --store URL (or IAP_STORE_URL) is required")
+            throw UsageError("user: --store URL (or IAP_STORE_URL) or --ingest URL is required")
         }
         let password = try (options.string("--password-file") ?? ProcessInfo.processInfo.environment["IAP_STORE_PASSWORD_FILE"])
             .map(SQLPurchaseStore.password(fromFile:))
         let holdings = try await SQLPurchaseStore(url: url, password: password).holdings(of: userId)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            var container = encoder.singleValueContainer()
-            try container.encode(RFC3339.format(date))
-        }
-        print(String(decoding: try encoder.encode(holdings), as: UTF8.self))
+        print(String(decoding: try UserHoldingsAPI.encode(holdings), as: UTF8.self))
         return 0
+    }
+
+    /// `GET {ingest}/v1/users/{userId}`, signed with `secret` when given: the status and the body.
+    static func fetchHoldings(_ userId: String, ingest: String, secret: Data?) async throws -> (status: Int, body: Data) {
+        var allowed = CharacterSet.urlPathAllowed
+        allowed.remove("/")
+        guard let segment = userId.addingPercentEncoding(withAllowedCharacters: allowed),
+              let url = URL(string: ingest.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + UserHoldingsAPI.pathPrefix + segment) else {
+            throw UsageError("--ingest: not a URL: \(ingest)")
+        }
+        var request = URLRequest(url: url)
+        if let secret {
+            for (name, value) in RequestSignature.headers(secret: secret, method: "GET", path: UserHoldingsAPI.pathPrefix + segment) {
+                request.setValue(value, forHTTPHeaderField: name)
+            }
+        }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
     }
 }

@@ -91,7 +91,7 @@ struct IngestTests {
 
         // Client submissions: signed with the shared secret, else 401.
         let submission = Data(#"{"store":"appstore","kind":"signedTransaction","signedTransaction":"\#(try JWSSigner(pki: pki).sign(AppStorePayloads.transaction(transactionId: "9", productId: "coins.100", bundleId: "com.example.coins")))","userId":"u-1","submissionId":"0f8fad5b-d9cb-469f-a165-70867728950e"}"#.utf8)
-        func signature(_ body: Data) -> String { "sha256=" + hmacSHA256(key: Data("s3cret".utf8), data: body).map { String(format: "%02x", $0) }.joined() }
+        func signature(_ body: Data) -> String { "sha256=" + hmacSHA256(key: Data("s3cret".utf8), data: body).lowercaseHex }
         #expect(try await httpRequest(ingest.base + "/v1/purchases", method: "POST", body: submission).status == 401)
         #expect(try await httpRequest(ingest.base + "/v1/purchases", method: "POST", body: submission,
                                       headers: ["X-IAP-Signature": signature(submission + Data(" ".utf8))]).status == 401)

@@ -1,4 +1,6 @@
+import Crypto
 import Foundation
+import Ingest
 import JSON
 import PurchaseDomain
 import PurchaseStore
@@ -37,5 +39,65 @@ import TestSupport
         #expect(entitlements.first?.objectValue?["expiresAt"] == .null, "for good: null, not missing")
         #expect(json["pending"]?.arrayValue?.compactMap { $0.objectValue?["transactionId"]?.stringValue } == ["u-2"])
         #expect(try await VerifyCommandTests.run(["user", "--store", url], input: "").status == 2, "a user id is required")
+
+        try await readSideAnswersTheSameSignedAndRefusesTheRest(url: url, expected: result.lines.last ?? "")
+    }
+
+    /// `iap-ingest --store` answers `GET /v1/users/{userId}` with what `iapctl user` reads from the store, only to
+    /// requests signed for that path within the clock tolerance. (No broker is needed to read.)
+    func readSideAnswersTheSameSignedAndRefusesTheRest(url: String, expected: String) async throws {
+        let secretFile = FileManager.default.temporaryDirectory.appendingPathComponent("read-secret-\(UUID().uuidString)")
+        try Data("r3ad\n".utf8).write(to: secretFile)
+        defer { try? FileManager.default.removeItem(at: secretFile) }
+        let ingest = try ExecutableProcess("iap-ingest", ["--brokers", "127.0.0.1:1", "--http-port", "0", "--http-host", "127.0.0.1",
+                                                          "--store", url, "--read-secret-file", secretFile.path])
+        let base = "http://127.0.0.1:\(try await ingest.httpPort())"
+
+        let asked = try await VerifyCommandTests.run(["user", "user-7", "--ingest", base, "--read-secret-file", secretFile.path], input: "")
+        #expect(asked.status == 0)
+        #expect(asked.lines.last == expected, "the app's answer is the operator's")
+
+        let secret = Data("r3ad".utf8)
+        let path = "/v1/users/user-7"
+        let refused: [(String, [String: String])] = [
+            ("unsigned", [:]),
+            ("signed for another user", RequestSignature.headers(secret: secret, method: "GET", path: "/v1/users/user-8")),
+            ("signed with another secret", RequestSignature.headers(secret: Data("other".utf8), method: "GET", path: path)),
+            ("signed ten minutes ago", RequestSignature.headers(secret: secret, method: "GET", path: path, now: Date().addingTimeInterval(-600))),
+            ("signed with a query it does not carry", RequestSignature.headers(secret: secret, method: "GET", path: path, query: "all=1")),
+        ]
+        for (why, headers) in refused {
+            let answer = try await httpRequest(base + path, headers: headers)
+            #expect(answer.status == 401, "\(why): \(answer.body)")
+            #expect(answer.body.contains("badSignature"), "\(why)")
+        }
+        let signedPost = RequestSignature.headers(secret: secret, method: "POST", path: path)
+        #expect(try await httpRequest(base + path, method: "POST", body: Data(), headers: signedPost).status == 405)
+        let nested = "/v1/users/a/b"
+        #expect(try await httpRequest(base + nested, headers: RequestSignature.headers(secret: secret, method: "GET", path: nested)).status == 400)
+        let someoneElse = try await httpRequest(base + "/v1/users/user-8", headers: RequestSignature.headers(secret: secret, method: "GET", path: "/v1/users/user-8"))
+        #expect(someoneElse.status == 200)
+        #expect(someoneElse.body.contains(#""balances":{}"#), "a user with nothing owns nothing: \(someoneElse.body)")
+        let metrics = try await httpRequest(base + "/metrics").body
+        #expect(metrics.contains(#"iap_ingest_requests_total{route="users",status="401"} 5"#), "\(metrics)")
+        #expect(try await ingest.terminate() == 0)
+
+        // Without a secret it serves only on a private address.
+        let open = try ExecutableProcess("iap-ingest", ["--brokers", "127.0.0.1:1", "--http-port", "0", "--http-host", "0.0.0.0", "--store", url])
+        try await waitUntil("iap-ingest refuses to start") { !open.process.isRunning }
+        #expect(open.process.terminationStatus == 2)
+        #expect(open.log.contains { $0.contains("--read-secret-file") }, "\(open.log)")
+        let local = try ExecutableProcess("iap-ingest", ["--brokers", "127.0.0.1:1", "--http-port", "0", "--http-host", "127.0.0.1", "--store", url])
+        #expect(try await httpRequest("http://127.0.0.1:\(try await local.httpPort())" + path).status == 200)
+        #expect(try await local.terminate() == 0)
+    }
+
+    @Test func privateAddressesAreLoopbackRFC1918LinkLocalAndUniqueLocal() {
+        for host in ["127.0.0.1", "localhost", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "169.254.0.1", "::1", "fd00::1", "fe80::1"] {
+            #expect(PrivateAddress.contains(host), "\(host)")
+        }
+        for host in ["0.0.0.0", "::", "8.8.8.8", "172.32.0.1", "192.169.0.1", "2001:db8::1", "example.com"] {
+            #expect(!PrivateAddress.contains(host), "\(host)")
+        }
     }
 }

@@ -318,6 +318,37 @@ extension StageRetryClassificationTests {
         _ = try await store.recordRejected(rejected, reason: "untrustedChain", at: now)
         #expect(await outcome(try consumed("2", at: now)) == "deadLetter notGranted", "never to be granted")
     }
+
+    /// `item.granted` carries the user's balance once the grant applied, also when it answers a repeat, so a
+    /// backend mirroring events need not ask.
+    @Test func itemGrantedCarriesTheUsersResultingBalance() async throws {
+        let codec = EventCodec(schemas: PipelineTests.schemas, source: "/test")
+        let store = try SQLPurchaseStore(url: "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("b-\(UUID().uuidString).sqlite").path)
+        _ = try await store.migrate()
+        let catalog = try ProductCatalog(contentsOf: TestServices.packageRoot.appendingPathComponent("schemas/examples/catalog.json"), schemas: PipelineTests.schemas)
+        let now = Date()
+        let stage = GranterStage(context: StageContext(codec: codec, logger: Logger(stage: "t", minimum: .error), now: { now }), store: store,
+                                 catalog: catalog, clawBackDueRefunds: false)
+        func grant(_ id: String, _ product: String) async throws -> [GrantedItem] {
+            let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: "u-b", productId: product, quantity: 1, purchaseTime: now)
+            _ = try await store.recordVerified(record, at: now)
+            let verified = PurchaseVerifiedEvent(store: .appstore, transactionId: id, productId: product, quantity: 1, userId: "u-b", purchaseDate: now,
+                                                 source: .client, verifiedAt: now)
+            let message = try codec.message(verified, time: now)
+            guard case .publish(let out) = try await stage.handle(KafkaMessage(topic: message.topic, partition: 0, offset: 0, key: message.key,
+                                                                             value: message.value, headers: message.headers)),
+                  let value = out.first?.value, case .success(let granted) = codec.decodeBody(value, as: ItemGranted.self) else {
+                Issue.record("no item.granted for \(id)"); return []
+            }
+            return granted.items
+        }
+        #expect(try await grant("b-1", "coins.100").map(\.balance) == [100])
+        #expect(try await grant("b-2", "coins.1000").map(\.balance) == [1100], "the balance after this grant, not the amount")
+        #expect(try await grant("b-1", "coins.100").map(\.balance) == [1100], "a repeat answers the balance as it stands")
+        let adfree = try await grant("b-3", "adfree")
+        #expect(adfree.map(\.code) == ["adfree"])
+        #expect(adfree.first?.balance == nil, "an entitlement has no balance")
+    }
 }
 
 extension PipelineTests {

@@ -40,15 +40,16 @@ import TestSupport
         #expect(try await store.finish(record.key, at: Self.t0) == .notGranted(state: .verified), "never finish what was not granted")
 
         let items: [GrantItem] = [.currency("coins", 100), .entitlement("adfree")]
-        guard case .granted(let ids) = try await store.grant(record.key, items: items, at: Self.t0) else { Issue.record("not granted"); return }
+        guard case .granted(let ids, let balances) = try await store.grant(record.key, items: items, at: Self.t0) else { Issue.record("not granted"); return }
         #expect(ids.count == 2)
-        #expect(try await store.grant(record.key, items: items, at: Self.t0) == .alreadyGranted(items: items))
+        #expect(balances == ["coins": 100], "the balance the grant leaves")
+        #expect(try await store.grant(record.key, items: items, at: Self.t0) == .alreadyGranted(items: items, balances: ["coins": 100]))
         #expect(try await store.balances(of: "user-1") == ["coins": 100], "granted exactly once")
         #expect(try await store.entitlements(of: "user-1").keys.sorted() == ["adfree"])
 
         #expect(try await store.finish(record.key, at: Self.t0) == .finished)
         #expect(try await store.finish(record.key, at: Self.t0) == .alreadyFinished)
-        #expect(try await store.grant(record.key, items: items, at: Self.t0) == .alreadyGranted(items: items))
+        #expect(try await store.grant(record.key, items: items, at: Self.t0) == .alreadyGranted(items: items, balances: ["coins": 100]))
         #expect(try await store.recordVerified(record, at: Self.t0) == .existing(state: .finished, userId: "user-1"), "a restore replays it")
         #expect(try await store.balances(of: "user-1") == ["coins": 100])
     }
@@ -64,7 +65,7 @@ import TestSupport
             return try await group.reduce(into: []) { $0.append($1) }
         }
         #expect(outcomes.filter { if case .granted = $0 { true } else { false } }.count == 1)
-        #expect(outcomes.filter { $0 == .alreadyGranted(items: [.currency("coins", 500)]) }.count == 3)
+        #expect(outcomes.filter { $0 == .alreadyGranted(items: [.currency("coins", 500)], balances: ["coins": 500]) }.count == 3)
         #expect(try await stores[0].balances(of: "user-2") == ["coins": 500])
     }
 
