@@ -51,7 +51,7 @@ let package = Package(
         // Store verification: App Store signed data and receipts, AppCoins purchases.
         .target(name: "StoreVerification", dependencies: ["PurchaseDomain", "Crypto", "JSON"]),
         // A test PKI and App Store-shaped signed data, built at run time (tests, demo, benchmarks).
-        .target(name: "StoreFixtures", dependencies: ["Crypto", "JSON", "StoreVerification"]),
+        .target(name: "StoreFixtures", dependencies: ["Crypto", "HTTPServer", "JSON", "StoreVerification"]),
         // A small HTTP/1.1 server: health, metrics, webhooks, and stand-in store APIs in tests.
         .target(name: "HTTPServer"),
         // Prometheus metrics of one process.

@@ -9,6 +9,8 @@ public enum EventType: String, Sendable, CaseIterable {
     case transactionFinished = "transaction.finished"
     case refundDue = "refund.due"
     case purchaseRevoked = "purchase.revoked"
+    case userConsent = "user.consent"
+    case consumptionRequested = "consumption.requested"
     case deadLetter = "deadletter"
 
     /// The default topic name (`iap.` + type); deployments may prefix all topics.

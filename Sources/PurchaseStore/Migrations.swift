@@ -103,6 +103,23 @@ enum Migrations {
             CREATE INDEX ledger_by_purchase ON ledger (store, transaction_id);
             \(dialect == .postgres ? "SELECT setval(pg_get_serial_sequence('ledger', 'id'), COALESCE((SELECT max(id) FROM ledger), 0) + 1, false);" : "")
             """),
+            // Each user's answer to sharing consumption data with the store (the latest decision stands), and how
+            // each of the store's consumption requests was answered or why it was not.
+            (5, """
+            CREATE TABLE consents (
+                user_id TEXT PRIMARY KEY,
+                consumption_data BIGINT NOT NULL,
+                decided_at BIGINT NOT NULL
+            );
+            CREATE TABLE consumption_answers (
+                notification_uuid TEXT PRIMARY KEY,
+                store TEXT NOT NULL,
+                transaction_id TEXT NOT NULL,
+                outcome TEXT NOT NULL,
+                detail TEXT,
+                answered_at BIGINT NOT NULL
+            );
+            """),
         ]
     }
 

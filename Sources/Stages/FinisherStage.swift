@@ -11,7 +11,8 @@ import WorkerRuntime
 /// through the App Store Server API when it is configured; AppCoins has no server call, so its consumables
 /// finish when the app reports `purchase.consumed` (or the store reported them consumed). Non-consumables and
 /// subscriptions are entitlements, complete at their grant: without an API call to make they finish at once
-/// (`entitlementGranted`). Never finishes a purchase that was not granted.
+/// (`entitlementGranted`). Never finishes a purchase that was not granted. It also answers the store's
+/// consumption requests, with the consent users gave through `user.consent` (see `ConsumptionAnswers.swift`).
 public struct FinisherStage: StoreBackedStage {
     public let name = "finisher"
     public let topics: [String]
@@ -22,23 +23,39 @@ public struct FinisherStage: StoreBackedStage {
     /// its partition) before it is dead-lettered as `notGranted`. The report can overtake the grant: the app
     /// and the pipeline run concurrently, and a producer may send it right after the submission.
     let grantWait: TimeInterval
+    /// What the app gives before purchase (a trial, a sample): `sampleContentProvided` in consumption answers.
+    let sampleContentProvided: Bool
 
-    public init(context: StageContext, store: SQLPurchaseStore, appStoreAPI: AppStoreServerAPIClient?, grantWait: TimeInterval = 600) {
+    public init(context: StageContext, store: SQLPurchaseStore, appStoreAPI: AppStoreServerAPIClient?, grantWait: TimeInterval = 600,
+                sampleContentProvided: Bool = false) {
         self.context = context
         self.store = store
         self.appStoreAPI = appStoreAPI
         self.grantWait = grantWait
-        self.topics = [context.codec.topic(.itemGranted), context.codec.topic(.purchaseConsumed)]
+        self.sampleContentProvided = sampleContentProvided
+        self.topics = [EventType.itemGranted, .purchaseConsumed, .userConsent, .consumptionRequested].map(context.codec.topic)
     }
 
     public func handle(_ message: KafkaMessage) async throws -> StageResult {
-        if message.topic == topics.last {
+        switch message.topic {
+        case topics[1]:
             switch context.codec.decode(message, as: PurchaseConsumed.self) {
             case .failure(let invalid): return context.deadLetter(invalid)
             case .success(let consumed):
                 return try await finish(store: consumed.store, transactionId: consumed.transactionId, userId: consumed.userId, method: .consumedByApp,
                                         waitForGrantUntil: consumed.consumedAt.addingTimeInterval(grantWait))
             }
+        case topics[2]:
+            switch context.codec.decode(message, as: UserConsent.self) {
+            case .failure(let invalid): return context.deadLetter(invalid)
+            case .success(let consent): return try await record(consent)
+            }
+        case topics[3]:
+            switch context.codec.decode(message, as: ConsumptionRequested.self) {
+            case .failure(let invalid): return context.deadLetter(invalid)
+            case .success(let request): return try await answer(request)
+            }
+        default: break
         }
         switch context.codec.decode(message, as: ItemGranted.self) {
         case .failure(let invalid): return context.deadLetter(invalid)

@@ -191,7 +191,8 @@ public struct VerifierStage: StoreBackedStage {
         case .restoreGrant: reason = .REFUND_REVERSED
         case .endEntitlement: reason = notification.notificationType == .gracePeriodExpired ? .GRACE_PERIOD_EXPIRED : .EXPIRED
         case .recordPurchase: return try await recordCharge(transaction, notification: notification, received: received)
-        case .recordDecision, .reportConsumption, .acknowledgeTest, .logOnly: return .publish([])
+        case .reportConsumption: return try await consumptionRequested(transaction, notification: notification)
+        case .recordDecision, .acknowledgeTest, .logOnly: return .publish([])
         }
         let owner = try await store.purchase(PurchaseKey(store: .appstore, transactionId: transaction.transactionId))
         return try context.messages([PurchaseRevokedEvent(
@@ -199,6 +200,21 @@ public struct VerifierStage: StoreBackedStage {
             productId: transaction.productId, reason: reason, revocationDate: transaction.revocationDate,
             notificationUUID: notification.notificationUUID, revokedAt: context.now())])
     }
+
+    /// CONSUMPTION_REQUEST: handed to the finisher, which answers with the App Store Server API (with the user's
+    /// consent only) within the 12 hours Apple allows after it signed the notification.
+    private func consumptionRequested(_ transaction: AppStoreTransaction, notification: AppStoreNotification) async throws -> StageResult {
+        let owner = try await store.purchase(PurchaseKey(store: .appstore, transactionId: transaction.transactionId))
+        let requestedAt = notification.signedDate ?? context.now()
+        return try context.messages([ConsumptionRequested(
+            store: .appstore, transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId, userId: owner?.userId,
+            productId: transaction.productId, requestReason: notification.raw["data"]?.objectValue?["consumptionRequestReason"]?.stringValue.map { String($0.prefix(64)) },
+            ownershipType: transaction.inAppOwnershipType.map { String($0.prefix(64)) }, notificationUUID: String(notification.notificationUUID.prefix(64)),
+            requestedAt: requestedAt, answerBy: requestedAt.addingTimeInterval(Self.consumptionAnswerWindow))])
+    }
+
+    /// How long Apple waits for the answer to a CONSUMPTION_REQUEST.
+    static let consumptionAnswerWindow: TimeInterval = 12 * 3600
 
     /// A renewal, a new subscription or a one-time charge the store announces: recorded and answered like a submission
     /// for the user who owns the subscription. One nobody owns yet waits for the app's own submission.

@@ -85,8 +85,11 @@ public enum Workers {
             Setting("--appstore-key-id", env: "IAP_APPSTORE_KEY_ID", help: "In-App Purchase key id"),
             Setting("--appstore-issuer-id", env: "IAP_APPSTORE_ISSUER_ID", help: "App Store Connect issuer id"),
             Setting("--appstore-private-key", env: "IAP_APPSTORE_PRIVATE_KEY_FILE", help: "the In-App Purchase key (.p8 PEM file)"),
+            Setting("--sample-content-provided", env: "IAP_SAMPLE_CONTENT_PROVIDED", default: "false",
+                    help: "answers to the App Store's consumption requests say the app gives a free sample or trial before purchase", isSwitch: true),
         ]
-        return await WorkerApp.main(command: "iap-finisher", summary: "Finishes granted purchases with their store.", settings: settings) { env in
+        return await WorkerApp.main(command: "iap-finisher", summary: "Finishes granted purchases with their store and answers its consumption requests.",
+                                    settings: settings) { env in
             var api: AppStoreServerAPIClient?
             if let url = env.settings.string("--appstore-api-url") {
                 guard let base = URL(string: url) else { throw SettingsError("--appstore-api-url is not a URL") }
@@ -98,7 +101,8 @@ public enum Workers {
                     baseURL: base, keyId: try env.settings.required("--appstore-key-id"), issuerId: try env.settings.required("--appstore-issuer-id"),
                     bundleId: try env.settings.required("--bundle-id"), privateKey: key))
             }
-            return [try env.runner(for: FinisherStage(context: env.context(stage: "finisher"), store: env.store, appStoreAPI: api))]
+            return [try env.runner(for: FinisherStage(context: env.context(stage: "finisher"), store: env.store, appStoreAPI: api,
+                                                      sampleContentProvided: env.settings.flag("--sample-content-provided")))]
         }
     }
 

@@ -92,6 +92,6 @@ extension PipelineTests {
         #expect(reasons.contains { $0.1 == "schemaViolation" }, "the control characters' dead letter: \(reasons)")
         #expect(reasons.contains { $0.1 == "storeRefusedFinish" }, "\(reasons)")
         #expect(try await pipeline.store.purchase(hostileKey)?.state == .granted)
-        #expect(pipeline.finishedByAppStore.value.sorted() == ["7100001"], "no request with the hostile id reached the API")
+        #expect(pipeline.appStore.requests == ["POST /inApps/v1/transactions/7100001/finish"], "no request with the hostile id reached the API")
     }
 }

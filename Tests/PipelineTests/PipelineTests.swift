@@ -28,16 +28,14 @@ struct PipelineTests {
         let store: SQLPurchaseStore
         var runners: [StageRunner]
         var tasks: [Task<Void, any Error>]
-        let finishedByAppStore: Locked<[String]>
-        let server: HTTPServer
+        /// The stand-in App Store Server API the finisher calls.
+        let appStore: AppStoreServerAPIStandIn
         let makeRunner: (Int) throws -> StageRunner
 
-        init(codec: EventCodec, store: SQLPurchaseStore, finishedByAppStore: Locked<[String]>, server: HTTPServer,
-             makeRunner: @escaping (Int) throws -> StageRunner) throws {
+        init(codec: EventCodec, store: SQLPurchaseStore, appStore: AppStoreServerAPIStandIn, makeRunner: @escaping (Int) throws -> StageRunner) throws {
             self.codec = codec
             self.store = store
-            self.finishedByAppStore = finishedByAppStore
-            self.server = server
+            self.appStore = appStore
             self.makeRunner = makeRunner
             runners = try (0..<3).map(makeRunner)
             tasks = runners.map { runner in Task { try await runner.run() } }
@@ -70,17 +68,8 @@ struct PipelineTests {
         let catalog = try ProductCatalog(contentsOf: TestServices.packageRoot.appendingPathComponent("schemas/examples/catalog.json"), schemas: schemas)
         let apiKey = try PrivateKey.generateP256()
         let apiPublicKey = try apiKey.publicKey()
-        let finishedByAppStore = Locked<[String]>([])
-        let server = try HTTPServer(synchronousHandler: { request in
-            // Accept only tokens the developer key signed; record each transaction finished.
-            guard let token = request.header("authorization")?.dropFirst(7), case let parts = token.split(separator: "."), parts.count == 3,
-                  let signature = Base64URL.decode(parts[2]), apiPublicKey.verifyES256(message: Data("\(parts[0]).\(parts[1])".utf8), rawSignature: signature)
-            else { return HTTPResponse(status: 401) }
-            finishedByAppStore.withLock { $0.append(String(request.path.split(separator: "/")[3])) }
-            return HTTPResponse(status: 200)
-        })
-        let api = AppStoreServerAPIClient(configuration: .init(baseURL: URL(string: "http://127.0.0.1:\(server.port)")!, keyId: "K", issuerId: "I",
-                                                               bundleId: bundle, privateKey: apiKey))
+        let appStore = try AppStoreServerAPIStandIn(publicKey: apiPublicKey, keyId: "K", issuerId: "I", bundleId: bundle)
+        let api = AppStoreServerAPIClient(configuration: .init(baseURL: appStore.baseURL, keyId: "K", issuerId: "I", bundleId: bundle, privateKey: apiKey))
         let verifier = try SignedDataVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: bundle, environment: .sandbox))
         let stageNames = ["verifier", "granter", "finisher"]
         let makeRunner: (Int) throws -> StageRunner = { index in
@@ -100,8 +89,8 @@ struct PipelineTests {
             let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
             return StageRunner(stage: stage, consumer: consumer, producer: producer, codec: codec, logger: context.logger)
         }
-        return try Pipeline(codec: EventCodec(schemas: schemas, source: "/test/producer", topicPrefix: prefix), store: store,
-                            finishedByAppStore: finishedByAppStore, server: server, makeRunner: makeRunner)
+        return try Pipeline(codec: EventCodec(schemas: schemas, source: "/test/producer", topicPrefix: prefix), store: store, appStore: appStore,
+                            makeRunner: makeRunner)
     }
 
     @Test(arguments: StoreEngine.available)
@@ -162,7 +151,7 @@ struct PipelineTests {
         #expect(try await pipeline.store.balances(of: "user-9").isEmpty, "forged and unknown products grant nothing")
         let statistics = try await pipeline.store.statistics()
         #expect(statistics.purchasesByState == [.finished: 24, .verified: 1], "the unknown product stays verified for the sweeper: \(statistics)")
-        #expect(pipeline.finishedByAppStore.value.sorted() == (0..<24).map { "\(3_000_000 + $0)" }.sorted(), "Finish Transaction once per purchase")
+        #expect(pipeline.appStore.finished.sorted() == (0..<24).map { "\(3_000_000 + $0)" }.sorted(), "Finish Transaction once per purchase")
         #expect(counters.allSatisfy { ($0["retries"] ?? 0) == 0 }, "\(counters)")
     }
 }
@@ -194,7 +183,7 @@ extension PipelineTests {
         for user in 0..<10 {
             #expect(try await pipeline.store.balances(of: "user-\(user)") == ["coins": 1200], "user-\(user): 12 purchases, each granted once")
         }
-        #expect(Set(pipeline.finishedByAppStore.value).count == total)
+        #expect(Set(pipeline.appStore.finished).count == total)
     }
 }
 

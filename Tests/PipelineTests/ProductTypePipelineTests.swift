@@ -51,7 +51,7 @@ extension PipelineTests {
         }
         try await pipeline.stop()
         #expect(try await pipeline.store.purchase(PurchaseKey(store: .appstore, transactionId: "8100001"))?.state == .granted, "waits for consumption")
-        #expect(pipeline.finishedByAppStore.value.isEmpty, "no API configured")
+        #expect(pipeline.appStore.finished.isEmpty, "no API configured")
         let entitlements = try await pipeline.store.entitlements(of: "user-types")
         #expect(entitlements.keys.sorted() == ["adfree", "pass"])
         #expect(entitlements["adfree"] == .some(nil), "ad-free for good")
@@ -102,7 +102,7 @@ extension PipelineTests {
         #expect(try await pipeline.store.balances(of: "user-r") == ["coins": 1000], "granted again exactly once")
         let audit = try await pipeline.store.audit()
         #expect(audit.balanceMismatches.isEmpty && audit.finishedWithoutGrant.isEmpty, "\(audit.balanceMismatches) \(audit.finishedWithoutGrant)")
-        #expect(pipeline.finishedByAppStore.value == ["8200002"], "the refused purchase is never finished with the store")
+        #expect(pipeline.appStore.finished == ["8200002"], "the refused purchase is never finished with the store")
     }
 
     @Test func aSubscriptionIsExtendedByItsRenewalAndEndedByItsExpiry() async throws {
@@ -134,6 +134,32 @@ extension PipelineTests {
 }
 
 extension PipelineTests {
+    /// Family Sharing: each family member gets a transaction of their own (`FAMILY_SHARED`), granted to the
+    /// member's user like any purchase; a REVOKE of it (the member left the family, sharing stopped) ends the
+    /// member's entitlement and leaves the purchaser's.
+    @Test func aFamilySharedEntitlementIsTheMembersAndARevokeEndsOnlyIt() async throws {
+        let servers = try TestServices.requireBrokers()
+        let pki = try TestPKI.make()
+        let pipeline = try await Self.start(servers: servers, pki: pki, storeURL: try await StoreEngine.sqlite.freshURL())
+        let signer = JWSSigner(pki: pki)
+        let purchased = try signer.sign(AppStorePayloads.transaction(transactionId: "8600001", productId: "adfree", bundleId: Self.bundle, type: .nonConsumable))
+        let shared = try signer.sign(AppStorePayloads.transaction(transactionId: "8600002", productId: "adfree", bundleId: Self.bundle, type: .nonConsumable,
+                                                                  extra: ["inAppOwnershipType": .string("FAMILY_SHARED")]))
+        try await send([try submission(pipeline, purchased, user: "parent"), try submission(pipeline, shared, user: "child")], servers: servers)
+        try await waitUntil("both have ad-free") {
+            let parent = try await pipeline.store.entitlements(of: "parent"), child = try await pipeline.store.entitlements(of: "child")
+            return parent.keys.contains("adfree") && child.keys.contains("adfree")
+        }
+        let revoked = try signer.sign(AppStorePayloads.transaction(transactionId: "8600002", productId: "adfree", bundleId: Self.bundle, type: .nonConsumable,
+                                                                   revocationDate: Date(), extra: ["inAppOwnershipType": .string("FAMILY_SHARED")]))
+        try await send([try notification(pipeline, signer, .revoke, transaction: revoked)], servers: servers)
+        try await waitUntil("the member's sharing ended") { try await pipeline.store.entitlements(of: "child").isEmpty }
+        try await pipeline.stop()
+        #expect(try await pipeline.store.entitlements(of: "parent").keys.sorted() == ["adfree"], "the purchaser keeps it")
+        #expect(try await pipeline.store.purchase(PurchaseKey(store: .appstore, transactionId: "8600001"))?.state == .finished)
+        #expect(try await pipeline.store.purchase(PurchaseKey(store: .appstore, transactionId: "8600002"))?.state == .revoked)
+    }
+
     @Test(arguments: RestorePolicy.allCases)
     func anAdFreeRestoreUnderANewUserIdFollowsTheRestorePolicy(_ policy: RestorePolicy) async throws {
         let servers = try TestServices.requireBrokers()

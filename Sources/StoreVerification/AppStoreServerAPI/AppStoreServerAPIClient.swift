@@ -57,23 +57,46 @@ public final class AppStoreServerAPIClient: Sendable {
 
     /// `POST /inApps/v1/transactions/{transactionId}/finish`: tells the App Store the purchase was delivered.
     public func finishTransaction(_ transactionId: String) async -> Result<Void, Failure> {
-        guard !transactionId.isEmpty, transactionId.allSatisfy({ $0.isNumber || $0.isLetter }) else {
+        await send("POST", path: "inApps/v1/transactions/{}/finish", transactionId: transactionId, body: nil)
+    }
+
+    /// `PUT /inApps/v2/transactions/consumption/{transactionId}` (*Send Consumption Information*): answers a
+    /// `CONSUMPTION_REQUEST` with what the customer received; 202 Accepted on success. Send it only with the
+    /// customer's consent (`customerConsented` must be true) and within 12 hours of the request.
+    public func sendConsumptionInformation(_ transactionId: String, _ consumption: ConsumptionRequest) async -> Result<Void, Failure> {
+        guard consumption.customerConsented else {
+            return .failure(.refused(status: 0, detail: "no consumption information is sent without the customer's consent"))
+        }
+        let body: Data
+        do { body = try consumption.jsonBody() } catch { return .failure(.refused(status: 0, detail: "\(error)")) }
+        return await send("PUT", path: "inApps/v2/transactions/consumption/{}", transactionId: transactionId, body: body)
+    }
+
+    /// One authenticated call for a transaction: `{}` in `path` is the transaction id. 2xx is success; what may pass
+    /// (network, 401/403 — an operator must fix the key —, 429, 5xx) is `unavailable`; the rest is `refused` with
+    /// Apple's `errorCode` and `errorMessage`.
+    private func send(_ method: String, path: String, transactionId: String, body: Data?) async -> Result<Void, Failure> {
+        guard !transactionId.isEmpty, transactionId.utf8.count <= 64, transactionId.allSatisfy({ $0.isASCII && ($0.isNumber || $0.isLetter) }) else {
             return .failure(.refused(status: 0, detail: "invalid transaction id"))
         }
-        let url = configuration.baseURL.appendingPathComponent("inApps/v1/transactions/\(transactionId)/finish")
+        let url = configuration.baseURL.appendingPathComponent(path.replacingOccurrences(of: "{}", with: transactionId))
         var request = URLRequest(url: url, timeoutInterval: configuration.timeout.seconds)
-        request.httpMethod = "POST"
+        request.httpMethod = method
+        if let body {
+            request.httpBody = body
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
         do {
             request.setValue("Bearer \(try currentToken())", forHTTPHeaderField: "Authorization")
         } catch {
             return .failure(.unavailable("cannot sign the API token: \(error)"))
         }
         let status: Int
-        let body: Data
+        let answer: Data
         do {
             let (data, response) = try await session.data(for: request)
             status = (response as? HTTPURLResponse)?.statusCode ?? 0
-            body = data
+            answer = data
         } catch {
             return .failure(.unavailable("App Store Server API: \(error.localizedDescription)"))
         }
@@ -82,7 +105,9 @@ public final class AppStoreServerAPIClient: Sendable {
         case 401, 403, 429, 500...599, 0:
             return .failure(.unavailable("App Store Server API answered HTTP \(status)"))
         default:
-            let detail = JSONValue.parse(Array(body))?.objectValue?["errorMessage"]?.stringValue ?? "HTTP \(status)"
+            let error = JSONValue.parse(Array(answer))?.objectValue
+            var detail = error?["errorMessage"]?.stringValue ?? "HTTP \(status)"
+            if let code = error?["errorCode"]?.int64Value { detail += " (errorCode \(code))" }
             return .failure(.refused(status: status, detail: detail))
         }
     }
