@@ -225,17 +225,12 @@ extension PipelineTests {
     @Test func appCoinsPurchasesFinishWhenTheStoreOrTheAppReportsThemConsumed() async throws {
         let servers = try TestServices.requireBrokers()
         // The AppCoins API as documented: a Google-style ProductPurchase per token.
-        let appCoins = try HTTPServer(synchronousHandler: { request in
-            let token = String(request.path.split(separator: "/").last ?? "")
-            let consumed = token == "tok-consumed" ? 1 : 0
-            guard token.hasPrefix("tok-") else { return HTTPResponse(status: 404) }
-            return HTTPResponse(status: 200, contentType: "application/json", body: """
-                {"purchaseTimeMillis":"\(Int64(Date().timeIntervalSince1970 * 1000))","purchaseState":0,"consumptionState":\(consumed),
-                 "orderId":"order-\(token)","acknowledgementState":0,"purchaseToken":"\(token)","productId":"coins.100","currency":"EUR"}
-                """)
-        })
+        let appCoins = try AppCoinsAPIStandIn(purchases: [
+            "tok-consumed": .init(packageName: "com.example.coins", sku: "coins.100", orderId: "order-tok-consumed", consumptionState: 1),
+            "tok-open": .init(packageName: "com.example.coins", sku: "coins.100", orderId: "order-tok-open"),
+        ])
         let pipeline = try await Self.start(servers: servers, pki: try TestPKI.make(), storeURL: try await StoreEngine.sqlite.freshURL(),
-                                            appCoinsURL: URL(string: "http://127.0.0.1:\(appCoins.port)")!)
+                                            appCoinsURL: appCoins.baseURL)
         let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
         let submissions = try ["tok-consumed", "tok-open", "unknown-token"].map { token in
             try pipeline.codec.message(PurchaseSubmitted(store: .appcoins, kind: .appcoinsPurchase,
