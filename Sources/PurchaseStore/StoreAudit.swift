@@ -7,6 +7,7 @@ import PurchaseDomain
 public struct StoreAudit: Sendable {
     public struct Purchase: Sendable {
         public var state: PurchaseState
+        public var productType: ProductType
         /// Grant entries in the ledger (one per item granted).
         public var grantEntries: Int
         public var grantedAt: Date?
@@ -31,13 +32,13 @@ extension SQLPurchaseStore {
             var audit = StoreAudit()
             for row in try connection.query("""
                 SELECT p.store, p.transaction_id, p.state, (SELECT count(*) FROM ledger l
-                    WHERE l.store = p.store AND l.transaction_id = p.transaction_id AND l.entry_kind = 'grant'), p.granted_at, p.finished_at
+                    WHERE l.store = p.store AND l.transaction_id = p.transaction_id AND l.entry_kind = 'grant'), p.granted_at, p.finished_at, p.product_type
                 FROM purchases p
                 """) {
                 guard let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].string, let state = row[2].string.flatMap(PurchaseState.init(rawValue:)),
                       let entries = row[3].int64 else { continue }
                 audit.purchases[PurchaseKey(store: store, transactionId: id)] = StoreAudit.Purchase(
-                    state: state, grantEntries: Int(entries), grantedAt: row[4].int64.map(PurchaseTime.date), finishedAt: row[5].int64.map(PurchaseTime.date))
+                    state: state, productType: row[6].string.flatMap(ProductType.init(rawValue:)) ?? .unknown, grantEntries: Int(entries), grantedAt: row[4].int64.map(PurchaseTime.date), finishedAt: row[5].int64.map(PurchaseTime.date))
             }
             audit.orphanGrants = try connection.query("""
                 SELECT DISTINCT l.store, l.transaction_id FROM ledger l

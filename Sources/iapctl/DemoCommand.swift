@@ -8,10 +8,12 @@ import PurchaseStore
 import StoreFixtures
 import StoreVerification
 
-/// `iapctl demo`: the whole pipeline as four worker processes on a broker and a store, fed with signed
-/// purchases (duplicates, restores, forgeries, a malformed message, a refund, purchases left unconsumed
-/// past their deadline), then the books: every valid unique purchase granted exactly once, everything
-/// else accounted for. Exit 0 only when they balance.
+/// `iapctl demo`: the whole pipeline as four worker processes and the ingest on a broker and a store. The first
+/// act feeds signed coin purchases (duplicates, restores, forgeries, a malformed message, a refund, purchases left
+/// unconsumed past their deadline); the second plays one story per product type and event order
+/// (`DemoProductTypes`). Then the books: every valid unique purchase granted exactly once, only unconsumed
+/// consumables flagged, everything else accounted for, and every user's holdings read back through
+/// `GET /v1/users/{userId}` as the plan says. Exit 0 only when they balance.
 enum DemoCommand {
     static let bundleId = "com.example.coins"
 
@@ -52,20 +54,28 @@ enum DemoCommand {
         let root = work.appendingPathComponent("root.pem")
         try Data(pki.root.pemRepresentation.utf8).write(to: root)
         let catalog = work.appendingPathComponent("catalog.json")
-        try Data(#"{"products":{"coins.100":{"type":"consumable","currency":"coins","amount":100},"coins.500":{"type":"consumable","currency":"coins","amount":500},"adfree":{"type":"nonConsumable","entitlement":"adfree"}}}"#.utf8).write(to: catalog)
+        try Data(Self.catalog.utf8).write(to: catalog)
+        let started = Date()
+        let types = DemoProductTypes(pki: pki, now: started)
+        let appCoins = try AppCoinsAPIStandIn(purchases: types.appCoinsPurchases)
+        let readSecret = Data(UUID().uuidString.utf8)
+        let readSecretFile = work.appendingPathComponent("read-secret")
+        try readSecret.write(to: readSecretFile)
 
         let workers = try DemoWorkers(directory: work, environment: [
             "KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrapServers ?? "", "IAP_STORE_URL": storeURL, "IAP_TOPIC_PREFIX": prefix,
             "IAP_GROUP_PREFIX": prefix, "IAP_BUNDLE_ID": bundleId, "IAP_ENVIRONMENT": "Sandbox", "IAP_ROOT_CERTIFICATES": root.path,
             "IAP_CATALOG": catalog.path, "IAP_LOG_LEVEL": "warning", "IAP_SCHEMAS_DIR": schemas.directory ?? "",
-            "IAP_SWEEP_INTERVAL": "1", "IAP_CLAW_BACK_DUE_REFUNDS": "false",
+            "IAP_SWEEP_INTERVAL": "1", "IAP_CLAW_BACK_DUE_REFUNDS": "false", "IAP_APPCOINS_URL": appCoins.baseURL.absoluteString,
             // A killed worker's partitions move to its replacement once the group stops hearing from it.
             "KAFKA_SESSION_TIMEOUT_MS": "6000", "KAFKA_HEARTBEAT_INTERVAL_MS": "1000",
         ])
         defer { workers.stopAll() }
         for name in ["iap-verifier", "iap-granter", "iap-finisher"] { try workers.start(name) }
+        // The read side, as apps' backends ask it.
+        try workers.start("iap-ingest", arguments: ["--http-port", "0", "--http-host", "127.0.0.1", "--log-level", "info",
+                                                    "--read-secret-file", readSecretFile.path])
 
-        let started = Date()
         let purchases = try DemoPurchases.make(plan: plan, users: users, pki: pki, now: started)
         let producer = try KafkaProducer(configuration: .init(kafka: kafka))
         let watcher = try DemoWatcher(kafka: kafka, codec: codec)
@@ -113,21 +123,56 @@ enum DemoCommand {
             else { return "revoked \(revoked)/1, refund due \(due)/\(plan.stale), already granted \(counts.alreadyGranted)/\(plan.duplicates + plan.restores)" }
             return nil
         }
+        // The first act's books, before the second act adds to the store and the topics.
         let elapsed = Date().timeIntervalSince(started)
+        var books = try await DemoBooks.check(plan: plan, store: store, counts: watcher.counts, killed: kills > 0)
+
+        // The second act: what was bought decides what happens, in any order.
+        try await types.play(store: store, send: { events in
+            for result in await producer.send(contentsOf: try events.map { try codec.message($0, time: Date()) }) { _ = try result.get() }
+        }, say: say)
+        let secondAct = Date().timeIntervalSince(started) - elapsed
+        let ingest = "http://127.0.0.1:\(try await BenchPipelineCommand.httpPort(logFile: workers.logFile(of: "iap-ingest")))"
+        let expected = purchases.expectedHoldings(refunded: refund.transactionId).merging(types.expected) { _, story in story }
+        books.violations += try await DemoProductTypes.holdingsViolations(expected, ingest: ingest, secret: readSecret)
+        let audit = try await store.audit()
+        let flagged = Set(audit.purchases.filter { $0.value.state == .refundDue }.keys.map(\.transactionId))
+        let stale = Set(purchases.unique.suffix(plan.stale).map(\.transactionId))
+        if flagged != stale || audit.purchases.values.contains(where: { $0.state == .refundDue && $0.productType != .consumable }) {
+            books.violations.append("flagged \(flagged.sorted()), expected only the unconsumed consumables \(stale.sorted())")
+        }
         workers.stopAll()
         await producer.shutdown()
         watcher.stop()
 
-        let books = try await DemoBooks.check(plan: plan, purchases: purchases, store: store, counts: watcher.counts, refunded: refund.transactionId,
-                                              killed: kills > 0)
-        let summary = books.summary(plan: plan, seconds: elapsed, kills: kills)
+        var summary = books.summary(plan: plan, seconds: elapsed, kills: kills)
+        if case .object(var fields) = summary {
+            fields["productTypes"] = DemoProductTypes.countsByType(audit)
+            fields["holdingsReadBack"] = .integer(Int64(expected.count))
+            fields["stories"] = .array(types.expected.keys.sorted().map(JSONValue.string))
+            fields["secondActSeconds"] = .number((secondAct * 10).rounded() / 10)
+            summary = .object(fields)
+        }
         if json {
             print(try VerifyCommand.jsonLine(summary))
         } else {
             print(books.table(plan: plan, seconds: elapsed))
+            print("\n  second act (\((secondAct * 10).rounded() / 10) s): " + types.expected.keys.sorted().joined(separator: ", "))
+            for (type, states) in audit.purchases.values.reduce(into: [String: [String: Int]](), { $0[$1.productType.rawValue, default: [:]][$1.state.rawValue, default: 0] += 1 })
+                .sorted(by: { $0.key < $1.key }) {
+                print("  \(type.padding(toLength: 40, withPad: " ", startingAt: 0)) " + states.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+            }
+            print("  holdings read back by GET /v1/users/{id}: \(expected.count) users")
         }
         return books.violations.isEmpty ? 0 : 1
     }
+
+    /// The demo's catalog: coin packs, ad-free and a monthly pass on the App Store; coins on AppCoins.
+    static let catalog = #"""
+        {"appstore":{"coins.100":{"type":"consumable","currency":"coins","amount":100},"coins.500":{"type":"consumable","currency":"coins","amount":500},
+        "adfree":{"type":"nonConsumable","entitlement":"adfree"},"pass.monthly":{"type":"autoRenewable","entitlement":"pass"}},
+        "appcoins":{"coins.100":{"type":"consumable","currency":"coins","amount":100}}}
+        """#
 
     /// Polls `check` (nil = done, else progress text) twice a second until done or `timeout` seconds.
     static func waitFor(_ say: (String) -> Void, _ what: String, timeout: TimeInterval, _ check: () async throws -> String?) async throws {

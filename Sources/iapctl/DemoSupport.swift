@@ -123,6 +123,15 @@ struct DemoPurchases {
         return DemoPurchases(unique: unique, consumedCount: plan.consumed, firstWave: wave, restores: restores, now: now)
     }
 
+    /// Every user's coins: the sum of their purchases, each counted once, less the refund.
+    func expectedHoldings(refunded: String) -> [String: DemoProductTypes.Holdings] {
+        var expected: [String: DemoProductTypes.Holdings] = [:]
+        for purchase in unique where purchase.transactionId != refunded {
+            expected[purchase.user, default: .init()].balances["coins", default: 0] += purchase.amount
+        }
+        return expected
+    }
+
     var consumptions: [PurchaseConsumed] {
         unique.prefix(consumedCount).map { PurchaseConsumed(store: .appstore, transactionId: $0.transactionId, userId: $0.user, consumedAt: now) }
     }

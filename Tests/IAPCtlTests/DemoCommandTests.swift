@@ -29,6 +29,13 @@ struct DemoCommandTests {
         #expect(summary["refundDue"] == .integer(2))
         #expect(summary["revoked"] == .integer(1))
         #expect(summary["finished"] == .integer(178))
+        // The second act: what was bought decides what happens; every user's holdings read back over HTTP.
+        let types = summary["productTypes"]?.objectValue ?? [:]
+        #expect(types["nonConsumable"] == .object(["finished": .integer(1)]), "ad-free finished at its grant, never flagged, moved by the restore")
+        #expect(types["autoRenewable"] == .object(["finished": .integer(3)]), "two subscriptions and a renewal, never flagged")
+        #expect(types["consumable"] == .object(["finished": .integer(181), "refund_due": .integer(2), "revoked": .integer(2)]),
+                "only unconsumed consumables flagged; the early refund and the first act's refund revoked")
+        #expect(summary["holdingsReadBack"] == .integer(28), "20 users and 8 stories")
     }
 
     /// Workers killed with SIGKILL mid-stream and restarted: redelivered inputs are answered again, and the

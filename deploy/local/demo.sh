@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make demo`: builds the workers, starts the local broker, and runs `iapctl demo` on an SQLite store:
-# four worker processes, 1,000 signed purchases, the books checked at the end (exit 0 only if they
+# the workers and the ingest as processes, 1,000 signed coin purchases and one story per product type, the books checked at the end (exit 0 only if they
 # balance). Arguments pass through: `make demo ARGS=--json`, `ARGS="--purchases 5000"`,
 # `ARGS="--store postgres://…"`.
 set -euo pipefail

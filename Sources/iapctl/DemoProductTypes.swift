@@ -1,0 +1,122 @@
+import Foundation
+import PurchaseDomain
+import PurchaseEvents
+import StoreFixtures
+import StoreVerification
+
+/// The demo's second act: one user per story of what was bought, each a case where a type-blind or
+/// order-blind pipeline would get the money wrong — an ad-free purchase bought two days ago and restored under a
+/// new install's user id, a monthly subscription renewed by `DID_RENEW`, another ended by `EXPIRED`, coins bought
+/// through AppCoins (a stand-in API in the demo process) and through a StoreKit 1 receipt, a refund that arrives
+/// before its purchase, and a refund the App Store reverses. `expected` is what each user owns at the end.
+struct DemoProductTypes {
+    /// What a user owns: currency balances, and entitlements in force with their expiry (nil: for good).
+    struct Holdings: Equatable {
+        var balances: [String: Int64] = [:]
+        var entitlements: [String: Date?] = [:]
+    }
+
+    static let packageName = DemoCommand.bundleId
+    static let adfree = "3100000000001", subscribed = "3100000000011", renewal = "3100000000012", cancelled = "3100000000021"
+    static let receipt = "3100000000031", refundedFirst = "3100000000041", reversed = "3100000000051"
+    static let appCoinsToken = "demo-appcoins-token-1", appCoinsOrder = "demo.appcoins.order.1"
+
+    let now: Date
+    let signer: JWSSigner
+    let receiptSigner: ReceiptSigner
+
+    init(pki: TestPKI, now: Date) {
+        // Whole seconds: expiries are compared with what the store kept, in milliseconds.
+        self.now = Date(timeIntervalSince1970: now.timeIntervalSince1970.rounded(.down))
+        signer = JWSSigner(pki: pki)
+        receiptSigner = ReceiptSigner(pki: pki)
+    }
+
+    private var renewedUntil: Date { now.addingTimeInterval(30 * 86_400 - 3600) }
+
+    /// Each story's user and what `GET /v1/users/{userId}` must answer for them at the end.
+    var expected: [String: Holdings] {
+        [
+            "adfree-install-1": Holdings(), // restored under the new install's id: moved (restore policy transfer)
+            "adfree-install-2": Holdings(entitlements: ["adfree": nil]),
+            "subscriber-renewed": Holdings(entitlements: ["pass": renewedUntil]),
+            "subscriber-expired": Holdings(),
+            "appcoins-player": Holdings(balances: ["coins": 100]),
+            "receipt-player": Holdings(balances: ["coins": 500]),
+            "refund-first": Holdings(),
+            "reversal-player": Holdings(balances: ["coins": 100]),
+        ]
+    }
+
+    /// The AppCoins purchase as the store knows it.
+    var appCoinsPurchases: [String: AppCoinsAPIStandIn.Purchase] {
+        [Self.appCoinsToken: .init(packageName: Self.packageName, sku: "coins.100", orderId: Self.appCoinsOrder, purchaseTime: now)]
+    }
+
+    /// Step 1: the purchases, and a REFUND for a purchase not submitted yet.
+    func purchases() throws -> [any PipelineEvent] {
+        let twoDaysAgo = now.addingTimeInterval(-2 * 86_400)
+        let receipt = try receiptSigner.sign(AppReceipt(
+            bundleId: DemoCommand.bundleId, appVersion: "1", originalAppVersion: "1.0", creationDate: now,
+            inAppPurchases: [InAppPurchaseReceipt(quantity: 1, productId: "coins.500", transactionId: Self.receipt, originalTransactionId: Self.receipt,
+                                                  purchaseDate: now.addingTimeInterval(-60), originalPurchaseDate: now.addingTimeInterval(-60))]))
+        return [
+            try submission(Self.adfree, "adfree", .nonConsumable, user: "adfree-install-1", purchased: twoDaysAgo),
+            try submission(Self.subscribed, "pass.monthly", .autoRenewable, user: "subscriber-renewed", purchased: now.addingTimeInterval(-30 * 86_400 - 3600),
+                           expires: now.addingTimeInterval(-3600)),
+            try submission(Self.cancelled, "pass.monthly", .autoRenewable, user: "subscriber-expired", purchased: now.addingTimeInterval(-20 * 86_400),
+                           expires: now.addingTimeInterval(10 * 86_400)),
+            PurchaseSubmitted(store: .appcoins, kind: .appcoinsPurchase,
+                              appcoins: .init(packageName: Self.packageName, sku: "coins.100", purchaseToken: Self.appCoinsToken),
+                              userId: "appcoins-player", submittedAt: now, source: .client),
+            PurchaseSubmitted(store: .appstore, kind: .appReceipt, receipt: receipt, userId: "receipt-player", submittedAt: now, source: .client),
+            try submission(Self.reversed, "coins.100", .consumable, user: "reversal-player", purchased: now),
+            try notification(.refund, Self.refundedFirst, "coins.100", revoked: true),
+        ]
+    }
+
+    /// Step 2: the restore under a new install's user id, the renewal and the expiry, the apps' consumption reports,
+    /// and the refunded purchase's late submission.
+    func followUps() throws -> [any PipelineEvent] {
+        [
+            try submission(Self.adfree, "adfree", .nonConsumable, user: "adfree-install-2", purchased: now.addingTimeInterval(-2 * 86_400), source: .restore),
+            try notification(.didRenew, Self.renewal, "pass.monthly", original: Self.subscribed, type: .autoRenewable, purchased: now.addingTimeInterval(-3600),
+                             expires: renewedUntil),
+            try notification(.expired, Self.cancelled, "pass.monthly", type: .autoRenewable, purchased: now.addingTimeInterval(-20 * 86_400),
+                             expires: now.addingTimeInterval(10 * 86_400)),
+            PurchaseConsumed(store: .appcoins, transactionId: Self.appCoinsOrder, userId: "appcoins-player", consumedAt: now),
+            PurchaseConsumed(store: .appstore, transactionId: Self.receipt, userId: "receipt-player", consumedAt: now),
+            PurchaseConsumed(store: .appstore, transactionId: Self.reversed, userId: "reversal-player", consumedAt: now),
+            try submission(Self.refundedFirst, "coins.100", .consumable, user: "refund-first", purchased: now.addingTimeInterval(-600)),
+        ]
+    }
+
+    /// Step 3, then 4: the reversed purchase refunded, then the refund reversed.
+    func refund() throws -> any PipelineEvent { try notification(.refund, Self.reversed, "coins.100", revoked: true) }
+    func refundReversed() throws -> any PipelineEvent { try notification(.refundReversed, Self.reversed, "coins.100") }
+
+    private func transaction(_ id: String, _ product: String, original: String? = nil, type: AppStoreProductType, purchased: Date, expires: Date?,
+                             revoked: Bool) throws -> String {
+        try signer.sign(AppStorePayloads.transaction(
+            transactionId: id, originalTransactionId: original, productId: product, bundleId: DemoCommand.bundleId, environment: .sandbox, type: type,
+            purchaseDate: purchased, revocationDate: revoked ? now : nil,
+            extra: expires.map { ["expiresDate": .integer(AppStorePayloads.milliseconds($0))] } ?? [:]))
+    }
+
+    private func submission(_ id: String, _ product: String, _ type: AppStoreProductType, user: String, purchased: Date, expires: Date? = nil,
+                            source: SubmissionSource = .client) throws -> PurchaseSubmitted {
+        PurchaseSubmitted(store: .appstore, kind: .signedTransaction,
+                          signedTransaction: try transaction(id, product, type: type, purchased: purchased, expires: expires, revoked: false),
+                          userId: user, submittedAt: now, source: source)
+    }
+
+    private func notification(_ type: AppStoreNotificationType, _ id: String, _ product: String, original: String? = nil,
+                              type productType: AppStoreProductType = .consumable, purchased: Date? = nil, expires: Date? = nil,
+                              revoked: Bool = false) throws -> StoreNotificationReceived {
+        let signed = try transaction(id, product, original: original, type: productType, purchased: purchased ?? now.addingTimeInterval(-600),
+                                     expires: expires, revoked: revoked)
+        let payload = AppStorePayloads.notification(type: type, bundleId: DemoCommand.bundleId, appAppleId: nil, environment: .sandbox,
+                                                    signedTransactionInfo: signed)
+        return StoreNotificationReceived(signedPayload: try signer.sign(payload), receivedAt: Date())
+    }
+}
