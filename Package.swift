@@ -68,7 +68,7 @@ let package = Package(
         .target(name: "Stages", dependencies: ["PurchaseDomain", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreVerification", "JSON", "JSONSchema", "Crypto"]),
 
         // iap-ingest's API: store webhooks and client submissions to events.
-        .target(name: "Ingest", dependencies: ["Crypto", "HTTPServer", "JSON", "Kafka", "Metrics", "PurchaseEvents", "PurchaseStore", "WorkerRuntime"]),
+        .target(name: "Ingest", dependencies: ["Crypto", "Database", "HTTPServer", "JSON", "Kafka", "Metrics", "PurchaseEvents", "PurchaseStore", "WorkerRuntime"]),
 
         // Start-up shared by the worker executables: settings, wiring, signals.
         .target(name: "WorkerApp", dependencies: ["PurchaseDomain", "Ingest", "Database", "Stages", "WorkerRuntime", "Metrics", "HTTPServer", "Kafka", "PurchaseEvents", "PurchaseStore", "StoreVerification",

@@ -20,13 +20,13 @@ public enum RequestSignature {
 
     /// Why a request's signature was refused.
     public enum Refusal: Error, Equatable, Sendable {
-        case missing, malformedTimestamp, expired, mismatch
+        case missing, malformedTimestamp, expired(tolerance: TimeInterval), mismatch
 
         public var detail: String {
             switch self {
             case .missing: "\(RequestSignature.timestampHeader) and \(RequestSignature.signatureHeader) are required"
             case .malformedTimestamp: "\(RequestSignature.timestampHeader) must be Unix seconds"
-            case .expired: "\(RequestSignature.timestampHeader) is more than \(Int(RequestSignature.defaultTolerance)) s from the server's clock"
+            case .expired(let tolerance): "\(RequestSignature.timestampHeader) is more than \(Int(tolerance)) s from the server's clock"
             case .mismatch: "\(RequestSignature.signatureHeader) is not v1=<hex HMAC-SHA-256 of the canonical request>"
             }
         }
@@ -51,10 +51,18 @@ public enum RequestSignature {
         guard stamp.utf8.count <= 12, stamp.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let timestamp = Int64(stamp) else {
             return .failure(.malformedTimestamp)
         }
-        guard abs(Double(timestamp) - now.timeIntervalSince1970) <= tolerance else { return .failure(.expired) }
+        guard abs(Double(timestamp) - now.timeIntervalSince1970) <= tolerance else { return .failure(.expired(tolerance: tolerance)) }
         guard signature.hasPrefix("v1="), let given = Data(hex: signature.dropFirst(3)) else { return .failure(.mismatch) }
         let expected = hmacSHA256(key: secret, data: canonical(method: request.method, path: request.path, query: request.query,
                                                              timestamp: timestamp, body: request.body))
         return constantTimeEquals(given, expected) ? .success(()) : .failure(.mismatch)
+    }
+}
+
+/// A shared secret as deployments mount it: a file whose surrounding whitespace (a trailing newline) is not part of it.
+public enum SharedSecret {
+    /// The secret in the file at `path`; nil when it cannot be read.
+    public static func read(file path: String) -> Data? {
+        FileManager.default.contents(atPath: path).map { Data(String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8) }
     }
 }

@@ -1,3 +1,4 @@
+import Database
 import Foundation
 import HTTPServer
 import JSON
@@ -11,7 +12,8 @@ import WorkerRuntime
 /// "pending": [purchases granted but not finished]}`.
 ///
 /// With a secret, every request must carry a `RequestSignature`; without one the executable refuses to start
-/// unless it is bound to a private address (see `PrivateAddress`).
+/// unless it is bound to a private address (see `PrivateAddress`) — and then whatever reaches that address (an
+/// ingress forwarding every path) reads any user's holdings: put the secret on anything public.
 public final class UserHoldingsAPI: Sendable {
     public static let pathPrefix = "/v1/users/"
 
@@ -44,13 +46,17 @@ public final class UserHoldingsAPI: Sendable {
             return IngestAPI.error(401, "badSignature", refusal.detail)
         }
         let encoded = request.path.dropFirst(Self.pathPrefix.count)
+        // User ids are what the producer contract allows: no control characters, at most 256 bytes.
         guard !encoded.isEmpty, !encoded.contains("/"), let userId = String(encoded).removingPercentEncoding, !userId.isEmpty,
-              userId.utf8.count <= 256 else {
-            return IngestAPI.error(400, "invalidUserId", "expected /v1/users/{userId}: one percent-encoded path segment of at most 256 bytes")
+              userId.utf8.count <= 256, !userId.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            return IngestAPI.error(400, "invalidUserId", "expected /v1/users/{userId}: one percent-encoded path segment of at most 256 bytes, no control characters")
         }
         do {
             let holdings = try await store.holdings(of: userId, at: now())
             return HTTPResponse(status: 200, headers: ["Content-Type": "application/json", "Cache-Control": "no-store"], body: try Self.encode(holdings))
+        } catch let error as DatabaseError where !error.isRetriable {
+            logger.error("holdings not readable", ["error": error.description])
+            return IngestAPI.error(500, "storeError", "the purchase store refused the read")
         } catch {
             logger.error("holdings not readable", ["error": "\(error)"])
             var response = IngestAPI.error(503, "storeUnavailable", "the purchase store did not answer; retry")

@@ -18,7 +18,7 @@ public struct UserConsent: PipelineEvent, Hashable {
     }
 
     public var messageKey: Data? { Data(userId.utf8) }
-    public var eventID: String { "consent:\(userId):\(Int64((decidedAt.timeIntervalSince1970 * 1000).rounded()))" }
+    public var eventID: String { "consent:\(userId):\(Int64((decidedAt.timeIntervalSince1970 * 1000).rounded())):\(consumptionData ? "yes" : "no")" }
 }
 
 /// `consumption.requested`: the store asks what the customer received of a purchase whose refund they requested
@@ -55,7 +55,8 @@ public struct ConsumptionRequested: PipelineEvent, Hashable {
         self.answerBy = answerBy
     }
 
-    /// Keyed like the purchase's user, so the answer follows the user's consent on the same partition.
-    public var messageKey: Data? { Data((userId ?? "store:\(store.rawValue):\(transactionId)").utf8) }
+    /// Keyed by transaction, so that the store's retries of a request (before and after the purchase is recorded)
+    /// meet on one partition.
+    public var messageKey: Data? { Data("store:\(store.rawValue):\(transactionId)".utf8) }
     public var eventID: String { "consumptionRequested:\(store.rawValue):\(transactionId):\(notificationUUID)" }
 }

@@ -103,9 +103,11 @@ enum Migrations {
             CREATE INDEX ledger_by_purchase ON ledger (store, transaction_id);
             \(dialect == .postgres ? "SELECT setval(pg_get_serial_sequence('ledger', 'id'), COALESCE((SELECT max(id) FROM ledger), 0) + 1, false);" : "")
             """),
-            // Each user's answer to sharing consumption data with the store (the latest decision stands), and how
-            // each of the store's consumption requests was answered or why it was not.
+            // When the app reported a purchase consumed; each user's answer to sharing consumption data with the
+            // store (the latest decision stands); and each of the store's consumption requests, claimed before it is
+            // answered ('sending') so that it is answered once, then how it was answered or why it was not.
             (5, """
+            ALTER TABLE purchases ADD COLUMN consumed_at BIGINT;
             CREATE TABLE consents (
                 user_id TEXT PRIMARY KEY,
                 consumption_data BIGINT NOT NULL,
@@ -117,7 +119,8 @@ enum Migrations {
                 transaction_id TEXT NOT NULL,
                 outcome TEXT NOT NULL,
                 detail TEXT,
-                answered_at BIGINT NOT NULL
+                claimed_at BIGINT NOT NULL,
+                answered_at BIGINT
             );
             """),
         ]

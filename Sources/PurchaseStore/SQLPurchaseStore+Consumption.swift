@@ -2,20 +2,45 @@ import Database
 import Foundation
 import PurchaseDomain
 
-/// Consent to share consumption data, and the answers to the store's consumption requests.
+/// What the store knows about consumption: the app's reports, each user's consent to share consumption data,
+/// and the answers to the store's consumption requests.
 extension SQLPurchaseStore {
-    /// Records `userId`'s answer decided at `decidedAt`, unless a later decision is recorded already (events may
-    /// arrive out of order). Returns whether it now stands.
-    @discardableResult
-    public func recordConsent(userId: String, consumptionData: Bool, decidedAt: Date) async throws -> Bool {
+    /// The app reported `key` consumed at `at` (the first report stands).
+    public func recordConsumed(_ key: PurchaseKey, at: Date) async throws {
+        _ = try await executor.run { connection in
+            try connection.query("UPDATE purchases SET consumed_at = $3 WHERE store = $1 AND transaction_id = $2 AND consumed_at IS NULL",
+                                 [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(at))])
+        }
+    }
+
+    /// What a consumption answer says about `key`: nil when the store has no record of it.
+    public func consumptionFacts(_ key: PurchaseKey) async throws -> ConsumptionFacts? {
         try await executor.run { connection in
+            try connection.query("""
+                SELECT user_id, product_type, state, granted_at, consumed_at, store_consumed FROM purchases WHERE store = $1 AND transaction_id = $2
+                """, [.text(key.store.rawValue), .text(key.transactionId)]).first.flatMap { row in
+                guard let user = row[0].string, let state = row[2].string.flatMap(PurchaseState.init(rawValue:)) else { return nil }
+                return ConsumptionFacts(userId: user, productType: row[1].string.flatMap(ProductType.init(rawValue:)) ?? .unknown, state: state,
+                                        delivered: row[3].int64 != nil, consumed: row[4].int64 != nil || row[5].int64 == 1)
+            }
+        }
+    }
+
+    /// Records `userId`'s answer decided at `decidedAt` (a time ahead of `now` counts as `now`), unless a later
+    /// decision is recorded already (events may arrive out of order); of two decisions at the same time the
+    /// refusal stands. Returns whether this one now stands.
+    @discardableResult
+    public func recordConsent(userId: String, consumptionData: Bool, decidedAt: Date, now: Date = Date()) async throws -> Bool {
+        let at = PurchaseTime.milliseconds(min(decidedAt, now))
+        let value: Int64 = consumptionData ? 1 : 0
+        return try await executor.run { connection in
             try connection.query("""
                 INSERT INTO consents (user_id, consumption_data, decided_at) VALUES ($1, $2, $3)
                 ON CONFLICT (user_id) DO UPDATE SET consumption_data = excluded.consumption_data, decided_at = excluded.decided_at
-                WHERE consents.decided_at < excluded.decided_at
-                """, [.text(userId), .integer(consumptionData ? 1 : 0), .integer(PurchaseTime.milliseconds(decidedAt))])
+                WHERE consents.decided_at < excluded.decided_at OR (consents.decided_at = excluded.decided_at AND excluded.consumption_data = 0)
+                """, [.text(userId), .integer(value), .integer(at)])
             let row = try connection.query("SELECT consumption_data, decided_at FROM consents WHERE user_id = $1", [.text(userId)]).first
-            return row?[0].int64 == (consumptionData ? 1 : 0) && row?[1].int64 == PurchaseTime.milliseconds(decidedAt)
+            return row?[0].int64 == value && row?[1].int64 == at
         }
     }
 
@@ -26,32 +51,93 @@ extension SQLPurchaseStore {
         }
     }
 
-    /// How the consumption request `notificationUUID` was answered (or why not), if it was.
+    /// How the consumption request `notificationUUID` was answered (or why not), if it was; `sending` while claimed.
     public func consumptionAnswer(notificationUUID: String) async throws -> ConsumptionAnswer? {
-        try await executor.run { connection in
-            try connection.query("SELECT outcome, detail, answered_at FROM consumption_answers WHERE notification_uuid = $1",
-                                 [.text(notificationUUID)]).first.flatMap { row in
-                guard let outcome = row[0].string, let at = row[2].int64 else { return nil }
-                return ConsumptionAnswer(outcome: outcome, detail: row[1].string, answeredAt: PurchaseTime.date(at))
+        try await executor.run { connection in try Self.answer(connection, notificationUUID) }
+    }
+
+    /// Claims the consumption request `notificationUUID` about `key` for answering: `claimed` when it is this
+    /// caller's to answer (new, or a claim older than `staleAfter` whose answer may not have gone out), `answered`
+    /// when it was, `inProgress` while another's claim is fresh.
+    public func claimConsumptionRequest(_ key: PurchaseKey, notificationUUID: String, at now: Date, staleAfter: TimeInterval) async throws -> ConsumptionClaim {
+        let dialect = dialect
+        return try await executor.run { connection in
+            try Self.transaction(connection, dialect) {
+                let at = PurchaseTime.milliseconds(now)
+                let inserted = try connection.query("""
+                    INSERT INTO consumption_answers (notification_uuid, store, transaction_id, outcome, claimed_at) VALUES ($1, $2, $3, 'sending', $4)
+                    ON CONFLICT (notification_uuid) DO NOTHING RETURNING notification_uuid
+                    """, [.text(notificationUUID), .text(key.store.rawValue), .text(key.transactionId), .integer(at)])
+                if !inserted.isEmpty { return .claimed }
+                guard let existing = try Self.answer(connection, notificationUUID) else { return .inProgress }
+                guard existing.outcome == ConsumptionAnswer.sending else { return .answered(existing) }
+                let claimed = try connection.query("SELECT claimed_at FROM consumption_answers WHERE notification_uuid = $1",
+                                                   [.text(notificationUUID)]).first?[0].int64 ?? at
+                guard at - claimed >= Int64(staleAfter * 1000) else { return .inProgress }
+                try connection.query("UPDATE consumption_answers SET claimed_at = $2 WHERE notification_uuid = $1", [.text(notificationUUID), .integer(at)])
+                return .claimed
             }
         }
     }
 
-    /// Records how the consumption request `notificationUUID` about `key` was answered; the first record stands.
-    public func recordConsumptionAnswer(_ key: PurchaseKey, notificationUUID: String, outcome: String, detail: String?, at now: Date) async throws {
+    /// Records how a claimed consumption request was answered, or why it was not.
+    public func recordConsumptionAnswer(notificationUUID: String, outcome: String, detail: String?, at now: Date) async throws {
         _ = try await executor.run { connection in
-            try connection.query("""
-                INSERT INTO consumption_answers (notification_uuid, store, transaction_id, outcome, detail, answered_at) VALUES ($1, $2, $3, $4, $5, $6)
-                ON CONFLICT (notification_uuid) DO NOTHING
-                """, [.text(notificationUUID), .text(key.store.rawValue), .text(key.transactionId), .text(outcome), detail.map(SQLValue.text) ?? .null,
-                      .integer(PurchaseTime.milliseconds(now))])
+            try connection.query("UPDATE consumption_answers SET outcome = $2, detail = $3, answered_at = $4 WHERE notification_uuid = $1",
+                                 [.text(notificationUUID), .text(outcome), detail.map(SQLValue.text) ?? .null, .integer(PurchaseTime.milliseconds(now))])
+        }
+    }
+
+    /// Gives up a claim without an answer (the API did not answer): the next attempt may take it at once.
+    public func releaseConsumptionClaim(notificationUUID: String) async throws {
+        _ = try await executor.run { connection in
+            try connection.query("UPDATE consumption_answers SET claimed_at = 0 WHERE notification_uuid = $1 AND outcome = 'sending'", [.text(notificationUUID)])
+        }
+    }
+
+    private static func answer(_ connection: any SQLConnection, _ notificationUUID: String) throws -> ConsumptionAnswer? {
+        try connection.query("SELECT outcome, detail, answered_at FROM consumption_answers WHERE notification_uuid = $1",
+                             [.text(notificationUUID)]).first.flatMap { row in
+            row[0].string.map { ConsumptionAnswer(outcome: $0, detail: row[1].string, answeredAt: row[2].int64.map(PurchaseTime.date)) }
         }
     }
 }
 
-/// What became of one consumption request: `sent`, or why not (`noConsent`, `unknownPurchase`, …).
+/// What a consumption answer may say about a purchase, from the store's books.
+public struct ConsumptionFacts: Sendable, Hashable {
+    public var userId: String
+    public var productType: ProductType
+    public var state: PurchaseState
+    /// Granted at some point (whatever happened since).
+    public var delivered: Bool
+    /// The app (or the store) reported it consumed.
+    public var consumed: Bool
+
+    public init(userId: String, productType: ProductType, state: PurchaseState, delivered: Bool, consumed: Bool) {
+        self.userId = userId
+        self.productType = productType
+        self.state = state
+        self.delivered = delivered
+        self.consumed = consumed
+    }
+}
+
+/// What became of one consumption request: `sending` while claimed, then `sent` or why not (`noConsent`, …).
 public struct ConsumptionAnswer: Sendable, Hashable {
+    public static let sending = "sending"
     public var outcome: String
     public var detail: String?
-    public var answeredAt: Date
+    public var answeredAt: Date?
+
+    public init(outcome: String, detail: String?, answeredAt: Date?) {
+        self.outcome = outcome
+        self.detail = detail
+        self.answeredAt = answeredAt
+    }
+}
+
+public enum ConsumptionClaim: Sendable, Hashable {
+    case claimed
+    case answered(ConsumptionAnswer)
+    case inProgress
 }

@@ -39,7 +39,7 @@ extension SQLPurchaseStore {
     public func holdings(of userId: String, at now: Date = Date()) async throws -> UserHoldings {
         let dialect = dialect
         return try await executor.run { connection in
-            try Self.transaction(connection, dialect) {
+            try Self.transaction(connection, dialect, readOnly: true) {
                 let pending = try connection.query("""
                     SELECT \(Self.recordColumns) FROM purchases WHERE user_id = $1 AND state = 'granted' ORDER BY purchase_time
                     """, [.text(userId)]).compactMap(Self.record).map {

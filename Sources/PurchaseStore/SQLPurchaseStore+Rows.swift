@@ -4,9 +4,16 @@ import PurchaseDomain
 
 /// The store's SQL building blocks, run on the executor's queue inside the caller's transaction.
 extension SQLPurchaseStore {
-    static func transaction<T>(_ connection: any SQLConnection, _ dialect: Migrations.Dialect, _ body: () throws -> T) throws -> T {
-        // SQLite: take the write lock up front, so that two processes cannot both read then write.
-        try connection.query(dialect == .sqlite ? "BEGIN IMMEDIATE" : "BEGIN")
+    /// `readOnly`: a snapshot for reads that takes no write lock (SQLite: a deferred transaction, which WAL serves
+    /// from one snapshot; PostgreSQL: REPEATABLE READ READ ONLY, so every statement sees the same state).
+    static func transaction<T>(_ connection: any SQLConnection, _ dialect: Migrations.Dialect, readOnly: Bool = false, _ body: () throws -> T) throws -> T {
+        // SQLite writers: take the write lock up front, so that two processes cannot both read then write.
+        switch (dialect, readOnly) {
+        case (.sqlite, false): try connection.query("BEGIN IMMEDIATE")
+        case (.sqlite, true): try connection.query("BEGIN")
+        case (.postgres, false): try connection.query("BEGIN")
+        case (.postgres, true): try connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        }
         do {
             let result = try body()
             try connection.query("COMMIT")

@@ -25,14 +25,17 @@ public struct FinisherStage: StoreBackedStage {
     let grantWait: TimeInterval
     /// What the app gives before purchase (a trial, a sample): `sampleContentProvided` in consumption answers.
     let sampleContentProvided: Bool
+    /// How long after the store's request an answer waits for consent decisions still on their way.
+    let consentGrace: TimeInterval
 
     public init(context: StageContext, store: SQLPurchaseStore, appStoreAPI: AppStoreServerAPIClient?, grantWait: TimeInterval = 600,
-                sampleContentProvided: Bool = false) {
+                sampleContentProvided: Bool = false, consentGrace: TimeInterval = 60) {
         self.context = context
         self.store = store
         self.appStoreAPI = appStoreAPI
         self.grantWait = grantWait
         self.sampleContentProvided = sampleContentProvided
+        self.consentGrace = consentGrace
         self.topics = [EventType.itemGranted, .purchaseConsumed, .userConsent, .consumptionRequested].map(context.codec.topic)
     }
 
@@ -42,6 +45,8 @@ public struct FinisherStage: StoreBackedStage {
             switch context.codec.decode(message, as: PurchaseConsumed.self) {
             case .failure(let invalid): return context.deadLetter(invalid)
             case .success(let consumed):
+                // Kept apart from finishing: with the App Store API a purchase is finished at its grant, before it is used.
+                try await store.recordConsumed(PurchaseKey(store: consumed.store, transactionId: consumed.transactionId), at: consumed.consumedAt)
                 return try await finish(store: consumed.store, transactionId: consumed.transactionId, userId: consumed.userId, method: .consumedByApp,
                                         waitForGrantUntil: consumed.consumedAt.addingTimeInterval(grantWait))
             }

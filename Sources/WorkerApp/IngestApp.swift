@@ -17,11 +17,12 @@ extension Workers {
                     help: "seconds to wait for the broker's acknowledgement before answering 503 (librdkafka message.timeout.ms)"),
             Setting("--client-secret-file", env: "IAP_INGEST_CLIENT_SECRET_FILE",
                     help: "file with the shared secret for X-IAP-Signature on /v1/purchases (or IAP_INGEST_CLIENT_SECRET); unset: no signature required"),
-            Setting("--store", env: "IAP_STORE_URL",
-                    help: "purchase store to serve GET /v1/users/{userId} from (sqlite:PATH or postgres://…); unset: no read side"),
+            Setting("--read-side", env: "IAP_INGEST_READ_SIDE", default: "false",
+                    help: "serve GET /v1/users/{userId} (what a user owns) from --store", isSwitch: true),
+            Setting("--store", env: "IAP_STORE_URL", help: "purchase store of the read side (sqlite:PATH or postgres://…; a read-only role suffices)"),
             Setting("--store-password-file", env: "IAP_STORE_PASSWORD_FILE", help: "file holding the PostgreSQL password; else PGPASSWORD or ~/.pgpass"),
             Setting("--read-secret-file", env: "IAP_INGEST_READ_SECRET_FILE",
-                    help: "file with the shared secret that signs GET /v1/users requests (or IAP_INGEST_READ_SECRET); required with --store unless --http-host is a private address"),
+                    help: "file with the shared secret that signs GET /v1/users requests (or IAP_INGEST_READ_SECRET); required with --read-side unless --http-host is a private address"),
         ]
         return await WorkerApp.launch(command: "iap-ingest", summary: "Publishes App Store notifications and client submissions as pipeline events.",
                                       settings: settings) { process in
@@ -63,8 +64,8 @@ extension Workers {
     private static func secret(_ settings: Settings, file setting: String, variable: String) throws -> Data? {
         var secret: Data?
         if let path = settings.string(setting) {
-            guard let contents = FileManager.default.contents(atPath: path) else { throw SettingsError("\(setting): cannot read \(path)") }
-            secret = Data(String(decoding: contents, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+            guard let contents = SharedSecret.read(file: path) else { throw SettingsError("\(setting): cannot read \(path)") }
+            secret = contents
         } else if let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty {
             secret = Data(value.utf8)
         }
@@ -72,12 +73,14 @@ extension Workers {
         return secret
     }
 
-    /// `GET /v1/users/{userId}` when `--store` is set; refused without a secret on an address others can reach.
+    /// `GET /v1/users/{userId}` with `--read-side` (an explicit choice: deployments hand `IAP_STORE_URL` to every
+    /// executable); refused without a secret on an address others can reach.
     private static func readSide(_ process: WorkerApp.ProcessEnvironment, host: String) throws -> UserHoldingsAPI? {
-        guard let url = process.settings.string("--store") else { return nil }
+        guard process.settings.flag("--read-side") else { return nil }
+        guard let url = process.settings.string("--store") else { throw SettingsError("--read-side needs --store (IAP_STORE_URL)") }
         let secret = try secret(process.settings, file: "--read-secret-file", variable: "IAP_INGEST_READ_SECRET")
         if secret == nil && !PrivateAddress.contains(host) {
-            throw SettingsError("--store serves what users own: set --read-secret-file (IAP_INGEST_READ_SECRET_FILE) or bind --http-host to a private address (now \(host))")
+            throw SettingsError("--read-side serves what users own: set --read-secret-file (IAP_INGEST_READ_SECRET_FILE) or bind --http-host to a private address (now \(host))")
         }
         let password = try process.settings.string("--store-password-file").map(SQLPurchaseStore.password(fromFile:))
         return UserHoldingsAPI(store: try SQLPurchaseStore(url: url, password: password), secret: secret, logger: process.logger, metrics: process.metrics)

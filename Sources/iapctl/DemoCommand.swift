@@ -73,7 +73,7 @@ enum DemoCommand {
         defer { workers.stopAll() }
         for name in ["iap-verifier", "iap-granter", "iap-finisher"] { try workers.start(name) }
         // The read side, as apps' backends ask it.
-        try workers.start("iap-ingest", arguments: ["--http-port", "0", "--http-host", "127.0.0.1", "--log-level", "info",
+        try workers.start("iap-ingest", arguments: ["--http-port", "0", "--http-host", "127.0.0.1", "--log-level", "info", "--read-side",
                                                     "--read-secret-file", readSecretFile.path])
 
         let purchases = try DemoPurchases.make(plan: plan, users: users, pki: pki, now: started)

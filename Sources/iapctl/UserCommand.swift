@@ -14,8 +14,8 @@ enum UserCommand {
         guard let userId = options.positional.first, options.positional.count == 1 else { throw UsageError("user: name one user id") }
         if let ingest = options.string("--ingest") {
             let secret = try options.string("--read-secret-file").map { path -> Data in
-                guard let contents = FileManager.default.contents(atPath: path) else { throw UsageError("--read-secret-file: cannot read \(path)") }
-                return Data(String(decoding: contents, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+                guard let contents = SharedSecret.read(file: path) else { throw UsageError("--read-secret-file: cannot read \(path)") }
+                return contents
             }
             let (status, body) = try await fetchHoldings(userId, ingest: ingest, secret: secret)
             print(String(decoding: body, as: UTF8.self))

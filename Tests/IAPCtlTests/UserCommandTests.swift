@@ -50,7 +50,7 @@ import TestSupport
         try Data("r3ad\n".utf8).write(to: secretFile)
         defer { try? FileManager.default.removeItem(at: secretFile) }
         let ingest = try ExecutableProcess("iap-ingest", ["--brokers", "127.0.0.1:1", "--http-port", "0", "--http-host", "127.0.0.1",
-                                                          "--store", url, "--read-secret-file", secretFile.path])
+                                                          "--read-side", "--store", url, "--read-secret-file", secretFile.path])
         let base = "http://127.0.0.1:\(try await ingest.httpPort())"
 
         let asked = try await VerifyCommandTests.run(["user", "user-7", "--ingest", base, "--read-secret-file", secretFile.path], input: "")
@@ -78,18 +78,29 @@ import TestSupport
         let someoneElse = try await httpRequest(base + "/v1/users/user-8", headers: RequestSignature.headers(secret: secret, method: "GET", path: "/v1/users/user-8"))
         #expect(someoneElse.status == 200)
         #expect(someoneElse.body.contains(#""balances":{}"#), "a user with nothing owns nothing: \(someoneElse.body)")
+        let control = "/v1/users/a%00b"
+        #expect(try await httpRequest(base + control, headers: RequestSignature.headers(secret: secret, method: "GET", path: control)).status == 400,
+                "control characters are no user id (and PostgreSQL would refuse them)")
         let metrics = try await httpRequest(base + "/metrics").body
         #expect(metrics.contains(#"iap_ingest_requests_total{route="users",status="401"} 5"#), "\(metrics)")
         #expect(try await ingest.terminate() == 0)
 
-        // Without a secret it serves only on a private address.
-        let open = try ExecutableProcess("iap-ingest", ["--brokers", "127.0.0.1:1", "--http-port", "0", "--http-host", "0.0.0.0", "--store", url])
+
+        // Without a secret it serves only on a private address; without --read-side not at all, whatever the store.
+        let noSecret = ["IAP_INGEST_READ_SECRET": ""] // whatever the caller's environment holds
+        let open = try ExecutableProcess("iap-ingest", ["--brokers", "127.0.0.1:1", "--http-port", "0", "--http-host", "0.0.0.0", "--read-side", "--store", url],
+                                         environment: noSecret)
         try await waitUntil("iap-ingest refuses to start") { !open.process.isRunning }
         #expect(open.process.terminationStatus == 2)
         #expect(open.log.contains { $0.contains("--read-secret-file") }, "\(open.log)")
-        let local = try ExecutableProcess("iap-ingest", ["--brokers", "127.0.0.1:1", "--http-port", "0", "--http-host", "127.0.0.1", "--store", url])
+        let local = try ExecutableProcess("iap-ingest", ["--brokers", "127.0.0.1:1", "--http-port", "0", "--http-host", "127.0.0.1", "--read-side", "--store", url],
+                                          environment: noSecret)
         #expect(try await httpRequest("http://127.0.0.1:\(try await local.httpPort())" + path).status == 200)
         #expect(try await local.terminate() == 0)
+        let off = try ExecutableProcess("iap-ingest", ["--brokers", "127.0.0.1:1", "--http-port", "0", "--http-host", "0.0.0.0", "--store", url],
+                                        environment: noSecret)
+        #expect(try await httpRequest("http://127.0.0.1:\(try await off.httpPort())" + path).status == 404, "a shared IAP_STORE_URL alone serves nothing")
+        #expect(try await off.terminate() == 0)
     }
 
     @Test func privateAddressesAreLoopbackRFC1918LinkLocalAndUniqueLocal() {

@@ -85,7 +85,8 @@ extension AppStoreServerAPIClientTests {
 
         let undelivered = await client.sendConsumptionInformation("2000000778", ConsumptionRequest(
             customerConsented: true, deliveryStatus: .undeliveredOther, sampleContentProvided: false, consumptionPercentage: 50_000))
-        #expect(undelivered.failure == .refused(status: 400, detail: "HTTP 400"), "a share consumed of what was not delivered is malformed")
+        #expect(undelivered.failure == .refused(status: 0, detail: "consumptionPercentage must be 0…100000, and 0 unless delivered"),
+                "a share consumed of what was not delivered is refused before it is sent")
         let badStatus = await client.sendConsumptionInformation("2000000779", ConsumptionRequest(
             customerConsented: true, deliveryStatus: .init(rawValue: "LOST"), sampleContentProvided: false))
         #expect(badStatus.failure == .refused(status: 400, detail: "Invalid request. (errorCode 4000036)"))
@@ -93,7 +94,9 @@ extension AppStoreServerAPIClientTests {
         let withoutConsent = await client.sendConsumptionInformation("2000000780", ConsumptionRequest(
             customerConsented: false, deliveryStatus: .delivered, sampleContentProvided: false))
         guard case .failure(.refused(status: 0, _)) = withoutConsent else { Issue.record("sent without consent: \(withoutConsent)"); return }
-        #expect(appStore.consumptions.count == 1, "nothing more reached the App Store")
+        #expect(appStore.requests.filter { $0.hasPrefix("PUT ") } == ["PUT /inApps/v2/transactions/consumption/2000000777",
+                                                                      "PUT /inApps/v2/transactions/consumption/2000000779"],
+                "what the client refuses itself, and the one without consent, never reached the App Store")
     }
 }
 

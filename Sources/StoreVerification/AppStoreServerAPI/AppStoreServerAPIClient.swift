@@ -67,9 +67,12 @@ public final class AppStoreServerAPIClient: Sendable {
         guard consumption.customerConsented else {
             return .failure(.refused(status: 0, detail: "no consumption information is sent without the customer's consent"))
         }
-        let body: Data
-        do { body = try consumption.jsonBody() } catch { return .failure(.refused(status: 0, detail: "\(error)")) }
-        return await send("PUT", path: "inApps/v2/transactions/consumption/{}", transactionId: transactionId, body: body)
+        if let percentage = consumption.consumptionPercentage {
+            guard (0...100_000).contains(percentage), consumption.deliveryStatus == .delivered || percentage == 0 else {
+                return .failure(.refused(status: 0, detail: "consumptionPercentage must be 0…100000, and 0 unless delivered"))
+            }
+        }
+        return await send("PUT", path: "inApps/v2/transactions/consumption/{}", transactionId: transactionId, body: consumption.jsonBody())
     }
 
     /// One authenticated call for a transaction: `{}` in `path` is the transaction id. 2xx is success; what may pass
@@ -102,7 +105,7 @@ public final class AppStoreServerAPIClient: Sendable {
         }
         switch status {
         case 200...299: return .success(())
-        case 401, 403, 429, 500...599, 0:
+        case 401, 403, 408, 429, 500...599, 0:
             return .failure(.unavailable("App Store Server API answered HTTP \(status)"))
         default:
             let error = JSONValue.parse(Array(answer))?.objectValue

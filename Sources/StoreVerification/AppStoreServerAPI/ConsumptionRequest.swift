@@ -46,7 +46,7 @@ public struct ConsumptionRequest: Sendable, Hashable {
     }
 
     /// The JSON body, fields absent when nil.
-    public func jsonBody() throws -> Data {
+    public func jsonBody() -> Data {
         var object: [String: JSONValue] = [
             "customerConsented": .bool(customerConsented), "deliveryStatus": .string(deliveryStatus.rawValue),
             "sampleContentProvided": .bool(sampleContentProvided),
@@ -55,6 +55,7 @@ public struct ConsumptionRequest: Sendable, Hashable {
         if let refundPreference { object["refundPreference"] = .string(refundPreference.rawValue) }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        return try encoder.encode(JSONValue.object(object))
+        // Booleans, strings and integers: encoding cannot fail.
+        return (try? encoder.encode(JSONValue.object(object))) ?? Data("{}".utf8)
     }
 }

@@ -1,0 +1,113 @@
+import Crypto
+import Foundation
+import JSON
+import Kafka
+import PurchaseDomain
+import PurchaseEvents
+import PurchaseStore
+import Stages
+import StoreFixtures
+import StoreVerification
+import Testing
+import TestSupport
+import WorkerRuntime
+
+/// The finisher's answer to each kind of consumption request, stage by stage (no broker): what it tells the
+/// stand-in App Store Server API, and why it tells nothing.
+extension StageRetryClassificationTests {
+    struct AnsweringFinisher {
+        let store: SQLPurchaseStore
+        let codec = EventCodec(schemas: PipelineTests.schemas, source: "/test")
+        let appStore: AppStoreServerAPIStandIn
+        let stage: FinisherStage
+        let now = Date()
+
+        init(failWith: Int? = nil, withAPI: Bool = true, consentGrace: TimeInterval = 0) async throws {
+            store = try SQLPurchaseStore(url: "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("ca-\(UUID().uuidString).sqlite").path)
+            _ = try await store.migrate()
+            let key = try PrivateKey.generateP256()
+            appStore = try AppStoreServerAPIStandIn(publicKey: try key.publicKey(), keyId: "K", issuerId: "I", bundleId: PipelineTests.bundle, failWith: failWith)
+            let api = AppStoreServerAPIClient(configuration: .init(baseURL: appStore.baseURL, keyId: "K", issuerId: "I", bundleId: PipelineTests.bundle,
+                                                                   privateKey: key))
+            let now = self.now
+            stage = FinisherStage(context: StageContext(codec: codec, logger: Logger(stage: "t", minimum: .error), now: { now }), store: store,
+                                  appStoreAPI: withAPI ? api : nil, consentGrace: consentGrace)
+        }
+
+        /// A purchase of `user` in `state` (verified, granted or finished), reported consumed or not.
+        func purchase(_ id: String, _ product: String, _ type: ProductType, user: String = "u", granted: Bool = true, consumed: Bool = false) async throws {
+            let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: user, productId: product, productType: type,
+                                        quantity: 1, purchaseTime: now)
+            _ = try await store.recordVerified(record, at: now)
+            if granted { _ = try await store.grant(record.key, items: [type == .consumable ? .currency("coins", 100) : .entitlement("e")], at: now) }
+            if consumed { try await store.recordConsumed(record.key, at: now) }
+        }
+
+        /// Handles a request for `id`; its outcome as recorded (or "retry" when it is to be retried).
+        func request(_ id: String, ownership: String = "PURCHASED", requestedAt: Date? = nil) async throws -> String {
+            let uuid = UUID().uuidString.lowercased()
+            let requested = requestedAt ?? now.addingTimeInterval(-120)
+            let event = ConsumptionRequested(store: .appstore, transactionId: id, ownershipType: ownership, notificationUUID: uuid, requestedAt: requested,
+                                             answerBy: requested.addingTimeInterval(12 * 3600))
+            let message = try codec.message(event, time: now)
+            do {
+                _ = try await stage.handle(KafkaMessage(topic: message.topic, partition: 0, offset: 0, key: message.key, value: message.value,
+                                                        headers: message.headers))
+            } catch where stage.isTransient(error) {
+                return "retry"
+            }
+            return try await store.consumptionAnswer(notificationUUID: uuid)?.outcome ?? "unrecorded"
+        }
+    }
+
+    @Test func eachRequestIsAnsweredAsTheStoreKnowsThePurchaseOrNotAtAllWithTheReason() async throws {
+        let finisher = try await AnsweringFinisher()
+        try await finisher.store.recordConsent(userId: "u", consumptionData: true, decidedAt: finisher.now.addingTimeInterval(-3600))
+        try await finisher.purchase("1", "coins.100", .consumable, consumed: true)
+        try await finisher.purchase("2", "coins.100", .consumable)
+        try await finisher.purchase("3", "adfree", .nonConsumable)
+        try await finisher.purchase("4", "coins.100", .consumable, granted: false)
+        try await finisher.purchase("5", "pass.monthly", .autoRenewable)
+        try await finisher.purchase("6", "coins.100", .consumable, user: "no-consent")
+        for id in ["1", "2", "3", "4", "5"] { #expect(try await finisher.request(id) == "sent", "\(id)") }
+        #expect(try await finisher.request("3", ownership: "FAMILY_SHARED") == "familyShared")
+        #expect(try await finisher.request("6") == "noConsent")
+        #expect(try await finisher.request("99") == "unknownPurchase")
+        #expect(try await finisher.request("1", requestedAt: finisher.now.addingTimeInterval(-13 * 3600)) == "pastDeadline")
+
+        let bodies = Dictionary(uniqueKeysWithValues: finisher.appStore.consumptions.map { ($0.transactionId, $0.body) })
+        func expected(_ status: String, _ percentage: Int64?) -> [String: JSONValue] {
+            var body: [String: JSONValue] = ["customerConsented": .bool(true), "deliveryStatus": .string(status), "sampleContentProvided": .bool(false)]
+            body["consumptionPercentage"] = percentage.map(JSONValue.integer)
+            return body
+        }
+        #expect(bodies["1"] == expected("DELIVERED", 100_000), "reported consumed by the app")
+        #expect(bodies["2"] == expected("DELIVERED", 0), "delivered, never reported consumed")
+        #expect(bodies["3"] == expected("DELIVERED", nil), "no share claimed for an entitlement")
+        #expect(bodies["4"] == expected("UNDELIVERED_OTHER", 0), "verified, never granted")
+        #expect(bodies["5"] == expected("DELIVERED", nil), "the API takes no share for a subscription")
+        #expect(finisher.appStore.requests.count == 5, "nothing else reached the App Store: \(finisher.appStore.requests)")
+    }
+
+    @Test func withoutCredentialsARefusalOrAnOutageTheRequestIsRecordedOrRetried() async throws {
+        let noAPI = try await AnsweringFinisher(withAPI: false)
+        try await noAPI.store.recordConsent(userId: "u", consumptionData: true, decidedAt: noAPI.now)
+        try await noAPI.purchase("1", "coins.100", .consumable)
+        #expect(try await noAPI.request("1") == "noAPICredentials")
+
+        let refused = try await AnsweringFinisher(failWith: 404)
+        try await refused.store.recordConsent(userId: "u", consumptionData: true, decidedAt: refused.now)
+        try await refused.purchase("1", "coins.100", .consumable)
+        #expect(try await refused.request("1") == "refusedByStore")
+
+        let down = try await AnsweringFinisher(failWith: 503)
+        try await down.store.recordConsent(userId: "u", consumptionData: true, decidedAt: down.now)
+        try await down.purchase("1", "coins.100", .consumable)
+        #expect(try await down.request("1") == "retry", "retried on its partition until the deadline")
+
+        let waiting = try await AnsweringFinisher(consentGrace: 60)
+        try await waiting.purchase("1", "coins.100", .consumable)
+        #expect(try await waiting.request("1", requestedAt: waiting.now) == "retry", "consent decisions still on their way are waited for")
+        #expect(waiting.appStore.requests.isEmpty)
+    }
+}

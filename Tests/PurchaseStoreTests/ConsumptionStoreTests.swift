@@ -1,0 +1,66 @@
+import Foundation
+import PurchaseDomain
+import PurchaseStore
+import Testing
+import TestSupport
+
+/// Consent and consumption requests as the store keeps them, on both engines.
+@Suite struct ConsumptionStoreTests {
+    static let t0 = Date(timeIntervalSince1970: 1_764_400_000)
+
+    func store(_ engine: StoreEngine) async throws -> SQLPurchaseStore {
+        let store = try SQLPurchaseStore(url: try await engine.freshURL())
+        try await store.migrate()
+        return store
+    }
+
+    @Test(arguments: StoreEngine.available) func theLatestConsentStandsAndATieIsARefusal(_ engine: StoreEngine) async throws {
+        let store = try await store(engine)
+        #expect(try await store.consumptionDataConsent(of: "u") == nil, "never asked")
+        #expect(try await store.recordConsent(userId: "u", consumptionData: true, decidedAt: Self.t0, now: Self.t0))
+        #expect(try await !store.recordConsent(userId: "u", consumptionData: false, decidedAt: Self.t0.addingTimeInterval(-60), now: Self.t0),
+                "an earlier decision arriving late changes nothing")
+        #expect(try await store.consumptionDataConsent(of: "u") == true)
+        #expect(try await store.recordConsent(userId: "u", consumptionData: false, decidedAt: Self.t0, now: Self.t0), "same time: the refusal stands")
+        #expect(try await !store.recordConsent(userId: "u", consumptionData: true, decidedAt: Self.t0, now: Self.t0), "and stays")
+        #expect(try await store.consumptionDataConsent(of: "u") == false)
+        // A decision stamped in the future counts as made now, so it cannot shut out the decisions that follow.
+        #expect(try await store.recordConsent(userId: "u", consumptionData: true, decidedAt: Self.t0.addingTimeInterval(86_400), now: Self.t0.addingTimeInterval(1)))
+        #expect(try await store.recordConsent(userId: "u", consumptionData: false, decidedAt: Self.t0.addingTimeInterval(2), now: Self.t0.addingTimeInterval(2)))
+        #expect(try await store.consumptionDataConsent(of: "u") == false)
+    }
+
+    @Test(arguments: StoreEngine.available) func aConsumptionRequestIsClaimedOnceAndAStaleClaimIsTakenOver(_ engine: StoreEngine) async throws {
+        let store = try await store(engine)
+        let key = PurchaseKey(store: .appstore, transactionId: "c-1")
+        #expect(try await store.claimConsumptionRequest(key, notificationUUID: "n-1", at: Self.t0, staleAfter: 300) == .claimed)
+        #expect(try await store.claimConsumptionRequest(key, notificationUUID: "n-1", at: Self.t0.addingTimeInterval(10), staleAfter: 300) == .inProgress)
+        #expect(try await store.claimConsumptionRequest(key, notificationUUID: "n-1", at: Self.t0.addingTimeInterval(301), staleAfter: 300) == .claimed,
+                "the first attempt died after claiming")
+        try await store.releaseConsumptionClaim(notificationUUID: "n-1")
+        #expect(try await store.claimConsumptionRequest(key, notificationUUID: "n-1", at: Self.t0.addingTimeInterval(302), staleAfter: 300) == .claimed,
+                "a released claim is taken at once")
+        try await store.recordConsumptionAnswer(notificationUUID: "n-1", outcome: "sent", detail: "DELIVERED", at: Self.t0.addingTimeInterval(303))
+        let answered = ConsumptionAnswer(outcome: "sent", detail: "DELIVERED", answeredAt: Self.t0.addingTimeInterval(303))
+        #expect(try await store.claimConsumptionRequest(key, notificationUUID: "n-1", at: Self.t0.addingTimeInterval(9_999), staleAfter: 300) == .answered(answered))
+        #expect(try await store.consumptionAnswer(notificationUUID: "n-1") == answered)
+        #expect(try await store.claimConsumptionRequest(key, notificationUUID: "n-2", at: Self.t0, staleAfter: 300) == .claimed, "another request of the same purchase")
+    }
+
+    @Test(arguments: StoreEngine.available) func consumptionFactsTellDeliveryFromConsumption(_ engine: StoreEngine) async throws {
+        let store = try await store(engine)
+        let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: "f-1"), userId: "u", productId: "coins.100", productType: .consumable,
+                                    quantity: 1, purchaseTime: Self.t0)
+        #expect(try await store.consumptionFacts(record.key) == nil)
+        _ = try await store.recordVerified(record, at: Self.t0)
+        #expect(try await store.consumptionFacts(record.key)?.delivered == false)
+        _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: Self.t0)
+        _ = try await store.finish(record.key, at: Self.t0)
+        #expect(try await store.consumptionFacts(record.key) == ConsumptionFacts(userId: "u", productType: .consumable, state: .finished, delivered: true, consumed: false),
+                "finished with the store is not consumed")
+        try await store.recordConsumed(record.key, at: Self.t0)
+        #expect(try await store.consumptionFacts(record.key)?.consumed == true)
+        _ = try await store.revoke(record.key, at: Self.t0)
+        #expect(try await store.consumptionFacts(record.key)?.delivered == true, "refunded since, but it was delivered")
+    }
+}
