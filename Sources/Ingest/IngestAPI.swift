@@ -72,8 +72,10 @@ public final class IngestAPI: Sendable {
     }
 
     private func notification(_ request: HTTPRequest) async -> HTTPResponse {
-        guard let body = JSONValue.parse(request.body)?.objectValue else {
-            return Self.error(400, "invalidJSON", "the body must be a JSON object (at most 128 levels deep)")
+        let body: [String: JSONValue]
+        switch Self.jsonObject(request.body) {
+        case .success(let object): body = object
+        case .failure(let refusal): return refusal
         }
         guard let payload = body["signedPayload"]?.stringValue else {
             return Self.error(400, "missingSignedPayload", "expected {\"signedPayload\": \"<JWS>\"}")
@@ -92,8 +94,10 @@ public final class IngestAPI: Sendable {
                 return Self.error(401, "badSignature", "\(Self.signatureHeader) must be sha256=<hex HMAC-SHA-256 of the body>")
             }
         }
-        guard var body = JSONValue.parse(request.body)?.objectValue else {
-            return Self.error(400, "invalidJSON", "the body must be a JSON object (at most 128 levels deep)")
+        var body: [String: JSONValue]
+        switch Self.jsonObject(request.body) {
+        case .success(let object): body = object
+        case .failure(let refusal): return refusal
         }
         // What a client cannot know or need not say: filled in here, then the whole checked against the schema.
         if body["submittedAt"] == nil { body["submittedAt"] = .string(RFC3339.format(Date())) }
@@ -121,6 +125,20 @@ public final class IngestAPI: Sendable {
             var response = Self.error(503, "brokerUnavailable", "the event was not acknowledged; retry (the same content keeps the same id)")
             response.headers["Retry-After"] = "5"
             return response
+        }
+    }
+
+    /// A request body read as a JSON object, or the 400 that says why it is not one.
+    enum JSONBody {
+        case success([String: JSONValue])
+        case failure(HTTPResponse)
+    }
+
+    static func jsonObject(_ body: Data) -> JSONBody {
+        switch JSONValue.parseDocument(body) {
+        case .success(.object(let object)): return .success(object)
+        case .success: return .failure(error(400, "invalidJSON", "the body must be a JSON object"))
+        case .failure(let parse): return .failure(error(400, parse.reason, "the body must be a JSON object: \(parse)"))
         }
     }
 

@@ -1,9 +1,13 @@
 /// A small, strict JSON parser over UTF-8 bytes, with a nesting limit (no recursion bombs).
-/// Integers that fit in `Int64` stay exact; other numbers are `Double`.
+/// Integers that fit in `Int64` stay exact; other numbers are `Double`. An object that names a key twice is
+/// refused: parsers disagree on which value wins (Foundation keeps the first, most keep the last), so a schema
+/// could check one value while a decoder uses the other.
 struct JSONParser {
     let bytes: UnsafeBufferPointer<UInt8>
     let maxDepth: Int
     var index = 0
+    /// Why parsing stopped, when it was for a reason more specific than malformed JSON.
+    var failure: JSONParseError?
 
     init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
         self.bytes = bytes
@@ -18,7 +22,11 @@ struct JSONParser {
 
     private mutating func parseValue(depth: Int) -> JSONValue? {
         skipWhitespace()
-        guard index < bytes.count, depth <= maxDepth else { return nil }
+        guard index < bytes.count else { return nil }
+        guard depth <= maxDepth else {
+            failure = .tooDeep(maxDepth)
+            return nil
+        }
         switch bytes[index] {
         case UInt8(ascii: "{"): return parseObject(depth: depth + 1)
         case UInt8(ascii: "["): return parseArray(depth: depth + 1)
@@ -40,7 +48,10 @@ struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), let key = parseString() else { return nil }
             skipWhitespace()
             guard consume(UInt8(ascii: ":")), let value = parseValue(depth: depth) else { return nil }
-            object[key] = value
+            guard object.updateValue(value, forKey: key) == nil else {
+                failure = .duplicateKey(String(key.prefix(64)))
+                return nil
+            }
             skipWhitespace()
             if consume(UInt8(ascii: ",")) { continue }
             return consume(UInt8(ascii: "}")) ? .object(object) : nil
@@ -183,6 +194,33 @@ struct JSONParser {
             case 0x20, 0x09, 0x0A, 0x0D: index += 1
             default: return
             }
+        }
+    }
+}
+
+/// Why a document is not accepted as JSON.
+public enum JSONParseError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// Not JSON (RFC 8259) at byte `offset`.
+    case malformed(offset: Int)
+    /// An object names `key` twice.
+    case duplicateKey(String)
+    /// Nested deeper than the limit.
+    case tooDeep(Int)
+
+    /// A short reason, as dead letters and HTTP errors carry it.
+    public var reason: String {
+        switch self {
+        case .malformed: "invalidJSON"
+        case .duplicateKey: "duplicateKey"
+        case .tooDeep: "tooDeep"
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .malformed(let offset): "not JSON (at byte \(offset))"
+        case .duplicateKey(let key): "an object names the key '\(key)' twice"
+        case .tooDeep(let limit): "nested deeper than \(limit) levels"
         }
     }
 }

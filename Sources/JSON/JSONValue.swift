@@ -11,13 +11,19 @@ public enum JSONValue: Sendable, Hashable, Codable {
     case array([JSONValue])
     case object([String: JSONValue])
 
-    /// Parses a JSON document (RFC 8259, UTF-8); `nil` for anything that is not valid JSON or nests
-    /// deeper than `maxDepth`.
+    /// Parses a JSON document (RFC 8259, UTF-8); `nil` for anything that is not valid JSON, names a key twice in
+    /// an object, or nests deeper than `maxDepth`.
     public static func parse(_ data: some Collection<UInt8>, maxDepth: Int = 128) -> JSONValue? {
+        try? parseDocument(data, maxDepth: maxDepth).get()
+    }
+
+    /// Parses a JSON document, or says why it is not accepted.
+    public static func parseDocument(_ data: some Collection<UInt8>, maxDepth: Int = 128) -> Result<JSONValue, JSONParseError> {
         var bytes = Array(data)
         return bytes.withUnsafeMutableBufferPointer { buffer in
             var parser = JSONParser(bytes: UnsafeBufferPointer(buffer), maxDepth: maxDepth)
-            return parser.parseDocument()
+            if let value = parser.parseDocument() { return .success(value) }
+            return .failure(parser.failure ?? .malformed(offset: min(parser.index, buffer.count)))
         }
     }
 

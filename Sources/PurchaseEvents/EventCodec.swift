@@ -72,8 +72,10 @@ public struct EventCodec: Sendable {
     /// 128 levels deep, the event's schema, then the typed model.
     public func decodeBody<Event: PipelineEvent>(_ value: Data, as: Event.Type) -> Result<Event, Invalid> {
         guard String(validating: value, as: UTF8.self) != nil else { return .failure(Invalid(reason: "invalidUTF8", detail: "value is not UTF-8")) }
-        guard let json = JSONValue.parse(value) else {
-            return .failure(Invalid(reason: "invalidJSON", detail: "value is not JSON (or nests deeper than 128 levels)"))
+        let json: JSONValue
+        switch JSONValue.parseDocument(value) {
+        case .success(let parsed): json = parsed
+        case .failure(let error): return .failure(Invalid(reason: error.reason, detail: "value: \(error)"))
         }
         let violations = schemas.validate(json, against: Event.type.schemaID)
         guard violations.isEmpty else {

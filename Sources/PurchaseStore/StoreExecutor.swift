@@ -1,6 +1,7 @@
 import Database
 import Dispatch
 import Foundation
+import PurchaseDomain
 
 /// Owns one connection and runs every database call on its own serial queue, off Swift's cooperative
 /// pool (the C calls block). A connection found lost is dropped and reopened on the next call.
@@ -36,6 +37,6 @@ final class StoreExecutor: @unchecked Sendable {
 
 /// Times are stored as milliseconds since 1970 in BIGINT columns, the same in both engines.
 enum PurchaseTime {
-    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+    static func milliseconds(_ date: Date) -> Int64 { EpochMilliseconds.milliseconds(date) }
     static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
 }

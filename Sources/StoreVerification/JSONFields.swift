@@ -1,5 +1,6 @@
 import Foundation
 import JSON
+import PurchaseDomain
 
 /// Typed reads from a JSON object, tolerant of absent fields and strict about types.
 struct JSONFields {
@@ -9,6 +10,6 @@ struct JSONFields {
     func int(_ key: String) -> Int64? { object[key]?.int64Value }
     func bool(_ key: String) -> Bool? { object[key]?.boolValue }
     /// A date in milliseconds since 1970, as the App Store sends them.
-    func date(_ key: String) -> Date? { int(key).map { Date(timeIntervalSince1970: Double($0) / 1000) } }
+    func date(_ key: String) -> Date? { int(key).flatMap(EpochMilliseconds.date) }
     func object(_ key: String) -> JSONFields? { object[key]?.objectValue.map(JSONFields.init) }
 }

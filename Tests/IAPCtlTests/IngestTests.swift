@@ -73,7 +73,8 @@ struct IngestTests {
             ("/v1/appstore/notifications", Data(#"{"payload":"a.b.c"}"#.utf8), 400, "missingSignedPayload"),
             ("/v1/appstore/notifications", Data(#"{"signedPayload":"a.b"}"#.utf8), 400, "malformedSignedPayload"),
             ("/v1/appstore/notifications", Data(String(repeating: "[", count: 10_000).utf8), 413, "larger than"),
-            ("/v1/appstore/notifications", Data(String(repeating: "[", count: 5_000).utf8), 400, "invalidJSON"),
+            ("/v1/appstore/notifications", Data(String(repeating: "[", count: 5_000).utf8), 400, "tooDeep"),
+            ("/v1/appstore/notifications", Data(#"{"signedPayload":"a.b.c","signedPayload":"d.e.f"}"#.utf8), 400, "duplicateKey"),
         ]
         for (path, body, status, reason) in bad {
             let answer = try await httpRequest(ingest.base + path, method: "POST", body: body)

@@ -1,4 +1,5 @@
 import Foundation
+import PurchaseDomain
 import StoreFixtures
 @testable import StoreVerification
 import Testing
@@ -92,5 +93,49 @@ struct FuzzTests {
         let deep = Array(repeating: UInt8(ascii: "["), count: 100_000) + Array(repeating: UInt8(ascii: "]"), count: 100_000)
         #expect(JSONValue.parse(deep) == nil)
         #expect(JSONValue.parse(Array("[[[1]]]".utf8)) == .array([.array([.array([.integer(1)])])]))
+        #expect(JSONValue.parseDocument(deep) == .failure(.tooDeep(128)))
+    }
+
+    /// Objects that name a key twice — at any depth, with the same or another value, spelled with escapes — are
+    /// refused with the key named; the same objects with distinct keys parse. Seeded random documents.
+    @Test func objectsNamingAKeyTwiceAreRefusedWhereverTheyAre() {
+        var rng = SeededGenerator(state: 0xD0B1E)
+        func key(_ index: Int) -> String { "k\(index)" }
+        func object(depth: Int, duplicate: Bool) -> (text: String, duplicated: String?) {
+            let count = Int.random(in: 1...5, using: &rng)
+            var members = (0..<count).map { index -> String in
+                let value = depth > 0 && Bool.random(using: &rng) ? object(depth: depth - 1, duplicate: false).text : String(Int.random(in: -9...9, using: &rng))
+                return "\"\(key(index))\":\(value)"
+            }
+            var duplicated: String?
+            if duplicate {
+                let index = Int.random(in: 0..<count, using: &rng)
+                // The same key again, sometimes spelled with an escape (\u006b is "k").
+                let spelled = Bool.random(using: &rng) ? "\\u006b\(index)" : key(index)
+                members.insert("\"\(spelled)\":\(Int.random(in: 0...9, using: &rng))", at: Int.random(in: 0...members.count, using: &rng))
+                duplicated = key(index)
+            }
+            return ("{" + members.joined(separator: ",") + "}", duplicated)
+        }
+        for _ in 0..<20_000 {
+            let duplicate = Bool.random(using: &rng)
+            let (inner, duplicated) = object(depth: 2, duplicate: duplicate)
+            let document = Bool.random(using: &rng) ? "[{\"outer\":\(inner)}]" : inner
+            switch JSONValue.parseDocument(Array(document.utf8)) {
+            case .success: #expect(duplicated == nil, "\(document)")
+            case .failure(let error): #expect(duplicated.map { error == .duplicateKey($0) } == true, "\(document): \(error)")
+            }
+        }
+    }
+
+    /// Timestamps a store may send beyond any real date end as an absent date, never as a trap.
+    @Test func extremeStoreTimestampsAreOutOfRangeNotATrap() {
+        for milliseconds in [Int64.max, Int64.min, -1, EpochMilliseconds.latest + 1] { #expect(EpochMilliseconds.date(milliseconds) == nil, "\(milliseconds)") }
+        #expect(EpochMilliseconds.date(EpochMilliseconds.latest).map(EpochMilliseconds.milliseconds) == EpochMilliseconds.latest)
+        #expect(EpochMilliseconds.milliseconds(Date(timeIntervalSince1970: 1e300)) == .max)
+        #expect(EpochMilliseconds.milliseconds(Date(timeIntervalSince1970: -.infinity)) == .min)
+        let fields = JSONFields(object: ["purchaseDate": .integer(.max), "expiresDate": .integer(1_764_400_000_000)])
+        #expect(fields.date("purchaseDate") == nil)
+        #expect(fields.date("expiresDate") == Date(timeIntervalSince1970: 1_764_400_000))
     }
 }

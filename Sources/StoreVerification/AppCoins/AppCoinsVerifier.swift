@@ -1,8 +1,9 @@
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
-import JSON
 #endif
+import JSON
+import PurchaseDomain
 
 /// A purchase as the AppCoins (Aptoide/Catappult) API reports it; the shape follows Google's ProductPurchase.
 public struct AppCoinsPurchase: Sendable, Hashable {
@@ -111,7 +112,7 @@ public final class AppCoinsVerifier: Sendable {
         let purchase = AppCoinsPurchase(
             packageName: packageName, productId: json.string("productId") ?? sku,
             purchaseToken: json.string("purchaseToken") ?? purchaseToken, orderId: json.string("orderId"),
-            purchaseTime: int("purchaseTimeMillis").map { Date(timeIntervalSince1970: Double($0) / 1000) },
+            purchaseTime: int("purchaseTimeMillis").flatMap(EpochMilliseconds.date),
             purchaseState: state, consumptionState: int("consumptionState"), acknowledgementState: int("acknowledgementState"),
             developerPayload: json.string("developerPayload"), regionCode: json.string("regionCode"),
             currency: json.string("currency"), raw: fields)
