@@ -37,7 +37,10 @@ public struct DeadLetter: PipelineEvent, Hashable {
     public var headers: [Header]
     public var failedAt: Date
 
-    public init(reason: String, detail: String, stage: String, message: KafkaMessage, failedAt: Date) {
+    /// - Parameter keepValueBytes: how much of the original value to keep (at most `maxValueBytes`). Inputs carry
+    ///   signed store payloads that anyone holding them can submit; with a small limit a dead letter keeps their
+    ///   beginning, size and SHA-256 — enough to find the source message, not to claim the purchase.
+    public init(reason: String, detail: String, stage: String, message: KafkaMessage, failedAt: Date, keepValueBytes: Int = maxValueBytes) {
         self.reason = reason
         // Bounded: a detail quoting a huge input must not make the dead letter itself invalid.
         self.detail = String(detail.prefix(4000))
@@ -47,10 +50,11 @@ public struct DeadLetter: PipelineEvent, Hashable {
         self.sourceOffset = message.offset
         self.key = message.key?.base64EncodedString()
         if let value = message.value {
-            self.value = value.prefix(Self.maxValueBytes).base64EncodedString()
+            let kept = max(0, min(keepValueBytes, Self.maxValueBytes))
+            self.value = value.prefix(kept).base64EncodedString()
             self.valueBytes = Int64(value.count)
             self.valueSHA256 = ContentHash.hex(value)
-            self.valueTruncated = value.count > Self.maxValueBytes ? true : nil
+            self.valueTruncated = value.count > kept ? true : nil
         }
         self.headers = message.headers.map { Header(key: $0.key, value: $0.value?.base64EncodedString()) }
         self.failedAt = failedAt

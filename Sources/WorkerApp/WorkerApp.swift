@@ -38,6 +38,8 @@ public enum WorkerApp {
                 help: "seconds between librdkafka statistics (consumer lag in /metrics); 0 turns them off"),
         Setting("--max-in-flight", env: "IAP_MAX_IN_FLIGHT", default: "64",
                 help: "messages per partition handled while earlier outputs await the broker's ack (1 = one at a time)"),
+        Setting("--dead-letter-value-bytes", env: "IAP_DEAD_LETTER_VALUE_BYTES", default: String(DeadLetter.maxValueBytes),
+                help: "bytes of a dead-lettered message's value its dead letter keeps (signed payloads are claimable by whoever holds them; 0 keeps only size and SHA-256)"),
     ]
 
     /// What every executable resolves from its settings.
@@ -110,8 +112,13 @@ public enum WorkerApp {
                     }
                 }))
             let producer = try KafkaProducer(configuration: .init(kafka: self.kafka))
+            var configuration = StageRunner.Configuration()
+            guard let keep = try settings.int("--dead-letter-value-bytes"), keep >= 0 else {
+                throw SettingsError("--dead-letter-value-bytes (IAP_DEAD_LETTER_VALUE_BYTES) must be 0 or more")
+            }
+            configuration.deadLetterValueBytes = keep
             return StageRunner(stage: stage, consumer: consumer, producer: producer, codec: process.codec(component: stage.name), logger: logger,
-                               metrics: metrics)
+                               configuration: configuration, metrics: metrics)
         }
     }
 

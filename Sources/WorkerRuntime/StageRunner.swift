@@ -45,6 +45,8 @@ public final class StageRunner: Service {
     public struct Configuration: Sendable {
         public var initialBackoff: Duration = .milliseconds(100)
         public var maxBackoff: Duration = .seconds(30)
+        /// How much of a dead-lettered message's value its dead letter keeps (see `DeadLetter.init`).
+        public var deadLetterValueBytes = DeadLetter.maxValueBytes
         public init() {}
     }
 
@@ -185,7 +187,8 @@ public final class StageRunner: Service {
     }
 
     private func deadLetter(_ message: KafkaMessage, reason: String, detail: String) async throws {
-        let letter = DeadLetter(reason: reason, detail: detail, stage: stage.name, message: message, failedAt: Date())
+        let letter = DeadLetter(reason: reason, detail: detail, stage: stage.name, message: message, failedAt: Date(),
+                                keepValueBytes: configuration.deadLetterValueBytes)
         do {
             try await publish([try codec.message(letter, time: Date())])
         } catch let error as KafkaError where !error.isRetriable {

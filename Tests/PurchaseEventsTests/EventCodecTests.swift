@@ -109,4 +109,23 @@ import TestSupport
         #expect(status == 0, "\(text)")
         #expect(text.components(separatedBy: "\n").filter { $0.hasPrefix("ok ") }.count >= 13 + Self.samples().count)
     }
+
+    /// With a small limit, a dead letter of a signed payload keeps its beginning, size and SHA-256 — enough to find
+    /// the source message, not to submit the purchase again — and cannot be replayed as it was.
+    @Test func aDeadLetterKeepsOnlyWhatItIsAllowedToOfTheValue() throws {
+        let payload = Data(String(repeating: "eyJhbGciOiJFUzI1NiJ9.", count: 40).utf8)
+        let message = KafkaMessage(topic: "iap.purchase.submitted", partition: 1, offset: 7, key: Data("u".utf8), value: payload, headers: [])
+        let whole = DeadLetter(reason: "r", detail: "d", stage: "verifier", message: message, failedAt: Self.now)
+        #expect(whole.value.flatMap { Data(base64Encoded: $0) } == payload)
+        #expect(whole.originalMessage()?.value == payload)
+        let redacted = DeadLetter(reason: "r", detail: "d", stage: "verifier", message: message, failedAt: Self.now, keepValueBytes: 16)
+        #expect(redacted.value.flatMap { Data(base64Encoded: $0) } == payload.prefix(16))
+        #expect(redacted.valueBytes == Int64(payload.count))
+        #expect(redacted.valueSHA256 == whole.valueSHA256 && redacted.valueSHA256?.count == 64)
+        #expect(redacted.valueTruncated == true)
+        #expect(redacted.originalMessage() == nil, "not replayable from what it kept")
+        let none = DeadLetter(reason: "r", detail: "d", stage: "verifier", message: message, failedAt: Self.now, keepValueBytes: 0)
+        #expect(none.value == "" && none.valueSHA256 == whole.valueSHA256)
+        #expect(try Self.codec.message(redacted, time: Self.now).value != nil, "still a valid dead letter")
+    }
 }
