@@ -7,9 +7,12 @@ import Glibc
 /// A small HTTP/1.1 server over POSIX sockets, for health and metrics endpoints, webhooks, and the
 /// stand-in store APIs of tests. One request per connection (`Connection: close`).
 ///
-/// Bounded against malformed requests, slow clients and floods: headers and bodies have size limits,
-/// every read has a timeout, and at most `maxConnections` connections are served at once (more are
-/// answered 503 and closed).
+/// Bounded against malformed requests, slow clients and floods: headers and bodies have size limits, the whole
+/// request (headers and body) must arrive within `requestTimeout` however slowly it trickles, at most
+/// `maxConnections` connections are served at once and at most `maxConnectionsPerAddress` from one client address
+/// (more are answered 503 and closed). The grammar is strict: header names are tokens, a header appears once,
+/// `Content-Length` is digits, and `Transfer-Encoding` is refused — so no proxy in front can read a different
+/// request boundary than this server.
 public final class HTTPServer: Sendable {
     public typealias Handler = @Sendable (HTTPRequest) async -> HTTPResponse
     /// A handler that answers without suspending; it runs on the connection's thread.
@@ -26,17 +29,24 @@ public final class HTTPServer: Sendable {
         public var port: UInt16
         public var maxHeaderBytes: Int
         public var maxBodyBytes: Int
+        /// The longest wait for one read.
         public var readTimeout: Duration
+        /// The longest time to receive a whole request, headers and body.
+        public var requestTimeout: Duration
         public var maxConnections: Int
+        public var maxConnectionsPerAddress: Int
 
         public init(host: String = "127.0.0.1", port: UInt16 = 0, maxHeaderBytes: Int = 16 * 1024, maxBodyBytes: Int = 1024 * 1024,
-                    readTimeout: Duration = .seconds(10), maxConnections: Int = 256) {
+                    readTimeout: Duration = .seconds(10), requestTimeout: Duration = .seconds(15), maxConnections: Int = 256,
+                    maxConnectionsPerAddress: Int? = nil) {
             self.host = host
             self.port = port
             self.maxHeaderBytes = maxHeaderBytes
             self.maxBodyBytes = maxBodyBytes
             self.readTimeout = readTimeout
+            self.requestTimeout = requestTimeout
             self.maxConnections = maxConnections
+            self.maxConnectionsPerAddress = maxConnectionsPerAddress ?? maxConnections
         }
     }
 
@@ -45,7 +55,13 @@ public final class HTTPServer: Sendable {
     public let port: UInt16
     private let listener: Int32
     private let responder: Responder
-    private let state = Mutex<(running: Bool, connections: Int)>((true, 0))
+    private let state = Mutex(ConnectionState())
+
+    struct ConnectionState {
+        var running = true
+        var connections = 0
+        var byAddress: [UInt32: Int] = [:]
+    }
 
     /// Binds and starts accepting on a thread of its own; `handler` runs as a task per request.
     public convenience init(configuration: Configuration = Configuration(), handler: @escaping Handler) throws {
@@ -110,14 +126,21 @@ public final class HTTPServer: Sendable {
 
     private func acceptLoop() {
         while state.withLock({ $0.running }) {
-            let connection = accept(listener, nil, nil)
+            var peer = sockaddr_in()
+            var peerLength = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let connection = withUnsafeMutablePointer(to: &peer) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { accept(listener, $0, &peerLength) }
+            }
             if connection < 0 {
                 if errno == EINTR || errno == ECONNABORTED { continue }
                 return
             }
+            let address = peer.sin_addr.s_addr
             let admitted = state.withLock { state -> Bool in
-                guard state.connections < configuration.maxConnections else { return false }
+                guard state.connections < configuration.maxConnections,
+                      state.byAddress[address, default: 0] < configuration.maxConnectionsPerAddress else { return false }
                 state.connections += 1
+                state.byAddress[address, default: 0] += 1
                 return true
             }
             guard admitted else {
@@ -130,7 +153,11 @@ public final class HTTPServer: Sendable {
             // the dispatch pool, so connections blocked there would starve the very handlers they wait for.
             let thread = Thread { [self] in
                 serve(connection)
-                state.withLock { $0.connections -= 1 }
+                state.withLock { state in
+                    state.connections -= 1
+                    state.byAddress[address, default: 1] -= 1
+                    if state.byAddress[address] == 0 { state.byAddress[address] = nil }
+                }
             }
             thread.stackSize = 512 * 1024
             thread.name = "http-connection"
@@ -141,7 +168,6 @@ public final class HTTPServer: Sendable {
     private func serve(_ connection: Int32) {
         defer { close(connection) }
         var timeout = timeval(tv_sec: Int(configuration.readTimeout.components.seconds), tv_usec: 0)
-        setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         let response: HTTPResponse
         switch readRequest(connection) {
@@ -172,14 +198,26 @@ public final class HTTPServer: Sendable {
         let message: String
     }
 
-    /// Reads one request; blocking reads bounded by the socket timeout.
+    /// Reads up to `count` bytes into `chunk`, waiting at most the read timeout and never past `deadline`; ≤ 0 when
+    /// the client closed, failed or ran out of time.
+    private func read(_ connection: Int32, into chunk: inout [UInt8], count: Int, deadline: ContinuousClock.Instant) -> Int {
+        let remaining = min(configuration.readTimeout, deadline - ContinuousClock.now)
+        guard remaining > .zero else { return 0 }
+        let (seconds, attoseconds) = remaining.components
+        var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int(max(1, attoseconds / 1_000_000_000_000)))
+        setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        return Glibc.read(connection, &chunk, count)
+    }
+
+    /// Reads one request, all of it within `requestTimeout`.
     private func readRequest(_ connection: Int32) -> Result<HTTPRequest, RequestError> {
+        let deadline = ContinuousClock.now + configuration.requestTimeout
         var buffer = [UInt8]()
         var chunk = [UInt8](repeating: 0, count: 16 * 1024)
         let separator: [UInt8] = [13, 10, 13, 10]
         var headerEnd: Int?
         while headerEnd == nil {
-            let count = read(connection, &chunk, chunk.count)
+            let count = read(connection, into: &chunk, count: chunk.count, deadline: deadline)
             if count <= 0 { return .failure(RequestError(status: 408, message: "incomplete request")) }
             let searchFrom = max(0, buffer.count - 3)
             buffer.append(contentsOf: chunk[0..<count])
@@ -192,26 +230,34 @@ public final class HTTPServer: Sendable {
             return .failure(RequestError(status: 400, message: "headers are not UTF-8"))
         }
         var lines = head.split(separator: "\r\n", omittingEmptySubsequences: false)
-        let requestLine = lines.removeFirst().split(separator: " ")
-        guard requestLine.count == 3, requestLine[2].hasPrefix("HTTP/1.") else {
+        let requestLine = lines.removeFirst().split(separator: " ", omittingEmptySubsequences: false)
+        guard requestLine.count == 3, Self.isToken(requestLine[0]), requestLine[1].hasPrefix("/"), requestLine[2] == "HTTP/1.1" || requestLine[2] == "HTTP/1.0" else {
             return .failure(RequestError(status: 400, message: "malformed request line"))
         }
         var headers: [String: String] = [:]
         for line in lines {
-            guard let colon = line.firstIndex(of: ":") else { return .failure(RequestError(status: 400, message: "malformed header")) }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            // name ":" OWS value OWS — the name a token (no spaces, no folding), each name once.
+            guard let colon = line.firstIndex(of: ":"), Self.isToken(line[..<colon]) else {
+                return .failure(RequestError(status: 400, message: "malformed header"))
+            }
+            let name = line[..<colon].lowercased()
+            guard headers.updateValue(line[line.index(after: colon)...].trimmingCharacters(in: CharacterSet(charactersIn: " \t")), forKey: name) == nil else {
+                return .failure(RequestError(status: 400, message: "header \(name) given twice"))
+            }
         }
         if headers["transfer-encoding"] != nil {
-            return .failure(RequestError(status: 400, message: "chunked bodies are not supported; send Content-Length"))
+            return .failure(RequestError(status: 400, message: "Transfer-Encoding is not supported; send Content-Length"))
         }
-        let length = headers["content-length"].map { Int($0) } ?? 0
-        guard let length, length >= 0 else { return .failure(RequestError(status: 400, message: "invalid Content-Length")) }
+        let declared = headers["content-length"] ?? "0"
+        guard !declared.isEmpty, declared.utf8.count <= 12, declared.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let length = Int(declared) else {
+            return .failure(RequestError(status: 400, message: "invalid Content-Length"))
+        }
         guard length <= configuration.maxBodyBytes else {
             return .failure(RequestError(status: 413, message: "body larger than \(configuration.maxBodyBytes) bytes"))
         }
         var body = Array(buffer[(headerEnd + 4)...])
         while body.count < length {
-            let count = read(connection, &chunk, min(chunk.count, length - body.count))
+            let count = read(connection, into: &chunk, count: min(chunk.count, length - body.count), deadline: deadline)
             if count <= 0 { return .failure(RequestError(status: 408, message: "incomplete body")) }
             body.append(contentsOf: chunk[0..<count])
         }
@@ -219,6 +265,16 @@ public final class HTTPServer: Sendable {
         let query = target.firstIndex(of: "?").map { String(target[target.index(after: $0)...]) }
         let path = String(target.prefix { $0 != "?" })
         return .success(HTTPRequest(method: String(requestLine[0]), path: path, query: query, headers: headers, body: Data(body.prefix(length))))
+    }
+
+    /// RFC 9110 token: one or more of ALPHA, DIGIT and ``!#$%&'*+-.^_`|~``.
+    static func isToken(_ text: Substring) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+            default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
+            }
+        }
     }
 
     private func write(_ connection: Int32, _ data: Data) {

@@ -21,13 +21,20 @@ import WorkerRuntime
 /// recognisably the same event.
 public final class IngestAPI: Sendable {
     public struct Configuration: Sendable {
-        /// When set, `POST /v1/purchases` requires `X-IAP-Signature: sha256=<hex HMAC-SHA-256 of the body>`.
+        /// When set, `POST /v1/purchases` requires a `RequestSignature` under it (method, path, query, timestamp
+        /// and body, within the replay window).
         public var clientSecret: Data?
+        /// How far a signed request's timestamp may be from the server's clock.
+        public var signatureTolerance: TimeInterval
+        /// Longest `signedPayload` of a notification: what the verifier accepts (a compact JWS of 64 KiB).
+        public var maxNotificationPayloadBytes: Int
 
-        public init(clientSecret: Data? = nil) { self.clientSecret = clientSecret }
+        public init(clientSecret: Data? = nil, signatureTolerance: TimeInterval = RequestSignature.defaultTolerance, maxNotificationPayloadBytes: Int = 64 * 1024) {
+            self.clientSecret = clientSecret
+            self.signatureTolerance = signatureTolerance
+            self.maxNotificationPayloadBytes = maxNotificationPayloadBytes
+        }
     }
-
-    public static let signatureHeader = "x-iap-signature"
 
     private let configuration: Configuration
     private let publisher: EventPublisher
@@ -80,6 +87,9 @@ public final class IngestAPI: Sendable {
         guard let payload = body["signedPayload"]?.stringValue else {
             return Self.error(400, "missingSignedPayload", "expected {\"signedPayload\": \"<JWS>\"}")
         }
+        guard payload.utf8.count <= configuration.maxNotificationPayloadBytes else {
+            return Self.error(413, "payloadTooLarge", "signedPayload is larger than the \(configuration.maxNotificationPayloadBytes) bytes the verifier accepts")
+        }
         guard Self.looksLikeCompactJWS(payload) else {
             return Self.error(400, "malformedSignedPayload", "signedPayload is not a compact JWS (three base64url segments)")
         }
@@ -87,12 +97,9 @@ public final class IngestAPI: Sendable {
     }
 
     private func submission(_ request: HTTPRequest) async -> HTTPResponse {
-        if let secret = configuration.clientSecret {
-            guard let header = request.header(Self.signatureHeader), header.hasPrefix("sha256="),
-                  let given = Data(hex: String(header.dropFirst("sha256=".count))),
-                  constantTimeEquals(given, hmacSHA256(key: secret, data: request.body)) else {
-                return Self.error(401, "badSignature", "\(Self.signatureHeader) must be sha256=<hex HMAC-SHA-256 of the body>")
-            }
+        if let secret = configuration.clientSecret,
+           case .failure(let refusal) = RequestSignature.verify(request, secret: secret, tolerance: configuration.signatureTolerance) {
+            return Self.error(401, "badSignature", refusal.detail)
         }
         var body: [String: JSONValue]
         switch Self.jsonObject(request.body) {

@@ -13,10 +13,16 @@ extension Workers {
             Setting("--http-port", env: "IAP_HTTP_PORT", default: "8080", help: "port of the API and of /metrics, /healthz, /readyz (0 picks a free port)"),
             Setting("--max-body-bytes", env: "IAP_INGEST_MAX_BODY_BYTES", default: "262144", help: "larger bodies are answered 413"),
             Setting("--max-connections", env: "IAP_INGEST_MAX_CONNECTIONS", default: "256", help: "connections served at once; more are answered 503"),
+            Setting("--max-connections-per-address", env: "IAP_INGEST_MAX_CONNECTIONS_PER_ADDRESS", default: "32",
+                    help: "connections served at once from one client address; more are answered 503"),
+            Setting("--request-timeout", env: "IAP_INGEST_REQUEST_TIMEOUT", default: "15",
+                    help: "seconds a client has to send a whole request, headers and body, however slowly; then 408"),
+            Setting("--ops-port", env: "IAP_OPS_PORT",
+                    help: "port of /metrics, /healthz and /readyz with reasons (0 picks a free port); the API port then answers /readyz without reasons and no /metrics"),
             Setting("--publish-timeout", env: "IAP_PUBLISH_TIMEOUT", default: "10",
                     help: "seconds to wait for the broker's acknowledgement before answering 503 (librdkafka message.timeout.ms)"),
             Setting("--client-secret-file", env: "IAP_INGEST_CLIENT_SECRET_FILE",
-                    help: "file with the shared secret for X-IAP-Signature on /v1/purchases (or IAP_INGEST_CLIENT_SECRET); unset: no signature required"),
+                    help: "file with the shared secret that signs POST /v1/purchases (X-IAP-Timestamp, X-IAP-Signature: v1=…; or IAP_INGEST_CLIENT_SECRET); unset: no signature required"),
             Setting("--read-side", env: "IAP_INGEST_READ_SIDE", default: "false",
                     help: "serve GET /v1/users/{userId} (what a user owns) from --store", isSwitch: true),
             Setting("--store", env: "IAP_STORE_URL", help: "purchase store of the read side (sqlite:PATH or postgres://…; a read-only role suffices)"),
@@ -36,9 +42,13 @@ extension Workers {
                 throw SettingsError("--http-port (IAP_HTTP_PORT) must be 0–65535")
             }
             guard let maxBody = try process.settings.int("--max-body-bytes"), maxBody > 0,
-                  let maxConnections = try process.settings.int("--max-connections"), maxConnections > 0 else {
-                throw SettingsError("--max-body-bytes and --max-connections must be positive")
+                  let maxConnections = try process.settings.int("--max-connections"), maxConnections > 0,
+                  let perAddress = try process.settings.int("--max-connections-per-address"), perAddress > 0,
+                  let requestTimeout = try process.settings.seconds("--request-timeout"), requestTimeout > 0 else {
+                throw SettingsError("--max-body-bytes, --max-connections, --max-connections-per-address and --request-timeout must be positive")
             }
+            let operationsPort = try process.settings.int("--ops-port")
+            if let operationsPort, !(0...65535).contains(operationsPort) { throw SettingsError("--ops-port (IAP_OPS_PORT) must be 0–65535") }
             let publisher = try EventPublisher(codec: process.codec(component: "ingest"), kafka: kafka)
             let api = IngestAPI(configuration: .init(clientSecret: secret), publisher: publisher, logger: process.logger, metrics: process.metrics)
             let host = process.settings.string("--http-host") ?? "0.0.0.0"
@@ -50,13 +60,16 @@ extension Workers {
                 if api.recentlyFailed { return .notReady("a publish was not acknowledged in the last 10 s") }
                 return .ready
             }
-            let http = HTTPServer.Configuration(host: host, maxBodyBytes: maxBody, maxConnections: maxConnections)
+            let http = HTTPServer.Configuration(host: host, maxBodyBytes: maxBody, requestTimeout: .milliseconds(Int64(requestTimeout * 1000)),
+                                                maxConnections: maxConnections, maxConnectionsPerAddress: perAddress)
             let routes: OperationsServer.Routes = { request in
                 if let answer = await api.route(request) { return answer }
                 return await holdings?.route(request)
             }
-            return WorkerApp.Launch(services: [probe], readiness: readiness, http: (UInt16(port), http, routes),
-                                    afterStop: { await publisher.shutdown() })
+            var launch = WorkerApp.Launch(services: [probe], readiness: readiness, http: (UInt16(port), http, routes),
+                                          afterStop: { await publisher.shutdown() })
+            launch.operationsPort = operationsPort.map(UInt16.init)
+            return launch
         }
     }
 

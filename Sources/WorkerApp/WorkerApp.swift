@@ -65,6 +65,9 @@ public enum WorkerApp {
         public var readiness: @Sendable () async -> Readiness
         /// The HTTP port (when the executable serves one) and the routes besides /metrics, /healthz and /readyz.
         public var http: (port: UInt16, configuration: HTTPServer.Configuration, routes: OperationsServer.Routes?)?
+        /// A port for the operations endpoints alone; the `http` port then serves them as public-facing (no
+        /// `/metrics`, `/readyz` without reasons).
+        public var operationsPort: UInt16?
         /// Runs after every service has stopped (e.g. flushing a producer the HTTP routes used).
         public var afterStop: (@Sendable () async -> Void)?
 
@@ -190,10 +193,21 @@ public enum WorkerApp {
                 configuration.port = http.port
                 let server: OperationsServer
                 do {
-                    server = try OperationsServer(configuration: configuration, metrics: process.metrics, readiness: launch.readiness, routes: http.routes)
+                    server = try OperationsServer(configuration: configuration, metrics: process.metrics, readiness: launch.readiness, routes: http.routes,
+                                                  publicFacing: launch.operationsPort != nil)
                 } catch { throw SettingsError("--http-port (IAP_HTTP_PORT): \(error)") }
                 launch.services.append(server)
                 logger.info("http endpoints", ["port": Int(server.port), "host": configuration.host])
+                if let port = launch.operationsPort {
+                    var operations = HTTPServer.Configuration(host: configuration.host, maxBodyBytes: 0, maxConnections: 32)
+                    operations.port = port
+                    let server: OperationsServer
+                    do {
+                        server = try OperationsServer(configuration: operations, metrics: process.metrics, readiness: launch.readiness)
+                    } catch { throw SettingsError("--ops-port (IAP_OPS_PORT): \(error)") }
+                    launch.services.append(server)
+                    logger.info("operations endpoints", ["port": Int(server.port), "host": operations.host])
+                }
             }
             logger.info("started", ["librdkafka": KafkaLibrary.version])
             // Nothing to run (e.g. `iap-sweeper --once`): done.

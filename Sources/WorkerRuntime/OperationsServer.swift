@@ -14,7 +14,9 @@ public struct Readiness: Sendable {
 /// The operations endpoints of every executable, as a `Service`:
 /// `GET /metrics` (Prometheus text), `GET /healthz` (the process answers), `GET /readyz` (200 when
 /// `readiness` says ready, else 503 with the reason). Other requests go to `routes` when given
-/// (`iap-ingest` serves its API on the same port), else 404.
+/// (`iap-ingest` serves its API on the same port), else 404. A public-facing server (the ingest's API port next
+/// to an operations port) answers `/readyz` without the reason and serves no `/metrics`: internal error text and
+/// figures are for operators.
 public final class OperationsServer: Service {
     public typealias Routes = @Sendable (HTTPRequest) async -> HTTPResponse?
 
@@ -26,16 +28,17 @@ public final class OperationsServer: Service {
 
     /// Binds now, so that a port in use fails at start with a clear message.
     public init(configuration: HTTPServer.Configuration, metrics: MetricsRegistry, readiness: @escaping @Sendable () async -> Readiness,
-                routes: Routes? = nil) throws {
+                routes: Routes? = nil, publicFacing: Bool = false) throws {
         server = try HTTPServer(configuration: configuration) { request in
             switch (request.method, request.path) {
-            case ("GET", "/metrics"):
+            case ("GET", "/metrics") where !publicFacing:
                 return HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: await metrics.render())
             case ("GET", "/healthz"):
                 return HTTPResponse(status: 200, contentType: "text/plain", body: "ok\n")
             case ("GET", "/readyz"):
                 let state = await readiness()
-                return HTTPResponse(status: state.isReady ? 200 : 503, contentType: "text/plain", body: state.reason + "\n")
+                let text = publicFacing ? (state.isReady ? "ready" : "not ready") : state.reason
+                return HTTPResponse(status: state.isReady ? 200 : 503, contentType: "text/plain", body: text + "\n")
             default:
                 if let routes, let response = await routes(request) { return response }
                 return HTTPResponse(status: 404, contentType: "text/plain", body: "not found\n")

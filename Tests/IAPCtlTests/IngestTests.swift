@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Ingest
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -92,14 +93,19 @@ struct IngestTests {
 
         // Client submissions: signed with the shared secret, else 401.
         let submission = Data(#"{"store":"appstore","kind":"signedTransaction","signedTransaction":"\#(try JWSSigner(pki: pki).sign(AppStorePayloads.transaction(transactionId: "9", productId: "coins.100", bundleId: "com.example.coins")))","userId":"u-1","submissionId":"0f8fad5b-d9cb-469f-a165-70867728950e"}"#.utf8)
-        func signature(_ body: Data) -> String { "sha256=" + hmacSHA256(key: Data("s3cret".utf8), data: body).lowercaseHex }
+        func signature(_ body: Data, at time: Date = Date()) -> [String: String] {
+            RequestSignature.headers(secret: Data("s3cret".utf8), method: "POST", path: "/v1/purchases", body: body, now: time)
+        }
         #expect(try await httpRequest(ingest.base + "/v1/purchases", method: "POST", body: submission).status == 401)
         #expect(try await httpRequest(ingest.base + "/v1/purchases", method: "POST", body: submission,
-                                      headers: ["X-IAP-Signature": signature(submission + Data(" ".utf8))]).status == 401)
-        let accepted = try await httpRequest(ingest.base + "/v1/purchases", method: "POST", body: submission, headers: ["X-IAP-Signature": signature(submission)])
+                                      headers: signature(submission + Data(" ".utf8))).status == 401, "signed for another body")
+        let replayed = try await httpRequest(ingest.base + "/v1/purchases", method: "POST", body: submission,
+                                             headers: signature(submission, at: Date().addingTimeInterval(-600)))
+        #expect(replayed.status == 401 && replayed.body.contains("x-iap-timestamp"), "a captured request replayed outside the window: \(replayed.body)")
+        let accepted = try await httpRequest(ingest.base + "/v1/purchases", method: "POST", body: submission, headers: signature(submission))
         #expect(accepted.status == 202, "\(accepted.body)")
         let invalid = Data(#"{"store":"appstore","kind":"signedTransaction","userId":"u-1"}"#.utf8)
-        let refused = try await httpRequest(ingest.base + "/v1/purchases", method: "POST", body: invalid, headers: ["X-IAP-Signature": signature(invalid)])
+        let refused = try await httpRequest(ingest.base + "/v1/purchases", method: "POST", body: invalid, headers: signature(invalid))
         #expect(refused.status == 400)
         #expect(refused.body.contains("schemaViolation"))
         let submitted = try await ingest.events("iap.purchase.submitted", count: 1)
@@ -109,8 +115,31 @@ struct IngestTests {
 
         let metrics = try await httpRequest(ingest.base + "/metrics").body
         #expect(metrics.contains(#"iap_ingest_requests_total{route="notifications",status="200"} 3"#))
-        #expect(metrics.contains(#"iap_ingest_requests_total{route="purchases",status="401"} 2"#))
+        #expect(metrics.contains(#"iap_ingest_requests_total{route="purchases",status="401"} 3"#))
         #expect(!ingest.process.log.contains { $0.contains("s3cret") || $0.contains(notification.payload) }, "no secret or payload in the log")
+        #expect(try await ingest.process.terminate() == 0)
+    }
+
+    /// With `--ops-port`, operators get metrics and readiness reasons there; the public port tells only ready or
+    /// not. A notification larger than the verifier accepts is refused at the door.
+    @Test func theOperationsPortKeepsReasonsAndMetricsOffThePublicPort() async throws {
+        let ingest = try await Running(brokers: "127.0.0.1:1", ["--ops-port", "0"])
+        let line = try await ingest.process.waitForLog("\"operations endpoints\"")
+        let ops = try #require(JSONValue.parse(Array(line.utf8))?.objectValue?["port"]?.int64Value)
+        let operations = "http://127.0.0.1:\(ops)"
+        let publicReady = try await httpRequest(ingest.base + "/readyz")
+        #expect(publicReady.status == 503 && publicReady.body == "not ready\n", "no internal reasons on the public port: \(publicReady.body)")
+        let opsReady = try await httpRequest(operations + "/readyz")
+        #expect(opsReady.status == 503 && opsReady.body.contains("broker"), "\(opsReady.body)")
+        #expect(try await httpRequest(ingest.base + "/metrics").status == 404)
+        #expect(try await httpRequest(operations + "/metrics").body.contains("iap_ingest_requests_total"))
+        #expect(try await httpRequest(ingest.base + "/healthz").status == 200)
+        #expect(try await httpRequest(operations + "/v1/users/u").status == 404, "no API on the ops port")
+
+        let segment = String(repeating: "A", count: 70 * 1024)
+        let large = Data(#"{"signedPayload":"\#(segment).\#(segment).c2ln"}"#.utf8)
+        let answer = try await httpRequest(ingest.base + "/v1/appstore/notifications", method: "POST", body: large)
+        #expect(answer.status == 413 && answer.body.contains("payloadTooLarge"), "\(answer.status) \(answer.body)")
         #expect(try await ingest.process.terminate() == 0)
     }
 

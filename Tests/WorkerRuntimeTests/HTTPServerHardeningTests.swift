@@ -1,0 +1,80 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import HTTPServer
+import Testing
+import TestSupport
+
+/// The HTTP server against clients that try to hold it or to make it read another request than a proxy would.
+@Suite(.timeLimit(.minutes(2)))
+struct HTTPServerHardeningTests {
+    static func server(_ configuration: HTTPServer.Configuration = .init()) throws -> HTTPServer {
+        try HTTPServer(configuration: configuration, synchronousHandler: { request in
+            HTTPResponse(status: 200, contentType: "text/plain", body: "\(request.method) \(request.path) \(request.body.count)\n")
+        })
+    }
+
+    @Test func theGrammarIsStrictWhereParsersCouldDisagree() async throws {
+        let server = try Self.server()
+        let port = Int(server.port)
+        let refused: [(String, String)] = [
+            ("two Content-Length", "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab"),
+            ("the same Content-Length twice", "POST / HTTP/1.1\r\nContent-Length: 2\r\ncontent-length: 2\r\n\r\nab"),
+            ("Transfer-Encoding", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n"),
+            ("Transfer-Encoding spelled with a space", "POST / HTTP/1.1\r\nTransfer-Encoding : chunked\r\n\r\n"),
+            ("a header name that is not a token", "GET / HTTP/1.1\r\nX Forwarded: a\r\n\r\n"),
+            ("a folded header", "GET / HTTP/1.1\r\nX-A: a\r\n b\r\n\r\n"),
+            ("a signed Content-Length", "POST / HTTP/1.1\r\nContent-Length: +2\r\n\r\nab"),
+            ("an empty Content-Length", "POST / HTTP/1.1\r\nContent-Length:\r\n\r\n"),
+            ("an absolute target", "GET http://example.com/ HTTP/1.1\r\n\r\n"),
+            ("another protocol", "GET / HTTP/2.0\r\n\r\n"),
+        ]
+        for (why, request) in refused {
+            let answer = try await offPool { rawHTTP(port: port, request) }
+            #expect(answer.hasPrefix("HTTP/1.1 400"), "\(why): \(answer)")
+        }
+        let fine = try await offPool { rawHTTP(port: port, "POST /x HTTP/1.1\r\nContent-Length: 2\r\nX-A:\tb \r\n\r\nab") }
+        #expect(fine.hasPrefix("HTTP/1.1 200") && fine.hasSuffix("POST /x 2\n"), "\(fine)")
+    }
+
+    /// A client that sends a byte now and then never hits the per-read timeout; the request deadline ends it,
+    /// and a normal request meanwhile is served.
+    @Test func aTricklingClientIsCutOffAtTheRequestDeadline() async throws {
+        let server = try Self.server(.init(readTimeout: .seconds(5), requestTimeout: .seconds(2)))
+        let port = Int(server.port)
+        let descriptor = rawConnect(port: port, sending: "POST / HTTP/1.1\r\n")
+        #expect(descriptor >= 0)
+        defer { close(descriptor) }
+        let started = ContinuousClock.now
+        let trickle = Task.detached {
+            // One header byte every 200 ms, for far longer than the deadline.
+            for byte in Array("X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".utf8) {
+                var value = byte
+                if send(descriptor, &value, 1, Int32(MSG_NOSIGNAL)) <= 0 { return }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+        }
+        defer { trickle.cancel() }
+        #expect(try await offPool { rawHTTP(port: port, "GET /normal HTTP/1.1\r\n\r\n") }.hasPrefix("HTTP/1.1 200"), "served meanwhile")
+        let answer = try await offPool { () -> String in
+            var buffer = [UInt8](repeating: 0, count: 1024)
+            let count = recv(descriptor, &buffer, buffer.count, 0)
+            return count > 0 ? String(decoding: buffer[0..<count], as: UTF8.self) : ""
+        }
+        #expect(answer.hasPrefix("HTTP/1.1 408"), "\(answer)")
+        #expect(ContinuousClock.now - started < .seconds(5), "cut off at the deadline, not at the end of the trickle")
+    }
+
+    @Test func oneAddressCannotTakeEveryConnection() async throws {
+        let server = try Self.server(.init(maxConnections: 16, maxConnectionsPerAddress: 3))
+        let port = Int(server.port)
+        let held = (0..<3).map { _ in rawConnect(port: port, sending: "POST / HTTP/1.1\r\nContent-Length: 10\r\n") }
+        #expect(held.allSatisfy { $0 >= 0 })
+        try await waitUntil("three held") { server.activeConnections == 3 }
+        #expect(try await offPool { rawHTTP(port: port, "GET / HTTP/1.1\r\n\r\n") }.hasPrefix("HTTP/1.1 503"), "a fourth from the same address")
+        held.forEach { close($0) }
+        try await waitUntil("released") { server.activeConnections == 0 }
+        #expect(try await offPool { rawHTTP(port: port, "GET / HTTP/1.1\r\n\r\n") }.hasPrefix("HTTP/1.1 200"))
+    }
+}
