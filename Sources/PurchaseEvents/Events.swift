@@ -18,14 +18,21 @@ public enum SubmissionSource: String, Codable, Sendable { case client, server, r
 /// `purchase.submitted`: a purchase for the verifier, from an app backend, the ingest endpoint or a restore.
 public struct PurchaseSubmitted: PipelineEvent, Hashable {
     public static let type = EventType.purchaseSubmitted
+    /// An AppCoins purchase as the billing SDK gives it to the app: the purchase JSON exactly as signed
+    /// (`purchaseData`, the SDK's original JSON) and its base64 `signature` by the app's key, besides the package,
+    /// SKU and token it names.
     public struct AppCoinsPurchase: Codable, Sendable, Hashable {
         public var packageName: String
         public var sku: String
         public var purchaseToken: String
-        public init(packageName: String, sku: String, purchaseToken: String) {
+        public var purchaseData: String
+        public var signature: String
+        public init(packageName: String, sku: String, purchaseToken: String, purchaseData: String, signature: String) {
             self.packageName = packageName
             self.sku = sku
             self.purchaseToken = purchaseToken
+            self.purchaseData = purchaseData
+            self.signature = signature
         }
     }
 

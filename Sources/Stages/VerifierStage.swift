@@ -64,11 +64,15 @@ public struct VerifierStage: StoreBackedStage {
             guard let appCoins, let purchase = submission.appcoins else {
                 return try rejected(submission, Rejection(.storeRejected, "AppCoins is not configured"), transactionId: nil)
             }
-            verified = await appCoins.verify(packageName: purchase.packageName, sku: purchase.sku, purchaseToken: purchase.purchaseToken)
-                .map { [VerifiedPurchase($0)] }
+            verified = await appCoins.verifySigned(packageName: purchase.packageName, sku: purchase.sku, purchaseToken: purchase.purchaseToken,
+                                                   purchaseData: purchase.purchaseData, signature: purchase.signature).map { [VerifiedPurchase($0)] }
         }
         switch verified {
         case .success(let purchases): return try context.messages(try await record(purchases, for: submission))
+        case .failure(let rejection) where rejection.reason == .purchasePending:
+            // Not a verdict on the purchase, and not one to wait for on this partition: the app submits it again
+            // once the payment settles (`retryable: true` in the answer).
+            return try rejected(submission, rejection, transactionId: nil)
         case .failure(let rejection) where rejection.isRetryable:
             throw TransientError("\(rejection)") // The store could not answer now; nothing was decided.
         case .failure(let rejection):

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HTTPServer
 import JSON
@@ -33,11 +34,15 @@ public final class AppCoinsAPIStandIn: Sendable {
     public let server: HTTPServer
     private let purchases: Registry
 
-    /// The purchases by token, shared with the handler.
+    /// The purchases by token, and the paths asked, shared with the handler.
     final class Registry: Sendable {
         let byToken: Mutex<[String: Purchase]>
+        let asked = Mutex<[String]>([])
         init(_ purchases: [String: Purchase]) { byToken = Mutex(purchases) }
     }
+
+    /// Every request's path, in order.
+    public var requests: [String] { purchases.asked.withLock { $0 } }
 
     public var baseURL: URL { URL(string: "http://127.0.0.1:\(server.port)")! }
 
@@ -46,6 +51,7 @@ public final class AppCoinsAPIStandIn: Sendable {
         let known = Registry(purchases)
         self.purchases = known
         server = try HTTPServer(synchronousHandler: { request in
+            known.asked.withLock { $0.append(request.path) }
             guard request.method == "GET", request.path.hasPrefix(Self.pathPrefix) else { return HTTPResponse(status: 404) }
             // {package}/purchases/products/{sku}/tokens/{token}
             let parts = request.path.dropFirst(Self.pathPrefix.count).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
@@ -66,4 +72,28 @@ public final class AppCoinsAPIStandIn: Sendable {
 
     /// Adds or changes the purchase of `token` (e.g. the app consumed it).
     public func set(_ token: String, _ purchase: Purchase) { purchases.byToken.withLock { $0[token] = purchase } }
+}
+
+/// An AppCoins app's signing key, as the store's billing SDK signs purchase data with it.
+public struct AppCoinsSigner: Sendable {
+    public let key: PrivateKey
+
+    public init() throws { key = try PrivateKey.generateRSA() }
+
+    /// The app's public key as the store's back office shows it (base64 SubjectPublicKeyInfo).
+    public func publicKeyBase64() throws -> String { try key.publicKeyBase64() }
+
+    /// The purchase JSON the SDK gives the app, and its base64 signature.
+    public func sign(packageName: String, sku: String, purchaseToken: String, orderId: String, purchaseTime: Date = Date(),
+                     purchaseState: Int = 0) throws -> (purchaseData: String, signature: String) {
+        let fields: [String: JSONValue] = [
+            "orderId": .string(orderId), "packageName": .string(packageName), "productId": .string(sku),
+            "purchaseTime": .integer(Int64(purchaseTime.timeIntervalSince1970 * 1000)), "purchaseToken": .string(purchaseToken),
+            "purchaseState": .integer(Int64(purchaseState)), "developerPayload": .string(""),
+        ]
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let data = String(decoding: try encoder.encode(JSONValue.object(fields)), as: UTF8.self)
+        return (data, try key.signRSA(Data(data.utf8), digest: .sha1).base64EncodedString())
+    }
 }

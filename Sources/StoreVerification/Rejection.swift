@@ -28,6 +28,10 @@ public struct RejectionReason: RawRepresentable, Hashable, Sendable, CustomStrin
     public static let storeRejected = Self(rawValue: "storeRejected")
     public static let storeUnavailable = Self(rawValue: "storeUnavailable")
     public static let purchaseNotCompleted = Self(rawValue: "purchaseNotCompleted")
+    /// Paid with a method that settles later (AppCoins `purchaseState` 2): neither granted nor refused yet.
+    public static let purchasePending = Self(rawValue: "purchasePending")
+    /// A package that is not one of the operator's apps.
+    public static let wrongPackage = Self(rawValue: "wrongPackage")
 }
 
 /// A purchase that was not accepted: the reason, whether trying again later may succeed, and detail

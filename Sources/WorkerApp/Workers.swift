@@ -19,6 +19,9 @@ public enum Workers {
             Setting("--root", env: "IAP_ROOT_CERTIFICATES", help: "trusted root certificate file (repeat or comma-separate); Apple Root CA - G3 in production", isList: true),
             Setting("--online-checks", env: "IAP_ONLINE_CHECKS", default: "false", help: "check validity now and ask OCSP responders", isSwitch: true),
             Setting("--appcoins-url", env: "IAP_APPCOINS_URL", default: AppCoinsVerifier.Configuration.defaultBaseURL.absoluteString, help: "AppCoins API base URL"),
+            Setting("--appcoins-app", env: "IAP_APPCOINS_APPS",
+                    help: "an AppCoins app this deployment sells in: PACKAGE=FILE, the file holding the app's public key from the Catappult back office "
+                        + "(repeat or comma-separate); none: AppCoins purchases are refused", isList: true),
             Setting("--catalog", env: "IAP_CATALOG", help: "the product catalog file: names the product type where the store does not (receipts, AppCoins)"),
             Setting("--restore-policy", env: "IAP_RESTORE_POLICY", default: RestorePolicy.transfer.rawValue,
                     help: "an entitlement restored under another user id: transfer (moves to that user) or keep (stays with the first)"),
@@ -44,7 +47,7 @@ public enum Workers {
                 appStore: try SignedDataVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment,
                                                                       appAppleId: appAppleId, onlineChecks: online)),
                 receipts: try ReceiptVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment, onlineChecks: online)),
-                appCoins: AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL)),
+                appCoins: try appCoinsApps(env.settings.list("--appcoins-app")).map { AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL, apps: $0)) },
                 catalog: try env.settings.string("--catalog").map { try catalog(at: $0, env) }, restorePolicy: restorePolicy)
             return [try env.runner(for: stage)]
         }
@@ -142,5 +145,22 @@ public enum Workers {
             }
             return [sweeper]
         }
+    }
+
+    /// The operator's AppCoins apps (`PACKAGE=FILE`), each with its public key; nil when none is configured.
+    static func appCoinsApps(_ entries: [String]) throws -> [String: PublicKey]? {
+        var apps: [String: PublicKey] = [:]
+        for entry in entries where !entry.isEmpty {
+            guard let equals = entry.firstIndex(of: "="), case let package = String(entry[..<equals]), !package.isEmpty else {
+                throw SettingsError("--appcoins-app (IAP_APPCOINS_APPS): expected PACKAGE=FILE, got '\(entry)'")
+            }
+            let path = String(entry[entry.index(after: equals)...])
+            guard let contents = FileManager.default.contents(atPath: path) else { throw SettingsError("--appcoins-app: cannot read \(path)") }
+            let key: PublicKey
+            do { key = try PublicKey(subjectPublicKeyInfo: contents) } catch { throw SettingsError("--appcoins-app: \(path): \(error)") }
+            guard key.isRSA2048OrMore else { throw SettingsError("--appcoins-app: \(path) is not an RSA key of 2048 bits or more") }
+            apps[package] = key
+        }
+        return apps.isEmpty ? nil : apps
     }
 }

@@ -56,8 +56,10 @@ enum DemoCommand {
         let catalog = work.appendingPathComponent("catalog.json")
         try Data(Self.catalog.utf8).write(to: catalog)
         let started = Date()
-        let types = DemoProductTypes(pki: pki, now: started)
+        let types = try DemoProductTypes(pki: pki, now: started)
         let appCoins = try AppCoinsAPIStandIn(purchases: types.appCoinsPurchases)
+        let appCoinsKey = work.appendingPathComponent("appcoins-key.txt")
+        try Data(try types.appCoinsSigner.publicKeyBase64().utf8).write(to: appCoinsKey)
         let readSecret = Data(UUID().uuidString.utf8)
         let readSecretFile = work.appendingPathComponent("read-secret")
         try readSecret.write(to: readSecretFile)
@@ -67,6 +69,7 @@ enum DemoCommand {
             "IAP_GROUP_PREFIX": prefix, "IAP_BUNDLE_ID": bundleId, "IAP_ENVIRONMENT": "Sandbox", "IAP_ROOT_CERTIFICATES": root.path,
             "IAP_CATALOG": catalog.path, "IAP_LOG_LEVEL": "warning", "IAP_SCHEMAS_DIR": schemas.directory ?? "",
             "IAP_SWEEP_INTERVAL": "1", "IAP_CLAW_BACK_DUE_REFUNDS": "false", "IAP_APPCOINS_URL": appCoins.baseURL.absoluteString,
+            "IAP_APPCOINS_APPS": "\(DemoProductTypes.packageName)=\(appCoinsKey.path)",
             // A killed worker's partitions move to its replacement once the group stops hearing from it.
             "KAFKA_SESSION_TIMEOUT_MS": "6000", "KAFKA_HEARTBEAT_INTERVAL_MS": "1000",
         ])

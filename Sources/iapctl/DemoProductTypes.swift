@@ -24,12 +24,15 @@ struct DemoProductTypes {
     let now: Date
     let signer: JWSSigner
     let receiptSigner: ReceiptSigner
+    /// The demo app's AppCoins key: the verifier is given its public half, as from the store's back office.
+    let appCoinsSigner: AppCoinsSigner
 
-    init(pki: TestPKI, now: Date) {
+    init(pki: TestPKI, now: Date) throws {
         // Whole seconds: expiries are compared with what the store kept, in milliseconds.
         self.now = Date(timeIntervalSince1970: now.timeIntervalSince1970.rounded(.down))
         signer = JWSSigner(pki: pki)
         receiptSigner = ReceiptSigner(pki: pki)
+        appCoinsSigner = try AppCoinsSigner()
     }
 
     private var renewedUntil: Date { now.addingTimeInterval(30 * 86_400 - 3600) }
@@ -60,6 +63,8 @@ struct DemoProductTypes {
             bundleId: DemoCommand.bundleId, appVersion: "1", originalAppVersion: "1.0", creationDate: now,
             inAppPurchases: [InAppPurchaseReceipt(quantity: 1, productId: "coins.500", transactionId: Self.receipt, originalTransactionId: Self.receipt,
                                                   purchaseDate: now.addingTimeInterval(-60), originalPurchaseDate: now.addingTimeInterval(-60))]))
+        let appCoins = try appCoinsSigner.sign(packageName: Self.packageName, sku: "coins.100", purchaseToken: Self.appCoinsToken, orderId: Self.appCoinsOrder,
+                                               purchaseTime: now)
         return [
             try submission(Self.adfree, "adfree", .nonConsumable, user: "adfree-install-1", purchased: twoDaysAgo),
             try submission(Self.subscribed, "pass.monthly", .autoRenewable, user: "subscriber-renewed", purchased: now.addingTimeInterval(-30 * 86_400 - 3600),
@@ -67,7 +72,8 @@ struct DemoProductTypes {
             try submission(Self.cancelled, "pass.monthly", .autoRenewable, user: "subscriber-expired", purchased: now.addingTimeInterval(-20 * 86_400),
                            expires: now.addingTimeInterval(10 * 86_400)),
             PurchaseSubmitted(store: .appcoins, kind: .appcoinsPurchase,
-                              appcoins: .init(packageName: Self.packageName, sku: "coins.100", purchaseToken: Self.appCoinsToken),
+                              appcoins: .init(packageName: Self.packageName, sku: "coins.100", purchaseToken: Self.appCoinsToken,
+                                              purchaseData: appCoins.purchaseData, signature: appCoins.signature),
                               userId: "appcoins-player", submittedAt: now, source: .client),
             PurchaseSubmitted(store: .appstore, kind: .appReceipt, receipt: receipt, userId: "receipt-player", submittedAt: now, source: .client),
             try submission(Self.reversed, "coins.100", .consumable, user: "reversal-player", purchased: now),

@@ -18,7 +18,7 @@ enum IAPCtl {
                  [--online-checks] [--appcoins-url URL] [--lines] [FILE|-]
                                         verify store payloads; one JSON verdict each (see `iapctl verify --help`)
           submit --store appstore|appcoins --kind signedTransaction|appReceipt|appcoinsPurchase --user USER
-                 [--package P --sku S] [--source client|server|restore] [FILE|-]
+                 [--signature SIG (AppCoins: the input is the purchase JSON)] [--source client|server|restore] [FILE|-]
                                         wrap a raw payload into a purchase.submitted event and publish it
           produce --topic T [FILE|-]    publish JSON lines, each checked against the topic's schema first
           tail --topic T [--from-beginning] [--max N] [--timeout SECONDS]

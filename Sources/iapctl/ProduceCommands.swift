@@ -8,10 +8,10 @@ import Synchronization
 
 /// `iapctl submit`, `iapctl produce` and `iapctl tail`: feeding the pipeline and watching it by hand.
 enum ProduceCommands {
-    /// `submit --store S --kind K --user U [--package P --sku S] [FILE|-]`: wraps a raw payload (JWS,
+    /// `submit --store S --kind K --user U [--signature SIG] [FILE|-]`: wraps a raw payload (JWS,
     /// base64 receipt, or AppCoins purchase token) into a `purchase.submitted` event and publishes it.
     static func submit(_ arguments: [String]) async throws -> Int32 {
-        let options = try CommandOptions(arguments, valued: ["--store", "--kind", "--user", "--package", "--sku", "--source",
+        let options = try CommandOptions(arguments, valued: ["--store", "--kind", "--user", "--signature", "--source",
                                                              "--brokers", "--kafka", "--topic-prefix"])
         guard let store = options.string("--store").flatMap(Store.init(rawValue:)) else { throw UsageError("submit: --store appstore|appcoins") }
         guard let kind = options.string("--kind").flatMap(SubmissionKind.init(rawValue:)) else {
@@ -29,10 +29,15 @@ enum ProduceCommands {
         case .signedTransaction: submission.signedTransaction = payload
         case .appReceipt: submission.receipt = payload
         case .appcoinsPurchase:
-            guard let package = options.string("--package"), let sku = options.string("--sku") else {
-                throw UsageError("submit: an AppCoins purchase needs --package and --sku (the input is the purchase token)")
+            // The input is the purchase JSON exactly as the billing SDK gave it; it names the package, SKU and token.
+            guard let signature = options.string("--signature") else {
+                throw UsageError("submit: an AppCoins purchase needs --signature (the SDK's base64 signature of the purchase JSON given as input)")
             }
-            submission.appcoins = .init(packageName: package, sku: sku, purchaseToken: payload)
+            guard let fields = JSONValue.parse(Array(payload.utf8))?.objectValue, let package = fields["packageName"]?.stringValue,
+                  let sku = fields["productId"]?.stringValue, let token = fields["purchaseToken"]?.stringValue else {
+                throw UsageError("submit: the input must be the AppCoins purchase JSON (packageName, productId, purchaseToken)")
+            }
+            submission.appcoins = .init(packageName: package, sku: sku, purchaseToken: token, purchaseData: payload, signature: signature)
         }
         let publisher = try EventPublisher(codec: EventCodec(schemas: try JSONSchemaRegistry.eventSchemas(), source: "/iapctl",
                                                              topicPrefix: options.string("--topic-prefix") ?? ""),

@@ -33,7 +33,8 @@ import TestSupport
         submission["signedTransaction"] = nil
         #expect(!registry.validate(.object(submission), against: id).isEmpty, "signedTransaction kind without the JWS")
         submission["kind"] = .string("appcoinsPurchase")
-        submission["appcoins"] = .object(["packageName": .string("p"), "sku": .string("s"), "purchaseToken": .string("t")])
+        submission["appcoins"] = .object(["packageName": .string("p"), "sku": .string("s"), "purchaseToken": .string("t"),
+                                          "purchaseData": .string(#"{"purchaseToken":"t"}"#), "signature": .string("c2ln")])
         #expect(!registry.validate(.object(submission), against: id).isEmpty, "appcoins payload under store appstore")
         submission["store"] = .string("appcoins")
         #expect(registry.validate(.object(submission), against: id).isEmpty)

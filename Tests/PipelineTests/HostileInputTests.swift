@@ -54,9 +54,7 @@ extension PipelineTests {
             try submission("7000003", user: "user-6" + Self.controlCharacters),  // control characters in an id: dead-lettered
             try submission("7000004" + Self.controlCharacters, user: "user-7"),  // … in a signed id: rejected, not recorded
             try submission("7100001", user: "user-3"),                        // App Store twin of the AppCoins order below
-            try pipeline.codec.message(PurchaseSubmitted(store: .appcoins, kind: .appcoinsPurchase,
-                                                         appcoins: .init(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "tok-twin"),
-                                                         userId: "user-4", submittedAt: Date(), source: .server), time: Date()),
+            try pipeline.appCoinsSubmission(token: "tok-twin", user: "user-4"),
         ]
         for result in await producer.send(contentsOf: first) { _ = try result.get() }
         let hostileKey = PurchaseKey(store: .appstore, transactionId: hostileId)

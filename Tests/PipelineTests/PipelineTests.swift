@@ -30,12 +30,16 @@ struct PipelineTests {
         var tasks: [Task<Void, any Error>]
         /// The stand-in App Store Server API the finisher calls.
         let appStore: AppStoreServerAPIStandIn
+        /// The key of the AppCoins app `com.example.coins` the verifier knows.
+        let appCoins: AppCoinsSigner
         let makeRunner: (Int) throws -> StageRunner
 
-        init(codec: EventCodec, store: SQLPurchaseStore, appStore: AppStoreServerAPIStandIn, makeRunner: @escaping (Int) throws -> StageRunner) throws {
+        init(codec: EventCodec, store: SQLPurchaseStore, appStore: AppStoreServerAPIStandIn, appCoins: AppCoinsSigner,
+             makeRunner: @escaping (Int) throws -> StageRunner) throws {
             self.codec = codec
             self.store = store
             self.appStore = appStore
+            self.appCoins = appCoins
             self.makeRunner = makeRunner
             runners = try (0..<3).map(makeRunner)
             tasks = runners.map { runner in Task { try await runner.run() } }
@@ -48,6 +52,16 @@ struct PipelineTests {
             runners[index] = try makeRunner(index)
             let runner = runners[index]
             tasks[index] = Task { try await runner.run() }
+        }
+
+        /// A submission of an AppCoins purchase of `com.example.coins`, signed with `signer` (the app's key by default).
+        func appCoinsSubmission(token: String, sku: String = "coins.100", user: String, package: String = "com.example.coins",
+                                signer: AppCoinsSigner? = nil) throws -> KafkaProducerMessage {
+            let signed = try (signer ?? appCoins).sign(packageName: package, sku: sku, purchaseToken: token, orderId: "order-\(token)")
+            return try codec.message(PurchaseSubmitted(store: .appcoins, kind: .appcoinsPurchase,
+                                                       appcoins: .init(packageName: package, sku: sku, purchaseToken: token, purchaseData: signed.purchaseData,
+                                                                       signature: signed.signature),
+                                                       userId: user, submittedAt: Date(), source: .server), time: Date())
         }
 
         func stop() async throws {
@@ -69,6 +83,8 @@ struct PipelineTests {
         let apiKey = try PrivateKey.generateP256()
         let apiPublicKey = try apiKey.publicKey()
         let appStore = try AppStoreServerAPIStandIn(publicKey: apiPublicKey, keyId: "K", issuerId: "I", bundleId: bundle)
+        let appCoinsSigner = try AppCoinsSigner()
+        let appCoinsApps = ["com.example.coins": try PublicKey(subjectPublicKeyInfo: Data(try appCoinsSigner.publicKeyBase64().utf8))]
         let api = AppStoreServerAPIClient(configuration: .init(baseURL: appStore.baseURL, keyId: "K", issuerId: "I", bundleId: bundle, privateKey: apiKey))
         let verifier = try SignedDataVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: bundle, environment: .sandbox))
         let stageNames = ["verifier", "granter", "finisher"]
@@ -78,7 +94,7 @@ struct PipelineTests {
             let context = StageContext(codec: codec, logger: Logger(stage: stageName, minimum: .error))
             let stage: any MessageStage = switch stageName {
             case "verifier": VerifierStage(context: context, store: store, appStore: verifier,
-                                           appCoins: appCoinsURL.map { AppCoinsVerifier(configuration: .init(baseURL: $0)) }, catalog: catalog,
+                                           appCoins: appCoinsURL.map { AppCoinsVerifier(configuration: .init(baseURL: $0, apps: appCoinsApps)) }, catalog: catalog,
                                            restorePolicy: restorePolicy)
             case "granter": GranterStage(context: context, store: store, catalog: catalog, clawBackDueRefunds: true)
             default: FinisherStage(context: context, store: store, appStoreAPI: finishWithAppStoreAPI ? api : nil)
@@ -90,7 +106,7 @@ struct PipelineTests {
             return StageRunner(stage: stage, consumer: consumer, producer: producer, codec: codec, logger: context.logger)
         }
         return try Pipeline(codec: EventCodec(schemas: schemas, source: "/test/producer", topicPrefix: prefix), store: store, appStore: appStore,
-                            makeRunner: makeRunner)
+                            appCoins: appCoinsSigner, makeRunner: makeRunner)
     }
 
     @Test(arguments: StoreEngine.available)
@@ -228,15 +244,26 @@ extension PipelineTests {
         let appCoins = try AppCoinsAPIStandIn(purchases: [
             "tok-consumed": .init(packageName: "com.example.coins", sku: "coins.100", orderId: "order-tok-consumed", consumptionState: 1),
             "tok-open": .init(packageName: "com.example.coins", sku: "coins.100", orderId: "order-tok-open"),
+            "tok-pending": .init(packageName: "com.example.coins", sku: "coins.100", orderId: "order-tok-pending", purchaseState: 2),
+            // The cheapest SKU named like ours, bought in an app of someone else's.
+            "tok-foreign": .init(packageName: "com.attacker.app", sku: "coins.100", orderId: "order-tok-foreign"),
         ])
         let pipeline = try await Self.start(servers: servers, pki: try TestPKI.make(), storeURL: try await StoreEngine.sqlite.freshURL(),
                                             appCoinsURL: appCoins.baseURL)
         let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
-        let submissions = try ["tok-consumed", "tok-open", "unknown-token"].map { token in
-            try pipeline.codec.message(PurchaseSubmitted(store: .appcoins, kind: .appcoinsPurchase,
-                                                         appcoins: .init(packageName: "com.example.coins", sku: "coins.100", purchaseToken: token),
-                                                         userId: "player-1", submittedAt: Date(), source: .server), time: Date())
-        }
+        let answers = Recorder()
+        let watcher = RunningConsumer(try KafkaConsumer(configuration: .init(
+            kafka: testConsumerKafka(servers), groupID: uniqueName("w"), topics: [pipeline.codec.topic(.purchaseRejected)]))) { await answers.record($0) }
+        let forger = try AppCoinsSigner()
+        // One user, so one partition: the pending purchase must not hold the purchases behind it.
+        let submissions = [
+            try pipeline.appCoinsSubmission(token: "tok-pending", user: "player-1"),
+            try pipeline.appCoinsSubmission(token: "tok-consumed", user: "player-1"),
+            try pipeline.appCoinsSubmission(token: "tok-open", user: "player-1"),
+            try pipeline.appCoinsSubmission(token: "unknown-token", user: "player-1"),
+            try pipeline.appCoinsSubmission(token: "tok-foreign", user: "player-1", package: "com.attacker.app", signer: forger),
+            try pipeline.appCoinsSubmission(token: "tok-open-forged", user: "player-1", signer: forger),
+        ]
         for result in await producer.send(contentsOf: submissions) { _ = try result.get() }
         let consumedKey = PurchaseKey(store: .appcoins, transactionId: "order-tok-consumed")
         let openKey = PurchaseKey(store: .appcoins, transactionId: "order-tok-open")
@@ -250,8 +277,19 @@ extension PipelineTests {
             _ = try result.get()
         }
         try await waitUntil("the app-consumed purchase is finished") { try await pipeline.store.purchase(openKey)?.state == .finished }
+        try await waitUntil("four rejections answered") { await answers.messages.count >= 4 }
+        try await watcher.stop()
+        let reasons = await answers.messages.compactMap { $0.value.flatMap { JSONValue.parse(Array($0))?.objectValue } }
+            .map { ($0["reason"]?.stringValue ?? "", $0["retryable"]?.boolValue ?? false) }
+        #expect(Set(reasons.map(\.0)) == ["purchasePending", "storeRejected", "wrongPackage", "badSignature"], "\(reasons)")
+        #expect(reasons.first { $0.0 == "purchasePending" }?.1 == true, "pending: submit again later")
+
+        // The payment settles; the app submits it again.
+        appCoins.set("tok-pending", .init(packageName: "com.example.coins", sku: "coins.100", orderId: "order-tok-pending"))
+        for result in await producer.send(contentsOf: [try pipeline.appCoinsSubmission(token: "tok-pending", user: "player-1")]) { _ = try result.get() }
+        try await waitUntil("the settled purchase granted") { try await pipeline.store.purchase(PurchaseKey(store: .appcoins, transactionId: "order-tok-pending"))?.state == .granted }
         try await pipeline.stop()
-        #expect(try await pipeline.store.balances(of: "player-1") == ["coins": 200], "the unknown token (404) grants nothing")
+        #expect(try await pipeline.store.balances(of: "player-1") == ["coins": 300], "the unknown token (404), the foreign app and the forgery grant nothing")
         #expect(try await pipeline.store.purchase(openKey)?.purchaseToken == "tok-open", "kept to ask the store again")
     }
 }

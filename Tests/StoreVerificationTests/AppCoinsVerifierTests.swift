@@ -1,5 +1,7 @@
+import Crypto
 import Foundation
 import HTTPServer
+import StoreFixtures
 import StoreVerification
 import Testing
 import TestSupport
@@ -97,8 +99,40 @@ import TestSupport
         let canceled = try #require(await api.verifier.verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "canceled").rejection)
         #expect(canceled.reason == .purchaseNotCompleted && !canceled.isRetryable)
         let pending = try #require(await api.verifier.verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "pending").rejection)
-        #expect(pending.reason == .purchaseNotCompleted && pending.isRetryable)
+        #expect(pending.reason == .purchasePending && pending.isRetryable, "a verdict of its own: submit again once it settles")
         let other = try #require(await api.verifier.verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "other").rejection)
         #expect(other.reason == .storeRejected)
+    }
+
+    /// Only the operator's apps, and only purchase data their key signed naming what is claimed, reach the store's
+    /// API; the SKU of an app of someone else's grants nothing.
+    @Test func onlyTheOperatorsAppsSignedByTheirKeyAreAskedAbout() async throws {
+        let signer = try AppCoinsSigner()
+        let forger = try AppCoinsSigner()
+        let api = try AppCoinsAPIStandIn(purchases: [
+            "tok-1": .init(packageName: "com.example.coins", sku: "coins.100", orderId: "o-1"),
+            "tok-x": .init(packageName: "com.attacker.app", sku: "coins.100", orderId: "o-x"),
+            "tok-p": .init(packageName: "com.example.coins", sku: "coins.100", orderId: "o-p", purchaseState: 2),
+        ])
+        let key = try PublicKey(subjectPublicKeyInfo: Data(try signer.publicKeyBase64().utf8))
+        let verifier = AppCoinsVerifier(configuration: .init(baseURL: api.baseURL, apps: ["com.example.coins": key]))
+        func verify(_ package: String, _ token: String, by who: AppCoinsSigner, claiming claimed: String? = nil) async throws -> Result<AppCoinsPurchase, Rejection> {
+            let signed = try who.sign(packageName: package, sku: "coins.100", purchaseToken: token, orderId: "o")
+            return await verifier.verifySigned(packageName: package, sku: "coins.100", purchaseToken: claimed ?? token,
+                                               purchaseData: signed.purchaseData, signature: signed.signature)
+        }
+        #expect(try await verify("com.example.coins", "tok-1", by: signer).value?.orderId == "o-1")
+        #expect(try await verify("com.attacker.app", "tok-x", by: forger).rejection?.reason == .wrongPackage)
+        #expect(try await verify("com.example.coins", "tok-1", by: forger).rejection?.reason == .badSignature)
+        #expect(try await verify("com.example.coins", "tok-1", by: signer, claiming: "tok-p").rejection?.reason == .malformedPayload,
+                "a signature for one purchase does not vouch for another")
+        let pending = try await verify("com.example.coins", "tok-p", by: signer).rejection
+        #expect(pending?.reason == .purchasePending && pending?.isRetryable == true)
+        #expect(api.requests.count == 2, "only the two correctly signed purchases of the operator's app reached the API: \(api.requests)")
+        // A SHA-256 signature is accepted as well.
+        let data = try signer.sign(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "tok-1", orderId: "o").purchaseData
+        let sha256 = try signer.key.signRSA(Data(data.utf8), digest: .sha256).base64EncodedString()
+        #expect(await verifier.verifySigned(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "tok-1", purchaseData: data,
+                                            signature: sha256).value != nil)
     }
 }

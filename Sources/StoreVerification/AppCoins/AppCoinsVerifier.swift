@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import Crypto
 import JSON
 import PurchaseDomain
 
@@ -28,10 +29,14 @@ public struct AppCoinsPurchase: Sendable, Hashable {
     public var transactionId: String { orderId ?? purchaseToken }
 }
 
-/// Checks AppCoins purchases server to server:
+/// Checks AppCoins purchases of the operator's own apps: a submission is verified (`verifySigned`) only for a
+/// package the operator configured, its purchase data signed with that app's public key from the store's back
+/// office (RSA PKCS#1 v1.5), naming the package, SKU and token it claims; then the store's API confirms it
+/// server to server (`verify`, which the sweeper also uses to re-check consumption):
 /// `GET {base}/productv2/8.20250505/google/inapp/v3/applications/{package}/purchases/products/{sku}/tokens/{token}`.
 ///
-/// 200 with `purchaseState` 0 verifies; 404 and 410 are permanent rejections; timeouts, 429 and 5xx are
+/// 200 with `purchaseState` 0 verifies; 2 (pending) is a verdict of its own (`purchasePending`, retryable: ask
+/// again once the payment completes); 404 and 410 are permanent rejections; timeouts, 429 and 5xx are
 /// retryable. AppCoins has no server-side consume call: apps consume with `finish()` on the device.
 public final class AppCoinsVerifier: Sendable {
     public struct Configuration: Sendable {
@@ -39,13 +44,16 @@ public final class AppCoinsVerifier: Sendable {
         public var timeout: Duration
         /// Extra request headers (e.g. credentials, when the account requires them).
         public var headers: [String: String]
+        /// The operator's apps: package name → the app's public key. Purchases of other packages are refused.
+        public var apps: [String: PublicKey]
 
         public static let defaultBaseURL = URL(string: "https://api.catappult.io")!
 
-        public init(baseURL: URL = defaultBaseURL, timeout: Duration = .seconds(10), headers: [String: String] = [:]) {
+        public init(baseURL: URL = defaultBaseURL, timeout: Duration = .seconds(10), headers: [String: String] = [:], apps: [String: PublicKey] = [:]) {
             self.baseURL = baseURL
             self.timeout = timeout
             self.headers = headers
+            self.apps = apps
         }
     }
 
@@ -70,6 +78,28 @@ public final class AppCoinsVerifier: Sendable {
         return url
     }
 
+    /// A submitted purchase: the package is one of the operator's apps, `signature` (base64) is that app's key's over
+    /// `purchaseData` (the purchase JSON exactly as the billing SDK gave it), which names this package, SKU and
+    /// token; then the store's API is asked.
+    public func verifySigned(packageName: String, sku: String, purchaseToken: String, purchaseData: String, signature: String) async
+        -> Result<AppCoinsPurchase, Rejection> {
+        guard let key = configuration.apps[packageName] else {
+            return .failure(Rejection(.wrongPackage, "'\(packageName.prefix(256))' is not one of this deployment's AppCoins apps"))
+        }
+        guard let signatureBytes = Data(base64Encoded: signature),
+              RSADigest.allCases.contains(where: { key.verifyRSA(message: Data(purchaseData.utf8), signature: signatureBytes, digest: $0) }) else {
+            return .failure(Rejection(.badSignature, "the purchase data is not signed with \(packageName)'s key"))
+        }
+        guard let signed = JSONValue.parse(Array(purchaseData.utf8))?.objectValue.map(JSONFields.init) else {
+            return .failure(Rejection(.malformedPayload, "the signed purchase data is not a JSON object"))
+        }
+        guard signed.string("packageName") == packageName, signed.string("productId") == sku, signed.string("purchaseToken") == purchaseToken else {
+            return .failure(Rejection(.malformedPayload, "the signed purchase data names another package, SKU or token than the submission"))
+        }
+        return await verify(packageName: packageName, sku: sku, purchaseToken: purchaseToken)
+    }
+
+    /// The store's API's view of a purchase (no signature involved: for re-checks of purchases verified before).
     public func verify(packageName: String, sku: String, purchaseToken: String) async -> Result<AppCoinsPurchase, Rejection> {
         for (name, value) in [("package", packageName), ("sku", sku), ("purchase token", purchaseToken)]
         where value.isEmpty || value.utf8.count > 1024 || value.contains("/") {
@@ -121,7 +151,7 @@ public final class AppCoinsVerifier: Sendable {
         }
         switch state {
         case 0: return .success(purchase)
-        case 2: return .failure(Rejection(.purchaseNotCompleted, retryable: true, "purchase is pending"))
+        case 2: return .failure(Rejection(.purchasePending, retryable: true, "the payment is pending; submit it again once it completes"))
         default: return .failure(Rejection(.purchaseNotCompleted, "purchaseState \(state) (canceled)"))
         }
     }
