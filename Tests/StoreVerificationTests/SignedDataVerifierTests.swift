@@ -47,6 +47,14 @@ import JSON
         #expect(try verifier().verifyTransaction(try signedTransaction(header: ["x5c": four])).rejection?.reason == .invalidChainLength)
     }
 
+    @Test func theChainThatVerifiesMustBeThreeLongWhateverX5CLists() throws {
+        // A leaf the trusted root issued itself, listed with a decoy intermediate that carries the marker OID.
+        let short = try TestPKI.make(.init(intermediateCount: 0), name: "short")
+        let listed = JSONValue.array([short.leaf, sharedPKI.intermediate, short.root].map { .string($0.derRepresentation.base64EncodedString()) })
+        let jws = try JWSSigner(pki: short).sign(transactionPayload(), header: ["x5c": listed])
+        #expect(try verifier(short).verifyTransaction(jws).rejection?.reason == .invalidChainLength)
+    }
+
     @Test func aChainFromAnUntrustedRootIsRejected() throws {
         let stranger = try TestPKI.make(name: "stranger")
         #expect(try verifier().verifyTransaction(try signedTransaction(stranger)).rejection?.reason == .untrustedChain)

@@ -11,10 +11,10 @@ import JSON
 /// `receiptCreationDate`) unless online checks are on, then at the current time. Then the content:
 /// bundle id, environment and (for notifications and app transactions in production) the app's Apple id.
 public final class SignedDataVerifier: Sendable {
-    /// Marker extension of Apple's leaf certificates that sign App Store data.
-    public static let leafOID = "1.2.840.113635.100.6.11.1"
+    /// Marker extension of Apple's leaf certificates that sign App Store data (and app receipts).
+    public static let leafOID = AppleSigningChain.leafOID
     /// Marker extension of Apple's WWDR intermediate certificates.
-    public static let intermediateOID = "1.2.840.113635.100.6.2.1"
+    public static let intermediateOID = AppleSigningChain.intermediateOID
 
     public struct Configuration: Sendable {
         public var trustedRoots: [Certificate]
@@ -43,7 +43,7 @@ public final class SignedDataVerifier: Sendable {
     }
 
     public let configuration: Configuration
-    private let chains: ChainVerifier
+    private let chain: AppleSigningChain
     private let cache: ChainCache
     private let revocation: RevocationChecker?
     private let now: @Sendable () -> Date
@@ -58,7 +58,7 @@ public final class SignedDataVerifier: Sendable {
             throw VerifierConfigurationError("at least one trusted root certificate is required")
         }
         self.configuration = configuration
-        self.chains = try ChainVerifier(trustedRoots: configuration.trustedRoots)
+        self.chain = try AppleSigningChain(trustedRoots: configuration.trustedRoots)
         self.cache = ChainCache(capacity: configuration.chainCacheCapacity,
                                 timeToLive: TimeInterval(configuration.chainCacheTimeToLive.components.seconds))
         self.revocation = configuration.onlineChecks ? RevocationChecker(timeout: configuration.ocspTimeout) : nil
@@ -192,15 +192,8 @@ public final class SignedDataVerifier: Sendable {
             certificates.append(certificate)
         }
         let (leaf, intermediate) = (certificates[0], certificates[1])
-        guard leaf.hasExtension(oid: Self.leafOID) else { return .failure(Rejection(.missingAppleOID, "leaf lacks \(Self.leafOID)")) }
-        guard intermediate.hasExtension(oid: Self.intermediateOID) else {
-            return .failure(Rejection(.missingAppleOID, "intermediate lacks \(Self.intermediateOID)"))
-        }
-        switch chains.verify(leaf: leaf, intermediates: [intermediate], at: date) {
-        case .success: break
-        case .failure(.expired(let reason)): return .failure(Rejection(.certificateExpired, "\(reason) at \(date)"))
-        case .failure(.untrusted(let reason)): return .failure(Rejection(.untrustedChain, reason))
-        }
+        // x5c[2] is not offered: only a configured root may end the chain.
+        if case .failure(let rejection) = chain.verify(leaf: leaf, intermediates: [intermediate], at: date) { return .failure(rejection) }
         if let revocation {
             if case .failure(let rejection) = revocation.check(leaf: leaf, intermediate: intermediate, roots: configuration.trustedRoots) {
                 return .failure(rejection)
