@@ -3,8 +3,10 @@ import Foundation
 import JSON
 import StoreVerification
 
-/// Builds StoreKit 1 app receipts: the ASN.1 payload (Apple's field type numbers) in a PKCS#7
-/// SignedData signed by a `TestPKI` leaf.
+/// Builds StoreKit 1 app receipts in Apple's shape: the ASN.1 payload (Apple's field type numbers) in a
+/// PKCS#7 SignedData signed by a `TestPKI` leaf, with the whole chain (leaf, intermediates, root) embedded
+/// as Apple embeds it. A `TestPKI` made without the marker OIDs, or with another `intermediateCount`, makes
+/// receipts that are not in Apple's shape.
 public struct ReceiptSigner: Sendable {
     public let pki: TestPKI
 
@@ -12,8 +14,12 @@ public struct ReceiptSigner: Sendable {
 
     /// A base64 receipt.
     public func sign(_ receipt: AppReceipt) throws -> String {
-        try PKCS7SignedData.sign(content: Self.payload(receipt), signer: pki.leaf, key: pki.leafKey, chain: [pki.intermediate])
-            .base64EncodedString()
+        try signedDER(receipt).base64EncodedString()
+    }
+
+    /// The receipt's DER PKCS#7 container.
+    public func signedDER(_ receipt: AppReceipt) throws -> Data {
+        try PKCS7SignedData.sign(content: Self.payload(receipt), signer: pki.leaf, key: pki.leafKey, chain: pki.intermediates + [pki.root])
     }
 
     /// The DER receipt payload.

@@ -1,8 +1,12 @@
 import Crypto
 import Foundation
 
-/// Verifies StoreKit 1 app receipts: the PKCS#7 signature and its chain against the configured roots,
-/// then decodes the payload. Xcode-environment receipts are decoded without verification, as Apple's
+/// Verifies StoreKit 1 app receipts as strictly as `SignedDataVerifier` verifies signed data.
+///
+/// The container: one DER PKCS#7 SignedData with the payload embedded and nothing after it, one signature. The
+/// chain: the signer → an embedded intermediate → one of the configured roots, exactly three certificates, with
+/// Apple's marker OIDs on leaf and intermediate, valid at the receipt's creation date (with online checks: now).
+/// Then the content: bundle id. Xcode-environment receipts are decoded without verification, as Apple's
 /// ReceiptUtility does (they are signed by Xcode, not the App Store).
 public final class ReceiptVerifier: Sendable {
     public struct Configuration: Sendable {
@@ -21,6 +25,7 @@ public final class ReceiptVerifier: Sendable {
     }
 
     public let configuration: Configuration
+    private let chain: AppleSigningChain
     private let now: @Sendable () -> Date
 
     /// The largest base64 receipt accepted.
@@ -30,6 +35,7 @@ public final class ReceiptVerifier: Sendable {
         if configuration.trustedRoots.isEmpty && !configuration.environment.isLocallySigned {
             throw VerifierConfigurationError("at least one trusted root certificate is required")
         }
+        chain = try AppleSigningChain(trustedRoots: configuration.trustedRoots)
         self.configuration = configuration
         self.now = now
     }
@@ -55,18 +61,30 @@ public final class ReceiptVerifier: Sendable {
         }
         if !configuration.environment.isLocallySigned {
             let time = configuration.onlineChecks ? now() : (receipt.creationDate ?? now())
-            switch container.verify(trustedRoots: configuration.trustedRoots, at: time) {
-            case .success(let signedContent):
-                // What was parsed must be exactly what was signed.
-                guard signedContent == unverified else { return .failure(Rejection(.receiptSignatureInvalid, "signed content differs")) }
-            case .failure(.expired(let why)): return .failure(Rejection(.certificateExpired, why))
-            case .failure(.untrusted(let why)): return .failure(Rejection(.untrustedChain, why))
-            case .failure(.badSignature(let why)): return .failure(Rejection(.receiptSignatureInvalid, why))
-            }
+            if case .failure(let rejection) = verifySignature(container, unverified, at: time) { return .failure(rejection) }
         }
         guard receipt.bundleId == configuration.bundleId else {
             return .failure(Rejection(.wrongBundleId, "receipt for '\(receipt.bundleId ?? "none")', expected '\(configuration.bundleId)'"))
         }
         return .success(receipt)
+    }
+
+    /// The signer's chain in Apple's shape, then the signature over exactly the content that was parsed.
+    private func verifySignature(_ container: PKCS7SignedData, _ unverified: Data, at time: Date) -> Result<Void, Rejection> {
+        let signers = container.signers
+        guard container.signerCount == 1, signers.count == 1, let leaf = signers.first else {
+            return .failure(Rejection(.receiptSignatureInvalid, "\(container.signerCount) signatures with \(signers.count) embedded signers, expected 1"))
+        }
+        let leafDER = leaf.derRepresentation
+        let intermediates = container.certificates.filter { $0.derRepresentation != leafDER }
+        if case .failure(let rejection) = chain.verify(leaf: leaf, intermediates: intermediates, at: time) { return .failure(rejection) }
+        switch container.verifySignature(signer: leaf) {
+        case .success(let signedContent):
+            // What was parsed must be exactly what was signed.
+            guard signedContent == unverified else { return .failure(Rejection(.receiptSignatureInvalid, "signed content differs")) }
+            return .success(())
+        case .failure(let error):
+            return .failure(Rejection(.receiptSignatureInvalid, "\(error)"))
+        }
     }
 }
