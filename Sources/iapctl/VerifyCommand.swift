@@ -75,8 +75,9 @@ enum VerifyCommand {
             let verifier = try ReceiptVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment, onlineChecks: online))
             return { payload in
                 verdict(verifier.verify(base64: payload).map { receipt in
-                    let purchases = receipt.inAppPurchases.compactMap { VerifiedPurchase($0, in: receipt, environment: environment) }
-                    return ReceiptVerdict(bundleId: receipt.bundleId, appVersion: receipt.appVersion, creationDate: receipt.creationDate, purchases: purchases)
+                    let purchases = receipt.inAppPurchases.compactMap { VerifiedPurchase($0, in: receipt) }
+                    return ReceiptVerdict(receiptType: receipt.receiptType, bundleId: receipt.bundleId, appVersion: receipt.appVersion,
+                                          creationDate: receipt.creationDate, purchases: purchases)
                 })
             }
         }
@@ -99,6 +100,7 @@ enum VerifyCommand {
     }
 
     private struct ReceiptVerdict: Encodable {
+        let receiptType: String?
         let bundleId: String?
         let appVersion: String?
         let creationDate: Date?

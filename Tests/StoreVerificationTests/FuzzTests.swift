@@ -67,7 +67,7 @@ struct FuzzTests {
     }
 
     @Test func mutatedDERAlwaysEndsInAVerdict() throws {
-        let receipt = AppReceipt(bundleId: bundleId, appVersion: "1", creationDate: Date(), inAppPurchases: (0..<3).map {
+        let receipt = AppReceipt(receiptType: ReceiptSigner.sandbox, bundleId: bundleId, appVersion: "1", creationDate: Date(), inAppPurchases: (0..<3).map {
             InAppPurchaseReceipt(quantity: 1, productId: "coins.\($0)", transactionId: "10000\($0)", purchaseDate: Date())
         })
         let payload = Array(ReceiptSigner.payload(receipt))

@@ -6,8 +6,10 @@ import Foundation
 /// The container: one DER PKCS#7 SignedData with the payload embedded and nothing after it, one signature. The
 /// chain: the signer → an embedded intermediate → one of the configured roots, exactly three certificates, with
 /// Apple's marker OIDs on leaf and intermediate, valid at the receipt's creation date (with online checks: now).
-/// Then the content: bundle id. Xcode-environment receipts are decoded without verification, as Apple's
-/// ReceiptUtility does (they are signed by Xcode, not the App Store).
+/// Then the content: bundle id, and the receipt type (field 0) must name the configured environment. A receipt
+/// without a type is rejected in every environment: nothing then says where it was issued. Xcode-environment
+/// receipts are decoded without verification, as Apple's ReceiptUtility does (they are signed by Xcode, not the
+/// App Store).
 public final class ReceiptVerifier: Sendable {
     public struct Configuration: Sendable {
         public var trustedRoots: [Certificate]
@@ -65,6 +67,9 @@ public final class ReceiptVerifier: Sendable {
         }
         guard receipt.bundleId == configuration.bundleId else {
             return .failure(Rejection(.wrongBundleId, "receipt for '\(receipt.bundleId ?? "none")', expected '\(configuration.bundleId)'"))
+        }
+        guard let environment = receipt.environment, environment == configuration.environment else {
+            return .failure(Rejection(.wrongEnvironment, "receipt type '\(receipt.receiptType ?? "none")', expected \(configuration.environment)"))
         }
         return .success(receipt)
     }
