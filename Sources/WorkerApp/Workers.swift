@@ -16,7 +16,11 @@ public enum Workers {
             Setting("--bundle-id", env: "IAP_BUNDLE_ID", help: "the app's bundle id (required)"),
             Setting("--environment", env: "IAP_ENVIRONMENT", default: "Production", help: "Production, Sandbox, Xcode or LocalTesting"),
             Setting("--app-apple-id", env: "IAP_APP_APPLE_ID", help: "the app's Apple id (required for Production)"),
-            Setting("--root", env: "IAP_ROOT_CERTIFICATES", help: "trusted root certificate file (repeat or comma-separate); Apple Root CA - G3 in production", isList: true),
+            Setting("--root", env: "IAP_ROOT_CERTIFICATES",
+                    help: "root certificate file signed data (JWS) must chain to (repeat or comma-separate); Apple Root CA - G3 in production", isList: true),
+            Setting("--receipt-root", env: "IAP_RECEIPT_ROOT_CERTIFICATES",
+                    help: "root certificate file StoreKit 1 app receipts must chain to (repeat or comma-separate); Apple Inc. Root in production; none: every receipt is rejected",
+                    isList: true),
             Setting("--online-checks", env: "IAP_ONLINE_CHECKS", default: "false", help: "check validity now and ask OCSP responders", isSwitch: true),
             Setting("--appcoins-url", env: "IAP_APPCOINS_URL", default: AppCoinsVerifier.Configuration.defaultBaseURL.absoluteString, help: "AppCoins API base URL"),
             Setting("--catalog", env: "IAP_CATALOG", help: "the product catalog file: names the product type where the store does not (receipts, AppCoins)"),
@@ -33,6 +37,10 @@ public enum Workers {
                 return id
             }
             let roots = try WorkerApp.certificates(env.settings.list("--root"), setting: "--root (IAP_ROOT_CERTIFICATES)")
+            let receiptRoots = try WorkerApp.certificates(env.settings.list("--receipt-root"), setting: "--receipt-root (IAP_RECEIPT_ROOT_CERTIFICATES)")
+            if receiptRoots.isEmpty && !environment.isLocallySigned {
+                env.logger.info("no --receipt-root (IAP_RECEIPT_ROOT_CERTIFICATES): every StoreKit 1 app receipt is rejected")
+            }
             let bundleId = try env.settings.required("--bundle-id")
             let online = env.settings.flag("--online-checks")
             guard let appCoinsURL = URL(string: try env.settings.required("--appcoins-url")) else { throw SettingsError("--appcoins-url is not a URL") }
@@ -43,7 +51,8 @@ public enum Workers {
                 context: env.context(stage: "verifier"), store: env.store,
                 appStore: try SignedDataVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment,
                                                                       appAppleId: appAppleId, onlineChecks: online)),
-                receipts: try ReceiptVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment, onlineChecks: online)),
+                receipts: try ReceiptVerifier(configuration: .init(trustedRoots: receiptRoots, bundleId: bundleId, environment: environment,
+                                                                   onlineChecks: online)),
                 appCoins: AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL)),
                 catalog: try env.settings.string("--catalog").map { try catalog(at: $0, env) }, restorePolicy: restorePolicy)
             return [try env.runner(for: stage)]

@@ -6,10 +6,11 @@ import JSON
 /// `iapctl verify`: verifies store payloads by hand, one JSON verdict per payload.
 enum VerifyCommand {
     static let usage = """
-        iapctl verify [--kind transaction|renewal|notification|app-transaction|receipt|appcoins] [--root FILE]...
+        iapctl verify [--kind transaction|renewal|notification|app-transaction|receipt|appcoins] [--root FILE]... [--receipt-root FILE]...
                       [--bundle-id ID] [--environment Production|Sandbox|Xcode|LocalTesting] [--app-apple-id N]
                       [--online-checks] [--appcoins-url URL] [--lines] [FILE|-]
           Prints {"verdict":"verified",...} or {"verdict":"rejected","reason":...,"retryable":...}.
+          --root: roots of signed data (Apple Root CA - G3); --receipt-root: roots of receipts (Apple Inc. Root).
           appcoins input: {"packageName":...,"sku":...,"purchaseToken":...}
           Exit 0 verified (all, with --lines), 1 rejected, 2 usage or I/O error.
         """
@@ -19,7 +20,8 @@ enum VerifyCommand {
     }
 
     static func run(_ arguments: [String]) async throws -> Int32 {
-        let options = try CommandOptions(arguments, valued: ["--kind", "--root", "--bundle-id", "--environment", "--app-apple-id", "--appcoins-url"],
+        let options = try CommandOptions(arguments, valued: ["--kind", "--root", "--receipt-root", "--bundle-id", "--environment", "--app-apple-id",
+                                                             "--appcoins-url"],
                                          flags: ["--online-checks", "--lines"])
         let kindName = options.string("--kind") ?? "transaction"
         guard let kind = Kind(rawValue: kindName) else {
@@ -62,7 +64,11 @@ enum VerifyCommand {
         let environment = AppStoreEnvironment(rawValue: options.string("--environment") ?? "Production")
         let known: [AppStoreEnvironment] = [.production, .sandbox, .xcode, .localTesting]
         guard known.contains(environment) else { throw UsageError("--environment must be Production, Sandbox, Xcode or LocalTesting") }
-        let roots = try (options.values["--root"] ?? []).flatMap { path -> [Certificate] in
+        // Receipts and signed data chain to different Apple roots: each kind takes only its own option.
+        let rootOption = kind == .receipt ? "--receipt-root" : "--root"
+        let otherOption = kind == .receipt ? "--root" : "--receipt-root"
+        guard options.values[otherOption] == nil else { throw UsageError("--kind \(kind.rawValue) takes \(rootOption), not \(otherOption)") }
+        let roots = try (options.values[rootOption] ?? []).flatMap { path -> [Certificate] in
             guard let data = FileManager.default.contents(atPath: path) else { throw UsageError("cannot read root certificate \(path)") }
             return try Certificate.load(pemOrDER: data)
         }

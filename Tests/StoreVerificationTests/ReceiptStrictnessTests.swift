@@ -4,8 +4,8 @@ import StoreFixtures
 import StoreVerification
 import Testing
 
-/// App receipts held to the standard of signed data: the environment the receipt names, Apple's chain shape and
-/// marker OIDs, nothing after the container.
+/// App receipts held to the standard of signed data: the environment the receipt names, receipt roots of their own,
+/// Apple's chain shape and marker OIDs, nothing after the container.
 @Suite struct ReceiptStrictnessTests {
     static func receipt(type: String?) -> AppReceipt { ReceiptVerifierTests.receipt(type: type) }
 
@@ -47,7 +47,18 @@ import Testing
         #expect(try Self.verifier(environment: .sandbox).verify(base64: xcode).rejection?.reason == .wrongEnvironment)
     }
 
-    // MARK: - Chain and container
+    // MARK: - Roots, chain and container
+
+    @Test func withoutReceiptRootsEveryReceiptIsRejected() throws {
+        let verifier = try ReceiptVerifier(configuration: .init(trustedRoots: [], bundleId: bundleId, environment: .sandbox))
+        let good = try ReceiptSigner(pki: sharedPKI).sign(Self.receipt(type: ReceiptSigner.sandbox))
+        for receipt in [good, "%%%"] {
+            let rejection = verifier.verify(base64: receipt).rejection
+            #expect(rejection?.reason == .storeRejected, "\(String(describing: rejection))")
+            #expect(rejection?.detail.contains("not configured") == true)
+            #expect(rejection?.isRetryable == false)
+        }
+    }
 
     @Test func aChainWithoutApplesMarkerOIDsIsRejected() throws {
         for options in [TestPKI.Options(leafOID: false), TestPKI.Options(intermediateOID: false)] {

@@ -4,14 +4,18 @@ import Foundation
 /// Verifies StoreKit 1 app receipts as strictly as `SignedDataVerifier` verifies signed data.
 ///
 /// The container: one DER PKCS#7 SignedData with the payload embedded and nothing after it, one signature. The
-/// chain: the signer → an embedded intermediate → one of the configured roots, exactly three certificates, with
-/// Apple's marker OIDs on leaf and intermediate, valid at the receipt's creation date (with online checks: now).
-/// Then the content: bundle id, and the receipt type (field 0) must name the configured environment. A receipt
-/// without a type is rejected in every environment: nothing then says where it was issued. Xcode-environment
-/// receipts are decoded without verification, as Apple's ReceiptUtility does (they are signed by Xcode, not the
-/// App Store).
+/// chain: the signer → an embedded intermediate → one of the configured receipt roots (Apple's receipts chain to
+/// "Apple Inc. Root", not to the Apple Root CA - G3 of signed data), exactly three certificates, with Apple's
+/// marker OIDs on leaf and intermediate, valid at the receipt's creation date (with online checks: now). Then the
+/// content: bundle id, and the receipt type (field 0) must name the configured environment. A receipt without a
+/// type is rejected in every environment: nothing then says where it was issued.
+///
+/// Without receipt roots every receipt is rejected (`storeRejected`), so that a deployment accepts receipts only
+/// when it chose to. Xcode receipts are signed by Xcode, not the App Store: a verifier configured for Xcode
+/// decodes them without the signature, as Apple's ReceiptUtility does.
 public final class ReceiptVerifier: Sendable {
     public struct Configuration: Sendable {
+        /// The roots receipts must chain to; none: receipts are not accepted.
         public var trustedRoots: [Certificate]
         public var bundleId: String
         public var environment: AppStoreEnvironment
@@ -28,15 +32,14 @@ public final class ReceiptVerifier: Sendable {
 
     public let configuration: Configuration
     private let chain: AppleSigningChain
+    private let skipsSignature: Bool
     private let now: @Sendable () -> Date
 
     /// The largest base64 receipt accepted.
     public static let maxBase64Length = 12 * 1024 * 1024
 
     public init(configuration: Configuration, now: @escaping @Sendable () -> Date = Date.init) throws {
-        if configuration.trustedRoots.isEmpty && !configuration.environment.isLocallySigned {
-            throw VerifierConfigurationError("at least one trusted root certificate is required")
-        }
+        skipsSignature = configuration.environment.isLocallySigned
         chain = try AppleSigningChain(trustedRoots: configuration.trustedRoots)
         self.configuration = configuration
         self.now = now
@@ -44,6 +47,9 @@ public final class ReceiptVerifier: Sendable {
 
     /// Verifies a base64 receipt (as `Bundle.main.appStoreReceiptURL` holds it).
     public func verify(base64 receipt: String) -> Result<AppReceipt, Rejection> {
+        guard skipsSignature || !configuration.trustedRoots.isEmpty else {
+            return .failure(Rejection(.storeRejected, "app receipts are not configured (no receipt root certificates)"))
+        }
         guard receipt.utf8.count <= Self.maxBase64Length else { return .failure(Rejection(.malformedReceipt, "receipt too large")) }
         guard let der = Data(base64Encoded: receipt, options: .ignoreUnknownCharacters), !der.isEmpty else {
             return .failure(Rejection(.malformedReceipt, "not base64"))
@@ -61,7 +67,7 @@ public final class ReceiptVerifier: Sendable {
         } catch {
             return .failure(Rejection(.malformedReceipt, "payload: \(error)"))
         }
-        if !configuration.environment.isLocallySigned {
+        if !skipsSignature {
             let time = configuration.onlineChecks ? now() : (receipt.creationDate ?? now())
             if case .failure(let rejection) = verifySignature(container, unverified, at: time) { return .failure(rejection) }
         }
