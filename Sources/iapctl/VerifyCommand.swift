@@ -8,9 +8,10 @@ enum VerifyCommand {
     static let usage = """
         iapctl verify [--kind transaction|renewal|notification|app-transaction|receipt|appcoins] [--root FILE]... [--receipt-root FILE]...
                       [--bundle-id ID] [--environment Production|Sandbox|Xcode|LocalTesting] [--app-apple-id N]
-                      [--online-checks] [--appcoins-url URL] [--lines] [FILE|-]
+                      [--allow-unsigned-test-data] [--online-checks] [--appcoins-url URL] [--lines] [FILE|-]
           Prints {"verdict":"verified",...} or {"verdict":"rejected","reason":...,"retryable":...}.
           --root: roots of signed data (Apple Root CA - G3); --receipt-root: roots of receipts (Apple Inc. Root).
+          Xcode and LocalTesting data are not signed: those environments need --allow-unsigned-test-data.
           appcoins input: {"packageName":...,"sku":...,"purchaseToken":...}
           Exit 0 verified (all, with --lines), 1 rejected, 2 usage or I/O error.
         """
@@ -22,7 +23,7 @@ enum VerifyCommand {
     static func run(_ arguments: [String]) async throws -> Int32 {
         let options = try CommandOptions(arguments, valued: ["--kind", "--root", "--receipt-root", "--bundle-id", "--environment", "--app-apple-id",
                                                              "--appcoins-url"],
-                                         flags: ["--online-checks", "--lines"])
+                                         flags: ["--online-checks", "--lines", "--allow-unsigned-test-data"])
         let kindName = options.string("--kind") ?? "transaction"
         guard let kind = Kind(rawValue: kindName) else {
             throw UsageError("--kind must be one of \(Kind.allCases.map(\.rawValue).joined(separator: ", ")), got '\(kindName)'")
@@ -64,6 +65,11 @@ enum VerifyCommand {
         let environment = AppStoreEnvironment(rawValue: options.string("--environment") ?? "Production")
         let known: [AppStoreEnvironment] = [.production, .sandbox, .xcode, .localTesting]
         guard known.contains(environment) else { throw UsageError("--environment must be Production, Sandbox, Xcode or LocalTesting") }
+        let allowUnsigned = options.flags.contains("--allow-unsigned-test-data")
+        if environment.isLocallySigned != allowUnsigned {
+            throw UsageError(allowUnsigned ? "--allow-unsigned-test-data is only for --environment Xcode or LocalTesting"
+                                           : "--environment \(environment) accepts data nobody signed: add --allow-unsigned-test-data")
+        }
         // Receipts and signed data chain to different Apple roots: each kind takes only its own option.
         let rootOption = kind == .receipt ? "--receipt-root" : "--root"
         let otherOption = kind == .receipt ? "--root" : "--receipt-root"
@@ -78,7 +84,8 @@ enum VerifyCommand {
         }
         let online = options.flags.contains("--online-checks")
         if kind == .receipt {
-            let verifier = try ReceiptVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment, onlineChecks: online))
+            let verifier = try ReceiptVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment, onlineChecks: online,
+                                                                    allowsUnsignedTestData: allowUnsigned))
             return { payload in
                 verdict(verifier.verify(base64: payload).map { receipt in
                     let purchases = receipt.inAppPurchases.compactMap { VerifiedPurchase($0, in: receipt) }
@@ -88,7 +95,8 @@ enum VerifyCommand {
             }
         }
         let verifier = try SignedDataVerifier(configuration: .init(
-            trustedRoots: roots, bundleId: bundleId, environment: environment, appAppleId: appAppleId, onlineChecks: online))
+            trustedRoots: roots, bundleId: bundleId, environment: environment, appAppleId: appAppleId, onlineChecks: online,
+            allowsUnsignedTestData: allowUnsigned))
         return { payload in
             switch kind {
             case .transaction: verdict(verifier.verifyTransaction(payload).map(VerifiedPurchase.init))

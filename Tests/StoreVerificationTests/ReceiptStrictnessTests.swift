@@ -10,7 +10,7 @@ import Testing
     static func receipt(type: String?) -> AppReceipt { ReceiptVerifierTests.receipt(type: type) }
 
     static func verifier(_ pki: TestPKI = sharedPKI, environment: AppStoreEnvironment = .sandbox) throws -> ReceiptVerifier {
-        try ReceiptVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: bundleId, environment: environment))
+        try ReceiptVerifierTests.verifier(pki, environment: environment)
     }
 
     // MARK: - The receipt type

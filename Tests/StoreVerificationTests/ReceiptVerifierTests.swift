@@ -19,8 +19,14 @@ import Testing
         ])
     }
 
+    static func verifier(_ pki: TestPKI = sharedPKI, environment: AppStoreEnvironment = .sandbox, roots: [Certificate]? = nil,
+                         allowsUnsignedTestData: Bool = false) throws -> ReceiptVerifier {
+        try ReceiptVerifier(configuration: .init(trustedRoots: roots ?? [pki.root], bundleId: bundleId, environment: environment,
+                                                 allowsUnsignedTestData: allowsUnsignedTestData))
+    }
+
     func verifier(_ pki: TestPKI = sharedPKI, environment: AppStoreEnvironment = .sandbox) throws -> ReceiptVerifier {
-        try ReceiptVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: bundleId, environment: environment))
+        try Self.verifier(pki, environment: environment)
     }
 
     @Test func verifiesAndDecodesEveryField() throws {
@@ -65,11 +71,17 @@ import Testing
         #expect(try verifier().verify(base64: base64).rejection?.reason == .malformedReceipt)
     }
 
-    @Test func xcodeReceiptsParseWithoutVerification() throws {
+    @Test func xcodeReceiptsParseWithoutVerificationOnlyWithThePermission() throws {
         let signer = ReceiptSigner(pki: try TestPKI.make(name: "xcode"))
-        let xcode = try ReceiptVerifier(configuration: .init(trustedRoots: [], bundleId: bundleId, environment: .xcode))
-        #expect(xcode.verify(base64: try signer.sign(Self.receipt(type: ReceiptSigner.xcode))).value?.inAppPurchases.count == 2)
+        let xcode = try Self.verifier(environment: .xcode, roots: [], allowsUnsignedTestData: true)
+        let decoded = xcode.verify(base64: try signer.sign(Self.receipt(type: ReceiptSigner.xcode)))
+        #expect(decoded.value?.inAppPurchases.count == 2, "\(String(describing: decoded.rejection))")
         // Unsigned, yet still only Xcode's receipts.
         #expect(xcode.verify(base64: try signer.sign(Self.receipt())).rejection?.reason == .wrongEnvironment)
+        // The environment's name alone is not enough; nor is the permission anywhere else.
+        #expect(throws: VerifierConfigurationError.self) { _ = try Self.verifier(environment: .xcode, roots: []) }
+        #expect(throws: VerifierConfigurationError.self) { _ = try Self.verifier(environment: .localTesting) }
+        #expect(throws: VerifierConfigurationError.self) { _ = try Self.verifier(environment: .production, allowsUnsignedTestData: true) }
+        #expect(throws: VerifierConfigurationError.self) { _ = try Self.verifier(environment: .sandbox, allowsUnsignedTestData: true) }
     }
 }

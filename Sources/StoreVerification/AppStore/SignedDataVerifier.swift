@@ -27,10 +27,13 @@ public final class SignedDataVerifier: Sendable {
         public var ocspTimeout: Duration
         public var chainCacheCapacity: Int
         public var chainCacheTimeToLive: Duration
+        /// The explicit permission to accept Xcode and LocalTesting data without a signature (see
+        /// `AppStoreEnvironment.isLocallySigned`); required for those environments, refused for the others.
+        public var allowsUnsignedTestData: Bool
 
         public init(trustedRoots: [Certificate], bundleId: String, environment: AppStoreEnvironment, appAppleId: Int64? = nil,
                     onlineChecks: Bool = false, ocspTimeout: Duration = .seconds(5),
-                    chainCacheCapacity: Int = 32, chainCacheTimeToLive: Duration = .seconds(15 * 60)) {
+                    chainCacheCapacity: Int = 32, chainCacheTimeToLive: Duration = .seconds(15 * 60), allowsUnsignedTestData: Bool = false) {
             self.trustedRoots = trustedRoots
             self.bundleId = bundleId
             self.environment = environment
@@ -39,6 +42,7 @@ public final class SignedDataVerifier: Sendable {
             self.ocspTimeout = ocspTimeout
             self.chainCacheCapacity = chainCacheCapacity
             self.chainCacheTimeToLive = chainCacheTimeToLive
+            self.allowsUnsignedTestData = allowsUnsignedTestData
         }
     }
 
@@ -49,12 +53,15 @@ public final class SignedDataVerifier: Sendable {
     private let now: @Sendable () -> Date
 
     /// - Parameter now: the clock (injectable for tests and for re-verifying old data).
-    /// - Throws: `VerifierConfigurationError` when production is configured without `appAppleId` or roots.
+    /// - Throws: `VerifierConfigurationError` when production is configured without `appAppleId`, when signed data
+    ///   is checked without roots, or when unsigned test data is allowed where it must not be, or not allowed where
+    ///   nothing else could be verified.
     public init(configuration: Configuration, now: @escaping @Sendable () -> Date = Date.init) throws {
         if configuration.environment == .production && configuration.appAppleId == nil {
             throw VerifierConfigurationError("appAppleId is required for the Production environment")
         }
-        if configuration.trustedRoots.isEmpty && !configuration.environment.isLocallySigned {
+        let unsigned = try configuration.environment.acceptsUnsignedData(allowed: configuration.allowsUnsignedTestData)
+        if configuration.trustedRoots.isEmpty && !unsigned {
             throw VerifierConfigurationError("at least one trusted root certificate is required")
         }
         self.configuration = configuration
@@ -135,8 +142,8 @@ public final class SignedDataVerifier: Sendable {
         case .failure(let rejection): return .failure(rejection)
         }
         // Xcode and LocalTesting data are signed locally, never by the App Store: their signature says nothing.
-        // Only a verifier configured for such an environment skips it; a production one never does.
-        if configuration.environment.isLocallySigned {
+        // Only a verifier configured for such an environment, with the explicit permission, skips it.
+        if configuration.environment.isLocallySigned && configuration.allowsUnsignedTestData {
             return parsed.header().map { _ in parsed.payload }
         }
         let currentTime = now()
@@ -228,10 +235,4 @@ public final class SignedDataVerifier: Sendable {
         }
         return .success(())
     }
-}
-
-/// A verifier that cannot be built as configured.
-public struct VerifierConfigurationError: Error, Sendable, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
 }

@@ -11,8 +11,8 @@ import Foundation
 /// type is rejected in every environment: nothing then says where it was issued.
 ///
 /// Without receipt roots every receipt is rejected (`storeRejected`), so that a deployment accepts receipts only
-/// when it chose to. Xcode receipts are signed by Xcode, not the App Store: a verifier configured for Xcode
-/// decodes them without the signature, as Apple's ReceiptUtility does.
+/// when it chose to. Xcode receipts are signed by Xcode, not the App Store: a verifier configured for Xcode with
+/// `allowsUnsignedTestData` decodes them without the signature, as Apple's ReceiptUtility does.
 public final class ReceiptVerifier: Sendable {
     public struct Configuration: Sendable {
         /// The roots receipts must chain to; none: receipts are not accepted.
@@ -21,12 +21,17 @@ public final class ReceiptVerifier: Sendable {
         public var environment: AppStoreEnvironment
         /// Check validity at the current time instead of the receipt's creation date.
         public var onlineChecks: Bool
+        /// The explicit permission to accept Xcode receipts without a signature; required for the Xcode and
+        /// LocalTesting environments, refused for the others.
+        public var allowsUnsignedTestData: Bool
 
-        public init(trustedRoots: [Certificate], bundleId: String, environment: AppStoreEnvironment, onlineChecks: Bool = false) {
+        public init(trustedRoots: [Certificate], bundleId: String, environment: AppStoreEnvironment, onlineChecks: Bool = false,
+                    allowsUnsignedTestData: Bool = false) {
             self.trustedRoots = trustedRoots
             self.bundleId = bundleId
             self.environment = environment
             self.onlineChecks = onlineChecks
+            self.allowsUnsignedTestData = allowsUnsignedTestData
         }
     }
 
@@ -38,8 +43,10 @@ public final class ReceiptVerifier: Sendable {
     /// The largest base64 receipt accepted.
     public static let maxBase64Length = 12 * 1024 * 1024
 
+    /// - Throws: `VerifierConfigurationError` when unsigned test data is allowed where it must not be, or not
+    ///   allowed for Xcode or LocalTesting.
     public init(configuration: Configuration, now: @escaping @Sendable () -> Date = Date.init) throws {
-        skipsSignature = configuration.environment.isLocallySigned
+        skipsSignature = try configuration.environment.acceptsUnsignedData(allowed: configuration.allowsUnsignedTestData)
         chain = try AppleSigningChain(trustedRoots: configuration.trustedRoots)
         self.configuration = configuration
         self.now = now
