@@ -12,6 +12,16 @@ public final class Certificate: @unchecked Sendable {
 
     deinit { X509_free(pointer) }
 
+    /// The certificates of a `STACK_OF(X509)` that OpenSSL owns, each with a reference of its own.
+    static func retained(from stack: OpaquePointer) -> [Certificate] {
+        (0..<OPENSSL_sk_num(stack)).compactMap { index in
+            guard let raw = OPENSSL_sk_value(stack, index) else { return nil }
+            let certificate = OpaquePointer(raw)
+            guard X509_up_ref(certificate) == 1 else { return nil }
+            return Certificate(owning: certificate)
+        }
+    }
+
     /// Parses one DER-encoded certificate; trailing bytes are an error.
     public convenience init(der: Data) throws {
         let parsed: OpaquePointer? = withBytes(der) { base, count in

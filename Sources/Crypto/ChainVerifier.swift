@@ -29,8 +29,9 @@ public final class ChainVerifier: @unchecked Sendable {
 
     deinit { X509_STORE_free(store) }
 
-    /// Verifies `leaf` through `intermediates` to a trusted root, at `time` (the current time when `nil`).
-    public func verify(leaf: Certificate, intermediates: [Certificate], at time: Date?) -> Result<Void, Failure> {
+    /// Verifies `leaf` through `intermediates` to a trusted root, at `time` (the current time when `nil`), and
+    /// returns the chain OpenSSL built: leaf first, the trusted root last.
+    public func verify(leaf: Certificate, intermediates: [Certificate], at time: Date?) -> Result<[Certificate], Failure> {
         guard let context = X509_STORE_CTX_new() else { return .failure(.untrusted("X509_STORE_CTX_new failed")) }
         defer { X509_STORE_CTX_free(context) }
         guard let untrusted = OPENSSL_sk_new_null() else { return .failure(.untrusted("OPENSSL_sk_new_null failed")) }
@@ -41,7 +42,7 @@ public final class ChainVerifier: @unchecked Sendable {
                 return .failure(.untrusted("X509_STORE_CTX_init failed" + drainedOpenSSLErrors()))
             }
             if let time { X509_STORE_CTX_set_time(context, 0, time_t(time.timeIntervalSince1970)) }
-            if X509_verify_cert(context) == 1 { return .success(()) }
+            if X509_verify_cert(context) == 1 { return .success(X509_STORE_CTX_get0_chain(context).map(Certificate.retained(from:)) ?? []) }
             let code = X509_STORE_CTX_get_error(context)
             let reason = String(cString: X509_verify_cert_error_string(Int(code)))
             _ = drainedOpenSSLErrors()

@@ -3,17 +3,23 @@ import Foundation
 
 /// A PKCS#7 SignedData container (as in StoreKit 1 app receipts); owns its `PKCS7*`.
 ///
-/// `@unchecked Sendable`: immutable after parsing; verification builds its own store and context.
+/// `@unchecked Sendable`: immutable after parsing; each verification uses its own certificate stack and BIO.
 public final class PKCS7SignedData: @unchecked Sendable {
     private let pointer: UnsafeMutablePointer<PKCS7>
 
-    /// Parses DER; fails for anything that is not a SignedData with embedded content.
+    /// Parses DER; fails for anything that is not a SignedData with embedded content, and for bytes after it
+    /// (they would ride along unsigned).
     public init(der: Data) throws {
         let parsed: UnsafeMutablePointer<PKCS7>? = withBytes(der) { base, count in
             var cursor: UnsafePointer<UInt8>? = base
-            return d2i_PKCS7(nil, &cursor, count)
+            guard let container = d2i_PKCS7(nil, &cursor, count) else { return nil }
+            guard cursor == base + count else {
+                PKCS7_free(container)
+                return nil
+            }
+            return container
         }
-        guard let parsed else { throw CryptoError.openSSL("not a DER PKCS#7 structure") }
+        guard let parsed else { throw CryptoError.openSSL("not a DER PKCS#7 structure, or bytes after it") }
         guard OBJ_obj2nid(parsed.pointee.type) == NID_pkcs7_signed,
               let signed = parsed.pointee.d.sign, let contents = signed.pointee.contents,
               OBJ_obj2nid(contents.pointee.type) == NID_pkcs7_data, contents.pointee.d.data != nil
@@ -33,35 +39,42 @@ public final class PKCS7SignedData: @unchecked Sendable {
         return Data(bytes: bytes, count: Int(ASN1_STRING_length(data)))
     }
 
-    /// Why a signature was not accepted.
-    public enum Failure: Error, Sendable, Equatable {
-        case expired(String)
-        case untrusted(String)
-        case badSignature(String)
+    /// Every certificate embedded in the container, in its order (unverified).
+    public var certificates: [Certificate] {
+        guard let stack = pointer.pointee.d.sign?.pointee.cert else { return [] }
+        return Certificate.retained(from: stack)
     }
 
-    /// Verifies the signature and the signer's chain (certificates embedded in the container, plus
-    /// `roots`) at `time` (now when `nil`), and returns the content.
-    public func verify(trustedRoots roots: [Certificate], at time: Date?) -> Result<Data, Failure> {
-        // A store per call: the verification time lives in the store's parameters.
-        guard let store = X509_STORE_new() else { return .failure(.untrusted("X509_STORE_new failed")) }
-        defer { X509_STORE_free(store) }
-        for root in roots { X509_STORE_add_cert(store, root.pointer) }
-        if let time, let parameters = X509_STORE_get0_param(store) {
-            X509_VERIFY_PARAM_set_time(parameters, time_t(time.timeIntervalSince1970))
+    /// How many signatures the container holds.
+    public var signerCount: Int {
+        guard let infos = PKCS7_get_signer_info(pointer) else { return 0 }
+        return Int(OPENSSL_sk_num(infos))
+    }
+
+    /// The embedded certificates that signed, one per signature (found by issuer and serial number); empty when
+    /// a signature's certificate is not embedded.
+    public var signers: [Certificate] {
+        guard let stack = PKCS7_get0_signers(pointer, nil, 0) else {
+            _ = drainedOpenSSLErrors()
+            return []
         }
-        guard let output = BIO_new(BIO_s_mem()) else { return .failure(.untrusted("BIO_new failed")) }
+        defer { OPENSSL_sk_free(stack) } // The stack borrows the container's certificates.
+        return Certificate.retained(from: stack)
+    }
+
+    /// Verifies the signature made with `signer`'s key over the content (and its signed attributes) and returns the
+    /// content. Only the signature: whether `signer` is to be trusted is the caller's question (`ChainVerifier`).
+    public func verifySignature(signer: Certificate) -> Result<Data, CryptoError> {
+        guard let candidates = OPENSSL_sk_new_null() else { return .failure(.openSSL("OPENSSL_sk_new_null")) }
+        defer { OPENSSL_sk_free(candidates) }
+        OPENSSL_sk_push(candidates, UnsafeRawPointer(signer.pointer))
+        guard let output = BIO_new(BIO_s_mem()) else { return .failure(.openSSL("BIO_new")) }
         defer { BIO_free(output) }
-        let verified = withExtendedLifetime(roots) { PKCS7_verify(pointer, nil, store, nil, output, PKCS7_BINARY) }
-        guard verified == 1 else {
-            let packed = ERR_peek_last_error()
-            let errors = drainedOpenSSLErrors()
-            let reason = Int32(packed & 0x7FFFFF)
-            if reason == PKCS7_R_CERTIFICATE_VERIFY_ERROR {
-                return .failure(errors.contains("expired") || errors.contains("not yet valid") ? .expired(errors) : .untrusted(errors))
-            }
-            return .failure(.badSignature(errors))
-        }
+        // NOVERIFY: no chain building here (the caller verified `signer`'s chain); NOINTERN: the signature must be
+        // `signer`'s, not that of some other certificate the container embeds.
+        let flags = PKCS7_BINARY | PKCS7_NOVERIFY | PKCS7_NOINTERN
+        let verified = withExtendedLifetime(signer) { PKCS7_verify(pointer, candidates, nil, nil, output, flags) }
+        guard verified == 1 else { return .failure(.openSSL("the signature does not verify")) }
         var bytes: UnsafeMutablePointer<CChar>?
         let length = BIO_get_mem_data_shim(output, &bytes)
         guard length > 0, let bytes else { return .success(Data()) }

@@ -56,9 +56,8 @@ public struct VerifierStage: StoreBackedStage {
             verified = appStore.verifyTransaction(submission.signedTransaction ?? "").map { [VerifiedPurchase($0)] }
         case .appReceipt:
             guard let receipts else { return try rejected(submission, Rejection(.storeRejected, "app receipts are not configured"), transactionId: nil) }
-            let environment = receipts.configuration.environment
             verified = receipts.verify(base64: submission.receipt ?? "").map { receipt in
-                receipt.inAppPurchases.compactMap { VerifiedPurchase($0, in: receipt, environment: environment) }
+                receipt.inAppPurchases.compactMap { VerifiedPurchase($0, in: receipt) }
             }
         case .appcoinsPurchase:
             guard let appCoins, let purchase = submission.appcoins else {

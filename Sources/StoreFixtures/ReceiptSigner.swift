@@ -3,17 +3,26 @@ import Foundation
 import JSON
 import StoreVerification
 
-/// Builds StoreKit 1 app receipts: the ASN.1 payload (Apple's field type numbers) in a PKCS#7
-/// SignedData signed by a `TestPKI` leaf.
+/// Builds StoreKit 1 app receipts in Apple's shape: the ASN.1 payload (Apple's field type numbers, the
+/// receipt type in field 0) in a PKCS#7 SignedData signed by a `TestPKI` leaf, with the whole chain
+/// (leaf, intermediates, root) embedded as Apple embeds it. A `TestPKI` made without the marker OIDs, or with
+/// another `intermediateCount`, makes receipts that are not in Apple's shape.
 public struct ReceiptSigner: Sendable {
     public let pki: TestPKI
 
     public init(pki: TestPKI) { self.pki = pki }
 
+    /// Receipt types (field 0) as Apple writes them.
+    public static let production = "Production", sandbox = "ProductionSandbox", xcode = "Xcode"
+
     /// A base64 receipt.
     public func sign(_ receipt: AppReceipt) throws -> String {
-        try PKCS7SignedData.sign(content: Self.payload(receipt), signer: pki.leaf, key: pki.leafKey, chain: [pki.intermediate])
-            .base64EncodedString()
+        try signedDER(receipt).base64EncodedString()
+    }
+
+    /// The receipt's DER PKCS#7 container.
+    public func signedDER(_ receipt: AppReceipt) throws -> Data {
+        try PKCS7SignedData.sign(content: Self.payload(receipt), signer: pki.leaf, key: pki.leafKey, chain: pki.intermediates + [pki.root])
     }
 
     /// The DER receipt payload.
@@ -23,6 +32,7 @@ public struct ReceiptSigner: Sendable {
             guard let value else { return }
             attributes.append(DER.sequence([DER.integer(Int64(type)), DER.integer(1), DER.octetString(value)]))
         }
+        add(0, receipt.receiptType.map { DER.utf8String($0) })
         add(2, receipt.bundleId.map { DER.utf8String($0) })
         add(3, receipt.appVersion.map { DER.utf8String($0) })
         add(12, receipt.creationDate.map { DER.ia5String(rfc3339($0)) })

@@ -46,8 +46,8 @@ public struct VerifiedPurchase: Sendable, Hashable, Codable {
         raw = transaction.raw
     }
 
-    /// One in-app purchase of a verified app receipt.
-    public init?(_ purchase: InAppPurchaseReceipt, in receipt: AppReceipt, environment: AppStoreEnvironment) {
+    /// One in-app purchase of a verified app receipt, in the environment the receipt's type names.
+    public init?(_ purchase: InAppPurchaseReceipt, in receipt: AppReceipt) {
         guard let transactionId = purchase.transactionId, let productId = purchase.productId else { return nil }
         store = .appstore
         self.transactionId = transactionId
@@ -57,7 +57,7 @@ public struct VerifiedPurchase: Sendable, Hashable, Codable {
         quantity = Int(purchase.quantity ?? 1)
         purchaseDate = purchase.purchaseDate
         signedDate = receipt.creationDate
-        self.environment = environment.rawValue
+        environment = receipt.environment?.rawValue
         revocationDate = purchase.cancellationDate
         expiresDate = purchase.expiresDate
         var raw: [String: JSONValue] = [:]

@@ -16,7 +16,14 @@ public enum Workers {
             Setting("--bundle-id", env: "IAP_BUNDLE_ID", help: "the app's bundle id (required)"),
             Setting("--environment", env: "IAP_ENVIRONMENT", default: "Production", help: "Production, Sandbox, Xcode or LocalTesting"),
             Setting("--app-apple-id", env: "IAP_APP_APPLE_ID", help: "the app's Apple id (required for Production)"),
-            Setting("--root", env: "IAP_ROOT_CERTIFICATES", help: "trusted root certificate file (repeat or comma-separate); Apple Root CA - G3 in production", isList: true),
+            Setting("--root", env: "IAP_ROOT_CERTIFICATES",
+                    help: "root certificate file signed data (JWS) must chain to (repeat or comma-separate); Apple Root CA - G3 in production", isList: true),
+            Setting("--receipt-root", env: "IAP_RECEIPT_ROOT_CERTIFICATES",
+                    help: "root certificate file StoreKit 1 app receipts must chain to (repeat or comma-separate); Apple Inc. Root in production; none: every receipt is rejected",
+                    isList: true),
+            Setting("--allow-unsigned-test-data", env: "IAP_ALLOW_UNSIGNED_TEST_DATA", default: "false",
+                    help: "accept Xcode and LocalTesting data without a signature: required by those environments, refused by the others; never in a deployment",
+                    isSwitch: true),
             Setting("--online-checks", env: "IAP_ONLINE_CHECKS", default: "false", help: "check validity now and ask OCSP responders", isSwitch: true),
             Setting("--appcoins-url", env: "IAP_APPCOINS_URL", default: AppCoinsVerifier.Configuration.defaultBaseURL.absoluteString, help: "AppCoins API base URL"),
             Setting("--appcoins-app", env: "IAP_APPCOINS_APPS",
@@ -31,11 +38,24 @@ public enum Workers {
             guard [.production, .sandbox, .xcode, .localTesting].contains(environment) else {
                 throw SettingsError("--environment (IAP_ENVIRONMENT) must be Production, Sandbox, Xcode or LocalTesting")
             }
+            // A second key: the environment's name alone must never turn signature checks off.
+            let allowUnsigned = env.settings.flag("--allow-unsigned-test-data")
+            if environment.isLocallySigned && !allowUnsigned {
+                throw SettingsError("--environment (IAP_ENVIRONMENT) \(environment) accepts data nobody signed, so it needs "
+                                    + "--allow-unsigned-test-data (IAP_ALLOW_UNSIGNED_TEST_DATA) too; never in a deployment")
+            }
+            if allowUnsigned && !environment.isLocallySigned {
+                throw SettingsError("--allow-unsigned-test-data (IAP_ALLOW_UNSIGNED_TEST_DATA) is only for --environment Xcode or LocalTesting, not \(environment)")
+            }
             let appAppleId = try env.settings.string("--app-apple-id").map { text -> Int64 in
                 guard let id = Int64(text) else { throw SettingsError("--app-apple-id (IAP_APP_APPLE_ID) must be a number") }
                 return id
             }
             let roots = try WorkerApp.certificates(env.settings.list("--root"), setting: "--root (IAP_ROOT_CERTIFICATES)")
+            let receiptRoots = try WorkerApp.certificates(env.settings.list("--receipt-root"), setting: "--receipt-root (IAP_RECEIPT_ROOT_CERTIFICATES)")
+            if receiptRoots.isEmpty && !allowUnsigned {
+                env.logger.info("no --receipt-root (IAP_RECEIPT_ROOT_CERTIFICATES): every StoreKit 1 app receipt is rejected")
+            }
             let bundleId = try env.settings.required("--bundle-id")
             let online = env.settings.flag("--online-checks")
             guard let appCoinsURL = URL(string: try env.settings.required("--appcoins-url")) else { throw SettingsError("--appcoins-url is not a URL") }
@@ -45,8 +65,10 @@ public enum Workers {
             let stage = VerifierStage(
                 context: env.context(stage: "verifier"), store: env.store,
                 appStore: try SignedDataVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment,
-                                                                      appAppleId: appAppleId, onlineChecks: online)),
-                receipts: try ReceiptVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment, onlineChecks: online)),
+                                                                      appAppleId: appAppleId, onlineChecks: online,
+                                                                      allowsUnsignedTestData: allowUnsigned)),
+                receipts: try ReceiptVerifier(configuration: .init(trustedRoots: receiptRoots, bundleId: bundleId, environment: environment,
+                                                                   onlineChecks: online, allowsUnsignedTestData: allowUnsigned)),
                 appCoins: try appCoinsApps(env.settings.list("--appcoins-app")).map { AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL, apps: $0)) },
                 catalog: try env.settings.string("--catalog").map { try catalog(at: $0, env) }, restorePolicy: restorePolicy)
             return [try env.runner(for: stage)]

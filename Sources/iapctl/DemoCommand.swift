@@ -67,6 +67,7 @@ enum DemoCommand {
         let workers = try DemoWorkers(directory: work, environment: [
             "KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrapServers ?? "", "IAP_STORE_URL": storeURL, "IAP_TOPIC_PREFIX": prefix,
             "IAP_GROUP_PREFIX": prefix, "IAP_BUNDLE_ID": bundleId, "IAP_ENVIRONMENT": "Sandbox", "IAP_ROOT_CERTIFICATES": root.path,
+            "IAP_RECEIPT_ROOT_CERTIFICATES": root.path, // the demo's receipts chain to the same test root
             "IAP_CATALOG": catalog.path, "IAP_LOG_LEVEL": "warning", "IAP_SCHEMAS_DIR": schemas.directory ?? "",
             "IAP_SWEEP_INTERVAL": "1", "IAP_CLAW_BACK_DUE_REFUNDS": "false", "IAP_APPCOINS_URL": appCoins.baseURL.absoluteString,
             "IAP_APPCOINS_APPS": "\(DemoProductTypes.packageName)=\(appCoinsKey.path)",

@@ -59,8 +59,9 @@ struct DemoProductTypes {
     /// Step 1: the purchases, and a REFUND for a purchase not submitted yet.
     func purchases() throws -> [any PipelineEvent] {
         let twoDaysAgo = now.addingTimeInterval(-2 * 86_400)
+        // A sandbox receipt in Apple's shape (the demo's verifier runs in Sandbox).
         let receipt = try receiptSigner.sign(AppReceipt(
-            bundleId: DemoCommand.bundleId, appVersion: "1", originalAppVersion: "1.0", creationDate: now,
+            receiptType: ReceiptSigner.sandbox, bundleId: DemoCommand.bundleId, appVersion: "1", originalAppVersion: "1.0", creationDate: now,
             inAppPurchases: [InAppPurchaseReceipt(quantity: 1, productId: "coins.500", transactionId: Self.receipt, originalTransactionId: Self.receipt,
                                                   purchaseDate: now.addingTimeInterval(-60), originalPurchaseDate: now.addingTimeInterval(-60))]))
         let appCoins = try appCoinsSigner.sign(packageName: Self.packageName, sku: "coins.100", purchaseToken: Self.appCoinsToken, orderId: Self.appCoinsOrder,

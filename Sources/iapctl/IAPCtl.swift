@@ -14,8 +14,8 @@ enum IAPCtl {
           topics create NAME... | --all [--topic-prefix P] [--partitions N] [--replication-factor R] [--brokers HOST:PORT]
                                         create missing topics (--all: every topic of the pipeline)
           topics list [--brokers HOST:PORT] [--kafka key=value]...
-          verify [--kind KIND] [--root FILE]... [--bundle-id ID] [--environment ENV] [--app-apple-id N]
-                 [--online-checks] [--appcoins-url URL] [--lines] [FILE|-]
+          verify [--kind KIND] [--root FILE]... [--receipt-root FILE]... [--bundle-id ID] [--environment ENV] [--app-apple-id N]
+                 [--allow-unsigned-test-data] [--online-checks] [--appcoins-url URL] [--lines] [FILE|-]
                                         verify store payloads; one JSON verdict each (see `iapctl verify --help`)
           submit --store appstore|appcoins --kind signedTransaction|appReceipt|appcoinsPurchase --user USER
                  [--signature SIG (AppCoins: the input is the purchase JSON)] [--source client|server|restore] [FILE|-]

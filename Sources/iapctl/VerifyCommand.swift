@@ -6,10 +6,12 @@ import JSON
 /// `iapctl verify`: verifies store payloads by hand, one JSON verdict per payload.
 enum VerifyCommand {
     static let usage = """
-        iapctl verify [--kind transaction|renewal|notification|app-transaction|receipt|appcoins] [--root FILE]...
+        iapctl verify [--kind transaction|renewal|notification|app-transaction|receipt|appcoins] [--root FILE]... [--receipt-root FILE]...
                       [--bundle-id ID] [--environment Production|Sandbox|Xcode|LocalTesting] [--app-apple-id N]
-                      [--online-checks] [--appcoins-url URL] [--lines] [FILE|-]
+                      [--allow-unsigned-test-data] [--online-checks] [--appcoins-url URL] [--lines] [FILE|-]
           Prints {"verdict":"verified",...} or {"verdict":"rejected","reason":...,"retryable":...}.
+          --root: roots of signed data (Apple Root CA - G3); --receipt-root: roots of receipts (Apple Inc. Root).
+          Xcode and LocalTesting data are not signed: those environments need --allow-unsigned-test-data.
           appcoins input: {"packageName":...,"sku":...,"purchaseToken":...}
           Exit 0 verified (all, with --lines), 1 rejected, 2 usage or I/O error.
         """
@@ -19,8 +21,9 @@ enum VerifyCommand {
     }
 
     static func run(_ arguments: [String]) async throws -> Int32 {
-        let options = try CommandOptions(arguments, valued: ["--kind", "--root", "--bundle-id", "--environment", "--app-apple-id", "--appcoins-url"],
-                                         flags: ["--online-checks", "--lines"])
+        let options = try CommandOptions(arguments, valued: ["--kind", "--root", "--receipt-root", "--bundle-id", "--environment", "--app-apple-id",
+                                                             "--appcoins-url"],
+                                         flags: ["--online-checks", "--lines", "--allow-unsigned-test-data"])
         let kindName = options.string("--kind") ?? "transaction"
         guard let kind = Kind(rawValue: kindName) else {
             throw UsageError("--kind must be one of \(Kind.allCases.map(\.rawValue).joined(separator: ", ")), got '\(kindName)'")
@@ -62,7 +65,16 @@ enum VerifyCommand {
         let environment = AppStoreEnvironment(rawValue: options.string("--environment") ?? "Production")
         let known: [AppStoreEnvironment] = [.production, .sandbox, .xcode, .localTesting]
         guard known.contains(environment) else { throw UsageError("--environment must be Production, Sandbox, Xcode or LocalTesting") }
-        let roots = try (options.values["--root"] ?? []).flatMap { path -> [Certificate] in
+        let allowUnsigned = options.flags.contains("--allow-unsigned-test-data")
+        if environment.isLocallySigned != allowUnsigned {
+            throw UsageError(allowUnsigned ? "--allow-unsigned-test-data is only for --environment Xcode or LocalTesting"
+                                           : "--environment \(environment) accepts data nobody signed: add --allow-unsigned-test-data")
+        }
+        // Receipts and signed data chain to different Apple roots: each kind takes only its own option.
+        let rootOption = kind == .receipt ? "--receipt-root" : "--root"
+        let otherOption = kind == .receipt ? "--root" : "--receipt-root"
+        guard options.values[otherOption] == nil else { throw UsageError("--kind \(kind.rawValue) takes \(rootOption), not \(otherOption)") }
+        let roots = try (options.values[rootOption] ?? []).flatMap { path -> [Certificate] in
             guard let data = FileManager.default.contents(atPath: path) else { throw UsageError("cannot read root certificate \(path)") }
             return try Certificate.load(pemOrDER: data)
         }
@@ -72,16 +84,19 @@ enum VerifyCommand {
         }
         let online = options.flags.contains("--online-checks")
         if kind == .receipt {
-            let verifier = try ReceiptVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment, onlineChecks: online))
+            let verifier = try ReceiptVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment, onlineChecks: online,
+                                                                    allowsUnsignedTestData: allowUnsigned))
             return { payload in
                 verdict(verifier.verify(base64: payload).map { receipt in
-                    let purchases = receipt.inAppPurchases.compactMap { VerifiedPurchase($0, in: receipt, environment: environment) }
-                    return ReceiptVerdict(bundleId: receipt.bundleId, appVersion: receipt.appVersion, creationDate: receipt.creationDate, purchases: purchases)
+                    let purchases = receipt.inAppPurchases.compactMap { VerifiedPurchase($0, in: receipt) }
+                    return ReceiptVerdict(receiptType: receipt.receiptType, bundleId: receipt.bundleId, appVersion: receipt.appVersion,
+                                          creationDate: receipt.creationDate, purchases: purchases)
                 })
             }
         }
         let verifier = try SignedDataVerifier(configuration: .init(
-            trustedRoots: roots, bundleId: bundleId, environment: environment, appAppleId: appAppleId, onlineChecks: online))
+            trustedRoots: roots, bundleId: bundleId, environment: environment, appAppleId: appAppleId, onlineChecks: online,
+            allowsUnsignedTestData: allowUnsigned))
         return { payload in
             switch kind {
             case .transaction: verdict(verifier.verifyTransaction(payload).map(VerifiedPurchase.init))
@@ -99,6 +114,7 @@ enum VerifyCommand {
     }
 
     private struct ReceiptVerdict: Encodable {
+        let receiptType: String?
         let bundleId: String?
         let appVersion: String?
         let creationDate: Date?

@@ -12,11 +12,13 @@ let sharedPKI: TestPKI = try! TestPKI.make()
 
 func verifier(
     _ pki: TestPKI = sharedPKI, environment: AppStoreEnvironment = .sandbox, appAppleId: Int64? = appAppleId,
-    roots: [Certificate]? = nil, onlineChecks: Bool = false, now: @escaping @Sendable () -> Date = Date.init
+    roots: [Certificate]? = nil, onlineChecks: Bool = false, allowsUnsignedTestData: Bool = false,
+    now: @escaping @Sendable () -> Date = Date.init
 ) throws -> SignedDataVerifier {
     try SignedDataVerifier(
         configuration: .init(trustedRoots: roots ?? [pki.root], bundleId: bundleId, environment: environment,
-                             appAppleId: appAppleId, onlineChecks: onlineChecks, ocspTimeout: .seconds(2)),
+                             appAppleId: appAppleId, onlineChecks: onlineChecks, ocspTimeout: .seconds(2),
+                             allowsUnsignedTestData: allowsUnsignedTestData),
         now: now)
 }
 

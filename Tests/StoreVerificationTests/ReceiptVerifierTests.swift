@@ -8,8 +8,8 @@ import Testing
     // Whole seconds: receipts carry RFC 3339 dates without fractions.
     static let created = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 - 86_400).rounded(.down))
 
-    static func receipt(bundle: String = bundleId, created: Date = created) -> AppReceipt {
-        AppReceipt(bundleId: bundle, appVersion: "42", originalAppVersion: "1.0", creationDate: created, inAppPurchases: [
+    static func receipt(type: String? = ReceiptSigner.sandbox, bundle: String = bundleId, created: Date = created) -> AppReceipt {
+        AppReceipt(receiptType: type, bundleId: bundle, appVersion: "42", originalAppVersion: "1.0", creationDate: created, inAppPurchases: [
             InAppPurchaseReceipt(quantity: 3, productId: "coins.100", transactionId: "1000000001", originalTransactionId: "1000000001",
                                  purchaseDate: created.addingTimeInterval(-60), originalPurchaseDate: created.addingTimeInterval(-60)),
             InAppPurchaseReceipt(quantity: 1, productId: "pass.monthly", transactionId: "1000000002", originalTransactionId: "1000000000",
@@ -19,8 +19,14 @@ import Testing
         ])
     }
 
+    static func verifier(_ pki: TestPKI = sharedPKI, environment: AppStoreEnvironment = .sandbox, roots: [Certificate]? = nil,
+                         allowsUnsignedTestData: Bool = false) throws -> ReceiptVerifier {
+        try ReceiptVerifier(configuration: .init(trustedRoots: roots ?? [pki.root], bundleId: bundleId, environment: environment,
+                                                 allowsUnsignedTestData: allowsUnsignedTestData))
+    }
+
     func verifier(_ pki: TestPKI = sharedPKI, environment: AppStoreEnvironment = .sandbox) throws -> ReceiptVerifier {
-        try ReceiptVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: bundleId, environment: environment))
+        try Self.verifier(pki, environment: environment)
     }
 
     @Test func verifiesAndDecodesEveryField() throws {
@@ -28,8 +34,9 @@ import Testing
         let result = try verifier().verify(base64: base64)
         let decoded = try #require(result.value, "\(String(describing: result.rejection))")
         #expect(decoded == Self.receipt(), "every field round-trips: \(decoded)")
-        let purchase = try #require(VerifiedPurchase(decoded.inAppPurchases[0], in: decoded, environment: .sandbox))
+        let purchase = try #require(VerifiedPurchase(decoded.inAppPurchases[0], in: decoded))
         #expect(purchase.quantity == 3 && purchase.transactionId == "1000000001")
+        #expect(purchase.environment == "Sandbox", "ProductionSandbox is the Sandbox")
     }
 
     @Test func aReceiptFromAnotherCAIsRejected() throws {
@@ -64,9 +71,17 @@ import Testing
         #expect(try verifier().verify(base64: base64).rejection?.reason == .malformedReceipt)
     }
 
-    @Test func xcodeReceiptsParseWithoutVerification() throws {
-        let base64 = try ReceiptSigner(pki: try TestPKI.make(name: "xcode")).sign(Self.receipt())
-        let xcode = try ReceiptVerifier(configuration: .init(trustedRoots: [], bundleId: bundleId, environment: .xcode))
-        #expect(xcode.verify(base64: base64).value?.inAppPurchases.count == 2)
+    @Test func xcodeReceiptsParseWithoutVerificationOnlyWithThePermission() throws {
+        let signer = ReceiptSigner(pki: try TestPKI.make(name: "xcode"))
+        let xcode = try Self.verifier(environment: .xcode, roots: [], allowsUnsignedTestData: true)
+        let decoded = xcode.verify(base64: try signer.sign(Self.receipt(type: ReceiptSigner.xcode)))
+        #expect(decoded.value?.inAppPurchases.count == 2, "\(String(describing: decoded.rejection))")
+        // Unsigned, yet still only Xcode's receipts.
+        #expect(xcode.verify(base64: try signer.sign(Self.receipt())).rejection?.reason == .wrongEnvironment)
+        // The environment's name alone is not enough; nor is the permission anywhere else.
+        #expect(throws: VerifierConfigurationError.self) { _ = try Self.verifier(environment: .xcode, roots: []) }
+        #expect(throws: VerifierConfigurationError.self) { _ = try Self.verifier(environment: .localTesting) }
+        #expect(throws: VerifierConfigurationError.self) { _ = try Self.verifier(environment: .production, allowsUnsignedTestData: true) }
+        #expect(throws: VerifierConfigurationError.self) { _ = try Self.verifier(environment: .sandbox, allowsUnsignedTestData: true) }
     }
 }

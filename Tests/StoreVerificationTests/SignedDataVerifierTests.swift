@@ -47,6 +47,14 @@ import JSON
         #expect(try verifier().verifyTransaction(try signedTransaction(header: ["x5c": four])).rejection?.reason == .invalidChainLength)
     }
 
+    @Test func theChainThatVerifiesMustBeThreeLongWhateverX5CLists() throws {
+        // A leaf the trusted root issued itself, listed with a decoy intermediate that carries the marker OID.
+        let short = try TestPKI.make(.init(intermediateCount: 0), name: "short")
+        let listed = JSONValue.array([short.leaf, sharedPKI.intermediate, short.root].map { .string($0.derRepresentation.base64EncodedString()) })
+        let jws = try JWSSigner(pki: short).sign(transactionPayload(), header: ["x5c": listed])
+        #expect(try verifier(short).verifyTransaction(jws).rejection?.reason == .invalidChainLength)
+    }
+
     @Test func aChainFromAnUntrustedRootIsRejected() throws {
         let stranger = try TestPKI.make(name: "stranger")
         #expect(try verifier().verifyTransaction(try signedTransaction(stranger)).rejection?.reason == .untrustedChain)
@@ -130,14 +138,26 @@ import JSON
         #expect(throws: VerifierConfigurationError.self) { _ = try verifier(environment: .production, appAppleId: nil) }
     }
 
-    @Test func unsignedXcodeDataIsAcceptedOnlyByAnXcodeVerifier() throws {
+    @Test func unsignedXcodeDataIsAcceptedOnlyByAnXcodeVerifierWithThePermission() throws {
         let payload = transactionPayload(environment: .xcode)
         let header = Base64URL.encode(Data(#"{"alg":"none"}"#.utf8))
         let body = Base64URL.encode(try JSONEncoder().encode(JSONValue.object(payload)))
         let unsigned = "\(header).\(body)."
-        #expect(try verifier(environment: .xcode, roots: []).verifyTransaction(unsigned).value?.environment == .xcode)
+        #expect(try verifier(environment: .xcode, roots: [], allowsUnsignedTestData: true).verifyTransaction(unsigned).value?.environment == .xcode)
         #expect(try verifier(environment: .production).verifyTransaction(unsigned).rejection?.reason == .unsupportedAlgorithm)
         #expect(try verifier(environment: .sandbox).verifyTransaction(unsigned).rejection?.reason == .unsupportedAlgorithm)
+    }
+
+    @Test(arguments: [AppStoreEnvironment.xcode, .localTesting])
+    func theEnvironmentAloneDoesNotTurnSignaturesOff(_ environment: AppStoreEnvironment) {
+        // Without the permission such a verifier cannot be built, with roots or without.
+        #expect(throws: VerifierConfigurationError.self) { _ = try verifier(environment: environment) }
+        #expect(throws: VerifierConfigurationError.self) { _ = try verifier(environment: environment, roots: []) }
+    }
+
+    @Test(arguments: [AppStoreEnvironment.production, .sandbox])
+    func thePermissionIsRefusedOutsideTestEnvironments(_ environment: AppStoreEnvironment) {
+        #expect(throws: VerifierConfigurationError.self) { _ = try verifier(environment: environment, allowsUnsignedTestData: true) }
     }
 
     @Test func notificationsAreVerifiedWithTheirNestedTransaction() throws {

@@ -11,10 +11,10 @@ import JSON
 /// `receiptCreationDate`) unless online checks are on, then at the current time. Then the content:
 /// bundle id, environment and (for notifications and app transactions in production) the app's Apple id.
 public final class SignedDataVerifier: Sendable {
-    /// Marker extension of Apple's leaf certificates that sign App Store data.
-    public static let leafOID = "1.2.840.113635.100.6.11.1"
+    /// Marker extension of Apple's leaf certificates that sign App Store data (and app receipts).
+    public static let leafOID = AppleSigningChain.leafOID
     /// Marker extension of Apple's WWDR intermediate certificates.
-    public static let intermediateOID = "1.2.840.113635.100.6.2.1"
+    public static let intermediateOID = AppleSigningChain.intermediateOID
 
     public struct Configuration: Sendable {
         public var trustedRoots: [Certificate]
@@ -27,10 +27,13 @@ public final class SignedDataVerifier: Sendable {
         public var ocspTimeout: Duration
         public var chainCacheCapacity: Int
         public var chainCacheTimeToLive: Duration
+        /// The explicit permission to accept Xcode and LocalTesting data without a signature (see
+        /// `AppStoreEnvironment.isLocallySigned`); required for those environments, refused for the others.
+        public var allowsUnsignedTestData: Bool
 
         public init(trustedRoots: [Certificate], bundleId: String, environment: AppStoreEnvironment, appAppleId: Int64? = nil,
                     onlineChecks: Bool = false, ocspTimeout: Duration = .seconds(5),
-                    chainCacheCapacity: Int = 32, chainCacheTimeToLive: Duration = .seconds(15 * 60)) {
+                    chainCacheCapacity: Int = 32, chainCacheTimeToLive: Duration = .seconds(15 * 60), allowsUnsignedTestData: Bool = false) {
             self.trustedRoots = trustedRoots
             self.bundleId = bundleId
             self.environment = environment
@@ -39,26 +42,30 @@ public final class SignedDataVerifier: Sendable {
             self.ocspTimeout = ocspTimeout
             self.chainCacheCapacity = chainCacheCapacity
             self.chainCacheTimeToLive = chainCacheTimeToLive
+            self.allowsUnsignedTestData = allowsUnsignedTestData
         }
     }
 
     public let configuration: Configuration
-    private let chains: ChainVerifier
+    private let chain: AppleSigningChain
     private let cache: ChainCache
     private let revocation: RevocationChecker?
     private let now: @Sendable () -> Date
 
     /// - Parameter now: the clock (injectable for tests and for re-verifying old data).
-    /// - Throws: `VerifierConfigurationError` when production is configured without `appAppleId` or roots.
+    /// - Throws: `VerifierConfigurationError` when production is configured without `appAppleId`, when signed data
+    ///   is checked without roots, or when unsigned test data is allowed where it must not be, or not allowed where
+    ///   nothing else could be verified.
     public init(configuration: Configuration, now: @escaping @Sendable () -> Date = Date.init) throws {
         if configuration.environment == .production && configuration.appAppleId == nil {
             throw VerifierConfigurationError("appAppleId is required for the Production environment")
         }
-        if configuration.trustedRoots.isEmpty && !configuration.environment.isLocallySigned {
+        let unsigned = try configuration.environment.acceptsUnsignedData(allowed: configuration.allowsUnsignedTestData)
+        if configuration.trustedRoots.isEmpty && !unsigned {
             throw VerifierConfigurationError("at least one trusted root certificate is required")
         }
         self.configuration = configuration
-        self.chains = try ChainVerifier(trustedRoots: configuration.trustedRoots)
+        self.chain = try AppleSigningChain(trustedRoots: configuration.trustedRoots)
         self.cache = ChainCache(capacity: configuration.chainCacheCapacity,
                                 timeToLive: TimeInterval(configuration.chainCacheTimeToLive.components.seconds))
         self.revocation = configuration.onlineChecks ? RevocationChecker(timeout: configuration.ocspTimeout) : nil
@@ -135,8 +142,8 @@ public final class SignedDataVerifier: Sendable {
         case .failure(let rejection): return .failure(rejection)
         }
         // Xcode and LocalTesting data are signed locally, never by the App Store: their signature says nothing.
-        // Only a verifier configured for such an environment skips it; a production one never does.
-        if configuration.environment.isLocallySigned {
+        // Only a verifier configured for such an environment, with the explicit permission, skips it.
+        if configuration.environment.isLocallySigned && configuration.allowsUnsignedTestData {
             return parsed.header().map { _ in parsed.payload }
         }
         let currentTime = now()
@@ -192,15 +199,8 @@ public final class SignedDataVerifier: Sendable {
             certificates.append(certificate)
         }
         let (leaf, intermediate) = (certificates[0], certificates[1])
-        guard leaf.hasExtension(oid: Self.leafOID) else { return .failure(Rejection(.missingAppleOID, "leaf lacks \(Self.leafOID)")) }
-        guard intermediate.hasExtension(oid: Self.intermediateOID) else {
-            return .failure(Rejection(.missingAppleOID, "intermediate lacks \(Self.intermediateOID)"))
-        }
-        switch chains.verify(leaf: leaf, intermediates: [intermediate], at: date) {
-        case .success: break
-        case .failure(.expired(let reason)): return .failure(Rejection(.certificateExpired, "\(reason) at \(date)"))
-        case .failure(.untrusted(let reason)): return .failure(Rejection(.untrustedChain, reason))
-        }
+        // x5c[2] is not offered: only a configured root may end the chain.
+        if case .failure(let rejection) = chain.verify(leaf: leaf, intermediates: [intermediate], at: date) { return .failure(rejection) }
         if let revocation {
             if case .failure(let rejection) = revocation.check(leaf: leaf, intermediate: intermediate, roots: configuration.trustedRoots) {
                 return .failure(rejection)
@@ -235,10 +235,4 @@ public final class SignedDataVerifier: Sendable {
         }
         return .success(())
     }
-}
-
-/// A verifier that cannot be built as configured.
-public struct VerifierConfigurationError: Error, Sendable, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
 }

@@ -3,6 +3,8 @@ import JSON
 
 /// A decoded StoreKit 1 app receipt (field type numbers from Apple's "Receipt Fields").
 public struct AppReceipt: Sendable, Hashable {
+    /// Field type 0: where the receipt was issued, e.g. `Production`, `ProductionSandbox`, `Xcode`.
+    public var receiptType: String?
     public var bundleId: String?
     public var appVersion: String?
     public var originalAppVersion: String?
@@ -10,14 +12,27 @@ public struct AppReceipt: Sendable, Hashable {
     public var expirationDate: Date?
     public var inAppPurchases: [InAppPurchaseReceipt]
 
-    public init(bundleId: String? = nil, appVersion: String? = nil, originalAppVersion: String? = nil, creationDate: Date? = nil,
-                expirationDate: Date? = nil, inAppPurchases: [InAppPurchaseReceipt] = []) {
+    public init(receiptType: String? = nil, bundleId: String? = nil, appVersion: String? = nil, originalAppVersion: String? = nil,
+                creationDate: Date? = nil, expirationDate: Date? = nil, inAppPurchases: [InAppPurchaseReceipt] = []) {
+        self.receiptType = receiptType
         self.bundleId = bundleId
         self.appVersion = appVersion
         self.originalAppVersion = originalAppVersion
         self.creationDate = creationDate
         self.expirationDate = expirationDate
         self.inAppPurchases = inAppPurchases
+    }
+
+    /// The environment the receipt type names: `Production` (and `ProductionVPP`, a volume purchase) is Production,
+    /// `ProductionSandbox` (and `ProductionVPPSandbox`) Sandbox, `Xcode` Xcode; nil without a type or with one
+    /// this version does not know.
+    public var environment: AppStoreEnvironment? {
+        switch receiptType {
+        case "Production", "ProductionVPP": .production
+        case "ProductionSandbox", "ProductionVPPSandbox": .sandbox
+        case "Xcode": .xcode
+        default: nil
+        }
     }
 }
 
@@ -60,6 +75,7 @@ enum AppReceiptParser {
         var receipt = AppReceipt(inAppPurchases: [])
         try forEachAttribute(in: ArraySlice(payload), budget: budget) { type, value in
             switch type {
+            case 0: receipt.receiptType = try string(value)
             case 2: receipt.bundleId = try string(value)
             case 3: receipt.appVersion = try string(value)
             case 12: receipt.creationDate = try date(value)
