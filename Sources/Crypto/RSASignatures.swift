@@ -20,7 +20,7 @@ extension PublicKey {
         let trimmed = String(decoding: text, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         let der: Data
         if trimmed.hasPrefix("-----BEGIN PUBLIC KEY-----") {
-            let body = trimmed.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+            let body = trimmed.split(whereSeparator: \.isNewline).filter { !$0.hasPrefix("-----") }.joined()
             guard let decoded = Data(base64Encoded: body) else { throw CryptoError("not a PEM public key") }
             der = decoded
         } else if let decoded = Data(base64Encoded: trimmed.filter { !$0.isWhitespace }) {

@@ -229,9 +229,13 @@ public final class HTTPServer: Sendable {
         guard let headerEnd, let head = String(validating: buffer[0..<headerEnd], as: UTF8.self) else {
             return .failure(RequestError(status: 400, message: "headers are not UTF-8"))
         }
+        guard Self.linesAreStrict(buffer[0..<headerEnd]) else {
+            return .failure(RequestError(status: 400, message: "bare CR or LF, or a control character, in the request head"))
+        }
         var lines = head.split(separator: "\r\n", omittingEmptySubsequences: false)
         let requestLine = lines.removeFirst().split(separator: " ", omittingEmptySubsequences: false)
-        guard requestLine.count == 3, Self.isToken(requestLine[0]), requestLine[1].hasPrefix("/"), requestLine[2] == "HTTP/1.1" || requestLine[2] == "HTTP/1.0" else {
+        guard requestLine.count == 3, Self.isToken(requestLine[0]), requestLine[1].hasPrefix("/"),
+              requestLine[1].utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }), requestLine[2] == "HTTP/1.1" || requestLine[2] == "HTTP/1.0" else {
             return .failure(RequestError(status: 400, message: "malformed request line"))
         }
         var headers: [String: String] = [:]
@@ -241,8 +245,16 @@ public final class HTTPServer: Sendable {
                 return .failure(RequestError(status: 400, message: "malformed header"))
             }
             let name = line[..<colon].lowercased()
-            guard headers.updateValue(line[line.index(after: colon)...].trimmingCharacters(in: CharacterSet(charactersIn: " \t")), forKey: name) == nil else {
-                return .failure(RequestError(status: 400, message: "header \(name) given twice"))
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
+            if let earlier = headers[name] {
+                // Framing and authentication headers must be unambiguous; list headers (a proxy chain's
+                // X-Forwarded-For, Via) combine as RFC 9110 says.
+                guard !Self.singleHeaders.contains(name), !name.hasPrefix("x-iap-") else {
+                    return .failure(RequestError(status: 400, message: "header \(name) given twice"))
+                }
+                headers[name] = earlier + ", " + value
+            } else {
+                headers[name] = value
             }
         }
         if headers["transfer-encoding"] != nil {
@@ -265,6 +277,29 @@ public final class HTTPServer: Sendable {
         let query = target.firstIndex(of: "?").map { String(target[target.index(after: $0)...]) }
         let path = String(target.prefix { $0 != "?" })
         return .success(HTTPRequest(method: String(requestLine[0]), path: path, query: query, headers: headers, body: Data(body.prefix(length))))
+    }
+
+    /// Headers that may appear once only.
+    static let singleHeaders: Set = ["content-length", "transfer-encoding", "host", "authorization", "content-type"]
+
+    /// Every line of the head ends in CRLF (no bare CR or LF a proxy might split on), and no byte but tab is a
+    /// control character.
+    static func linesAreStrict(_ head: ArraySlice<UInt8>) -> Bool {
+        var previous: UInt8 = 0
+        var index = head.startIndex
+        while index < head.endIndex {
+            let byte = head[index]
+            switch byte {
+            case 0x0A: if previous != 0x0D { return false }
+            case 0x0D: if index + 1 >= head.endIndex || head[index + 1] != 0x0A { return false }
+            case 0x09: break
+            case 0x00..<0x20, 0x7F: return false
+            default: break
+            }
+            previous = byte
+            index += 1
+        }
+        return true
     }
 
     /// RFC 9110 token: one or more of ALPHA, DIGIT and ``!#$%&'*+-.^_`|~``.

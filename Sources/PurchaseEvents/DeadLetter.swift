@@ -28,8 +28,8 @@ public struct DeadLetter: PipelineEvent, Hashable {
     /// The original value's size and SHA-256, so that a truncated one can still be matched to its source.
     public var valueBytes: Int64?
     public var valueSHA256: String?
-    /// The value was larger than `maxValueBytes` and only its beginning is kept: the record must stay
-    /// publishable (a dead letter too large for the broker would stop the stage).
+    /// Only the value's beginning is kept: it was larger than `maxValueBytes` (the record must stay publishable:
+    /// a dead letter too large for the broker would stop the stage), or than the operator lets dead letters keep.
     public var valueTruncated: Bool?
 
     /// How much of an original value a dead letter keeps.

@@ -25,9 +25,11 @@ public struct PurchaseSubmitted: PipelineEvent, Hashable {
         public var packageName: String
         public var sku: String
         public var purchaseToken: String
-        public var purchaseData: String
-        public var signature: String
-        public init(packageName: String, sku: String, purchaseToken: String, purchaseData: String, signature: String) {
+        /// Required by the verifier; optional in the schema so that a submission of the earlier shape is answered
+        /// `purchase.rejected` (`signatureRequired`) rather than dead-lettered unanswered.
+        public var purchaseData: String?
+        public var signature: String?
+        public init(packageName: String, sku: String, purchaseToken: String, purchaseData: String?, signature: String?) {
             self.packageName = packageName
             self.sku = sku
             self.purchaseToken = purchaseToken
@@ -69,7 +71,8 @@ public struct PurchaseSubmitted: PipelineEvent, Hashable {
     /// submission produced twice carries the same id.
     public var eventID: String {
         if let submissionId { return "submitted:\(submissionId)" }
-        let payload = signedTransaction ?? receipt ?? appcoins.map { "\($0.packageName)/\($0.sku)/\($0.purchaseToken)" } ?? ""
+        // AppCoins: the signature too, so that a corrected resubmission is not taken for the badly signed one.
+        let payload = signedTransaction ?? receipt ?? appcoins.map { "\($0.packageName)/\($0.sku)/\($0.purchaseToken)/\($0.signature ?? "")" } ?? ""
         return "submitted:\(store.rawValue):\(userId):\(ContentHash.hex(payload))"
     }
 }

@@ -63,8 +63,12 @@ public struct VerifierStage: StoreBackedStage {
             guard let appCoins, let purchase = submission.appcoins else {
                 return try rejected(submission, Rejection(.storeRejected, "AppCoins is not configured"), transactionId: nil)
             }
+            guard let purchaseData = purchase.purchaseData, let signature = purchase.signature else {
+                return try rejected(submission, Rejection(.signatureRequired, "an AppCoins submission carries the SDK's purchaseData and its signature"),
+                                    transactionId: nil)
+            }
             verified = await appCoins.verifySigned(packageName: purchase.packageName, sku: purchase.sku, purchaseToken: purchase.purchaseToken,
-                                                   purchaseData: purchase.purchaseData, signature: purchase.signature).map { [VerifiedPurchase($0)] }
+                                                   purchaseData: purchaseData, signature: signature).map { [VerifiedPurchase($0)] }
         }
         switch verified {
         case .success(let purchases): return try context.messages(try await record(purchases, for: submission))

@@ -32,6 +32,8 @@ public struct RejectionReason: RawRepresentable, Hashable, Sendable, CustomStrin
     public static let purchasePending = Self(rawValue: "purchasePending")
     /// A package that is not one of the operator's apps.
     public static let wrongPackage = Self(rawValue: "wrongPackage")
+    /// A submission without the store's signed purchase data (the shape before AppCoins purchases were signed).
+    public static let signatureRequired = Self(rawValue: "signatureRequired")
 }
 
 /// A purchase that was not accepted: the reason, whether trying again later may succeed, and detail

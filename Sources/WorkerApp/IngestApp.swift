@@ -13,8 +13,8 @@ extension Workers {
             Setting("--http-port", env: "IAP_HTTP_PORT", default: "8080", help: "port of the API and of /metrics, /healthz, /readyz (0 picks a free port)"),
             Setting("--max-body-bytes", env: "IAP_INGEST_MAX_BODY_BYTES", default: "262144", help: "larger bodies are answered 413"),
             Setting("--max-connections", env: "IAP_INGEST_MAX_CONNECTIONS", default: "256", help: "connections served at once; more are answered 503"),
-            Setting("--max-connections-per-address", env: "IAP_INGEST_MAX_CONNECTIONS_PER_ADDRESS", default: "32",
-                    help: "connections served at once from one client address; more are answered 503"),
+            Setting("--max-connections-per-address", env: "IAP_INGEST_MAX_CONNECTIONS_PER_ADDRESS",
+                    help: "connections served at once from one client address, more answered 503 (only where clients connect directly: behind a proxy every client shares its address); unset: no cap"),
             Setting("--request-timeout", env: "IAP_INGEST_REQUEST_TIMEOUT", default: "15",
                     help: "seconds a client has to send a whole request, headers and body, however slowly; then 408"),
             Setting("--ops-port", env: "IAP_OPS_PORT",
@@ -43,10 +43,11 @@ extension Workers {
             }
             guard let maxBody = try process.settings.int("--max-body-bytes"), maxBody > 0,
                   let maxConnections = try process.settings.int("--max-connections"), maxConnections > 0,
-                  let perAddress = try process.settings.int("--max-connections-per-address"), perAddress > 0,
-                  let requestTimeout = try process.settings.seconds("--request-timeout"), requestTimeout > 0 else {
-                throw SettingsError("--max-body-bytes, --max-connections, --max-connections-per-address and --request-timeout must be positive")
+                  let requestTimeout = try process.settings.seconds("--request-timeout"), (0.1...3600).contains(requestTimeout) else {
+                throw SettingsError("--max-body-bytes and --max-connections must be positive, --request-timeout 0.1–3600 seconds")
             }
+            let perAddress = try process.settings.int("--max-connections-per-address") ?? maxConnections
+            guard perAddress > 0 else { throw SettingsError("--max-connections-per-address (IAP_INGEST_MAX_CONNECTIONS_PER_ADDRESS) must be positive") }
             let operationsPort = try process.settings.int("--ops-port")
             if let operationsPort, !(0...65535).contains(operationsPort) { throw SettingsError("--ops-port (IAP_OPS_PORT) must be 0–65535") }
             let publisher = try EventPublisher(codec: process.codec(component: "ingest"), kafka: kafka)

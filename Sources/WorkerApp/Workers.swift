@@ -171,18 +171,8 @@ public enum Workers {
 
     /// The operator's AppCoins apps (`PACKAGE=FILE`), each with its public key; nil when none is configured.
     static func appCoinsApps(_ entries: [String]) throws -> [String: PublicKey]? {
-        var apps: [String: PublicKey] = [:]
-        for entry in entries where !entry.isEmpty {
-            guard let equals = entry.firstIndex(of: "="), case let package = String(entry[..<equals]), !package.isEmpty else {
-                throw SettingsError("--appcoins-app (IAP_APPCOINS_APPS): expected PACKAGE=FILE, got '\(entry)'")
-            }
-            let path = String(entry[entry.index(after: equals)...])
-            guard let contents = FileManager.default.contents(atPath: path) else { throw SettingsError("--appcoins-app: cannot read \(path)") }
-            let key: PublicKey
-            do { key = try PublicKey(subjectPublicKeyInfo: contents) } catch { throw SettingsError("--appcoins-app: \(path): \(error)") }
-            guard key.isRSA2048OrMore else { throw SettingsError("--appcoins-app: \(path) is not an RSA key of 2048 bits or more") }
-            apps[package] = key
-        }
+        let apps: [String: PublicKey]
+        do { apps = try AppCoinsVerifier.Configuration.apps(fromEntries: entries) } catch { throw SettingsError("--appcoins-app (IAP_APPCOINS_APPS): \(error)") }
         return apps.isEmpty ? nil : apps
     }
 }

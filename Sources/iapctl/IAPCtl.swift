@@ -15,7 +15,7 @@ enum IAPCtl {
                                         create missing topics (--all: every topic of the pipeline)
           topics list [--brokers HOST:PORT] [--kafka key=value]...
           verify [--kind KIND] [--root FILE]... [--receipt-root FILE]... [--bundle-id ID] [--environment ENV] [--app-apple-id N]
-                 [--allow-unsigned-test-data] [--online-checks] [--appcoins-url URL] [--lines] [FILE|-]
+                 [--allow-unsigned-test-data] [--online-checks] [--appcoins-url URL] [--appcoins-app PACKAGE=FILE]... [--lines] [FILE|-]
                                         verify store payloads; one JSON verdict each (see `iapctl verify --help`)
           submit --store appstore|appcoins --kind signedTransaction|appReceipt|appcoinsPurchase --user USER
                  [--signature SIG (AppCoins: the input is the purchase JSON)] [--source client|server|restore] [FILE|-]

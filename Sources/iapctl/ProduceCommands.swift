@@ -8,8 +8,8 @@ import Synchronization
 
 /// `iapctl submit`, `iapctl produce` and `iapctl tail`: feeding the pipeline and watching it by hand.
 enum ProduceCommands {
-    /// `submit --store S --kind K --user U [--signature SIG] [FILE|-]`: wraps a raw payload (JWS,
-    /// base64 receipt, or AppCoins purchase token) into a `purchase.submitted` event and publishes it.
+    /// `submit --store S --kind K --user U [--signature SIG] [FILE|-]`: wraps a raw payload (JWS, base64
+    /// receipt, or the AppCoins SDK's purchase JSON with `--signature`) into a `purchase.submitted` event and publishes it.
     static func submit(_ arguments: [String]) async throws -> Int32 {
         let options = try CommandOptions(arguments, valued: ["--store", "--kind", "--user", "--signature", "--source",
                                                              "--brokers", "--kafka", "--topic-prefix"])

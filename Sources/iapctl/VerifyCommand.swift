@@ -8,7 +8,7 @@ enum VerifyCommand {
     static let usage = """
         iapctl verify [--kind transaction|renewal|notification|app-transaction|receipt|appcoins] [--root FILE]... [--receipt-root FILE]...
                       [--bundle-id ID] [--environment Production|Sandbox|Xcode|LocalTesting] [--app-apple-id N]
-                      [--allow-unsigned-test-data] [--online-checks] [--appcoins-url URL] [--lines] [FILE|-]
+                      [--allow-unsigned-test-data] [--online-checks] [--appcoins-url URL] [--appcoins-app PACKAGE=FILE]... [--lines] [FILE|-]
           Prints {"verdict":"verified",...} or {"verdict":"rejected","reason":...,"retryable":...}.
           --root: roots of signed data (Apple Root CA - G3); --receipt-root: roots of receipts (Apple Inc. Root).
           Xcode and LocalTesting data are not signed: those environments need --allow-unsigned-test-data.
@@ -22,7 +22,7 @@ enum VerifyCommand {
 
     static func run(_ arguments: [String]) async throws -> Int32 {
         let options = try CommandOptions(arguments, valued: ["--kind", "--root", "--receipt-root", "--bundle-id", "--environment", "--app-apple-id",
-                                                             "--appcoins-url"],
+                                                             "--appcoins-url", "--appcoins-app"],
                                          flags: ["--online-checks", "--lines", "--allow-unsigned-test-data"])
         let kindName = options.string("--kind") ?? "transaction"
         guard let kind = Kind(rawValue: kindName) else {
@@ -52,13 +52,20 @@ enum VerifyCommand {
                 guard let parsed = URL(string: url) else { throw UsageError("--appcoins-url is not a URL") }
                 configuration.baseURL = parsed
             }
+            // As the verifier does: only the named apps, their signature checked before the store's API is asked.
+            do { configuration.apps = try AppCoinsVerifier.Configuration.apps(fromEntries: options.values["--appcoins-app"] ?? []) } catch {
+                throw UsageError("--appcoins-app: \(error)")
+            }
+            guard !configuration.apps.isEmpty else { throw UsageError("--kind appcoins needs --appcoins-app PACKAGE=FILE (the app's public key)") }
             let verifier = AppCoinsVerifier(configuration: configuration)
             return { line in
-                guard let fields = JSONValue.parse(Array(line.utf8))?.objectValue,
-                      let package = fields["packageName"]?.stringValue, let sku = fields["sku"]?.stringValue,
-                      let token = fields["purchaseToken"]?.stringValue
-                else { return rejected(Rejection(.storeRejected, "expected {\"packageName\",\"sku\",\"purchaseToken\"}")) }
-                return verdict(await verifier.verify(packageName: package, sku: sku, purchaseToken: token).map(VerifiedPurchase.init))
+                guard let fields = JSONValue.parse(Array(line.utf8))?.objectValue, let data = fields["purchaseData"]?.stringValue,
+                      let signature = fields["signature"]?.stringValue, let signed = JSONValue.parse(Array(data.utf8))?.objectValue,
+                      let package = signed["packageName"]?.stringValue, let sku = signed["productId"]?.stringValue,
+                      let token = signed["purchaseToken"]?.stringValue
+                else { return rejected(Rejection(.signatureRequired, "expected {\"purchaseData\": \"<the SDK's purchase JSON>\", \"signature\": \"<base64>\"}")) }
+                return verdict(await verifier.verifySigned(packageName: package, sku: sku, purchaseToken: token, purchaseData: data, signature: signature)
+                    .map(VerifiedPurchase.init))
             }
         }
         guard let bundleId = options.string("--bundle-id") else { throw UsageError("--bundle-id is required for \(kind.rawValue)") }

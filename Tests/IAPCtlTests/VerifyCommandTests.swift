@@ -94,4 +94,29 @@ import TestSupport
         #expect(result.status == 0)
         #expect(result.lines.joined(separator: "\n") == Lifecycle.markdownTable())
     }
+
+    /// `iapctl verify --kind appcoins` judges as the verifier does: only the named app, signed by its key.
+    @Test func appCoinsPurchasesAreVerifiedOnlyForTheNamedAppsAndTheirKey() async throws {
+        let signer = try AppCoinsSigner()
+        let forger = try AppCoinsSigner()
+        let api = try AppCoinsAPIStandIn(purchases: [
+            "tok-1": .init(packageName: "com.example.coins", sku: "coins.100", orderId: "o-1"),
+            "tok-x": .init(packageName: "com.attacker.app", sku: "coins.100", orderId: "o-x"),
+        ])
+        let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("appcoins-\(UUID().uuidString).txt")
+        try Data(try signer.publicKeyBase64().utf8).write(to: keyFile)
+        defer { try? FileManager.default.removeItem(at: keyFile) }
+        func line(_ package: String, _ token: String, _ who: AppCoinsSigner) throws -> String {
+            let signed = try who.sign(packageName: package, sku: "coins.100", purchaseToken: token, orderId: "o")
+            return String(decoding: try JSONEncoder().encode(JSONValue.object(["purchaseData": .string(signed.purchaseData),
+                                                                               "signature": .string(signed.signature)])), as: UTF8.self)
+        }
+        let input = [try line("com.example.coins", "tok-1", signer), try line("com.attacker.app", "tok-x", forger)].joined(separator: "\n")
+        let result = try await VerifyCommandTests.run(["verify", "--kind", "appcoins", "--lines", "--appcoins-url", api.baseURL.absoluteString,
+                                         "--appcoins-app", "com.example.coins=\(keyFile.path)"], input: input)
+        #expect(result.status == 1, "one of the two is refused")
+        #expect(result.lines.map { VerifyCommandTests.fields($0)["verdict"]?.stringValue } == ["verified", "rejected"], "\(result.lines)")
+        #expect(VerifyCommandTests.fields(result.lines.last ?? "")["reason"]?.stringValue == "wrongPackage")
+        #expect(try await VerifyCommandTests.run(["verify", "--kind", "appcoins"], input: "").status == 2, "no app named: a usage error")
+    }
 }

@@ -263,6 +263,11 @@ extension PipelineTests {
             try pipeline.appCoinsSubmission(token: "unknown-token", user: "player-1"),
             try pipeline.appCoinsSubmission(token: "tok-foreign", user: "player-1", package: "com.attacker.app", signer: forger),
             try pipeline.appCoinsSubmission(token: "tok-open-forged", user: "player-1", signer: forger),
+            // The shape before purchases were signed: answered, not dead-lettered.
+            try pipeline.codec.message(PurchaseSubmitted(store: .appcoins, kind: .appcoinsPurchase,
+                                                         appcoins: .init(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "tok-open",
+                                                                         purchaseData: nil, signature: nil),
+                                                         userId: "player-1", submittedAt: Date(), source: .server), time: Date()),
         ]
         for result in await producer.send(contentsOf: submissions) { _ = try result.get() }
         let consumedKey = PurchaseKey(store: .appcoins, transactionId: "order-tok-consumed")
@@ -277,11 +282,11 @@ extension PipelineTests {
             _ = try result.get()
         }
         try await waitUntil("the app-consumed purchase is finished") { try await pipeline.store.purchase(openKey)?.state == .finished }
-        try await waitUntil("four rejections answered") { await answers.messages.count >= 4 }
+        try await waitUntil("five rejections answered") { await answers.messages.count >= 5 }
         try await watcher.stop()
         let reasons = await answers.messages.compactMap { $0.value.flatMap { JSONValue.parse(Array($0))?.objectValue } }
             .map { ($0["reason"]?.stringValue ?? "", $0["retryable"]?.boolValue ?? false) }
-        #expect(Set(reasons.map(\.0)) == ["purchasePending", "storeRejected", "wrongPackage", "badSignature"], "\(reasons)")
+        #expect(Set(reasons.map(\.0)) == ["purchasePending", "storeRejected", "wrongPackage", "badSignature", "signatureRequired"], "\(reasons)")
         #expect(reasons.first { $0.0 == "purchasePending" }?.1 == true, "pending: submit again later")
 
         // The payment settles; the app submits it again.

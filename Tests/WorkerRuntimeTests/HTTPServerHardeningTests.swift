@@ -26,6 +26,11 @@ struct HTTPServerHardeningTests {
             ("a header name that is not a token", "GET / HTTP/1.1\r\nX Forwarded: a\r\n\r\n"),
             ("a folded header", "GET / HTTP/1.1\r\nX-A: a\r\n b\r\n\r\n"),
             ("a signed Content-Length", "POST / HTTP/1.1\r\nContent-Length: +2\r\n\r\nab"),
+            ("a bare LF inside a header", "POST / HTTP/1.1\r\nX-A: a\nContent-Length: 2\r\n\r\nab"),
+            ("a bare CR", "GET / HTTP/1.1\r\nX-A: a\rb\r\n\r\n"),
+            ("a control character in a value", "GET / HTTP/1.1\r\nX-A: a\u{01}b\r\n\r\n"),
+            ("a space in the target", "GET /a b HTTP/1.1\r\n\r\n"),
+            ("a signature header twice", "GET / HTTP/1.1\r\nX-IAP-Signature: v1=a\r\nX-IAP-Signature: v1=b\r\n\r\n"),
             ("an empty Content-Length", "POST / HTTP/1.1\r\nContent-Length:\r\n\r\n"),
             ("an absolute target", "GET http://example.com/ HTTP/1.1\r\n\r\n"),
             ("another protocol", "GET / HTTP/2.0\r\n\r\n"),
@@ -34,7 +39,7 @@ struct HTTPServerHardeningTests {
             let answer = try await offPool { rawHTTP(port: port, request) }
             #expect(answer.hasPrefix("HTTP/1.1 400"), "\(why): \(answer)")
         }
-        let fine = try await offPool { rawHTTP(port: port, "POST /x HTTP/1.1\r\nContent-Length: 2\r\nX-A:\tb \r\n\r\nab") }
+        let fine = try await offPool { rawHTTP(port: port, "POST /x HTTP/1.1\r\nContent-Length: 2\r\nX-A:\tb \r\nVia: 1.1 a\r\nVia: 1.1 b\r\n\r\nab") }
         #expect(fine.hasPrefix("HTTP/1.1 200") && fine.hasSuffix("POST /x 2\n"), "\(fine)")
     }
 
@@ -49,7 +54,9 @@ struct HTTPServerHardeningTests {
         // One header byte every 100 ms for 30 s, far longer than the deadline; it counts what it got to send.
         let header = Array(("X-Slow: " + String(repeating: "a", count: 292)).utf8)
         let sent = Locked(0)
+        let ended = DispatchSemaphore(value: 0)
         let trickle = Thread {
+            defer { ended.signal() }
             for byte in header {
                 var value = byte
                 if send(descriptor, &value, 1, Int32(MSG_NOSIGNAL)) <= 0 { return }
@@ -58,7 +65,11 @@ struct HTTPServerHardeningTests {
             }
         }
         trickle.start()
-        defer { shutdown(descriptor, Int32(SHUT_RDWR)) } // ends the trickle before the descriptor is closed
+        defer {
+            // Ends the trickle, and waits for it, before the descriptor number can be reused.
+            shutdown(descriptor, Int32(SHUT_RDWR))
+            ended.wait()
+        }
         #expect(try await offPool { rawHTTP(port: port, "GET /normal HTTP/1.1\r\n\r\n") }.hasPrefix("HTTP/1.1 200"), "served meanwhile")
         let answer = try await offPool { () -> String in
             var buffer = [UInt8](repeating: 0, count: 1024)

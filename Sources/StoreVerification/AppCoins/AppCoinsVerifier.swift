@@ -160,3 +160,32 @@ public final class AppCoinsVerifier: Sendable {
 extension Duration {
     var seconds: TimeInterval { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }
+
+extension AppCoinsVerifier.Configuration {
+    /// The operator's apps from `PACKAGE=FILE` entries (the file holding the app's public key from the Catappult
+    /// back office: base64 or PEM SubjectPublicKeyInfo, RSA of 2048 bits or more). Throws a message naming the entry.
+    public static func apps(fromEntries entries: [String]) throws -> [String: PublicKey] {
+        var apps: [String: PublicKey] = [:]
+        for entry in entries where !entry.isEmpty {
+            guard let equals = entry.firstIndex(of: "="), case let package = String(entry[..<equals]), !package.isEmpty,
+                  package.utf8.allSatisfy({ $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0)
+                      || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else {
+                throw AppCoinsConfigurationError("expected PACKAGE=FILE with a package name of letters, digits, '.' and '_', got '\(entry)'")
+            }
+            guard apps[package] == nil else { throw AppCoinsConfigurationError("\(package) is named twice") }
+            let path = String(entry[entry.index(after: equals)...])
+            guard let contents = FileManager.default.contents(atPath: path) else { throw AppCoinsConfigurationError("cannot read \(path)") }
+            let key: PublicKey
+            do { key = try PublicKey(subjectPublicKeyInfo: contents) } catch { throw AppCoinsConfigurationError("\(path): \(error)") }
+            guard key.isRSA2048OrMore else { throw AppCoinsConfigurationError("\(path) is not an RSA key of 2048 bits or more") }
+            apps[package] = key
+        }
+        return apps
+    }
+}
+
+/// An AppCoins app entry that cannot be used.
+public struct AppCoinsConfigurationError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
