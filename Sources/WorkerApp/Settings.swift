@@ -106,7 +106,10 @@ public struct Settings: Sendable {
 
     public func seconds(_ flag: String) throws -> Double? {
         guard let text = string(flag) else { return nil }
-        guard let value = Double(text), value >= 0 else { throw SettingsError("\(flag) (\(environmentName(flag))) must be a number of seconds, got '\(text)'") }
+        // Finite and at most ten years: every use converts it to integer milliseconds, which must not trap.
+        guard let value = Double(text), value.isFinite, (0...315_360_000).contains(value) else {
+            throw SettingsError("\(flag) (\(environmentName(flag))) must be a number of seconds (0 to ten years), got '\(text)'")
+        }
         return value
     }
 

@@ -81,4 +81,14 @@ struct VerifierSettingsTests {
         #expect(try await VerifyCommandTests.run(common + ["--environment", "Sandbox", "--root", rootFile.path], input: receipt).status == 2)
         #expect(try await VerifyCommandTests.run(common + ["--environment", "Xcode"], input: receipt).status == 2)
     }
+
+    /// Durations from settings become integer milliseconds: an infinite or absurd one is a configuration error
+    /// (exit 2 naming the setting), not a trap.
+    @Test(arguments: ["inf", "nan", "1e300", "-1"])
+    func anImpossibleDurationIsRefusedNotATrap(_ value: String) async throws {
+        let ingest = try ExecutableProcess("iap-ingest", ["--brokers", "127.0.0.1:1", "--http-port", "0", "--http-host", "127.0.0.1",
+                                                          "--publish-timeout", value])
+        try await waitUntil("iap-ingest refuses to start") { !ingest.process.isRunning }
+        #expect(ingest.process.terminationStatus == 2, "\(value): \(ingest.log)")
+    }
 }
