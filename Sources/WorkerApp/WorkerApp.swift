@@ -38,8 +38,6 @@ public enum WorkerApp {
                 help: "seconds between librdkafka statistics (consumer lag in /metrics); 0 turns them off"),
         Setting("--max-in-flight", env: "IAP_MAX_IN_FLIGHT", default: "64",
                 help: "messages per partition handled while earlier outputs await the broker's ack (1 = one at a time)"),
-        Setting("--retry-budget", env: "IAP_RETRY_BUDGET", default: "300",
-                help: "seconds a message failing transiently is retried on its partition before it is parked on iap.retry (0: never parked)"),
         Setting("--dead-letter-value-bytes", env: "IAP_DEAD_LETTER_VALUE_BYTES", default: String(DeadLetter.maxValueBytes),
                 help: "bytes of a dead-lettered message's value its dead letter keeps (signed payloads are claimable by whoever holds them; 0 keeps only size and SHA-256)"),
     ]
@@ -122,18 +120,8 @@ public enum WorkerApp {
                 throw SettingsError("--dead-letter-value-bytes (IAP_DEAD_LETTER_VALUE_BYTES) must be 0 or more")
             }
             configuration.deadLetterValueBytes = keep
-            guard let budget = try settings.seconds("--retry-budget"), (0...86_400).contains(budget) else {
-                throw SettingsError("--retry-budget (IAP_RETRY_BUDGET) must be 0–86400 seconds")
-            }
-            let codec = process.codec(component: stage.name)
-            var retryConsumer: KafkaConsumer?
-            if budget > 0 {
-                configuration.retryBudget = .milliseconds(Int64(budget * 1000))
-                retryConsumer = try KafkaConsumer(configuration: .init(kafka: kafka, groupID: groupPrefix + stage.name + "-retry", topics: [codec.retryTopic],
-                                                                       shutdownTimeout: process.shutdownTimeout))
-            }
-            return StageRunner(stage: stage, consumer: consumer, producer: producer, codec: codec, logger: logger,
-                               configuration: configuration, metrics: metrics, retryConsumer: retryConsumer)
+            return StageRunner(stage: stage, consumer: consumer, producer: producer, codec: process.codec(component: stage.name), logger: logger,
+                               configuration: configuration, metrics: metrics)
         }
     }
 
