@@ -34,7 +34,7 @@ extension Workers {
                                       settings: settings) { process in
             var kafka = process.kafka
             if kafka["message.timeout.ms"] == nil, let seconds = try process.settings.seconds("--publish-timeout") {
-                guard seconds > 0 else { throw SettingsError("--publish-timeout (IAP_PUBLISH_TIMEOUT) must be positive") }
+                guard (0.001...2_147_483).contains(seconds) else { throw SettingsError("--publish-timeout (IAP_PUBLISH_TIMEOUT) must be 0.001–2147483 seconds") }
                 kafka["message.timeout.ms"] = String(Int(seconds * 1000))
             }
             let secret = try secret(process.settings, file: "--client-secret-file", variable: "IAP_INGEST_CLIENT_SECRET")

@@ -84,7 +84,7 @@ struct VerifierSettingsTests {
 
     /// Durations from settings become integer milliseconds: an infinite or absurd one is a configuration error
     /// (exit 2 naming the setting), not a trap.
-    @Test(arguments: ["inf", "nan", "1e300", "-1"])
+    @Test(arguments: ["inf", "nan", "1e300", "-1", "0.0001"])
     func anImpossibleDurationIsRefusedNotATrap(_ value: String) async throws {
         let ingest = try ExecutableProcess("iap-ingest", ["--brokers", "127.0.0.1:1", "--http-port", "0", "--http-host", "127.0.0.1",
                                                           "--publish-timeout", value])
