@@ -61,3 +61,9 @@ public struct HTTPResponse: Sendable {
         return Data(head.utf8) + body
     }
 }
+
+/// A non-negative decimal integer as HTTP headers carry them: ASCII digits only (no sign, no spaces), at most 12.
+public func headerDecimal(_ text: String) -> Int64? {
+    guard !text.isEmpty, text.utf8.count <= 12, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+    return Int64(text)
+}

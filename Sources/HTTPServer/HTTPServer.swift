@@ -261,7 +261,7 @@ public final class HTTPServer: Sendable {
             return .failure(RequestError(status: 400, message: "Transfer-Encoding is not supported; send Content-Length"))
         }
         let declared = headers["content-length"] ?? "0"
-        guard !declared.isEmpty, declared.utf8.count <= 12, declared.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let length = Int(declared) else {
+        guard let length = headerDecimal(declared).map(Int.init) else {
             return .failure(RequestError(status: 400, message: "invalid Content-Length"))
         }
         guard length <= configuration.maxBodyBytes else {

@@ -47,7 +47,7 @@ public final class IngestAPI: Sendable {
         self.publisher = publisher
         self.logger = logger
         self.metrics = metrics
-        metrics.declare("iap_ingest_requests_total", .counter, help: "Requests to the ingest API, by route and status.")
+        Self.declareRequestMetrics(metrics)
         metrics.declare("iap_ingest_request_duration_seconds", .histogram, help: "Time to answer, broker acknowledgement included, by route.")
     }
 
@@ -71,6 +71,11 @@ public final class IngestAPI: Sendable {
         metrics.increment("iap_ingest_requests_total", ["route": route, "status": String(response.status)])
         metrics.observe("iap_ingest_request_duration_seconds", ["route": route], duration: ContinuousClock.now - started)
         return response
+    }
+
+    /// The request counter every route of the ingest counts in.
+    static func declareRequestMetrics(_ metrics: MetricsRegistry) {
+        metrics.declare("iap_ingest_requests_total", .counter, help: "Requests to the ingest API, by route and status.")
     }
 
     /// Whether the last publish failed for a broker reason within the last 10 seconds.
@@ -163,9 +168,7 @@ public final class IngestAPI: Sendable {
     }
 
     static func json(_ status: Int, _ object: [String: JSONValue]) -> HTTPResponse {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let body = (try? encoder.encode(JSONValue.object(object))) ?? Data("{}".utf8) // encoding strings and integers cannot fail
+        let body = (try? EventCodec.encoder.encode(JSONValue.object(object))) ?? Data("{}".utf8) // encoding strings and integers cannot fail
         return HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: body)
     }
 }

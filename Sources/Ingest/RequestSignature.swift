@@ -48,7 +48,7 @@ public enum RequestSignature {
     /// Checks `request`'s signature under `secret` at `now`.
     public static func verify(_ request: HTTPRequest, secret: Data, now: Date = Date(), tolerance: TimeInterval = defaultTolerance) -> Result<Void, Refusal> {
         guard let stamp = request.header(timestampHeader), let signature = request.header(signatureHeader) else { return .failure(.missing) }
-        guard stamp.utf8.count <= 12, stamp.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let timestamp = Int64(stamp) else {
+        guard let timestamp = headerDecimal(stamp) else {
             return .failure(.malformedTimestamp)
         }
         guard abs(Double(timestamp) - now.timeIntervalSince1970) <= tolerance else { return .failure(.expired(tolerance: tolerance)) }

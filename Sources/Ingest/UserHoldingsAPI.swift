@@ -3,6 +3,7 @@ import Foundation
 import HTTPServer
 import JSON
 import Metrics
+import PurchaseEvents
 import PurchaseStore
 import WorkerRuntime
 
@@ -29,7 +30,7 @@ public final class UserHoldingsAPI: Sendable {
         self.logger = logger
         self.metrics = metrics
         self.now = now
-        metrics.declare("iap_ingest_requests_total", .counter, help: "Requests to the ingest API, by route and status.")
+        IngestAPI.declareRequestMetrics(metrics)
     }
 
     /// Answers `GET /v1/users/{userId}`; nil for other paths.
@@ -66,15 +67,7 @@ public final class UserHoldingsAPI: Sendable {
     }
 
     /// The JSON apps get (and `iapctl user` prints): sorted keys, RFC 3339 times, `expiresAt` null for good.
-    public static func encode(_ holdings: UserHoldings) throws -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            var container = encoder.singleValueContainer()
-            try container.encode(RFC3339.format(date))
-        }
-        return try encoder.encode(holdings)
-    }
+    public static func encode(_ holdings: UserHoldings) throws -> Data { try EventCodec.encoder.encode(holdings) }
 }
 
 /// Whether a listening address reaches only a private network: loopback, RFC 1918, link-local, IPv6 unique-local.

@@ -88,7 +88,8 @@ public struct EventCodec: Sendable {
         }
     }
 
-    static let encoder: JSONEncoder = {
+    /// The pipeline's JSON: sorted keys, unescaped slashes, RFC 3339 times (events, and what the ingest answers).
+    public static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .custom { date, encoder in

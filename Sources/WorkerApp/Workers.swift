@@ -35,16 +35,17 @@ public enum Workers {
         ]
         return await WorkerApp.main(command: "iap-verifier", summary: "Verifies purchase.submitted and store.notification events.", settings: settings) { env in
             let environment = AppStoreEnvironment(rawValue: try env.settings.required("--environment"))
-            guard [.production, .sandbox, .xcode, .localTesting].contains(environment) else {
+            guard AppStoreEnvironment.configurable.contains(environment) else {
                 throw SettingsError("--environment (IAP_ENVIRONMENT) must be Production, Sandbox, Xcode or LocalTesting")
             }
             // A second key: the environment's name alone must never turn signature checks off.
             let allowUnsigned = env.settings.flag("--allow-unsigned-test-data")
-            if environment.isLocallySigned && !allowUnsigned {
+            switch environment.unsignedTestDataProblem(allowed: allowUnsigned) {
+            case nil: break
+            case .permissionMissing?:
                 throw SettingsError("--environment (IAP_ENVIRONMENT) \(environment) accepts data nobody signed, so it needs "
                                     + "--allow-unsigned-test-data (IAP_ALLOW_UNSIGNED_TEST_DATA) too; never in a deployment")
-            }
-            if allowUnsigned && !environment.isLocallySigned {
+            case .permissionMisplaced?:
                 throw SettingsError("--allow-unsigned-test-data (IAP_ALLOW_UNSIGNED_TEST_DATA) is only for --environment Xcode or LocalTesting, not \(environment)")
             }
             let appAppleId = try env.settings.string("--app-apple-id").map { text -> Int64 in

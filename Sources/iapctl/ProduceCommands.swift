@@ -4,6 +4,7 @@ import JSON
 import JSONSchema
 import Kafka
 import PurchaseEvents
+import StoreVerification
 import Synchronization
 
 /// `iapctl submit`, `iapctl produce` and `iapctl tail`: feeding the pipeline and watching it by hand.
@@ -33,8 +34,7 @@ enum ProduceCommands {
             guard let signature = options.string("--signature") else {
                 throw UsageError("submit: an AppCoins purchase needs --signature (the SDK's base64 signature of the purchase JSON given as input)")
             }
-            guard let fields = JSONValue.parse(Array(payload.utf8))?.objectValue, let package = fields["packageName"]?.stringValue,
-                  let sku = fields["productId"]?.stringValue, let token = fields["purchaseToken"]?.stringValue else {
+            guard let (package, sku, token) = AppCoinsVerifier.names(inPurchaseData: payload) else {
                 throw UsageError("submit: the input must be the AppCoins purchase JSON (packageName, productId, purchaseToken)")
             }
             submission.appcoins = .init(packageName: package, sku: sku, purchaseToken: token, purchaseData: payload, signature: signature)

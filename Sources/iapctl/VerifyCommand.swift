@@ -60,9 +60,7 @@ enum VerifyCommand {
             let verifier = AppCoinsVerifier(configuration: configuration)
             return { line in
                 guard let fields = JSONValue.parse(Array(line.utf8))?.objectValue, let data = fields["purchaseData"]?.stringValue,
-                      let signature = fields["signature"]?.stringValue, let signed = JSONValue.parse(Array(data.utf8))?.objectValue,
-                      let package = signed["packageName"]?.stringValue, let sku = signed["productId"]?.stringValue,
-                      let token = signed["purchaseToken"]?.stringValue
+                      let signature = fields["signature"]?.stringValue, let (package, sku, token) = AppCoinsVerifier.names(inPurchaseData: data)
                 else { return rejected(Rejection(.signatureRequired, "expected {\"purchaseData\": \"<the SDK's purchase JSON>\", \"signature\": \"<base64>\"}")) }
                 return verdict(await verifier.verifySigned(packageName: package, sku: sku, purchaseToken: token, purchaseData: data, signature: signature)
                     .map(VerifiedPurchase.init))
@@ -70,12 +68,12 @@ enum VerifyCommand {
         }
         guard let bundleId = options.string("--bundle-id") else { throw UsageError("--bundle-id is required for \(kind.rawValue)") }
         let environment = AppStoreEnvironment(rawValue: options.string("--environment") ?? "Production")
-        let known: [AppStoreEnvironment] = [.production, .sandbox, .xcode, .localTesting]
-        guard known.contains(environment) else { throw UsageError("--environment must be Production, Sandbox, Xcode or LocalTesting") }
+        guard AppStoreEnvironment.configurable.contains(environment) else { throw UsageError("--environment must be Production, Sandbox, Xcode or LocalTesting") }
         let allowUnsigned = options.flags.contains("--allow-unsigned-test-data")
-        if environment.isLocallySigned != allowUnsigned {
-            throw UsageError(allowUnsigned ? "--allow-unsigned-test-data is only for --environment Xcode or LocalTesting"
-                                           : "--environment \(environment) accepts data nobody signed: add --allow-unsigned-test-data")
+        switch environment.unsignedTestDataProblem(allowed: allowUnsigned) {
+        case nil: break
+        case .permissionMissing?: throw UsageError("--environment \(environment) accepts data nobody signed: add --allow-unsigned-test-data")
+        case .permissionMisplaced?: throw UsageError("--allow-unsigned-test-data is only for --environment Xcode or LocalTesting")
         }
         // Receipts and signed data chain to different Apple roots: each kind takes only its own option.
         let rootOption = kind == .receipt ? "--receipt-root" : "--root"

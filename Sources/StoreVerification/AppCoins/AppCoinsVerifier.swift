@@ -90,13 +90,20 @@ public final class AppCoinsVerifier: Sendable {
               RSADigest.allCases.contains(where: { key.verifyRSA(message: Data(purchaseData.utf8), signature: signatureBytes, digest: $0) }) else {
             return .failure(Rejection(.badSignature, "the purchase data is not signed with \(packageName)'s key"))
         }
-        guard let signed = JSONValue.parse(Array(purchaseData.utf8))?.objectValue.map(JSONFields.init) else {
-            return .failure(Rejection(.malformedPayload, "the signed purchase data is not a JSON object"))
+        guard let signed = Self.names(inPurchaseData: purchaseData) else {
+            return .failure(Rejection(.malformedPayload, "the signed purchase data is not a JSON object naming packageName, productId and purchaseToken"))
         }
-        guard signed.string("packageName") == packageName, signed.string("productId") == sku, signed.string("purchaseToken") == purchaseToken else {
+        guard signed.packageName == packageName, signed.sku == sku, signed.purchaseToken == purchaseToken else {
             return .failure(Rejection(.malformedPayload, "the signed purchase data names another package, SKU or token than the submission"))
         }
         return await verify(packageName: packageName, sku: sku, purchaseToken: purchaseToken)
+    }
+
+    /// The package, SKU and token the SDK's purchase JSON names; nil when it is not such a JSON object.
+    public static func names(inPurchaseData purchaseData: String) -> (packageName: String, sku: String, purchaseToken: String)? {
+        guard let signed = JSONValue.parse(Array(purchaseData.utf8))?.objectValue.map(JSONFields.init),
+              let package = signed.string("packageName"), let sku = signed.string("productId"), let token = signed.string("purchaseToken") else { return nil }
+        return (package, sku, token)
     }
 
     /// The store's API's view of a purchase (no signature involved: for re-checks of purchases verified before).

@@ -48,6 +48,8 @@ public final class SignedDataVerifier: Sendable {
 
     public let configuration: Configuration
     private let chain: AppleSigningChain
+    /// Xcode and LocalTesting data with the explicit permission: their local signature says nothing.
+    private let skipsSignature: Bool
     private let cache: ChainCache
     private let revocation: RevocationChecker?
     private let now: @Sendable () -> Date
@@ -60,8 +62,8 @@ public final class SignedDataVerifier: Sendable {
         if configuration.environment == .production && configuration.appAppleId == nil {
             throw VerifierConfigurationError("appAppleId is required for the Production environment")
         }
-        let unsigned = try configuration.environment.acceptsUnsignedData(allowed: configuration.allowsUnsignedTestData)
-        if configuration.trustedRoots.isEmpty && !unsigned {
+        skipsSignature = try configuration.environment.acceptsUnsignedData(allowed: configuration.allowsUnsignedTestData)
+        if configuration.trustedRoots.isEmpty && !skipsSignature {
             throw VerifierConfigurationError("at least one trusted root certificate is required")
         }
         self.configuration = configuration
@@ -143,7 +145,7 @@ public final class SignedDataVerifier: Sendable {
         }
         // Xcode and LocalTesting data are signed locally, never by the App Store: their signature says nothing.
         // Only a verifier configured for such an environment, with the explicit permission, skips it.
-        if configuration.environment.isLocallySigned && configuration.allowsUnsignedTestData {
+        if skipsSignature {
             return parsed.header().map { _ in parsed.payload }
         }
         let currentTime = now()
