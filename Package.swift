@@ -63,7 +63,7 @@ let package = Package(
         // The pipeline's events: typed, CloudEvents headers, validated against schemas/.
         .target(name: "PurchaseEvents", dependencies: ["PurchaseDomain", "Kafka", "JSON", "JSONSchema", "Crypto"]),
         // Lifecycle of long-running services: signals, graceful shutdown.
-        .target(name: "WorkerRuntime", dependencies: ["Kafka", "PurchaseEvents", "HTTPServer", "Metrics"]),
+        .target(name: "WorkerRuntime", dependencies: ["Crypto", "Kafka", "PurchaseEvents", "HTTPServer", "Metrics"]),
         // The four stages: verify, grant, finish, sweep.
         .target(name: "Stages", dependencies: ["PurchaseDomain", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreVerification", "JSON", "JSONSchema", "Crypto"]),
 

@@ -18,7 +18,8 @@ public enum KafkaConsumerEvent: Sendable {
 ///   `runPipelined(_:)` only after its completion did too, in offset order.
 /// - On revocation the handler finishes the message in hand (bounded by `revokeTimeout`), stored offsets are
 ///   committed, and only then are the partitions given up. Messages not handled are redelivered to the next owner.
-/// - A handler that throws stops the consumer: nothing past that message is committed, and `run` rethrows.
+/// - A handler that throws stops the consumer: nothing past that message is committed, and `run` rethrows — unless
+///   its partition was revoked meanwhile: then the message is simply left to the partition's next owner.
 /// - Graceful shutdown (`triggerGracefulShutdown()` or cancelling `run`) stops fetching, finishes in-flight
 ///   handlers, commits, leaves the group, and returns from `run` within `shutdownTimeout` plus librdkafka's close.
 public final class KafkaConsumer: Sendable {
@@ -270,11 +271,12 @@ private final class ConsumerCore: Sendable {
     private func revoke(_ partitions: [TopicPartition], abandon: Bool = false, commit: Bool = true) {
         let (workers, deadline) = state.withLock { state -> ([PartitionWorker], DispatchTime) in
             let workers = partitions.compactMap { state.workers.removeValue(forKey: $0) }
+            // Under the lock: whoever sees the partition gone from `assignment` finds its worker revoked.
+            workers.forEach { $0.revoke() }
             let timeout = DispatchTime.now() + .nanoseconds(Int(configuration.revokeTimeout.nanoseconds))
             return (workers, min(state.shutdownDeadline ?? timeout, timeout))
         }
         guard !workers.isEmpty else { return }
-        workers.forEach { $0.revoke() }
         for worker in workers where !worker.waitForEnd(until: abandon ? .now() : deadline) {
             report(.abandoned(worker.partition))
         }

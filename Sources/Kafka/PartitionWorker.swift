@@ -7,7 +7,8 @@ import Synchronization
 /// and the completion it returned are done, stores the offset after the message. Up to `maxInFlight`
 /// completions may be outstanding; they are awaited in offset order, and all of them before the worker
 /// waits for more input. On revocation the worker completes the messages in hand and drops the rest
-/// (they are redelivered to the partition's next owner).
+/// (they are redelivered to the partition's next owner); a handler or completion that fails after the
+/// revocation ends the worker without storing its offset, and is not a consumer failure.
 final class PartitionWorker: Sendable {
     struct State {
         /// Messages enqueued whose offset is not stored yet.
@@ -63,6 +64,8 @@ final class PartitionWorker: Sendable {
                 if !(await waitUntilDeliverable()) { break }
                 do {
                     inFlight.append(message, try await handler(message))
+                } catch where isRevoked {
+                    break // A handler that gave up because its partition went: the message is redelivered to the next owner.
                 } catch {
                     onFailure(error, message)
                     return
@@ -105,13 +108,17 @@ final class PartitionWorker: Sendable {
             do {
                 try await completion()
             } catch {
-                onFailure(error, message)
+                // After revocation a completion may give up: the message is redelivered to the next owner.
+                if !worker.isRevoked { onFailure(error, message) }
                 return false
             }
             if let error = worker.storeOffset(after: message) { worker.report(.error(error)) }
             return true
         }
     }
+
+    /// Whether the partition was revoked from this worker.
+    var isRevoked: Bool { state.withLock { $0.revoked } }
 
     /// Messages enqueued and not yet taken.
     var waitingCount: Int { state.withLock { $0.waiting } }

@@ -31,6 +31,14 @@ public struct EventCodec: Sendable {
     /// The topic of an event type in this deployment.
     public func topic(_ type: EventType) -> String { topicPrefix + type.topic }
 
+    /// Where stages park what failed for longer than their retry budget (original records, with their origin).
+    public var retryTopic: String { topicPrefix + Self.retryTopicName }
+    public static let retryTopicName = "iap.retry"
+
+    /// Every topic of the pipeline: one per event type, and the retry topic.
+    public var pipelineTopics: [String] { Self.pipelineTopics(prefix: topicPrefix) }
+    public static func pipelineTopics(prefix: String) -> [String] { EventType.allCases.map { prefix + $0.topic } + [prefix + retryTopicName] }
+
     /// The message for `event` on `topic` (default: the event type's topic).
     public func message<Event: PipelineEvent>(_ event: Event, topic: String? = nil, time: Date) throws -> KafkaProducerMessage {
         let body = try Self.encoder.encode(event)

@@ -123,6 +123,21 @@ enum Migrations {
                 answered_at BIGINT
             );
             """),
+            // Messages a stage parked on the retry topic and has not re-driven yet: the key's later messages wait
+            // behind them, whichever replica owns the partition now (see StageRunner).
+            (6, """
+            CREATE TABLE parked_messages (
+                stage TEXT NOT NULL,
+                origin_topic TEXT NOT NULL,
+                origin_partition BIGINT NOT NULL,
+                origin_offset BIGINT NOT NULL,
+                message_key TEXT,
+                reason TEXT NOT NULL,
+                parked_at BIGINT NOT NULL,
+                PRIMARY KEY (stage, origin_topic, origin_partition, origin_offset)
+            );
+            CREATE INDEX parked_messages_by_key ON parked_messages (stage, message_key);
+            """),
         ]
     }
 

@@ -31,9 +31,12 @@ public struct StageContext: Sendable {
         }
     }
 
-    func messages(_ events: [any PipelineEvent]) throws -> StageResult {
+    func messages(_ events: [any PipelineEvent]) throws -> StageResult { .publish(try outputs(events)) }
+
+    /// The messages of `events`, stamped now.
+    func outputs(_ events: [any PipelineEvent]) throws -> [KafkaProducerMessage] {
         let time = now()
-        return .publish(try events.map { try codec.message($0, time: time) })
+        return try events.map { try codec.message($0, time: time) }
     }
 }
 
@@ -53,5 +56,29 @@ extension GrantedItem {
         let currency = item.kind == .currency
         self.init(kind: currency ? .currency : .entitlement, code: item.code, amount: currency ? item.amount : nil,
                   expiresAt: item.expiresAt, balance: currency ? balances[item.code] : nil)
+    }
+}
+
+/// The runners' parking ledger, kept in the purchase store so that every replica of a stage sees what was parked.
+public struct StoreParkingLedger: ParkingLedger {
+    let store: SQLPurchaseStore
+
+    public init(store: SQLPurchaseStore) { self.store = store }
+
+    public func recordParked(_ origin: ParkedOrigin, key: String?, reason: String, at: Date) async throws {
+        try await store.recordParked(stage: origin.stage, topic: origin.topic, partition: origin.partition, offset: origin.offset,
+                                     key: key, reason: reason, at: at)
+    }
+
+    public func parked(stage: String, key: String) async throws -> [ParkedOrigin] {
+        try await store.parkedMessages(stage: stage, key: key).map { ParkedOrigin(stage: stage, topic: $0.topic, partition: $0.partition, offset: $0.offset) }
+    }
+
+    public func isParked(_ origin: ParkedOrigin) async throws -> Bool {
+        try await store.isParked(stage: origin.stage, topic: origin.topic, partition: origin.partition, offset: origin.offset)
+    }
+
+    public func releaseParked(_ origin: ParkedOrigin) async throws {
+        try await store.releaseParked(stage: origin.stage, topic: origin.topic, partition: origin.partition, offset: origin.offset)
     }
 }

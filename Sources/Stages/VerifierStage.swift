@@ -23,9 +23,13 @@ public struct VerifierStage: StoreBackedStage {
     let catalog: ProductCatalog?
     /// What a restore under another user id does to an entitlement.
     let restorePolicy: RestorePolicy
+    /// When a purchase whose payment is pending at the store is first asked about again (then less and less often).
+    let pendingRecheck: Duration
 
     public init(context: StageContext, store: SQLPurchaseStore, appStore: SignedDataVerifier, receipts: ReceiptVerifier? = nil,
-                appCoins: AppCoinsVerifier? = nil, catalog: ProductCatalog? = nil, restorePolicy: RestorePolicy = .transfer) {
+                appCoins: AppCoinsVerifier? = nil, catalog: ProductCatalog? = nil, restorePolicy: RestorePolicy = .transfer,
+                pendingRecheck: Duration = .seconds(60)) {
+        self.pendingRecheck = pendingRecheck
         self.catalog = catalog
         self.restorePolicy = restorePolicy
         self.context = context
@@ -73,9 +77,10 @@ public struct VerifierStage: StoreBackedStage {
         switch verified {
         case .success(let purchases): return try context.messages(try await record(purchases, for: submission))
         case .failure(let rejection) where rejection.reason == .purchasePending:
-            // Not a verdict on the purchase, and not one to wait for on this partition: the app submits it again
-            // once the payment settles (`retryable: true` in the answer).
-            return try rejected(submission, rejection, transactionId: nil)
+            // Not a verdict on the purchase, and not one to wait for on this partition: answered now (`retryable:
+            // true`, the app may submit it again once the payment settles) and asked about again later.
+            let answer = self.rejection(submission, rejection, reason: rejection.reason.rawValue, transactionId: nil, productId: nil)
+            return .recheck(publish: try context.outputs([answer]), after: pendingRecheck)
         case .failure(let rejection) where rejection.isRetryable:
             throw TransientError("\(rejection)") // The store could not answer now; nothing was decided.
         case .failure(let rejection):

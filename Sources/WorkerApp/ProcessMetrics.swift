@@ -2,22 +2,34 @@ import Foundation
 import PurchaseDomain
 import Metrics
 import PurchaseStore
+import Synchronization
 import WorkerRuntime
 
 /// Purchases by state, those of unknown product type, and the age of the oldest unfinished one, read from the
 /// store at each scrape.
 /// The age is the signal that matters for the 24 h deadline: it should stay well below it.
 enum StoreMetrics {
-    static func register(store: SQLPurchaseStore, metrics: MetricsRegistry) {
+    /// - Parameter stages: the stages this process runs: their parked series start at zero.
+    static func register(store: SQLPurchaseStore, metrics: MetricsRegistry, stages: [String]) {
+        let reported = Mutex(Set(stages))
         metrics.declare("iap_purchases", .gauge, help: "Purchases in the store, by state.")
         metrics.declare("iap_oldest_unfinished_purchase_age_seconds", .gauge,
                         help: "Age of the oldest purchase verified or granted but not finished (0 when none).")
         metrics.declare("iap_store_up", .gauge, help: "1 when the last read of the store succeeded.")
         metrics.declare("iap_purchases_unknown_product_type", .gauge,
                         help: "Purchases whose product type is unknown (recorded before types were kept; never flagged): name them in the catalog.")
+        metrics.declare("iap_parked_messages", .gauge, help: "Messages parked on the retry topic and not re-driven yet, by stage (alert when above 0).")
+        metrics.declare("iap_oldest_parked_message_age_seconds", .gauge, help: "Age of the oldest parked message, by stage (0 when none).")
         metrics.addCollector { metrics in
             do {
                 let statistics = try await store.statistics()
+                let parked = try await store.parkedByStage()
+                // Every stage reported once keeps being reported, at zero when nothing of it is parked any more.
+                for stage in reported.withLock({ $0.formUnion(parked.keys); return $0 }) {
+                    metrics.set("iap_parked_messages", ["stage": stage], to: Double(parked[stage]?.count ?? 0))
+                    metrics.set("iap_oldest_parked_message_age_seconds", ["stage": stage],
+                                to: parked[stage].map { max(0, Date().timeIntervalSince($0.oldest)) } ?? 0)
+                }
                 for state in PurchaseState.recorded {
                     metrics.set("iap_purchases", ["state": state.rawValue], to: Double(statistics.purchasesByState[state] ?? 0))
                 }

@@ -38,6 +38,8 @@ public enum WorkerApp {
                 help: "seconds between librdkafka statistics (consumer lag in /metrics); 0 turns them off"),
         Setting("--max-in-flight", env: "IAP_MAX_IN_FLIGHT", default: "64",
                 help: "messages per partition handled while earlier outputs await the broker's ack (1 = one at a time)"),
+        Setting("--retry-budget", env: "IAP_RETRY_BUDGET", default: "300",
+                help: "seconds a message failing transiently is retried on its partition before it is parked on iap.retry"),
         Setting("--dead-letter-value-bytes", env: "IAP_DEAD_LETTER_VALUE_BYTES", default: String(DeadLetter.maxValueBytes),
                 help: "bytes of a dead-lettered message's value its dead letter keeps (signed payloads are claimable by whoever holds them; 0 keeps only size and SHA-256)"),
     ]
@@ -120,8 +122,16 @@ public enum WorkerApp {
                 throw SettingsError("--dead-letter-value-bytes (IAP_DEAD_LETTER_VALUE_BYTES) must be 0 or more")
             }
             configuration.deadLetterValueBytes = keep
-            return StageRunner(stage: stage, consumer: consumer, producer: producer, codec: process.codec(component: stage.name), logger: logger,
-                               configuration: configuration, metrics: metrics)
+            guard let budget = try settings.seconds("--retry-budget"), budget <= 86_400 else {
+                throw SettingsError("--retry-budget (IAP_RETRY_BUDGET) must be 0 to 86400 seconds")
+            }
+            configuration.retryBudget = .milliseconds(Int64(budget * 1000))
+            let codec = process.codec(component: stage.name)
+            // The re-driver: a consumer of the retry topic in a group of the stage's own (see StageRunner+Parking).
+            let retryConsumer = try KafkaConsumer(configuration: .init(kafka: kafka, groupID: groupPrefix + stage.name + "-retry", topics: [codec.retryTopic],
+                                                                       shutdownTimeout: process.shutdownTimeout))
+            return StageRunner(stage: stage, consumer: consumer, producer: producer, codec: codec, logger: logger, configuration: configuration,
+                               metrics: metrics, parking: Parking(ledger: StoreParkingLedger(store: store), consumer: retryConsumer, topic: codec.retryTopic))
         }
     }
 
@@ -137,8 +147,8 @@ public enum WorkerApp {
             process.logger.info("store opened", ["store": store.location, "migrationsApplied": applied.map(String.init).joined(separator: ",")])
             let environment = Environment(process: process, store: store, groupPrefix: process.settings.string("--group-prefix") ?? "iap-")
             let services = try await body(environment)
-            StoreMetrics.register(store: store, metrics: process.metrics)
             let runners = services.compactMap { $0 as? StageRunner }
+            StoreMetrics.register(store: store, metrics: process.metrics, stages: runners.map(\.stageName))
             ConsumerMetrics.register(runners: runners, metrics: process.metrics)
             let readiness: @Sendable () async -> Readiness = {
                 if let idle = runners.first(where: { $0.kafkaConsumer.assignment.isEmpty }) {

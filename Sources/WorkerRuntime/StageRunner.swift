@@ -10,10 +10,15 @@ public enum StageResult: Sendable {
     case publish([KafkaProducerMessage])
     /// The message cannot be processed, ever: kept on the dead-letter topic with the reason.
     case deadLetter(reason: String, detail: String)
+    /// Events to publish now, and the message to be handed back to the stage after `after` (e.g. a payment still
+    /// pending at the store: answered, then asked about again). The runner parks it without its key, so the key's
+    /// later messages do not wait; re-checks continue with growing delays for `parkedBudget`. Without parking, the
+    /// events are published and the message is done.
+    case recheck(publish: [KafkaProducerMessage], after: Duration)
 }
 
 /// An error after which the same work may succeed later (database busy or failing over, store API
-/// down, broker unavailable). The runner retries it with backoff, holding that partition.
+/// down, broker unavailable). The runner retries it with backoff on that partition, within its retry budget.
 public struct TransientError: Error, Sendable, CustomStringConvertible {
     public let description: String
     public init(_ description: String) { self.description = description }
@@ -41,31 +46,46 @@ extension MessageStage {
 /// for the broker's acknowledgement before the input's offset may be committed. Transient failures are
 /// retried with exponential backoff and jitter on that partition only (others keep flowing; order within
 /// the partition holds). Anything else becomes a dead letter with its reason: nothing is dropped.
+///
+/// With `Parking`, a message still failing after `retryBudget` is parked (see `StageRunner+Parking.swift`):
+/// recorded in the ledger and published on the retry topic, so its partition moves on; later messages of its
+/// key are parked behind it; the runner's re-driver hands parked records back to the stage once due.
 public final class StageRunner: Service {
     public struct Configuration: Sendable {
         public var initialBackoff: Duration = .milliseconds(100)
         public var maxBackoff: Duration = .seconds(30)
         /// How much of a dead-lettered message's value its dead letter keeps (see `DeadLetter.init`).
         public var deadLetterValueBytes = DeadLetter.maxValueBytes
+        /// How long a message failing transiently is retried on its partition before it is parked (with `Parking`).
+        public var retryBudget: Duration = .seconds(300)
+        /// How long after parking the re-driver first tries a parked message again.
+        public var parkedDelay: Duration = .seconds(60)
+        /// How long after parking a re-driven message still failing becomes a dead letter (`parkedTooLong`).
+        public var parkedBudget: Duration = .seconds(86_400)
         public init() {}
     }
 
-    private let stage: any MessageStage
-    private let consumer: KafkaConsumer
+    let stage: any MessageStage
+    let consumer: KafkaConsumer
     private let producer: KafkaProducer
     private let codec: EventCodec
-    private let logger: Logger
-    private let configuration: Configuration
+    let logger: Logger
+    let configuration: Configuration
+    /// Parks past the retry budget and re-drives what was parked; nil: transient failures are retried in place until done.
+    let parking: Parking?
     private let stopping = Mutex(false)
-    /// Counters for tests: `handled`, `deadLettered`, `retries`.
+    /// Counters for tests: `handled`, `deadLettered`, `retries`, `parked`, `redriven`.
     public let counters = Mutex<[String: Int]>([:])
     /// `iap_messages_total`, `iap_retries_total`, `iap_dead_letters_total`, `iap_handler_duration_seconds`, `iap_in_flight_messages`.
     public let metrics: MetricsRegistry
     /// The consumer, e.g. for its assignment (readiness) and lag (metrics).
     public var kafkaConsumer: KafkaConsumer { consumer }
+    /// The stage's name (`verifier`, …).
+    public var stageName: String { stage.name }
 
     public init(stage: any MessageStage, consumer: KafkaConsumer, producer: KafkaProducer, codec: EventCodec, logger: Logger,
-                configuration: Configuration = Configuration(), metrics: MetricsRegistry = MetricsRegistry()) {
+                configuration: Configuration = Configuration(), metrics: MetricsRegistry = MetricsRegistry(), parking: Parking? = nil) {
+        self.parking = parking
         self.stage = stage
         self.consumer = consumer
         self.producer = producer
@@ -84,24 +104,59 @@ public final class StageRunner: Service {
         metrics.declare("iap_handler_duration_seconds", .histogram, help: "Time from taking a message to its outputs acknowledged, retries included.")
         metrics.declare("iap_in_flight_messages", .gauge, help: "Messages being handled now.")
         metrics.declare("iap_publish_duration_seconds", .histogram, help: "Time from sending a message's outputs to the broker's acknowledgement.")
+        metrics.declare("iap_parked_total", .counter, help: "Messages parked on the retry topic (retry budget spent, or behind a parked message of their key), by stage.")
+        metrics.declare("iap_redriven_total", .counter, help: "Parked messages the re-driver handed back to the stage and saw done, by stage.")
     }
 
     public func run() async throws {
-        do {
-            try await consumer.runPipelined { [self] message in try await process(message) }
-        } catch let error as KafkaError where error.code == .handler && stopping.withLock({ $0 }) {
-            // A retry loop interrupted by shutdown: that message was not committed and will be redelivered.
-            logger.info("stopped while retrying", ["detail": error.message])
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { [self] in
+                try await untilStopped { try await consumer.runPipelined { [self] message in try await process(message) } }
+            }
+            if let parking {
+                group.addTask { [self] in try await untilStopped { try await parking.consumer.run { [self] record in try await redrive(record) } } }
+            }
+            try await group.waitForAll()
         }
         await producer.shutdown()
+    }
+
+    /// Runs a consumer loop; a retry loop interrupted by shutdown ends it quietly (that message was not committed
+    /// and will be redelivered).
+    private func untilStopped(_ loop: () async throws -> Void) async throws {
+        do {
+            try await loop()
+        } catch let error as KafkaError where error.code == .handler && stopping.withLock({ $0 }) {
+            logger.info("stopped while retrying", ["detail": error.message])
+        }
     }
 
     public func triggerGracefulShutdown() {
         stopping.withLock { $0 = true }
         consumer.triggerGracefulShutdown()
+        parking?.consumer.triggerGracefulShutdown()
     }
 
+    /// Shutting down, or the partition a retry loop holds was revoked: the message is redelivered to its next owner.
     private struct Interrupted: Error {}
+
+    /// A partition a retry loop holds, on the consumer that owns it.
+    struct Holding {
+        let consumer: KafkaConsumer
+        let partition: TopicPartition
+    }
+
+    /// How a message came to be retried: what may happen once its retries take long.
+    enum RetryMode {
+        /// Handling a message from the stage's input: parked once the retry budget is spent.
+        case input
+        /// Publishing a handled message's outputs: retried in place (later messages of the partition were
+        /// handled already, so parking would not keep the key's order; and a broker that refuses outputs would
+        /// refuse the parked record too).
+        case outputs
+        /// Re-driving a parked message: a dead letter once parked for longer than `parkedBudget`.
+        case redrive(parkedAt: Date)
+    }
 
     /// Handles `message` and hands its outputs to the producer; the returned completion awaits their
     /// acknowledgement, so the next message of the partition is handled meanwhile (the consumer stores
@@ -115,11 +170,11 @@ public final class StageRunner: Service {
             metrics.increment("iap_in_flight_messages", labels, by: -1)
             metrics.observe("iap_handler_duration_seconds", labels, duration: ContinuousClock.now - started)
         }
-        let first: Result<StageResult, any Error>
-        do { first = .success(try await stage.handle(message)) } catch { first = .failure(error) }
+        let first = await attempt(message, mode: .input)
+        let holding = Holding(consumer: consumer, partition: message.topicPartition)
         guard case .success(.publish(let outputs)) = first else {
             defer { done() }
-            try await processWithRetries(message, first: first)
+            try await processWithRetries(message, first: first, mode: .input, holding: holding)
             return {}
         }
         let sent = ContinuousClock.now
@@ -127,18 +182,41 @@ public final class StageRunner: Service {
         return { [self] in
             defer { done() }
             if let failure = await acknowledged(pending, sentAt: sent) {
-                try await processWithRetries(message, first: .failure(failure))
+                try await processWithRetries(message, first: .failure(failure), mode: .outputs, holding: holding)
             } else {
                 count("handled")
             }
         }
     }
 
-    /// Handles `message` until it is done (outputs acknowledged or dead-lettered), starting from the
-    /// outcome of a first attempt; transient failures are retried with backoff.
-    private func processWithRetries(_ message: KafkaMessage, first: Result<StageResult, any Error>) async throws {
+    /// One attempt at `message`: the stage's answer; from the input, `ParkedAhead` when its key has a parked message.
+    func attempt(_ message: KafkaMessage, mode: RetryMode) async -> Result<StageResult, any Error> {
+        do {
+            if case .input = mode, let parking, let key = ParkedRecord.orderingKey(message) {
+                let ahead = try await parking.withLedger { try await $0.parked(stage: stage.name, key: key) }
+                if let first = ahead.first { throw ParkedAhead(first: first) }
+            }
+            return .success(try await stage.handle(message))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// What became of a message the runner retried.
+    enum Disposition {
+        /// Outputs acknowledged, or dead-lettered: the message is done.
+        case done
+        /// Parked on the retry topic (again, when re-driven), to be handed back to the stage later.
+        case parked
+    }
+
+    /// Handles `message` until it is done (outputs acknowledged, dead-lettered or parked), starting from the
+    /// outcome of a first attempt; transient failures are retried with backoff while `holding` stays assigned.
+    @discardableResult
+    func processWithRetries(_ message: KafkaMessage, first: Result<StageResult, any Error>, mode: RetryMode, holding: Holding) async throws -> Disposition {
         var attempt = 0
         var outcome = first
+        let started = ContinuousClock.now
         while true {
             do {
                 switch try outcome.get() {
@@ -147,29 +225,50 @@ public final class StageRunner: Service {
                     count("handled")
                 case .deadLetter(let reason, let detail):
                     try await deadLetter(message, reason: reason, detail: detail)
+                case .recheck(let outputs, let after):
+                    try await publish(outputs)
+                    if try await recheckLater(message, after: after, mode: mode) { return .parked }
+                    count("handled")
                 }
-                return
-            } catch let error where stage.isTransient(error) {
+                return .done
+            } catch let ahead as ParkedAhead {
+                // Behind a parked message of the same key (possibly itself, parked before a crash): parked too.
+                if await park(message, reason: "behind \(ahead.first), parked earlier with the same key") { return .parked }
+                attempt += 1
+                try await sleep(backoff(attempt), holding: holding)
+            } catch let error where isTransient(error) {
                 attempt += 1
                 count("retries")
+                switch mode {
+                case .input where parking != nil && ContinuousClock.now - started >= configuration.retryBudget:
+                    if await park(message, reason: "\(error)") { return .parked }
+                case .redrive(let parkedAt) where Date().timeIntervalSince(parkedAt) >= Double(configuration.parkedBudget.milliseconds) / 1000:
+                    try await deadLetter(message, reason: "parkedTooLong", detail: "\(error)")
+                    return .done
+                default:
+                    break
+                }
                 let delay = backoff(attempt)
                 logger.warning("transient failure, retrying", ["topic": message.topic, "partition": message.partition, "offset": message.offset,
                                                                "attempt": attempt, "delayMs": delay.milliseconds, "error": "\(error)"])
-                try await sleep(delay)
+                try await sleep(delay, holding: holding)
             } catch {
                 logger.error("cannot process message", ["topic": message.topic, "partition": message.partition, "offset": message.offset,
                                                         "error": "\(error)"])
                 do {
                     try await deadLetter(message, reason: "processingFailed", detail: "\(error)")
-                    return
+                    return .done
                 } catch where stage.isTransient(error) {
                     attempt += 1
-                    try await sleep(backoff(attempt))
+                    try await sleep(backoff(attempt), holding: holding)
                 }
             }
-            do { outcome = .success(try await stage.handle(message)) } catch { outcome = .failure(error) }
+            outcome = await self.attempt(message, mode: mode)
         }
     }
+
+    /// The stage's judgement, and the parking ledger's failures: never the message's fault, so always worth a retry.
+    private func isTransient(_ error: any Error) -> Bool { error is ParkingLedgerError || stage.isTransient(error) }
 
     /// Awaits the broker's answers for `pending`; the first failure, if any.
     private func acknowledged(_ pending: PendingDeliveries, sentAt: ContinuousClock.Instant) async -> KafkaError? {
@@ -181,12 +280,12 @@ public final class StageRunner: Service {
         return nil
     }
 
-    private func publish(_ messages: [KafkaProducerMessage]) async throws {
+    func publish(_ messages: [KafkaProducerMessage]) async throws {
         let sent = ContinuousClock.now
         if let failure = await acknowledged(await producer.enqueue(contentsOf: messages), sentAt: sent) { throw failure }
     }
 
-    private func deadLetter(_ message: KafkaMessage, reason: String, detail: String) async throws {
+    func deadLetter(_ message: KafkaMessage, reason: String, detail: String) async throws {
         let letter = DeadLetter(reason: reason, detail: detail, stage: stage.name, message: message, failedAt: Date(),
                                 keepValueBytes: configuration.deadLetterValueBytes)
         do {
@@ -201,26 +300,28 @@ public final class StageRunner: Service {
         logger.warning("dead-lettered", ["topic": message.topic, "partition": message.partition, "offset": message.offset, "reason": reason])
     }
 
-    /// Exponential, capped, with full jitter so that workers retrying together spread out.
-    private func backoff(_ attempt: Int) -> Duration {
+    /// Exponential, capped, drawn from [capped/2, capped] so that workers retrying together spread out.
+    func backoff(_ attempt: Int) -> Duration {
         let base = configuration.initialBackoff.milliseconds * Int64(1 << min(attempt - 1, 20))
         let capped = min(base, configuration.maxBackoff.milliseconds)
         return .milliseconds(Int64.random(in: capped / 2...max(capped / 2, capped)))
     }
 
-    /// Sleeps unless shutting down, checking often enough to stop promptly.
-    private func sleep(_ delay: Duration) async throws {
+    /// Sleeps unless shutting down or `holding` is revoked, checking often enough to stop promptly.
+    func sleep(_ delay: Duration, holding: Holding) async throws {
         let deadline = ContinuousClock.now + delay
         while ContinuousClock.now < deadline {
-            if stopping.withLock({ $0 }) { throw Interrupted() }
+            if stopping.withLock({ $0 }) || !holding.consumer.assignment.contains(holding.partition) { throw Interrupted() }
             try await Task.sleep(for: min(.milliseconds(100), deadline - ContinuousClock.now))
         }
     }
 
-    private func count(_ name: String, reason: String? = nil) {
+    func count(_ name: String, reason: String? = nil) {
         counters.withLock { $0[name, default: 0] += 1 }
         switch name {
         case "retries": metrics.increment("iap_retries_total", ["stage": stage.name])
+        case "parked": metrics.increment("iap_parked_total", ["stage": stage.name])
+        case "redriven": metrics.increment("iap_redriven_total", ["stage": stage.name])
         default:
             metrics.increment("iap_messages_total", ["stage": stage.name, "outcome": name])
             if let reason { metrics.increment("iap_dead_letters_total", ["stage": stage.name, "reason": reason]) }

@@ -42,7 +42,7 @@ enum ChaosCommand {
         let prefix = "chaos-\(UUID().uuidString.prefix(6).lowercased())."
         let schemas = try JSONSchemaRegistry.eventSchemas()
         let codec = EventCodec(schemas: schemas, source: "/iap-pipeline/chaos", topicPrefix: prefix)
-        try KafkaAdmin(kafka: kafka).createTopics(EventType.allCases.map(codec.topic), partitions: 4)
+        try KafkaAdmin(kafka: kafka).createTopics(codec.pipelineTopics, partitions: 4)
         try await SQLPurchaseStore(url: storeURL).migrate()
 
         let started = Date()

@@ -13,7 +13,7 @@ enum TopicsCommand {
         case "create":
             let partitions = try options.int("--partitions") ?? 4
             // --all: every topic of the pipeline (what a deployment creates before starting the workers).
-            let names = options.flags.contains("--all") ? EventType.allCases.map { (options.string("--topic-prefix") ?? "") + $0.topic } : options.positional
+            let names = options.flags.contains("--all") ? EventCodec.pipelineTopics(prefix: options.string("--topic-prefix") ?? "") : options.positional
             guard !names.isEmpty else { throw UsageError("topics create: name at least one topic, or --all") }
             try admin.createTopics(names, partitions: Int32(partitions), replicationFactor: Int32(try options.int("--replication-factor") ?? 1))
             print("created or present: \(names.joined(separator: " "))")

@@ -33,10 +33,12 @@ struct OperationsEndpointsTests {
         #expect(metrics.status == 200)
         for family in ["iap_messages_total counter", "iap_retries_total counter", "iap_dead_letters_total counter",
                        "iap_handler_duration_seconds histogram", "iap_in_flight_messages gauge", "iap_consumer_lag gauge",
-                       "iap_purchases gauge", "iap_oldest_unfinished_purchase_age_seconds gauge"] {
+                       "iap_purchases gauge", "iap_oldest_unfinished_purchase_age_seconds gauge", "iap_parked_total counter",
+                       "iap_parked_messages gauge"] {
             #expect(metrics.body.contains("# TYPE \(family)"), "declares \(family)")
         }
         #expect(metrics.body.contains("iap_purchases{state=\"verified\"} 0"))
+        #expect(metrics.body.contains("iap_parked_messages{stage=\"verifier\"} 0"), "the stage's parked series starts at zero")
 
         // One valid purchase and one message that is not an event.
         let jws = try JWSSigner(pki: pki).sign(AppStorePayloads.transaction(transactionId: "7001", productId: "coins.100", bundleId: "com.example.coins"))

@@ -73,10 +73,10 @@ struct PipelineTests {
     /// - Parameter finishWithAppStoreAPI: false for a finisher without App Store API credentials (consumables then wait
     ///   for the app's consumption report).
     static func start(servers: String, pki: TestPKI, storeURL: String, appCoinsURL: URL? = nil, finishWithAppStoreAPI: Bool = true,
-                      restorePolicy: RestorePolicy = .transfer) async throws -> Pipeline {
+                      restorePolicy: RestorePolicy = .transfer, pendingRecheck: Duration = .seconds(60)) async throws -> Pipeline {
         let prefix = "p\(UUID().uuidString.prefix(6).lowercased())."
         let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers]))
-        try admin.createTopics(EventType.allCases.map { prefix + $0.topic }, partitions: 4)
+        try admin.createTopics(EventCodec.pipelineTopics(prefix: prefix), partitions: 4)
         let store = try SQLPurchaseStore(url: storeURL)
         try await store.migrate()
         let catalog = try ProductCatalog(contentsOf: TestServices.packageRoot.appendingPathComponent("schemas/examples/catalog.json"), schemas: schemas)
@@ -95,7 +95,7 @@ struct PipelineTests {
             let stage: any MessageStage = switch stageName {
             case "verifier": VerifierStage(context: context, store: store, appStore: verifier,
                                            appCoins: appCoinsURL.map { AppCoinsVerifier(configuration: .init(baseURL: $0, apps: appCoinsApps)) }, catalog: catalog,
-                                           restorePolicy: restorePolicy)
+                                           restorePolicy: restorePolicy, pendingRecheck: pendingRecheck)
             case "granter": GranterStage(context: context, store: store, catalog: catalog, clawBackDueRefunds: true)
             default: FinisherStage(context: context, store: store, appStoreAPI: finishWithAppStoreAPI ? api : nil)
             }
@@ -103,7 +103,11 @@ struct PipelineTests {
             let consumer = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: "\(prefix)\(stageName)", topics: stage.topics,
                                                                   maxInFlightPerPartition: 16))
             let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
-            return StageRunner(stage: stage, consumer: consumer, producer: producer, codec: codec, logger: context.logger)
+            // With parking and its re-driver, as the workers run (the default retry budget).
+            let retryConsumer = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: "\(prefix)\(stageName)-retry",
+                                                                       topics: [codec.retryTopic]))
+            return StageRunner(stage: stage, consumer: consumer, producer: producer, codec: codec, logger: context.logger,
+                               parking: Parking(ledger: StoreParkingLedger(store: store), consumer: retryConsumer, topic: codec.retryTopic))
         }
         return try Pipeline(codec: EventCodec(schemas: schemas, source: "/test/producer", topicPrefix: prefix), store: store, appStore: appStore,
                             appCoins: appCoinsSigner, makeRunner: makeRunner)
@@ -248,8 +252,9 @@ extension PipelineTests {
             // The cheapest SKU named like ours, bought in an app of someone else's.
             "tok-foreign": .init(packageName: "com.attacker.app", sku: "coins.100", orderId: "order-tok-foreign"),
         ])
+        // Pending payments are asked about again after 2 s, then less and less often.
         let pipeline = try await Self.start(servers: servers, pki: try TestPKI.make(), storeURL: try await StoreEngine.sqlite.freshURL(),
-                                            appCoinsURL: appCoins.baseURL)
+                                            appCoinsURL: appCoins.baseURL, pendingRecheck: .seconds(2))
         let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
         let answers = Recorder()
         let watcher = RunningConsumer(try KafkaConsumer(configuration: .init(
@@ -289,10 +294,17 @@ extension PipelineTests {
         #expect(Set(reasons.map(\.0)) == ["purchasePending", "storeRejected", "wrongPackage", "badSignature", "signatureRequired"], "\(reasons)")
         #expect(reasons.first { $0.0 == "purchasePending" }?.1 == true, "pending: submit again later")
 
-        // The payment settles; the app submits it again.
+        // The payment settles; the verifier's re-check finds it so without a new submission, and grants it.
+        let pendingKey = PurchaseKey(store: .appcoins, transactionId: "order-tok-pending")
+        #expect(try await pipeline.store.purchase(pendingKey) == nil)
         appCoins.set("tok-pending", .init(packageName: "com.example.coins", sku: "coins.100", orderId: "order-tok-pending"))
+        try await waitUntil("the settled purchase granted on its re-check") { try await pipeline.store.purchase(pendingKey)?.state == .granted }
+        try await waitUntil("the re-check is off the parking ledger") { try await pipeline.store.parkedByStage().isEmpty }
+        // The app submits it again too: already granted, nothing more.
+        let granterHandled = { pipeline.runners[1].counters.withLock { $0["handled"] ?? 0 } }
+        let before = granterHandled()
         for result in await producer.send(contentsOf: [try pipeline.appCoinsSubmission(token: "tok-pending", user: "player-1")]) { _ = try result.get() }
-        try await waitUntil("the settled purchase granted") { try await pipeline.store.purchase(PurchaseKey(store: .appcoins, transactionId: "order-tok-pending"))?.state == .granted }
+        try await waitUntil("the granter saw the repeat") { granterHandled() > before }
         try await pipeline.stop()
         #expect(try await pipeline.store.balances(of: "player-1") == ["coins": 300], "the unknown token (404), the foreign app and the forgery grant nothing")
         #expect(try await pipeline.store.purchase(openKey)?.purchaseToken == "tok-open", "kept to ask the store again")
@@ -330,6 +342,7 @@ extension StageRetryClassificationTests {
                 switch try await stage.handle(message) {
                 case .publish(let events): return "published \(events.count)"
                 case .deadLetter(let reason, _): return "deadLetter \(reason)"
+                case .recheck(let events, _): return "recheck after publishing \(events.count)"
                 }
             } catch { return stage.isTransient(error) ? "retry" : "error" }
         }
@@ -399,7 +412,7 @@ extension PipelineTests {
             _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: old)
         }
         let prefix = "s\(UUID().uuidString.prefix(6).lowercased())."
-        try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics(EventType.allCases.map { prefix + $0.topic }, partitions: 1)
+        try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics(EventCodec.pipelineTopics(prefix: prefix), partitions: 1)
         let context = StageContext(codec: EventCodec(schemas: Self.schemas, source: "/test/sweeper", topicPrefix: prefix),
                                    logger: Logger(stage: "sweeper", minimum: .error))
         let verifier = AppCoinsVerifier(configuration: .init(baseURL: URL(string: "http://127.0.0.1:\(appCoins.port)")!, timeout: .seconds(5)))

@@ -1,0 +1,97 @@
+import Crypto
+import Foundation
+import Kafka
+
+/// Where a parked message came from: the stage that parked it and its coordinates on the input topic.
+public struct ParkedOrigin: Hashable, Sendable, CustomStringConvertible {
+    public var stage: String
+    public var topic: String
+    public var partition: Int32
+    public var offset: Int64
+
+    public init(stage: String, topic: String, partition: Int32, offset: Int64) {
+        self.stage = stage
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+    }
+
+    public var description: String { "\(topic)[\(partition)]@\(offset)" }
+}
+
+/// What the runners know about parked messages, kept where every replica of a stage sees it (the purchase
+/// store): which keys have a message parked, so that their later messages wait behind it wherever the partition
+/// is handled, and which parked records are not re-driven yet.
+public protocol ParkingLedger: Sendable {
+    /// Records the message at `origin` as parked under `key` (nil: keyless, nothing waits behind it). A repeat changes nothing.
+    func recordParked(_ origin: ParkedOrigin, key: String?, reason: String, at: Date) async throws
+    /// The messages of `stage` with `key` parked and not re-driven yet.
+    func parked(stage: String, key: String) async throws -> [ParkedOrigin]
+    /// Whether the message at `origin` is parked and not re-driven yet.
+    func isParked(_ origin: ParkedOrigin) async throws -> Bool
+    /// Forgets the message at `origin`: re-driven (done or dead-lettered).
+    func releaseParked(_ origin: ParkedOrigin) async throws
+}
+
+/// What a runner needs to park: the ledger, and a consumer of the retry topic (its own group) for the re-driver.
+public struct Parking: Sendable {
+    public let ledger: any ParkingLedger
+    public let consumer: KafkaConsumer
+    public let topic: String
+
+    public init(ledger: any ParkingLedger, consumer: KafkaConsumer, topic: String) {
+        self.ledger = ledger
+        self.consumer = consumer
+        self.topic = topic
+    }
+}
+
+/// A record on the retry topic: the original key, value and headers, with headers saying where it came from,
+/// when it was parked and when to try it again.
+struct ParkedRecord {
+    enum Header {
+        static let prefix = "iap-parked-"
+        static let stage = "iap-parked-stage", topic = "iap-parked-topic", partition = "iap-parked-partition", offset = "iap-parked-offset"
+        static let parkedAt = "iap-parked-at", due = "iap-parked-due", reason = "iap-parked-reason"
+    }
+
+    var origin: ParkedOrigin
+    var parkedAt: Date
+    var due: Date
+    /// The message as the stage first received it.
+    var original: KafkaMessage
+
+    /// Reads a record of the retry topic; nil when it lacks the headers a runner writes.
+    init?(_ record: KafkaMessage) {
+        guard let stage = record.header(Header.stage), let topic = record.header(Header.topic),
+              let partition = record.header(Header.partition).flatMap({ Int32($0) }), let offset = record.header(Header.offset).flatMap({ Int64($0) }),
+              let parkedAt = record.header(Header.parkedAt).flatMap({ Int64($0) }), let due = record.header(Header.due).flatMap({ Int64($0) })
+        else { return nil }
+        origin = ParkedOrigin(stage: stage, topic: topic, partition: partition, offset: offset)
+        self.parkedAt = Date(timeIntervalSince1970: Double(parkedAt) / 1000)
+        self.due = Date(timeIntervalSince1970: Double(due) / 1000)
+        original = KafkaMessage(topic: topic, partition: partition, offset: offset, key: record.key, value: record.value,
+                                headers: record.headers.filter { !$0.key.hasPrefix(Header.prefix) }, timestamp: record.timestamp)
+    }
+
+    /// The retry topic's record for `message`, parked by `stage` at `parkedAt`, due at `due`. Keyed as the original,
+    /// so that one key's parked records share a partition of the retry topic and are re-driven in order.
+    static func record(_ message: KafkaMessage, stage: String, reason: String, parkedAt: Date, due: Date, topic: String) -> KafkaProducerMessage {
+        func milliseconds(_ date: Date) -> String { String(Int64((date.timeIntervalSince1970 * 1000).rounded())) }
+        let headers = [(Header.stage, stage), (Header.topic, message.topic), (Header.partition, String(message.partition)),
+                       (Header.offset, String(message.offset)), (Header.parkedAt, milliseconds(parkedAt)), (Header.due, milliseconds(due)),
+                       (Header.reason, String(reason.prefix(500)))].map { KafkaHeader(key: $0.0, string: $0.1) }
+        return KafkaProducerMessage(topic: topic, key: message.key, value: message.value,
+                                    headers: message.headers.filter { !$0.key.hasPrefix(Header.prefix) } + headers)
+    }
+
+    /// The key a message's order is kept by in the ledger: its key as text; `hex:` and its bytes when not UTF-8 or
+    /// holding NUL (which PostgreSQL text cannot); `sha256:` and its digest when longer than an index entry should
+    /// be; nil when keyless.
+    static func orderingKey(_ message: KafkaMessage) -> String? {
+        guard let key = message.key else { return nil }
+        if key.count > 256 { return "sha256:" + sha256(key).lowercaseHex }
+        if !key.contains(0), let text = String(data: key, encoding: .utf8), !text.hasPrefix("hex:"), !text.hasPrefix("sha256:") { return text }
+        return "hex:" + key.lowercaseHex
+    }
+}

@@ -1,0 +1,140 @@
+import Foundation
+import JSON
+import JSONSchema
+import Kafka
+import PurchaseEvents
+import PurchaseStore
+import Stages
+import Testing
+import TestSupport
+import WorkerRuntime
+
+/// A message that keeps failing transiently is parked once its retry budget is spent: its partition moves on, later
+/// messages of its key wait behind it — also when another replica owns the partition by then — and the re-driver
+/// hands them back in order once the stage can handle them.
+@Suite(TestServices.broker, .timeLimit(.minutes(4)))
+struct RetryBudgetTests {
+    /// Fails transiently for values ending in "!" while `healthy` is false; records what it handled, in order.
+    struct FlakyStage: MessageStage {
+        let name = "flaky"
+        let topics: [String]
+        let healthy: Locked<Bool>
+        let handled: Locked<[String]>
+
+        func handle(_ message: KafkaMessage) async throws -> StageResult {
+            let value = String(decoding: message.value ?? Data(), as: UTF8.self)
+            if value.hasSuffix("!") && !healthy.value { throw TransientError("the store's API answers 401") }
+            handled.withLock { $0.append(value) }
+            return .publish([])
+        }
+    }
+
+    struct Fixture {
+        let servers: String
+        let codec: EventCodec
+        let input: String
+        let store: SQLPurchaseStore
+        let stage: FlakyStage
+        let configuration: StageRunner.Configuration
+
+        init(_ engine: StoreEngine, parkedBudget: Duration = .seconds(86_400)) async throws {
+            servers = try TestServices.requireBrokers()
+            let prefix = uniqueName("rb") + "."
+            codec = EventCodec(schemas: try JSONSchemaRegistry(directory: TestServices.packageRoot.appendingPathComponent("schemas")), source: "/test",
+                               topicPrefix: prefix)
+            input = prefix + "input"
+            try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers]))
+                .createTopics([input, codec.retryTopic, codec.topic(.deadLetter)], partitions: 1)
+            store = try SQLPurchaseStore(url: try await engine.freshURL())
+            try await store.migrate()
+            stage = FlakyStage(topics: [input], healthy: Locked(false), handled: Locked([]))
+            var configuration = StageRunner.Configuration()
+            configuration.initialBackoff = .milliseconds(50)
+            configuration.maxBackoff = .milliseconds(200)
+            configuration.retryBudget = .seconds(1)
+            configuration.parkedDelay = .milliseconds(300)
+            configuration.parkedBudget = parkedBudget
+            self.configuration = configuration
+        }
+
+        /// A runner as a worker process builds it: the stage's group, and the re-driver in a group of its own.
+        func runner() throws -> (StageRunner, Task<Void, any Error>) {
+            let group = codec.topicPrefix + stage.name
+            let consumer = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: group, topics: stage.topics,
+                                                                  maxInFlightPerPartition: 16))
+            let retryConsumer = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: group + "-retry", topics: [codec.retryTopic]))
+            let runner = StageRunner(stage: stage, consumer: consumer, producer: try producer(), codec: codec,
+                                     logger: Logger(stage: stage.name, minimum: .error), configuration: configuration,
+                                     parking: Parking(ledger: StoreParkingLedger(store: store), consumer: retryConsumer, topic: codec.retryTopic))
+            return (runner, Task { try await runner.run() })
+        }
+
+        func producer() throws -> KafkaProducer { try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers]))) }
+
+        func send(_ records: [(key: String, value: String)]) async throws {
+            let producer = try producer()
+            for result in await producer.send(contentsOf: records.map { KafkaProducerMessage(topic: input, key: $0.key, value: Data($0.value.utf8)) }) {
+                _ = try result.get()
+            }
+        }
+
+        func parked(_ key: String) async throws -> Int { try await store.parkedMessages(stage: stage.name, key: key).count }
+    }
+
+    @Test(arguments: StoreEngine.available)
+    func aMessagePastItsBudgetIsParkedItsKeyWaitsOnAnyReplicaAndIsRedrivenInOrder(_ engine: StoreEngine) async throws {
+        let fixture = try await Fixture(engine)
+        let (first, firstTask) = try fixture.runner()
+        try await fixture.send([("a", "a1!"), ("b", "b1"), ("a", "a2")])
+
+        try await waitUntil("a1 is parked past its budget and a2 behind it") { first.counters.withLock { $0["parked"] ?? 0 } == 2 }
+        try await waitUntil("b1 is handled past the parked a1") { fixture.stage.handled.value.contains("b1") }
+        #expect(fixture.stage.handled.value == ["b1"], "a2 would succeed, but waits behind a1")
+        #expect(try await fixture.parked("a") == 2)
+
+        // The first replica goes (its re-driver may be retrying a1: that is left to the next owner); another takes over.
+        first.triggerGracefulShutdown()
+        try await firstTask.value
+        let (second, secondTask) = try fixture.runner()
+        try await fixture.send([("a", "a3"), ("b", "b2")])
+        try await waitUntil("the new replica parks a3 behind a1 and a2, from the shared ledger") { second.counters.withLock { $0["parked"] ?? 0 } == 1 }
+        try await waitUntil("b2 is handled") { fixture.stage.handled.value.contains("b2") }
+        #expect(!fixture.stage.handled.value.contains { $0.hasPrefix("a") })
+
+        fixture.stage.healthy.value = true
+        try await waitUntil("the re-driver hands a1, a2 and a3 back") { fixture.stage.handled.value.filter { $0.hasPrefix("a") }.count == 3 }
+        #expect(fixture.stage.handled.value.filter { $0.hasPrefix("a") } == ["a1!", "a2", "a3"], "the key's order holds")
+        try await waitUntil("the ledger forgets what was re-driven") { try await fixture.parked("a") == 0 }
+        #expect(second.counters.withLock { $0["redriven"] } == 3)
+
+        // Once released, the key's next message is handled straight away.
+        try await fixture.send([("a", "a4")])
+        try await waitUntil("a4 is handled from the input") { fixture.stage.handled.value.last == "a4" }
+        #expect(second.counters.withLock { $0["parked"] } == 1)
+        second.triggerGracefulShutdown()
+        try await secondTask.value
+    }
+
+    @Test func aParkedMessageFailingPastTheParkedBudgetIsDeadLetteredAndReleasesItsKey() async throws {
+        let fixture = try await Fixture(.sqlite, parkedBudget: .seconds(2))
+        let (runner, task) = try fixture.runner()
+        try await fixture.send([("u", "u1!"), ("u", "u2")])
+        try await waitUntil("u1 is dead-lettered once parked too long") { runner.counters.withLock { $0["deadLettered"] ?? 0 } == 1 }
+        try await waitUntil("u2, parked behind it, is re-driven") { fixture.stage.handled.value == ["u2"] }
+        try await waitUntil("the ledger is empty") { try await fixture.parked("u") == 0 }
+        #expect(runner.counters.withLock { $0["parked"] } == 2)
+
+        let consumer = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(fixture.servers), groupID: uniqueName("dlq"),
+                                                              topics: [fixture.codec.topic(.deadLetter)]))
+        let letters = Recorder()
+        let reading = Task { try await consumer.run { await letters.record($0) } }
+        try await waitUntil("the dead letter is on its topic") { await !letters.messages.isEmpty }
+        consumer.triggerGracefulShutdown()
+        try await reading.value
+        let letter = try #require(JSONValue.parse(Array(await letters.messages[0].value ?? Data()))?.objectValue)
+        #expect(letter["reason"]?.stringValue == "parkedTooLong")
+        #expect(letter["sourceTopic"]?.stringValue == fixture.input, "the dead letter names the original topic, not the retry topic")
+        runner.triggerGracefulShutdown()
+        try await task.value
+    }
+}
