@@ -119,6 +119,11 @@ public final class KafkaConsumer: Sendable {
     /// Undoes `pause`.
     public func resume(_ partition: TopicPartition) throws { try core.setPaused(partition, false) }
 
+    /// Whether the partition whose message the calling task is handling (or completing) was revoked from this
+    /// member: a handler waiting to retry should then give up, leaving the message to the partition's next owner.
+    /// `false` outside handlers.
+    public static var isHandlingRevokedPartition: Bool { PartitionWorker.current?.isRevoked ?? false }
+
     /// The consumer group this member joins.
     public var groupID: String { core.configuration.groupID }
 

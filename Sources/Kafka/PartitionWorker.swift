@@ -50,31 +50,36 @@ final class PartitionWorker: Sendable {
     /// - Parameter onFailure: told about a handler or completion error; the worker then stops without
     ///   storing that offset or any later one.
     func start(handler: @escaping KafkaConsumer.PipelinedHandler, onFailure: @escaping @Sendable (any Error, KafkaMessage) -> Void) {
-        Task {
-            defer { done.signal() }
-            var inFlight = InFlight(worker: self, onFailure: onFailure)
-            var messages = stream.makeAsyncIterator()
-            while true {
-                // Finish outstanding work before waiting for input, so that offsets do not wait for traffic.
-                while !inFlight.isEmpty && (inFlight.count >= maxInFlight || !hasWaitingInput) {
-                    guard await inFlight.completeOldest() else { return }
-                }
-                guard let message = await messages.next() else { break }
-                state.withLock { $0.waiting -= 1 }
-                if !(await waitUntilDeliverable()) { break }
-                do {
-                    inFlight.append(message, try await handler(message))
-                } catch where isRevoked {
-                    break // A handler that gave up because its partition went: the message is redelivered to the next owner.
-                } catch {
-                    onFailure(error, message)
-                    return
-                }
-            }
-            // Revoked: what was handled is completed so that its offsets can be committed.
-            while !inFlight.isEmpty {
+        Task { await Self.$current.withValue(self) { await run(handler: handler, onFailure: onFailure) } }
+    }
+
+    /// The worker whose handler or completion the current task is running (see `KafkaConsumer.isHandlingRevokedPartition`).
+    @TaskLocal static var current: PartitionWorker?
+
+    private func run(handler: @escaping KafkaConsumer.PipelinedHandler, onFailure: @escaping @Sendable (any Error, KafkaMessage) -> Void) async {
+        defer { done.signal() }
+        var inFlight = InFlight(worker: self, onFailure: onFailure)
+        var messages = stream.makeAsyncIterator()
+        while true {
+            // Finish outstanding work before waiting for input, so that offsets do not wait for traffic.
+            while !inFlight.isEmpty && (inFlight.count >= maxInFlight || !hasWaitingInput) {
                 guard await inFlight.completeOldest() else { return }
             }
+            guard let message = await messages.next() else { break }
+            state.withLock { $0.waiting -= 1 }
+            if !(await waitUntilDeliverable()) { break }
+            do {
+                inFlight.append(message, try await handler(message))
+            } catch where isRevoked {
+                break // A handler that gave up because its partition went: the message is redelivered to the next owner.
+            } catch {
+                onFailure(error, message)
+                return
+            }
+        }
+        // Revoked: what was handled is completed so that its offsets can be committed.
+        while !inFlight.isEmpty {
+            guard await inFlight.completeOldest() else { return }
         }
     }
 

@@ -124,7 +124,8 @@ enum Migrations {
             );
             """),
             // Messages a stage parked on the retry topic and has not re-driven yet: the key's later messages wait
-            // behind them, whichever replica owns the partition now (see StageRunner).
+            // behind them, whichever replica owns the partition now; `token` names the one current record of each on
+            // the retry topic; `recheck` marks answered messages asked about again (see StageRunner+Parking).
             (6, """
             CREATE TABLE parked_messages (
                 stage TEXT NOT NULL,
@@ -132,6 +133,8 @@ enum Migrations {
                 origin_partition BIGINT NOT NULL,
                 origin_offset BIGINT NOT NULL,
                 message_key TEXT,
+                recheck BIGINT NOT NULL,
+                token TEXT NOT NULL,
                 reason TEXT NOT NULL,
                 parked_at BIGINT NOT NULL,
                 PRIMARY KEY (stage, origin_topic, origin_partition, origin_offset)

@@ -3,17 +3,23 @@ import Foundation
 
 /// The messages each stage parked on the retry topic and has not re-driven yet (the runner's parking ledger).
 /// Kept in the store, not in a process, so that whichever replica owns a partition after a rebalance or a restart
-/// holds a key's later messages behind its parked one, and so that a parked record re-driven twice is handled once.
+/// holds a key's later messages behind its parked one, and so that of several records of one parked message on the
+/// retry topic (a crash between publishing one and committing the other) only the current one is handled.
 /// A parked message is named by its stage and its coordinates on the input topic.
 extension SQLPurchaseStore {
-    /// Records the message as parked under `key` (nil: keyless, nothing waits behind it); a repeat changes nothing.
-    public func recordParked(stage: String, topic: String, partition: Int32, offset: Int64, key: String?, reason: String, at: Date) async throws {
+    /// Records the message as parked by the retry topic's record `token`, under `key` (nil: nothing waits behind it);
+    /// for a message parked before, the record, key and kind are replaced and the time it was first parked stays.
+    public func recordParked(stage: String, topic: String, partition: Int32, offset: Int64, key: String?, recheck: Bool, token: String,
+                             reason: String, at: Date) async throws {
         _ = try await executor.run { connection in
             try connection.query("""
-                INSERT INTO parked_messages (stage, origin_topic, origin_partition, origin_offset, message_key, reason, parked_at)
-                VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING
+                INSERT INTO parked_messages (stage, origin_topic, origin_partition, origin_offset, message_key, recheck, token, reason, parked_at)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                ON CONFLICT (stage, origin_topic, origin_partition, origin_offset) DO UPDATE
+                SET message_key = excluded.message_key, recheck = excluded.recheck, token = excluded.token, reason = excluded.reason
                 """, Self.origin(stage, topic, partition, offset)
-                    + [key.map(SQLValue.text) ?? .null, .text(String(reason.prefix(2000))), .integer(PurchaseTime.milliseconds(at))])
+                    + [key.map(SQLValue.text) ?? .null, .integer(recheck ? 1 : 0), .text(token), .text(String(reason.prefix(2000))),
+                       .integer(PurchaseTime.milliseconds(at))])
         }
     }
 
@@ -30,12 +36,12 @@ extension SQLPurchaseStore {
         }
     }
 
-    /// Whether the message is parked and not yet re-driven.
-    public func isParked(stage: String, topic: String, partition: Int32, offset: Int64) async throws -> Bool {
+    /// The token of the message's current record on the retry topic; nil when it is not parked (any more).
+    public func parkedToken(stage: String, topic: String, partition: Int32, offset: Int64) async throws -> String? {
         try await executor.run { connection in
-            !(try connection.query("""
-                SELECT 1 FROM parked_messages WHERE stage = $1 AND origin_topic = $2 AND origin_partition = $3 AND origin_offset = $4
-                """, Self.origin(stage, topic, partition, offset)).isEmpty)
+            try connection.query("""
+                SELECT token FROM parked_messages WHERE stage = $1 AND origin_topic = $2 AND origin_partition = $3 AND origin_offset = $4
+                """, Self.origin(stage, topic, partition, offset)).first?[0].string
         }
     }
 
@@ -48,11 +54,11 @@ extension SQLPurchaseStore {
         }
     }
 
-    /// Parked messages per stage, and when the oldest of each was parked.
+    /// Messages parked because they kept failing (not re-checks), per stage, and when the oldest of each was parked.
     public func parkedByStage() async throws -> [String: (count: Int, oldest: Date)] {
         try await executor.run { connection in
             var stages: [String: (count: Int, oldest: Date)] = [:]
-            for row in try connection.query("SELECT stage, count(*), min(parked_at) FROM parked_messages GROUP BY stage") {
+            for row in try connection.query("SELECT stage, count(*), min(parked_at) FROM parked_messages WHERE recheck = 0 GROUP BY stage") {
                 if let stage = row[0].string, let count = row[1].int64, let oldest = row[2].int64 {
                     stages[stage] = (Int(count), PurchaseTime.date(oldest))
                 }

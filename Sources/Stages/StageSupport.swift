@@ -65,17 +65,17 @@ public struct StoreParkingLedger: ParkingLedger {
 
     public init(store: SQLPurchaseStore) { self.store = store }
 
-    public func recordParked(_ origin: ParkedOrigin, key: String?, reason: String, at: Date) async throws {
+    public func recordParked(_ origin: ParkedOrigin, key: String?, recheck: Bool, token: String, reason: String, at: Date) async throws {
         try await store.recordParked(stage: origin.stage, topic: origin.topic, partition: origin.partition, offset: origin.offset,
-                                     key: key, reason: reason, at: at)
+                                     key: key, recheck: recheck, token: token, reason: reason, at: at)
     }
 
     public func parked(stage: String, key: String) async throws -> [ParkedOrigin] {
         try await store.parkedMessages(stage: stage, key: key).map { ParkedOrigin(stage: stage, topic: $0.topic, partition: $0.partition, offset: $0.offset) }
     }
 
-    public func isParked(_ origin: ParkedOrigin) async throws -> Bool {
-        try await store.isParked(stage: origin.stage, topic: origin.topic, partition: origin.partition, offset: origin.offset)
+    public func parkedToken(_ origin: ParkedOrigin) async throws -> String? {
+        try await store.parkedToken(stage: origin.stage, topic: origin.topic, partition: origin.partition, offset: origin.offset)
     }
 
     public func releaseParked(_ origin: ParkedOrigin) async throws {

@@ -105,17 +105,17 @@ public enum WorkerApp {
             if kafka["statistics.interval.ms"] == nil, let seconds = try settings.seconds("--statistics-interval") {
                 kafka["statistics.interval.ms"] = String(Int(seconds * 1000))
             }
+            let onEvent: @Sendable (KafkaConsumerEvent) -> Void = { event in
+                switch event {
+                case .assigned(let partitions): logger.info("partitions assigned", ["partitions": partitions.map(\.description).joined(separator: ",")])
+                case .revoked(let partitions): logger.info("partitions revoked", ["partitions": partitions.map(\.description).joined(separator: ",")])
+                case .abandoned(let partition): logger.warning("in-flight message abandoned at shutdown", ["partition": partition.description])
+                case .error(let error): logger.warning("kafka", ["error": error.description])
+                }
+            }
             let consumer = try KafkaConsumer(configuration: .init(
                 kafka: kafka, groupID: groupPrefix + stage.name, topics: stage.topics, shutdownTimeout: process.shutdownTimeout,
-                maxInFlightPerPartition: try settings.int("--max-in-flight") ?? 64,
-                onEvent: { event in
-                    switch event {
-                    case .assigned(let partitions): logger.info("partitions assigned", ["partitions": partitions.map(\.description).joined(separator: ",")])
-                    case .revoked(let partitions): logger.info("partitions revoked", ["partitions": partitions.map(\.description).joined(separator: ",")])
-                    case .abandoned(let partition): logger.warning("in-flight message abandoned at shutdown", ["partition": partition.description])
-                    case .error(let error): logger.warning("kafka", ["error": error.description])
-                    }
-                }))
+                maxInFlightPerPartition: try settings.int("--max-in-flight") ?? 64, onEvent: onEvent))
             let producer = try KafkaProducer(configuration: .init(kafka: self.kafka))
             var configuration = StageRunner.Configuration()
             guard let keep = try settings.int("--dead-letter-value-bytes"), keep >= 0 else {
@@ -129,7 +129,7 @@ public enum WorkerApp {
             let codec = process.codec(component: stage.name)
             // The re-driver: a consumer of the retry topic in a group of the stage's own (see StageRunner+Parking).
             let retryConsumer = try KafkaConsumer(configuration: .init(kafka: kafka, groupID: groupPrefix + stage.name + "-retry", topics: [codec.retryTopic],
-                                                                       shutdownTimeout: process.shutdownTimeout))
+                                                                       shutdownTimeout: process.shutdownTimeout, onEvent: onEvent))
             return StageRunner(stage: stage, consumer: consumer, producer: producer, codec: codec, logger: logger, configuration: configuration,
                                metrics: metrics, parking: Parking(ledger: StoreParkingLedger(store: store), consumer: retryConsumer, topic: codec.retryTopic))
         }

@@ -23,12 +23,14 @@ public struct ParkedOrigin: Hashable, Sendable, CustomStringConvertible {
 /// store): which keys have a message parked, so that their later messages wait behind it wherever the partition
 /// is handled, and which parked records are not re-driven yet.
 public protocol ParkingLedger: Sendable {
-    /// Records the message at `origin` as parked under `key` (nil: keyless, nothing waits behind it). A repeat changes nothing.
-    func recordParked(_ origin: ParkedOrigin, key: String?, reason: String, at: Date) async throws
-    /// The messages of `stage` with `key` parked and not re-driven yet.
+    /// Records the message at `origin` as parked by the retry topic's record `token`, under `key` (nil: nothing waits
+    /// behind it), `recheck` when it was answered and is only asked about again. For a message parked before, the
+    /// record, key and kind are replaced; when it was first parked stays.
+    func recordParked(_ origin: ParkedOrigin, key: String?, recheck: Bool, token: String, reason: String, at: Date) async throws
+    /// The messages of `stage` with `key` parked and not re-driven yet, oldest first.
     func parked(stage: String, key: String) async throws -> [ParkedOrigin]
-    /// Whether the message at `origin` is parked and not re-driven yet.
-    func isParked(_ origin: ParkedOrigin) async throws -> Bool
+    /// The token of the current record of the message at `origin`; nil when it is not parked (any more).
+    func parkedToken(_ origin: ParkedOrigin) async throws -> String?
     /// Forgets the message at `origin`: re-driven (done or dead-lettered).
     func releaseParked(_ origin: ParkedOrigin) async throws
 }
@@ -47,17 +49,23 @@ public struct Parking: Sendable {
 }
 
 /// A record on the retry topic: the original key, value and headers, with headers saying where it came from,
-/// when it was parked and when to try it again.
+/// when it was parked, when to try it again, how often it was tried, and which record it is (`token`).
 struct ParkedRecord {
     enum Header {
         static let prefix = "iap-parked-"
         static let stage = "iap-parked-stage", topic = "iap-parked-topic", partition = "iap-parked-partition", offset = "iap-parked-offset"
-        static let parkedAt = "iap-parked-at", due = "iap-parked-due", reason = "iap-parked-reason"
+        static let parkedAt = "iap-parked-at", due = "iap-parked-due", reason = "iap-parked-reason", token = "iap-parked-token"
+        static let attempts = "iap-parked-attempts"
     }
 
     var origin: ParkedOrigin
     var parkedAt: Date
     var due: Date
+    /// Names this record; the ledger knows the current one.
+    var token: String
+    /// Re-drives that failed (or re-checks) so far.
+    var attempts: Int
+    var reason: String
     /// The message as the stage first received it.
     var original: KafkaMessage
 
@@ -65,8 +73,12 @@ struct ParkedRecord {
     init?(_ record: KafkaMessage) {
         guard let stage = record.header(Header.stage), let topic = record.header(Header.topic),
               let partition = record.header(Header.partition).flatMap({ Int32($0) }), let offset = record.header(Header.offset).flatMap({ Int64($0) }),
-              let parkedAt = record.header(Header.parkedAt).flatMap({ Int64($0) }), let due = record.header(Header.due).flatMap({ Int64($0) })
+              let parkedAt = record.header(Header.parkedAt).flatMap({ Int64($0) }), let due = record.header(Header.due).flatMap({ Int64($0) }),
+              let token = record.header(Header.token), let attempts = record.header(Header.attempts).flatMap({ Int($0) })
         else { return nil }
+        self.token = token
+        self.attempts = attempts
+        reason = record.header(Header.reason) ?? ""
         origin = ParkedOrigin(stage: stage, topic: topic, partition: partition, offset: offset)
         self.parkedAt = Date(timeIntervalSince1970: Double(parkedAt) / 1000)
         self.due = Date(timeIntervalSince1970: Double(due) / 1000)
@@ -74,15 +86,37 @@ struct ParkedRecord {
                                 headers: record.headers.filter { !$0.key.hasPrefix(Header.prefix) }, timestamp: record.timestamp)
     }
 
-    /// The retry topic's record for `message`, parked by `stage` at `parkedAt`, due at `due`. Keyed as the original,
-    /// so that one key's parked records share a partition of the retry topic and are re-driven in order.
-    static func record(_ message: KafkaMessage, stage: String, reason: String, parkedAt: Date, due: Date, topic: String) -> KafkaProducerMessage {
+    /// A new record parking `message` (from `stage`'s input) first, due at `due`.
+    init(parking message: KafkaMessage, stage: String, reason: String, at now: Date, due: Date) {
+        origin = ParkedOrigin(stage: stage, topic: message.topic, partition: message.partition, offset: message.offset)
+        parkedAt = now
+        self.due = due
+        token = UUID().uuidString
+        attempts = 0
+        self.reason = reason
+        original = message
+    }
+
+    /// The same parked message, due at `due` after `attempts`: a new record (token) when `renamed`.
+    func again(due: Date, attempts: Int, reason: String, renamed: Bool) -> ParkedRecord {
+        var next = self
+        next.due = due
+        next.attempts = attempts
+        next.reason = reason
+        if renamed { next.token = UUID().uuidString }
+        return next
+    }
+
+    /// The record for the retry topic `topic`. Keyed as the original, so that one key's parked records share a
+    /// partition of the retry topic.
+    func message(topic: String) -> KafkaProducerMessage {
         func milliseconds(_ date: Date) -> String { String(Int64((date.timeIntervalSince1970 * 1000).rounded())) }
-        let headers = [(Header.stage, stage), (Header.topic, message.topic), (Header.partition, String(message.partition)),
-                       (Header.offset, String(message.offset)), (Header.parkedAt, milliseconds(parkedAt)), (Header.due, milliseconds(due)),
+        let headers = [(Header.stage, origin.stage), (Header.topic, origin.topic), (Header.partition, String(origin.partition)),
+                       (Header.offset, String(origin.offset)), (Header.parkedAt, milliseconds(parkedAt)), (Header.due, milliseconds(due)),
+                       (Header.token, token), (Header.attempts, String(attempts)),
                        (Header.reason, String(reason.prefix(500)))].map { KafkaHeader(key: $0.0, string: $0.1) }
-        return KafkaProducerMessage(topic: topic, key: message.key, value: message.value,
-                                    headers: message.headers.filter { !$0.key.hasPrefix(Header.prefix) } + headers)
+        return KafkaProducerMessage(topic: topic, key: original.key, value: original.value,
+                                    headers: original.headers.filter { !$0.key.hasPrefix(Header.prefix) } + headers)
     }
 
     /// The key a message's order is kept by in the ledger: its key as text; `hex:` and its bytes when not UTF-8 or

@@ -22,95 +22,145 @@ extension Parking {
 /// Parking and re-driving.
 ///
 /// A message from the input still failing transiently after `retryBudget` is parked: recorded in the ledger
-/// (stage, origin, key), then published on the retry topic with its origin, when it was parked and when it is
-/// due (`parkedDelay` later). Its partition then moves on. A later message whose key has a parked message is
-/// parked behind it without being handled, so a user's events keep their order; the ledger lives in the store,
-/// so this holds for whichever replica owns the partition, after rebalances and restarts too. A message whose
-/// own entry is in the ledger (the process stopped between recording and committing) is parked again; the
-/// duplicate record is skipped by the re-driver, which handles a parked record only while its entry exists.
+/// (stage, origin, key, and the token of its record), then published on the retry topic with its origin, when it
+/// was parked and when it is due (`parkedDelay` later). Its partition then moves on. A later message whose key has
+/// a parked message is parked behind it without being handled, so a user's events keep their order; the ledger
+/// lives in the store, so this holds for whichever replica owns the partition, after rebalances and restarts too.
+/// A message whose own entry is in the ledger (the process stopped between recording and committing) is parked
+/// again under a new token.
 ///
-/// The re-driver is a consumer of the retry topic in a group of the stage's own. Records of one key share a
-/// partition of the retry topic, so it meets them in the order they were parked: it waits until each is due,
-/// hands it to the stage as first received and retries it in place (growing delays, holding only that retry
-/// partition) until it is done — outputs acknowledged, or a dead letter, `parkedTooLong` after `parkedBudget` —
-/// then removes its entry, which lets the key's later messages through.
+/// The re-driver is a consumer of the retry topic in a group of the stage's own. It handles only the record the
+/// ledger names (others are left over from a crash), never holds its partition for long — a record not yet due
+/// waits at most `parkedDelay`, then goes round again (published anew) — and keeps a key's order through the
+/// ledger: a record whose key has an earlier parked message goes round again until that one is done. A due record
+/// is handed to the stage as first received; done (outputs acknowledged, or a dead letter) its entry goes, which
+/// lets the key's later messages through. Still failing, it is parked again with a delay doubling from
+/// `parkedDelay` up to an hour, its new record published before the ledger names it (a crash in between leaves
+/// the old one current, handled again: never none); past `parkedBudget` it becomes a dead letter (`parkedTooLong`).
 extension StageRunner {
-    /// Records and publishes `message` as parked; `false` (logged) when either failed, to be tried again.
-    /// - Parameters:
-    ///   - holdsKey: whether the key's later messages wait behind it (not for a re-check: it was answered).
-    ///   - parkedAt: when it was first parked (a re-check parked again keeps it, for `parkedBudget`).
-    func park(_ message: KafkaMessage, reason: String, holdsKey: Bool = true, delay: Duration? = nil, parkedAt: Date? = nil) async -> Bool {
-        guard let parking else { return false }
-        let now = Date()
-        let origin = ParkedOrigin(stage: stage.name, topic: message.topic, partition: message.partition, offset: message.offset)
+    /// Parks `record` from the input: the ledger entry first (so that a crash before the publish is seen when the
+    /// uncommitted input comes again), then the record. A record the broker refuses outright (too large, no such
+    /// topic) becomes a dead letter (`parkingRefused`) instead, and the message is done all the same.
+    func park(_ record: ParkedRecord, recheck: Bool) async throws {
+        guard let parking else { return }
+        let key = recheck ? nil : ParkedRecord.orderingKey(record.original)
+        try await parking.withLedger { ledger in
+            try await ledger.recordParked(record.origin, key: key, recheck: recheck, token: record.token, reason: record.reason, at: record.parkedAt)
+        }
         do {
-            try await parking.withLedger { ledger in
-                try await ledger.recordParked(origin, key: holdsKey ? ParkedRecord.orderingKey(message) : nil, reason: reason, at: parkedAt ?? now)
-            }
-            try await publish([ParkedRecord.record(message, stage: stage.name, reason: reason, parkedAt: parkedAt ?? now,
-                                                   due: now.addingTimeInterval(Double((delay ?? configuration.parkedDelay).milliseconds) / 1000),
-                                                   topic: parking.topic)])
+            try await publish([record.message(topic: parking.topic)])
+        } catch let error as KafkaError where !error.isRetriable {
+            try await deadLetter(record.original, reason: "parkingRefused", detail: "the retry topic refused it: \(error)")
+            try await parking.withLedger { try await $0.releaseParked(record.origin) }
+            return
         } catch {
-            // The entry stays if the record did not go out: the message is then parked again at its next attempt.
+            // A keyed entry brings the message back here (it is parked behind itself); one without a key would stay
+            // behind if the message were then handled in place.
+            if key == nil {
+                do { try await parking.withLedger { try await $0.releaseParked(record.origin) } } catch {
+                    logger.error("parking ledger entry left without its record", ["origin": record.origin.description, "error": "\(error)"])
+                }
+            }
+            throw error
+        }
+        if recheck {
+            count("rechecks")
+            logger.info("set aside to be asked about again", ["topic": record.origin.topic, "partition": record.origin.partition,
+                                                              "offset": record.origin.offset])
+        } else {
+            count("parked")
+            // An error: a message parked is a purchase or an event held up by something an operator should look at.
+            logger.error("parked on the retry topic", ["topic": record.origin.topic, "partition": record.origin.partition,
+                                                       "offset": record.origin.offset, "retryTopic": parking.topic,
+                                                       "reason": String(record.reason.prefix(500))])
+        }
+    }
+
+    /// Parks `message` after it failed (or behind its key's parked message); `false` (logged) when that failed, to be tried again.
+    func parkTried(_ message: KafkaMessage, reason: String) async throws -> Bool {
+        do {
+            try await park(ParkedRecord(parking: message, stage: stage.name, reason: reason, at: Date(),
+                                        due: Date().addingTimeInterval(configuration.parkedDelay.seconds)), recheck: false)
+            return true
+        } catch {
             logger.error("cannot park; retrying in place", ["topic": message.topic, "partition": message.partition, "offset": message.offset,
                                                             "error": "\(error)"])
             return false
         }
-        count("parked")
-        // An error: a message parked is a purchase or an event held up by something an operator should look at.
-        logger.error("parked on the retry topic", ["topic": message.topic, "partition": message.partition, "offset": message.offset,
-                                                   "retryTopic": parking.topic, "reason": String(reason.prefix(500))])
-        return true
     }
 
-    /// Handles a record of the retry topic: this stage's, once due, until it is done; then its ledger entry goes.
+    /// Handles a record of the retry topic (see above).
     func redrive(_ record: KafkaMessage) async throws {
         guard let parking else { return }
         guard let parked = ParkedRecord(record) else {
             logger.warning("record on the retry topic without its origin; skipped", ["partition": record.partition, "offset": record.offset])
             return
         }
-        guard parked.origin.stage == stage.name else { return }
-        let holding = Holding(consumer: parking.consumer, partition: record.topicPartition)
+        guard parked.origin.stage == stage.name,
+              try await inPlace({ try await parking.withLedger { try await $0.parkedToken(parked.origin) } }) == parked.token else { return }
         let wait = parked.due.timeIntervalSinceNow
-        if wait > 0 { try await sleep(.milliseconds(Int64(wait * 1000)), holding: holding) }
-        guard try await inPlace(holding, { try await parking.withLedger { try await $0.isParked(parked.origin) } }) else {
-            return // Re-driven before: this record is a duplicate.
+        if wait > 0 {
+            try await sleep(.milliseconds(Int64(min(wait, configuration.parkedDelay.seconds) * 1000)))
+            if parked.due > Date() { return try await goRound(parked, due: parked.due) }
         }
         let message = parked.original
-        let mode = RetryMode.redrive(parkedAt: parked.parkedAt)
-        guard try await processWithRetries(message, first: await attempt(message, mode: mode), mode: mode, holding: holding) == .done else {
-            return // A re-check parked again: its entry stays.
+        if let key = ParkedRecord.orderingKey(message) {
+            let ahead = try await inPlace { try await parking.withLedger { try await $0.parked(stage: self.stage.name, key: key) } }
+            if let first = ahead.first, first != parked.origin, ahead.contains(parked.origin) {
+                return try await goRound(parked, due: Date().addingTimeInterval(configuration.parkedDelay.seconds))
+            }
         }
-        try await inPlace(holding) { try await parking.withLedger { try await $0.releaseParked(parked.origin) } }
+        let age = Date().timeIntervalSince(parked.parkedAt)
+        let overBudget = age >= configuration.parkedBudget.seconds
+        do {
+            switch try await stage.handle(message) {
+            case .publish(let outputs):
+                try await publish(outputs)
+            case .deadLetter(let reason, let detail):
+                try await deadLetter(message, reason: reason, detail: detail)
+            case .recheck(_, let after) where !overBudget:
+                // Answered when it first came: only asked about again, less and less often.
+                return try await parkAgain(parked, after: min(max(after.seconds, age), 3600), reason: "re-check", recheck: true)
+            case .recheck:
+                logger.info("re-checks ended: set aside for the whole budget", ["topic": message.topic, "offset": message.offset])
+            }
+        } catch let error where isTransient(error) && !overBudget {
+            let delay = min(configuration.parkedDelay.seconds * Double(1 << min(parked.attempts + 1, 16)), 3600)
+            logger.warning("re-driven message failed; parked again", ["topic": message.topic, "partition": message.partition, "offset": message.offset,
+                                                                      "delaySeconds": Int(delay), "error": "\(error)"])
+            return try await parkAgain(parked, after: delay, reason: "\(error)", recheck: false)
+        } catch {
+            try await inPlace {
+                try await self.deadLetter(message, reason: self.isTransient(error) ? "parkedTooLong" : "processingFailed", detail: "\(error)")
+            }
+        }
+        try await inPlace { try await parking.withLedger { try await $0.releaseParked(parked.origin) } }
         count("redriven")
         logger.info("re-driven", ["topic": message.topic, "partition": message.partition, "offset": message.offset])
     }
 
-    /// After a stage answered `.recheck`: parks `message` to be handed back after `after` (from the input), or after
-    /// a delay growing with its age (re-driven), until `parkedBudget`. Whether it was parked; throws when parking
-    /// failed, to be retried.
-    func recheckLater(_ message: KafkaMessage, after: Duration, mode: RetryMode) async throws -> Bool {
-        guard parking != nil else { return false }
-        var delay = after
-        var firstParked: Date?
-        if case .redrive(let parkedAt) = mode {
-            let age = Date().timeIntervalSince(parkedAt)
-            guard age < Double(configuration.parkedBudget.milliseconds) / 1000 else {
-                logger.info("re-checks ended: parked for the whole budget", ["topic": message.topic, "partition": message.partition, "offset": message.offset])
-                return false
-            }
-            delay = min(max(after, .milliseconds(Int64(age * 1000))), .seconds(3600))
-            firstParked = parkedAt
-        }
-        guard await park(message, reason: "re-check", holdsKey: false, delay: delay, parkedAt: firstParked) else {
-            throw TransientError("cannot park the message for its re-check")
-        }
-        return true
+    /// Publishes `parked` again as it is, due at `due`: it stays current.
+    private func goRound(_ parked: ParkedRecord, due: Date) async throws {
+        guard let parking else { return }
+        let again = parked.again(due: due, attempts: parked.attempts, reason: parked.reason, renamed: false)
+        try await inPlace { try await self.publish([again.message(topic: parking.topic)]) }
     }
 
-    /// `body`, retried with backoff while it fails and `holding` stays assigned.
-    private func inPlace<T>(_ holding: Holding, _ body: () async throws -> T) async throws -> T {
+    /// Parks a re-driven message again under a new record: published first, then named in the ledger.
+    private func parkAgain(_ parked: ParkedRecord, after delay: TimeInterval, reason: String, recheck: Bool) async throws {
+        guard let parking else { return }
+        let next = parked.again(due: Date().addingTimeInterval(delay), attempts: parked.attempts + 1, reason: reason, renamed: true)
+        try await inPlace { try await self.publish([next.message(topic: parking.topic)]) }
+        try await inPlace {
+            try await parking.withLedger { ledger in
+                try await ledger.recordParked(next.origin, key: recheck ? nil : ParkedRecord.orderingKey(next.original), recheck: recheck,
+                                              token: next.token, reason: reason, at: next.parkedAt)
+            }
+        }
+    }
+
+    /// `body`, retried with backoff while it fails and the partition stays assigned.
+    private func inPlace<T>(_ body: () async throws -> T) async throws -> T {
         var attempt = 0
         while true {
             do {
@@ -119,7 +169,7 @@ extension StageRunner {
                 attempt += 1
                 let delay = backoff(attempt)
                 logger.warning("re-driver: retrying", ["attempt": attempt, "delayMs": delay.milliseconds, "error": "\(error)"])
-                try await sleep(delay, holding: holding)
+                try await sleep(delay)
             }
         }
     }

@@ -106,6 +106,7 @@ public final class StageRunner: Service {
         metrics.declare("iap_publish_duration_seconds", .histogram, help: "Time from sending a message's outputs to the broker's acknowledgement.")
         metrics.declare("iap_parked_total", .counter, help: "Messages parked on the retry topic (retry budget spent, or behind a parked message of their key), by stage.")
         metrics.declare("iap_redriven_total", .counter, help: "Parked messages the re-driver handed back to the stage and saw done, by stage.")
+        metrics.declare("iap_rechecks_total", .counter, help: "Answered messages set aside to be asked about again (e.g. a pending payment), by stage.")
     }
 
     public func run() async throws {
@@ -138,30 +139,13 @@ public final class StageRunner: Service {
     }
 
     /// Shutting down, or the partition a retry loop holds was revoked: the message is redelivered to its next owner.
-    private struct Interrupted: Error {}
-
-    /// A partition a retry loop holds, on the consumer that owns it.
-    struct Holding {
-        let consumer: KafkaConsumer
-        let partition: TopicPartition
-    }
-
-    /// How a message came to be retried: what may happen once its retries take long.
-    enum RetryMode {
-        /// Handling a message from the stage's input: parked once the retry budget is spent.
-        case input
-        /// Publishing a handled message's outputs: retried in place (later messages of the partition were
-        /// handled already, so parking would not keep the key's order; and a broker that refuses outputs would
-        /// refuse the parked record too).
-        case outputs
-        /// Re-driving a parked message: a dead letter once parked for longer than `parkedBudget`.
-        case redrive(parkedAt: Date)
-    }
+    struct Interrupted: Error {}
 
     /// Handles `message` and hands its outputs to the producer; the returned completion awaits their
     /// acknowledgement, so the next message of the partition is handled meanwhile (the consumer stores
-    /// offsets only as completions return, in order). Outputs the broker did not take are produced again by
-    /// handling the message again: stages are idempotent, and a repeat answers what the first one did.
+    /// offsets only as completions return, in order). Outputs the broker did not take are sent again as they
+    /// were, until it takes them: a broker refusing them refuses every partition's, and the message cannot be
+    /// parked (later messages of the partition were handled already).
     private func process(_ message: KafkaMessage) async throws -> KafkaConsumer.Completion {
         let labels = ["stage": stage.name]
         let started = ContinuousClock.now
@@ -170,11 +154,10 @@ public final class StageRunner: Service {
             metrics.increment("iap_in_flight_messages", labels, by: -1)
             metrics.observe("iap_handler_duration_seconds", labels, duration: ContinuousClock.now - started)
         }
-        let first = await attempt(message, mode: .input)
-        let holding = Holding(consumer: consumer, partition: message.topicPartition)
+        let first = await attempt(message)
         guard case .success(.publish(let outputs)) = first else {
             defer { done() }
-            try await processWithRetries(message, first: first, mode: .input, holding: holding)
+            try await processWithRetries(message, first: first) { [self] in await attempt(message) }
             return {}
         }
         let sent = ContinuousClock.now
@@ -182,17 +165,17 @@ public final class StageRunner: Service {
         return { [self] in
             defer { done() }
             if let failure = await acknowledged(pending, sentAt: sent) {
-                try await processWithRetries(message, first: .failure(failure), mode: .outputs, holding: holding)
+                try await processWithRetries(message, first: .failure(failure), parkable: false) { .success(.publish(outputs)) }
             } else {
                 count("handled")
             }
         }
     }
 
-    /// One attempt at `message`: the stage's answer; from the input, `ParkedAhead` when its key has a parked message.
-    func attempt(_ message: KafkaMessage, mode: RetryMode) async -> Result<StageResult, any Error> {
+    /// One attempt at a message from the input: the stage's answer, or `ParkedAhead` when its key has a parked message.
+    func attempt(_ message: KafkaMessage) async -> Result<StageResult, any Error> {
         do {
-            if case .input = mode, let parking, let key = ParkedRecord.orderingKey(message) {
+            if let parking, let key = ParkedRecord.orderingKey(message) {
                 let ahead = try await parking.withLedger { try await $0.parked(stage: stage.name, key: key) }
                 if let first = ahead.first { throw ParkedAhead(first: first) }
             }
@@ -202,18 +185,11 @@ public final class StageRunner: Service {
         }
     }
 
-    /// What became of a message the runner retried.
-    enum Disposition {
-        /// Outputs acknowledged, or dead-lettered: the message is done.
-        case done
-        /// Parked on the retry topic (again, when re-driven), to be handed back to the stage later.
-        case parked
-    }
-
-    /// Handles `message` until it is done (outputs acknowledged, dead-lettered or parked), starting from the
-    /// outcome of a first attempt; transient failures are retried with backoff while `holding` stays assigned.
-    @discardableResult
-    func processWithRetries(_ message: KafkaMessage, first: Result<StageResult, any Error>, mode: RetryMode, holding: Holding) async throws -> Disposition {
+    /// Handles a message from the input until it is done (outputs acknowledged, dead-lettered or parked), starting
+    /// from the outcome of a first attempt and trying `again`; transient failures are retried with backoff while
+    /// the partition stays assigned, and past `retryBudget` the message is parked when `parkable`.
+    private func processWithRetries(_ message: KafkaMessage, first: Result<StageResult, any Error>, parkable: Bool = true,
+                                    again: () async -> Result<StageResult, any Error>) async throws {
         var attempt = 0
         var outcome = first
         let started = ContinuousClock.now
@@ -227,48 +203,46 @@ public final class StageRunner: Service {
                     try await deadLetter(message, reason: reason, detail: detail)
                 case .recheck(let outputs, let after):
                     try await publish(outputs)
-                    if try await recheckLater(message, after: after, mode: mode) { return .parked }
                     count("handled")
+                    if parking != nil {
+                        try await park(ParkedRecord(parking: message, stage: stage.name, reason: "re-check", at: Date(),
+                                                    due: Date().addingTimeInterval(after.seconds)), recheck: true)
+                    }
                 }
-                return .done
+                return
             } catch let ahead as ParkedAhead {
                 // Behind a parked message of the same key (possibly itself, parked before a crash): parked too.
-                if await park(message, reason: "behind \(ahead.first), parked earlier with the same key") { return .parked }
+                if try await parkTried(message, reason: "behind \(ahead.first), parked earlier with the same key") { return }
                 attempt += 1
-                try await sleep(backoff(attempt), holding: holding)
+                try await sleep(backoff(attempt))
             } catch let error where isTransient(error) {
                 attempt += 1
                 count("retries")
-                switch mode {
-                case .input where parking != nil && ContinuousClock.now - started >= configuration.retryBudget:
-                    if await park(message, reason: "\(error)") { return .parked }
-                case .redrive(let parkedAt) where Date().timeIntervalSince(parkedAt) >= Double(configuration.parkedBudget.milliseconds) / 1000:
-                    try await deadLetter(message, reason: "parkedTooLong", detail: "\(error)")
-                    return .done
-                default:
-                    break
+                if parkable && parking != nil && ContinuousClock.now - started >= configuration.retryBudget,
+                   try await parkTried(message, reason: "\(error)") {
+                    return
                 }
                 let delay = backoff(attempt)
                 logger.warning("transient failure, retrying", ["topic": message.topic, "partition": message.partition, "offset": message.offset,
                                                                "attempt": attempt, "delayMs": delay.milliseconds, "error": "\(error)"])
-                try await sleep(delay, holding: holding)
+                try await sleep(delay)
             } catch {
                 logger.error("cannot process message", ["topic": message.topic, "partition": message.partition, "offset": message.offset,
                                                         "error": "\(error)"])
                 do {
                     try await deadLetter(message, reason: "processingFailed", detail: "\(error)")
-                    return .done
+                    return
                 } catch where stage.isTransient(error) {
                     attempt += 1
-                    try await sleep(backoff(attempt), holding: holding)
+                    try await sleep(backoff(attempt))
                 }
             }
-            outcome = await self.attempt(message, mode: mode)
+            outcome = await again()
         }
     }
 
     /// The stage's judgement, and the parking ledger's failures: never the message's fault, so always worth a retry.
-    private func isTransient(_ error: any Error) -> Bool { error is ParkingLedgerError || stage.isTransient(error) }
+    func isTransient(_ error: any Error) -> Bool { error is ParkingLedgerError || stage.isTransient(error) }
 
     /// Awaits the broker's answers for `pending`; the first failure, if any.
     private func acknowledged(_ pending: PendingDeliveries, sentAt: ContinuousClock.Instant) async -> KafkaError? {
@@ -307,11 +281,11 @@ public final class StageRunner: Service {
         return .milliseconds(Int64.random(in: capped / 2...max(capped / 2, capped)))
     }
 
-    /// Sleeps unless shutting down or `holding` is revoked, checking often enough to stop promptly.
-    func sleep(_ delay: Duration, holding: Holding) async throws {
+    /// Sleeps unless shutting down or the partition being handled is revoked, checking often enough to stop promptly.
+    func sleep(_ delay: Duration) async throws {
         let deadline = ContinuousClock.now + delay
         while ContinuousClock.now < deadline {
-            if stopping.withLock({ $0 }) || !holding.consumer.assignment.contains(holding.partition) { throw Interrupted() }
+            if stopping.withLock({ $0 }) || KafkaConsumer.isHandlingRevokedPartition { throw Interrupted() }
             try await Task.sleep(for: min(.milliseconds(100), deadline - ContinuousClock.now))
         }
     }
@@ -322,6 +296,7 @@ public final class StageRunner: Service {
         case "retries": metrics.increment("iap_retries_total", ["stage": stage.name])
         case "parked": metrics.increment("iap_parked_total", ["stage": stage.name])
         case "redriven": metrics.increment("iap_redriven_total", ["stage": stage.name])
+        case "rechecks": metrics.increment("iap_rechecks_total", ["stage": stage.name])
         default:
             metrics.increment("iap_messages_total", ["stage": stage.name, "outcome": name])
             if let reason { metrics.increment("iap_dead_letters_total", ["stage": stage.name, "reason": reason]) }
@@ -331,4 +306,5 @@ public final class StageRunner: Service {
 
 extension Duration {
     var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
+    var seconds: TimeInterval { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

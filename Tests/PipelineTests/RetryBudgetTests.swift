@@ -14,16 +14,16 @@ import WorkerRuntime
 /// hands them back in order once the stage can handle them.
 @Suite(TestServices.broker, .timeLimit(.minutes(4)))
 struct RetryBudgetTests {
-    /// Fails transiently for values ending in "!" while `healthy` is false; records what it handled, in order.
+    /// Fails transiently for values ending in "!" until they are healed; records what it handled, in order.
     struct FlakyStage: MessageStage {
         let name = "flaky"
         let topics: [String]
-        let healthy: Locked<Bool>
+        let healed: Locked<Set<String>>
         let handled: Locked<[String]>
 
         func handle(_ message: KafkaMessage) async throws -> StageResult {
             let value = String(decoding: message.value ?? Data(), as: UTF8.self)
-            if value.hasSuffix("!") && !healthy.value { throw TransientError("the store's API answers 401") }
+            if value.hasSuffix("!") && !healed.value.contains(value) { throw TransientError("the store's API answers 401") }
             handled.withLock { $0.append(value) }
             return .publish([])
         }
@@ -47,7 +47,7 @@ struct RetryBudgetTests {
                 .createTopics([input, codec.retryTopic, codec.topic(.deadLetter)], partitions: 1)
             store = try SQLPurchaseStore(url: try await engine.freshURL())
             try await store.migrate()
-            stage = FlakyStage(topics: [input], healthy: Locked(false), handled: Locked([]))
+            stage = FlakyStage(topics: [input], healed: Locked([]), handled: Locked([]))
             var configuration = StageRunner.Configuration()
             configuration.initialBackoff = .milliseconds(50)
             configuration.maxBackoff = .milliseconds(200)
@@ -101,7 +101,7 @@ struct RetryBudgetTests {
         try await waitUntil("b2 is handled") { fixture.stage.handled.value.contains("b2") }
         #expect(!fixture.stage.handled.value.contains { $0.hasPrefix("a") })
 
-        fixture.stage.healthy.value = true
+        fixture.stage.healed.value = ["a1!"]
         try await waitUntil("the re-driver hands a1, a2 and a3 back") { fixture.stage.handled.value.filter { $0.hasPrefix("a") }.count == 3 }
         #expect(fixture.stage.handled.value.filter { $0.hasPrefix("a") } == ["a1!", "a2", "a3"], "the key's order holds")
         try await waitUntil("the ledger forgets what was re-driven") { try await fixture.parked("a") == 0 }
@@ -115,14 +115,28 @@ struct RetryBudgetTests {
         try await secondTask.value
     }
 
-    @Test func aParkedMessageFailingPastTheParkedBudgetIsDeadLetteredAndReleasesItsKey() async throws {
-        let fixture = try await Fixture(.sqlite, parkedBudget: .seconds(2))
+    @Test func aParkedMessageFailingPastTheParkedBudgetIsDeadLetteredWithoutHoldingOthersAndReleasesItsKey() async throws {
+        let fixture = try await Fixture(.sqlite, parkedBudget: .seconds(8))
         let (runner, task) = try fixture.runner()
         try await fixture.send([("u", "u1!"), ("u", "u2")])
+        try await waitUntil("u1 is parked, and u2 behind it") { runner.counters.withLock { $0["parked"] ?? 0 } == 2 }
+        // A record left over from a crash (not the ledger's current one) is skipped.
+        let producer = try fixture.producer()
+        _ = try await producer.send(KafkaProducerMessage(topic: fixture.codec.retryTopic, key: Data("w".utf8), value: Data("stale copy".utf8), headers: [
+            ("iap-parked-stage", "flaky"), ("iap-parked-topic", fixture.input), ("iap-parked-partition", "0"), ("iap-parked-offset", "0"),
+            ("iap-parked-at", "0"), ("iap-parked-due", "0"), ("iap-parked-token", "not-current"), ("iap-parked-attempts", "0"),
+        ].map { KafkaHeader(key: $0.0, string: $0.1) }))
+        // Another user's message parked behind u1 on the same partition of the retry topic, healed: re-driven while u1
+        // still fails, which goes round again and again.
+        try await fixture.send([("v", "v1!")])
+        try await waitUntil("v1 is parked") { runner.counters.withLock { $0["parked"] ?? 0 } == 3 }
+        fixture.stage.healed.value = ["v1!"]
+        try await waitUntil("v1 is re-driven") { fixture.stage.handled.value.contains("v1!") }
+        #expect(runner.counters.withLock { $0["deadLettered"] ?? 0 } == 0, "u1 is still parked, and did not hold v1")
         try await waitUntil("u1 is dead-lettered once parked too long") { runner.counters.withLock { $0["deadLettered"] ?? 0 } == 1 }
-        try await waitUntil("u2, parked behind it, is re-driven") { fixture.stage.handled.value == ["u2"] }
+        try await waitUntil("u2, parked behind it, is re-driven") { fixture.stage.handled.value == ["v1!", "u2"] }
         try await waitUntil("the ledger is empty") { try await fixture.parked("u") == 0 }
-        #expect(runner.counters.withLock { $0["parked"] } == 2)
+        #expect(!fixture.stage.handled.value.contains("stale copy"))
 
         let consumer = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(fixture.servers), groupID: uniqueName("dlq"),
                                                               topics: [fixture.codec.topic(.deadLetter)]))
