@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export PKG_CONFIG_PATH := $(CURDIR)/.deps/lib/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
 ARGS ?=
 
-.PHONY: bootstrap build release test demo bench chaos leaks clean
+.PHONY: bootstrap build release test demo bench chaos scale leaks clean
 
 bootstrap:
 	@bash deploy/local/bootstrap.sh
@@ -29,6 +29,10 @@ bench: bootstrap
 # The pipeline under faults (workers killed, PostgreSQL down), then its invariants (see README, "Chaos run").
 chaos: bootstrap
 	@bash deploy/local/chaos.sh $(ARGS)
+
+# Replicas joining and leaving while purchases flow: 1 → 2 → 1 per stage (see README, "Scaling out and in").
+scale: bootstrap
+	@bash deploy/local/scale.sh $(ARGS)
 
 # A short pipeline run under LeakSanitizer (see README, "Reliability under faults").
 leaks: bootstrap

@@ -32,8 +32,8 @@ public final class KafkaConsumer: Sendable {
 
     /// Consumer settings; every librdkafka property can be set through `kafka`.
     public struct Configuration: Sendable {
-        /// librdkafka properties. `group.id` comes from `groupID`; defaults: cooperative-sticky assignment,
-        /// `enable.auto.offset.store=false`, `auto.offset.reset=earliest`, auto-commit of stored offsets.
+        /// librdkafka properties. `group.id` comes from `groupID`; defaults (`defaults`): eager `range` assignment,
+        /// session 10 s, `enable.auto.offset.store=false`, `auto.offset.reset=earliest`, auto-commit of stored offsets.
         public var kafka: KafkaConfiguration
         public var groupID: String
         public var topics: [String]
@@ -63,8 +63,17 @@ public final class KafkaConsumer: Sendable {
             self.onEvent = onEvent
         }
 
+        /// The group settings every consumer runs with — the workers and the tests alike. Eager `range`
+        /// assignment: a rebalance revokes everything and assigns anew in one round, which completes on Apache
+        /// Kafka and on the local broker alike (Tansu 0.6 never finishes the second round of a cooperative
+        /// rebalance: a member joining a running group got no partitions, and the partitions the first member
+        /// gave up were owned by nobody). Session 10 s with a heartbeat every second: a member that crashed is
+        /// replaced within ten seconds (brokers accept 6 s to 30 min by default). The poll loop runs on its own
+        /// thread whatever the handlers do, so librdkafka's `max.poll.interval.ms` (5 min) is never the bound.
         static let defaults = [
-            "partition.assignment.strategy": "cooperative-sticky",
+            "partition.assignment.strategy": "range",
+            "session.timeout.ms": "10000",
+            "heartbeat.interval.ms": "1000",
             "enable.auto.offset.store": "false",
             "enable.auto.commit": "true",
             "auto.commit.interval.ms": "1000",

@@ -9,25 +9,32 @@ import StoreFixtures
 import Synchronization
 
 /// `iapctl chaos --store postgres://… [--purchases N] [--users N] [--kills-per-worker K] [--store-down CMD --store-up CMD]
-/// [--outage-seconds S] [--timeout S] [--json]`: the pipeline under faults, then its books.
+/// [--outage-seconds S] [--replicas churn|one-two-one|none] [--partitions P] [--rate R] [--timeout S] [--json]`: the
+/// pipeline under faults, then its books.
 ///
-/// Submits N messages (20 % duplicates, 1 % forged, 0.5 % malformed) to the four worker processes; while they
-/// work, kills each with SIGKILL K times at random moments and restarts it, and takes the store down once for S
-/// seconds (the commands given). Then checks the invariants against the generated input. Exit 0 only without a
-/// violation; `--json` prints one object on the last line.
+/// Submits N messages (20 % duplicates, 1 % forged, 0.5 % malformed; all at once, or R per second) to the four
+/// worker processes; while they work, kills each with SIGKILL K times at random moments and restarts it, takes the
+/// store down once for S seconds (the commands given), and has replicas of the stages join and leave (see
+/// `ReplicaPlan`). Then checks the invariants against the generated input. Exit 0 only without a violation;
+/// `--json` prints one object on the last line.
 enum ChaosCommand {
     static let stages = ["iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper"]
 
     static func run(_ arguments: [String]) async throws -> Int32 {
         let options = try CommandOptions(arguments, valued: ["--brokers", "--kafka", "--store", "--purchases", "--users", "--kills-per-worker",
-                                                             "--store-down", "--store-up", "--outage-seconds", "--timeout"], flags: ["--json"])
+                                                             "--store-down", "--store-up", "--outage-seconds", "--timeout", "--replicas",
+                                                             "--partitions", "--rate"], flags: ["--json"])
         let total = try options.int("--purchases") ?? 50_000
         let users = try options.int("--users") ?? 5_000
         let killsPerWorker = try options.int("--kills-per-worker") ?? 5
         let outageSeconds = try options.int("--outage-seconds") ?? 20
         let timeout = try options.int("--timeout") ?? 1_200
-        guard total >= 1_000, users >= 1, killsPerWorker >= 0, outageSeconds >= 0 else {
-            throw UsageError("chaos: --purchases ≥ 1000, --users ≥ 1, --kills-per-worker and --outage-seconds ≥ 0")
+        let partitions = try options.int("--partitions") ?? 4
+        let rate = try options.int("--rate")
+        guard total >= 1_000, users >= 1, killsPerWorker >= 0, outageSeconds >= 0, partitions >= 1, (rate ?? 1) >= 1,
+              let replicaMode = ReplicaPlan.Mode(rawValue: options.string("--replicas") ?? ReplicaPlan.Mode.churn.rawValue) else {
+            throw UsageError("chaos: --purchases ≥ 1000, --users ≥ 1, --kills-per-worker and --outage-seconds ≥ 0, --partitions and --rate ≥ 1, "
+                             + "--replicas churn, one-two-one or none")
         }
         guard let storeURL = options.string("--store") ?? ProcessInfo.processInfo.environment["IAP_STORE_URL"] else {
             throw UsageError("chaos: --store (or IAP_STORE_URL) is required: a PostgreSQL database of its own")
@@ -35,14 +42,14 @@ enum ChaosCommand {
         let outage = (options.string("--store-down"), options.string("--store-up"))
         guard (outage.0 == nil) == (outage.1 == nil) else { throw UsageError("chaos: --store-down and --store-up go together") }
         let json = options.flags.contains("--json")
-        let say: (String) -> Void = { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
+        let say: @Sendable (String) -> Void = { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
         let kafka = try options.kafkaConfiguration()
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("iap-chaos-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         let prefix = "chaos-\(UUID().uuidString.prefix(6).lowercased())."
         let schemas = try JSONSchemaRegistry.eventSchemas()
         let codec = EventCodec(schemas: schemas, source: "/iap-pipeline/chaos", topicPrefix: prefix)
-        try KafkaAdmin(kafka: kafka).createTopics(codec.pipelineTopics, partitions: 4)
+        try KafkaAdmin(kafka: kafka).createTopics(codec.pipelineTopics, partitions: Int32(partitions))
         try await SQLPurchaseStore(url: storeURL).migrate()
 
         let started = Date()
@@ -64,32 +71,39 @@ enum ChaosCommand {
         let workers = try DemoWorkers.withStandInAppStore(
             directory: work, kafka: kafka, storeURL: storeURL, prefix: prefix, pki: pki, schemas: schemas,
             catalog: #"{"products":{"coins.100":{"type":"consumable","currency":"coins","amount":100},"coins.500":{"type":"consumable","currency":"coins","amount":500}}}"#,
-            apiURL: "http://127.0.0.1:\(api.port)", environment: [
-                "IAP_SWEEP_INTERVAL": "2",
-                // A killed member's partitions go to its replacement once the group stops hearing from it.
-                "KAFKA_SESSION_TIMEOUT_MS": "6000", "KAFKA_HEARTBEAT_INTERVAL_MS": "1000",
-            ])
+            // The workers' own group settings: a killed member's partitions move once its session (10 s) ends.
+            apiURL: "http://127.0.0.1:\(api.port)", environment: ["IAP_SWEEP_INTERVAL": "2"])
         defer { workers.stopAll() }
         for name in stages { try workers.start(name) }
         let watcher = try ChaosWatcher(kafka: kafka, codec: codec, groupID: prefix + "chaos-watcher")
         // Faults are placed by progress, so the clock starts with everyone in their groups.
         _ = try await workers.waitUntilReady(Array(stages.prefix(3)), say: say) { watcher.isAssigned ? nil : "watcher not assigned" }
         let producer = try KafkaProducer(configuration: .init(kafka: kafka))
-        for chunk in stride(from: 0, to: input.messages.count, by: 5_000) {
-            for result in await producer.send(contentsOf: Array(input.messages[chunk..<min(input.messages.count, chunk + 5_000)])) { _ = try result.get() }
+        let messages = input.messages
+        // All at once, or `rate` per second in tenths of a second, alongside the faults.
+        let submitting = Task {
+            let chunk = rate.map { max(1, $0 / 10) } ?? 5_000
+            let begun = ContinuousClock.now
+            for (index, start) in stride(from: 0, to: messages.count, by: chunk).enumerated() {
+                if let rate { try await Task.sleep(until: begun + .milliseconds(Int64(index * chunk * 1000 / rate)), clock: .continuous) }
+                for result in await producer.send(contentsOf: Array(messages[start..<min(messages.count, start + chunk)])) { _ = try result.get() }
+            }
+            await producer.shutdown()
+            say("submitted \(messages.count) messages in \(Int(Date().timeIntervalSince(started))) s")
         }
-        await producer.shutdown()
-        say("submitted \(input.messages.count) messages in \(Int(Date().timeIntervalSince(started))) s")
+        if rate == nil { try await submitting.value }
 
         // The faults, at random points of progress (distinct outcomes seen ÷ expected) so that they land mid-run.
         var plan = ChaosPlan(stages: stages, killsPerWorker: killsPerWorker, outage: outage.0 == nil ? nil : outageSeconds)
+        var replicas = ReplicaPlan(mode: replicaMode)
         let deadline = Date().addingTimeInterval(TimeInterval(timeout))
         var lastReport = Date()
         var outageTask: Task<Void, any Error>?
         while true {
             let done = watcher.outcomes(of: input)
             let progress = Double(done) / Double(input.outcomesExpected)
-            if done >= input.outcomesExpected && plan.isComplete && outageTask == nil { break }
+            if done >= input.outcomesExpected && plan.isComplete && replicas.isComplete && outageTask == nil { break }
+            try await replicas.perform(at: progress, workers: workers, say: say)
             for name in plan.killsDue(at: progress) {
                 try workers.killAndRestart(name)
                 say(String(format: "  killed (SIGKILL) and restarted %@ at %.0f %%", name, progress * 100))
@@ -115,14 +129,23 @@ enum ChaosCommand {
             try await Task.sleep(for: .milliseconds(200))
         }
         let seconds = Date().timeIntervalSince(started)
+        try await submitting.value
+        await replicas.recordRunning(workers)
         workers.stopAll()
         await watcher.stop()
 
-        let books = try await ChaosBooks.check(input: input, seen: watcher.snapshot, audit: try await SQLPurchaseStore(url: storeURL).audit(),
+        var books = try await ChaosBooks.check(input: input, seen: watcher.snapshot, audit: try await SQLPurchaseStore(url: storeURL).audit(),
                                                balances: try await userBalances(storeURL: storeURL, input: input),
                                                finishCalls: finishCalls.withLock { $0 })
-        let summary = books.summary(plan: plan, seconds: seconds)
+        books.violations += replicas.violations
+        var summary = books.summary(plan: plan, seconds: seconds)
+        if case .object(var fields) = summary {
+            fields["replicas"] = replicas.summary
+            summary = .object(fields)
+        }
         print(books.table(plan: plan, seconds: seconds))
+        print("replicas: " + ReplicaPlan.stages.map { "\($0) \(replicas.joins[$0] ?? 0) joins, \(replicas.leaves[$0] ?? 0) leaves, handled by replica "
+            + (replicas.handled[$0] ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") }.joined(separator: "; "))
         if json { print(try VerifyCommand.jsonLine(summary)) }
         try? FileManager.default.removeItem(at: work) // Kept only on a crash of this command, for the workers' logs.
         return books.violations.isEmpty ? 0 : 1

@@ -12,22 +12,47 @@ final class DemoWorkers: @unchecked Sendable {
     private let directory: URL
     private let environment: [String: String]
     private let binaries = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-    private var processes: [(name: String, process: Process)] = []
+    /// Each running worker: its executable, which replica it is (1: the one `start` began; 2… joined later), the process.
+    private var processes: [(name: String, replica: Int, process: Process)] = []
+    private var replicasStarted: [String: Int] = [:]
 
     init(directory: URL, environment: [String: String]) throws {
         self.directory = directory
         self.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
     }
 
-    /// The process id of the running `name`.
+    /// The process id of the running `name` (its first replica).
     func pid(of name: String) -> Int32? {
-        processes.first { $0.name == name && $0.process.isRunning }?.process.processIdentifier
+        processes.first { $0.name == name && $0.replica == 1 && $0.process.isRunning }?.process.processIdentifier
     }
 
-    /// Where `name` writes its log (standard output and error).
-    func logFile(of name: String) -> URL { directory.appendingPathComponent("\(name).log") }
+    /// Where replica `replica` of `name` writes its log (standard output and error).
+    func logFile(of name: String, replica: Int = 1) -> URL {
+        directory.appendingPathComponent(replica == 1 ? "\(name).log" : "\(name)-\(replica).log")
+    }
 
-    func start(_ name: String, arguments: [String] = []) throws {
+    /// The replicas of `name` running now.
+    func replicas(of name: String) -> [Int] { processes.filter { $0.name == name && $0.process.isRunning }.map(\.replica) }
+
+    /// Starts replica 1 of `name` (again, after a kill).
+    func start(_ name: String, arguments: [String] = []) throws { try start(name, replica: 1, arguments: arguments) }
+
+    /// Starts one more replica of `name`, which joins the running ones' consumer groups; returns its number.
+    func join(_ name: String) throws -> Int {
+        let replica = max(2, (replicasStarted[name] ?? 1) + 1)
+        try start(name, replica: replica, arguments: [])
+        return replica
+    }
+
+    /// Stops replica `replica` of `name`: SIGTERM (it leaves its groups gracefully; not awaited) or SIGKILL.
+    func leave(_ name: String, replica: Int, signal: Int32) {
+        for entry in processes where entry.name == name && entry.replica == replica && entry.process.isRunning {
+            kill(entry.process.processIdentifier, signal)
+        }
+    }
+
+    private func start(_ name: String, replica: Int, arguments: [String]) throws {
+        replicasStarted[name] = max(replicasStarted[name] ?? 0, replica)
         let executable = binaries.appendingPathComponent(name)
         guard FileManager.default.isExecutableFile(atPath: executable.path) else { throw UsageError("\(name) not found next to iapctl (\(executable.path)); build all products") }
         let process = Process()
@@ -40,7 +65,7 @@ final class DemoWorkers: @unchecked Sendable {
             process.arguments = arguments
         }
         process.environment = environment
-        let log = directory.appendingPathComponent("\(name).log")
+        let log = logFile(of: name, replica: replica)
         // Appended to: a restarted worker's log follows its predecessor's.
         guard FileManager.default.fileExists(atPath: log.path) || FileManager.default.createFile(atPath: log.path, contents: nil) else {
             throw UsageError("cannot create \(log.path)")
@@ -50,12 +75,12 @@ final class DemoWorkers: @unchecked Sendable {
         process.standardOutput = handle
         process.standardError = handle
         try process.run()
-        processes.append((name, process))
+        processes.append((name, replica, process))
     }
 
-    /// Kills a worker with SIGKILL (no shutdown, no commit, as a crash or an OOM kill would) and starts a new one.
+    /// Kills replica 1 of a worker with SIGKILL (no shutdown, no commit, as a crash or an OOM kill would) and starts a new one.
     func killAndRestart(_ name: String) throws {
-        for (running, process) in processes where running == name && process.isRunning {
+        for (running, replica, process) in processes where running == name && replica == 1 && process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
@@ -65,10 +90,10 @@ final class DemoWorkers: @unchecked Sendable {
 
     /// SIGTERM, a bounded wait for the graceful shutdown, then SIGKILL.
     func stopAll() {
-        for (_, process) in processes where process.isRunning { process.terminate() }
+        for (_, _, process) in processes where process.isRunning { process.terminate() }
         // A wrapped worker (valgrind) takes longer to stop and report.
         let deadline = Date().addingTimeInterval(environment["IAP_WORKER_WRAPPER"] == nil ? 40 : 300)
-        for (_, process) in processes {
+        for (_, _, process) in processes {
             while process.isRunning && Date() < deadline { usleep(50_000) }
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         }
