@@ -21,17 +21,12 @@ public final class BrokerProbe: Service {
     public func run() async throws {
         while !state.withLock({ $0.stopping }) {
             let admin = self.admin
-            // The metadata request blocks: it runs on a thread of its own. Not a dispatch queue: on Linux Swift's
-            // tasks run on the dispatch pool, which blocked requests would take from them (see HTTPServer).
-            let result: (Bool, String) = await withCheckedContinuation { continuation in
-                Thread {
-                    do {
-                        let metadata = try admin.metadata(timeout: .seconds(3))
-                        continuation.resume(returning: (metadata.brokers > 0, "\(metadata.brokers) broker(s)"))
-                    } catch {
-                        continuation.resume(returning: (false, "\(error)"))
-                    }
-                }.start()
+            let result: (Bool, String)
+            do {
+                let brokers = try await onOwnThread { try admin.metadata(timeout: .seconds(3)).brokers } // blocks: off the task pool
+                result = (brokers > 0, "\(brokers) broker(s)")
+            } catch {
+                result = (false, "\(error)")
             }
             state.withLock { $0.reachable = result.0; $0.detail = result.1 }
             let deadline = ContinuousClock.now + interval

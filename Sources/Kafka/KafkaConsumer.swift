@@ -133,6 +133,21 @@ public final class KafkaConsumer: Sendable {
     /// `false` outside handlers.
     public static var isHandlingRevokedPartition: Bool { PartitionWorker.current?.isRevoked ?? false }
 
+    /// How long this member has been without partitions (since it subscribed, or since its last revocation left it
+    /// none); nil while it has some.
+    public var withoutPartitionsFor: Duration? { core.withoutPartitionsSince.map { ContinuousClock.now - $0 } }
+
+    /// The number of members of this consumer's group, as the group coordinator describes it. Blocks up to `timeout`.
+    public func groupMemberCount(timeout: Duration = .seconds(5)) throws -> Int {
+        try core.client.groupMemberCount(core.configuration.groupID, timeoutMs: Int32(timeout.milliseconds))
+    }
+
+    /// The partition count of each subscribed topic (absent: not known to the cluster). Blocks up to `timeout`.
+    public func subscribedPartitionCounts(timeout: Duration = .seconds(5)) throws -> [String: Int] {
+        let topics = try core.client.metadata(timeoutMs: Int32(timeout.milliseconds)).topics
+        return topics.filter { core.configuration.topics.contains($0.key) }
+    }
+
     /// The consumer group this member joins.
     public var groupID: String { core.configuration.groupID }
 
@@ -176,6 +191,8 @@ private final class ConsumerCore: Sendable {
         var crash = false
         var shutdownDeadline: DispatchTime?
         var failure: KafkaError?
+        /// Since when the member has had no partitions (from the start, or since a revocation left it none).
+        var withoutPartitionsSince: ContinuousClock.Instant? = .now
     }
 
     let client: RDKafkaClient
@@ -188,6 +205,7 @@ private final class ConsumerCore: Sendable {
     }
 
     var assignment: Set<TopicPartition> { state.withLock { Set($0.workers.keys) } }
+    var withoutPartitionsSince: ContinuousClock.Instant? { state.withLock { $0.withoutPartitionsSince } }
     func waitingMessages(_ partition: TopicPartition) -> Int { state.withLock { $0.workers[partition] }?.waitingCount ?? 0 }
     var failure: KafkaError? { state.withLock { $0.failure } }
 
@@ -277,6 +295,7 @@ private final class ConsumerCore: Sendable {
         }
         state.withLock { state in
             for worker in started { state.workers[worker.partition] = worker }
+            if !state.workers.isEmpty { state.withoutPartitionsSince = nil }
         }
         report(.assigned(partitions))
     }
@@ -287,6 +306,7 @@ private final class ConsumerCore: Sendable {
             let workers = partitions.compactMap { state.workers.removeValue(forKey: $0) }
             // Under the lock: whoever sees the partition gone from `assignment` finds its worker revoked.
             workers.forEach { $0.revoke() }
+            if state.workers.isEmpty && state.withoutPartitionsSince == nil { state.withoutPartitionsSince = .now }
             let timeout = DispatchTime.now() + .nanoseconds(Int(configuration.revokeTimeout.nanoseconds))
             return (workers, min(state.shutdownDeadline ?? timeout, timeout))
         }

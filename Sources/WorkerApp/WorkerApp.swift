@@ -38,6 +38,8 @@ public enum WorkerApp {
                 help: "seconds between librdkafka statistics (consumer lag in /metrics); 0 turns them off"),
         Setting("--max-in-flight", env: "IAP_MAX_IN_FLIGHT", default: "64",
                 help: "messages per partition handled while earlier outputs await the broker's ack (1 = one at a time)"),
+        Setting("--group-stall-seconds", env: "IAP_GROUP_STALL_SECONDS", default: "60",
+                help: "seconds a stage may be without partitions (while its group has no more members than partitions) before it is reported stalled"),
         Setting("--retry-budget", env: "IAP_RETRY_BUDGET", default: "300",
                 help: "seconds a message failing transiently is retried on its partition before it is parked on iap.retry"),
         Setting("--dead-letter-value-bytes", env: "IAP_DEAD_LETTER_VALUE_BYTES", default: String(DeadLetter.maxValueBytes),
@@ -135,6 +137,17 @@ public enum WorkerApp {
         }
     }
 
+    /// The watchdog's bound from `--group-stall-seconds`.
+    static func groupWatch(_ settings: Settings) throws -> GroupWatchdog<ContinuousClock>.Configuration {
+        var configuration = GroupWatchdog<ContinuousClock>.Configuration()
+        guard let seconds = try settings.seconds("--group-stall-seconds"), seconds >= 1 else {
+            throw SettingsError("--group-stall-seconds (IAP_GROUP_STALL_SECONDS) must be at least 1")
+        }
+        configuration.bound = .milliseconds(Int64(seconds * 1000))
+        configuration.interval = min(configuration.interval, .milliseconds(Int64(seconds * 1000 / 2)))
+        return configuration
+    }
+
     /// Runs a worker: opens the store (migrating it), then `body`'s services with the operations
     /// endpoints when `--http-port` is set. Ready when every stage has partitions and the store answers.
     public static func main(command: String, summary: String, settings definitions: [Setting],
@@ -150,14 +163,15 @@ public enum WorkerApp {
             let runners = services.compactMap { $0 as? StageRunner }
             StoreMetrics.register(store: store, metrics: process.metrics, stages: runners.map(\.stageName))
             ConsumerMetrics.register(runners: runners, metrics: process.metrics)
+            // A rebalance that does not complete is reported, not silent (GroupWatchdog); an idle extra replica is ready.
+            let watchdog = GroupWatchdog(consumers: runners.map(\.kafkaConsumer), configuration: try groupWatch(process.settings), clock: ContinuousClock(),
+                                         logger: process.logger, metrics: process.metrics)
             let readiness: @Sendable () async -> Readiness = {
-                if let idle = runners.first(where: { $0.kafkaConsumer.assignment.isEmpty }) {
-                    return .notReady("no partitions assigned to \(idle.kafkaConsumer.groupID)")
-                }
+                if let notReady = watchdog.readiness { return notReady }
                 do { try await store.ping() } catch { return .notReady("store unreachable: \(error)") }
                 return .ready
             }
-            var launch = Launch(services: services, readiness: readiness)
+            var launch = Launch(services: runners.isEmpty ? services : services + [watchdog], readiness: readiness)
             if let port = try process.settings.int("--http-port") {
                 guard (0...65535).contains(port) else { throw SettingsError("--http-port (IAP_HTTP_PORT) must be 0–65535, got \(port)") }
                 launch.http = (UInt16(port), HTTPServer.Configuration(host: process.settings.string("--http-host") ?? "0.0.0.0",

@@ -19,6 +19,35 @@ extension RDKafkaClient {
         return (Int(metadata.pointee.broker_cnt), topics)
     }
 
+    /// The members of consumer group `group`, as its coordinator describes it (DescribeConsumerGroups).
+    func groupMemberCount(_ group: String, timeoutMs: Int32) throws -> Int {
+        var errorBuffer = [CChar](repeating: 0, count: 512)
+        let queue = rd_kafka_queue_new(handle)
+        defer { rd_kafka_queue_destroy(queue) }
+        let options = rd_kafka_AdminOptions_new(handle, RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS)
+        defer { rd_kafka_AdminOptions_destroy(options) }
+        _ = rd_kafka_AdminOptions_set_request_timeout(options, timeoutMs, &errorBuffer, errorBuffer.count)
+        group.withCString { name in
+            var groups: [UnsafePointer<CChar>?] = [name]
+            rd_kafka_DescribeConsumerGroups(handle, &groups, 1, options, queue)
+        }
+        guard let event = rd_kafka_queue_poll(queue, timeoutMs + 1000) else {
+            throw KafkaError(code: .timeout, message: "DescribeConsumerGroups got no answer within \(timeoutMs) ms", isRetriable: true)
+        }
+        defer { rd_kafka_event_destroy(event) }
+        let eventErr = rd_kafka_event_error(event)
+        guard eventErr == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError.rdKafka(.admin, eventErr, context: "DescribeConsumerGroups \(group)") }
+        var count = 0
+        guard let results = rd_kafka_DescribeConsumerGroups_result_groups(rd_kafka_event_DescribeConsumerGroups_result(event), &count), count == 1,
+              let description = results[0] else {
+            throw KafkaError(code: .admin, message: "DescribeConsumerGroups \(group): no description")
+        }
+        if let error = rd_kafka_ConsumerGroupDescription_error(description) {
+            throw KafkaError(code: .admin, message: "DescribeConsumerGroups \(group): \(String(cString: rd_kafka_error_string(error)))")
+        }
+        return rd_kafka_ConsumerGroupDescription_member_count(description)
+    }
+
     /// Creates topics; a topic that already exists is not an error.
     func createTopics(_ topics: [(name: String, partitions: Int32, replicationFactor: Int32)], timeoutMs: Int32) throws {
         guard !topics.isEmpty else { return }

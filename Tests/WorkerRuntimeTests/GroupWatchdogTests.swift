@@ -1,0 +1,90 @@
+import Foundation
+import Kafka
+import Metrics
+import Testing
+import TestSupport
+import WorkerRuntime
+
+/// A rebalance that cannot complete is reported within the bound; an idle extra replica is not a stall.
+@Suite(.timeLimit(.minutes(3)))
+struct GroupWatchdogTests {
+    /// - Parameter members: nil: the group coordinator's description (the local broker); the mock cluster cannot give it.
+    static func watchdog(_ consumers: [KafkaConsumer], bound: Duration, metrics: MetricsRegistry,
+                         members: (@Sendable (KafkaConsumer) throws -> Int)? = nil) -> GroupWatchdog<ContinuousClock> {
+        var configuration = GroupWatchdog<ContinuousClock>.Configuration()
+        configuration.bound = bound
+        configuration.interval = .milliseconds(200)
+        let logger = Logger(stage: "test", minimum: .error)
+        guard let members else { return GroupWatchdog(consumers: consumers, configuration: configuration, clock: ContinuousClock(), logger: logger, metrics: metrics) }
+        return GroupWatchdog(consumers: consumers, configuration: configuration, clock: ContinuousClock(), logger: logger, metrics: metrics, members: members)
+    }
+
+    /// On librdkafka's mock cluster, the group coordinator answers every JoinGroup "loading": the member never gets its
+    /// partitions (the workers' own group settings), and the watchdog says so once the bound has passed.
+    @Test func aGroupWhoseRebalanceNeverCompletesIsReportedStalledWithinTheBound() async throws {
+        let bound = Duration.seconds(15) // the mock cluster's first join takes about 3 s (longer on a busy machine)
+        // The control: on a cluster without faults the same member is assigned (about 3 s; longer on a busy machine).
+        let healthy = try KafkaMockCluster(brokers: 1)
+        try healthy.createTopic("in", partitions: 2)
+        let control = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(healthy.bootstrapServers), groupID: uniqueName("g"), topics: ["in"]))
+        let controlRunning = Task { try await control.run { _ in } }
+        try await waitUntil("the control member is assigned") { !control.assignment.isEmpty }
+        let controlWatchdog = Self.watchdog([control], bound: bound, metrics: MetricsRegistry(), members: { _ in 1 })
+        await controlWatchdog.look(at: control)
+        #expect(controlWatchdog.status(of: control.groupID) == .assigned)
+        control.triggerGracefulShutdown()
+        try await controlRunning.value
+
+        let cluster = try KafkaMockCluster(brokers: 1)
+        try cluster.createTopic("in", partitions: 2)
+        cluster.pushRequestErrors(.joinGroup, Array(repeating: .coordinatorLoadInProgress, count: 5_000))
+        let started = ContinuousClock.now
+        let consumer = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(cluster.bootstrapServers), groupID: uniqueName("g"), topics: ["in"]))
+        let running = Task { try await consumer.run { _ in } }
+        let metrics = MetricsRegistry()
+        // One member (this one) for two partitions: it should have them.
+        let watchdog = Self.watchdog([consumer], bound: bound, metrics: metrics, members: { _ in 1 })
+        let watching = Task { try await watchdog.run() }
+
+        try await waitUntil("the watchdog saw the member joining") { watchdog.status(of: consumer.groupID) == .joining }
+        #expect(watchdog.readiness?.isReady == false)
+        try await waitUntil("the stall is reported", timeout: .seconds(30)) {
+            if case .stalled = watchdog.status(of: consumer.groupID) { return true }
+            return false
+        }
+        let reportedAfter = ContinuousClock.now - started
+        #expect(reportedAfter >= bound && reportedAfter < bound + .seconds(10), "reported \(reportedAfter) after the start, bound \(bound)")
+        #expect(metrics.value("iap_group_stalled", ["group": consumer.groupID]) == 1)
+        #expect(watchdog.readiness?.reason.contains(consumer.groupID) == true, "readiness names the stalled group")
+        #expect(consumer.assignment.isEmpty)
+
+        watchdog.triggerGracefulShutdown()
+        try await watching.value
+        consumer.triggerGracefulShutdown()
+        try await running.value
+    }
+
+    /// On the local broker: two members for one partition. The one without it is idle, not stalled, and ready; the
+    /// other is assigned.
+    @Test(TestServices.broker) func anIdleExtraReplicaIsNotAStall() async throws {
+        let servers = try TestServices.requireBrokers()
+        let topic = uniqueName("idle")
+        let group = uniqueName("g")
+        try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics([topic], partitions: 1)
+        let consumers = try (0..<2).map { _ in try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: group, topics: [topic])) }
+        let tasks = consumers.map { consumer in Task { try await consumer.run { _ in } } }
+        try await waitUntil("one member owns the partition") { consumers.map(\.assignment.count).sorted() == [0, 1] }
+        let idle = try #require(consumers.first { $0.assignment.isEmpty })
+        let metrics = MetricsRegistry()
+        let watchdog = Self.watchdog([idle], bound: .seconds(1), metrics: metrics)
+        let watching = Task { try await watchdog.run() }
+        try await waitUntil("the extra member is judged") { watchdog.status(of: group).map { $0 != .joining } ?? false }
+        #expect(watchdog.status(of: group) == .idle(members: 2, partitions: 1))
+        #expect(watchdog.readiness == nil, "an idle extra replica is ready")
+        #expect(metrics.value("iap_group_stalled", ["group": group]) == 0)
+        watchdog.triggerGracefulShutdown()
+        try await watching.value
+        consumers.forEach { $0.triggerGracefulShutdown() }
+        for task in tasks { try await task.value }
+    }
+}
