@@ -1,4 +1,4 @@
-/// Cluster administration for development, demos and tests: metadata and topic creation.
+/// Cluster administration: metadata, topic creation, and group descriptions.
 public final class KafkaAdmin: Sendable {
     private let client: RDKafkaClient
 
@@ -19,6 +19,12 @@ public final class KafkaAdmin: Sendable {
                 message: "no Kafka broker answered within \(timeout) at \(servers ?? "the configured bootstrap.servers") (\(error.message))",
                 rdKafkaCode: error.rdKafkaCode, rdKafkaName: error.rdKafkaName, isRetriable: true)
         }
+    }
+
+    /// The number of members of consumer group `group`, as its coordinator describes it. On a handle of its own (not a
+    /// consumer's): librdkafka 2.8 hangs the handle's main thread when the broker lacks the API (its mock cluster does).
+    public func groupMemberCount(_ group: String, timeout: Duration = .seconds(5)) throws -> Int {
+        try client.groupMemberCount(group, timeoutMs: Int32(timeout.milliseconds))
     }
 
     /// Creates the topics that do not exist yet, with `partitions` partitions each.

@@ -137,16 +137,8 @@ public final class KafkaConsumer: Sendable {
     /// none); nil while it has some.
     public var withoutPartitionsFor: Duration? { core.withoutPartitionsSince.map { ContinuousClock.now - $0 } }
 
-    /// The number of members of this consumer's group, as the group coordinator describes it. Blocks up to `timeout`.
-    public func groupMemberCount(timeout: Duration = .seconds(5)) throws -> Int {
-        try core.client.groupMemberCount(core.configuration.groupID, timeoutMs: Int32(timeout.milliseconds))
-    }
-
-    /// The partition count of each subscribed topic (absent: not known to the cluster). Blocks up to `timeout`.
-    public func subscribedPartitionCounts(timeout: Duration = .seconds(5)) throws -> [String: Int] {
-        let topics = try core.client.metadata(timeoutMs: Int32(timeout.milliseconds)).topics
-        return topics.filter { core.configuration.topics.contains($0.key) }
-    }
+    /// The topics this consumer subscribes to.
+    public var topics: [String] { core.configuration.topics }
 
     /// The consumer group this member joins.
     public var groupID: String { core.configuration.groupID }
@@ -281,6 +273,13 @@ private final class ConsumerCore: Sendable {
     private func assign(_ partitions: [TopicPartition]) {
         let (handler, paused) = state.withLock { ($0.handler, $0.paused) }
         guard let handler else { return }
+        // Fetching starts afresh: a partition paused for backpressure under its previous worker (before an eager
+        // rebalance took it and gave it back) would otherwise stay paused in librdkafka with a worker that never
+        // resumes it.
+        let fresh = partitions.filter { !paused.contains($0) }
+        if !fresh.isEmpty {
+            do { try client.resume(fresh) } catch { report(.error(error as? KafkaError ?? KafkaError(code: .consume, message: "\(error)"))) }
+        }
         var started: [PartitionWorker] = []
         for partition in partitions {
             let worker = PartitionWorker(

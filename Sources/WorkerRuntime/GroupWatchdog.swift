@@ -7,12 +7,13 @@ import Synchronization
 ///
 /// With eager assignment a member has no partitions while a rebalance is under way; a rebalance that does not
 /// complete, or one that leaves partitions to nobody, shows as a member without partitions for long. So a member
-/// without partitions for longer than `bound` is *stalled* — unless its group has more members than the fewest
+/// without partitions for longer than `bound` is *stalled* — unless its group has more members than the most
 /// partitions of its topics, which makes it an idle extra replica (nothing to do, nothing wrong). When the group
 /// cannot be described, a member without partitions past the bound is reported stalled too: idle and stalled
 /// cannot be told apart, and the one that matters is the stall. A stall is reported by `iap_group_stalled{group}`
 /// (1), an error log line when it begins (info when it ends), and readiness false with the reason.
-/// Generic over `Clock` so that tests drive time.
+/// The clock paces the looks (generic so that tests can drive it); how long a member has been without partitions is
+/// the consumer's own measure.
 public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration {
     public struct Configuration: Sendable {
         /// How long a member may be without partitions before it counts as stalled.
@@ -32,21 +33,24 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
         case stalled(String)
     }
 
+    /// What the group coordinator and the cluster say about a consumer's group: its members, and the partition count
+    /// of each of its topics (blocking calls).
+    public typealias Describe = @Sendable (KafkaConsumer) throws -> (members: Int, partitions: [String: Int])
+
     private let consumers: [KafkaConsumer]
-    private let members: @Sendable (KafkaConsumer) throws -> Int
+    private let describe: Describe
     private let configuration: Configuration
     private let clock: C
     private let logger: Logger
     private let metrics: MetricsRegistry
     private let state = Mutex<(statuses: [String: Status], stopping: Bool)>(([:], false))
 
-    /// - Parameter members: how many members a consumer's group has (blocking); by default the coordinator's description.
-    ///   (librdkafka 2.8's DescribeConsumerGroups hangs its main thread on a broker without the API, such as its own mock
-    ///   cluster: tests there say how many members there are.)
+    /// - Parameter describe: asked only of a member without partitions past the bound; `describing(with:)` asks the
+    ///   cluster through an admin client of its own.
     public init(consumers: [KafkaConsumer], configuration: Configuration = Configuration(), clock: C, logger: Logger, metrics: MetricsRegistry,
-                members: @escaping @Sendable (KafkaConsumer) throws -> Int = { try $0.groupMemberCount() }) {
+                describe: @escaping Describe) {
         self.consumers = consumers
-        self.members = members
+        self.describe = describe
         self.configuration = configuration
         self.clock = clock
         self.logger = logger
@@ -59,14 +63,22 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
     /// The last finding for `group` (nil before the first look).
     public func status(of group: String) -> Status? { state.withLock { $0.statuses[group] } }
 
-    /// Not ready while a group is stalled (the reason names it) or still joining; nil otherwise.
+    /// The cluster's answers through `admin` (a handle of its own: see `KafkaAdmin.groupMemberCount`).
+    public static func describing(with admin: KafkaAdmin) -> Describe {
+        { consumer in
+            let topics = try admin.metadata(timeout: .seconds(5)).topics.filter { consumer.topics.contains($0.key) }
+            return (try admin.groupMemberCount(consumer.groupID), topics)
+        }
+    }
+
+    /// Nil (ready) when every consumer has partitions now, or was last judged an idle extra replica; otherwise why not.
     public var readiness: Readiness? {
         state.withLock { state in
-            for consumer in consumers {
+            for consumer in consumers where consumer.withoutPartitionsFor != nil {
                 switch state.statuses[consumer.groupID] {
                 case .stalled(let reason): return .notReady(reason)
-                case .joining: return .notReady("no partitions assigned to \(consumer.groupID) yet")
-                case .assigned, .idle, nil: continue
+                case .idle: continue
+                case .assigned, .joining, nil: return .notReady("no partitions assigned to \(consumer.groupID) yet")
                 }
             }
             return nil
@@ -114,9 +126,10 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
     private func judge(_ consumer: KafkaConsumer, without: Duration) async -> Status {
         let seconds = Int(without.components.seconds)
         do {
-            let members = self.members
-            let (memberCount, counts) = try await onOwnThread { (try members(consumer), try consumer.subscribedPartitionCounts()) }
-            let partitions = counts.values.min() ?? 0
+            let describe = self.describe
+            let (memberCount, counts) = try await onOwnThread { try describe(consumer) }
+            // With range assignment a member gets a partition of every topic with more partitions than its place.
+            let partitions = counts.values.max() ?? 0
             if partitions > 0 && memberCount > partitions { return .idle(members: memberCount, partitions: partitions) }
             return .stalled("\(consumer.groupID): no partitions for \(seconds) s, though the group has \(memberCount) member(s) "
                             + "for \(partitions) partition(s) per topic: a rebalance that does not complete")

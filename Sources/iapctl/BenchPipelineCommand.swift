@@ -208,7 +208,8 @@ enum BenchPipelineCommand {
         let deadline = Date().addingTimeInterval(60)
         while Date() < deadline {
             let text = (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" // not written yet: keep waiting
-            if let line = text.split(separator: "\n").first(where: { $0.contains("\"http endpoints\"") }),
+            // The last: a worker restarted after a kill appends to its predecessor's log.
+            if let line = text.split(separator: "\n").last(where: { $0.contains("\"http endpoints\"") }),
                let port = JSONValue.parse(Array(line.utf8))?.objectValue?["port"]?.int64Value {
                 return Int(port)
             }

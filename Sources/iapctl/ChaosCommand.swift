@@ -81,7 +81,7 @@ enum ChaosCommand {
         let producer = try KafkaProducer(configuration: .init(kafka: kafka))
         let messages = input.messages
         // All at once, or `rate` per second in tenths of a second, alongside the faults.
-        let submitting = Task {
+        @Sendable func submit() async throws {
             let chunk = rate.map { max(1, $0 / 10) } ?? 5_000
             let begun = ContinuousClock.now
             for (index, start) in stride(from: 0, to: messages.count, by: chunk).enumerated() {
@@ -91,10 +91,19 @@ enum ChaosCommand {
             await producer.shutdown()
             say("submitted \(messages.count) messages in \(Int(Date().timeIntervalSince(started))) s")
         }
+        let submissionFailure = Mutex<String?>(nil)
+        let submitting = Task {
+            do {
+                try await submit()
+            } catch {
+                submissionFailure.withLock { $0 = "\(error)" }
+                throw error
+            }
+        }
         if rate == nil { try await submitting.value }
 
         // The faults, at random points of progress (distinct outcomes seen ÷ expected) so that they land mid-run.
-        var plan = ChaosPlan(stages: stages, killsPerWorker: killsPerWorker, outage: outage.0 == nil ? nil : outageSeconds)
+        var plan = ChaosPlan(stages: stages, killsPerWorker: killsPerWorker, outage: outage.0 == nil || outageSeconds == 0 ? nil : outageSeconds)
         var replicas = ReplicaPlan(mode: replicaMode)
         let deadline = Date().addingTimeInterval(TimeInterval(timeout))
         var lastReport = Date()
@@ -125,11 +134,16 @@ enum ChaosCommand {
                 say("  … \(done)/\(input.outcomesExpected) outcomes")
                 lastReport = Date()
             }
-            guard Date() < deadline else { say("chaos: timed out after \(timeout) s"); break }
+            if let failure = submissionFailure.withLock({ $0 }) { throw UsageError("chaos: submitting failed: \(failure)") }
+            guard Date() < deadline else {
+                say("chaos: timed out after \(timeout) s")
+                submitting.cancel()
+                break
+            }
             try await Task.sleep(for: .milliseconds(200))
         }
         let seconds = Date().timeIntervalSince(started)
-        try await submitting.value
+        _ = await submitting.result // cancelled on a timeout: what was sent is what the books count
         await replicas.recordRunning(workers)
         workers.stopAll()
         await watcher.stop()

@@ -18,7 +18,7 @@ struct ReplicaPlan {
     private var events: [(stage: String, action: Action, at: Double)]
     private(set) var joins: [String: Int] = [:]
     private(set) var leaves: [String: Int] = [:]
-    /// Input messages each replica had handled when it left or the run ended (from its /metrics), by stage.
+    /// Input messages each replica had handled (outcome `handled`) when it left or the run ended (from its /metrics), by stage.
     private(set) var handled: [String: [Int: Int64]] = [:]
 
     init(mode: Mode) {
@@ -89,7 +89,7 @@ struct ReplicaPlan {
         guard let port = try? await BenchPipelineCommand.httpPort(logFile: workers.logFile(of: stage, replica: replica)) else { return }
         let metrics = await BenchPipelineCommand.httpGet(port: port, path: "/metrics")
         guard metrics.status == 200 else { return }
-        let total = metrics.body.split(separator: "\n").filter { $0.hasPrefix("iap_messages_total{") }
+        let total = metrics.body.split(separator: "\n").filter { $0.hasPrefix("iap_messages_total{") && $0.contains("outcome=\"handled\"") }
             .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
         handled[stage, default: [:]][replica] = Int64(total)
     }

@@ -15,6 +15,8 @@ final class DemoWorkers: @unchecked Sendable {
     /// Each running worker: its executable, which replica it is (1: the one `start` began; 2… joined later), the process.
     private var processes: [(name: String, replica: Int, process: Process)] = []
     private var replicasStarted: [String: Int] = [:]
+    /// Workers whose first replica left for good (`leave`): not brought back by `killAndRestart`.
+    private var firstReplicaLeft: Set<String> = []
 
     init(directory: URL, environment: [String: String]) throws {
         self.directory = directory
@@ -46,6 +48,7 @@ final class DemoWorkers: @unchecked Sendable {
 
     /// Stops replica `replica` of `name`: SIGTERM (it leaves its groups gracefully; not awaited) or SIGKILL.
     func leave(_ name: String, replica: Int, signal: Int32) {
+        if replica == 1 { firstReplicaLeft.insert(name) }
         for entry in processes where entry.name == name && entry.replica == replica && entry.process.isRunning {
             kill(entry.process.processIdentifier, signal)
         }
@@ -78,8 +81,10 @@ final class DemoWorkers: @unchecked Sendable {
         processes.append((name, replica, process))
     }
 
-    /// Kills replica 1 of a worker with SIGKILL (no shutdown, no commit, as a crash or an OOM kill would) and starts a new one.
+    /// Kills replica 1 of a worker with SIGKILL (no shutdown, no commit, as a crash or an OOM kill would) and starts a new one;
+    /// nothing once that replica left.
     func killAndRestart(_ name: String) throws {
+        guard !firstReplicaLeft.contains(name) else { return }
         for (running, replica, process) in processes where running == name && replica == 1 && process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()

@@ -10,7 +10,7 @@ struct OperationsEndpointsTests {
     @Test func aRunningVerifierServesHealthReadinessAndMetricsThatMove() async throws {
         let servers = try TestServices.requireBrokers()
         let prefix = "ops\(UUID().uuidString.prefix(6).lowercased())."
-        let topics = ["iap.purchase.submitted", "iap.store.notification", "iap.purchase.verified", "iap.purchase.rejected", "iap.deadletter"]
+        let topics = ["iap.purchase.submitted", "iap.store.notification", "iap.purchase.verified", "iap.purchase.rejected", "iap.deadletter", "iap.retry"]
         let create = ["topics", "create"] + topics.map { prefix + $0 } + ["--partitions", "1", "--brokers", servers]
         #expect(try await VerifyCommandTests.run(create, input: "").status == 0)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ops-\(UUID().uuidString)")

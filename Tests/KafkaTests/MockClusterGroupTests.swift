@@ -18,14 +18,25 @@ struct MockClusterGroupTests {
 
         let group = uniqueName("g")
         let handledBy = Locked<[String: [String]]>([:]) // value → the members that handled it
+        let secondJoined = Locked(false)
         func member(_ name: String) throws -> (KafkaConsumer, Task<Void, any Error>) {
             let consumer = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(cluster.bootstrapServers), groupID: group, topics: [topic],
-                                                                  maxInFlightPerPartition: 8))
-            // Pipelined like a stage: each message's completion takes a while, so a rebalance finds work in flight.
+                                                                  maxBufferedPerPartition: 10, maxInFlightPerPartition: 8))
+            // Pipelined like a stage: each message's completion takes a while, so a rebalance finds work in flight. Past
+            // its 50th message the first member holds its completions until the second has joined (or its partitions are
+            // revoked for that): work is left for the joining member, whatever the machine's speed.
             let task = Task {
                 try await consumer.runPipelined { message in
-                    handledBy.withLock { $0[String(decoding: message.value ?? Data(), as: UTF8.self), default: []].append(name) }
-                    return { try await Task.sleep(for: .milliseconds(20)) }
+                    let count = handledBy.withLock { handled in
+                        handled[String(decoding: message.value ?? Data(), as: UTF8.self), default: []].append(name)
+                        return handled.count
+                    }
+                    return {
+                        try await Task.sleep(for: .milliseconds(20))
+                        while name == "first" && count > 50 && !secondJoined.value && !KafkaConsumer.isHandlingRevokedPartition {
+                            try await Task.sleep(for: .milliseconds(10))
+                        }
+                    }
                 }
             }
             return (consumer, task)
@@ -34,6 +45,7 @@ struct MockClusterGroupTests {
         try await waitUntil("the first member is working") { handledBy.value.count >= 50 }
         let (second, secondTask) = try member("second")
         try await waitUntil("the second member got partitions") { !second.assignment.isEmpty }
+        secondJoined.value = true
         #expect(handledBy.value.count < total, "the second member joined with work left")
         #expect(first.assignment.isDisjoint(with: second.assignment))
 

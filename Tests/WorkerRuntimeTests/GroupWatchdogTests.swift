@@ -8,15 +8,19 @@ import WorkerRuntime
 /// A rebalance that cannot complete is reported within the bound; an idle extra replica is not a stall.
 @Suite(.timeLimit(.minutes(3)))
 struct GroupWatchdogTests {
-    /// - Parameter members: nil: the group coordinator's description (the local broker); the mock cluster cannot give it.
-    static func watchdog(_ consumers: [KafkaConsumer], bound: Duration, metrics: MetricsRegistry,
-                         members: (@Sendable (KafkaConsumer) throws -> Int)? = nil) -> GroupWatchdog<ContinuousClock> {
+    /// - Parameter members: nil: as the workers ask the cluster (the local broker); the mock cluster cannot describe groups.
+    static func watchdog(_ consumers: [KafkaConsumer], bound: Duration, metrics: MetricsRegistry, servers: String,
+                         members: Int? = nil) throws -> GroupWatchdog<ContinuousClock> {
         var configuration = GroupWatchdog<ContinuousClock>.Configuration()
         configuration.bound = bound
         configuration.interval = .milliseconds(200)
-        let logger = Logger(stage: "test", minimum: .error)
-        guard let members else { return GroupWatchdog(consumers: consumers, configuration: configuration, clock: ContinuousClock(), logger: logger, metrics: metrics) }
-        return GroupWatchdog(consumers: consumers, configuration: configuration, clock: ContinuousClock(), logger: logger, metrics: metrics, members: members)
+        let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers]))
+        var describe = GroupWatchdog<ContinuousClock>.describing(with: admin)
+        if let members {
+            describe = { consumer in (members, try admin.metadata().topics.filter { consumer.topics.contains($0.key) }) }
+        }
+        return GroupWatchdog(consumers: consumers, configuration: configuration, clock: ContinuousClock(), logger: Logger(stage: "test", minimum: .error),
+                             metrics: metrics, describe: describe)
     }
 
     /// On librdkafka's mock cluster, the group coordinator answers every JoinGroup "loading": the member never gets its
@@ -29,7 +33,7 @@ struct GroupWatchdogTests {
         let control = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(healthy.bootstrapServers), groupID: uniqueName("g"), topics: ["in"]))
         let controlRunning = Task { try await control.run { _ in } }
         try await waitUntil("the control member is assigned") { !control.assignment.isEmpty }
-        let controlWatchdog = Self.watchdog([control], bound: bound, metrics: MetricsRegistry(), members: { _ in 1 })
+        let controlWatchdog = try Self.watchdog([control], bound: bound, metrics: MetricsRegistry(), servers: healthy.bootstrapServers, members: 1)
         await controlWatchdog.look(at: control)
         #expect(controlWatchdog.status(of: control.groupID) == .assigned)
         control.triggerGracefulShutdown()
@@ -43,7 +47,7 @@ struct GroupWatchdogTests {
         let running = Task { try await consumer.run { _ in } }
         let metrics = MetricsRegistry()
         // One member (this one) for two partitions: it should have them.
-        let watchdog = Self.watchdog([consumer], bound: bound, metrics: metrics, members: { _ in 1 })
+        let watchdog = try Self.watchdog([consumer], bound: bound, metrics: metrics, servers: cluster.bootstrapServers, members: 1)
         let watching = Task { try await watchdog.run() }
 
         try await waitUntil("the watchdog saw the member joining") { watchdog.status(of: consumer.groupID) == .joining }
@@ -76,7 +80,7 @@ struct GroupWatchdogTests {
         try await waitUntil("one member owns the partition") { consumers.map(\.assignment.count).sorted() == [0, 1] }
         let idle = try #require(consumers.first { $0.assignment.isEmpty })
         let metrics = MetricsRegistry()
-        let watchdog = Self.watchdog([idle], bound: .seconds(1), metrics: metrics)
+        let watchdog = try Self.watchdog([idle], bound: .seconds(1), metrics: metrics, servers: servers)
         let watching = Task { try await watchdog.run() }
         try await waitUntil("the extra member is judged") { watchdog.status(of: group).map { $0 != .joining } ?? false }
         #expect(watchdog.status(of: group) == .idle(members: 2, partitions: 1))
