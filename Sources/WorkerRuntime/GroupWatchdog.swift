@@ -43,7 +43,7 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
     private let clock: C
     private let logger: Logger
     private let metrics: MetricsRegistry
-    private let state = Mutex<(statuses: [String: Status], stopping: Bool)>(([:], false))
+    private let state = Mutex<(statuses: [String: Status], describeFailures: [String: Int], stopping: Bool)>(([:], [:], false))
 
     /// - Parameter describe: asked only of a member without partitions past the bound; `describing(with:)` asks the
     ///   cluster through an admin client of its own.
@@ -128,12 +128,22 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
         do {
             let describe = self.describe
             let (memberCount, counts) = try await onOwnThread { try describe(consumer) }
+            state.withLock { $0.describeFailures[consumer.groupID] = nil }
             // With range assignment a member gets a partition of every topic with more partitions than its place.
             let partitions = counts.values.max() ?? 0
             if partitions > 0 && memberCount > partitions { return .idle(members: memberCount, partitions: partitions) }
             return .stalled("\(consumer.groupID): no partitions for \(seconds) s, though the group has \(memberCount) member(s) "
                             + "for \(partitions) partition(s) per topic: a rebalance that does not complete")
         } catch {
+            // A failed description or two do not turn an idle replica into a stalled one.
+            let (previous, failures) = state.withLock { state in
+                state.describeFailures[consumer.groupID, default: 0] += 1
+                return (state.statuses[consumer.groupID], state.describeFailures[consumer.groupID] ?? 0)
+            }
+            if case .idle = previous, failures < 3, let previous {
+                logger.warning("cannot describe the group; still taken as idle", ["group": consumer.groupID, "error": "\(error)"])
+                return previous
+            }
             return .stalled("\(consumer.groupID): no partitions for \(seconds) s, and the group cannot be described (\(error))")
         }
     }
