@@ -33,7 +33,7 @@ public final class KafkaConsumer: Sendable {
     /// Consumer settings; every librdkafka property can be set through `kafka`.
     public struct Configuration: Sendable {
         /// librdkafka properties. `group.id` comes from `groupID`; defaults (`defaults`): eager `range` assignment,
-        /// session 10 s, rebalance timeout 45 s, `enable.auto.offset.store=false`, `auto.offset.reset=earliest`, auto-commit of stored offsets.
+        /// session 10 s, `enable.auto.offset.store=false`, `auto.offset.reset=earliest`, auto-commit of stored offsets.
         public var kafka: KafkaConfiguration
         public var groupID: String
         public var topics: [String]
@@ -68,17 +68,12 @@ public final class KafkaConsumer: Sendable {
         /// Kafka and on the local broker alike (Tansu 0.6 never finishes the second round of a cooperative
         /// rebalance: a member joining a running group got no partitions, and the partitions the first member
         /// gave up were owned by nobody). Session 10 s with a heartbeat every second: a member that crashed is
-        /// replaced within ten seconds (brokers accept 6 s to 30 min by default). `max.poll.interval.ms` 45 s: it is
-        /// also the rebalance timeout a member announces, how long the coordinator waits for members to rejoin; with
-        /// librdkafka's 5 min, groups on the local broker sat in a rebalance for minutes after members died in one
-        /// (2 of 4 chaos runs with replicas joining and leaving), with 45 s they did not. The poll loop runs on its own
-        /// thread whatever the handlers do, and a revocation waits at most `revokeTimeout` (30 s), so the interval
-        /// is never reached while the process is healthy.
+        /// replaced within ten seconds (brokers accept 6 s to 30 min by default). The poll loop runs on its own
+        /// thread whatever the handlers do, so librdkafka's `max.poll.interval.ms` (5 min) is never the bound.
         static let defaults = [
             "partition.assignment.strategy": "range",
             "session.timeout.ms": "10000",
             "heartbeat.interval.ms": "1000",
-            "max.poll.interval.ms": "45000",
             "enable.auto.offset.store": "false",
             "enable.auto.commit": "true",
             "auto.commit.interval.ms": "1000",
