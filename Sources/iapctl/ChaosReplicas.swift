@@ -3,7 +3,7 @@ import JSON
 
 /// Replicas of the verifier, granter and finisher joining and leaving their groups while purchases flow.
 ///
-/// - `churn` (chaos's default): per stage, a second replica joins early; it leaves (SIGTERM) mid-run and a third
+/// - `churn` (`--replicas churn`; not the default, see the README's chaos section): per stage, a second replica joins early; it leaves (SIGTERM) mid-run and a third
 ///   joins at that moment, during the rebalance the leave started; the third leaves by SIGKILL late in the run.
 ///   Two joins and two leaves per stage, the first replica staying.
 /// - `oneTwoOne` (`make scale`): per stage, a second replica joins at a third of the run and the first leaves
