@@ -335,6 +335,10 @@ private final class ConsumerCore: Sendable {
 }
 
 extension Duration {
-    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
-    var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
+    /// Whole milliseconds (librdkafka's timeouts; truncated).
+    public var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
+    /// Whole nanoseconds (Dispatch deadlines; truncated).
+    public var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
+    /// Seconds as a `TimeInterval` (dates).
+    public var seconds: TimeInterval { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

@@ -306,7 +306,3 @@ public final class StageRunner: Service {
     }
 }
 
-extension Duration {
-    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
-    var seconds: TimeInterval { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}
