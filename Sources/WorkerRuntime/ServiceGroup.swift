@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import Synchronization
 
@@ -18,15 +17,8 @@ public struct ServiceGroup: Sendable {
     public func run() async throws {
         let services = self.services
         let shutdownAll: @Sendable () -> Void = { services.forEach { $0.triggerGracefulShutdown() } }
-        let sources = signals.map { signalNumber -> any DispatchSourceSignal in
-            // The default action (terminate) must be off for the dispatch source to see the signal.
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-            source.setEventHandler(handler: shutdownAll)
-            source.resume()
-            return source
-        }
-        defer { sources.forEach { $0.cancel() } }
+        let registration = SignalHandlers.shared.add(signals, run: shutdownAll)
+        defer { SignalHandlers.shared.remove(registration) }
 
         try await withThrowingTaskGroup(of: Void.self) { group in
             for service in services {

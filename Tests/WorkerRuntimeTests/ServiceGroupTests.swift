@@ -22,12 +22,12 @@ final class WaitingService: Service {
 
 @Suite(.serialized) struct ServiceGroupTests {
     @Test func sigtermShutsEveryServiceDownGracefully() async throws {
-        // Ignored until the group's dispatch source takes it, so an early signal cannot kill the test process.
+        // Ignored until the group installs its handler, so an early signal cannot kill the test process.
         signal(SIGUSR1, SIG_IGN)
         let services = [WaitingService(), WaitingService()]
         let group = ServiceGroup(services: services, gracefulShutdownSignals: [SIGUSR1])
         let running = Task { try await group.run() }
-        // Re-raise until the group's signal source is installed and reacts.
+        // Re-raise until the group's handler is installed and reacts.
         while !running.isCancelled, services.contains(where: { !$0.stopped.withLock { $0 } }) {
             kill(getpid(), SIGUSR1)
             try await Task.sleep(for: .milliseconds(20))

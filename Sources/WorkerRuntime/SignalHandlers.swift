@@ -1,0 +1,73 @@
+import Foundation
+import Synchronization
+
+/// Runs Swift closures when the process receives a signal, through a self-pipe read on a thread of its own.
+///
+/// Not dispatch signal sources: on Linux, cancelling one and releasing it while the process is signalled
+/// sometimes crashed libdispatch's manager thread (seen after `ServiceGroup` tests). Here the C handler only
+/// writes the signal number into a pipe; a plain thread reads it and calls whoever is registered for it.
+/// A signal with nobody registered is swallowed (the handler stays installed once a signal was watched).
+final class SignalHandlers: Sendable {
+    static let shared = SignalHandlers()
+
+    struct Registration: Hashable, Sendable { fileprivate let id: UInt64 }
+
+    private let state = Mutex<(next: UInt64, handlers: [UInt64: (signals: Set<Int32>, run: @Sendable () -> Void)], installed: Set<Int32>)>(
+        (0, [:], []))
+
+    private init() {
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else { fatalError("pipe() failed: errno \(errno); a process without descriptors cannot run") }
+        _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
+        signalPipeWriteEnd = ends[1]
+        let readEnd = ends[0]
+        let thread = Thread { [unowned self] in self.readSignals(from: readEnd) }
+        thread.name = "signal-handlers"
+        thread.start()
+    }
+
+    /// Calls `run` (on the signal thread) whenever one of `signals` arrives, until `remove` is called.
+    func add(_ signals: [Int32], run: @escaping @Sendable () -> Void) -> Registration {
+        state.withLock { state in
+            state.next += 1
+            state.handlers[state.next] = (Set(signals), run)
+            for signalNumber in signals where !state.installed.contains(signalNumber) {
+                var action = sigaction()
+                action.__sigaction_handler.sa_handler = { signalNumber in
+                    // Async-signal-safe: one write(2), errno kept for the interrupted code.
+                    let savedErrno = errno
+                    var byte = UInt8(truncatingIfNeeded: signalNumber)
+                    _ = write(signalPipeWriteEnd, &byte, 1)
+                    errno = savedErrno
+                }
+                action.sa_flags = SA_RESTART
+                sigemptyset(&action.sa_mask)
+                sigaction(signalNumber, &action, nil)
+                state.installed.insert(signalNumber)
+            }
+            return Registration(id: state.next)
+        }
+    }
+
+    func remove(_ registration: Registration) {
+        _ = state.withLock { $0.handlers.removeValue(forKey: registration.id) }
+    }
+
+    private func readSignals(from readEnd: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        while true {
+            let count = read(readEnd, &buffer, buffer.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return }
+            for byte in buffer[0..<count] {
+                let signalNumber = Int32(byte)
+                let handlers = state.withLock { $0.handlers.values.filter { $0.signals.contains(signalNumber) }.map(\.run) }
+                handlers.forEach { $0() }
+            }
+        }
+    }
+}
+
+/// The pipe the C signal handler writes to; set once in `SignalHandlers.init`, before any handler is installed,
+/// and never changed, so the handler's unsynchronised read is safe.
+nonisolated(unsafe) private var signalPipeWriteEnd: Int32 = -1
