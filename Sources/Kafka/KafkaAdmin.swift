@@ -21,15 +21,42 @@ public final class KafkaAdmin: Sendable {
         }
     }
 
-    /// The number of members of consumer group `group`, as its coordinator describes it. On a handle of its own (not a
-    /// consumer's): librdkafka 2.8 hangs the handle's main thread when the broker lacks the API (its mock cluster does).
-    public func groupMemberCount(_ group: String, timeout: Duration = .seconds(5)) throws -> Int {
-        try client.groupMemberCount(group, timeoutMs: Int32(timeout.milliseconds))
+    /// Consumer group `group` as its coordinator describes it: state, members and what each was assigned. On a handle of
+    /// its own (not a consumer's): librdkafka 2.8 hangs the handle's main thread when the broker lacks the API (its mock
+    /// cluster does).
+    public func describeGroup(_ group: String, timeout: Duration = .seconds(5)) throws -> KafkaGroupDescription {
+        try client.describeGroup(group, timeoutMs: Int32(timeout.milliseconds))
     }
 
     /// Creates the topics that do not exist yet, with `partitions` partitions each.
     public func createTopics(_ names: [String], partitions: Int32, replicationFactor: Int32 = 1,
                              timeout: Duration = .seconds(10)) throws {
         try client.createTopics(names.map { ($0, partitions, replicationFactor) }, timeoutMs: Int32(timeout.milliseconds))
+    }
+}
+
+/// A consumer group as its coordinator describes it.
+public struct KafkaGroupDescription: Sendable, Equatable {
+    public struct Member: Sendable, Equatable {
+        public var memberID: String
+        public var clientID: String
+        /// The partitions the coordinator holds as this member's (empty while a rebalance is under way).
+        public var assignment: Set<TopicPartition>
+
+        public init(memberID: String, clientID: String, assignment: Set<TopicPartition>) {
+            self.memberID = memberID
+            self.clientID = clientID
+            self.assignment = assignment
+        }
+    }
+
+    /// The coordinator's name for the group's state: `Stable`, `PreparingRebalance`, `CompletingRebalance`, `Empty`,
+    /// `Dead` or `Unknown`.
+    public var state: String
+    public var members: [Member]
+
+    public init(state: String, members: [Member]) {
+        self.state = state
+        self.members = members
     }
 }

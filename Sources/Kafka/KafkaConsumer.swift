@@ -81,14 +81,19 @@ public final class KafkaConsumer: Sendable {
         ]
     }
 
-    private let core: ConsumerCore
+    /// The current membership; `rejoinGroup()` replaces it. `stopping` once a graceful shutdown was asked for.
+    private let membership: Mutex<(core: ConsumerCore, stopping: Bool)>
+    /// librdkafka's properties with the defaults and `group.id`, for each new membership's client.
+    private let kafka: KafkaConfiguration
+    private var core: ConsumerCore { membership.withLock { $0.core } }
 
     public init(configuration: Configuration) throws {
         try KafkaLibrary.requireSupportedVersion()
         var kafka = configuration.kafka.withDefaults(Configuration.defaults)
         kafka["group.id"] = configuration.groupID
+        self.kafka = kafka
         let client = try RDKafkaClient.make(kind: .consumer, configuration: kafka, handlesRebalance: true)
-        core = ConsumerCore(client: client, configuration: configuration)
+        membership = Mutex((ConsumerCore(client: client, configuration: configuration, paused: []), false))
     }
 
     deinit { core.requestShutdown() }
@@ -107,26 +112,52 @@ public final class KafkaConsumer: Sendable {
     /// `maxInFlightPerPartition` later messages are handled. A message's offset is stored after its
     /// completion returned; a completion that throws stops the consumer as a handler error does.
     public func runPipelined(_ handler: @escaping PipelinedHandler) async throws {
-        try core.client.subscribe(topics: core.configuration.topics)
-        let core = self.core
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (finished: CheckedContinuation<Void, Never>) in
-                core.start(handler: handler, finished: finished)
+        while true {
+            let core = self.core
+            try core.client.subscribe(topics: core.configuration.topics)
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (finished: CheckedContinuation<Void, Never>) in
+                    core.start(handler: handler, finished: finished)
+                }
+            } onCancel: {
+                self.triggerGracefulShutdown()
             }
-        } onCancel: {
-            core.requestShutdown()
+            if let error = core.failure { throw error }
+            guard core.endedForRejoin else { return }
+            // A new client is a new member: the coordinator must give it an id, which starts a new generation.
+            let client = try RDKafkaClient.make(kind: .consumer, configuration: kafka, handlesRebalance: true)
+            let replaced = membership.withLock { membership -> Bool in
+                guard !membership.stopping else { return false }
+                // Under the lock, so that no pause or resume falls between the two memberships.
+                membership.core = ConsumerCore(client: client, configuration: core.configuration, paused: core.pausedPartitions)
+                return true
+            }
+            guard replaced else { return }
         }
-        if let error = core.failure { throw error }
     }
 
+    /// Leaves the group as a member that vanished would, and joins it again as a new member, without stopping `run`.
+    ///
+    /// In-flight handlers of its partitions finish (bounded by `revokeTimeout`) and their offsets are committed; then
+    /// the client is dropped without a LeaveGroup (which a coordinator stuck in a rebalance may never answer) and a
+    /// new one subscribes. The coordinator expels the old member after the session timeout; the new one makes it
+    /// start a new generation and assign anew. For a group whose rebalances no longer complete with this member
+    /// (`GroupWatchdog` asks for it).
+    public func rejoinGroup() { core.requestShutdown(rejoin: true) }
+
     /// Starts a graceful shutdown; `run` returns when it is complete.
-    public func triggerGracefulShutdown() { core.requestShutdown() }
+    public func triggerGracefulShutdown() {
+        membership.withLock { membership in
+            membership.stopping = true
+            membership.core.requestShutdown()
+        }
+    }
 
     /// Stops fetching and handling `partition` until `resume`. Applies also if it is assigned later.
-    public func pause(_ partition: TopicPartition) throws { try core.setPaused(partition, true) }
+    public func pause(_ partition: TopicPartition) throws { try membership.withLock { try $0.core.setPaused(partition, true) } }
 
     /// Undoes `pause`.
-    public func resume(_ partition: TopicPartition) throws { try core.setPaused(partition, false) }
+    public func resume(_ partition: TopicPartition) throws { try membership.withLock { try $0.core.setPaused(partition, false) } }
 
     /// Whether the partition whose message the calling task is handling (or completing) was revoked from this
     /// member: a handler waiting to retry should then give up, leaving the message to the partition's next owner.
@@ -167,7 +198,12 @@ public final class KafkaConsumer: Sendable {
     }
 
     /// Stops without committing or leaving the group, as a crashed process would. For tests of redelivery.
-    func simulateCrash() { core.requestShutdown(crash: true) }
+    func simulateCrash() {
+        membership.withLock { membership in
+            membership.stopping = true
+            membership.core.requestShutdown(crash: true)
+        }
+    }
 
     /// Messages of `partition` fetched and not yet taken by its worker. For tests of the pipelining window.
     func waitingMessages(_ partition: TopicPartition) -> Int { core.waitingMessages(partition) }
@@ -181,6 +217,8 @@ private final class ConsumerCore: Sendable {
         var paused: Set<TopicPartition> = []
         var shutdownRequested = false
         var crash = false
+        /// The shutdown ends this membership only: `KafkaConsumer.rejoinGroup()`.
+        var rejoin = false
         var shutdownDeadline: DispatchTime?
         var failure: KafkaError?
         /// Since when the member has had no partitions (from the start, or since a revocation left it none).
@@ -191,15 +229,18 @@ private final class ConsumerCore: Sendable {
     let configuration: KafkaConsumer.Configuration
     private let state = Mutex(State())
 
-    init(client: RDKafkaClient, configuration: KafkaConsumer.Configuration) {
+    init(client: RDKafkaClient, configuration: KafkaConsumer.Configuration, paused: Set<TopicPartition>) {
         self.client = client
         self.configuration = configuration
+        state.withLock { $0.paused = paused }
     }
 
     var assignment: Set<TopicPartition> { state.withLock { Set($0.workers.keys) } }
     var withoutPartitionsSince: ContinuousClock.Instant? { state.withLock { $0.withoutPartitionsSince } }
     func waitingMessages(_ partition: TopicPartition) -> Int { state.withLock { $0.workers[partition] }?.waitingCount ?? 0 }
     var failure: KafkaError? { state.withLock { $0.failure } }
+    var endedForRejoin: Bool { state.withLock { $0.rejoin } }
+    var pausedPartitions: Set<TopicPartition> { state.withLock { $0.paused } }
 
     func start(handler: @escaping KafkaConsumer.PipelinedHandler, finished: CheckedContinuation<Void, Never>) {
         state.withLock { $0.handler = handler }
@@ -212,11 +253,12 @@ private final class ConsumerCore: Sendable {
         PollThread.start(name: "kafka-consumer-poll", iteration: { [self] in pollOnce() }, finished: { finished.resume() })
     }
 
-    func requestShutdown(crash: Bool = false) {
+    func requestShutdown(crash: Bool = false, rejoin: Bool = false) {
         state.withLock { state in
             guard !state.shutdownRequested else { return }
             state.shutdownRequested = true
             state.crash = crash
+            state.rejoin = rejoin
             state.shutdownDeadline = .now() + .nanoseconds(Int(configuration.shutdownTimeout.nanoseconds))
         }
     }
@@ -238,10 +280,13 @@ private final class ConsumerCore: Sendable {
                 report(.error(error))
             }
         }
-        let (shutdown, crash) = state.withLock { ($0.shutdownRequested, $0.crash) }
+        let (shutdown, crash, rejoin) = state.withLock { ($0.shutdownRequested, $0.crash, $0.rejoin) }
         if shutdown {
             if crash {
                 revoke(assignment.map { $0 }, abandon: true)
+            } else if rejoin {
+                // Not closed: the client goes without a LeaveGroup when this core is released.
+                revoke(assignment.map { $0 })
             } else {
                 close()
             }

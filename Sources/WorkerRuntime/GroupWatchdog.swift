@@ -3,20 +3,26 @@ import Kafka
 import Metrics
 import Synchronization
 
-/// Watches the consumer groups of a process's stages, so that a rebalance cannot stall silently.
+/// Watches the consumer groups of a process's stages, so that a rebalance cannot stall silently, and has a stalled
+/// member join again.
 ///
-/// With eager assignment a member has no partitions while a rebalance is under way; a rebalance that does not
-/// complete, or one that leaves partitions to nobody, shows as a member without partitions for long. So a member
-/// without partitions for longer than `bound` is *stalled* — unless its group has more members than the most
-/// partitions of its topics, which makes it an idle extra replica (nothing to do, nothing wrong). When the group
-/// cannot be described, a member without partitions past the bound is reported stalled too: idle and stalled
-/// cannot be told apart, and the one that matters is the stall. A stall is reported by `iap_group_stalled{group}`
-/// (1), an error log line when it begins (info when it ends), and readiness false with the reason.
-/// The clock paces the looks (generic so that tests can drive it); how long a member has been without partitions is
-/// the consumer's own measure.
+/// Two kinds of stall, each past `bound`:
+/// - *This member without partitions.* With eager assignment a member has none while a rebalance is under way; one
+///   that does not complete shows as a member without partitions for long — unless its group has more members than
+///   the most partitions of its topics, which makes it an idle extra replica (nothing to do, nothing wrong). When
+///   the group cannot be described, idle and stalled cannot be told apart, and the one that matters is the stall.
+/// - *This member's share not matching the group's size* (see `judgeOwnership`): partitions owned by no member, e.g.
+///   a coordinator that gave a dead member's slice to no one.
+///
+/// A stall is reported by `iap_group_stalled{group}` (1), an error log line when it begins (info when it ends), and
+/// readiness false with the reason. Then the member rejoins as a new one (`KafkaConsumer.rejoinGroup()`, at most
+/// once per bound, counted in `iap_group_rejoins_total`): a new member makes the coordinator start a new generation
+/// and assign every partition anew, which is what the local broker (Tansu 0.6) needs to leave such a state.
+/// The clock paces the looks and times mismatched shares (generic so that tests can drive it); how long a member
+/// has been without partitions is the consumer's own measure.
 public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration {
     public struct Configuration: Sendable {
-        /// How long a member may be without partitions before it counts as stalled.
+        /// How long a member may be without partitions, or a partition without a member, before it counts as stalled.
         public var bound: Duration = .seconds(60)
         /// How often the groups are looked at.
         public var interval: Duration = .seconds(5)
@@ -33,52 +39,67 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
         case stalled(String)
     }
 
-    /// What the group coordinator and the cluster say about a consumer's group: its members, and the partition count
-    /// of each of its topics (blocking calls).
-    public typealias Describe = @Sendable (KafkaConsumer) throws -> (members: Int, partitions: [String: Int])
+    /// What the group coordinator and the cluster say about a consumer's group: its description, and the partition
+    /// count of each of its topics (blocking calls).
+    public typealias Describe = @Sendable (KafkaConsumer) throws -> (group: KafkaGroupDescription, partitions: [String: Int])
+
+    private struct State {
+        var statuses: [String: Status] = [:]
+        var describeFailures: [String: Int] = [:]
+        /// Since when this member's share has not matched its group's size.
+        var mismatchedSince: [String: C.Instant] = [:]
+        var lastRejoin: [String: C.Instant] = [:]
+        var stopping = false
+    }
 
     private let consumers: [KafkaConsumer]
     private let describe: Describe
+    private let rejoin: @Sendable (KafkaConsumer) -> Void
     private let configuration: Configuration
     private let clock: C
     private let logger: Logger
     private let metrics: MetricsRegistry
-    private let state = Mutex<(statuses: [String: Status], describeFailures: [String: Int], stopping: Bool)>(([:], [:], false))
+    private let state = Mutex(State())
 
-    /// - Parameter describe: asked only of a member without partitions past the bound; `describing(with:)` asks the
-    ///   cluster through an admin client of its own.
+    /// - Parameters:
+    ///   - describe: `describing(with:)` asks the cluster through an admin client of its own.
+    ///   - rejoin: what a stalled member does (tests observe it).
     public init(consumers: [KafkaConsumer], configuration: Configuration = Configuration(), clock: C, logger: Logger, metrics: MetricsRegistry,
-                describe: @escaping Describe) {
+                describe: @escaping Describe, rejoin: @escaping @Sendable (KafkaConsumer) -> Void = { $0.rejoinGroup() }) {
         self.consumers = consumers
         self.describe = describe
+        self.rejoin = rejoin
         self.configuration = configuration
         self.clock = clock
         self.logger = logger
         self.metrics = metrics
         metrics.declare("iap_group_stalled", .gauge,
-                        help: "1 while this member has been without partitions past the bound although its group has no more members than partitions.")
+                        help: "1 while this member has been without partitions, or held a share not matching its group's size, past the bound.")
+        metrics.declare("iap_group_rejoins_total", .counter, help: "Times this process rejoined a stalled group as a new member.")
         for consumer in consumers { metrics.set("iap_group_stalled", ["group": consumer.groupID], to: 0) }
     }
 
     /// The last finding for `group` (nil before the first look).
     public func status(of group: String) -> Status? { state.withLock { $0.statuses[group] } }
 
-    /// The cluster's answers through `admin` (a handle of its own: see `KafkaAdmin.groupMemberCount`).
+    /// The cluster's answers through `admin` (a handle of its own: see `KafkaAdmin.describeGroup`).
     public static func describing(with admin: KafkaAdmin) -> Describe {
         { consumer in
             let topics = try admin.metadata(timeout: .seconds(5)).topics.filter { consumer.topics.contains($0.key) }
-            return (try admin.groupMemberCount(consumer.groupID), topics)
+            return (try admin.describeGroup(consumer.groupID), topics)
         }
     }
 
-    /// Nil (ready) when every consumer has partitions now, or was last judged an idle extra replica; otherwise why not.
+    /// Nil (ready) when every consumer has partitions and is not stalled, or was last judged an idle extra replica;
+    /// otherwise why not.
     public var readiness: Readiness? {
         state.withLock { state in
-            for consumer in consumers where consumer.withoutPartitionsFor != nil {
+            for consumer in consumers {
                 switch state.statuses[consumer.groupID] {
                 case .stalled(let reason): return .notReady(reason)
                 case .idle: continue
-                case .assigned, .joining, nil: return .notReady("no partitions assigned to \(consumer.groupID) yet")
+                case .assigned, .joining, nil:
+                    if consumer.withoutPartitionsFor != nil { return .notReady("no partitions assigned to \(consumer.groupID) yet") }
                 }
             }
             return nil
@@ -97,40 +118,87 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
 
     public func triggerGracefulShutdown() { state.withLock { $0.stopping = true } }
 
-    /// Looks at `consumer`'s group once.
+    /// Looks at `consumer`'s group once; a stalled member rejoins.
     public func look(at consumer: KafkaConsumer) async {
         let group = consumer.groupID
         let status: Status
         if let without = consumer.withoutPartitionsFor {
-            if without < configuration.bound {
-                status = .joining
-            } else {
-                status = await judge(consumer, without: without)
-            }
+            state.withLock { $0.mismatchedSince[group] = nil }
+            status = without < configuration.bound ? .joining : await judge(consumer, without: without)
         } else {
-            status = .assigned
+            status = await judgeOwnership(consumer)
         }
-        let previous = state.withLock { state in
+        let now = clock.now
+        let (previous, rejoinDue) = state.withLock { state in
             defer { state.statuses[group] = status }
-            return state.statuses[group]
+            guard case .stalled = status else { return (state.statuses[group], false) }
+            let due = state.lastRejoin[group].map { $0.duration(to: now) >= configuration.bound } ?? true
+            if due { state.lastRejoin[group] = now }
+            return (state.statuses[group], due)
         }
         if case .stalled(let reason) = status {
             metrics.set("iap_group_stalled", ["group": group], to: 1)
             if case .stalled = previous {} else { logger.error("consumer group stalled", ["group": group, "reason": reason]) }
+            if rejoinDue {
+                logger.warning("rejoining the stalled group as a new member", ["group": group])
+                metrics.increment("iap_group_rejoins_total", ["group": group])
+                rejoin(consumer)
+            }
         } else {
             metrics.set("iap_group_stalled", ["group": group], to: 0)
             if case .stalled = previous { logger.info("consumer group no longer stalled", ["group": group]) }
         }
     }
 
+    /// A member with partitions: stalled when its share has not matched its group's size past the bound. With the
+    /// workers' `range` assignment, each of n members owns ⌊P/n⌋ or ⌈P/n⌉ of each topic's P partitions; a member
+    /// holding more or fewer than that while the group stays at n members means partitions owned twice or, what
+    /// happens, by nobody (a coordinator that gave a dead member's slice to no one). The share, not the members'
+    /// assignments in the description: the local broker describes members without them.
+    private func judgeOwnership(_ consumer: KafkaConsumer) async -> Status {
+        let group = consumer.groupID
+        let described: (group: KafkaGroupDescription, partitions: [String: Int])
+        do {
+            let describe = self.describe
+            described = try await onOwnThread { try describe(consumer) }
+        } catch {
+            // This member works; that the group cannot be described now says nothing against it.
+            return .assigned
+        }
+        let members = described.group.members.count
+        let assignment = consumer.assignment
+        let mismatched = consumer.topics.compactMap { topic -> String? in
+            let partitions = described.partitions[topic] ?? 0
+            guard members > 0, partitions > 0 else { return nil }
+            let held = assignment.filter { $0.topic == topic }.count
+            let fewest = partitions / members
+            let most = fewest + (partitions % members == 0 ? 0 : 1)
+            return (fewest...most).contains(held) ? nil : "\(held) of \(topic)'s \(partitions) (a share is \(fewest == most ? "\(fewest)" : "\(fewest)–\(most)"))"
+        }
+        let now = clock.now
+        guard !mismatched.isEmpty else {
+            state.withLock { $0.mismatchedSince[group] = nil }
+            return .assigned
+        }
+        let since = state.withLock { state in
+            if state.mismatchedSince[group] == nil { state.mismatchedSince[group] = now }
+            return state.mismatchedSince[group] ?? now
+        }
+        guard since.duration(to: now) >= configuration.bound else { return .assigned }
+        return .stalled("\(group): this member has held \(mismatched.joined(separator: ", ")) for \(Int(since.duration(to: now).components.seconds)) s "
+                        + "in a group of \(members): partitions left to nobody by a rebalance")
+    }
+
+    /// A member without partitions past the bound: idle when its group has more members than partitions, else stalled.
     private func judge(_ consumer: KafkaConsumer, without: Duration) async -> Status {
         let seconds = Int(without.components.seconds)
         do {
             let describe = self.describe
-            let (memberCount, counts) = try await onOwnThread { try describe(consumer) }
+            let (group, counts) = try await onOwnThread { try describe(consumer) }
             state.withLock { $0.describeFailures[consumer.groupID] = nil }
             // With range assignment a member gets a partition of every topic with more partitions than its place.
             let partitions = counts.values.max() ?? 0
+            let memberCount = group.members.count
             if partitions > 0 && memberCount > partitions { return .idle(members: memberCount, partitions: partitions) }
             return .stalled("\(consumer.groupID): no partitions for \(seconds) s, though the group has \(memberCount) member(s) "
                             + "for \(partitions) partition(s) per topic: a rebalance that does not complete")

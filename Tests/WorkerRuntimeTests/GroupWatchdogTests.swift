@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 import Metrics
+import Synchronization
 import Testing
 import TestSupport
 import WorkerRuntime
@@ -8,19 +9,22 @@ import WorkerRuntime
 /// A rebalance that cannot complete is reported within the bound; an idle extra replica is not a stall.
 @Suite(.timeLimit(.minutes(3)))
 struct GroupWatchdogTests {
-    /// - Parameter members: nil: as the workers ask the cluster (the local broker); the mock cluster cannot describe groups.
+    /// - Parameters:
+    ///   - members: nil: as the workers ask the cluster (the local broker); the mock cluster cannot describe groups.
+    ///   - rejoin: what a stalled member does; by default nothing here, so that a test sees the stall stay.
     static func watchdog(_ consumers: [KafkaConsumer], bound: Duration, metrics: MetricsRegistry, servers: String,
-                         members: Int? = nil) throws -> GroupWatchdog<ContinuousClock> {
+                         members: Int? = nil, rejoin: @escaping @Sendable (KafkaConsumer) -> Void = { _ in }) throws -> GroupWatchdog<ContinuousClock> {
         var configuration = GroupWatchdog<ContinuousClock>.Configuration()
         configuration.bound = bound
         configuration.interval = .milliseconds(200)
         let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers]))
         var describe = GroupWatchdog<ContinuousClock>.describing(with: admin)
         if let members {
-            describe = { consumer in (members, try admin.metadata().topics.filter { consumer.topics.contains($0.key) }) }
+            let group = KafkaGroupDescription(state: "Stable", members: (0..<members).map { .init(memberID: "m\($0)", clientID: "c", assignment: []) })
+            describe = { consumer in (group, try admin.metadata().topics.filter { consumer.topics.contains($0.key) }) }
         }
         return GroupWatchdog(consumers: consumers, configuration: configuration, clock: ContinuousClock(), logger: Logger(stage: "test", minimum: .error),
-                             metrics: metrics, describe: describe)
+                             metrics: metrics, describe: describe, rejoin: rejoin)
     }
 
     /// On librdkafka's mock cluster, the group coordinator answers every JoinGroup "loading": the member never gets its
@@ -88,6 +92,49 @@ struct GroupWatchdogTests {
         #expect(metrics.value("iap_group_stalled", ["group": group]) == 0)
         watchdog.triggerGracefulShutdown()
         try await watching.value
+        consumers.forEach { $0.triggerGracefulShutdown() }
+        for task in tasks { try await task.value }
+    }
+
+    /// On the local broker: two members split four partitions. Told the truth (two members), the watched member's two
+    /// are its share; told the group has one member, its two are no share of four: stalled past the bound, and it
+    /// rejoins, once per bound.
+    @Test(TestServices.broker) func aMemberWhoseShareDoesNotMatchItsGroupIsStalledAndRejoins() async throws {
+        let servers = try TestServices.requireBrokers()
+        let topic = uniqueName("share")
+        let group = uniqueName("g")
+        try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics([topic], partitions: 4)
+        let consumers = try (0..<2).map { _ in try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: group, topics: [topic])) }
+        let tasks = consumers.map { consumer in Task { try await consumer.run { _ in } } }
+        try await waitUntil("each member owns two partitions") { consumers.map(\.assignment.count) == [2, 2] }
+        let watched = consumers[0]
+        let bound = Duration.seconds(3)
+
+        let truthful = try Self.watchdog([watched], bound: bound, metrics: MetricsRegistry(), servers: servers)
+        try await waitUntil("the coordinator counts both members") {
+            try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).describeGroup(group).members.count == 2
+        }
+        await truthful.look(at: watched)
+        #expect(truthful.status(of: group) == .assigned)
+
+        let rejoins = Mutex(0)
+        let metrics = MetricsRegistry()
+        let lied = try Self.watchdog([watched], bound: bound, metrics: metrics, servers: servers, members: 1,
+                                     rejoin: { _ in rejoins.withLock { $0 += 1 } })
+        let started = ContinuousClock.now
+        await lied.look(at: watched)
+        #expect(lied.status(of: group) == .assigned, "not before the bound")
+        try await waitUntil("the mismatch is reported") {
+            await lied.look(at: watched)
+            if case .stalled = lied.status(of: group) { return true }
+            return false
+        }
+        #expect(ContinuousClock.now - started >= bound)
+        #expect(lied.readiness?.reason.contains("held 2 of \(topic)'s 4") == true, "\(String(describing: lied.readiness))")
+        #expect(metrics.value("iap_group_stalled", ["group": group]) == 1)
+        await lied.look(at: watched)
+        #expect(rejoins.withLock { $0 } == 1, "one rejoin per bound")
+        #expect(metrics.value("iap_group_rejoins_total", ["group": group]) == 1)
         consumers.forEach { $0.triggerGracefulShutdown() }
         for task in tasks { try await task.value }
     }

@@ -20,7 +20,7 @@ extension RDKafkaClient {
     }
 
     /// The members of consumer group `group`, as its coordinator describes it (DescribeConsumerGroups).
-    func groupMemberCount(_ group: String, timeoutMs: Int32) throws -> Int {
+    func describeGroup(_ group: String, timeoutMs: Int32) throws -> KafkaGroupDescription {
         var errorBuffer = [CChar](repeating: 0, count: 512)
         let queue = rd_kafka_queue_new(handle)
         defer { rd_kafka_queue_destroy(queue) }
@@ -45,7 +45,16 @@ extension RDKafkaClient {
         if let error = rd_kafka_ConsumerGroupDescription_error(description) {
             throw KafkaError(code: .admin, message: "DescribeConsumerGroups \(group): \(String(cString: rd_kafka_error_string(error)))")
         }
-        return rd_kafka_ConsumerGroupDescription_member_count(description)
+        let members = (0..<rd_kafka_ConsumerGroupDescription_member_count(description)).compactMap { index -> KafkaGroupDescription.Member? in
+            guard let member = rd_kafka_ConsumerGroupDescription_member(description, index) else { return nil }
+            let partitions = rd_kafka_MemberDescription_assignment(member).flatMap { rd_kafka_MemberAssignment_partitions($0) }
+            return KafkaGroupDescription.Member(
+                memberID: rd_kafka_MemberDescription_consumer_id(member).map { String(cString: $0) } ?? "",
+                clientID: rd_kafka_MemberDescription_client_id(member).map { String(cString: $0) } ?? "",
+                assignment: Set(RDKafkaTopicPartitionList.partitions(of: partitions)))
+        }
+        let state = String(cString: rd_kafka_consumer_group_state_name(rd_kafka_ConsumerGroupDescription_state(description)))
+        return KafkaGroupDescription(state: state, members: members)
     }
 
     /// Creates topics; a topic that already exists is not an error.
