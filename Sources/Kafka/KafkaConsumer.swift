@@ -123,7 +123,7 @@ public final class KafkaConsumer: Sendable {
                 self.triggerGracefulShutdown()
             }
             if let error = core.failure { throw error }
-            guard core.endedForRejoin else { return }
+            guard core.endedForRejoin, !membership.withLock({ $0.stopping }) else { return }
             // A new client is a new member: the coordinator must give it an id, which starts a new generation.
             let client = try RDKafkaClient.make(kind: .consumer, configuration: kafka, handlesRebalance: true)
             let replaced = membership.withLock { membership -> Bool in
@@ -143,7 +143,12 @@ public final class KafkaConsumer: Sendable {
     /// new one subscribes. The coordinator expels the old member after the session timeout; the new one makes it
     /// start a new generation and assign anew. For a group whose rebalances no longer complete with this member
     /// (`GroupWatchdog` asks for it).
-    public func rejoinGroup() { core.requestShutdown(rejoin: true) }
+    public func rejoinGroup() {
+        membership.withLock { membership in
+            guard !membership.stopping else { return }
+            membership.core.requestShutdown(rejoin: true)
+        }
+    }
 
     /// Starts a graceful shutdown; `run` returns when it is complete.
     public func triggerGracefulShutdown() {
@@ -167,6 +172,9 @@ public final class KafkaConsumer: Sendable {
     /// How long this member has been without partitions (since it subscribed, or since its last revocation left it
     /// none); nil while it has some.
     public var withoutPartitionsFor: Duration? { core.withoutPartitionsSince.map { ContinuousClock.now - $0 } }
+
+    /// The id the group coordinator gave this member (nil before it joined, and while it joins anew).
+    public var memberID: String? { core.client.memberID }
 
     /// The topics this consumer subscribes to.
     public var topics: [String] { core.configuration.topics }
@@ -255,7 +263,11 @@ private final class ConsumerCore: Sendable {
 
     func requestShutdown(crash: Bool = false, rejoin: Bool = false) {
         state.withLock { state in
-            guard !state.shutdownRequested else { return }
+            guard !state.shutdownRequested else {
+                // A graceful shutdown asked for while a rejoin is pending ends with a LeaveGroup, not a new member.
+                if !crash && !rejoin { state.rejoin = false }
+                return
+            }
             state.shutdownRequested = true
             state.crash = crash
             state.rejoin = rejoin

@@ -26,7 +26,9 @@ final class PartitionWorker: Sendable {
     }
 
     let partition: TopicPartition
-    private let client: RDKafkaClient
+    /// Weak: the consumer's membership owns the client. A worker abandoned by a revocation (its handler still running)
+    /// must not keep the client, and with it a member that rejoined as a new one, alive and heartbeating.
+    private weak let client: RDKafkaClient?
     private let maxBuffered: Int
     private let maxInFlight: Int
     private let state: Mutex<State>
@@ -148,7 +150,7 @@ final class PartitionWorker: Sendable {
 
     func pause() throws {
         try state.withLock { state in
-            if !state.pausedByUser && !state.pausedForBackpressure { try client.pause([partition]) }
+            if !state.pausedByUser && !state.pausedForBackpressure { try client?.pause([partition]) }
             state.pausedByUser = true
         }
     }
@@ -157,7 +159,7 @@ final class PartitionWorker: Sendable {
         let waiter = try state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard state.pausedByUser else { return nil }
             state.pausedByUser = false
-            if !state.pausedForBackpressure { try client.resume([partition]) }
+            if !state.pausedForBackpressure { try client?.resume([partition]) }
             defer { state.resumeWaiter = nil }
             return state.resumeWaiter
         }
@@ -197,7 +199,7 @@ final class PartitionWorker: Sendable {
             }
             guard !state.abandoned else { return nil }
             do {
-                try client.storeOffset(partition, offset: message.offset + 1)
+                try client?.storeOffset(partition, offset: message.offset + 1)
                 return nil
             } catch {
                 return error as? KafkaError
@@ -209,7 +211,7 @@ final class PartitionWorker: Sendable {
     /// hastens fetching (ordering and offsets are unaffected).
     private func setFetching(_ on: Bool) {
         do {
-            if on { try client.resume([partition]) } else { try client.pause([partition]) }
+            if on { try client?.resume([partition]) } else { try client?.pause([partition]) }
         } catch {
             report(.error(error as? KafkaError ?? KafkaError(code: .consume, message: "\(error)")))
         }

@@ -39,7 +39,7 @@ public enum WorkerApp {
         Setting("--max-in-flight", env: "IAP_MAX_IN_FLIGHT", default: "64",
                 help: "messages per partition handled while earlier outputs await the broker's ack (1 = one at a time)"),
         Setting("--group-stall-seconds", env: "IAP_GROUP_STALL_SECONDS", default: "60",
-                help: "seconds a stage may be without partitions (while its group has no more members than partitions) before it is reported stalled"),
+                help: "seconds (at least 30) a stage may be without partitions (while its group has no more members than partitions), or hold another slice than its share, before it is reported stalled and rejoins"),
         Setting("--retry-budget", env: "IAP_RETRY_BUDGET", default: "300",
                 help: "seconds a message failing transiently is retried on its partition before it is parked on iap.retry"),
         Setting("--dead-letter-value-bytes", env: "IAP_DEAD_LETTER_VALUE_BYTES", default: String(DeadLetter.maxValueBytes),
@@ -140,8 +140,10 @@ public enum WorkerApp {
     /// The watchdog's bound from `--group-stall-seconds`.
     static func groupWatch(_ settings: Settings) throws -> GroupWatchdog<ContinuousClock>.Configuration {
         var configuration = GroupWatchdog<ContinuousClock>.Configuration()
-        guard let seconds = try settings.seconds("--group-stall-seconds"), seconds >= 1 else {
-            throw SettingsError("--group-stall-seconds (IAP_GROUP_STALL_SECONDS) must be at least 1")
+        // A stalled member rejoins; its old self stays in the group until the session timeout (10 s) expels it, and
+        // joining takes a few seconds more. A shorter bound would judge every member of that rebalance stalled in turn.
+        guard let seconds = try settings.seconds("--group-stall-seconds"), seconds >= 30 else {
+            throw SettingsError("--group-stall-seconds (IAP_GROUP_STALL_SECONDS) must be at least 30 (three session timeouts)")
         }
         configuration.bound = .milliseconds(Int64(seconds * 1000))
         configuration.interval = min(configuration.interval, .milliseconds(Int64(seconds * 1000 / 2)))

@@ -11,12 +11,12 @@ import Synchronization
 ///   that does not complete shows as a member without partitions for long — unless its group has more members than
 ///   the most partitions of its topics, which makes it an idle extra replica (nothing to do, nothing wrong). When
 ///   the group cannot be described, idle and stalled cannot be told apart, and the one that matters is the stall.
-/// - *This member's share not matching the group's size* (see `judgeOwnership`): partitions owned by no member, e.g.
-///   a coordinator that gave a dead member's slice to no one.
+/// - *This member holding another slice than its `range` share* in a stable group (see `judgeOwnership`):
+///   partitions owned by no member, e.g. a coordinator that gave a dead member's slice to no one.
 ///
 /// A stall is reported by `iap_group_stalled{group}` (1), an error log line when it begins (info when it ends), and
 /// readiness false with the reason. Then the member rejoins as a new one (`KafkaConsumer.rejoinGroup()`, at most
-/// once per bound, counted in `iap_group_rejoins_total`): a new member makes the coordinator start a new generation
+/// once per bound, counted in `iap_group_rejoins_total`; not when the group could not be described): a new member makes the coordinator start a new generation
 /// and assign every partition anew, which is what the local broker (Tansu 0.6) needs to leave such a state.
 /// The clock paces the looks and times mismatched shares (generic so that tests can drive it); how long a member
 /// has been without partitions is the consumer's own measure.
@@ -46,7 +46,7 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
     private struct State {
         var statuses: [String: Status] = [:]
         var describeFailures: [String: Int] = [:]
-        /// Since when this member's share has not matched its group's size.
+        /// Since when this member has held another slice than its share.
         var mismatchedSince: [String: C.Instant] = [:]
         var lastRejoin: [String: C.Instant] = [:]
         var stopping = false
@@ -74,7 +74,7 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
         self.logger = logger
         self.metrics = metrics
         metrics.declare("iap_group_stalled", .gauge,
-                        help: "1 while this member has been without partitions, or held a share not matching its group's size, past the bound.")
+                        help: "1 while this member has been without partitions, or held another slice than its share, past the bound.")
         metrics.declare("iap_group_rejoins_total", .counter, help: "Times this process rejoined a stalled group as a new member.")
         for consumer in consumers { metrics.set("iap_group_stalled", ["group": consumer.groupID], to: 0) }
     }
@@ -121,19 +121,24 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
     /// Looks at `consumer`'s group once; a stalled member rejoins.
     public func look(at consumer: KafkaConsumer) async {
         let group = consumer.groupID
-        let status: Status
+        // Whether a stall found calls for a rejoin: not when the group could not be described (an idle replica
+        // rejoining would only make its whole group rebalance).
+        let (status, mayRejoin): (Status, Bool)
         if let without = consumer.withoutPartitionsFor {
             state.withLock { $0.mismatchedSince[group] = nil }
-            status = without < configuration.bound ? .joining : await judge(consumer, without: without)
+            (status, mayRejoin) = without < configuration.bound ? (.joining, false) : await judge(consumer, without: without)
         } else {
-            status = await judgeOwnership(consumer)
+            (status, mayRejoin) = (await judgeOwnership(consumer), true)
         }
         let now = clock.now
         let (previous, rejoinDue) = state.withLock { state in
             defer { state.statuses[group] = status }
-            guard case .stalled = status else { return (state.statuses[group], false) }
+            guard case .stalled = status, mayRejoin else { return (state.statuses[group], false) }
             let due = state.lastRejoin[group].map { $0.duration(to: now) >= configuration.bound } ?? true
-            if due { state.lastRejoin[group] = now }
+            if due {
+                state.lastRejoin[group] = now
+                state.mismatchedSince[group] = nil
+            }
             return (state.statuses[group], due)
         }
         if case .stalled(let reason) = status {
@@ -150,11 +155,11 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
         }
     }
 
-    /// A member with partitions: stalled when its share has not matched its group's size past the bound. With the
-    /// workers' `range` assignment, each of n members owns ⌊P/n⌋ or ⌈P/n⌉ of each topic's P partitions; a member
-    /// holding more or fewer than that while the group stays at n members means partitions owned twice or, what
-    /// happens, by nobody (a coordinator that gave a dead member's slice to no one). The share, not the members'
-    /// assignments in the description: the local broker describes members without them.
+    /// A member with partitions: stalled when, in a stable group, it has held other partitions than its `range` share
+    /// past the bound. `range` sorts the members by id and gives each a contiguous slice of every topic; a member
+    /// holding another slice than the group's members make its own means partitions owned twice or, what happens,
+    /// by nobody (a coordinator that gave a dead member's slice to no one). Judged from this member's own assignment:
+    /// the local broker describes members without theirs.
     private func judgeOwnership(_ consumer: KafkaConsumer) async -> Status {
         let group = consumer.groupID
         let described: (group: KafkaGroupDescription, partitions: [String: Int])
@@ -163,17 +168,23 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
             described = try await onOwnThread { try describe(consumer) }
         } catch {
             // This member works; that the group cannot be described now says nothing against it.
+            state.withLock { $0.mismatchedSince[group] = nil }
             return .assigned
         }
-        let members = described.group.members.count
+        // Within a rebalance the members' shares are in flux; only a stable group's count.
+        guard described.group.state == "Stable", let memberID = consumer.memberID else {
+            state.withLock { $0.mismatchedSince[group] = nil }
+            return .assigned
+        }
+        let members = described.group.members.map(\.memberID)
         let assignment = consumer.assignment
         let mismatched = consumer.topics.compactMap { topic -> String? in
             let partitions = described.partitions[topic] ?? 0
-            guard members > 0, partitions > 0 else { return nil }
-            let held = assignment.filter { $0.topic == topic }.count
-            let fewest = partitions / members
-            let most = fewest + (partitions % members == 0 ? 0 : 1)
-            return (fewest...most).contains(held) ? nil : "\(held) of \(topic)'s \(partitions) (a share is \(fewest == most ? "\(fewest)" : "\(fewest)–\(most)"))"
+            let held = assignment.filter { $0.topic == topic }
+            guard partitions > 0 else { return nil }
+            let share = Self.rangeShare(of: memberID, among: members, topic: topic, partitions: partitions)
+            if share == held { return nil }
+            return "\(Self.names(held)) of \(topic)'s \(partitions), its share being \(share.map(Self.names) ?? "none (not a member)")"
         }
         let now = clock.now
         guard !mismatched.isEmpty else {
@@ -185,12 +196,27 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
             return state.mismatchedSince[group] ?? now
         }
         guard since.duration(to: now) >= configuration.bound else { return .assigned }
-        return .stalled("\(group): this member has held \(mismatched.joined(separator: ", ")) for \(Int(since.duration(to: now).components.seconds)) s "
-                        + "in a group of \(members): partitions left to nobody by a rebalance")
+        return .stalled("\(group): this member has held \(mismatched.joined(separator: "; ")) for \(Int(since.duration(to: now).components.seconds)) s "
+                        + "in a stable group of \(members.count): partitions left to nobody by a rebalance")
+    }
+
+    /// What `range` assigns `member` of `topic`'s partitions among `members`: sorted by id, the k-th of n gets the
+    /// k-th run of ⌊P/n⌋ partitions, the first P mod n one more. Nil when `member` is not among them.
+    static func rangeShare(of member: String, among members: [String], topic: String, partitions: Int) -> Set<TopicPartition>? {
+        let sorted = members.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) } // librdkafka compares the bytes
+        guard let k = sorted.firstIndex(of: member) else { return nil }
+        let (each, extra) = partitions.quotientAndRemainder(dividingBy: sorted.count)
+        let start = k * each + min(k, extra)
+        return Set((start..<(start + each + (k < extra ? 1 : 0))).map { TopicPartition(topic: topic, partition: Int32($0)) })
+    }
+
+    private static func names(_ partitions: Set<TopicPartition>) -> String {
+        partitions.isEmpty ? "no partition" : "[" + partitions.map(\.partition).sorted().map(String.init).joined(separator: ",") + "]"
     }
 
     /// A member without partitions past the bound: idle when its group has more members than partitions, else stalled.
-    private func judge(_ consumer: KafkaConsumer, without: Duration) async -> Status {
+    /// - Returns: also whether the group was described (a stall found without a description is only reported).
+    private func judge(_ consumer: KafkaConsumer, without: Duration) async -> (Status, described: Bool) {
         let seconds = Int(without.components.seconds)
         do {
             let describe = self.describe
@@ -199,9 +225,9 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
             // With range assignment a member gets a partition of every topic with more partitions than its place.
             let partitions = counts.values.max() ?? 0
             let memberCount = group.members.count
-            if partitions > 0 && memberCount > partitions { return .idle(members: memberCount, partitions: partitions) }
-            return .stalled("\(consumer.groupID): no partitions for \(seconds) s, though the group has \(memberCount) member(s) "
-                            + "for \(partitions) partition(s) per topic: a rebalance that does not complete")
+            if partitions > 0 && memberCount > partitions { return (.idle(members: memberCount, partitions: partitions), true) }
+            return (.stalled("\(consumer.groupID): no partitions for \(seconds) s, though the group has \(memberCount) member(s) "
+                             + "for \(partitions) partition(s) per topic: a rebalance that does not complete"), true)
         } catch {
             // A failed description or two do not turn an idle replica into a stalled one.
             let (previous, failures) = state.withLock { state in
@@ -210,9 +236,9 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
             }
             if case .idle = previous, failures < 3, let previous {
                 logger.warning("cannot describe the group; still taken as idle", ["group": consumer.groupID, "error": "\(error)"])
-                return previous
+                return (previous, false)
             }
-            return .stalled("\(consumer.groupID): no partitions for \(seconds) s, and the group cannot be described (\(error))")
+            return (.stalled("\(consumer.groupID): no partitions for \(seconds) s, and the group cannot be described (\(error))"), false)
         }
     }
 }

@@ -18,6 +18,8 @@ final class SignalHandlers: Sendable {
     private init() {
         var ends: [Int32] = [0, 0]
         guard pipe(&ends) == 0 else { fatalError("pipe() failed: errno \(errno); a process without descriptors cannot run") }
+        // Close-on-exec: child processes must not inherit the pipe.
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
         signalPipeWriteEnd = ends[1]
         let readEnd = ends[0]
@@ -58,7 +60,13 @@ final class SignalHandlers: Sendable {
         while true {
             let count = read(readEnd, &buffer, buffer.count)
             if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { return }
+            guard count > 0 else {
+                // Cannot happen while the write end is open; if it does, signals must not be swallowed from now on.
+                let failure = errno
+                FileHandle.standardError.write(Data("signal-handlers: reading the signal pipe failed (errno \(failure)); default signal actions restored\n".utf8))
+                state.withLock { state in state.installed.forEach { _ = signal($0, SIG_DFL) } }
+                return
+            }
             for byte in buffer[0..<count] {
                 let signalNumber = Int32(byte)
                 let handlers = state.withLock { $0.handlers.values.filter { $0.signals.contains(signalNumber) }.map(\.run) }
@@ -70,4 +78,5 @@ final class SignalHandlers: Sendable {
 
 /// The pipe the C signal handler writes to; set once in `SignalHandlers.init`, before any handler is installed,
 /// and never changed, so the handler's unsynchronised read is safe.
-nonisolated(unsafe) private var signalPipeWriteEnd: Int32 = -1
+/// `@exclusivity(unchecked)`: no dynamic exclusivity bookkeeping in the handler, which must stay async-signal-safe.
+@exclusivity(unchecked) nonisolated(unsafe) private var signalPipeWriteEnd: Int32 = -1

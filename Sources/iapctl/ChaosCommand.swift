@@ -14,8 +14,8 @@ import Synchronization
 ///
 /// Submits N messages (20 % duplicates, 1 % forged, 0.5 % malformed; all at once, or R per second) to the four
 /// worker processes; while they work, kills each with SIGKILL K times at random moments and restarts it, takes the
-/// store down once for S seconds (the commands given), and has replicas of the stages join and leave (see
-/// `ReplicaPlan`). Then checks the invariants against the generated input. Exit 0 only without a violation;
+/// store down once for S seconds (the commands given), and has replicas of the stages join and leave (`churn` by
+/// default; see `ReplicaPlan`). Then checks the invariants against the generated input. Exit 0 only without a violation;
 /// `--json` prints one object on the last line.
 enum ChaosCommand {
     static let stages = ["iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper"]
@@ -32,7 +32,7 @@ enum ChaosCommand {
         let partitions = try options.int("--partitions") ?? 4
         let rate = try options.int("--rate")
         guard total >= 1_000, users >= 1, killsPerWorker >= 0, outageSeconds >= 0, partitions >= 1, (rate ?? 1) >= 1,
-              let replicaMode = ReplicaPlan.Mode(rawValue: options.string("--replicas") ?? ReplicaPlan.Mode.none.rawValue) else {
+              let replicaMode = ReplicaPlan.Mode(rawValue: options.string("--replicas") ?? ReplicaPlan.Mode.churn.rawValue) else {
             throw UsageError("chaos: --purchases ≥ 1000, --users ≥ 1, --kills-per-worker and --outage-seconds ≥ 0, --partitions and --rate ≥ 1, "
                              + "--replicas churn, one-two-one or none")
         }
@@ -159,10 +159,15 @@ enum ChaosCommand {
         }
         print(books.table(plan: plan, seconds: seconds))
         print("replicas: " + ReplicaPlan.stages.map { "\($0) \(replicas.joins[$0] ?? 0) joins, \(replicas.leaves[$0] ?? 0) leaves, handled by replica "
-            + (replicas.handled[$0] ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") }.joined(separator: "; "))
+            + (replicas.handled[$0] ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+            + ", group rejoins \((replicas.rejoins[$0] ?? [:]).values.reduce(0, +))" }.joined(separator: "; "))
         if json { print(try VerifyCommand.jsonLine(summary)) }
-        try? FileManager.default.removeItem(at: work) // Kept only on a crash of this command, for the workers' logs.
-        return books.violations.isEmpty ? 0 : 1
+        guard books.violations.isEmpty else {
+            say("the workers' logs are kept in \(work.path)")
+            return 1
+        }
+        try? FileManager.default.removeItem(at: work) // Kept on a violation or a crash of this command, for the workers' logs.
+        return 0
     }
 
     private static func userBalances(storeURL: String, input: ChaosInput) async throws -> [String: Int64] {

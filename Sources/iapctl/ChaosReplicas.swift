@@ -3,7 +3,7 @@ import JSON
 
 /// Replicas of the verifier, granter and finisher joining and leaving their groups while purchases flow.
 ///
-/// - `churn` (`--replicas churn`; not the default, see the README's chaos section): per stage, a second replica joins early; it leaves (SIGTERM) mid-run and a third
+/// - `churn` (the default): per stage, a second replica joins early; it leaves (SIGTERM) mid-run and a third
 ///   joins at that moment, during the rebalance the leave started; the third leaves by SIGKILL late in the run.
 ///   Two joins and two leaves per stage, the first replica staying.
 /// - `oneTwoOne` (`make scale`): per stage, a second replica joins at a third of the run and the first leaves
@@ -20,6 +20,8 @@ struct ReplicaPlan {
     private(set) var leaves: [String: Int] = [:]
     /// Input messages each replica had handled (outcome `handled`) when it left or the run ended (from its /metrics), by stage.
     private(set) var handled: [String: [Int: Int64]] = [:]
+    /// Times each replica rejoined a stalled group (`iap_group_rejoins_total`), read as `handled` is, by stage.
+    private(set) var rejoins: [String: [Int: Int64]] = [:]
 
     init(mode: Mode) {
         self.mode = mode
@@ -81,6 +83,7 @@ struct ReplicaPlan {
             (stage, JSONValue.object([
                 "joins": .integer(Int64(joins[stage] ?? 0)), "leaves": .integer(Int64(leaves[stage] ?? 0)),
                 "handledByReplica": .object(Dictionary(uniqueKeysWithValues: (handled[stage] ?? [:]).map { (String($0.key), .integer($0.value)) })),
+                "groupRejoins": .integer((rejoins[stage] ?? [:]).values.reduce(0, +)),
             ]))
         }))
     }
@@ -89,8 +92,11 @@ struct ReplicaPlan {
         guard let port = try? await BenchPipelineCommand.httpPort(logFile: workers.logFile(of: stage, replica: replica)) else { return }
         let metrics = await BenchPipelineCommand.httpGet(port: port, path: "/metrics")
         guard metrics.status == 200 else { return }
-        let total = metrics.body.split(separator: "\n").filter { $0.hasPrefix("iap_messages_total{") && $0.contains("outcome=\"handled\"") }
-            .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
-        handled[stage, default: [:]][replica] = Int64(total)
+        let lines = metrics.body.split(separator: "\n")
+        let sum = { (matching: (Substring) -> Bool) in
+            Int64(lines.filter(matching).compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +))
+        }
+        handled[stage, default: [:]][replica] = sum { $0.hasPrefix("iap_messages_total{") && $0.contains("outcome=\"handled\"") }
+        rejoins[stage, default: [:]][replica] = sum { $0.hasPrefix("iap_group_rejoins_total{") }
     }
 }

@@ -4,23 +4,24 @@ import Metrics
 import Synchronization
 import Testing
 import TestSupport
-import WorkerRuntime
+@testable import WorkerRuntime
 
 /// A rebalance that cannot complete is reported within the bound; an idle extra replica is not a stall.
 @Suite(.timeLimit(.minutes(3)))
 struct GroupWatchdogTests {
     /// - Parameters:
-    ///   - members: nil: as the workers ask the cluster (the local broker); the mock cluster cannot describe groups.
+    ///   - members: the member ids of a stable group to describe; nil: as the workers ask the cluster (the local broker).
+    ///     The mock cluster cannot describe groups.
     ///   - rejoin: what a stalled member does; by default nothing here, so that a test sees the stall stay.
     static func watchdog(_ consumers: [KafkaConsumer], bound: Duration, metrics: MetricsRegistry, servers: String,
-                         members: Int? = nil, rejoin: @escaping @Sendable (KafkaConsumer) -> Void = { _ in }) throws -> GroupWatchdog<ContinuousClock> {
+                         members: [String]? = nil, rejoin: @escaping @Sendable (KafkaConsumer) -> Void = { _ in }) throws -> GroupWatchdog<ContinuousClock> {
         var configuration = GroupWatchdog<ContinuousClock>.Configuration()
         configuration.bound = bound
         configuration.interval = .milliseconds(200)
         let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers]))
         var describe = GroupWatchdog<ContinuousClock>.describing(with: admin)
         if let members {
-            let group = KafkaGroupDescription(state: "Stable", members: (0..<members).map { .init(memberID: "m\($0)", clientID: "c", assignment: []) })
+            let group = KafkaGroupDescription(state: "Stable", members: members.map { .init(memberID: $0, clientID: "c", assignment: []) })
             describe = { consumer in (group, try admin.metadata().topics.filter { consumer.topics.contains($0.key) }) }
         }
         return GroupWatchdog(consumers: consumers, configuration: configuration, clock: ContinuousClock(), logger: Logger(stage: "test", minimum: .error),
@@ -37,7 +38,7 @@ struct GroupWatchdogTests {
         let control = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(healthy.bootstrapServers), groupID: uniqueName("g"), topics: ["in"]))
         let controlRunning = Task { try await control.run { _ in } }
         try await waitUntil("the control member is assigned") { !control.assignment.isEmpty }
-        let controlWatchdog = try Self.watchdog([control], bound: bound, metrics: MetricsRegistry(), servers: healthy.bootstrapServers, members: 1)
+        let controlWatchdog = try Self.watchdog([control], bound: bound, metrics: MetricsRegistry(), servers: healthy.bootstrapServers, members: ["m0"])
         await controlWatchdog.look(at: control)
         #expect(controlWatchdog.status(of: control.groupID) == .assigned)
         control.triggerGracefulShutdown()
@@ -51,7 +52,7 @@ struct GroupWatchdogTests {
         let running = Task { try await consumer.run { _ in } }
         let metrics = MetricsRegistry()
         // One member (this one) for two partitions: it should have them.
-        let watchdog = try Self.watchdog([consumer], bound: bound, metrics: metrics, servers: cluster.bootstrapServers, members: 1)
+        let watchdog = try Self.watchdog([consumer], bound: bound, metrics: metrics, servers: cluster.bootstrapServers, members: ["m0"])
         let watching = Task { try await watchdog.run() }
 
         try await waitUntil("the watchdog saw the member joining") { watchdog.status(of: consumer.groupID) == .joining }
@@ -97,8 +98,8 @@ struct GroupWatchdogTests {
     }
 
     /// On the local broker: two members split four partitions. Told the truth (two members), the watched member's two
-    /// are its share; told the group has one member, its two are no share of four: stalled past the bound, and it
-    /// rejoins, once per bound.
+    /// are its `range` share (the formula matches librdkafka's assignor); told it is the group's only member, its two
+    /// are not its share of all four: stalled past the bound, and it rejoins, once per bound.
     @Test(TestServices.broker) func aMemberWhoseShareDoesNotMatchItsGroupIsStalledAndRejoins() async throws {
         let servers = try TestServices.requireBrokers()
         let topic = uniqueName("share")
@@ -119,7 +120,8 @@ struct GroupWatchdogTests {
 
         let rejoins = Mutex(0)
         let metrics = MetricsRegistry()
-        let lied = try Self.watchdog([watched], bound: bound, metrics: metrics, servers: servers, members: 1,
+        let memberID = try #require(watched.memberID)
+        let lied = try Self.watchdog([watched], bound: bound, metrics: metrics, servers: servers, members: [memberID],
                                      rejoin: { _ in rejoins.withLock { $0 += 1 } })
         let started = ContinuousClock.now
         await lied.look(at: watched)
@@ -130,12 +132,25 @@ struct GroupWatchdogTests {
             return false
         }
         #expect(ContinuousClock.now - started >= bound)
-        #expect(lied.readiness?.reason.contains("held 2 of \(topic)'s 4") == true, "\(String(describing: lied.readiness))")
+        let held = watched.assignment.map(\.partition).sorted().map(String.init).joined(separator: ",")
+        #expect(lied.readiness?.reason.contains("held [\(held)] of \(topic)'s 4, its share being [0,1,2,3]") == true, "\(String(describing: lied.readiness))")
         #expect(metrics.value("iap_group_stalled", ["group": group]) == 1)
         await lied.look(at: watched)
         #expect(rejoins.withLock { $0 } == 1, "one rejoin per bound")
         #expect(metrics.value("iap_group_rejoins_total", ["group": group]) == 1)
         consumers.forEach { $0.triggerGracefulShutdown() }
         for task in tasks { try await task.value }
+    }
+
+    /// `range` as librdkafka does it: members sorted by id, the first P mod n get one partition more.
+    @Test func rangeShareIsLibrdkafkasRangeAssignment() {
+        let share = { (member: String, members: [String], partitions: Int) in
+            GroupWatchdog<ContinuousClock>.rangeShare(of: member, among: members, topic: "t", partitions: partitions).map { Set($0.map(\.partition)) }
+        }
+        #expect(share("b", ["c", "a", "b"], 8) == [3, 4, 5])
+        #expect(share("c", ["c", "a", "b"], 8) == [6, 7])
+        #expect(share("a", ["c", "a", "b"], 2) == [0])
+        #expect(share("c", ["c", "a", "b"], 2) == [])
+        #expect(share("x", ["c", "a", "b"], 8) == nil)
     }
 }

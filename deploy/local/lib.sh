@@ -29,18 +29,21 @@ stop_started_services() {
   for service in "${STARTED_SERVICES[@]}"; do bash "$ROOT/deploy/local/$service.sh" stop >/dev/null 2>&1 || true; done
 }
 
-# The broker in KAFKA_BOOTSTRAP_SERVERS, else the local one (started here, so stopped at the end).
+# The broker in KAFKA_BOOTSTRAP_SERVERS, else the local one (stopped at the end if started here, left running
+# if it already was).
 use_broker() {
   [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ] && return
-  eval "export $(bash "$ROOT/deploy/local/broker.sh" start 2>/dev/null)"
-  STARTED_SERVICES+=(broker)
+  local output; output=$(bash "$ROOT/deploy/local/broker.sh" start 2>&1)
+  eval "export $(grep '^KAFKA_BOOTSTRAP_SERVERS=' <<<"$output")"
+  grep -q "already running" <<<"$output" || STARTED_SERVICES+=(broker)
 }
 
-# A fresh database NAME_<time> on the local PostgreSQL, so that earlier runs do not count; its URL in
-# FRESH_DATABASE_URL.
+# A fresh database NAME_<time> on the local PostgreSQL (stopped at the end if started here), so that earlier
+# runs do not count; its URL in FRESH_DATABASE_URL.
 use_fresh_database() {
-  eval "export $(bash "$ROOT/deploy/local/postgres.sh" start 2>/dev/null)"
-  STARTED_SERVICES+=(postgres)
+  local output; output=$(bash "$ROOT/deploy/local/postgres.sh" start 2>&1)
+  eval "export $(grep '^IAP_POSTGRES_URL=' <<<"$output")"
+  grep -q "already running" <<<"$output" || STARTED_SERVICES+=(postgres)
   local db; db="$1_$(date +%s)"
   psql "$IAP_POSTGRES_URL" -qc "CREATE DATABASE $db" >/dev/null
   FRESH_DATABASE_URL="${IAP_POSTGRES_URL%/*}/$db"

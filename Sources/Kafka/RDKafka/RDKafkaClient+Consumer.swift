@@ -108,6 +108,14 @@ extension RDKafkaClient {
     }
 
     /// Leaves the group (running the revoke callback first) and commits when auto-commit is on.
+    /// The member id the group coordinator assigned (nil or empty before joining).
+    var memberID: String? {
+        guard let pointer = rd_kafka_memberid(handle) else { return nil }
+        defer { rd_kafka_mem_free(handle, pointer) }
+        let id = String(cString: pointer)
+        return id.isEmpty ? nil : id
+    }
+
     func closeConsumer() throws {
         defer { markClosed() }
         let err = rd_kafka_consumer_close(handle)
