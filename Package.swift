@@ -85,7 +85,7 @@ let package = Package(
             linkerSettings: rdkafkaLinkerSettings
         ),
 
-        .target(name: "TestSupport", dependencies: ["Kafka", "Database"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["Kafka", "Database"], path: "Tests/TestSupport", exclude: ["tansu_s3.py"]),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], exclude: ["tls_proxy.py"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "StoreVerificationTests", dependencies: ["PurchaseDomain", "StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),

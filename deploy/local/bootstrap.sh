@@ -112,7 +112,8 @@ install_tansu() {
 
 # The Python tools of the tests: an independent JSON Schema validator, a foreign Kafka producer (the
 # producer contract as another team would use it), and offline validation of the Kubernetes manifests.
-PYTHON_TOOLS=("jsonschema>=4.18,<5" "rfc3339-validator==0.1.4" "confluent-kafka==2.6.1" "kubernetes-validate==1.37.0" "PyYAML>=6,<7")
+# moto: an S3 server for the Tansu whose topics the partition-growth test grows (Tests/TestSupport/tansu_s3.py).
+PYTHON_TOOLS=("jsonschema>=4.18,<5" "rfc3339-validator==0.1.4" "confluent-kafka==2.6.1" "kubernetes-validate==1.37.0" "PyYAML>=6,<7" "moto[server]==5.2.5")
 install_python_tools() {
   local marker="$DEPS/venv/.python-tools"
   if [ -f "$marker" ] && [ "$(cat "$marker")" = "${PYTHON_TOOLS[*]}" ]; then

@@ -1,0 +1,48 @@
+import Foundation
+
+/// A child process (not one of this package's executables: see `ExecutableProcess`) whose output is collected;
+/// killed by `stop()` or when released.
+public final class BackgroundProcess: @unchecked Sendable {
+    // @unchecked: `process` is set once in init; the collected output is behind a lock.
+    private let process = Process()
+    private let collected = Locked("")
+
+    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        let collected = self.collected
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let chunk = handle.availableData
+            if chunk.isEmpty { handle.readabilityHandler = nil } else { collected.withLock { $0 += String(decoding: chunk, as: UTF8.self) } }
+        }
+        try process.run()
+    }
+
+    /// Standard output and error so far.
+    public var output: String { collected.value }
+
+    public var isRunning: Bool { process.isRunning }
+
+    public func stop() { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+
+    deinit { stop() }
+}
+
+/// A TCP port free on loopback now (bound, read, released).
+public func freePort() throws -> Int {
+    let socket = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(socket) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 }
+    }
+    guard bound else { throw POSIXError(.EADDRINUSE) }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
