@@ -80,3 +80,30 @@ public struct VerifiedPurchase: Sendable, Hashable, Codable {
         raw = purchase.raw
     }
 }
+
+extension VerifiedPurchase {
+    /// The purchase as its `Codable` conformance encodes it with ISO 8601 dates (`JSONEncoder.DateEncodingStrategy
+    /// .iso8601`; absent fields left out), built directly: `iapctl verify --lines` writes one per line, and a
+    /// `JSONEncoder` pass plus a parse cost more than the verification. A test holds the two to the same output.
+    public var jsonValue: JSONValue {
+        var fields: [String: JSONValue] = [
+            "store": .string(store.rawValue), "transactionId": .string(transactionId), "productId": .string(productId),
+            "quantity": .integer(Int64(quantity)), "raw": .object(raw),
+        ]
+        func set(_ key: String, _ value: JSONValue?) { if let value { fields[key] = value } }
+        func date(_ value: Date?) -> JSONValue? { value.map { .string(RFC3339.format($0, milliseconds: false)) } }
+        set("originalTransactionId", originalTransactionId.map(JSONValue.string))
+        set("productType", productType.map(JSONValue.string))
+        set("purchaseDate", date(purchaseDate))
+        set("signedDate", date(signedDate))
+        set("appAccountToken", appAccountToken.map(JSONValue.string))
+        set("environment", environment.map(JSONValue.string))
+        set("price", price.map(JSONValue.integer))
+        set("currency", currency.map(JSONValue.string))
+        set("revocationDate", date(revocationDate))
+        set("revocationReason", revocationReason.map(JSONValue.integer))
+        set("expiresDate", date(expiresDate))
+        set("consumed", consumed.map(JSONValue.bool))
+        return .object(fields)
+    }
+}

@@ -3,12 +3,18 @@ import Foundation
 import JSON
 import StoreFixtures
 import StoreVerification
+import Synchronization
 
 /// `iapctl bench verify`: signed-transaction verifications per second on one core, beside OpenSSL's
-/// raw ECDSA P-256 verify rate over the same bytes, measured in the same run.
+/// raw ECDSA P-256 verify rate over the same bytes, measured in the same run. With `--lines N`: `iapctl verify
+/// --lines` over N distinct signed transactions (one chain), beside `openssl speed ecdsap256`.
 enum BenchVerifyCommand {
     static func run(_ arguments: [String]) throws -> Int32 {
-        let options = try CommandOptions(arguments, valued: ["--seconds"], flags: ["--json"])
+        let options = try CommandOptions(arguments, valued: ["--seconds", "--lines"], flags: ["--json"])
+        if let lines = try options.int("--lines") {
+            guard lines >= 1 else { throw UsageError("--lines must be positive") }
+            return try runLines(lines, json: options.flags.contains("--json"))
+        }
         let seconds = Double(try options.int("--seconds") ?? 3)
         guard seconds > 0 else { throw UsageError("--seconds must be positive") }
 
@@ -60,5 +66,93 @@ enum BenchVerifyCommand {
             elapsed = clock.now - start
         }
         return Double(calls) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+    }
+
+    /// `iapctl verify --lines` (this executable, as a child process) over `count` distinct signed transactions.
+    private static func runLines(_ count: Int, json: Bool) throws -> Int32 {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("iap-bench-verify-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let pki = try TestPKI.make()
+        let signer = JWSSigner(pki: pki)
+        let root = directory.appendingPathComponent("root.pem")
+        try Data(pki.root.pemRepresentation.utf8).write(to: root)
+        var input = Data()
+        for index in 0..<count {
+            let jws = try signer.sign(AppStorePayloads.transaction(
+                transactionId: "\(2_000_000_000_000_000 + index)", productId: "coins.100", bundleId: "com.example.coins", environment: .sandbox,
+                appAccountToken: UUID().uuidString.lowercased()))
+            input.append(contentsOf: jws.utf8)
+            input.append(UInt8(ascii: "\n"))
+        }
+        let file = directory.appendingPathComponent("transactions.txt")
+        try input.write(to: file)
+
+        let openSSL = try opensslVerifyRate()
+        let output = directory.appendingPathComponent("verdicts.jsonl")
+        guard FileManager.default.createFile(atPath: output.path, contents: nil) else { throw UsageError("cannot create \(output.path)") }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        process.arguments = ["verify", "--lines", "--bundle-id", "com.example.coins", "--environment", "Sandbox", "--root", root.path, file.path]
+        process.standardOutput = try FileHandle(forWritingTo: output)
+        let clock = ContinuousClock()
+        let started = clock.now
+        try process.run()
+        process.waitUntilExit()
+        let elapsed = clock.now - started
+        guard process.terminationStatus == 0 else { throw UsageError("iapctl verify --lines exited \(process.terminationStatus)") }
+        let verdicts = try Data(contentsOf: output)
+        let verified = verdicts.split(separator: UInt8(ascii: "\n")).filter { $0.starts(with: Array(#"{"#.utf8)) && $0.contains(Array(#""verdict":"verified""#.utf8)) }.count
+        guard verified == count else { throw UsageError("\(verified) of \(count) lines verified") }
+        let rate = Double(count) / elapsed.seconds
+        let ratio = rate / openSSL
+        if json {
+            print(#"{"lines":\#(count),"linesPerSecond":\#(Int(rate)),"opensslSpeedVerifyPerSecond":\#(Int(openSSL)),"ratio":\#(String(format: "%.3f", ratio)),"seconds":\#(String(format: "%.2f", elapsed.seconds))}"#)
+        } else {
+            print("iapctl verify --lines, \(count) distinct signed transactions: \(Int(rate)) /s (\(String(format: "%.2f", elapsed.seconds)) s)")
+            print("openssl speed ecdsap256, verify:                        \(Int(openSSL)) /s")
+            print(String(format: "ratio: %.3f (target >= 0.7)", ratio))
+        }
+        return 0
+    }
+
+    /// The verify/s column of `openssl speed -seconds 3 ecdsap256` (one core).
+    private static func opensslVerifyRate() throws -> Double {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = ["speed", "-seconds", "3", "ecdsap256"]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        try runWithNoSignalBlocked(process)
+        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        // "256 bits ecdsa (nistp256)   0.0000s   0.0001s  37000.0  11258.0": the last column is verify/s.
+        guard let line = text.split(separator: "\n").last(where: { $0.contains("nistp256") }),
+              let rate = line.split(separator: " ").last.flatMap({ Double($0) }) else {
+            throw UsageError("cannot read openssl speed's output: \(text.suffix(300))")
+        }
+        return rate
+    }
+
+    /// Starts `process` from a thread of its own with no signal blocked. A child inherits the signal mask of the thread
+    /// that starts it, and the concurrency pool's threads block SIGALRM, by which `openssl speed` ends each test: it
+    /// would run forever.
+    private static func runWithNoSignalBlocked(_ process: Process) throws {
+        let outcome = Mutex<Result<Void, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        // @unchecked: the process is only touched by this thread until `done` is signalled.
+        struct Handoff: @unchecked Sendable { let process: Process }
+        let handoff = Handoff(process: process)
+        let thread = Thread {
+            var none = sigset_t()
+            sigemptyset(&none)
+            pthread_sigmask(SIG_SETMASK, &none, nil)
+            outcome.withLock { $0 = Result { try handoff.process.run() } }
+            done.signal()
+        }
+        thread.start()
+        done.wait()
+        try outcome.withLock { $0 }?.get()
     }
 }

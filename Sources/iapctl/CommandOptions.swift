@@ -62,13 +62,13 @@ struct CommandOptions {
 
 /// The text of a command's input: a file, or standard input for `-`.
 func readCommandInput(_ path: String) throws -> String {
-    let data: Data
-    if path == "-" {
-        data = FileHandle.standardInput.readDataToEndOfFile()
-    } else {
-        guard let contents = FileManager.default.contents(atPath: path) else { throw UsageError("cannot read \(path)") }
-        data = contents
-    }
-    guard let text = String(data: data, encoding: .utf8) else { throw UsageError("input is not UTF-8") }
+    guard let text = String(data: try readCommandInputBytes(path), encoding: .utf8) else { throw UsageError("input is not UTF-8") }
     return text
+}
+
+/// The bytes of `path`, or of standard input for `-`.
+func readCommandInputBytes(_ path: String) throws -> Data {
+    if path == "-" { return FileHandle.standardInput.readDataToEndOfFile() }
+    guard let contents = FileManager.default.contents(atPath: path) else { throw UsageError("cannot read \(path)") }
+    return contents
 }

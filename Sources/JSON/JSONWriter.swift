@@ -1,0 +1,66 @@
+/// JSON text from `JSONValue`, written as UTF-8 bytes in one pass (no `JSONEncoder`, no `Foundation` strings).
+extension JSONValue {
+    /// The value as compact JSON in UTF-8: object keys sorted (stable lines for tools and tests), characters outside
+    /// ASCII as they are, `/` not escaped, control characters escaped; a non-finite number (which JSON cannot hold)
+    /// as `null`.
+    public var serialized: [UInt8] {
+        var output: [UInt8] = []
+        write(to: &output)
+        return output
+    }
+
+    /// Appends the value, as `serialized` writes it, to `output`.
+    public func write(to output: inout [UInt8]) {
+        switch self {
+        case .null: output += "null".utf8
+        case .bool(let value): output += (value ? "true" : "false").utf8
+        case .integer(let value): output += String(value).utf8
+        case .number(let value):
+            if !value.isFinite {
+                output += "null".utf8
+            } else if let integral = Int64(exactly: value), abs(integral) < 1 << 53 {
+                output += String(integral).utf8 // as JSONEncoder writes 1.0: 1
+            } else {
+                output += String(value).utf8 // shortest round-tripping form, e.g. 0.1 or 1e+20
+            }
+        case .string(let value): Self.write(string: value, to: &output)
+        case .array(let values):
+            output.append(UInt8(ascii: "["))
+            for (index, value) in values.enumerated() {
+                if index > 0 { output.append(UInt8(ascii: ",")) }
+                value.write(to: &output)
+            }
+            output.append(UInt8(ascii: "]"))
+        case .object(let fields):
+            output.append(UInt8(ascii: "{"))
+            for (index, key) in fields.keys.sorted().enumerated() {
+                if index > 0 { output.append(UInt8(ascii: ",")) }
+                Self.write(string: key, to: &output)
+                output.append(UInt8(ascii: ":"))
+                fields[key]?.write(to: &output)
+            }
+            output.append(UInt8(ascii: "}"))
+        }
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    /// A JSON string literal (RFC 8259 §7): quote, backslash and control characters escaped.
+    static func write(string: String, to output: inout [UInt8]) {
+        output.append(UInt8(ascii: "\""))
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): output += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
+            case UInt8(ascii: "\\"): output += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
+            case 0x0A: output += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+            case 0x0D: output += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
+            case 0x09: output += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
+            case 0x08: output += [UInt8(ascii: "\\"), UInt8(ascii: "b")]
+            case 0x0C: output += [UInt8(ascii: "\\"), UInt8(ascii: "f")]
+            case 0..<0x20: output += [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xF)]]
+            default: output.append(byte)
+            }
+        }
+        output.append(UInt8(ascii: "\""))
+    }
+}
