@@ -18,7 +18,7 @@ extension JSONValue {
         case .number(let value):
             if !value.isFinite {
                 output += "null".utf8
-            } else if let integral = Int64(exactly: value), abs(integral) < 1 << 53 {
+            } else if let integral = Int64(exactly: value), integral.magnitude < 1 << 53 {
                 output += String(integral).utf8 // as JSONEncoder writes 1.0: 1
             } else {
                 output += String(value).utf8 // shortest round-tripping form, e.g. 0.1 or 1e+20

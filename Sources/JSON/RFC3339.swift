@@ -60,8 +60,9 @@ public enum RFC3339 {
 
     /// `2026-11-29T10:15:00.250Z` (UTC, milliseconds), or `2026-11-29T10:15:00Z` without them.
     public static func format(_ date: Date, milliseconds includeMilliseconds: Bool = true) -> String {
-        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
-        var seconds = time_t(milliseconds / 1000)
+        // Floored, so that a moment before 1970 falls in its own second: -0.5 s is 23:59:59.500 of the day before.
+        let (wholeSeconds, milliseconds) = Int64((date.timeIntervalSince1970 * 1000).rounded(.down)).quotientAndRemainder(dividingBy: 1000)
+        var seconds = time_t(milliseconds < 0 ? wholeSeconds - 1 : wholeSeconds)
         var components = tm()
         gmtime_r(&seconds, &components)
         // Digits by hand: String(format:) costs more than the rest of a verdict line.
@@ -86,7 +87,7 @@ public enum RFC3339 {
         digits(Int(components.tm_sec), 2)
         if includeMilliseconds {
             text.append(UInt8(ascii: "."))
-            digits(Int(milliseconds % 1000), 3)
+            digits(Int(milliseconds < 0 ? milliseconds + 1000 : milliseconds), 3)
         }
         text.append(UInt8(ascii: "Z"))
         return String(decoding: text, as: UTF8.self)

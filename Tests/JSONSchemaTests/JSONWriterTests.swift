@@ -31,6 +31,9 @@ struct JSONWriterTests {
 
     @Test func numbersJSONCannotHoldBecomeNullAndIntegralDoublesLoseTheirPoint() {
         #expect(JSONValue.array([.number(.nan), .number(.infinity), .number(3.0), .number(2.5)]).serialized == Array("[null,null,3,2.5]".utf8))
+        // -2^63 as a double (a hostile message can carry it): written, not a trap.
+        let extreme = JSONValue.number(-9_223_372_036_854_775_808.0)
+        #expect(JSONValue.parse(extreme.serialized) == extreme)
     }
 }
 
@@ -42,6 +45,7 @@ struct RFC3339FormatTests {
         #expect(RFC3339.format(date, milliseconds: false) == "2026-11-29T10:15:00Z")
         #expect(RFC3339.format(Date(timeIntervalSince1970: 0)) == "1970-01-01T00:00:00.000Z")
         #expect(RFC3339.format(Date(timeIntervalSince1970: 253_402_300_799)) == "9999-12-31T23:59:59.000Z")
+        #expect(RFC3339.format(Date(timeIntervalSince1970: -0.5)) == "1969-12-31T23:59:59.500Z")
         let now = Date()
         #expect(RFC3339.parse(RFC3339.format(now)).map { abs($0.timeIntervalSince(now)) < 0.001 } == true)
     }

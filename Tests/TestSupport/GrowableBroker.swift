@@ -35,7 +35,7 @@ public final class GrowableBroker: Sendable {
         let storagePort = try freePort()
         let storage = try BackgroundProcess(python, [script, "serve", "\(storagePort)", bucket])
         try await waitUntil("the S3 storage is ready (moto: make bootstrap installs it)") {
-            storage.output.contains("ready") || !storage.isRunning
+            storage.output.split(separator: "\n").contains("tansu_s3 ready") || !storage.isRunning
         }
         try #require(storage.isRunning, "the S3 storage did not start: \(storage.output.suffix(2_000))")
         let endpoint = "http://127.0.0.1:\(storagePort)"
@@ -70,8 +70,12 @@ public final class GrowableBroker: Sendable {
         try #require(result.status == 0, "growing the topics failed: \(result.output)")
         let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": bootstrapServers]))
         try await waitUntil("the broker reports \(partitions) partitions") {
-            let counts = try await offPool { try admin.metadata(timeout: .seconds(5)).topics }
-            return topics.allSatisfy { counts[$0] == partitions }
+            do {
+                let counts = try await offPool { try admin.metadata(timeout: .seconds(5)).topics }
+                return topics.allSatisfy { counts[$0] == partitions }
+            } catch {
+                return false // a slow answer: ask again
+            }
         }
     }
 

@@ -1,6 +1,6 @@
 """S3 storage for a Tansu broker whose topics the tests grow (Tansu answers CreatePartitions "unsupported").
 
-  tansu_s3.py serve PORT BUCKET                       an S3 server (moto) on 127.0.0.1:PORT with BUCKET; prints "ready"
+  tansu_s3.py serve PORT BUCKET                       an S3 server (moto) on 127.0.0.1:PORT with BUCKET; prints "tansu_s3 ready"
   tansu_s3.py grow ENDPOINT BUCKET CLUSTER N TOPIC…   raises each TOPIC to N partitions in the broker's metadata
 
 Tansu keeps a cluster's topics in clusters/CLUSTER/meta.json of its bucket and reads it again (a few seconds'
@@ -9,6 +9,7 @@ see the new count and produce to and fetch from the new partitions. The write is
 so a concurrent change by the broker is never overwritten (it is retried instead).
 """
 import json
+import os
 import sys
 import time
 
@@ -22,9 +23,10 @@ def serve(port, bucket):
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(port), verbose=False)
     server.start()
     boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", **CREDENTIALS).create_bucket(Bucket=bucket)
-    print("ready", flush=True)
-    while True:
-        time.sleep(3600)
+    print("tansu_s3 ready", flush=True)
+    parent = os.getppid()
+    while os.getppid() == parent:  # ends with the test process, even if it dies without stopping us
+        time.sleep(1)
 
 
 def grow(endpoint, bucket, cluster, count, topics):
