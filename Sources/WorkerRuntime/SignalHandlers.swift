@@ -3,9 +3,9 @@ import Synchronization
 
 /// Runs Swift closures when the process receives a signal, through a self-pipe read on a thread of its own.
 ///
-/// Not dispatch signal sources: on Linux, cancelling one and releasing it while the process is signalled
-/// sometimes crashed libdispatch's manager thread (seen after `ServiceGroup` tests). Here the C handler only
-/// writes the signal number into a pipe; a plain thread reads it and calls whoever is registered for it.
+/// A C handler that only writes the signal number into a pipe (async-signal-safe), and a plain thread that reads it
+/// and calls whoever is registered: signal handling stays out of libdispatch's event loop and needs no dispatch
+/// source to be cancelled while signals may arrive.
 /// A signal with nobody registered is swallowed (the handler stays installed once a signal was watched).
 final class SignalHandlers: Sendable {
     static let shared = SignalHandlers()
