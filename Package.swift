@@ -85,7 +85,8 @@ let package = Package(
             linkerSettings: rdkafkaLinkerSettings
         ),
 
-        .target(name: "TestSupport", dependencies: ["Kafka", "Database"], path: "Tests/TestSupport", exclude: ["tansu_s3.py"]),
+        .systemLibrary(name: "CSpawn", path: "Tests/CSpawn"),
+        .target(name: "TestSupport", dependencies: ["Kafka", "Database", "CSpawn"], path: "Tests/TestSupport", exclude: ["tansu_s3.py"]),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], exclude: ["tls_proxy.py"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "StoreVerificationTests", dependencies: ["PurchaseDomain", "StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),

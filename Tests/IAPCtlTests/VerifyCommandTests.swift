@@ -25,15 +25,12 @@ import TestSupport
     }
 
     static func runBlocking(_ arguments: [String], input: String) throws -> Outcome {
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
         let stdin = Pipe()
         let stdout = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess(binary.path, arguments, standardInput: stdin.fileHandleForReading.fileDescriptor,
+                                       standardOutput: stdout.fileHandleForWriting.fileDescriptor)
+        try stdin.fileHandleForReading.close()
+        try stdout.fileHandleForWriting.close()
         stdin.fileHandleForWriting.write(Data(input.utf8))
         try stdin.fileHandleForWriting.close()
         let output = stdout.fileHandleForReading.readDataToEndOfFile()

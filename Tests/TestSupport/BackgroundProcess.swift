@@ -2,32 +2,31 @@ import Foundation
 
 /// A child process (not one of this package's executables: see `ExecutableProcess`) whose output is collected;
 /// killed by `stop()` or when released.
-public final class BackgroundProcess: @unchecked Sendable {
-    // @unchecked: `process` is set once in init; the collected output is behind a lock.
-    private let process = Process()
+public final class BackgroundProcess: Sendable {
+    private let child: ChildProcess
     private let collected = Locked("")
+    /// Kept: its read end closes when it goes, and the child would then write into nothing.
+    private let outputPipe: Pipe
 
     public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
         let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
+        child = try ChildProcess(executable, arguments, environment: environment, standardOutput: pipe.fileHandleForWriting.fileDescriptor,
+                                 standardError: pipe.fileHandleForWriting.fileDescriptor)
+        try pipe.fileHandleForWriting.close()
+        outputPipe = pipe
         let collected = self.collected
         pipe.fileHandleForReading.readabilityHandler = { handle in
             let chunk = handle.availableData
             if chunk.isEmpty { handle.readabilityHandler = nil } else { collected.withLock { $0 += String(decoding: chunk, as: UTF8.self) } }
         }
-        try process.run()
     }
 
     /// Standard output and error so far.
     public var output: String { collected.value }
 
-    public var isRunning: Bool { process.isRunning }
+    public var isRunning: Bool { child.isRunning }
 
-    public func stop() { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+    public func stop() { child.signal(SIGKILL) }
 
     deinit { stop() }
 }

@@ -7,20 +7,22 @@ import Testing
 /// A built executable of this package running as a child process, its standard error collected line by line
 /// (the JSON log), stopped with SIGTERM (or killed) by the test.
 public final class ExecutableProcess {
-    public let process: Process
+    public let process: ChildProcess
+    private let name: String
+    /// Kept: its read end closes when it goes, and the child would then write into nothing.
+    private let errorPipe: Pipe
     private let errorLines = Locked<[String]>([])
 
     /// `.build/debug/<name>`.
     public static func binary(_ name: String) -> URL { TestServices.packageRoot.appendingPathComponent(".build/debug/\(name)") }
 
     public init(_ name: String, _ arguments: [String], environment: [String: String] = [:]) throws {
-        let process = Process()
-        process.executableURL = Self.binary(name)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
         let pipe = Pipe()
-        process.standardError = pipe
-        process.standardOutput = FileHandle.nullDevice
+        process = try ChildProcess(Self.binary(name).path, arguments, environment: environment,
+                                   standardError: pipe.fileHandleForWriting.fileDescriptor)
+        try pipe.fileHandleForWriting.close()
+        self.name = name
+        errorPipe = pipe
         let lines = errorLines
         let pending = Locked(Data())
         pipe.fileHandleForReading.readabilityHandler = { handle in
@@ -37,8 +39,6 @@ public final class ExecutableProcess {
             }
             lines.withLock { $0.append(contentsOf: complete) }
         }
-        try process.run()
-        self.process = process
     }
 
     /// The log so far.
@@ -47,7 +47,7 @@ public final class ExecutableProcess {
     /// Waits for a log line containing `text` and returns it.
     public func waitForLog(_ text: String, timeout: Duration = .seconds(60)) async throws -> String {
         var found: String?
-        try await waitUntil("\(process.executableURL?.lastPathComponent ?? "process") logs '\(text)'", timeout: timeout) {
+        try await waitUntil("\(name) logs '\(text)'", timeout: timeout) {
             found = log.first { $0.contains(text) }
             return found != nil || !process.isRunning
         }
@@ -66,12 +66,12 @@ public final class ExecutableProcess {
     /// SIGTERM, then waits for the exit; returns the status.
     @discardableResult
     public func terminate(timeout: Duration = .seconds(60)) async throws -> Int32 {
-        if process.isRunning { process.terminate() }
+        process.terminate()
         try await waitUntil("the process exits", timeout: timeout) { !process.isRunning }
         return process.terminationStatus
     }
 
-    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+    deinit { process.signal(SIGKILL) }
 
     public struct ProcessExited: Error, CustomStringConvertible {
         public let log: [String]

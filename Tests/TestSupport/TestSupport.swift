@@ -153,18 +153,13 @@ public func runPythonSchemaCheck(python: String, instances: URL? = nil) throws -
 /// Runs a program to its end; standard output and error together.
 public func runCommand(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
                        directory: URL? = nil) throws -> (status: Int32, output: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-    if let directory { process.currentDirectoryURL = directory }
     let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    try process.run()
+    let child = try ChildProcess(executable, arguments, environment: environment, directory: directory?.path,
+                                 standardOutput: pipe.fileHandleForWriting.fileDescriptor, standardError: pipe.fileHandleForWriting.fileDescriptor)
+    try pipe.fileHandleForWriting.close() // the child's end: the read below ends when the child closes its copy
     let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    return (process.terminationStatus, output)
+    child.waitUntilExit()
+    return (child.terminationStatus, output)
 }
 
 /// The purchase store engines tests run against: SQLite always, PostgreSQL where a server is given.
