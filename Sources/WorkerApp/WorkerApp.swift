@@ -166,7 +166,7 @@ public enum WorkerApp {
             StoreMetrics.register(store: store, metrics: process.metrics, stages: runners.map(\.stageName))
             ConsumerMetrics.register(runners: runners, metrics: process.metrics)
             // A rebalance that does not complete is reported, not silent (GroupWatchdog); an idle extra replica is ready.
-            let watchdog = GroupWatchdog(consumers: runners.flatMap { [$0.kafkaConsumer] + ($0.retryConsumer.map { [$0] } ?? []) },
+            let watchdog = GroupWatchdog(consumers: runners.flatMap(\.consumers),
                                          configuration: try groupWatch(process.settings), clock: ContinuousClock(), logger: process.logger,
                                          metrics: process.metrics, describe: GroupWatchdog<ContinuousClock>.describing(with: try KafkaAdmin(kafka: process.kafka)))
             let readiness: @Sendable () async -> Readiness = {

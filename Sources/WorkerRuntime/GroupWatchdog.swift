@@ -22,7 +22,7 @@ import Synchronization
 /// has been without partitions is the consumer's own measure.
 public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration {
     public struct Configuration: Sendable {
-        /// How long a member may be without partitions, or a partition without a member, before it counts as stalled.
+        /// How long a member may be without partitions, or hold another slice than its share, before it counts as stalled.
         public var bound: Duration = .seconds(60)
         /// How often the groups are looked at.
         public var interval: Duration = .seconds(5)
@@ -164,8 +164,7 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
         let group = consumer.groupID
         let described: (group: KafkaGroupDescription, partitions: [String: Int])
         do {
-            let describe = self.describe
-            described = try await onOwnThread { try describe(consumer) }
+            described = try await describeGroup(of: consumer)
         } catch {
             // This member works; that the group cannot be described now says nothing against it.
             state.withLock { $0.mismatchedSince[group] = nil }
@@ -200,6 +199,12 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
                         + "in a stable group of \(members.count): partitions left to nobody by a rebalance")
     }
 
+    /// `describe`, off the concurrency pool (it blocks on the cluster).
+    private func describeGroup(of consumer: KafkaConsumer) async throws -> (group: KafkaGroupDescription, partitions: [String: Int]) {
+        let describe = self.describe
+        return try await onOwnThread { try describe(consumer) }
+    }
+
     /// What `range` assigns `member` of `topic`'s partitions among `members`: sorted by id, the k-th of n gets the
     /// k-th run of ⌊P/n⌋ partitions, the first P mod n one more. Nil when `member` is not among them.
     static func rangeShare(of member: String, among members: [String], topic: String, partitions: Int) -> Set<TopicPartition>? {
@@ -219,8 +224,7 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
     private func judge(_ consumer: KafkaConsumer, without: Duration) async -> (Status, described: Bool) {
         let seconds = Int(without.components.seconds)
         do {
-            let describe = self.describe
-            let (group, counts) = try await onOwnThread { try describe(consumer) }
+            let (group, counts) = try await describeGroup(of: consumer)
             state.withLock { $0.describeFailures[consumer.groupID] = nil }
             // With range assignment a member gets a partition of every topic with more partitions than its place.
             let partitions = counts.values.max() ?? 0

@@ -80,8 +80,8 @@ public final class StageRunner: Service {
     public let metrics: MetricsRegistry
     /// The consumer, e.g. for its assignment (readiness) and lag (metrics).
     public var kafkaConsumer: KafkaConsumer { consumer }
-    /// The re-driver's consumer of the retry topic (with parking).
-    public var retryConsumer: KafkaConsumer? { parking?.consumer }
+    /// Every consumer of this runner: the stage's, and its re-driver's (with parking).
+    public var consumers: [KafkaConsumer] { [consumer] + (parking.map { [$0.consumer] } ?? []) }
     /// The stage's name (`verifier`, …).
     public var stageName: String { stage.name }
 

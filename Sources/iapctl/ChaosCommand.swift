@@ -160,7 +160,7 @@ enum ChaosCommand {
         print(books.table(plan: plan, seconds: seconds))
         print("replicas: " + ReplicaPlan.stages.map { "\($0) \(replicas.joins[$0] ?? 0) joins, \(replicas.leaves[$0] ?? 0) leaves, handled by replica "
             + (replicas.handled[$0] ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
-            + ", group rejoins \((replicas.rejoins[$0] ?? [:]).values.reduce(0, +))" }.joined(separator: "; "))
+            + ", group rejoins \(replicas.groupRejoins(of: $0))" }.joined(separator: "; "))
         if json { print(try VerifyCommand.jsonLine(summary)) }
         guard books.violations.isEmpty else {
             say("the workers' logs are kept in \(work.path)")

@@ -23,6 +23,9 @@ struct ReplicaPlan {
     /// Times each replica rejoined a stalled group (`iap_group_rejoins_total`), read as `handled` is, by stage.
     private(set) var rejoins: [String: [Int: Int64]] = [:]
 
+    /// The rejoins of all of `stage`'s replicas.
+    func groupRejoins(of stage: String) -> Int64 { (rejoins[stage] ?? [:]).values.reduce(0, +) }
+
     init(mode: Mode) {
         self.mode = mode
         var generator = SystemRandomNumberGenerator()
@@ -83,7 +86,7 @@ struct ReplicaPlan {
             (stage, JSONValue.object([
                 "joins": .integer(Int64(joins[stage] ?? 0)), "leaves": .integer(Int64(leaves[stage] ?? 0)),
                 "handledByReplica": .object(Dictionary(uniqueKeysWithValues: (handled[stage] ?? [:]).map { (String($0.key), .integer($0.value)) })),
-                "groupRejoins": .integer((rejoins[stage] ?? [:]).values.reduce(0, +)),
+                "groupRejoins": .integer(groupRejoins(of: stage)),
             ]))
         }))
     }

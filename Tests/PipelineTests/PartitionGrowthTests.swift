@@ -22,7 +22,7 @@ struct PartitionGrowthTests {
         let servers = broker.bootstrapServers
         let pki = try TestPKI.make()
         let pipeline = try await PipelineTests.start(servers: servers, pki: pki, storeURL: try await StoreEngine.sqlite.freshURL())
-        let consumers = pipeline.runners.flatMap { [$0.kafkaConsumer] + ($0.retryConsumer.map { [$0] } ?? []) }
+        let consumers = pipeline.runners.flatMap(\.consumers)
         var watch = GroupWatchdog<ContinuousClock>.Configuration()
         // The workers' default; well above the time a member takes to join on this broker (about 25 s: every group write
         // goes through S3), or rejoining members would keep each other from ever completing a rebalance.

@@ -107,8 +107,7 @@ extension RDKafkaClient {
         if err != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError.rdKafka(.consume, err, context: "resume") }
     }
 
-    /// Leaves the group (running the revoke callback first) and commits when auto-commit is on.
-    /// The member id the group coordinator assigned (nil or empty before joining).
+    /// The member id the group coordinator assigned (nil before joining).
     var memberID: String? {
         guard let pointer = rd_kafka_memberid(handle) else { return nil }
         defer { rd_kafka_mem_free(handle, pointer) }
@@ -116,6 +115,7 @@ extension RDKafkaClient {
         return id.isEmpty ? nil : id
     }
 
+    /// Leaves the group (running the revoke callback first) and commits when auto-commit is on.
     func closeConsumer() throws {
         defer { markClosed() }
         let err = rd_kafka_consumer_close(handle)
