@@ -79,6 +79,27 @@ enum Engine: String, CaseIterable, Sendable {
         try second.query("ROLLBACK")
     }
 
+    /// Each distinct statement is prepared once per connection and reused with new parameters; one first seen inside
+    /// a failed transaction fails with it and is prepared on its next use.
+    @Test(TestServices.postgres) func postgresPreparesEachStatementOnce() throws {
+        let connection = try Engine.postgres.connect()
+        let square = "SELECT CAST($1 AS BIGINT) * CAST($1 AS BIGINT)"
+        for value in Int64(1)...5 { #expect(try connection.query(square, [.integer(value)]) == [[.integer(value * value)]]) }
+        let prepared = "SELECT count(*) FROM pg_prepared_statements WHERE statement = $1"
+        #expect(try connection.query(prepared, [.text(square)]) == [[.integer(1)]])
+
+        try connection.query("BEGIN")
+        #expect(throws: DatabaseError.self) { try connection.query("SELECT 1 / CAST($1 AS INT)", [.integer(0)]) }
+        let late = "SELECT CAST($1 AS TEXT) || 'late'"
+        #expect(throws: DatabaseError.self) { try connection.query(late, [.text("too ")]) } // the transaction is aborted
+        try connection.query("ROLLBACK")
+        #expect(try connection.query(late, [.text("now ")]) == [[.text("now late")]])
+        #expect(try connection.query(prepared, [.text(late)]) == [[.integer(1)]])
+
+        let bytes = Data([0x00, 0x5c, 0x78, 0xff, 0x10])
+        #expect(try connection.query("SELECT encode(CAST($1 AS BYTEA), 'hex')", [.blob(bytes)]) == [[.text("005c78ff10")]])
+    }
+
     @Test(TestServices.postgres) func postgresRefusesNULInTextWithAnError() throws {
         let connection = try Engine.postgres.connect()
         let error = #expect(throws: DatabaseError.self) { try connection.query("SELECT $1::text", [.text("a\u{0}b")]) }

@@ -183,4 +183,24 @@ import TestSupport
         #expect(Set(flagged.map(\.record.key.transactionId)) == ["m-1", "m-5"], "only unfinished consumables: not ad-free, not the unknown product")
         #expect(try await store.audit().balanceMismatches.isEmpty)
     }
+
+    /// The store's statements are prepared once per connection. One first run while `purchases` was empty, as in every
+    /// new deployment, must still find a purchase by its key once the table has grown: a generic plan made on the
+    /// empty table scans the index on (store, original_transaction_id) by its store column, i.e. every row.
+    @Test(TestServices.postgres) func aLookupFirstRunOnAnEmptyStoreStillUsesThePurchaseKey() async throws {
+        let url = try await StoreEngine.postgres.freshURL()
+        let store = try SQLPurchaseStore(url: url)
+        try await store.migrate()
+        for n in 0..<8 { #expect(try await store.lifecycleState(of: PurchaseKey(store: .appstore, transactionId: "t\(n)")) == .unseen) }
+        try PostgresConnection(url: url).query("""
+            INSERT INTO purchases (store, transaction_id, original_transaction_id, user_id, product_id, quantity, purchase_time, state)
+            SELECT 'appstore', 't' || n, 't' || n, 'user', 'coins.100', 1, n, 'verified' FROM generate_series(1, 20000) AS n
+            """)
+        let plan = try await store.executor.run { connection -> String in
+            let name = try connection.query("SELECT name FROM pg_prepared_statements WHERE statement LIKE 'SELECT state, user_id, product_type FROM purchases%'")
+            return try connection.query("EXPLAIN EXECUTE \(name.first?[0].string ?? "missing")('appstore', 't7')").compactMap { $0[0].string }
+                .joined(separator: "\n")
+        }
+        #expect(plan.contains("purchases_pkey"), "\(plan)")
+    }
 }
