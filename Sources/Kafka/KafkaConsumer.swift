@@ -29,6 +29,9 @@ public final class KafkaConsumer: Sendable {
     public typealias Completion = @Sendable () async throws -> Void
     /// A handler that returns before its message is done: see `runPipelined(_:)`.
     public typealias PipelinedHandler = @Sendable (KafkaMessage) async throws -> Completion
+    /// A handler of several consecutive messages of one partition at once, returning one completion per message, in
+    /// the same order: see `runBatched(maxMessages:_:)`.
+    public typealias BatchHandler = @Sendable ([KafkaMessage]) async throws -> [Completion]
 
     /// Consumer settings; every librdkafka property can be set through `kafka`.
     public struct Configuration: Sendable {
@@ -112,12 +115,22 @@ public final class KafkaConsumer: Sendable {
     /// `maxInFlightPerPartition` later messages are handled. A message's offset is stored after its
     /// completion returned; a completion that throws stops the consumer as a handler error does.
     public func runPipelined(_ handler: @escaping PipelinedHandler) async throws {
+        try await runBatched(maxMessages: 1) { messages in [try await handler(messages[0])] }
+    }
+
+    /// Like `runPipelined(_:)`, but the handler takes the messages of a partition that are waiting when it is called,
+    /// up to `maxMessages` (at least one; no waiting for more): under load a stage does its work for many messages
+    /// at once, and idle it answers each message as it comes. Each message's offset is stored once its completion
+    /// returned, in order, so an offset never passes a message whose completion has not. A handler that throws
+    /// stops the consumer, as for `runPipelined(_:)`, reported at the batch's first message.
+    public func runBatched(maxMessages: Int, _ handler: @escaping BatchHandler) async throws {
+        let maxMessages = max(1, maxMessages)
         while true {
             let core = self.core
             try core.client.subscribe(topics: core.configuration.topics)
             await withTaskCancellationHandler {
                 await withCheckedContinuation { (finished: CheckedContinuation<Void, Never>) in
-                    core.start(handler: handler, finished: finished)
+                    core.start(handler: handler, maxBatch: maxMessages, finished: finished)
                 }
             } onCancel: {
                 self.triggerGracefulShutdown()
@@ -220,7 +233,7 @@ public final class KafkaConsumer: Sendable {
 /// The consumer's state shared with its poll thread and partition workers.
 private final class ConsumerCore: Sendable {
     struct State {
-        var handler: KafkaConsumer.PipelinedHandler?
+        var handler: (run: KafkaConsumer.BatchHandler, maxBatch: Int)?
         var workers: [TopicPartition: PartitionWorker] = [:]
         var paused: Set<TopicPartition> = []
         var shutdownRequested = false
@@ -250,8 +263,8 @@ private final class ConsumerCore: Sendable {
     var endedForRejoin: Bool { state.withLock { $0.rejoin } }
     var pausedPartitions: Set<TopicPartition> { state.withLock { $0.paused } }
 
-    func start(handler: @escaping KafkaConsumer.PipelinedHandler, finished: CheckedContinuation<Void, Never>) {
-        state.withLock { $0.handler = handler }
+    func start(handler: @escaping KafkaConsumer.BatchHandler, maxBatch: Int, finished: CheckedContinuation<Void, Never>) {
+        state.withLock { $0.handler = (handler, maxBatch) }
         client.events.rebalanceHandler.withLock {
             $0 = RDKafkaEvents.RebalanceHandler(
                 willRevoke: { [weak self] in self?.revoke($0) },
@@ -341,12 +354,12 @@ private final class ConsumerCore: Sendable {
         for partition in partitions {
             let worker = PartitionWorker(
                 partition: partition, client: client, maxBuffered: configuration.maxBufferedPerPartition,
-                maxInFlight: configuration.maxInFlightPerPartition,
+                maxInFlight: configuration.maxInFlightPerPartition, maxBatch: handler.maxBatch,
                 paused: paused.contains(partition), report: { [weak self] in self?.report($0) })
             if paused.contains(partition) {
                 do { try worker.pause() } catch { report(.error(error as? KafkaError ?? KafkaError(code: .consume, message: "\(error)"))) }
             }
-            worker.start(handler: handler, onFailure: { [weak self] error, message in self?.handlerFailed(error, message) })
+            worker.start(handler: handler.run, onFailure: { [weak self] error, message in self?.handlerFailed(error, message) })
             started.append(worker)
         }
         state.withLock { state in

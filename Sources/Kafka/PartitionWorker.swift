@@ -3,8 +3,9 @@ import Synchronization
 
 /// Handles the messages of one assigned partition, in offset order, on its own task.
 ///
-/// The poll thread hands messages in with `enqueue`; the worker calls the handler and, once the handler
-/// and the completion it returned are done, stores the offset after the message. Up to `maxInFlight`
+/// The poll thread hands messages in with `enqueue`; the worker calls the handler with the messages waiting (up to
+/// `maxBatch`) and, once the handler and the completion it returned for a message are done, stores the offset after
+/// that message. Up to `maxInFlight`
 /// completions may be outstanding; they are awaited in offset order, and all of them before the worker
 /// waits for more input. On revocation the worker completes the messages in hand and drops the rest
 /// (they are redelivered to the partition's next owner); a handler or completion that fails after the
@@ -31,19 +32,21 @@ final class PartitionWorker: Sendable {
     private weak let client: RDKafkaClient?
     private let maxBuffered: Int
     private let maxInFlight: Int
+    private let maxBatch: Int
     private let state: Mutex<State>
     private let stream: AsyncStream<KafkaMessage>
     private let continuation: AsyncStream<KafkaMessage>.Continuation
     private let done = DispatchSemaphore(value: 0)
     fileprivate let report: @Sendable (KafkaConsumerEvent) -> Void
 
-    init(partition: TopicPartition, client: RDKafkaClient, maxBuffered: Int, maxInFlight: Int, paused: Bool,
+    init(partition: TopicPartition, client: RDKafkaClient, maxBuffered: Int, maxInFlight: Int, maxBatch: Int, paused: Bool,
          report: @escaping @Sendable (KafkaConsumerEvent) -> Void) {
         self.partition = partition
         self.client = client
         self.report = report
         self.maxBuffered = maxBuffered
         self.maxInFlight = maxInFlight
+        self.maxBatch = max(1, maxBatch)
         self.state = Mutex(State(pausedByUser: paused))
         (stream, continuation) = AsyncStream.makeStream(of: KafkaMessage.self)
     }
@@ -51,14 +54,14 @@ final class PartitionWorker: Sendable {
     /// Runs the handler over the partition's messages until revoked or the handler fails.
     /// - Parameter onFailure: told about a handler or completion error; the worker then stops without
     ///   storing that offset or any later one.
-    func start(handler: @escaping KafkaConsumer.PipelinedHandler, onFailure: @escaping @Sendable (any Error, KafkaMessage) -> Void) {
+    func start(handler: @escaping KafkaConsumer.BatchHandler, onFailure: @escaping @Sendable (any Error, KafkaMessage) -> Void) {
         Task { await Self.$current.withValue(self) { await run(handler: handler, onFailure: onFailure) } }
     }
 
     /// The worker whose handler or completion the current task is running (see `KafkaConsumer.isHandlingRevokedPartition`).
     @TaskLocal static var current: PartitionWorker?
 
-    private func run(handler: @escaping KafkaConsumer.PipelinedHandler, onFailure: @escaping @Sendable (any Error, KafkaMessage) -> Void) async {
+    private func run(handler: @escaping KafkaConsumer.BatchHandler, onFailure: @escaping @Sendable (any Error, KafkaMessage) -> Void) async {
         defer { done.signal() }
         var inFlight = InFlight(worker: self, onFailure: onFailure)
         var messages = stream.makeAsyncIterator()
@@ -67,15 +70,26 @@ final class PartitionWorker: Sendable {
             while !inFlight.isEmpty && (inFlight.count >= maxInFlight || !hasWaitingInput) {
                 guard await inFlight.completeOldest() else { return }
             }
-            guard let message = await messages.next() else { break }
+            guard let first = await messages.next() else { break }
             state.withLock { $0.waiting -= 1 }
             if !(await waitUntilDeliverable()) { break }
+            var batch = [first]
+            // What is waiting is buffered in the stream already: taking it does not wait.
+            while batch.count < maxBatch && hasWaitingInput, let next = await messages.next() {
+                state.withLock { $0.waiting -= 1 }
+                batch.append(next)
+            }
             do {
-                inFlight.append(message, try await handler(message))
+                let completions = try await handler(batch)
+                guard completions.count == batch.count else {
+                    onFailure(KafkaError(code: .handler, message: "the handler answered \(completions.count) of \(batch.count) messages"), first)
+                    return
+                }
+                for (message, completion) in zip(batch, completions) { inFlight.append(message, completion) }
             } catch where isRevoked {
-                break // A handler that gave up because its partition went: the message is redelivered to the next owner.
+                break // A handler that gave up because its partition went: the messages are redelivered to the next owner.
             } catch {
-                onFailure(error, message)
+                onFailure(error, first)
                 return
             }
         }
