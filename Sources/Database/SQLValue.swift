@@ -64,6 +64,8 @@ public protocol SQLConnection: AnyObject {
     func executeScript(_ sql: String) throws
     /// Rows changed by the last statement.
     var changes: Int { get }
+    /// Whether a transaction is open on the connection (begun and neither committed nor rolled back).
+    var isInTransaction: Bool { get }
 }
 
 extension SQLConnection {

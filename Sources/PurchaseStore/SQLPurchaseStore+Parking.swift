@@ -36,6 +36,31 @@ extension SQLPurchaseStore {
         }
     }
 
+    /// Which of `keys` have a message of `stage` parked and not re-driven yet: one look for a batch of messages. The
+    /// keys are looked up in groups of a power of two (the last repeated), so that a connection prepares a few
+    /// statements, not one per batch size.
+    public func parkedKeys(stage: String, among keys: Set<String>) async throws -> Set<String> {
+        guard !keys.isEmpty else { return [] }
+        let sorted = keys.sorted()
+        return try await executor.run { connection in
+            var parked: Set<String> = []
+            var start = 0
+            while start < sorted.count {
+                let group = Array(sorted[start..<min(start + 256, sorted.count)])
+                start += group.count
+                var width = 1
+                while width < group.count { width *= 2 }
+                let placeholders = (0..<width).map { "$\($0 + 2)" }.joined(separator: ", ")
+                let values = group.map(SQLValue.text) + Array(repeating: .text(group[group.count - 1]), count: width - group.count)
+                for row in try connection.query("SELECT DISTINCT message_key FROM parked_messages WHERE stage = $1 AND message_key IN (\(placeholders))",
+                                                [.text(stage)] + values) {
+                    if let key = row[0].string { parked.insert(key) }
+                }
+            }
+            return parked
+        }
+    }
+
     /// The token of the message's current record on the retry topic; nil when it is not parked (any more).
     public func parkedToken(stage: String, topic: String, partition: Int32, offset: Int64) async throws -> String? {
         try await executor.run { connection in

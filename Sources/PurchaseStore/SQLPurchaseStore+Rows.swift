@@ -6,7 +6,10 @@ import PurchaseDomain
 extension SQLPurchaseStore {
     /// `readOnly`: a snapshot for reads that takes no write lock (SQLite: a deferred transaction, which WAL serves
     /// from one snapshot; PostgreSQL: REPEATABLE READ READ ONLY, so every statement sees the same state).
+    /// Inside a transaction already open (a batch, see `SQLPurchaseStore.batch`), `body` joins it: its effects are
+    /// committed or rolled back with the batch's.
     static func transaction<T>(_ connection: any SQLConnection, _ dialect: Migrations.Dialect, readOnly: Bool = false, _ body: () throws -> T) throws -> T {
+        if connection.isInTransaction { return try body() }
         // SQLite writers: take the write lock up front, so that two processes cannot both read then write.
         switch (dialect, readOnly) {
         case (.sqlite, false): try connection.query("BEGIN IMMEDIATE")

@@ -158,3 +158,13 @@ extension SQLPurchaseStore {
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)
     }
 }
+
+extension SQLPurchaseStore {
+    /// Runs the store calls `body` makes in one database transaction, committed when it returns and rolled back when it
+    /// throws: a stage's work for a batch of messages, e.g. each grant decided under its lock as alone, but one commit
+    /// for all. Other callers of this store wait until the batch ended. A call made in a batch that fails (a database
+    /// error) leaves the transaction unusable on PostgreSQL: let the error end the batch.
+    public func batch<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        try await executor.batch(begin: dialect == .sqlite ? "BEGIN IMMEDIATE" : "BEGIN", body)
+    }
+}

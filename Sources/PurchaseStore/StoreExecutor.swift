@@ -2,15 +2,22 @@ import Database
 import Dispatch
 import Foundation
 import PurchaseDomain
+import Synchronization
 
 /// Owns one connection and runs every database call on its own serial queue, off Swift's cooperative
 /// pool (the C calls block). A connection found lost is dropped and reopened on the next call.
 ///
-/// `@unchecked Sendable`: `connection` is only touched on `queue`.
+/// A batch (`batch(write:_:)`) holds the connection for one task across its awaits, in one transaction: calls from
+/// other tasks wait at the gate until it ended, so that none of their statements falls into its transaction.
+///
+/// `@unchecked Sendable`: `connection` is only touched on `queue`; the gate is a `Mutex`.
 final class StoreExecutor: @unchecked Sendable {
     private let queue: DispatchQueue
     private let open: @Sendable () throws -> any SQLConnection
     private var connection: (any SQLConnection)?
+    private let gate = Gate()
+    /// The executor whose batch the current task runs.
+    @TaskLocal private static var batchOf: ObjectIdentifier?
 
     init(label: String, open: @escaping @Sendable () throws -> any SQLConnection) {
         self.queue = DispatchQueue(label: label)
@@ -18,6 +25,32 @@ final class StoreExecutor: @unchecked Sendable {
     }
 
     func run<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
+        if Self.batchOf == ObjectIdentifier(self) { return try await onQueue(body) }
+        await gate.enter()
+        defer { gate.leave() }
+        return try await onQueue(body)
+    }
+
+    /// Runs `body` in one transaction, begun with `begin` (the dialect's write transaction): the store's calls in it
+    /// join it (see `SQLPurchaseStore.transaction`). Committed when `body` returns; rolled back when it throws.
+    /// Within a batch, `body` simply runs in it.
+    func batch<T: Sendable>(begin: String, _ body: () async throws -> T) async throws -> T {
+        if Self.batchOf == ObjectIdentifier(self) { return try await body() }
+        await gate.enter()
+        defer { gate.leave() }
+        _ = try await onQueue { try $0.query(begin) }
+        do {
+            let result = try await Self.$batchOf.withValue(ObjectIdentifier(self)) { try await body() }
+            _ = try await onQueue { try $0.query("COMMIT") }
+            return result
+        } catch {
+            // The original error is what matters; a lost connection is dropped (and its transaction with it).
+            _ = try? await onQueue { connection in if connection.isInTransaction { try connection.query("ROLLBACK") } }
+            throw error
+        }
+    }
+
+    private func onQueue<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             queue.async { [self] in
                 do {
@@ -31,6 +64,37 @@ final class StoreExecutor: @unchecked Sendable {
                     continuation.resume(throwing: error)
                 }
             }
+        }
+    }
+
+    /// A first-come, first-served lock for tasks.
+    private final class Gate: Sendable {
+        private let state = Mutex<(held: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+        func enter() async {
+            await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+                let entered = state.withLock { state -> Bool in
+                    if !state.held {
+                        state.held = true
+                        return true
+                    }
+                    state.waiters.append(waiter)
+                    return false
+                }
+                if entered { waiter.resume() }
+            }
+        }
+
+        /// Hands the lock to the first waiter, if any.
+        func leave() {
+            let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                guard !state.waiters.isEmpty else {
+                    state.held = false
+                    return nil
+                }
+                return state.waiters.removeFirst()
+            }
+            next?.resume()
         }
     }
 }

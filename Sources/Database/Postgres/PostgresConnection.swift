@@ -44,6 +44,12 @@ public final class PostgresConnection: SQLConnection {
 
     deinit { PQfinish(handle) }
 
+    /// Also while a failed transaction waits for its ROLLBACK.
+    public var isInTransaction: Bool {
+        let status = PQtransactionStatus(handle)
+        return status == PQTRANS_INTRANS || status == PQTRANS_INERROR || status == PQTRANS_ACTIVE
+    }
+
     /// The server's version number, e.g. 150018.
     public var serverVersion: Int { Int(PQserverVersion(handle)) }
 

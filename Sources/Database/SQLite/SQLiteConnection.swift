@@ -25,6 +25,8 @@ public final class SQLiteConnection: SQLConnection {
         try executeScript("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
     }
 
+    public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+
     deinit {
         statements.values.forEach { sqlite3_finalize($0) }
         sqlite3_close_v2(handle)
