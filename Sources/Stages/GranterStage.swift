@@ -59,6 +59,11 @@ public struct GranterStage: StoreBackedStage {
         }
     }
 
+    /// One store transaction for the batch (see `handleInOneTransaction`).
+    public func handle(batch messages: [KafkaMessage]) async -> [Result<StageResult, any Error>] {
+        await handleInOneTransaction(messages, store: store)
+    }
+
     private func grant(_ verified: PurchaseVerifiedEvent) async throws -> StageResult {
         let key = PurchaseKey(store: verified.store, transactionId: verified.transactionId)
         if verified.revocationDate != nil {

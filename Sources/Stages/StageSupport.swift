@@ -44,6 +44,27 @@ public struct StageContext: Sendable {
 public protocol StoreBackedStage: MessageStage {}
 
 extension StoreBackedStage {
+    /// `handle(_:)` for each message, all in one transaction of `store` (`SQLPurchaseStore.batch`): each message decided
+    /// as if alone (a repeat within the batch answers as a repeat), one commit for all, the outputs published by the
+    /// runner after it. When any message throws, everything is rolled back and nothing is answered: the runner then
+    /// takes the first message alone (retried, parked or dead-lettered as always) and batches the rest again.
+    func handleInOneTransaction(_ messages: [KafkaMessage], store: SQLPurchaseStore) async -> [Result<StageResult, any Error>] {
+        guard messages.count > 1 else {
+            guard let only = messages.first else { return [] }
+            do { return [.success(try await handle(only))] } catch { return [.failure(error)] }
+        }
+        do {
+            return try await store.batch {
+                var results: [Result<StageResult, any Error>] = []
+                results.reserveCapacity(messages.count)
+                for message in messages { results.append(.success(try await handle(message))) }
+                return results
+            }
+        } catch {
+            return []
+        }
+    }
+
     public func isTransient(_ error: any Error) -> Bool {
         if let database = error as? DatabaseError { return database.isRetriable }
         return error is TransientError || (error as? KafkaError)?.isRetriable == true
@@ -72,6 +93,10 @@ public struct StoreParkingLedger: ParkingLedger {
 
     public func parked(stage: String, key: String) async throws -> [ParkedOrigin] {
         try await store.parkedMessages(stage: stage, key: key).map { ParkedOrigin(stage: stage, topic: $0.topic, partition: $0.partition, offset: $0.offset) }
+    }
+
+    public func parkedKeys(stage: String, among keys: Set<String>) async throws -> Set<String> {
+        try await store.parkedKeys(stage: stage, among: keys)
     }
 
     public func parkedToken(_ origin: ParkedOrigin) async throws -> String? {

@@ -53,6 +53,11 @@ public struct VerifierStage: StoreBackedStage {
         }
     }
 
+    /// One store transaction for the batch (see `handleInOneTransaction`).
+    public func handle(batch messages: [KafkaMessage]) async -> [Result<StageResult, any Error>] {
+        await handleInOneTransaction(messages, store: store)
+    }
+
     private func handle(_ submission: PurchaseSubmitted) async throws -> StageResult {
         let verified: Result<[VerifiedPurchase], Rejection>
         switch submission.kind {

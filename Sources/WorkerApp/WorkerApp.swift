@@ -38,6 +38,8 @@ public enum WorkerApp {
                 help: "seconds between librdkafka statistics (consumer lag in /metrics); 0 turns them off"),
         Setting("--max-in-flight", env: "IAP_MAX_IN_FLIGHT", default: "64",
                 help: "messages per partition handled while earlier outputs await the broker's ack (1 = one at a time)"),
+        Setting("--max-batch", env: "IAP_MAX_BATCH", default: "64",
+                help: "messages of a partition waiting to be handled that a stage takes at once, in one database transaction (1 = one at a time)"),
         Setting("--group-stall-seconds", env: "IAP_GROUP_STALL_SECONDS", default: "60",
                 help: "seconds (at least 30) a stage may be without partitions (while its group has no more members than partitions), or hold another slice than its share, before it is reported stalled and rejoins"),
         Setting("--retry-budget", env: "IAP_RETRY_BUDGET", default: "300",
@@ -124,6 +126,10 @@ public enum WorkerApp {
                 throw SettingsError("--dead-letter-value-bytes (IAP_DEAD_LETTER_VALUE_BYTES) must be 0 or more")
             }
             configuration.deadLetterValueBytes = keep
+            guard let maxBatch = try settings.int("--max-batch"), (1...1_000).contains(maxBatch) else {
+                throw SettingsError("--max-batch (IAP_MAX_BATCH) must be 1 to 1000")
+            }
+            configuration.maxBatch = maxBatch
             guard let budget = try settings.seconds("--retry-budget"), budget <= 86_400 else {
                 throw SettingsError("--retry-budget (IAP_RETRY_BUDGET) must be 0 to 86400 seconds")
             }

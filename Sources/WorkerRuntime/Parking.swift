@@ -29,10 +29,21 @@ public protocol ParkingLedger: Sendable {
     func recordParked(_ origin: ParkedOrigin, key: String?, recheck: Bool, token: String, reason: String, at: Date) async throws
     /// The messages of `stage` with `key` parked and not re-driven yet, oldest first.
     func parked(stage: String, key: String) async throws -> [ParkedOrigin]
+    /// Which of `keys` have a message of `stage` parked and not re-driven yet (a batch's messages, looked up at once).
+    func parkedKeys(stage: String, among keys: Set<String>) async throws -> Set<String>
     /// The token of the current record of the message at `origin`; nil when it is not parked (any more).
     func parkedToken(_ origin: ParkedOrigin) async throws -> String?
     /// Forgets the message at `origin`: re-driven (done or dead-lettered).
     func releaseParked(_ origin: ParkedOrigin) async throws
+}
+
+extension ParkingLedger {
+    /// One `parked(stage:key:)` per key.
+    public func parkedKeys(stage: String, among keys: Set<String>) async throws -> Set<String> {
+        var parked: Set<String> = []
+        for key in keys where !(try await self.parked(stage: stage, key: key)).isEmpty { parked.insert(key) }
+        return parked
+    }
 }
 
 /// What a runner needs to park: the ledger, and a consumer of the retry topic (its own group) for the re-driver.

@@ -30,11 +30,31 @@ public protocol MessageStage: Sendable {
     var name: String { get }
     var topics: [String] { get }
     func handle(_ message: KafkaMessage) async throws -> StageResult
+    /// Handles consecutive messages of one partition at once, e.g. with one database transaction for all of them.
+    /// Answers a prefix of `messages`, in order: the outcome of each of its messages is final (its effects are done),
+    /// and a `.failure` may only end it. The runner takes a `.failure` over (retrying it in place, parking or
+    /// dead-lettering it), hands the message after the prefix to `handle(_:)` alone, and then batches the rest anew; so
+    /// a stage whose batch failed undoes what it did and answers `[]`. Default: `handle(_:)` for each message, up to
+    /// the first that throws.
+    func handle(batch messages: [KafkaMessage]) async -> [Result<StageResult, any Error>]
     /// Whether `error` is worth retrying. Default: `TransientError` and retriable Kafka errors.
     func isTransient(_ error: any Error) -> Bool
 }
 
 extension MessageStage {
+    public func handle(batch messages: [KafkaMessage]) async -> [Result<StageResult, any Error>] {
+        var results: [Result<StageResult, any Error>] = []
+        for message in messages {
+            do {
+                results.append(.success(try await handle(message)))
+            } catch {
+                results.append(.failure(error))
+                break
+            }
+        }
+        return results
+    }
+
     public func isTransient(_ error: any Error) -> Bool {
         if error is TransientError { return true }
         if let kafka = error as? KafkaError { return kafka.isRetriable }
@@ -62,6 +82,8 @@ public final class StageRunner: Service {
         public var parkedDelay: Duration = .seconds(60)
         /// How long after parking a re-driven message still failing becomes a dead letter (`parkedTooLong`).
         public var parkedBudget: Duration = .seconds(86_400)
+        /// How many waiting messages of a partition the stage may handle at once (`MessageStage.handle(batch:)`).
+        public var maxBatch = 64
         public init() {}
     }
 
@@ -74,7 +96,7 @@ public final class StageRunner: Service {
     /// Parks past the retry budget and re-drives what was parked; nil: transient failures are retried in place until done.
     let parking: Parking?
     private let stopping = Mutex(false)
-    /// Counters for tests: `handled`, `deadLettered`, `retries`, `parked`, `redriven`.
+    /// Counters for tests: `handled`, `deadLettered`, `retries`, `parked`, `redriven`, `batches`, `batchesCut`.
     public let counters = Mutex<[String: Int]>([:])
     /// `iap_messages_total`, `iap_retries_total`, `iap_dead_letters_total`, `iap_handler_duration_seconds`, `iap_in_flight_messages`.
     public let metrics: MetricsRegistry
@@ -108,13 +130,18 @@ public final class StageRunner: Service {
         metrics.declare("iap_publish_duration_seconds", .histogram, help: "Time from sending a message's outputs to the broker's acknowledgement.")
         metrics.declare("iap_parked_total", .counter, help: "Messages parked on the retry topic (retry budget spent, or behind a parked message of their key), by stage.")
         metrics.declare("iap_redriven_total", .counter, help: "Parked messages the re-driver handed back to the stage and saw done, by stage.")
+        metrics.declare("iap_batches_total", .counter, help: "Runs of several waiting messages handed to the stage at once, by stage.")
+        metrics.declare("iap_batches_cut_total", .counter,
+                        help: "Batches the stage answered only in part (e.g. rolled back after a failure), the rest handled alone or batched again, by stage.")
         metrics.declare("iap_rechecks_total", .counter, help: "Answered messages set aside to be asked about again (e.g. a pending payment), by stage.")
     }
 
     public func run() async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { [self] in
-                try await untilStopped { try await consumer.runPipelined { [self] message in try await process(message) } }
+                try await untilStopped {
+                    try await consumer.runBatched(maxMessages: configuration.maxBatch) { [self] messages in try await process(batch: messages) }
+                }
             }
             if let parking {
                 group.addTask { [self] in try await untilStopped { try await parking.consumer.run { [self] record in try await redrive(record) } } }
@@ -149,14 +176,66 @@ public final class StageRunner: Service {
     /// were, until it takes them: a broker refusing them refuses every partition's, and the message cannot be
     /// parked (later messages of the partition were handled already).
     private func process(_ message: KafkaMessage) async throws -> KafkaConsumer.Completion {
-        let labels = ["stage": stage.name]
+        try await complete(message, first: await attempt(message), started: ContinuousClock.now)
+    }
+
+    /// Handles consecutive messages of a partition: runs of them whose keys have nothing parked go to the stage at
+    /// once (`MessageStage.handle(batch:)`); a message the batch did not answer, or whose key has a parked message,
+    /// goes through `process(_:)` alone, and the run after it is formed anew. One completion per message, in order.
+    private func process(batch messages: [KafkaMessage]) async throws -> [KafkaConsumer.Completion] {
         let started = ContinuousClock.now
+        var completions: [KafkaConsumer.Completion] = []
+        completions.reserveCapacity(messages.count)
+        var next = 0
+        while next < messages.count {
+            let run = await unparkedRun(messages[next...])
+            guard !run.isEmpty else {
+                completions.append(try await process(messages[next]))
+                next += 1
+                continue
+            }
+            let results = await stage.handle(batch: Array(run))
+            if run.count > 1 {
+                count("batches")
+                if results.count < run.count { count("batchesCut") }
+            }
+            for (message, result) in zip(run, results.prefix(run.count)) {
+                completions.append(try await complete(message, first: result, started: started))
+            }
+            next += min(results.count, run.count)
+            if results.count < run.count {
+                completions.append(try await process(messages[next]))
+                next += 1
+            }
+        }
+        return completions
+    }
+
+    /// The messages from the start of `messages` whose keys have no parked message (all of them without parking);
+    /// empty when the first one's key has, or when the ledger cannot tell (the message then goes alone, retried).
+    private func unparkedRun(_ messages: ArraySlice<KafkaMessage>) async -> ArraySlice<KafkaMessage> {
+        guard let parking else { return messages }
+        let keys = messages.map(ParkedRecord.orderingKey)
+        let parked: Set<String>
+        do {
+            parked = try await parking.withLedger { try await $0.parkedKeys(stage: stage.name, among: Set(keys.compactMap { $0 })) }
+        } catch {
+            return messages.prefix(0)
+        }
+        let free = keys.prefix { key in key.map { !parked.contains($0) } ?? true }.count
+        return messages.prefix(free)
+    }
+
+    /// Takes a message from the first outcome of its handling to done: outputs handed to the producer (the returned
+    /// completion awaits their acknowledgement), or retried, parked or dead-lettered before it returns.
+    private func complete(_ message: KafkaMessage, first: Result<StageResult, any Error>,
+                          started: ContinuousClock.Instant) async throws -> KafkaConsumer.Completion {
+        let labels = ["stage": stage.name]
         metrics.increment("iap_in_flight_messages", labels)
         let done: @Sendable () -> Void = { [metrics] in
             metrics.increment("iap_in_flight_messages", labels, by: -1)
             metrics.observe("iap_handler_duration_seconds", labels, duration: ContinuousClock.now - started)
         }
-        let first = await attempt(message)
         guard case .success(.publish(let outputs)) = first else {
             defer { done() }
             try await processWithRetries(message, first: first) { [self] in await attempt(message) }
@@ -299,6 +378,8 @@ public final class StageRunner: Service {
         case "parked": metrics.increment("iap_parked_total", ["stage": stage.name])
         case "redriven": metrics.increment("iap_redriven_total", ["stage": stage.name])
         case "rechecks": metrics.increment("iap_rechecks_total", ["stage": stage.name])
+        case "batches": metrics.increment("iap_batches_total", ["stage": stage.name])
+        case "batchesCut": metrics.increment("iap_batches_cut_total", ["stage": stage.name])
         default:
             metrics.increment("iap_messages_total", ["stage": stage.name, "outcome": name])
             if let reason { metrics.increment("iap_dead_letters_total", ["stage": stage.name, "reason": reason]) }

@@ -132,13 +132,11 @@ struct PipelineTests {
             submissions.append(try pipeline.codec.message(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: jws,
                                                                             userId: user, submittedAt: now, source: .client), time: now))
         }
-        // Duplicates (a client retrying, a restore) and a replay of someone else's purchase.
+        // Duplicates (a client retrying, a restore).
         for (user, jws) in signed.prefix(4) {
             submissions.append(try pipeline.codec.message(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: jws,
                                                                             userId: user, submittedAt: now, source: .restore), time: now))
         }
-        submissions.append(try pipeline.codec.message(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: signed[5].jws,
-                                                                        userId: "thief", submittedAt: now, source: .client), time: now))
         // Forged, and a product the catalog does not know.
         for (index, productId) in [(0, "coins.100"), (1, "coins.100"), (2, "no.such.product")] {
             let jws = index < 2 ? try forger.sign(AppStorePayloads.transaction(transactionId: "\(4_000_000 + index)", productId: productId, bundleId: Self.bundle))
@@ -157,6 +155,13 @@ struct PipelineTests {
         try await waitUntil("24 purchases finished", timeout: .seconds(120)) {
             try await pipeline.store.statistics().purchasesByState[.finished] == 24
         }
+        // A replay of someone else's purchase, once it is theirs (users' submissions travel on different partitions:
+        // sent together, either could be verified first).
+        let handled = pipeline.runners[0].counters.withLock { $0["handled"] ?? 0 }
+        let replay = try pipeline.codec.message(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: signed[5].jws,
+                                                                  userId: "thief", submittedAt: now, source: .client), time: now)
+        for result in await producer.send(contentsOf: [replay]) { _ = try result.get() }
+        try await waitUntil("the replay is answered") { pipeline.runners[0].counters.withLock { $0["handled"] ?? 0 } == handled + 1 }
         let counters = pipeline.runners.map { runner in runner.counters.withLock { $0 } }
         try await waitUntil("the dead letter is published") { pipeline.runners[0].counters.withLock { $0["deadLettered"] } == 1 }
         try await pipeline.stop()
