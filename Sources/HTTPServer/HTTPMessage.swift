@@ -9,6 +9,8 @@ public struct HTTPRequest: Sendable {
     /// Header names lower-cased.
     public var headers: [String: String]
     public var body: Data
+    /// `HTTP/1.1` or `HTTP/1.0`.
+    public var version = "HTTP/1.1"
 
     public func header(_ name: String) -> String? { headers[name.lowercased()] }
 }
@@ -51,11 +53,12 @@ public struct HTTPResponse: Sendable {
         }
     }
 
-    func serialized() -> Data {
+    /// - Parameter keepAlive: whether the server reads another request on this connection after this response.
+    func serialized(keepAlive: Bool = false) -> Data {
         var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\n"
         var headers = self.headers
         headers["Content-Length"] = String(body.count)
-        headers["Connection"] = "close"
+        headers["Connection"] = keepAlive ? "keep-alive" : "close"
         for (name, value) in headers.sorted(by: { $0.key < $1.key }) { head += "\(name): \(value)\r\n" }
         head += "\r\n"
         return Data(head.utf8) + body

@@ -5,7 +5,9 @@ import Glibc
 #endif
 
 /// A small HTTP/1.1 server over POSIX sockets, for health and metrics endpoints, webhooks, and the
-/// stand-in store APIs of tests. One request per connection (`Connection: close`).
+/// stand-in store APIs of tests. A connection is kept alive for up to `maxRequestsPerConnection` requests (HTTP/1.1
+/// clients reuse it rather than connect per request), and closed once idle for `keepAliveTimeout` or once the server
+/// shuts down.
 ///
 /// Bounded against malformed requests, slow clients and floods: headers and bodies have size limits, the whole
 /// request (headers and body) must arrive within `requestTimeout` however slowly it trickles, at most
@@ -35,10 +37,16 @@ public final class HTTPServer: Sendable {
         public var requestTimeout: Duration
         public var maxConnections: Int
         public var maxConnectionsPerAddress: Int
+        /// Requests served on one connection before it is closed (1: `Connection: close` after each).
+        public var maxRequestsPerConnection: Int
+        /// How long a kept-alive connection may wait for its next request before it is closed.
+        public var keepAliveTimeout: Duration
 
         public init(host: String = "127.0.0.1", port: UInt16 = 0, maxHeaderBytes: Int = 16 * 1024, maxBodyBytes: Int = 1024 * 1024,
                     readTimeout: Duration = .seconds(10), requestTimeout: Duration = .seconds(15), maxConnections: Int = 256,
-                    maxConnectionsPerAddress: Int? = nil) {
+                    maxConnectionsPerAddress: Int? = nil, maxRequestsPerConnection: Int = 1_000, keepAliveTimeout: Duration = .seconds(5)) {
+            self.maxRequestsPerConnection = max(1, maxRequestsPerConnection)
+            self.keepAliveTimeout = keepAliveTimeout
             self.host = host
             self.port = port
             self.maxHeaderBytes = maxHeaderBytes
@@ -169,12 +177,25 @@ public final class HTTPServer: Sendable {
         defer { close(connection) }
         var timeout = timeval(tv_sec: Int(configuration.readTimeout.components.seconds), tv_usec: 0)
         setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        let response: HTTPResponse
-        switch readRequest(connection) {
-        case .success(let request): response = respond(to: request)
-        case .failure(let error): response = HTTPResponse(status: error.status, contentType: "text/plain", body: error.message + "\n")
+        var pending: [UInt8] = [] // bytes read past the last request: the start of the next
+        for served in 1...configuration.maxRequestsPerConnection {
+            let response: HTTPResponse
+            var keepAlive = false
+            switch readRequest(connection, pending: &pending, first: served == 1) {
+            case .success(let request):
+                response = respond(to: request)
+                // HTTP/1.1 keeps the connection unless either side says close; after an error the framing is not trusted.
+                keepAlive = served < configuration.maxRequestsPerConnection && request.version == "HTTP/1.1" && response.status < 400
+                    && !(request.headers["connection"] ?? "").lowercased().split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces) == "close" }
+                    && state.withLock { $0.running } // Shutting down: each connection ends with the request in hand.
+            case .failure(let error) where error.status == RequestError.idle.status:
+                return // A kept-alive connection the client closed or left idle: nothing to answer.
+            case .failure(let error):
+                response = HTTPResponse(status: error.status, contentType: "text/plain", body: error.message + "\n")
+            }
+            // A response not sent whole leaves the client out of step with the connection: it ends there.
+            guard write(connection, response.serialized(keepAlive: keepAlive)), keepAlive else { return }
         }
-        write(connection, response.serialized())
     }
 
     private func respond(to request: HTTPRequest) -> HTTPResponse {
@@ -196,6 +217,8 @@ public final class HTTPServer: Sendable {
     private struct RequestError: Error {
         let status: Int
         let message: String
+        /// No byte of a next request came on a kept-alive connection: closed without an answer.
+        static let idle = RequestError(status: 0, message: "idle")
     }
 
     /// Reads up to `count` bytes into `chunk`, waiting at most the read timeout and never past `deadline`; ≤ 0 when
@@ -209,14 +232,23 @@ public final class HTTPServer: Sendable {
         return Glibc.read(connection, &chunk, count)
     }
 
-    /// Reads one request, all of it within `requestTimeout`.
-    private func readRequest(_ connection: Int32) -> Result<HTTPRequest, RequestError> {
-        let deadline = ContinuousClock.now + configuration.requestTimeout
-        var buffer = [UInt8]()
+    /// Reads one request, all of it within `requestTimeout` (on a kept-alive connection, from its first byte: the wait
+    /// for that is bounded by `readTimeout`). `pending` holds bytes already read, and is left with those read past the
+    /// request.
+    private func readRequest(_ connection: Int32, pending: inout [UInt8], first: Bool) -> Result<HTTPRequest, RequestError> {
         var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        var buffer = pending
+        pending = []
+        if !first && buffer.isEmpty {
+            let count = read(connection, into: &chunk, count: chunk.count, deadline: ContinuousClock.now + configuration.keepAliveTimeout)
+            if count <= 0 { return .failure(.idle) }
+            buffer.append(contentsOf: chunk[0..<count])
+        }
+        let deadline = ContinuousClock.now + configuration.requestTimeout
         let separator: [UInt8] = [13, 10, 13, 10]
-        var headerEnd: Int?
+        var headerEnd = buffer.firstRange(of: separator)?.lowerBound
         while headerEnd == nil {
+            if buffer.count > configuration.maxHeaderBytes { return .failure(RequestError(status: 431, message: "headers too large")) }
             let count = read(connection, into: &chunk, count: chunk.count, deadline: deadline)
             if count <= 0 { return .failure(RequestError(status: 408, message: "incomplete request")) }
             let searchFrom = max(0, buffer.count - 3)
@@ -273,10 +305,12 @@ public final class HTTPServer: Sendable {
             if count <= 0 { return .failure(RequestError(status: 408, message: "incomplete body")) }
             body.append(contentsOf: chunk[0..<count])
         }
+        pending = Array(body.dropFirst(length))
         let target = requestLine[1]
         let query = target.firstIndex(of: "?").map { String(target[target.index(after: $0)...]) }
         let path = String(target.prefix { $0 != "?" })
-        return .success(HTTPRequest(method: String(requestLine[0]), path: path, query: query, headers: headers, body: Data(body.prefix(length))))
+        return .success(HTTPRequest(method: String(requestLine[0]), path: path, query: query, headers: headers, body: Data(body.prefix(length)),
+                                    version: String(requestLine[2])))
     }
 
     /// Headers that may appear once only.
@@ -312,14 +346,17 @@ public final class HTTPServer: Sendable {
         }
     }
 
-    private func write(_ connection: Int32, _ data: Data) {
+    /// Whether all of `data` was sent.
+    @discardableResult
+    private func write(_ connection: Int32, _ data: Data) -> Bool {
         data.withUnsafeBytes { raw in
             var offset = 0
             while offset < raw.count {
                 let written = send(connection, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
-                if written <= 0 { return }
+                if written <= 0 { return false }
                 offset += written
             }
+            return true
         }
     }
 }

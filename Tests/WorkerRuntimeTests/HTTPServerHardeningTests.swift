@@ -43,6 +43,36 @@ struct HTTPServerHardeningTests {
         #expect(fine.hasPrefix("HTTP/1.1 200") && fine.hasSuffix("POST /x 2\n"), "\(fine)")
     }
 
+    /// Requests on one connection are answered in turn, pipelined ones too, while the connection is kept alive: until the
+    /// client says `Connection: close` or `maxRequestsPerConnection` is reached, then it is closed.
+    @Test func aConnectionServesRequestsInTurnUntilEitherSideEndsIt() async throws {
+        let server = try Self.server(.init(maxRequestsPerConnection: 3))
+        let port = Int(server.port)
+        @Sendable func exchange(_ requests: String) -> String {
+            let descriptor = rawConnect(port: port, sending: requests)
+            defer { close(descriptor) }
+            var answer: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true { // until the server closes
+                let count = recv(descriptor, &buffer, buffer.count, 0)
+                if count <= 0 { break }
+                answer += buffer[0..<count]
+            }
+            return String(decoding: answer, as: UTF8.self)
+        }
+        let four = try await offPool {
+            exchange("GET /a HTTP/1.1\r\n\r\nPOST /b HTTP/1.1\r\nContent-Length: 2\r\n\r\nxyGET /c HTTP/1.1\r\n\r\nGET /d HTTP/1.1\r\n\r\n")
+        }
+        #expect(four.components(separatedBy: "HTTP/1.1 200").count == 4, "three answers: \(four)")
+        #expect(four.contains("GET /a 0\n") && four.contains("POST /b 2\n") && four.contains("GET /c 0\n") && !four.contains("/d"), "\(four)")
+        #expect(four.components(separatedBy: "Connection: keep-alive").count == 3 && four.components(separatedBy: "Connection: close").count == 2,
+                "\(four)")
+        let closing = try await offPool { exchange("GET /x HTTP/1.1\r\nConnection: close\r\n\r\nGET /y HTTP/1.1\r\n\r\n") }
+        #expect(closing.hasPrefix("HTTP/1.1 200") && closing.contains("GET /x 0\n") && !closing.contains("/y"), "\(closing)")
+        let old = try await offPool { exchange("GET /p HTTP/1.0\r\n\r\nGET /q HTTP/1.0\r\n\r\n") }
+        #expect(old.contains("GET /p 0\n") && !old.contains("/q"), "HTTP/1.0 closes after each: \(old)")
+    }
+
     /// A client that sends a byte now and then never hits the per-read timeout; the request deadline ends it,
     /// and a normal request meanwhile is served.
     @Test func aTricklingClientIsCutOffAtTheRequestDeadline() async throws {
