@@ -15,6 +15,8 @@ final class StoreExecutor: @unchecked Sendable {
     private let queue: DispatchQueue
     private let open: @Sendable () throws -> any SQLConnection
     private var connection: (any SQLConnection)?
+    /// A batch's transaction is open on `connection` (only touched on `queue`).
+    private var batchOpen = false
     private let gate = Gate()
     /// The executor whose batch the current task runs.
     @TaskLocal private static var batchOf: ObjectIdentifier?
@@ -38,25 +40,41 @@ final class StoreExecutor: @unchecked Sendable {
         if Self.batchOf == ObjectIdentifier(self) { return try await body() }
         await gate.enter()
         defer { gate.leave() }
-        _ = try await onQueue { try $0.query(begin) }
+        try await onQueue(opening: true) { _ = try $0.query(begin) }
         do {
             let result = try await Self.$batchOf.withValue(ObjectIdentifier(self)) { try await body() }
-            _ = try await onQueue { try $0.query("COMMIT") }
+            _ = try await onQueue(closing: true) { try $0.query("COMMIT") }
             return result
         } catch {
-            // The original error is what matters; a lost connection is dropped (and its transaction with it).
-            _ = try? await onQueue { connection in if connection.isInTransaction { try connection.query("ROLLBACK") } }
+            // The original error is what matters; a connection the rollback fails on is dropped (with its transaction).
+            _ = try? await onQueue(closing: true) { connection in if connection.isInTransaction { try connection.query("ROLLBACK") } }
             throw error
         }
     }
 
-    private func onQueue<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
+    /// Runs `body` on the queue with the connection. `opening` begins a batch's transaction and `closing` ends it; in a
+    /// batch the connection is never replaced (a new one would run the rest of the batch outside its transaction), and
+    /// outside one a connection left in a transaction (a rollback that failed) is dropped, never joined.
+    private func onQueue<T: Sendable>(opening: Bool = false, closing: Bool = false,
+                                      _ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             queue.async { [self] in
+                defer {
+                    if closing {
+                        batchOpen = false
+                        if self.connection?.isInTransaction == true { self.connection = nil }
+                    }
+                }
                 do {
+                    if !batchOpen, let connection = self.connection, connection.isInTransaction { self.connection = nil }
+                    if batchOpen && self.connection == nil {
+                        throw DatabaseError(code: "08003", message: "the connection of a batch was lost", isRetriable: true, isConnectionLost: true)
+                    }
                     let connection = try self.connection ?? open()
                     self.connection = connection
-                    continuation.resume(returning: try body(connection))
+                    let result = try body(connection)
+                    if opening { batchOpen = true }
+                    continuation.resume(returning: result)
                 } catch let error as DatabaseError {
                     if error.isConnectionLost { self.connection = nil }
                     continuation.resume(throwing: error)

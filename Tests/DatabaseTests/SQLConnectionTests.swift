@@ -96,6 +96,13 @@ enum Engine: String, CaseIterable, Sendable {
         #expect(try connection.query(late, [.text("now ")]) == [[.text("now late")]])
         #expect(try connection.query(prepared, [.text(late)]) == [[.integer(1)]])
 
+        // COMMIT of a transaction that had failed rolls it back: an error, not a success.
+        try connection.query("BEGIN")
+        #expect(throws: DatabaseError.self) { try connection.query("SELECT 1 / CAST($1 AS INT)", [.integer(0)]) }
+        let commit = #expect(throws: DatabaseError.self) { try connection.query("COMMIT") }
+        #expect(commit?.code == "25P02")
+        #expect(!connection.isInTransaction)
+
         let bytes = Data([0x00, 0x5c, 0x78, 0xff, 0x10])
         #expect(try connection.query("SELECT encode(CAST($1 AS BYTEA), 'hex')", [.blob(bytes)]) == [[.text("005c78ff10")]])
     }

@@ -85,6 +85,10 @@ public final class PostgresConnection: SQLConnection {
         let result = pointers.withUnsafeBufferPointer { PQexecPrepared(handle, name, Int32(texts.count), $0.baseAddress, nil, nil, 0) }
         defer { PQclear(result) }
         try check(result)
+        if sql == "COMMIT", let status = PQcmdStatus(result), String(cString: status) == "ROLLBACK" {
+            // PostgreSQL answers COMMIT of a transaction that had failed with a rollback, not an error.
+            throw DatabaseError(code: "25P02", message: "the transaction had failed; COMMIT rolled it back", isRetriable: true)
+        }
         changes = Int(String(cString: PQcmdTuples(result))) ?? 0
         var rows: [SQLRow] = []
         let rowCount = PQntuples(result)
