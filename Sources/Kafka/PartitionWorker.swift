@@ -74,8 +74,10 @@ final class PartitionWorker: Sendable {
             state.withLock { $0.waiting -= 1 }
             if !(await waitUntilDeliverable()) { break }
             var batch = [first]
-            // What is waiting is buffered in the stream already: taking it does not wait.
-            while batch.count < maxBatch && hasWaitingInput, let next = await messages.next() {
+            // What is waiting is buffered in the stream already: taking it does not wait. No more than the in-flight
+            // window has room for (with `maxInFlight` 1, one message at a time).
+            let room = min(maxBatch, max(1, maxInFlight - inFlight.count))
+            while batch.count < room && hasWaitingInput, let next = await messages.next() {
                 state.withLock { $0.waiting -= 1 }
                 batch.append(next)
             }

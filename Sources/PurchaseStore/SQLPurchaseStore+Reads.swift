@@ -11,6 +11,20 @@ extension SQLPurchaseStore {
         }
     }
 
+    /// The recorded state of each of `keys` that has a record, read in one call.
+    public func states(of keys: [PurchaseKey]) async throws -> [PurchaseKey: PurchaseState] {
+        guard !keys.isEmpty else { return [:] }
+        return try await executor.run { connection in
+            var states: [PurchaseKey: PurchaseState] = [:]
+            for key in keys {
+                let row = try connection.query("SELECT state FROM purchases WHERE store = $1 AND transaction_id = $2",
+                                               [.text(key.store.rawValue), .text(key.transactionId)]).first
+                if let state = row?[0].string.flatMap(PurchaseState.init(rawValue:)) { states[key] = state }
+            }
+            return states
+        }
+    }
+
     /// Where a purchase is in its lifecycle: its record's state, `revokedUnseen` when only its refund is known, or
     /// `unseen`.
     public func lifecycleState(of key: PurchaseKey) async throws -> PurchaseState {

@@ -129,6 +129,19 @@ public final class SQLPurchaseStore: Sendable {
         try await executor.run { connection in _ = try connection.query("SELECT 1") }
     }
 
+    /// How durably the database commits, as it reports it: PostgreSQL's `fsync` and `synchronous_commit`, SQLite's
+    /// `journal_mode` and `synchronous` (for benchmark reports, which mean little without it).
+    public func durability() async throws -> [String: String] {
+        let dialect = dialect
+        return try await executor.run { connection in
+            let settings = dialect == .postgres ? [("fsync", "SHOW fsync"), ("synchronous_commit", "SHOW synchronous_commit")]
+                : [("journal_mode", "PRAGMA journal_mode"), ("synchronous", "PRAGMA synchronous")]
+            var values: [String: String] = [:]
+            for (name, query) in settings { values[name] = try connection.query(query).first?[0].string ?? "" }
+            return values
+        }
+    }
+
     public func statistics() async throws -> StoreStatistics {
         try await executor.run { connection in
             var byState: [PurchaseState: Int] = [:]

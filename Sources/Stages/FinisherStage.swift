@@ -27,9 +27,12 @@ public struct FinisherStage: StoreBackedStage {
     let sampleContentProvided: Bool
     /// How long after the store's request an answer waits for consent decisions still on their way.
     let consentGrace: TimeInterval
+    /// Finish Transaction calls a batch makes at once.
+    let finishConcurrency: Int
 
     public init(context: StageContext, store: SQLPurchaseStore, appStoreAPI: AppStoreServerAPIClient?, grantWait: TimeInterval = 600,
-                sampleContentProvided: Bool = false, consentGrace: TimeInterval = 60) {
+                sampleContentProvided: Bool = false, consentGrace: TimeInterval = 60, finishConcurrency: Int = 16) {
+        self.finishConcurrency = max(1, finishConcurrency)
         self.context = context
         self.store = store
         self.appStoreAPI = appStoreAPI
@@ -40,6 +43,59 @@ public struct FinisherStage: StoreBackedStage {
     }
 
     public func handle(_ message: KafkaMessage) async throws -> StageResult {
+        try await handle(message, finishCalls: nil)
+    }
+
+    /// One store transaction for the batch (see `handleInOneTransaction`). The App Store's Finish Transaction calls for
+    /// the batch's purchases that are granted are made first, at most `finishConcurrency` at once, and never while the
+    /// transaction is open; the transaction then records what they answered.
+    public func handle(batch messages: [KafkaMessage]) async -> [Result<StageResult, any Error>] {
+        // Consent and consumption requests record their answers to the store around a call to it: alone, always.
+        let batchable = { (message: KafkaMessage) in message.topic == topics[0] || message.topic == topics[1] }
+        guard messages.count > 1, let appStoreAPI else { return await handleInOneTransaction(messages, store: store, batchable: batchable) }
+        let calls: [String: Result<Void, AppStoreServerAPIClient.Failure>]
+        do {
+            calls = try await finishCalls(for: Array(messages.prefix(while: batchable)), api: appStoreAPI)
+        } catch {
+            return [] // The store could not say which are granted: each message alone, retried as always.
+        }
+        return await handleInOneTransaction(messages, store: store, batchable: batchable) { message in
+            try await handle(message, finishCalls: calls)
+        }
+    }
+
+    /// Finish Transaction for each App Store purchase of `messages` granted (and not finished) now, by transaction id.
+    private func finishCalls(for messages: [KafkaMessage], api: AppStoreServerAPIClient) async throws
+        -> [String: Result<Void, AppStoreServerAPIClient.Failure>] {
+        var keys: [PurchaseKey] = []
+        var seen: Set<String> = []
+        for message in messages where message.topic == topics[0] {
+            guard case .success(let granted) = context.codec.decode(message, as: ItemGranted.self), granted.store == .appstore,
+                  seen.insert(granted.transactionId).inserted else { continue }
+            keys.append(PurchaseKey(store: .appstore, transactionId: granted.transactionId))
+        }
+        let states = try await store.states(of: keys)
+        let due = keys.filter { states[$0] == .granted }.map(\.transactionId)
+        return await withTaskGroup(of: (String, Result<Void, AppStoreServerAPIClient.Failure>).self) { group in
+            var answers: [String: Result<Void, AppStoreServerAPIClient.Failure>] = [:]
+            var next = 0
+            func call() {
+                let id = due[next]
+                next += 1
+                group.addTask { (id, await api.finishTransaction(id)) }
+            }
+            while next < min(due.count, finishConcurrency) { call() }
+            for await (id, answer) in group {
+                answers[id] = answer
+                if next < due.count { call() }
+            }
+            return answers
+        }
+    }
+
+    /// - Parameter finishCalls: Finish Transaction answers already received, by transaction id, for a batch (nil alone).
+    ///   A purchase of the batch granted since they were made has none: it fails the batch, and is finished alone.
+    private func handle(_ message: KafkaMessage, finishCalls: [String: Result<Void, AppStoreServerAPIClient.Failure>]?) async throws -> StageResult {
         switch message.topic {
         case topics[1]:
             switch context.codec.decode(message, as: PurchaseConsumed.self) {
@@ -80,7 +136,15 @@ public struct FinisherStage: StoreBackedStage {
             guard let record = try await store.purchase(key) else { throw TransientError("purchase \(key) not in the store yet") }
             switch record.state {
             case .granted:
-                switch await appStoreAPI.finishTransaction(granted.transactionId) {
+                let answer: Result<Void, AppStoreServerAPIClient.Failure>
+                if let finishCalls {
+                    // In a batch's transaction: no call to the store API while it is open.
+                    guard let made = finishCalls[granted.transactionId] else { throw TransientError("purchase \(key) was granted during its batch") }
+                    answer = made
+                } else {
+                    answer = await appStoreAPI.finishTransaction(granted.transactionId)
+                }
+                switch answer {
                 case .success: break
                 case .failure(.unavailable(let why)): throw TransientError(why)
                 case .failure(.refused(let status, let detail)):

@@ -78,7 +78,7 @@ public struct GranterStage: StoreBackedStage {
         let type = verified.productType.flatMap(ProductType.init(rawValue:)) ?? catalog.product(verified.store, verified.productId)?.type ?? .unknown
         switch try await store.grant(key, items: items, at: context.now()) {
         case .granted(let ids, let balances):
-            context.logger.info("granted", ["transactionId": verified.transactionId, "productId": verified.productId])
+            context.logger.debug("granted", ["transactionId": verified.transactionId, "productId": verified.productId])
             return try context.messages([granted(verified, type: type, items: items, balances: balances, already: false, ledgerEntryId: ids.first)])
         case .alreadyGranted(let original, let balances):
             return try context.messages([granted(verified, type: type, items: original, balances: balances, already: true, ledgerEntryId: nil)])

@@ -44,24 +44,48 @@ public struct StageContext: Sendable {
 public protocol StoreBackedStage: MessageStage {}
 
 extension StoreBackedStage {
-    /// `handle(_:)` for each message, all in one transaction of `store` (`SQLPurchaseStore.batch`): each message decided
-    /// as if alone (a repeat within the batch answers as a repeat), one commit for all, the outputs published by the
-    /// runner after it. When any message throws, everything is rolled back and nothing is answered: the runner then
-    /// takes the first message alone (retried, parked or dead-lettered as always) and batches the rest again.
-    func handleInOneTransaction(_ messages: [KafkaMessage], store: SQLPurchaseStore) async -> [Result<StageResult, any Error>] {
-        guard messages.count > 1 else {
-            guard let only = messages.first else { return [] }
-            do { return [.success(try await handle(only))] } catch { return [.failure(error)] }
+    /// `handle(_:)` for the leading messages of `messages` that are `batchable`, all in one transaction of `store`
+    /// (`SQLPurchaseStore.batch`): each decided as if alone (a repeat within the batch answers as a repeat), one commit for
+    /// all, the outputs published by the runner after it. A message that is not batchable (it calls another service,
+    /// which must not happen while the transaction holds the store) is handled alone. When message k fails, everything
+    /// is rolled back, the k before it are handled again in a transaction of their own, and k's failure is answered
+    /// after them for the runner to retry (or park, or dead-letter); if that fails too, nothing is answered and the
+    /// runner takes the messages one at a time.
+    /// - Parameter handle: how each message is handled; `handle(_:)` by default.
+    func handleInOneTransaction(_ messages: [KafkaMessage], store: SQLPurchaseStore, batchable: (KafkaMessage) -> Bool = { _ in true },
+                                using handle: ((KafkaMessage) async throws -> StageResult)? = nil) async -> [Result<StageResult, any Error>] {
+        let handle = handle ?? { try await self.handle($0) }
+        let run = messages.prefix(while: batchable)
+        guard run.count > 1 else {
+            guard let first = messages.first else { return [] }
+            do { return [.success(try await handle(first))] } catch { return [.failure(error)] }
         }
-        do {
-            return try await store.batch {
-                var results: [Result<StageResult, any Error>] = []
-                results.reserveCapacity(messages.count)
-                for message in messages { results.append(.success(try await handle(message))) }
-                return results
+        var count = run.count
+        var failed: (index: Int, error: any Error)?
+        while true {
+            var failure: (index: Int, error: any Error)?
+            do {
+                let results = try await store.batch {
+                    var results: [Result<StageResult, any Error>] = []
+                    results.reserveCapacity(count)
+                    for (index, message) in run.prefix(count).enumerated() {
+                        do {
+                            results.append(.success(try await handle(message)))
+                        } catch {
+                            failure = (index, error)
+                            throw error
+                        }
+                    }
+                    return results
+                }
+                return results + (failed.map { [.failure($0.error)] } ?? [])
+            } catch {
+                // Rolled back. Not a message's failure (BEGIN or COMMIT), or a second one: nothing is answered.
+                guard failed == nil, let failure else { return [] }
+                if failure.index == 0 { return [.failure(failure.error)] } // As it would have failed alone.
+                failed = failure
+                count = failure.index
             }
-        } catch {
-            return []
         }
     }
 

@@ -53,10 +53,18 @@ public struct VerifierStage: StoreBackedStage {
         }
     }
 
-    /// One store transaction for the batch (see `handleInOneTransaction`).
+    /// One store transaction for the batch (see `handleInOneTransaction`). An AppCoins submission is verified with the
+    /// store's API, which is not called while the transaction holds the store: it is handled alone (any message whose
+    /// bytes name that kind: a false match only costs it its batch, and one naming it with escapes only holds the batch
+    /// during its call).
     public func handle(batch messages: [KafkaMessage]) async -> [Result<StageResult, any Error>] {
-        await handleInOneTransaction(messages, store: store)
+        guard appCoins != nil else { return await handleInOneTransaction(messages, store: store) }
+        return await handleInOneTransaction(messages, store: store) { message in
+            message.value.map { $0.range(of: Self.appCoinsKind) == nil } ?? true
+        }
     }
+
+    private static let appCoinsKind = Data(SubmissionKind.appcoinsPurchase.rawValue.utf8)
 
     private func handle(_ submission: PurchaseSubmitted) async throws -> StageResult {
         let verified: Result<[VerifiedPurchase], Rejection>

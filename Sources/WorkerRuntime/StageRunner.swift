@@ -183,9 +183,20 @@ public final class StageRunner: Service {
     /// once (`MessageStage.handle(batch:)`); a message the batch did not answer, or whose key has a parked message,
     /// goes through `process(_:)` alone, and the run after it is formed anew. One completion per message, in order.
     private func process(batch messages: [KafkaMessage]) async throws -> [KafkaConsumer.Completion] {
-        let started = ContinuousClock.now
         var completions: [KafkaConsumer.Completion] = []
         completions.reserveCapacity(messages.count)
+        do {
+            try await process(batch: messages, into: &completions)
+        } catch {
+            // Interrupted (shutdown, revocation) or failed at a message: the ones before it are done, their offsets may be
+            // stored; it and the rest end the worker there.
+            while completions.count < messages.count { completions.append { throw error } }
+        }
+        return completions
+    }
+
+    private func process(batch messages: [KafkaMessage], into completions: inout [KafkaConsumer.Completion]) async throws {
+        let started = ContinuousClock.now
         var next = 0
         while next < messages.count {
             let run = await unparkedRun(messages[next...])
@@ -208,7 +219,6 @@ public final class StageRunner: Service {
                 next += 1
             }
         }
-        return completions
     }
 
     /// The messages from the start of `messages` whose keys have no parked message (all of them without parking);

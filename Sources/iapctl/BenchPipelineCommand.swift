@@ -44,7 +44,9 @@ enum BenchPipelineCommand {
         try admin.createTopics(codec.pipelineTopics + [prefix + "raw"], partitions: Int32(partitions))
         let store = try SQLPurchaseStore(url: storeURL)
         try await store.migrate()
-        say("bench: \(total) purchases for \(users) users, \(partitions) partitions, store \(store.location), broker \(kafka.bootstrapServers ?? "")")
+        let durability = try await store.durability()
+        say("bench: \(total) purchases for \(users) users, \(partitions) partitions, store \(store.location) "
+            + "(\(durability.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))), broker \(kafka.bootstrapServers ?? "")")
 
         // Signed purchases, made before any clock starts.
         let pki = try TestPKI.make(name: "iap-pipeline bench")
@@ -140,7 +142,7 @@ enum BenchPipelineCommand {
         let efficiency = endToEnd * 4 / raw
         let report: [String: JSONValue] = [
             "purchases": .integer(Int64(total)), "store": .string(store.location.hasPrefix("sqlite:") ? "sqlite" : "postgres"),
-            "partitions": .integer(Int64(partitions)),
+            "partitions": .integer(Int64(partitions)), "storeDurability": .object(durability.mapValues(JSONValue.string)),
             "endToEndPurchasesPerSecond": .number(endToEnd.rounded()), "rawPassthroughMessagesPerSecond": .number(raw.rounded()),
             "hopEfficiency": .number((efficiency * 1000).rounded() / 1000),
             "offeredRate": .integer(Int64(rate)), "latencyP50Seconds": .number((p50 * 1000).rounded() / 1000),

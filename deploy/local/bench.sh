@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make bench`: builds in release mode, starts the local broker and PostgreSQL, and runs `iapctl bench`
-# on them (50,000 purchases by default). Arguments pass through: `make bench ARGS="--json"`,
+# on them (50,000 purchases by default; PostgreSQL with fsync on, IAP_BENCH_FSYNC=off to compare). Arguments pass
+# through: `make bench ARGS="--json"`,
 # `ARGS="--purchases 5000 --store sqlite:/tmp/bench.sqlite"`.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -9,6 +10,8 @@ swift build -c release >&2
 trap stop_started_services EXIT
 use_broker
 if [ -z "${IAP_STORE_URL:-}" ]; then
+  # A cluster of the benchmark's own, committing durably as production does (fsync on) unless IAP_BENCH_FSYNC=off.
+  export IAP_POSTGRES_INSTANCE=bench IAP_POSTGRES_FSYNC="${IAP_BENCH_FSYNC:-on}"
   use_fresh_database bench
   export IAP_STORE_URL="$FRESH_DATABASE_URL"
 fi

@@ -3,9 +3,14 @@
 #   postgres.sh start   prints IAP_POSTGRES_URL=postgres://postgres@127.0.0.1:PORT/postgres
 #   postgres.sh stop
 #   postgres.sh down|up   stops and restarts the running server on the same port and data (an outage)
+# IAP_POSTGRES_INSTANCE=NAME: a cluster of its own beside the default one (`make bench` runs on `bench`).
+# IAP_POSTGRES_FSYNC=on|off (off): on for durable commits, as in production; off keeps tests fast.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-ENVFILE="$RUN/postgres.env"
+SUFFIX="${IAP_POSTGRES_INSTANCE:+-$IAP_POSTGRES_INSTANCE}"
+ENVFILE="$RUN/postgres$SUFFIX.env"
+DIRFILE="$RUN/postgres$SUFFIX.dir"
+FSYNC="${IAP_POSTGRES_FSYNC:-off}"
 BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)
 
 # PostgreSQL refuses to run as root: as root, the cluster belongs to the postgres OS user, and lives
@@ -13,9 +18,9 @@ BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)
 as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 data_dir() {
   if [ "$(id -u)" -ne 0 ] || runuser -u postgres -- test -x "$DEPS" 2>/dev/null; then
-    echo "$DEPS/pg"
+    echo "$DEPS/pg$SUFFIX"
   else
-    echo "/tmp/iap-pipeline-pg-$(echo "$ROOT" | md5sum | cut -c1-8)"
+    echo "/tmp/iap-pipeline-pg-$(echo "$ROOT" | md5sum | cut -c1-8)$SUFFIX"
   fi
 }
 
@@ -33,33 +38,33 @@ start() {
   fi
   local port; port=$(free_port)
   as_pg "$BIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
-    -o "-p $port -h 127.0.0.1 -k $dir -c fsync=off -c max_connections=200" start >/dev/null \
+    -o "-p $port -h 127.0.0.1 -k $dir -c fsync=$FSYNC -c max_connections=200" start >/dev/null \
     || { tail -20 "$dir/postgres.log" >&2; exit 1; }
   echo "IAP_POSTGRES_URL=postgres://postgres@127.0.0.1:$port/postgres" >"$ENVFILE"
-  echo "$dir" >"$RUN/postgres.dir"
+  echo "$dir" >"$DIRFILE"
   log "postgres up on 127.0.0.1:$port ($dir)"
   cat "$ENVFILE"
 }
 
 # down/up: an outage of the running server (same data, same port), e.g. for `make chaos`.
 down() {
-  as_pg "$BIN/pg_ctl" -D "$(cat "$RUN/postgres.dir")/data" -m fast -w stop >/dev/null
+  as_pg "$BIN/pg_ctl" -D "$(cat "$DIRFILE")/data" -m fast -w stop >/dev/null
   log "postgres down"
 }
 
 up() {
-  local dir port; dir=$(cat "$RUN/postgres.dir"); port=$(sed 's/.*127.0.0.1:\([0-9]*\).*/\1/' "$ENVFILE")
+  local dir port; dir=$(cat "$DIRFILE"); port=$(sed 's/.*127.0.0.1:\([0-9]*\).*/\1/' "$ENVFILE")
   as_pg "$BIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
-    -o "-p $port -h 127.0.0.1 -k $dir -c fsync=off -c max_connections=200" start >/dev/null \
+    -o "-p $port -h 127.0.0.1 -k $dir -c fsync=$FSYNC -c max_connections=200" start >/dev/null \
     || { tail -20 "$dir/postgres.log" >&2; exit 1; }
   log "postgres up again on 127.0.0.1:$port"
 }
 
 stop() {
-  [ -f "$RUN/postgres.dir" ] || return 0
-  local dir; dir=$(cat "$RUN/postgres.dir")
+  [ -f "$DIRFILE" ] || return 0
+  local dir; dir=$(cat "$DIRFILE")
   as_pg "$BIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
-  rm -f "$ENVFILE" "$RUN/postgres.dir"
+  rm -f "$ENVFILE" "$DIRFILE"
   log "postgres stopped"
 }
 
