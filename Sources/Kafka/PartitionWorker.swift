@@ -75,9 +75,9 @@ final class PartitionWorker: Sendable {
             if !(await waitUntilDeliverable()) { break }
             var batch = [first]
             // What is waiting is buffered in the stream already: taking it does not wait. No more than the in-flight
-            // window has room for (with `maxInFlight` 1, one message at a time).
-            let room = min(maxBatch, max(1, maxInFlight - inFlight.count))
-            while batch.count < room && hasWaitingInput, let next = await messages.next() {
+            // window holds (with `maxInFlight` 1, one message at a time; a full window is not waited for, or under load
+            // batches would shrink to what its oldest acknowledgements free).
+            while batch.count < min(maxBatch, maxInFlight) && hasWaitingInput, let next = await messages.next() {
                 state.withLock { $0.waiting -= 1 }
                 batch.append(next)
             }
