@@ -22,6 +22,8 @@ public final class JSONSchemaRegistry: Sendable {
 
     private let schemas: [String: JSONValue]
     private let patterns: [String: NSRegularExpression]
+    /// The patterns matched without NSRegularExpression (see `ClassSequencePattern`).
+    private let classPatterns: [String: ClassSequencePattern]
     /// The directory the schemas were loaded from, if any.
     public let directory: String?
 
@@ -41,6 +43,7 @@ public final class JSONSchemaRegistry: Sendable {
         }
         self.schemas = byID
         self.patterns = patterns
+        classPatterns = patterns.keys.reduce(into: [:]) { compiled, pattern in compiled[pattern] = ClassSequencePattern(pattern) }
     }
 
     /// Loads every `*.json` file of a directory as a schema.
@@ -104,10 +107,7 @@ public final class JSONSchemaRegistry: Sendable {
             let length = text.unicodeScalars.count
             if let minimum = schema["minLength"]?.int64Value, length < minimum { fail("shorter than \(minimum) characters") }
             if let maximum = schema["maxLength"]?.int64Value, length > maximum { fail("longer than \(maximum) characters") }
-            if let pattern = schema["pattern"]?.stringValue, let regex = patterns[pattern],
-               regex.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) == nil {
-                fail("does not match \(pattern)")
-            }
+            if let pattern = schema["pattern"]?.stringValue, !matches(text, pattern) { fail("does not match \(pattern)") }
             if let format = schema["format"]?.stringValue, !Self.conforms(text, to: format) { fail("not a valid \(format)") }
         case .integer, .number:
             let number = Self.double(instance)
@@ -171,6 +171,13 @@ public final class JSONSchemaRegistry: Sendable {
         return violations.isEmpty
     }
 
+    /// Whether `text` matches the (checked) `pattern`.
+    private func matches(_ text: String, _ pattern: String) -> Bool {
+        if let compiled = classPatterns[pattern] { return compiled.matches(text) }
+        guard let regex = patterns[pattern] else { return true }
+        return regex.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) != nil
+    }
+
     /// `#/$defs/name` within the current schema, or `ID` / `ID#/$defs/name` of a registered one.
     private func resolve(_ reference: String, root: JSONValue) -> (JSONValue, JSONValue)? {
         let parts = reference.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)
@@ -179,7 +186,7 @@ public final class JSONSchemaRegistry: Sendable {
         guard parts.count == 2, !parts[1].isEmpty else { return (document, document) }
         var node = document
         for token in parts[1].split(separator: "/") {
-            let key = token.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+            let key = token.contains("~") ? token.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~") : String(token)
             guard let next = node.objectValue?[key] else { return nil }
             node = next
         }
