@@ -53,25 +53,28 @@ public struct FinisherStage: StoreBackedStage {
         // Consent and consumption requests record their answers to the store around a call to it: alone, always.
         let batchable = { (message: KafkaMessage) in message.topic == topics[0] || message.topic == topics[1] }
         guard messages.count > 1, let appStoreAPI else { return await handleInOneTransaction(messages, store: store, batchable: batchable) }
+        // Decoded once, here: by offset (one partition's messages).
+        var decoded: [Int64: ItemGranted] = [:]
+        for message in messages.prefix(while: batchable) where message.topic == topics[0] {
+            if case .success(let granted) = context.codec.decode(message, as: ItemGranted.self) { decoded[message.offset] = granted }
+        }
         let calls: [String: Result<Void, AppStoreServerAPIClient.Failure>]
         do {
-            calls = try await finishCalls(for: Array(messages.prefix(while: batchable)), api: appStoreAPI)
+            calls = try await finishCalls(for: decoded.values.sorted { $0.transactionId < $1.transactionId }, api: appStoreAPI)
         } catch {
             return [] // The store could not say which are granted: each message alone, retried as always.
         }
         return await handleInOneTransaction(messages, store: store, batchable: batchable) { message in
-            try await handle(message, finishCalls: calls)
+            try await handle(message, finishCalls: calls, granted: decoded[message.offset])
         }
     }
 
-    /// Finish Transaction for each App Store purchase of `messages` granted (and not finished) now, by transaction id.
-    private func finishCalls(for messages: [KafkaMessage], api: AppStoreServerAPIClient) async throws
+    /// Finish Transaction for each App Store purchase of `grants` granted (and not finished) now, by transaction id.
+    private func finishCalls(for grants: [ItemGranted], api: AppStoreServerAPIClient) async throws
         -> [String: Result<Void, AppStoreServerAPIClient.Failure>] {
         var keys: [PurchaseKey] = []
         var seen: Set<String> = []
-        for message in messages where message.topic == topics[0] {
-            guard case .success(let granted) = context.codec.decode(message, as: ItemGranted.self), granted.store == .appstore,
-                  seen.insert(granted.transactionId).inserted else { continue }
+        for granted in grants where granted.store == .appstore && seen.insert(granted.transactionId).inserted {
             keys.append(PurchaseKey(store: .appstore, transactionId: granted.transactionId))
         }
         let states = try await store.states(of: keys)
@@ -95,7 +98,9 @@ public struct FinisherStage: StoreBackedStage {
 
     /// - Parameter finishCalls: Finish Transaction answers already received, by transaction id, for a batch (nil alone).
     ///   A purchase of the batch granted since they were made has none: it fails the batch, and is finished alone.
-    private func handle(_ message: KafkaMessage, finishCalls: [String: Result<Void, AppStoreServerAPIClient.Failure>]?) async throws -> StageResult {
+    /// - Parameter granted: the message decoded already, when it is an `item.granted`.
+    private func handle(_ message: KafkaMessage, finishCalls: [String: Result<Void, AppStoreServerAPIClient.Failure>]?,
+                        granted decoded: ItemGranted? = nil) async throws -> StageResult {
         switch message.topic {
         case topics[1]:
             switch context.codec.decode(message, as: PurchaseConsumed.self) {
@@ -118,7 +123,7 @@ public struct FinisherStage: StoreBackedStage {
             }
         default: break
         }
-        switch context.codec.decode(message, as: ItemGranted.self) {
+        switch decoded.map(Result.success) ?? context.codec.decode(message, as: ItemGranted.self) {
         case .failure(let invalid): return context.deadLetter(invalid)
         case .success(let granted):
             let key = PurchaseKey(store: granted.store, transactionId: granted.transactionId)
