@@ -99,8 +99,10 @@ extension JSONSchemaRegistry {
         }
     }
 
+    /// A property name as a JSON pointer token (`~` → `~0`, `/` → `~1`).
     static func escape(_ name: String) -> String {
-        name.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1")
+        guard name.utf8.contains(where: { $0 == UInt8(ascii: "~") || $0 == UInt8(ascii: "/") }) else { return name }
+        return name.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1")
     }
 
     /// `date-time` (RFC 3339, with a time zone) and `uuid` (RFC 4122 textual form).

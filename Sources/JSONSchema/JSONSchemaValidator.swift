@@ -24,6 +24,8 @@ public final class JSONSchemaRegistry: Sendable {
     private let patterns: [String: NSRegularExpression]
     /// The patterns matched without NSRegularExpression (see `ClassSequencePattern`).
     private let classPatterns: [String: ClassSequencePattern]
+    /// Every `$ref` of every schema resolved once, by the id of the schema it appears in and the reference.
+    private let references: [String: [String: (schema: JSONValue, rootID: String)]]
     /// The directory the schemas were loaded from, if any.
     public let directory: String?
 
@@ -44,6 +46,13 @@ public final class JSONSchemaRegistry: Sendable {
         self.schemas = byID
         self.patterns = patterns
         classPatterns = patterns.keys.reduce(into: [:]) { compiled, pattern in compiled[pattern] = ClassSequencePattern(pattern) }
+        var references: [String: [String: (schema: JSONValue, rootID: String)]] = [:]
+        for (id, schema) in byID {
+            for reference in Self.references(in: schema) {
+                if let target = Self.resolve(reference, rootID: id, in: byID) { references[id, default: [:]][reference] = target }
+            }
+        }
+        self.references = references
     }
 
     /// Loads every `*.json` file of a directory as a schema.
@@ -64,7 +73,7 @@ public final class JSONSchemaRegistry: Sendable {
     public func validate(_ instance: JSONValue, against id: String) -> [Violation] {
         guard let schema = schemas[id] else { return [Violation(path: "", message: "unknown schema \(id)")] }
         var violations: [Violation] = []
-        validate(instance, schema, root: schema, path: "", into: &violations, depth: 0)
+        validate(instance, schema, rootID: id, path: "", into: &violations, depth: 0)
         return violations
     }
 
@@ -72,7 +81,7 @@ public final class JSONSchemaRegistry: Sendable {
 
     private static let maxDepth = 64
 
-    private func validate(_ instance: JSONValue, _ schemaValue: JSONValue, root: JSONValue, path: String,
+    private func validate(_ instance: JSONValue, _ schemaValue: JSONValue, rootID: String, path: String,
                           into violations: inout [Violation], depth: Int) {
         guard depth < Self.maxDepth else {
             violations.append(Violation(path: path, message: "schema nesting too deep"))
@@ -86,8 +95,8 @@ public final class JSONSchemaRegistry: Sendable {
         func fail(_ message: String) { violations.append(Violation(path: path, message: message)) }
 
         if let reference = schema["$ref"]?.stringValue {
-            if let (target, targetRoot) = resolve(reference, root: root) {
-                validate(instance, target, root: targetRoot, path: path, into: &violations, depth: depth + 1)
+            if let target = references[rootID]?[reference] {
+                validate(instance, target.schema, rootID: target.rootID, path: path, into: &violations, depth: depth + 1)
             } else {
                 fail("unresolvable $ref \(reference)")
             }
@@ -118,7 +127,7 @@ public final class JSONSchemaRegistry: Sendable {
             if let maximum = schema["maxItems"]?.int64Value, elements.count > maximum { fail("more than \(maximum) items") }
             if let items = schema["items"] {
                 for (index, element) in elements.enumerated() {
-                    validate(element, items, root: root, path: "\(path)/\(index)", into: &violations, depth: depth + 1)
+                    validate(element, items, rootID: rootID, path: "\(path)/\(index)", into: &violations, depth: depth + 1)
                 }
             }
         case .object(let members):
@@ -129,12 +138,12 @@ public final class JSONSchemaRegistry: Sendable {
             for (name, value) in members.sorted(by: { $0.key < $1.key }) {
                 let childPath = "\(path)/\(Self.escape(name))"
                 if let propertySchema = properties[name] {
-                    validate(value, propertySchema, root: root, path: childPath, into: &violations, depth: depth + 1)
+                    validate(value, propertySchema, rootID: rootID, path: childPath, into: &violations, depth: depth + 1)
                 } else if let additional = schema["additionalProperties"] {
                     if case .bool(false) = additional {
                         violations.append(Violation(path: childPath, message: "property '\(name)' is not allowed"))
                     } else {
-                        validate(value, additional, root: root, path: childPath, into: &violations, depth: depth + 1)
+                        validate(value, additional, rootID: rootID, path: childPath, into: &violations, depth: depth + 1)
                     }
                 }
             }
@@ -142,18 +151,18 @@ public final class JSONSchemaRegistry: Sendable {
             break
         }
         if let all = schema["allOf"]?.arrayValue {
-            for subschema in all { validate(instance, subschema, root: root, path: path, into: &violations, depth: depth + 1) }
+            for subschema in all { validate(instance, subschema, rootID: rootID, path: path, into: &violations, depth: depth + 1) }
         }
-        if let any = schema["anyOf"]?.arrayValue, !any.contains(where: { isValid(instance, $0, root: root, depth: depth) }) {
+        if let any = schema["anyOf"]?.arrayValue, !any.contains(where: { isValid(instance, $0, rootID: rootID, depth: depth) }) {
             fail("matches none of anyOf")
         }
         if let one = schema["oneOf"]?.arrayValue {
-            let matching = one.filter { isValid(instance, $0, root: root, depth: depth) }.count
+            let matching = one.filter { isValid(instance, $0, rootID: rootID, depth: depth) }.count
             if matching != 1 {
                 // Say why for the closest branch: the one with the fewest violations.
                 let nearest = one.map { branch -> [Violation] in
                     var branchViolations: [Violation] = []
-                    validate(instance, branch, root: root, path: path, into: &branchViolations, depth: depth + 1)
+                    validate(instance, branch, rootID: rootID, path: path, into: &branchViolations, depth: depth + 1)
                     return branchViolations
                 }.min { $0.count < $1.count } ?? []
                 if matching == 0, !nearest.isEmpty {
@@ -165,9 +174,9 @@ public final class JSONSchemaRegistry: Sendable {
         }
     }
 
-    private func isValid(_ instance: JSONValue, _ schema: JSONValue, root: JSONValue, depth: Int) -> Bool {
+    private func isValid(_ instance: JSONValue, _ schema: JSONValue, rootID: String, depth: Int) -> Bool {
         var violations: [Violation] = []
-        validate(instance, schema, root: root, path: "", into: &violations, depth: depth + 1)
+        validate(instance, schema, rootID: rootID, path: "", into: &violations, depth: depth + 1)
         return violations.isEmpty
     }
 
@@ -178,18 +187,31 @@ public final class JSONSchemaRegistry: Sendable {
         return regex.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) != nil
     }
 
-    /// `#/$defs/name` within the current schema, or `ID` / `ID#/$defs/name` of a registered one.
-    private func resolve(_ reference: String, root: JSONValue) -> (JSONValue, JSONValue)? {
+    /// `#/$defs/name` within the schema `rootID`, or `ID` / `ID#/$defs/name` of a registered one: the schema it names and
+    /// the id of the document that holds it.
+    private static func resolve(_ reference: String, rootID: String, in schemas: [String: JSONValue]) -> (schema: JSONValue, rootID: String)? {
         let parts = reference.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)
-        let documentID = parts.first.map(String.init) ?? ""
-        guard let document = documentID.isEmpty ? root : schemas[documentID] else { return nil }
-        guard parts.count == 2, !parts[1].isEmpty else { return (document, document) }
+        let documentID = parts.first.map(String.init).flatMap { $0.isEmpty ? nil : $0 } ?? rootID
+        guard let document = schemas[documentID] else { return nil }
+        guard parts.count == 2, !parts[1].isEmpty else { return (document, documentID) }
         var node = document
         for token in parts[1].split(separator: "/") {
-            let key = token.contains("~") ? token.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~") : String(token)
+            let key = token.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
             guard let next = node.objectValue?[key] else { return nil }
             node = next
         }
-        return (node, document)
+        return (node, documentID)
+    }
+
+    /// The `$ref` values anywhere in `schema`.
+    private static func references(in schema: JSONValue) -> [String] {
+        switch schema {
+        case .object(let members):
+            return (members["$ref"]?.stringValue.map { [$0] } ?? []) + members.values.flatMap(references(in:))
+        case .array(let elements):
+            return elements.flatMap(references(in:))
+        default:
+            return []
+        }
     }
 }
