@@ -21,13 +21,15 @@ public struct StageContext: Sendable {
     /// A dead letter for a message the codec refused.
     func deadLetter(_ invalid: EventCodec.Invalid) -> StageResult { .deadLetter(reason: invalid.reason, detail: invalid.detail) }
 
-    /// Whether `event`, encoded, matches its schema (what the next stage will check).
-    func matchesSchema<Event: PipelineEvent>(_ event: Event) -> Bool {
+    /// The message of `event`, stamped now, when it matches its schema (what the next stage will check); else nil.
+    func conformingMessage<Event: PipelineEvent>(_ event: Event) -> KafkaProducerMessage? {
         do {
-            guard let body = try codec.message(event, time: now()).value, let json = JSONValue.parse(Array(body)) else { return false }
-            return codec.schemas.validate(json, against: Event.type.schemaID).isEmpty
+            let message = try codec.message(event, time: now())
+            guard let body = message.value, let json = JSONValue.parse(Array(body)),
+                  codec.schemas.validate(json, against: Event.type.schemaID).isEmpty else { return nil }
+            return message
         } catch {
-            return false // Not even encodable: certainly not what the next stage accepts.
+            return nil // Not even encodable: certainly not what the next stage accepts.
         }
     }
 

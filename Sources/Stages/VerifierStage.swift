@@ -88,7 +88,7 @@ public struct VerifierStage: StoreBackedStage {
                                                    purchaseData: purchaseData, signature: signature).map { [VerifiedPurchase($0)] }
         }
         switch verified {
-        case .success(let purchases): return try context.messages(try await record(purchases, for: submission))
+        case .success(let purchases): return .publish(try await record(purchases, for: submission))
         case .failure(let rejection) where rejection.reason == .purchasePending:
             // Not a verdict on the purchase, and not one to wait for on this partition: answered now (`retryable:
             // true`, the app may submit it again once the payment settles) and asked about again later.
@@ -106,20 +106,20 @@ public struct VerifierStage: StoreBackedStage {
         purchase.productType.flatMap(ProductType.init(appStoreType:)) ?? catalog?.product(purchase.store, purchase.productId)?.type ?? .unknown
     }
 
-    /// Records each verified purchase of a submission and answers with its event.
-    private func record(_ purchases: [VerifiedPurchase], for submission: PurchaseSubmitted) async throws -> [any PipelineEvent] {
-        var events: [any PipelineEvent] = []
+    /// Records each verified purchase of a submission and answers with its event (the messages to publish).
+    private func record(_ purchases: [VerifiedPurchase], for submission: PurchaseSubmitted) async throws -> [KafkaProducerMessage] {
+        var events: [KafkaProducerMessage] = []
         for purchase in purchases {
             if let named = submission.appAccountToken, let signed = purchase.appAccountToken, named.lowercased() != signed.lowercased() {
                 // Bound to another account: a leaked signed transaction cannot move between accounts that use tokens.
-                events.append(rejection(submission, Rejection(.storeRejected, "the transaction's appAccountToken is not the submitting user's"),
-                                        reason: "appAccountTokenMismatch", transactionId: purchase.transactionId, productId: purchase.productId))
+                events += try context.outputs([rejection(submission, Rejection(.storeRejected, "the transaction's appAccountToken is not the submitting user's"),
+                                                         reason: "appAccountTokenMismatch", transactionId: purchase.transactionId, productId: purchase.productId)])
                 continue
             }
             // Built before anything is recorded: a purchase whose ids the pipeline cannot carry is rejected, not
             // recorded as verified and then dead-lettered downstream with nobody granting it.
             let type = productType(of: purchase)
-            guard let verified = conforming(PurchaseVerifiedEvent(
+            guard let (verified, verifiedMessage) = conforming(PurchaseVerifiedEvent(
                 store: purchase.store, transactionId: purchase.transactionId,
                 originalTransactionId: purchase.originalTransactionId, productId: purchase.productId, productType: type.rawValue,
                 quantity: purchase.quantity, userId: submission.userId, purchaseDate: purchase.purchaseDate, expiresDate: purchase.expiresDate,
@@ -127,8 +127,8 @@ public struct VerifierStage: StoreBackedStage {
                 price: purchase.price, currency: purchase.currency, consumed: purchase.consumed, source: submission.source,
                 verifiedAt: context.now()))
             else {
-                events.append(rejection(submission, Rejection(.malformedPayload, "the store's ids do not fit the event schema (length, control characters)"),
-                                        reason: RejectionReason.malformedPayload.rawValue, transactionId: nil, productId: nil))
+                events += try context.outputs([rejection(submission, Rejection(.malformedPayload, "the store's ids do not fit the event schema (length, control characters)"),
+                                                         reason: RejectionReason.malformedPayload.rawValue, transactionId: nil, productId: nil)])
                 continue
             }
             let record = PurchaseRecord(key: PurchaseKey(store: purchase.store, transactionId: purchase.transactionId),
@@ -139,13 +139,14 @@ public struct VerifierStage: StoreBackedStage {
                                         storeConsumed: purchase.consumed == true)
             switch try await store.recordVerified(record, at: context.now()) {
             case .existing(_, let owner) where owner != submission.userId:
-                events.append(try await restore(record, verified: verified, submission: submission))
+                let answer = try await restore(record, verified: verified, submission: submission)
+                events += answer is PurchaseVerifiedEvent ? [verifiedMessage] : try context.outputs([answer])
             case .revokedEarlier:
                 // Its refund or revocation arrived first: recorded, never granted.
-                events.append(rejection(submission, Rejection(.storeRejected, "the store refunded or revoked this transaction before it was submitted"),
-                                        reason: PurchaseState.revoked.rawValue, transactionId: purchase.transactionId, productId: purchase.productId))
+                events += try context.outputs([rejection(submission, Rejection(.storeRejected, "the store refunded or revoked this transaction before it was submitted"),
+                                                         reason: PurchaseState.revoked.rawValue, transactionId: purchase.transactionId, productId: purchase.productId)])
             case .recorded, .existing:
-                events.append(verified)
+                events.append(verifiedMessage)
             }
         }
         return events
@@ -175,18 +176,18 @@ public struct VerifierStage: StoreBackedStage {
         }
     }
 
-    /// `event` if it matches its schema; else without the informational fields a store may fill oddly (price,
-    /// currency, environment, account token), logged; nil when even that does not match (the ids themselves).
-    private func conforming(_ event: PurchaseVerifiedEvent) -> PurchaseVerifiedEvent? {
-        guard !context.matchesSchema(event) else { return event }
+    /// `event` and its message if it matches its schema; else without the informational fields a store may fill oddly
+    /// (price, currency, environment, account token), logged; nil when even that does not match (the ids themselves).
+    private func conforming(_ event: PurchaseVerifiedEvent) -> (PurchaseVerifiedEvent, KafkaProducerMessage)? {
+        if let message = context.conformingMessage(event) { return (event, message) }
         var trimmed = event
         trimmed.price = nil
         trimmed.currency = nil
         trimmed.environment = nil
         trimmed.appAccountToken = nil
-        guard context.matchesSchema(trimmed) else { return nil }
+        guard let message = context.conformingMessage(trimmed) else { return nil }
         context.logger.warning("informational fields dropped: they do not fit the event schema", ["transactionId": event.transactionId])
-        return trimmed
+        return (trimmed, message)
     }
 
     private func rejected(_ submission: PurchaseSubmitted, _ rejection: Rejection, transactionId: String?) throws -> StageResult {
@@ -252,6 +253,6 @@ public struct VerifierStage: StoreBackedStage {
         }
         let submission = PurchaseSubmitted(store: .appstore, kind: .signedTransaction, userId: owner, submittedAt: received.receivedAt, source: .server,
                                            submissionId: "notification:\(notification.notificationUUID)")
-        return try context.messages(try await record([VerifiedPurchase(transaction)], for: submission))
+        return .publish(try await record([VerifiedPurchase(transaction)], for: submission))
     }
 }
