@@ -105,29 +105,23 @@ final class PartitionWorker: Sendable {
     private struct InFlight {
         let worker: PartitionWorker
         let onFailure: @Sendable (any Error, KafkaMessage) -> Void
-        private var entries: [(message: KafkaMessage, completion: KafkaConsumer.Completion)] = []
-        private var head = 0
+        private var entries = FIFOQueue<(message: KafkaMessage, completion: KafkaConsumer.Completion)>()
 
         init(worker: PartitionWorker, onFailure: @escaping @Sendable (any Error, KafkaMessage) -> Void) {
             self.worker = worker
             self.onFailure = onFailure
         }
 
-        var isEmpty: Bool { head == entries.count }
-        var count: Int { entries.count - head }
+        var isEmpty: Bool { entries.isEmpty }
+        var count: Int { entries.count }
 
         mutating func append(_ message: KafkaMessage, _ completion: @escaping KafkaConsumer.Completion) {
-            if head == entries.count {
-                entries.removeAll(keepingCapacity: true)
-                head = 0
-            }
             entries.append((message, completion))
         }
 
         /// Awaits the oldest completion and stores its offset; `false` after a failure (reported).
         mutating func completeOldest() async -> Bool {
-            let (message, completion) = entries[head]
-            head += 1
+            let (message, completion) = entries.removeFirst()
             do {
                 try await completion()
             } catch {
