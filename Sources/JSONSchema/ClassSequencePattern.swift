@@ -4,7 +4,8 @@ import Foundation
 /// `^[A-Za-z0-9_.]+$`, `^[^/]+$`, `^[a-zA-Z][a-zA-Z0-9]*$`, `^[^\u0000-\u001F\u007F]*$`, the kind event schemas use for
 /// ids — matched over Unicode scalars without a regular-expression engine (NSRegularExpression bridges every string
 /// it is asked about to UTF-16 first). `init` answers nil for any other pattern; the validator then uses
-/// NSRegularExpression.
+/// NSRegularExpression. `$` is the end of the text, as in ECMA-262 which JSON Schema names, not also the place before
+/// a final line break as ICU reads it: an id ending in a newline does not match `^[^\u0000-\u001F]*$`.
 struct ClassSequencePattern: Sendable {
     struct Element: Sendable {
         var ranges: [ClosedRange<UInt32>]
@@ -36,7 +37,8 @@ struct ClassSequencePattern: Sendable {
             let escaped = scalars[index]
             index += 1
             if escaped == 0x75 { // \uXXXX
-                guard index + 4 <= end, let value = UInt32(String(String.UnicodeScalarView(scalars[index..<index + 4].compactMap(Unicode.Scalar.init))), radix: 16)
+                guard index + 4 <= end, let value = UInt32(String(String.UnicodeScalarView(scalars[index..<index + 4].compactMap(Unicode.Scalar.init))), radix: 16),
+                      !(0xD800...0xDFFF).contains(value) // a surrogate: ICU may pair two escapes into one character
                 else { return nil }
                 index += 4
                 return value
@@ -51,6 +53,7 @@ struct ClassSequencePattern: Sendable {
             if scalars[index] == 0x5B { // [
                 index += 1
                 if index < end, scalars[index] == 0x5E { element.negated = true; index += 1 }
+                if index < end, scalars[index] == 0x3A { return nil } // `[:alpha:]`: a POSIX class to ICU
                 while index < end, scalars[index] != 0x5D {
                     guard let low = character(inClass: true) else { return nil }
                     if index + 1 < end, scalars[index] == 0x2D, scalars[index + 1] != 0x5D { // a-b

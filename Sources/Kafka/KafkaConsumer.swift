@@ -32,6 +32,16 @@ public final class KafkaConsumer: Sendable {
     /// A handler of several consecutive messages of one partition at once, returning one completion per message, in
     /// the same order: see `runBatched(maxMessages:_:)`.
     public typealias BatchHandler = @Sendable ([KafkaMessage]) async throws -> [Completion]
+    /// Thrown by a batch handler that failed at one of its messages: the completions of the messages before it (which
+    /// are done), and the error. Their offsets are stored; the consumer then stops as for any handler error.
+    public struct BatchFailure: Error {
+        public let completions: [Completion]
+        public let error: any Error
+        public init(completions: [Completion], error: any Error) {
+            self.completions = completions
+            self.error = error
+        }
+    }
 
     /// Consumer settings; every librdkafka property can be set through `kafka`.
     public struct Configuration: Sendable {

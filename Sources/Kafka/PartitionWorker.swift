@@ -74,9 +74,9 @@ final class PartitionWorker: Sendable {
             state.withLock { $0.waiting -= 1 }
             if !(await waitUntilDeliverable()) { break }
             var batch = [first]
-            // What is waiting is buffered in the stream already: taking it does not wait. No more than the in-flight
-            // window holds (with `maxInFlight` 1, one message at a time; a full window is not waited for, or under load
-            // batches would shrink to what its oldest acknowledgements free).
+            // What is waiting is buffered in the stream already: taking it does not wait. At most `maxInFlight` messages
+            // (with 1, one message at a time). The window's free room is not the bound, or under load batches would
+            // shrink to what its oldest acknowledgements free: up to 2 × maxInFlight - 1 completions may be outstanding.
             while batch.count < min(maxBatch, maxInFlight) && hasWaitingInput, let next = await messages.next() {
                 state.withLock { $0.waiting -= 1 }
                 batch.append(next)
@@ -88,6 +88,15 @@ final class PartitionWorker: Sendable {
                     return
                 }
                 for (message, completion) in zip(batch, completions) { inFlight.append(message, completion) }
+            } catch let partial as KafkaConsumer.BatchFailure where partial.completions.count < batch.count {
+                // The messages before the failed one are done: their offsets are stored; nothing after it is taken.
+                for (message, completion) in zip(batch, partial.completions) { inFlight.append(message, completion) }
+                while !inFlight.isEmpty {
+                    guard await inFlight.completeOldest() else { return }
+                }
+                if isRevoked { break }
+                onFailure(partial.error, batch[partial.completions.count])
+                return
             } catch where isRevoked {
                 break // A handler that gave up because its partition went: the messages are redelivered to the next owner.
             } catch {

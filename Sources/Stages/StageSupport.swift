@@ -50,9 +50,9 @@ extension StoreBackedStage {
     /// (`SQLPurchaseStore.batch`): each decided as if alone (a repeat within the batch answers as a repeat), one commit for
     /// all, the outputs published by the runner after it. A message that is not batchable (it calls another service,
     /// which must not happen while the transaction holds the store) is handled alone. When message k fails, everything
-    /// is rolled back, the k before it are handled again in a transaction of their own, and k's failure is answered
-    /// after them for the runner to retry (or park, or dead-letter); if that fails too, nothing is answered and the
-    /// runner takes the messages one at a time.
+    /// is rolled back and the k before it are handled again in a transaction of their own; the runner then hands k to
+    /// `handle(_:)` alone (its failure may have been the batch's doing, e.g. locks held longer) and batches the rest.
+    /// If that fails too, nothing is answered and the runner takes the messages one at a time.
     /// - Parameter handle: how each message is handled; `handle(_:)` by default.
     func handleInOneTransaction(_ messages: [KafkaMessage], store: SQLPurchaseStore, batchable: (KafkaMessage) -> Bool = { _ in true },
                                 using handle: ((KafkaMessage) async throws -> StageResult)? = nil) async -> [Result<StageResult, any Error>] {
@@ -63,9 +63,9 @@ extension StoreBackedStage {
             do { return [.success(try await handle(first))] } catch { return [.failure(error)] }
         }
         var count = run.count
-        var failed: (index: Int, error: any Error)?
+        var failed = false
         while true {
-            var failure: (index: Int, error: any Error)?
+            var failure: Int?
             do {
                 let results = try await store.batch {
                     var results: [Result<StageResult, any Error>] = []
@@ -74,19 +74,19 @@ extension StoreBackedStage {
                         do {
                             results.append(.success(try await handle(message)))
                         } catch {
-                            failure = (index, error)
+                            failure = index
                             throw error
                         }
                     }
                     return results
                 }
-                return results + (failed.map { [.failure($0.error)] } ?? [])
+                return results
             } catch {
-                // Rolled back. Not a message's failure (BEGIN or COMMIT), or a second one: nothing is answered.
-                guard failed == nil, let failure else { return [] }
-                if failure.index == 0 { return [.failure(failure.error)] } // As it would have failed alone.
-                failed = failure
-                count = failure.index
+                // Rolled back. Not a message's failure (BEGIN or COMMIT), a second one, or the first message's: nothing
+                // is answered (the first message then goes alone).
+                guard !failed, let failure, failure > 0 else { return [] }
+                failed = true
+                count = failure
             }
         }
     }

@@ -119,7 +119,7 @@ public struct VerifierStage: StoreBackedStage {
             // Built before anything is recorded: a purchase whose ids the pipeline cannot carry is rejected, not
             // recorded as verified and then dead-lettered downstream with nobody granting it.
             let type = productType(of: purchase)
-            guard let (verified, verifiedMessage) = conforming(PurchaseVerifiedEvent(
+            guard let verifiedMessage = conformingMessage(PurchaseVerifiedEvent(
                 store: purchase.store, transactionId: purchase.transactionId,
                 originalTransactionId: purchase.originalTransactionId, productId: purchase.productId, productType: type.rawValue,
                 quantity: purchase.quantity, userId: submission.userId, purchaseDate: purchase.purchaseDate, expiresDate: purchase.expiresDate,
@@ -139,8 +139,11 @@ public struct VerifierStage: StoreBackedStage {
                                         storeConsumed: purchase.consumed == true)
             switch try await store.recordVerified(record, at: context.now()) {
             case .existing(_, let owner) where owner != submission.userId:
-                let answer = try await restore(record, verified: verified, submission: submission)
-                events += answer is PurchaseVerifiedEvent ? [verifiedMessage] : try context.outputs([answer])
+                if let answer = try await restore(record, submission: submission) {
+                    events += try context.outputs([answer])
+                } else {
+                    events.append(verifiedMessage)
+                }
             case .revokedEarlier:
                 // Its refund or revocation arrived first: recorded, never granted.
                 events += try context.outputs([rejection(submission, Rejection(.storeRejected, "the store refunded or revoked this transaction before it was submitted"),
@@ -154,13 +157,13 @@ public struct VerifierStage: StoreBackedStage {
 
     /// A transaction submitted under a user other than its owner: an entitlement moves under the `transfer`
     /// policy (one owner at a time, the move answered with `item.granted` naming `transferredFrom`); otherwise it
-    /// is refused, and never granted to a second account.
-    private func restore(_ record: PurchaseRecord, verified: PurchaseVerifiedEvent, submission: PurchaseSubmitted) async throws -> any PipelineEvent {
+    /// is refused, and never granted to a second account. Nil: answered with the purchase's `purchase.verified`.
+    private func restore(_ record: PurchaseRecord, submission: PurchaseSubmitted) async throws -> (any PipelineEvent)? {
         switch try await store.transfer(record.key, to: submission.userId, policy: restorePolicy, at: context.now()) {
         case .alreadyOwned:
-            return verified
+            return nil
         case .transferred(_, let items) where items.isEmpty:
-            return verified // Not granted yet: the grant goes to the new owner.
+            return nil // Not granted yet: the grant goes to the new owner.
         case .transferred(let from, let items):
             context.logger.info("entitlement transferred", ["transactionId": record.key.transactionId, "from": from, "to": submission.userId])
             return ItemGranted(store: record.key.store, transactionId: record.key.transactionId, userId: submission.userId, productId: record.productId,
@@ -176,10 +179,10 @@ public struct VerifierStage: StoreBackedStage {
         }
     }
 
-    /// `event` and its message if it matches its schema; else without the informational fields a store may fill oddly
-    /// (price, currency, environment, account token), logged; nil when even that does not match (the ids themselves).
-    private func conforming(_ event: PurchaseVerifiedEvent) -> (PurchaseVerifiedEvent, KafkaProducerMessage)? {
-        if let message = context.conformingMessage(event) { return (event, message) }
+    /// The message of `event` if it matches its schema; else of the event without the informational fields a store may
+    /// fill oddly (price, currency, environment, account token), logged; nil when even that does not match (the ids).
+    private func conformingMessage(_ event: PurchaseVerifiedEvent) -> KafkaProducerMessage? {
+        if let message = context.conformingMessage(event) { return message }
         var trimmed = event
         trimmed.price = nil
         trimmed.currency = nil
@@ -187,7 +190,7 @@ public struct VerifierStage: StoreBackedStage {
         trimmed.appAccountToken = nil
         guard let message = context.conformingMessage(trimmed) else { return nil }
         context.logger.warning("informational fields dropped: they do not fit the event schema", ["transactionId": event.transactionId])
-        return (trimmed, message)
+        return message
     }
 
     private func rejected(_ submission: PurchaseSubmitted, _ rejection: Rejection, transactionId: String?) throws -> StageResult {

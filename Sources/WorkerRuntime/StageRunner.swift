@@ -188,9 +188,9 @@ public final class StageRunner: Service {
         do {
             try await process(batch: messages, into: &completions)
         } catch {
-            // Interrupted (shutdown, revocation) or failed at a message: the ones before it are done, their offsets may be
-            // stored; it and the rest end the worker there.
-            while completions.count < messages.count { completions.append { throw error } }
+            // Interrupted (shutdown, revocation) or failed at a message: the ones before it are done and their offsets may
+            // be stored; the partition's worker stops there.
+            throw KafkaConsumer.BatchFailure(completions: completions, error: error)
         }
         return completions
     }
