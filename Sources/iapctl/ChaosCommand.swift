@@ -113,7 +113,7 @@ enum ChaosCommand {
             let progress = Double(done) / Double(input.outcomesExpected)
             if done >= input.outcomesExpected && plan.isComplete && replicas.isComplete && outageTask == nil { break }
             try await replicas.perform(at: progress, workers: workers, say: say)
-            for name in plan.killsDue(at: progress) {
+            for name in plan.killsDue(at: progress, lastFault: { replicas.lastEvent[$0] }) {
                 try workers.killAndRestart(name)
                 say(String(format: "  killed (SIGKILL) and restarted %@ at %.0f %%", name, progress * 100))
             }
@@ -217,10 +217,29 @@ struct ChaosPlan {
 
     var isComplete: Bool { kills.isEmpty && (outageAt == nil || outageEnd != nil) }
 
-    mutating func killsDue(at progress: Double) -> [String] {
-        let due = kills.filter { $0.at <= progress }.map(\.name)
-        kills.removeAll { $0.at <= progress }
-        for name in due { killed[name, default: 0] += 1 }
+    /// Time between two faults of one stage (a kill, a join, a leave): longer than a member's session (10 s), so that
+    /// the group has settled from one before the next. Closer faults are more than a broker sees from a real failure
+    /// rate, and the local broker's coordinator (no rebalance timer) can lose a group under them for good: runs that
+    /// got twice as fast with batching, their faults at the same points of progress, stalled so in 2 of 3.
+    static let spacing: TimeInterval = 15
+    private var lastKill: [String: Date] = [:]
+
+    /// The kills due at `progress`, but for a stage whose last fault (`lastFault`, else its last kill) was within `spacing`
+    /// of `now`: such a kill waits.
+    mutating func killsDue(at progress: Double, now: Date = Date(), lastFault: (String) -> Date? = { _ in nil }) -> [String] {
+        var due: [String] = []
+        let lastKill = self.lastKill
+        kills.removeAll { kill in
+            guard kill.at <= progress, !due.contains(kill.name) else { return false }
+            let last = [lastKill[kill.name], lastFault(kill.name)].compactMap { $0 }.max()
+            guard last.map({ now.timeIntervalSince($0) >= Self.spacing }) ?? true else { return false }
+            due.append(kill.name)
+            return true
+        }
+        for name in due {
+            killed[name, default: 0] += 1
+            self.lastKill[name] = now
+        }
         return due
     }
 

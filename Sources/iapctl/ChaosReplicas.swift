@@ -22,6 +22,8 @@ struct ReplicaPlan {
     private(set) var handled: [String: [Int: Int64]] = [:]
     /// Times each replica rejoined a stalled group (`iap_group_rejoins_total`), read as `handled` is, by stage.
     private(set) var rejoins: [String: [Int: Int64]] = [:]
+    /// When each stage last had a replica join or leave.
+    private(set) var lastEvent: [String: Date] = [:]
 
     /// The rejoins of all of `stage`'s replicas.
     func groupRejoins(of stage: String) -> Int64 { (rejoins[stage] ?? [:]).values.reduce(0, +) }
@@ -53,6 +55,7 @@ struct ReplicaPlan {
     mutating func perform(at progress: Double, workers: DemoWorkers, say: (String) -> Void) async throws {
         while let next = events.first, next.at <= progress {
             events.removeFirst()
+            lastEvent[next.stage] = Date()
             switch next.action {
             case .join:
                 let replica = try workers.join(next.stage)

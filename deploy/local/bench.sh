@@ -15,4 +15,5 @@ if [ -z "${IAP_STORE_URL:-}" ]; then
   use_fresh_database bench
   export IAP_STORE_URL="$FRESH_DATABASE_URL"
 fi
-IAP_SCHEMAS_DIR="$ROOT/schemas" .build/release/iapctl bench --brokers "$KAFKA_BOOTSTRAP_SERVERS" --store "$IAP_STORE_URL" "$@"
+# Batches on (the workers' default is one message at a time, see the README's Batches).
+IAP_MAX_BATCH="${IAP_MAX_BATCH:-64}" IAP_SCHEMAS_DIR="$ROOT/schemas" .build/release/iapctl bench --brokers "$KAFKA_BOOTSTRAP_SERVERS" --store "$IAP_STORE_URL" "$@"
