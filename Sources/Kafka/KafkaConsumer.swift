@@ -56,7 +56,8 @@ public final class KafkaConsumer: Sendable {
         public var revokeTimeout: Duration
         /// Messages buffered per partition before its fetching is paused.
         public var maxBufferedPerPartition: Int
-        /// With `runPipelined(_:)`: messages of a partition whose completion may be outstanding at once.
+        /// With `runPipelined(_:)` or `runBatched`: messages of a partition whose completion may be outstanding when the
+        /// next is taken (a batch taken then adds up to as many again).
         public var maxInFlightPerPartition: Int
         /// Receives assignment changes and non-fatal errors, on the poll thread; keep it quick.
         public var onEvent: (@Sendable (KafkaConsumerEvent) -> Void)?

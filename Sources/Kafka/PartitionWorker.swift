@@ -5,9 +5,9 @@ import Synchronization
 ///
 /// The poll thread hands messages in with `enqueue`; the worker calls the handler with the messages waiting (up to
 /// `maxBatch`) and, once the handler and the completion it returned for a message are done, stores the offset after
-/// that message. Up to `maxInFlight`
-/// completions may be outstanding; they are awaited in offset order, and all of them before the worker
-/// waits for more input. On revocation the worker completes the messages in hand and drops the rest
+/// that message. A batch is at most `maxInFlight` messages, taken while up to `maxInFlight` completions are
+/// outstanding (so up to 2 × maxInFlight - 1 at once; one at a time with 1); they are awaited in offset order,
+/// and all of them before the worker waits for more input. On revocation the worker completes the messages in hand and drops the rest
 /// (they are redelivered to the partition's next owner); a handler or completion that fails after the
 /// revocation ends the worker without storing its offset, and is not a consumer failure.
 final class PartitionWorker: Sendable {

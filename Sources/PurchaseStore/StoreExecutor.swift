@@ -7,7 +7,7 @@ import Synchronization
 /// Owns one connection and runs every database call on its own serial queue, off Swift's cooperative
 /// pool (the C calls block). A connection found lost is dropped and reopened on the next call.
 ///
-/// A batch (`batch(write:_:)`) holds the connection for one task across its awaits, in one transaction: calls from
+/// A batch (`batch(begin:_:)`) holds the connection for one task across its awaits, in one transaction: calls from
 /// other tasks wait at the gate until it ended, so that none of their statements falls into its transaction.
 ///
 /// `@unchecked Sendable`: `connection` is only touched on `queue`; the gate is a `Mutex`.
