@@ -21,7 +21,8 @@ public enum KafkaConsumerEvent: Sendable {
 /// - A handler that throws stops the consumer: nothing past that message is committed, and `run` rethrows — unless
 ///   its partition was revoked meanwhile: then the message is simply left to the partition's next owner.
 /// - Graceful shutdown (`triggerGracefulShutdown()` or cancelling `run`) stops fetching, finishes in-flight
-///   handlers, commits, leaves the group, and returns from `run` within `shutdownTimeout` plus librdkafka's close.
+///   handlers, commits, leaves the group (unless `Configuration.leavesGroupOnShutdown` is false), and returns from
+///   `run` within `shutdownTimeout` plus librdkafka's close.
 public final class KafkaConsumer: Sendable {
     public typealias Handler = @Sendable (KafkaMessage) async throws -> Void
     /// What remains of a message's handling after the handler returned, e.g. awaiting the broker's
@@ -61,6 +62,12 @@ public final class KafkaConsumer: Sendable {
         public var maxInFlightPerPartition: Int
         /// Receives assignment changes and non-fatal errors, on the poll thread; keep it quick.
         public var onEvent: (@Sendable (KafkaConsumerEvent) -> Void)?
+        /// Whether a graceful shutdown ends with a LeaveGroup (the default, as Kafka clients do: the group reassigns the
+        /// member's partitions at once). When false, the member finishes and commits its in-flight work as before, then
+        /// goes silently, and the coordinator expels it when its session ends (10 s later). For brokers that mishandle a
+        /// LeaveGroup during a rebalance: Tansu 0.6 keeps a leader that left mid-rebalance as the group's leader, so no
+        /// member can complete a rebalance again and rejoining does not help; an expelled member is cleared.
+        public var leavesGroupOnShutdown = true
 
         public init(
             kafka: KafkaConfiguration, groupID: String, topics: [String],
@@ -146,17 +153,15 @@ public final class KafkaConsumer: Sendable {
             } onCancel: {
                 self.triggerGracefulShutdown()
             }
+            if core.endedWithoutLeaving {
+                // The old client must go, or it would stay in the group, heartbeating, as long as this consumer lives. Its
+                // successor is a new member once it subscribes: the coordinator gives it an id, which starts a new generation.
+                let client = try RDKafkaClient.make(kind: .consumer, configuration: kafka, handlesRebalance: true)
+                // Under the lock, so that no pause or resume falls between the two memberships.
+                membership.withLock { $0.core = ConsumerCore(client: client, configuration: core.configuration, paused: core.pausedPartitions) }
+            }
             if let error = core.failure { throw error }
             guard core.endedForRejoin, !membership.withLock({ $0.stopping }) else { return }
-            // A new client is a new member: the coordinator must give it an id, which starts a new generation.
-            let client = try RDKafkaClient.make(kind: .consumer, configuration: kafka, handlesRebalance: true)
-            let replaced = membership.withLock { membership -> Bool in
-                guard !membership.stopping else { return false }
-                // Under the lock, so that no pause or resume falls between the two memberships.
-                membership.core = ConsumerCore(client: client, configuration: core.configuration, paused: core.pausedPartitions)
-                return true
-            }
-            guard replaced else { return }
         }
     }
 
@@ -252,6 +257,9 @@ private final class ConsumerCore: Sendable {
         /// The shutdown ends this membership only: `KafkaConsumer.rejoinGroup()`.
         var rejoin = false
         var shutdownDeadline: DispatchTime?
+        /// The poll loop ended without closing the client (no LeaveGroup): a crash, a rejoin, or a shutdown that goes
+        /// silently (`leavesGroupOnShutdown`).
+        var endedWithoutLeaving = false
         var failure: KafkaError?
         /// Since when the member has had no partitions (from the start, or since a revocation left it none).
         var withoutPartitionsSince: ContinuousClock.Instant? = .now
@@ -272,6 +280,7 @@ private final class ConsumerCore: Sendable {
     func waitingMessages(_ partition: TopicPartition) -> Int { state.withLock { $0.workers[partition] }?.waitingCount ?? 0 }
     var failure: KafkaError? { state.withLock { $0.failure } }
     var endedForRejoin: Bool { state.withLock { $0.rejoin } }
+    var endedWithoutLeaving: Bool { state.withLock { $0.endedWithoutLeaving } }
     var pausedPartitions: Set<TopicPartition> { state.withLock { $0.paused } }
 
     func start(handler: @escaping KafkaConsumer.BatchHandler, maxBatch: Int, finished: CheckedContinuation<Void, Never>) {
@@ -320,12 +329,14 @@ private final class ConsumerCore: Sendable {
         if shutdown {
             if crash {
                 revoke(assignment.map { $0 }, abandon: true)
-            } else if rejoin {
+            } else if rejoin || !configuration.leavesGroupOnShutdown {
                 // Not closed: the client goes without a LeaveGroup when this core is released.
                 revoke(assignment.map { $0 })
             } else {
                 close()
+                return false
             }
+            state.withLock { $0.endedWithoutLeaving = true }
             return false
         }
         switch client.consumerPoll(timeoutMs: 100) {

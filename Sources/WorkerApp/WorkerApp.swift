@@ -42,6 +42,8 @@ public enum WorkerApp {
         // losing a group to faults that came faster (see README, Batches). `make bench` runs with 64.
         Setting("--max-batch", env: "IAP_MAX_BATCH", default: "1",
                 help: "messages of a partition waiting to be handled that a stage takes at once, in one database transaction (1 = one at a time)"),
+        Setting("--leave-group", env: "IAP_LEAVE_GROUP", default: "true",
+                help: "true: a graceful shutdown ends with a LeaveGroup, so the group reassigns at once; false: the member goes silently and is expelled when its session ends (10 s), for brokers that mishandle a LeaveGroup during a rebalance (the local Tansu 0.6)"),
         Setting("--group-stall-seconds", env: "IAP_GROUP_STALL_SECONDS", default: "60",
                 help: "seconds (at least 30) a stage may be without partitions (while its group has no more members than partitions), or hold another slice than its share, before it is reported stalled and rejoins"),
         Setting("--retry-budget", env: "IAP_RETRY_BUDGET", default: "300",
@@ -119,9 +121,12 @@ public enum WorkerApp {
                 case .error(let error): logger.warning("kafka", ["error": error.description])
                 }
             }
-            let consumer = try KafkaConsumer(configuration: .init(
+            let leavesGroup = try WorkerApp.leavesGroup(settings)
+            var consumerConfiguration = KafkaConsumer.Configuration(
                 kafka: kafka, groupID: groupPrefix + stage.name, topics: stage.topics, shutdownTimeout: process.shutdownTimeout,
-                maxInFlightPerPartition: try settings.int("--max-in-flight") ?? 64, onEvent: onEvent))
+                maxInFlightPerPartition: try settings.int("--max-in-flight") ?? 64, onEvent: onEvent)
+            consumerConfiguration.leavesGroupOnShutdown = leavesGroup
+            let consumer = try KafkaConsumer(configuration: consumerConfiguration)
             let producer = try KafkaProducer(configuration: .init(kafka: self.kafka))
             var configuration = StageRunner.Configuration()
             guard let keep = try settings.int("--dead-letter-value-bytes"), keep >= 0 else {
@@ -138,10 +143,21 @@ public enum WorkerApp {
             configuration.retryBudget = .milliseconds(Int64(budget * 1000))
             let codec = process.codec(component: stage.name)
             // The re-driver: a consumer of the retry topic in a group of the stage's own (see StageRunner+Parking).
-            let retryConsumer = try KafkaConsumer(configuration: .init(kafka: kafka, groupID: groupPrefix + stage.name + "-retry", topics: [codec.retryTopic],
-                                                                       shutdownTimeout: process.shutdownTimeout, onEvent: onEvent))
+            var retryConfiguration = KafkaConsumer.Configuration(kafka: kafka, groupID: groupPrefix + stage.name + "-retry", topics: [codec.retryTopic],
+                                                                 shutdownTimeout: process.shutdownTimeout, onEvent: onEvent)
+            retryConfiguration.leavesGroupOnShutdown = leavesGroup
+            let retryConsumer = try KafkaConsumer(configuration: retryConfiguration)
             return StageRunner(stage: stage, consumer: consumer, producer: producer, codec: codec, logger: logger, configuration: configuration,
                                metrics: metrics, parking: Parking(ledger: StoreParkingLedger(store: store), consumer: retryConsumer, topic: codec.retryTopic))
+        }
+    }
+
+    /// `--leave-group`: whether the stages' consumers leave their groups on a graceful shutdown.
+    static func leavesGroup(_ settings: Settings) throws -> Bool {
+        switch settings.string("--leave-group")?.lowercased() {
+        case "true", "1", "yes", nil: return true
+        case "false", "0", "no": return false
+        case let other?: throw SettingsError("--leave-group (IAP_LEAVE_GROUP) must be true or false, got '\(other)'")
         }
     }
 

@@ -33,6 +33,9 @@ stop_started_services() {
 # if it already was).
 use_broker() {
   [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ] && return
+  # The local Tansu 0.6 keeps a leader that sent LeaveGroup mid-rebalance as its group's leader, and the group never
+  # completes a rebalance again: workers on it go silently at shutdown and are expelled when their session ends.
+  export IAP_LEAVE_GROUP="${IAP_LEAVE_GROUP:-false}"
   local output; output=$(bash "$ROOT/deploy/local/broker.sh" start 2>&1)
   eval "export $(grep '^KAFKA_BOOTSTRAP_SERVERS=' <<<"$output")"
   grep -q "already running" <<<"$output" || STARTED_SERVICES+=(broker)
