@@ -38,9 +38,7 @@ public enum WorkerApp {
                 help: "seconds between librdkafka statistics (consumer lag in /metrics); 0 turns them off"),
         Setting("--max-in-flight", env: "IAP_MAX_IN_FLIGHT", default: "64",
                 help: "messages per partition handled while earlier outputs await the broker's ack (1 = one at a time)"),
-        // 1 until `make chaos` passes with batches: with 64 its runs stalled in 3 of 4, the local broker's coordinator
-        // losing a group to faults that came faster (see README, Batches). `make bench` runs with 64.
-        Setting("--max-batch", env: "IAP_MAX_BATCH", default: "1",
+        Setting("--max-batch", env: "IAP_MAX_BATCH", default: "64",
                 help: "messages of a partition waiting to be handled that a stage takes at once, in one database transaction (1 = one at a time)"),
         Setting("--leave-group", env: "IAP_LEAVE_GROUP", default: "true",
                 help: "true: a graceful shutdown ends with a LeaveGroup, so the group reassigns at once; false: the member goes silently and is expelled when its session ends (10 s), for brokers that mishandle a LeaveGroup during a rebalance (the local Tansu 0.6)"),

@@ -15,5 +15,4 @@ if [ -z "${IAP_STORE_URL:-}" ]; then
   use_fresh_database bench
   export IAP_STORE_URL="$FRESH_DATABASE_URL"
 fi
-# Batches on (the workers' default is one message at a time, see the README's Batches).
-IAP_MAX_BATCH="${IAP_MAX_BATCH:-64}" IAP_SCHEMAS_DIR="$ROOT/schemas" .build/release/iapctl bench --brokers "$KAFKA_BOOTSTRAP_SERVERS" --store "$IAP_STORE_URL" "$@"
+IAP_SCHEMAS_DIR="$ROOT/schemas" .build/release/iapctl bench --brokers "$KAFKA_BOOTSTRAP_SERVERS" --store "$IAP_STORE_URL" "$@"
