@@ -44,15 +44,8 @@ extension SQLPurchaseStore {
         let sorted = keys.sorted()
         return try await executor.run { connection in
             var parked: Set<String> = []
-            var start = 0
-            while start < sorted.count {
-                let group = Array(sorted[start..<min(start + 256, sorted.count)])
-                start += group.count
-                var width = 1
-                while width < group.count { width *= 2 }
-                let placeholders = (0..<width).map { "$\($0 + 2)" }.joined(separator: ", ")
-                let values = group.map(SQLValue.text) + Array(repeating: .text(group[group.count - 1]), count: width - group.count)
-                for row in try connection.query("SELECT DISTINCT message_key FROM parked_messages WHERE stage = $1 AND message_key IN (\(placeholders))",
+            try Self.inGroups(sorted.map { [SQLValue.text($0)] }, firstParameter: 2) { list, values in
+                for row in try connection.query("SELECT DISTINCT message_key FROM parked_messages WHERE stage = $1 AND message_key IN (\(list))",
                                                 [.text(stage)] + values) {
                     if let key = row[0].string { parked.insert(key) }
                 }

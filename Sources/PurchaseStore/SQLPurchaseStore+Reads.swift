@@ -11,15 +11,17 @@ extension SQLPurchaseStore {
         }
     }
 
-    /// The recorded state of each of `keys` that has a record, read in one call.
+    /// The recorded state of each of `keys` that has a record, read in one statement (per 256 keys).
     public func states(of keys: [PurchaseKey]) async throws -> [PurchaseKey: PurchaseState] {
         guard !keys.isEmpty else { return [:] }
         return try await executor.run { connection in
             var states: [PurchaseKey: PurchaseState] = [:]
-            for key in keys {
-                let row = try connection.query("SELECT state FROM purchases WHERE store = $1 AND transaction_id = $2",
-                                               [.text(key.store.rawValue), .text(key.transactionId)]).first
-                if let state = row?[0].string.flatMap(PurchaseState.init(rawValue:)) { states[key] = state }
+            try Self.inGroups(keys.map { [.text($0.store.rawValue), .text($0.transactionId)] }, firstParameter: 1) { list, values in
+                for row in try connection.query("SELECT store, transaction_id, state FROM purchases WHERE (store, transaction_id) IN (\(list))", values) {
+                    guard let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].string,
+                          let state = row[2].string.flatMap(PurchaseState.init(rawValue:)) else { continue }
+                    states[PurchaseKey(store: store, transactionId: id)] = state
+                }
             }
             return states
         }

@@ -150,6 +150,27 @@ extension SQLPurchaseStore {
         }
     }
 
+    /// Runs `body` for `tuples` (each a row of as many values, all alike) in groups of up to 256, with the SQL of an
+    /// `IN` list of each group's tuples (`$n` or `($n, $n+1)`, numbered from `firstParameter`) and their values. A group's
+    /// list is padded to a power of two by repeating its last tuple, so that a connection prepares a few statements, not
+    /// one per batch size.
+    static func inGroups(_ tuples: [[SQLValue]], firstParameter: Int, _ body: (_ list: String, _ values: [SQLValue]) throws -> Void) throws {
+        var start = 0
+        while start < tuples.count {
+            let group = tuples[start..<min(start + 256, tuples.count)]
+            start += group.count
+            var width = 1
+            while width < group.count { width *= 2 }
+            let arity = group.first?.count ?? 1
+            let list = (0..<width).map { index in
+                let parameters = (0..<arity).map { "$\(firstParameter + index * arity + $0)" }
+                return arity == 1 ? parameters[0] : "(" + parameters.joined(separator: ", ") + ")"
+            }.joined(separator: ", ")
+            let padding = Array(repeating: group[group.endIndex - 1], count: width - group.count)
+            try body(list, (group + padding).flatMap { $0 })
+        }
+    }
+
     /// A purchase record from the columns `recordColumns` selects, in that order.
     static let recordColumns = """
         store, transaction_id, user_id, product_id, product_type, quantity, purchase_time, state, environment, original_transaction_id,
