@@ -36,16 +36,16 @@ extension SQLPurchaseStore {
         }
     }
 
-    /// Which of `keys` have a message of `stage` parked and not re-driven yet: one look for a batch of messages. The
-    /// keys are looked up in groups of a power of two (the last repeated), so that a connection prepares a few
-    /// statements, not one per batch size.
+    /// Which of `keys` have a message of `stage` parked and not re-driven yet: one look for a batch of messages (see
+    /// `inSet`).
     public func parkedKeys(stage: String, among keys: Set<String>) async throws -> Set<String> {
         guard !keys.isEmpty else { return [] }
         let sorted = keys.sorted()
+        let dialect = dialect
         return try await executor.run { connection in
             var parked: Set<String> = []
-            try Self.inGroups(sorted.map { [SQLValue.text($0)] }, firstParameter: 2) { list, values in
-                for row in try connection.query("SELECT DISTINCT message_key FROM parked_messages WHERE stage = $1 AND message_key IN (\(list))",
+            try Self.inSet(sorted.map { [$0] }, firstParameter: 2, dialect) { set, values in
+                for row in try connection.query("SELECT DISTINCT message_key FROM parked_messages WHERE stage = $1 AND message_key IN (\(set))",
                                                 [.text(stage)] + values) {
                     if let key = row[0].string { parked.insert(key) }
                 }

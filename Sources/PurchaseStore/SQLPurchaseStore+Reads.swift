@@ -5,19 +5,26 @@ import PurchaseDomain
 /// Reads: one purchase, what a user owns.
 extension SQLPurchaseStore {
     public func purchase(_ key: PurchaseKey) async throws -> PurchaseRecord? {
-        try await executor.run { connection in
-            try connection.query("SELECT \(Self.recordColumns) FROM purchases WHERE store = $1 AND transaction_id = $2",
+        let executor = executor
+        return try await executor.run(usingReadAhead: true) { connection in
+            switch executor.peekReadAhead(key) {
+            case .record(let record): return record
+            case .tombstone, .unseen: return nil
+            case nil: break
+            }
+            return try connection.query("SELECT \(Self.recordColumns) FROM purchases WHERE store = $1 AND transaction_id = $2",
                                  [.text(key.store.rawValue), .text(key.transactionId)]).first.flatMap(Self.record)
         }
     }
 
-    /// The recorded state of each of `keys` that has a record, read in one statement (per 256 keys).
+    /// The recorded state of each of `keys` that has a record, read in one statement (per 256 keys on SQLite).
     public func states(of keys: [PurchaseKey]) async throws -> [PurchaseKey: PurchaseState] {
         guard !keys.isEmpty else { return [:] }
+        let dialect = dialect
         return try await executor.run { connection in
             var states: [PurchaseKey: PurchaseState] = [:]
-            try Self.inGroups(keys.map { [.text($0.store.rawValue), .text($0.transactionId)] }, firstParameter: 1) { list, values in
-                for row in try connection.query("SELECT store, transaction_id, state FROM purchases WHERE (store, transaction_id) IN (\(list))", values) {
+            try Self.inSet(keys.map { [$0.store.rawValue, $0.transactionId] }, firstParameter: 1, dialect) { set, values in
+                for row in try connection.query("SELECT store, transaction_id, state FROM purchases WHERE (store, transaction_id) IN (\(set))", values) {
                     guard let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].string,
                           let state = row[2].string.flatMap(PurchaseState.init(rawValue:)) else { continue }
                     states[PurchaseKey(store: store, transactionId: id)] = state

@@ -32,6 +32,20 @@ extension SQLPurchaseStore {
         var state: PurchaseState
         var userId: String?
         var type: ProductType
+
+        init(state: PurchaseState, userId: String?, type: ProductType) {
+            self.state = state
+            self.userId = userId
+            self.type = type
+        }
+
+        init(_ readAhead: StoreExecutor.ReadAhead) {
+            switch readAhead {
+            case .record(let record): self.init(state: record.state, userId: record.userId, type: record.productType)
+            case .tombstone: self.init(state: .revokedUnseen, userId: nil, type: .unknown)
+            case .unseen: self.init(state: .unseen, userId: nil, type: .unknown)
+            }
+        }
     }
 
     /// Where a purchase is in its lifecycle (its row locked for this transaction on PostgreSQL): its record's
@@ -53,11 +67,47 @@ extension SQLPurchaseStore {
     func decide<T: Sendable>(_ key: PurchaseKey, on event: LifecycleEvent, type: ProductType? = nil,
                              _ body: @escaping @Sendable (any SQLConnection, CurrentPurchase, Transition) throws -> T) async throws -> T {
         let dialect = dialect
-        return try await executor.run { connection in
+        let executor = executor
+        return try await executor.run(usingReadAhead: true) { connection in
             try Self.transaction(connection, dialect) {
-                let current = try Self.current(connection, key, dialect)
+                // Read ahead by the batch (and locked then), once: a second decision on the key reads what the first left.
+                let current = try executor.takeReadAhead(key).map(CurrentPurchase.init) ?? Self.current(connection, key, dialect)
                 return try body(connection, current, Lifecycle.transition(from: current.state, on: event, type: type ?? current.type))
             }
+        }
+    }
+
+    /// In a batch (`batch`): reads the purchases of `keys` (locking them on PostgreSQL, in key order) and whether a refund
+    /// of those not recorded came first, in one statement each (see `inSet`), so that the batch's first decision on each
+    /// key and its reads of the record skip their own statements. Outside a batch it does nothing: what it read would
+    /// be stale at once.
+    public func readAhead(_ keys: [PurchaseKey]) async throws {
+        guard executor.inBatch, !keys.isEmpty else { return }
+        let sorted = Set(keys).sorted { ($0.store.rawValue, $0.transactionId) < ($1.store.rawValue, $1.transactionId) }
+        let dialect = dialect
+        let lock = dialect == .postgres ? " FOR UPDATE" : ""
+        let executor = executor
+        try await executor.run(usingReadAhead: true) { connection in
+            var found: [PurchaseKey: StoreExecutor.ReadAhead] = [:]
+            try Self.inSet(sorted.map { [$0.store.rawValue, $0.transactionId] }, firstParameter: 1, dialect) { set, values in
+                for row in try connection.query("""
+                    SELECT \(Self.recordColumns) FROM purchases WHERE (store, transaction_id) IN (\(set)) ORDER BY store, transaction_id\(lock)
+                    """, values) {
+                    if let record = Self.record(row) { found[record.key] = .record(record) }
+                }
+            }
+            let unrecorded = sorted.filter { found[$0] == nil }
+            try Self.inSet(unrecorded.map { [$0.store.rawValue, $0.transactionId] }, firstParameter: 1, dialect) { set, values in
+                for row in try connection.query("""
+                    SELECT store, transaction_id FROM tombstones WHERE (store, transaction_id) IN (\(set)) AND reversed_at IS NULL
+                    ORDER BY store, transaction_id\(lock)
+                    """, values) {
+                    guard let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].string else { continue }
+                    found[PurchaseKey(store: store, transactionId: id)] = .tombstone
+                }
+            }
+            for key in unrecorded where found[key] == nil { found[key] = .unseen }
+            executor.setReadAhead(found)
         }
     }
 
@@ -150,25 +200,50 @@ extension SQLPurchaseStore {
         }
     }
 
-    /// Runs `body` for `tuples` (each a row of as many values, all alike) in groups of up to 256, with the SQL of an
-    /// `IN` list of each group's tuples (`$n` or `($n, $n+1)`, numbered from `firstParameter`) and their values. A group's
-    /// list is padded to a power of two by repeating its last tuple, so that a connection prepares a few statements, not
-    /// one per batch size.
-    static func inGroups(_ tuples: [[SQLValue]], firstParameter: Int, _ body: (_ list: String, _ values: [SQLValue]) throws -> Void) throws {
+    /// Runs `body` with the SQL of a set of `tuples` (text values, each of as many) to put in `… IN (set)`, and its
+    /// parameters, numbered from `firstParameter`. A set must be looked up by the key's index whatever its values:
+    /// - PostgreSQL: one `unnest` of an array per column, all tuples in one call. (A list of row values is planned as an
+    ///   `OR` of them, which PostgreSQL answers by scanning every row of the store they share.)
+    /// - SQLite: a `VALUES` list (a bare list of row values is answered by scanning the table), a plain list for one
+    ///   column; in groups of up to 256 tuples, each padded to a power of two by repeating its last tuple, so that a
+    ///   connection prepares a few statements, not one per batch size.
+    static func inSet(_ tuples: [[String]], firstParameter: Int, _ dialect: Migrations.Dialect,
+                      _ body: (_ set: String, _ values: [SQLValue]) throws -> Void) throws {
+        guard let arity = tuples.first?.count else { return }
+        if dialect == .postgres {
+            let arrays = (0..<arity).map { column in SQLValue.text(postgresArray(tuples.lazy.map { $0[column] })) }
+            let columns = (0..<arity).map { "$\(firstParameter + $0)::text[]" }.joined(separator: ", ")
+            return try body("SELECT * FROM unnest(\(columns))", arrays)
+        }
         var start = 0
         while start < tuples.count {
             let group = tuples[start..<min(start + 256, tuples.count)]
             start += group.count
             var width = 1
             while width < group.count { width *= 2 }
-            let arity = group.first?.count ?? 1
-            let list = (0..<width).map { index in
+            let rows = (0..<width).map { index in
                 let parameters = (0..<arity).map { "$\(firstParameter + index * arity + $0)" }
                 return arity == 1 ? parameters[0] : "(" + parameters.joined(separator: ", ") + ")"
             }.joined(separator: ", ")
+            let columns = (1...arity).map { "column\($0)" }.joined(separator: ", ")
             let padding = Array(repeating: group[group.endIndex - 1], count: width - group.count)
-            try body(list, (group + padding).flatMap { $0 })
+            try body(arity == 1 ? rows : "SELECT \(columns) FROM (VALUES \(rows))", (group + padding).flatMap { $0.map(SQLValue.text) })
         }
+    }
+
+    /// A PostgreSQL array literal of `elements` (each quoted, so any text is taken as it is).
+    static func postgresArray(_ elements: some Sequence<String>) -> String {
+        var literal = "{"
+        for element in elements {
+            if literal.utf8.count > 1 { literal += "," }
+            literal += "\""
+            for character in element.unicodeScalars {
+                if character == "\"" || character == "\\" { literal += "\\" }
+                literal.unicodeScalars.append(character)
+            }
+            literal += "\""
+        }
+        return literal + "}"
     }
 
     /// A purchase record from the columns `recordColumns` selects, in that order.

@@ -20,24 +20,58 @@ final class StoreExecutor: @unchecked Sendable {
     private let gate = Gate()
     /// The executor whose batch the current task runs.
     @TaskLocal private static var batchOf: ObjectIdentifier?
+    /// Purchases a batch read ahead (`SQLPurchaseStore.readAhead`), by key. Only touched on `queue`; emptied when a batch
+    /// begins or ends and by every call that does not use it (which may write purchases: `run(usingReadAhead:_:)`).
+    private var readAhead: [PurchaseKey: ReadAhead] = [:]
+
+    /// A purchase as a batch read it ahead: its record, else whether a refund of it came first.
+    enum ReadAhead {
+        case record(PurchaseRecord)
+        case tombstone
+        case unseen
+    }
+
+    /// Whether the current task runs a batch of this executor.
+    var inBatch: Bool { Self.batchOf == ObjectIdentifier(self) }
 
     init(label: String, open: @escaping @Sendable () throws -> any SQLConnection) {
         self.queue = DispatchQueue(label: label)
         self.open = open
     }
 
-    func run<T: Sendable>(_ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
-        if Self.batchOf == ObjectIdentifier(self) { return try await onQueue(body) }
+    /// Runs `body` on the queue with the connection (in the current batch's transaction, if any).
+    /// - Parameter usingReadAhead: `body` reads or consumes what the batch read ahead (`takeReadAhead`, `peekReadAhead`)
+    ///   and keeps it true to the database; otherwise it is dropped first, as `body` may change the purchases.
+    func run<T: Sendable>(usingReadAhead: Bool = false, _ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
+        let call: @Sendable (any SQLConnection) throws -> T
+        if usingReadAhead {
+            call = body
+        } else {
+            call = { [self] connection in
+                if !readAhead.isEmpty { readAhead = [:] }
+                return try body(connection)
+            }
+        }
+        if inBatch { return try await onQueue(call) }
         await gate.enter()
         defer { gate.leave() }
-        return try await onQueue(body)
+        return try await onQueue(call)
     }
+
+    /// On the queue, in a batch: records what the batch read ahead.
+    func setReadAhead(_ purchases: [PurchaseKey: ReadAhead]) { readAhead.merge(purchases) { _, new in new } }
+
+    /// On the queue: what the batch read ahead of `key`, forgotten (the caller is about to change it).
+    func takeReadAhead(_ key: PurchaseKey) -> ReadAhead? { readAhead.removeValue(forKey: key) }
+
+    /// On the queue: what the batch read ahead of `key`.
+    func peekReadAhead(_ key: PurchaseKey) -> ReadAhead? { readAhead[key] }
 
     /// Runs `body` in one transaction, begun with `begin` (the dialect's write transaction): the store's calls in it
     /// join it (see `SQLPurchaseStore.transaction`). Committed when `body` returns; rolled back when it throws.
     /// Within a batch, `body` simply runs in it.
     func batch<T: Sendable>(begin: String, _ body: () async throws -> T) async throws -> T {
-        if Self.batchOf == ObjectIdentifier(self) { return try await body() }
+        if inBatch { return try await body() }
         await gate.enter()
         defer { gate.leave() }
         try await onQueue(opening: true) { _ = try $0.query(begin) }
@@ -59,6 +93,7 @@ final class StoreExecutor: @unchecked Sendable {
                                       _ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             queue.async { [self] in
+                if opening || closing { readAhead = [:] }
                 defer {
                     if closing {
                         batchOpen = false

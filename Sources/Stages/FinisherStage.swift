@@ -52,19 +52,24 @@ public struct FinisherStage: StoreBackedStage {
     public func handle(batch messages: [KafkaMessage]) async -> [Result<StageResult, any Error>] {
         // Consent and consumption requests record their answers to the store around a call to it: alone, always.
         let batchable = { (message: KafkaMessage) in message.topic == topics[0] || message.topic == topics[1] }
-        guard messages.count > 1, let appStoreAPI else { return await handleInOneTransaction(messages, store: store, batchable: batchable) }
+        guard messages.count > 1 else { return await handleInOneTransaction(messages, store: store, batchable: batchable) }
         // Decoded once, here: by offset (one partition's messages).
         var decoded: [Int64: ItemGranted] = [:]
         for message in messages.prefix(while: batchable) where message.topic == topics[0] {
             if case .success(let granted) = context.codec.decode(message, as: ItemGranted.self) { decoded[message.offset] = granted }
         }
-        let calls: [String: Result<Void, AppStoreServerAPIClient.Failure>]
-        do {
-            calls = try await finishCalls(for: decoded.values.sorted { $0.transactionId < $1.transactionId }, api: appStoreAPI)
-        } catch {
-            return [] // The store could not say which are granted: each message alone, retried as always.
+        let calls: [String: Result<Void, AppStoreServerAPIClient.Failure>]?
+        if let appStoreAPI {
+            do {
+                calls = try await finishCalls(for: decoded.values.sorted { $0.transactionId < $1.transactionId }, api: appStoreAPI)
+            } catch {
+                return [] // The store could not say which are granted: each message alone, retried as always.
+            }
+        } else {
+            calls = nil
         }
-        return await handleInOneTransaction(messages, store: store, batchable: batchable) { message in
+        let keys = decoded.values.map { PurchaseKey(store: $0.store, transactionId: $0.transactionId) }
+        return await handleInOneTransaction(messages, store: store, batchable: batchable, readingAhead: keys) { message in
             try await handle(message, finishCalls: calls, granted: decoded[message.offset])
         }
     }

@@ -59,9 +59,18 @@ public struct GranterStage: StoreBackedStage {
         }
     }
 
-    /// One store transaction for the batch (see `handleInOneTransaction`).
+    /// One store transaction for the batch (see `handleInOneTransaction`), its purchases read ahead; each
+    /// `purchase.verified` decoded once.
     public func handle(batch messages: [KafkaMessage]) async -> [Result<StageResult, any Error>] {
-        await handleInOneTransaction(messages, store: store)
+        var decoded: [Int64: PurchaseVerifiedEvent] = [:] // by offset (one partition's messages)
+        for message in messages where message.topic == topics[0] {
+            if case .success(let verified) = context.codec.decode(message, as: PurchaseVerifiedEvent.self) { decoded[message.offset] = verified }
+        }
+        let keys = decoded.values.map { PurchaseKey(store: $0.store, transactionId: $0.transactionId) }
+        return await handleInOneTransaction(messages, store: store, readingAhead: keys) { message in
+            if let verified = decoded[message.offset] { return try await grant(verified) }
+            return try await handle(message)
+        }
     }
 
     private func grant(_ verified: PurchaseVerifiedEvent) async throws -> StageResult {

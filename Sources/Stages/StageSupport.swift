@@ -2,6 +2,7 @@ import Database
 import Foundation
 import JSON
 import Kafka
+import PurchaseDomain
 import PurchaseEvents
 import PurchaseStore
 import WorkerRuntime
@@ -53,8 +54,11 @@ extension StoreBackedStage {
     /// is rolled back and the k before it are handled again in a transaction of their own; the runner then hands k to
     /// `handle(_:)` alone (its failure may have been the batch's doing, e.g. locks held longer) and batches the rest.
     /// If that fails too, nothing is answered and the runner takes the messages one at a time.
+    /// - Parameter readingAhead: the purchases the batch decides on, read (and locked) at its start in one statement
+    ///   (`SQLPurchaseStore.readAhead`) rather than one by one.
     /// - Parameter handle: how each message is handled; `handle(_:)` by default.
     func handleInOneTransaction(_ messages: [KafkaMessage], store: SQLPurchaseStore, batchable: (KafkaMessage) -> Bool = { _ in true },
+                                readingAhead keys: [PurchaseKey] = [],
                                 using handle: ((KafkaMessage) async throws -> StageResult)? = nil) async -> [Result<StageResult, any Error>] {
         let handle = handle ?? { try await self.handle($0) }
         let run = messages.prefix(while: batchable)
@@ -68,6 +72,7 @@ extension StoreBackedStage {
             var failure: Int?
             do {
                 let results = try await store.batch {
+                    try await store.readAhead(keys)
                     var results: [Result<StageResult, any Error>] = []
                     results.reserveCapacity(count)
                     for (index, message) in run.prefix(count).enumerated() {

@@ -4,7 +4,7 @@ import PurchaseStore
 import Testing
 import TestSupport
 
-/// The lookups a batch makes in one statement (per 256 keys), on both engines: each key answered, none invented.
+/// The lookups a batch makes in one statement (per 256 keys on SQLite), on both engines: each key answered, none invented.
 @Suite struct BatchLookupStoreTests {
     static let t0 = Date(timeIntervalSince1970: 1_764_400_000)
 
@@ -34,6 +34,20 @@ import TestSupport
         #expect(try await store.states(of: []) == [:])
     }
 
+    /// Keys travel to PostgreSQL inside array literals: quotes, backslashes, commas, braces and the word NULL are text like any other.
+    @Test(arguments: StoreEngine.available) func keysWithArraySyntaxInThemAreLookedUpAsTheyAre(_ engine: StoreEngine) async throws {
+        let store = try await freshStore(engine)
+        let ids = ["a\"b", "c\\d", "e,f", "{g}", "NULL", " h ", "ü€"]
+        let keys = ids.map { PurchaseKey(store: .appcoins, transactionId: $0) }
+        for key in keys.prefix(4) {
+            let record = PurchaseRecord(key: key, userId: "user-1", productId: "coins.100", productType: .consumable, quantity: 1, purchaseTime: Self.t0)
+            #expect(try await store.recordVerified(record, at: Self.t0) == .recorded)
+        }
+        #expect(try await store.states(of: keys + [PurchaseKey(store: .appcoins, transactionId: "a")]) == Dictionary(uniqueKeysWithValues: keys.prefix(4).map { ($0, .verified) }))
+        try await store.recordParked(stage: "granter", topic: "t", partition: 0, offset: 0, key: "x\"y\\", recheck: false, token: "t", reason: "test", at: Self.t0)
+        #expect(try await store.parkedKeys(stage: "granter", among: ["x\"y\\", "x\"y", "NULL"]) == ["x\"y\\"])
+    }
+
     @Test(arguments: StoreEngine.available) func parkedKeysAmongManyAnswerOnlyTheStagesParkedKeys(_ engine: StoreEngine) async throws {
         let store = try await freshStore(engine)
         let keys = Set((0..<300).map { "user-\($0)" })
@@ -46,5 +60,41 @@ import TestSupport
         #expect(try await store.parkedKeys(stage: "granter", among: keys) == ["user-0", "user-17", "user-255", "user-256", "user-299"])
         #expect(try await store.parkedKeys(stage: "finisher", among: keys) == ["user-5"])
         #expect(try await store.parkedKeys(stage: "granter", among: ["user-1", "user-2", "user-3"]) == [])
+    }
+
+    func purchase(_ id: String) -> PurchaseRecord {
+        PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: "user-1", productId: "coins.100", productType: .consumable,
+                       quantity: 1, purchaseTime: Self.t0)
+    }
+
+    /// What a batch reads ahead answers its first decision on each purchase (a record, a refund that came first, nothing);
+    /// later decisions and reads see what the earlier ones wrote, and a call that writes otherwise drops it all.
+    @Test(arguments: StoreEngine.available) func aBatchReadAheadDecidesAsTheDatabaseWould(_ engine: StoreEngine) async throws {
+        let store = try await freshStore(engine)
+        let (verified, refunded, unseen, rejected) = (purchase("8001"), purchase("8002"), purchase("8003"), purchase("8004"))
+        #expect(try await store.recordVerified(verified, at: Self.t0) == .recorded)
+        #expect(try await store.revoke(refunded.key, at: Self.t0) == .recordedBeforePurchase)
+        try await store.batch {
+            try await store.readAhead([verified.key, refunded.key, unseen.key, rejected.key, verified.key])
+            #expect(try await store.purchase(verified.key)?.state == .verified)
+            #expect(try await store.purchase(unseen.key) == nil)
+            guard case .granted(_, let balances) = try await store.grant(verified.key, items: [.currency("coins", 100)], at: Self.t0) else {
+                Issue.record("not granted")
+                return
+            }
+            #expect(balances == ["coins": 100])
+            #expect(try await store.purchase(verified.key)?.state == .granted, "read again after the decision")
+            #expect(try await store.grant(verified.key, items: [.currency("coins", 100)], at: Self.t0)
+                == .alreadyGranted(items: [.currency("coins", 100)], balances: ["coins": 100]))
+            #expect(try await store.recordVerified(refunded, at: Self.t0) == .revokedEarlier, "its refund was read ahead")
+            #expect(try await store.recordVerified(unseen, at: Self.t0) == .recorded)
+            #expect(try await store.recordVerified(unseen, at: Self.t0) == .existing(state: .verified, userId: "user-1"))
+            // Read ahead as unseen, then recorded by a call that does not use the read-ahead: the decision must not trust it.
+            #expect(try await store.recordRejected(rejected, reason: "forged", at: Self.t0) == .recorded)
+            #expect(try await store.recordVerified(rejected, at: Self.t0) == .existing(state: .rejected, userId: "user-1"))
+        }
+        #expect(try await store.states(of: [verified.key, refunded.key, unseen.key, rejected.key])
+            == [verified.key: .granted, refunded.key: .revoked, unseen.key: .verified, rejected.key: .rejected])
+        #expect(try await store.balances(of: "user-1") == ["coins": 100])
     }
 }
