@@ -3,6 +3,7 @@ import PurchaseDomain
 import StoreFixtures
 @testable import StoreVerification
 import Testing
+import TestSupport
 import JSON
 
 /// Mutation fuzzing of the decoders: every input ends in a verdict, none crashes or hangs.
@@ -42,23 +43,28 @@ struct FuzzTests {
         return bytes
     }
 
-    @Test func mutatedJWSStringsAlwaysEndInAVerdict() throws {
+    /// The loops run off Swift's cooperative pool (`offPool`): minutes of synchronous work on one of its two threads
+    /// here, twice, starved every async test running beside them into its timeouts.
+    @Test func mutatedJWSStringsAlwaysEndInAVerdict() async throws {
         let jws = Array(try signedTransaction().utf8)
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.=+/{}\"".utf8)
-        var rng = SeededGenerator(state: 0x1A9)
-        var parsed = 0
         let count = 600_000
-        for iteration in 0..<count {
-            let mutated = Self.mutate(jws, alphabet: iteration % 2 == 0 ? alphabet : nil, using: &rng)
-            // Not every mutation is valid UTF-8; the decoder sees what a Kafka consumer would after decoding.
-            if case .success = CompactJWS.parse(String(decoding: mutated, as: UTF8.self)) { parsed += 1 }
-        }
-        // Through the whole verifier too (fewer: a new chain costs an X.509 verification).
         let verifier = try verifier()
-        var verified = 0
-        for _ in 0..<20_000 {
-            let mutated = Self.mutate(jws, alphabet: alphabet, using: &rng)
-            if case .success = verifier.verifyTransaction(String(decoding: mutated, as: UTF8.self)) { verified += 1 }
+        let (parsed, verified) = try await offPool {
+            var rng = SeededGenerator(state: 0x1A9)
+            var parsed = 0
+            for iteration in 0..<count {
+                let mutated = Self.mutate(jws, alphabet: iteration % 2 == 0 ? alphabet : nil, using: &rng)
+                // Not every mutation is valid UTF-8; the decoder sees what a Kafka consumer would after decoding.
+                if case .success = CompactJWS.parse(String(decoding: mutated, as: UTF8.self)) { parsed += 1 }
+            }
+            // Through the whole verifier too (fewer: a new chain costs an X.509 verification).
+            var verified = 0
+            for _ in 0..<20_000 {
+                let mutated = Self.mutate(jws, alphabet: alphabet, using: &rng)
+                if case .success = verifier.verifyTransaction(String(decoding: mutated, as: UTF8.self)) { verified += 1 }
+            }
+            return (parsed, verified)
         }
         // Some mutations keep the structure (e.g. edits inside a certificate's base64), most break it.
         #expect(parsed > 0 && parsed < count)
@@ -67,28 +73,31 @@ struct FuzzTests {
         #expect(verified < 200, "\(verified) mutated JWS verified")
     }
 
-    @Test func mutatedDERAlwaysEndsInAVerdict() throws {
+    @Test func mutatedDERAlwaysEndsInAVerdict() async throws {
         let receipt = AppReceipt(receiptType: ReceiptSigner.sandbox, bundleId: bundleId, appVersion: "1", creationDate: Date(), inAppPurchases: (0..<3).map {
             InAppPurchaseReceipt(quantity: 1, productId: "coins.\($0)", transactionId: "10000\($0)", purchaseDate: Date())
         })
         let payload = Array(ReceiptSigner.payload(receipt))
-        var rng = SeededGenerator(state: 0xDE7)
-        var decoded = 0
         let count = 400_000
-        for _ in 0..<count {
-            if (try? AppReceiptParser.parse(Data(Self.mutate(payload, alphabet: nil, using: &rng)))) != nil { decoded += 1 }
-        }
         // Whole signed receipts through OpenSSL's PKCS#7 parser and the verifier.
         let signed = Array(try ReceiptSigner(pki: sharedPKI).signedDER(receipt))
         let verifier = try ReceiptVerifier(configuration: .init(trustedRoots: [sharedPKI.root], bundleId: bundleId, environment: .sandbox))
         let original = try #require(verifier.verify(base64: Data(signed).base64EncodedString()).value)
-        var accepted = 0
-        var forged = 0
-        for _ in 0..<20_000 {
-            if case .success(let verified) = verifier.verify(base64: Data(Self.mutate(signed, alphabet: nil, using: &rng)).base64EncodedString()) {
-                accepted += 1
-                if verified != original { forged += 1 }
+        let (decoded, accepted, forged) = try await offPool {
+            var rng = SeededGenerator(state: 0xDE7)
+            var decoded = 0
+            for _ in 0..<count {
+                if (try? AppReceiptParser.parse(Data(Self.mutate(payload, alphabet: nil, using: &rng)))) != nil { decoded += 1 }
             }
+            var accepted = 0
+            var forged = 0
+            for _ in 0..<20_000 {
+                if case .success(let verified) = verifier.verify(base64: Data(Self.mutate(signed, alphabet: nil, using: &rng)).base64EncodedString()) {
+                    accepted += 1
+                    if verified != original { forged += 1 }
+                }
+            }
+            return (decoded, accepted, forged)
         }
         #expect(decoded > 0 && decoded < count)
         // A forgery is a mutation that verifies and says something else. Edits to bytes nothing vouches for verify and
