@@ -53,40 +53,33 @@ public struct VerifierStage: StoreBackedStage {
         }
     }
 
-    /// One store transaction for the batch (see `handleInOneTransaction`). An AppCoins submission is verified with the
-    /// store's API, which is not called while the transaction holds the store: it is handled alone (any message whose
-    /// bytes name that kind: a false match only costs it its batch, and one naming it with escapes only holds the batch
-    /// during its call).
+    /// One store transaction for the batch (see `handleInOneTransaction`). Its submissions are verified before it
+    /// begins (their purchases then read ahead in one statement), so that it holds the store for the records alone. An
+    /// AppCoins submission is verified with the store's API, which is not called while the transaction holds the store:
+    /// it is handled alone (any message whose bytes name that kind: a false match only costs it its batch, and one
+    /// naming it with escapes only holds the batch during its call).
     public func handle(batch messages: [KafkaMessage]) async -> [Result<StageResult, any Error>] {
-        guard appCoins != nil else { return await handleInOneTransaction(messages, store: store) }
-        return await handleInOneTransaction(messages, store: store) { message in
-            message.value.map { $0.range(of: Self.appCoinsKind) == nil } ?? true
+        let batchable = { (message: KafkaMessage) in appCoins == nil || message.value.map { $0.range(of: Self.appCoinsKind) == nil } ?? true }
+        var verified: [Int64: (PurchaseSubmitted, Result<[VerifiedPurchase], Rejection>)] = [:] // by offset (one partition's messages)
+        var keys: [PurchaseKey] = []
+        for message in messages.prefix(while: batchable) where message.topic == topics[0] {
+            guard case .success(let submission) = context.codec.decode(message, as: PurchaseSubmitted.self),
+                  submission.kind != .appcoinsPurchase else { continue }
+            let verdict = await verify(submission)
+            verified[message.offset] = (submission, verdict)
+            if case .success(let purchases) = verdict { keys += purchases.map { PurchaseKey(store: $0.store, transactionId: $0.transactionId) } }
+        }
+        return await handleInOneTransaction(messages, store: store, batchable: batchable, readingAhead: keys) { message in
+            guard let (submission, verdict) = verified[message.offset] else { return try await handle(message) }
+            return try await handle(submission, verified: verdict)
         }
     }
 
     private static let appCoinsKind = Data(SubmissionKind.appcoinsPurchase.rawValue.utf8)
 
-    private func handle(_ submission: PurchaseSubmitted) async throws -> StageResult {
-        let verified: Result<[VerifiedPurchase], Rejection>
-        switch submission.kind {
-        case .signedTransaction:
-            verified = appStore.verifyTransaction(submission.signedTransaction ?? "").map { [VerifiedPurchase($0)] }
-        case .appReceipt:
-            guard let receipts else { return try rejected(submission, Rejection(.storeRejected, "app receipts are not configured"), transactionId: nil) }
-            verified = receipts.verify(base64: submission.receipt ?? "").map { receipt in
-                receipt.inAppPurchases.compactMap { VerifiedPurchase($0, in: receipt) }
-            }
-        case .appcoinsPurchase:
-            guard let appCoins, let purchase = submission.appcoins else {
-                return try rejected(submission, Rejection(.storeRejected, "AppCoins is not configured"), transactionId: nil)
-            }
-            guard let purchaseData = purchase.purchaseData, let signature = purchase.signature else {
-                return try rejected(submission, Rejection(.signatureRequired, "an AppCoins submission carries the SDK's purchaseData and its signature"),
-                                    transactionId: nil)
-            }
-            verified = await appCoins.verifySigned(packageName: purchase.packageName, sku: purchase.sku, purchaseToken: purchase.purchaseToken,
-                                                   purchaseData: purchaseData, signature: signature).map { [VerifiedPurchase($0)] }
-        }
+    /// - Parameter verified: what `verify` answered for it, if it was asked already.
+    private func handle(_ submission: PurchaseSubmitted, verified: Result<[VerifiedPurchase], Rejection>? = nil) async throws -> StageResult {
+        let verified = if let verified { verified } else { await verify(submission) }
         switch verified {
         case .success(let purchases): return .publish(try await record(purchases, for: submission))
         case .failure(let rejection) where rejection.reason == .purchasePending:
@@ -98,6 +91,26 @@ public struct VerifierStage: StoreBackedStage {
             throw TransientError("\(rejection)") // The store could not answer now; nothing was decided.
         case .failure(let rejection):
             return try rejected(submission, rejection, transactionId: nil)
+        }
+    }
+
+    /// The purchases a submission proves, or why it proves none (a store that is not configured among the reasons).
+    private func verify(_ submission: PurchaseSubmitted) async -> Result<[VerifiedPurchase], Rejection> {
+        switch submission.kind {
+        case .signedTransaction:
+            return appStore.verifyTransaction(submission.signedTransaction ?? "").map { [VerifiedPurchase($0)] }
+        case .appReceipt:
+            guard let receipts else { return .failure(Rejection(.storeRejected, "app receipts are not configured")) }
+            return receipts.verify(base64: submission.receipt ?? "").map { receipt in
+                receipt.inAppPurchases.compactMap { VerifiedPurchase($0, in: receipt) }
+            }
+        case .appcoinsPurchase:
+            guard let appCoins, let purchase = submission.appcoins else { return .failure(Rejection(.storeRejected, "AppCoins is not configured")) }
+            guard let purchaseData = purchase.purchaseData, let signature = purchase.signature else {
+                return .failure(Rejection(.signatureRequired, "an AppCoins submission carries the SDK's purchaseData and its signature"))
+            }
+            return await appCoins.verifySigned(packageName: purchase.packageName, sku: purchase.sku, purchaseToken: purchase.purchaseToken,
+                                               purchaseData: purchaseData, signature: signature).map { [VerifiedPurchase($0)] }
         }
     }
 

@@ -62,10 +62,7 @@ public final class AppCoinsVerifier: Sendable {
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
-        let sessionConfiguration = URLSessionConfiguration.ephemeral
-        sessionConfiguration.timeoutIntervalForRequest = configuration.timeout.seconds
-        sessionConfiguration.timeoutIntervalForResource = configuration.timeout.seconds
-        session = URLSession(configuration: sessionConfiguration)
+        session = .storeAPI(timeout: configuration.timeout)
     }
 
     /// The URL the check for this purchase goes to.

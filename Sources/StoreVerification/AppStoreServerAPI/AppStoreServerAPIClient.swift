@@ -50,14 +50,12 @@ public final class AppStoreServerAPIClient: Sendable {
     public init(configuration: Configuration, now: @escaping @Sendable () -> Date = Date.init) {
         self.configuration = configuration
         self.now = now
-        let sessionConfiguration = URLSessionConfiguration.ephemeral
-        sessionConfiguration.timeoutIntervalForRequest = configuration.timeout.seconds
-        session = URLSession(configuration: sessionConfiguration)
+        session = .storeAPI(timeout: configuration.timeout)
     }
 
     /// `POST /inApps/v1/transactions/{transactionId}/finish`: tells the App Store the purchase was delivered.
     public func finishTransaction(_ transactionId: String) async -> Result<Void, Failure> {
-        await send("POST", path: "inApps/v1/transactions/{}/finish", transactionId: transactionId, body: nil)
+        await send("POST", path: { "inApps/v1/transactions/\($0)/finish" }, transactionId: transactionId, body: nil)
     }
 
     /// `PUT /inApps/v2/transactions/consumption/{transactionId}` (*Send Consumption Information*): answers a
@@ -72,17 +70,17 @@ public final class AppStoreServerAPIClient: Sendable {
                 return .failure(.refused(status: 0, detail: "consumptionPercentage must be 0…100000, and 0 unless delivered"))
             }
         }
-        return await send("PUT", path: "inApps/v2/transactions/consumption/{}", transactionId: transactionId, body: consumption.jsonBody())
+        return await send("PUT", path: { "inApps/v2/transactions/consumption/\($0)" }, transactionId: transactionId, body: consumption.jsonBody())
     }
 
-    /// One authenticated call for a transaction: `{}` in `path` is the transaction id. 2xx is success; what may pass
+    /// One authenticated call for a transaction, to `path(transactionId)`. 2xx is success; what may pass
     /// (network, 401/403 — an operator must fix the key —, 429, 5xx) is `unavailable`; the rest is `refused` with
     /// Apple's `errorCode` and `errorMessage`.
-    private func send(_ method: String, path: String, transactionId: String, body: Data?) async -> Result<Void, Failure> {
+    private func send(_ method: String, path: (String) -> String, transactionId: String, body: Data?) async -> Result<Void, Failure> {
         guard !transactionId.isEmpty, transactionId.utf8.count <= 64, transactionId.allSatisfy({ $0.isASCII && ($0.isNumber || $0.isLetter) }) else {
             return .failure(.refused(status: 0, detail: "invalid transaction id"))
         }
-        let url = configuration.baseURL.appendingPathComponent(path.replacingOccurrences(of: "{}", with: transactionId))
+        let url = configuration.baseURL.appendingPathComponent(path(transactionId))
         var request = URLRequest(url: url, timeoutInterval: configuration.timeout.seconds)
         request.httpMethod = method
         if let body {
