@@ -7,11 +7,7 @@ extension SQLPurchaseStore {
     public func purchase(_ key: PurchaseKey) async throws -> PurchaseRecord? {
         let executor = executor
         return try await executor.run(usingReadAhead: true) { connection in
-            switch executor.peekReadAhead(key) {
-            case .record(let record): return record
-            case .tombstone, .unseen: return nil
-            case nil: break
-            }
+            if let record = executor.peekReadAhead(key) { return record }
             return try connection.query("SELECT \(Self.recordColumns) FROM purchases WHERE store = $1 AND transaction_id = $2",
                                  [.text(key.store.rawValue), .text(key.transactionId)]).first.flatMap(Self.record)
         }

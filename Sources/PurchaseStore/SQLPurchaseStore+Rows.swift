@@ -39,12 +39,8 @@ extension SQLPurchaseStore {
             self.type = type
         }
 
-        init(_ readAhead: StoreExecutor.ReadAhead) {
-            switch readAhead {
-            case .record(let record): self.init(state: record.state, userId: record.userId, type: record.productType)
-            case .tombstone: self.init(state: .revokedUnseen, userId: nil, type: .unknown)
-            case .unseen: self.init(state: .unseen, userId: nil, type: .unknown)
-            }
+        init(_ record: PurchaseRecord) {
+            self.init(state: record.state, userId: record.userId, type: record.productType)
         }
     }
 
@@ -77,10 +73,11 @@ extension SQLPurchaseStore {
         }
     }
 
-    /// In a batch (`batch`): reads the purchases of `keys` (locking them on PostgreSQL, in key order) and whether a refund
-    /// of those not recorded came first, in one statement each (see `inSet`), so that the batch's first decision on each
-    /// key and its reads of the record skip their own statements. Outside a batch it does nothing: what it read would
-    /// be stale at once.
+    /// In a batch (`batch`): reads the records of `keys` (locking them on PostgreSQL, in key order) in one statement, so
+    /// that the batch's first decision on each and its reads of the record skip their own statements. Only records: a
+    /// row that does not exist cannot be locked, and "not recorded, no refund" trusted for the length of a batch would
+    /// let another worker's record or refund of the purchase land meanwhile unseen; such keys are read when decided, as
+    /// outside a batch. Outside a batch it does nothing: what it read would be stale at once.
     public func readAhead(_ keys: [PurchaseKey]) async throws {
         guard executor.inBatch, !keys.isEmpty else { return }
         let sorted = Set(keys).sorted { ($0.store.rawValue, $0.transactionId) < ($1.store.rawValue, $1.transactionId) }
@@ -88,25 +85,14 @@ extension SQLPurchaseStore {
         let lock = dialect == .postgres ? " FOR UPDATE" : ""
         let executor = executor
         try await executor.run(usingReadAhead: true) { connection in
-            var found: [PurchaseKey: StoreExecutor.ReadAhead] = [:]
+            var found: [PurchaseKey: PurchaseRecord] = [:]
             try Self.inSet(sorted.map { [$0.store.rawValue, $0.transactionId] }, firstParameter: 1, dialect) { set, values in
                 for row in try connection.query("""
                     SELECT \(Self.recordColumns) FROM purchases WHERE (store, transaction_id) IN (\(set)) ORDER BY store, transaction_id\(lock)
                     """, values) {
-                    if let record = Self.record(row) { found[record.key] = .record(record) }
+                    if let record = Self.record(row) { found[record.key] = record }
                 }
             }
-            let unrecorded = sorted.filter { found[$0] == nil }
-            try Self.inSet(unrecorded.map { [$0.store.rawValue, $0.transactionId] }, firstParameter: 1, dialect) { set, values in
-                for row in try connection.query("""
-                    SELECT store, transaction_id FROM tombstones WHERE (store, transaction_id) IN (\(set)) AND reversed_at IS NULL
-                    ORDER BY store, transaction_id\(lock)
-                    """, values) {
-                    guard let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].string else { continue }
-                    found[PurchaseKey(store: store, transactionId: id)] = .tombstone
-                }
-            }
-            for key in unrecorded where found[key] == nil { found[key] = .unseen }
             executor.setReadAhead(found)
         }
     }

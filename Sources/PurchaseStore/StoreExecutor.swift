@@ -20,16 +20,9 @@ final class StoreExecutor: @unchecked Sendable {
     private let gate = Gate()
     /// The executor whose batch the current task runs.
     @TaskLocal private static var batchOf: ObjectIdentifier?
-    /// Purchases a batch read ahead (`SQLPurchaseStore.readAhead`), by key. Only touched on `queue`; emptied when a batch
-    /// begins or ends and by every call that does not use it (which may write purchases: `run(usingReadAhead:_:)`).
-    private var readAhead: [PurchaseKey: ReadAhead] = [:]
-
-    /// A purchase as a batch read it ahead: its record, else whether a refund of it came first.
-    enum ReadAhead {
-        case record(PurchaseRecord)
-        case tombstone
-        case unseen
-    }
+    /// Purchase records a batch read ahead (`SQLPurchaseStore.readAhead`), by key. Only touched on `queue`; emptied when
+    /// a batch begins or ends and by every call that does not use it (which may write purchases: `run(usingReadAhead:_:)`).
+    private var readAhead: [PurchaseKey: PurchaseRecord] = [:]
 
     /// Whether the current task runs a batch of this executor.
     var inBatch: Bool { Self.batchOf == ObjectIdentifier(self) }
@@ -59,13 +52,13 @@ final class StoreExecutor: @unchecked Sendable {
     }
 
     /// On the queue, in a batch: records what the batch read ahead.
-    func setReadAhead(_ purchases: [PurchaseKey: ReadAhead]) { readAhead.merge(purchases) { _, new in new } }
+    func setReadAhead(_ purchases: [PurchaseKey: PurchaseRecord]) { readAhead.merge(purchases) { _, new in new } }
 
     /// On the queue: what the batch read ahead of `key`, forgotten (the caller is about to change it).
-    func takeReadAhead(_ key: PurchaseKey) -> ReadAhead? { readAhead.removeValue(forKey: key) }
+    func takeReadAhead(_ key: PurchaseKey) -> PurchaseRecord? { readAhead.removeValue(forKey: key) }
 
     /// On the queue: what the batch read ahead of `key`.
-    func peekReadAhead(_ key: PurchaseKey) -> ReadAhead? { readAhead[key] }
+    func peekReadAhead(_ key: PurchaseKey) -> PurchaseRecord? { readAhead[key] }
 
     /// Runs `body` in one transaction, begun with `begin` (the dialect's write transaction): the store's calls in it
     /// join it (see `SQLPurchaseStore.transaction`). Committed when `body` returns; rolled back when it throws.

@@ -54,8 +54,8 @@ extension StoreBackedStage {
     /// is rolled back and the k before it are handled again in a transaction of their own; the runner then hands k to
     /// `handle(_:)` alone (its failure may have been the batch's doing, e.g. locks held longer) and batches the rest.
     /// If that fails too, nothing is answered and the runner takes the messages one at a time.
-    /// - Parameter readingAhead: the purchases the batch decides on, read (and locked) at its start in one statement
-    ///   (`SQLPurchaseStore.readAhead`) rather than one by one.
+    /// - Parameter readingAhead: the purchases the batch decides on: those recorded are read (and locked) at its start
+    ///   in one statement (`SQLPurchaseStore.readAhead`) rather than one by one.
     /// - Parameter handle: how each message is handled; `handle(_:)` by default.
     func handleInOneTransaction(_ messages: [KafkaMessage], store: SQLPurchaseStore, batchable: (KafkaMessage) -> Bool = { _ in true },
                                 readingAhead keys: [PurchaseKey] = [],

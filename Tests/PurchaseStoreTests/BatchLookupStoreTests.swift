@@ -67,8 +67,9 @@ import TestSupport
                        quantity: 1, purchaseTime: Self.t0)
     }
 
-    /// What a batch reads ahead answers its first decision on each purchase (a record, a refund that came first, nothing);
-    /// later decisions and reads see what the earlier ones wrote, and a call that writes otherwise drops it all.
+    /// What a batch reads ahead answers its first decision on each recorded purchase; a refund that came first and a
+    /// purchase never seen are read when decided; later decisions and reads see what the earlier ones wrote, and a call
+    /// that writes otherwise drops it all.
     @Test(arguments: StoreEngine.available) func aBatchReadAheadDecidesAsTheDatabaseWould(_ engine: StoreEngine) async throws {
         let store = try await freshStore(engine)
         let (verified, refunded, unseen, rejected) = (purchase("8001"), purchase("8002"), purchase("8003"), purchase("8004"))
@@ -86,7 +87,7 @@ import TestSupport
             #expect(try await store.purchase(verified.key)?.state == .granted, "read again after the decision")
             #expect(try await store.grant(verified.key, items: [.currency("coins", 100)], at: Self.t0)
                 == .alreadyGranted(items: [.currency("coins", 100)], balances: ["coins": 100]))
-            #expect(try await store.recordVerified(refunded, at: Self.t0) == .revokedEarlier, "its refund was read ahead")
+            #expect(try await store.recordVerified(refunded, at: Self.t0) == .revokedEarlier, "its refund is read when decided")
             #expect(try await store.recordVerified(unseen, at: Self.t0) == .recorded)
             #expect(try await store.recordVerified(unseen, at: Self.t0) == .existing(state: .verified, userId: "user-1"))
             // Read ahead as unseen, then recorded by a call that does not use the read-ahead: the decision must not trust it.
@@ -96,5 +97,24 @@ import TestSupport
         #expect(try await store.states(of: [verified.key, refunded.key, unseen.key, rejected.key])
             == [verified.key: .granted, refunded.key: .revoked, unseen.key: .verified, rejected.key: .rejected])
         #expect(try await store.balances(of: "user-1") == ["coins": 100])
+    }
+
+    /// A purchase the batch found no record of is not taken as unseen for the rest of the batch: another worker that
+    /// records it, or its refund, meanwhile (nothing to lock yet) is seen by the batch's decision. PostgreSQL only: on
+    /// SQLite the other writer waits for the batch.
+    @Test(.enabled(if: StoreEngine.postgres.enabled)) func aPurchaseRecordedOrRefundedElsewhereDuringABatchIsSeenByItsDecision() async throws {
+        let url = try await StoreEngine.postgres.freshURL()
+        let store = try SQLPurchaseStore(url: url)
+        try await store.migrate()
+        let otherWorker = try SQLPurchaseStore(url: url)
+        let (mine, refunded) = (purchase("9001"), purchase("9002"))
+        let elsewhere = PurchaseRecord(key: mine.key, userId: "user-2", productId: "coins.100", productType: .consumable, quantity: 1, purchaseTime: Self.t0)
+        try await store.batch {
+            try await store.readAhead([mine.key, refunded.key])
+            #expect(try await otherWorker.recordVerified(elsewhere, at: Self.t0) == .recorded)
+            #expect(try await otherWorker.revoke(refunded.key, at: Self.t0) == .recordedBeforePurchase)
+            #expect(try await store.recordVerified(mine, at: Self.t0) == .existing(state: .verified, userId: "user-2"))
+            #expect(try await store.recordVerified(refunded, at: Self.t0) == .revokedEarlier)
+        }
     }
 }
