@@ -28,10 +28,28 @@ public final class KafkaAdmin: Sendable {
         try client.describeGroup(group, timeoutMs: Int32(timeout.milliseconds))
     }
 
-    /// Creates the topics that do not exist yet, with `partitions` partitions each.
+    /// Creates the topics that do not exist yet, with `partitions` partitions each. (Tansu can take tens of seconds to
+    /// answer many creations at once: hence the default of 30 s.)
     public func createTopics(_ names: [String], partitions: Int32, replicationFactor: Int32 = 1,
-                             timeout: Duration = .seconds(10)) throws {
+                             timeout: Duration = .seconds(30)) throws {
         try client.createTopics(names.map { ($0, partitions, replicationFactor) }, timeoutMs: Int32(timeout.milliseconds))
+    }
+}
+
+/// The same calls from a task. Each blocks for a broker round trip (up to its timeout), so it runs on a thread of its
+/// own (`onOwnThread`): on a task it would hold one of the few threads of Swift's pool (two on two cores) and stall
+/// every other task of the process meanwhile. In an async context these are the ones chosen.
+extension KafkaAdmin {
+    public func metadata(timeout: Duration = .seconds(10)) async throws -> (brokers: Int, topics: [String: Int]) {
+        try await onOwnThread { try self.metadata(timeout: timeout) }
+    }
+
+    public func describeGroup(_ group: String, timeout: Duration = .seconds(5)) async throws -> KafkaGroupDescription {
+        try await onOwnThread { try self.describeGroup(group, timeout: timeout) }
+    }
+
+    public func createTopics(_ names: [String], partitions: Int32, replicationFactor: Int32 = 1, timeout: Duration = .seconds(30)) async throws {
+        try await onOwnThread { try self.createTopics(names, partitions: partitions, replicationFactor: replicationFactor, timeout: timeout) }
     }
 }
 

@@ -41,7 +41,7 @@ enum BenchPipelineCommand {
         let schemas = try JSONSchemaRegistry.eventSchemas()
         let codec = EventCodec(schemas: schemas, source: "/iap-pipeline/bench", topicPrefix: prefix)
         let admin = try KafkaAdmin(kafka: kafka)
-        try admin.createTopics(codec.pipelineTopics + [prefix + "raw"], partitions: Int32(partitions))
+        try await admin.createTopics(codec.pipelineTopics + [prefix + "raw"], partitions: Int32(partitions))
         let store = try SQLPurchaseStore(url: storeURL)
         try await store.migrate()
         let durability = try await store.durability()

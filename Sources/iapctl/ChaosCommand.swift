@@ -49,7 +49,7 @@ enum ChaosCommand {
         let prefix = "chaos-\(UUID().uuidString.prefix(6).lowercased())."
         let schemas = try JSONSchemaRegistry.eventSchemas()
         let codec = EventCodec(schemas: schemas, source: "/iap-pipeline/chaos", topicPrefix: prefix)
-        try KafkaAdmin(kafka: kafka).createTopics(codec.pipelineTopics, partitions: Int32(partitions))
+        try await KafkaAdmin(kafka: kafka).createTopics(codec.pipelineTopics, partitions: Int32(partitions))
         try await SQLPurchaseStore(url: storeURL).migrate()
 
         let started = Date()

@@ -59,7 +59,7 @@ enum DeadLetterCommand {
     /// Every dead letter now on the topic, read from the beginning up to the high watermarks taken at the start.
     static func readAll(kafka: KafkaConfiguration, codec: EventCodec) async throws -> [(message: KafkaMessage, letter: DeadLetter)] {
         let topic = codec.topic(.deadLetter)
-        guard let partitionCount = try KafkaAdmin(kafka: kafka).metadata().topics[topic] else { throw UsageError("dlq: no topic \(topic)") }
+        guard let partitionCount = try await KafkaAdmin(kafka: kafka).metadata().topics[topic] else { throw UsageError("dlq: no topic \(topic)") }
         var reading = kafka
         reading["auto.offset.reset"] = "earliest"
         reading["enable.auto.commit"] = "false"

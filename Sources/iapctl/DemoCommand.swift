@@ -45,7 +45,7 @@ enum DemoCommand {
         say("iap-pipeline demo: \(plan.total) submissions for \(users) users; store \(storeURL.hasPrefix("sqlite:") ? "SQLite" : "PostgreSQL"), topics \(prefix)*")
         let schemas = try JSONSchemaRegistry.eventSchemas()
         let codec = EventCodec(schemas: schemas, source: "/iap-pipeline/demo", topicPrefix: prefix)
-        try KafkaAdmin(kafka: kafka).createTopics(codec.pipelineTopics, partitions: 4)
+        try await KafkaAdmin(kafka: kafka).createTopics(codec.pipelineTopics, partitions: 4)
         let store = try SQLPurchaseStore(url: storeURL)
         try await store.migrate()
 

@@ -17,7 +17,7 @@ struct BrokerIntegrationTests {
     @Test func tenThousandKeyedMessagesArriveOnceInPartitionOrderAndAreCommitted() async throws {
         let servers = try TestServices.requireBrokers()
         let topic = uniqueName("ten-thousand")
-        try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics([topic], partitions: 4)
+        try await KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics([topic], partitions: 4)
 
         let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
         let results = await producer.send(contentsOf: Self.keyedMessages(topic: topic))
@@ -55,7 +55,7 @@ struct BrokerIntegrationTests {
         let servers = try TestServices.requireBrokers()
         let topic = uniqueName("split")
         let group = uniqueName("g")
-        try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics([topic], partitions: 4)
+        try await KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics([topic], partitions: 4)
         let recorder = Recorder()
         let first = RunningConsumer(try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: group, topics: [topic]))) {
             await recorder.record($0)
@@ -84,7 +84,7 @@ struct BrokerIntegrationTests {
         let servers = try TestServices.requireBrokers()
         let topic = uniqueName("redeliver")
         let group = uniqueName("g")
-        try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics([topic], partitions: 2)
+        try await KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics([topic], partitions: 2)
         let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
         for result in await producer.send(contentsOf: Self.keyedMessages(topic: topic, count: 200, keys: 20)) { _ = try result.get() }
 
@@ -118,7 +118,7 @@ struct BrokerIntegrationTests {
     @Test func pausedPartitionIsHeldBackUntilResumed() async throws {
         let servers = try TestServices.requireBrokers()
         let topic = uniqueName("pause")
-        try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics([topic], partitions: 2)
+        try await KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics([topic], partitions: 2)
         let held = TopicPartition(topic: topic, partition: 0)
         let recorder = Recorder()
         let consumer = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: uniqueName("g"), topics: [topic]))
@@ -148,7 +148,7 @@ struct BrokerIntegrationTests {
     @Test func headersKeysAndTombstonesRoundTrip() async throws {
         let servers = try TestServices.requireBrokers()
         let topic = uniqueName("headers")
-        try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics([topic], partitions: 1)
+        try await KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics([topic], partitions: 1)
         let headers = [
             KafkaHeader(key: "ce_specversion", string: "1.0"),
             KafkaHeader(key: "ce_id", string: "granted:appstore:2000000123"),
@@ -181,7 +181,7 @@ struct BrokerIntegrationTests {
         let servers = try TestServices.requireBrokers()
         let topic = uniqueName("handler-error")
         let group = uniqueName("g")
-        try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics([topic], partitions: 1)
+        try await KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics([topic], partitions: 1)
         let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
         for result in await producer.send(contentsOf: (0..<10).map { KafkaProducerMessage(topic: topic, key: "k", value: Data("\($0)".utf8)) }) {
             _ = try result.get()

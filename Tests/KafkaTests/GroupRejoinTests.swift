@@ -13,7 +13,7 @@ struct GroupRejoinTests {
         let topic = uniqueName("rejoin")
         let group = uniqueName("g")
         let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers]))
-        try admin.createTopics([topic], partitions: 4)
+        try await admin.createTopics([topic], partitions: 4)
         let all = Set((0..<4).map { TopicPartition(topic: topic, partition: $0) })
         let recorder = Recorder()
         let members = try (0..<2).map { _ in
@@ -25,7 +25,7 @@ struct GroupRejoinTests {
             members.allSatisfy { !$0.consumer.assignment.isEmpty } && members[0].consumer.assignment.union(members[1].consumer.assignment) == all
         }
         // The coordinator lists both members (the local broker leaves their assignments out of the description).
-        var before = try admin.describeGroup(group)
+        var before = try await admin.describeGroup(group)
         try await waitUntil("the coordinator describes both members") {
             before = try admin.describeGroup(group)
             return before.members.count == 2
@@ -60,7 +60,7 @@ struct GroupRejoinTests {
         let topic = uniqueName("silent")
         let group = uniqueName("g")
         let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers]))
-        try admin.createTopics([topic], partitions: 4)
+        try await admin.createTopics([topic], partitions: 4)
         let all = Set((0..<4).map { TopicPartition(topic: topic, partition: $0) })
         let recorder = Recorder()
         let members = try [false, true].map { leaves in
@@ -77,9 +77,9 @@ struct GroupRejoinTests {
         let silent = try #require(members[0].consumer.memberID)
 
         try await members[0].stop()
-        #expect(try admin.describeGroup(group).members.contains { $0.memberID == silent }, "a LeaveGroup would have removed it at once")
+        #expect(try await admin.describeGroup(group).members.contains { $0.memberID == silent }, "a LeaveGroup would have removed it at once")
         try await waitUntil("the other member owns every partition") { members[1].consumer.assignment == all }
-        #expect(try !admin.describeGroup(group).members.contains { $0.memberID == silent })
+        #expect(try await !admin.describeGroup(group).members.contains { $0.memberID == silent })
 
         let later = (200..<400).map { index in
             KafkaProducerMessage(topic: topic, key: "user-\(index % 20)", value: Data("user-\(index % 20):\(index / 20)".utf8))

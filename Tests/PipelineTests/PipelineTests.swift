@@ -76,7 +76,7 @@ struct PipelineTests {
                       restorePolicy: RestorePolicy = .transfer, pendingRecheck: Duration = .seconds(60)) async throws -> Pipeline {
         let prefix = "p\(UUID().uuidString.prefix(6).lowercased())."
         let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers]))
-        try admin.createTopics(EventCodec.pipelineTopics(prefix: prefix), partitions: 4)
+        try await admin.createTopics(EventCodec.pipelineTopics(prefix: prefix), partitions: 4)
         let store = try SQLPurchaseStore(url: storeURL)
         try await store.migrate()
         let catalog = try ProductCatalog(contentsOf: TestServices.packageRoot.appendingPathComponent("schemas/examples/catalog.json"), schemas: schemas)
@@ -417,7 +417,7 @@ extension PipelineTests {
             _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: old)
         }
         let prefix = "s\(UUID().uuidString.prefix(6).lowercased())."
-        try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics(EventCodec.pipelineTopics(prefix: prefix), partitions: 1)
+        try await KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics(EventCodec.pipelineTopics(prefix: prefix), partitions: 1)
         let context = StageContext(codec: EventCodec(schemas: Self.schemas, source: "/test/sweeper", topicPrefix: prefix),
                                    logger: Logger(stage: "sweeper", minimum: .error))
         let verifier = AppCoinsVerifier(configuration: .init(baseURL: URL(string: "http://127.0.0.1:\(appCoins.port)")!, timeout: .seconds(5)))

@@ -10,7 +10,7 @@ struct ConsumerServiceTests {
         let servers = try TestServices.requireBrokers()
         let topic = uniqueName("graceful")
         let group = uniqueName("g")
-        try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics([topic], partitions: 1)
+        try await KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics([topic], partitions: 1)
         let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
         for result in await producer.send(contentsOf: (0..<10).map { KafkaProducerMessage(topic: topic, key: "k", value: Data("\($0)".utf8)) }) {
             _ = try result.get()

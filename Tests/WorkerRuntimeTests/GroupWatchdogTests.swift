@@ -79,7 +79,7 @@ struct GroupWatchdogTests {
         let servers = try TestServices.requireBrokers()
         let topic = uniqueName("idle")
         let group = uniqueName("g")
-        try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics([topic], partitions: 1)
+        try await KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics([topic], partitions: 1)
         let consumers = try (0..<2).map { _ in try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: group, topics: [topic])) }
         let tasks = consumers.map { consumer in Task { try await consumer.run { _ in } } }
         try await waitUntil("one member owns the partition") { consumers.map(\.assignment.count).sorted() == [0, 1] }
@@ -104,7 +104,7 @@ struct GroupWatchdogTests {
         let servers = try TestServices.requireBrokers()
         let topic = uniqueName("share")
         let group = uniqueName("g")
-        try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics([topic], partitions: 4)
+        try await KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics([topic], partitions: 4)
         let consumers = try (0..<2).map { _ in try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: group, topics: [topic])) }
         let tasks = consumers.map { consumer in Task { try await consumer.run { _ in } } }
         try await waitUntil("each member owns two partitions") { consumers.map(\.assignment.count) == [2, 2] }
