@@ -35,8 +35,9 @@ extension Parking {
 /// ledger: a record whose key has an earlier parked message goes round again until that one is done. A due record
 /// is handed to the stage as first received; done (outputs acknowledged, or a dead letter) its entry goes, which
 /// lets the key's later messages through. Still failing, it is parked again with a delay doubling from
-/// `parkedDelay` up to an hour, its new record published before the ledger names it (a crash in between leaves
-/// the old one current, handled again: never none); past `parkedBudget` it becomes a dead letter (`parkedTooLong`).
+/// `parkedDelay` up to `maxParkedDelay` (an hour by default), its new record published before the ledger names it
+/// (a crash in between leaves the old one current, handled again: never none); past `parkedBudget` it becomes a
+/// dead letter (`parkedTooLong`).
 extension StageRunner {
     /// Parks `record` from the input: the ledger entry first (so that a crash before the publish is seen when the
     /// uncommitted input comes again), then the record. A record the broker refuses outright (too large, no such
@@ -120,12 +121,12 @@ extension StageRunner {
                 try await deadLetter(message, reason: reason, detail: detail)
             case .recheck(_, let after) where !overBudget:
                 // Answered when it first came: only asked about again, less and less often.
-                return try await parkAgain(parked, after: min(max(after.seconds, age), 3600), reason: "re-check", recheck: true)
+                return try await parkAgain(parked, after: min(max(after.seconds, age), configuration.maxParkedDelay.seconds), reason: "re-check", recheck: true)
             case .recheck:
                 logger.info("re-checks ended: set aside for the whole budget", ["topic": message.topic, "offset": message.offset])
             }
         } catch let error where isTransient(error) && !overBudget {
-            let delay = min(configuration.parkedDelay.seconds * Double(1 << min(parked.attempts + 1, 16)), 3600)
+            let delay = min(configuration.parkedDelay.seconds * Double(1 << min(parked.attempts + 1, 16)), configuration.maxParkedDelay.seconds)
             logger.warning("re-driven message failed; parked again", ["topic": message.topic, "partition": message.partition, "offset": message.offset,
                                                                       "delaySeconds": Int(delay), "error": "\(error)"])
             return try await parkAgain(parked, after: delay, reason: "\(error)", recheck: false)

@@ -80,6 +80,8 @@ public final class StageRunner: Service {
         public var retryBudget: Duration = .seconds(300)
         /// How long after parking the re-driver first tries a parked message again.
         public var parkedDelay: Duration = .seconds(60)
+        /// The longest a parked message waits between tries: its delay doubles from `parkedDelay` up to this.
+        public var maxParkedDelay: Duration = .seconds(3600)
         /// How long after parking a re-driven message still failing becomes a dead letter (`parkedTooLong`).
         public var parkedBudget: Duration = .seconds(86_400)
         /// How many waiting messages of a partition the stage may handle at once (`MessageStage.handle(batch:)`).

@@ -43,7 +43,7 @@ struct RetryBudgetTests {
             codec = EventCodec(schemas: try JSONSchemaRegistry(directory: TestServices.packageRoot.appendingPathComponent("schemas")), source: "/test",
                                topicPrefix: prefix)
             input = prefix + "input"
-            try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers]))
+            try await KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers]))
                 .createTopics([input, codec.retryTopic, codec.topic(.deadLetter)], partitions: 1)
             store = try SQLPurchaseStore(url: try await engine.freshURL())
             try await store.migrate()
@@ -53,6 +53,9 @@ struct RetryBudgetTests {
             configuration.maxBackoff = .milliseconds(200)
             configuration.retryBudget = .seconds(1)
             configuration.parkedDelay = .milliseconds(300)
+            // Doubling without a bound, a1's delay grew past the test's waits when a busy machine made the time before
+            // it heals long (0.3 s × 2⁹ ≈ 150 s after a minute of failing).
+            configuration.maxParkedDelay = .seconds(2)
             configuration.parkedBudget = parkedBudget
             self.configuration = configuration
         }
