@@ -8,11 +8,7 @@ import TestSupport
 @Suite struct BatchLookupStoreTests {
     static let t0 = Date(timeIntervalSince1970: 1_764_400_000)
 
-    func freshStore(_ engine: StoreEngine) async throws -> SQLPurchaseStore {
-        let store = try SQLPurchaseStore(url: try await engine.freshURL())
-        try await store.migrate()
-        return store
-    }
+    func freshStore(_ engine: StoreEngine) async throws -> SQLPurchaseStore { try await engine.freshStore() }
 
     /// 300 keys: more than one group, the last one padded. Every third is recorded, every sixth of those granted too.
     @Test(arguments: StoreEngine.available) func statesOfManyKeysAnswerEachRecordedKeyAndNoOther(_ engine: StoreEngine) async throws {

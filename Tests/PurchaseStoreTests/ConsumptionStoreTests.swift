@@ -8,11 +8,7 @@ import TestSupport
 @Suite struct ConsumptionStoreTests {
     static let t0 = Date(timeIntervalSince1970: 1_764_400_000)
 
-    func store(_ engine: StoreEngine) async throws -> SQLPurchaseStore {
-        let store = try SQLPurchaseStore(url: try await engine.freshURL())
-        try await store.migrate()
-        return store
-    }
+    func store(_ engine: StoreEngine) async throws -> SQLPurchaseStore { try await engine.freshStore() }
 
     @Test(arguments: StoreEngine.available) func theLatestConsentStandsAndATieIsARefusal(_ engine: StoreEngine) async throws {
         let store = try await store(engine)

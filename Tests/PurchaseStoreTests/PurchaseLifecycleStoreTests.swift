@@ -10,11 +10,7 @@ import TestSupport
 @Suite struct PurchaseLifecycleStoreTests {
     static let t0 = Date(timeIntervalSince1970: 1_764_400_000)
 
-    func store(_ engine: StoreEngine) async throws -> SQLPurchaseStore {
-        let store = try SQLPurchaseStore(url: try await engine.freshURL())
-        try await store.migrate()
-        return store
-    }
+    func store(_ engine: StoreEngine) async throws -> SQLPurchaseStore { try await engine.freshStore() }
 
     func purchase(_ id: String, user: String = "user-1", product: String = "coins.100", type: ProductType = .consumable,
                   original: String? = nil, at time: Date = t0) -> PurchaseRecord {
