@@ -10,7 +10,7 @@ import Synchronization
 /// A batch (`batch(begin:_:)`) holds the connection for one task across its awaits, in one transaction: calls from
 /// other tasks wait at the gate until it ended, so that none of their statements falls into its transaction.
 ///
-/// `@unchecked Sendable`: `connection` is only touched on `queue`; the gate is a `Mutex`.
+/// `@unchecked Sendable`: `connection`, `batchOpen` and `readAhead` are only touched on `queue`; the gate is a `Mutex`.
 final class StoreExecutor: @unchecked Sendable {
     private let queue: DispatchQueue
     private let open: @Sendable () throws -> any SQLConnection
