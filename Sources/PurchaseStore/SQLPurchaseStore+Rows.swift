@@ -32,16 +32,6 @@ extension SQLPurchaseStore {
         var state: PurchaseState
         var userId: String?
         var type: ProductType
-
-        init(state: PurchaseState, userId: String?, type: ProductType) {
-            self.state = state
-            self.userId = userId
-            self.type = type
-        }
-
-        init(_ record: PurchaseRecord) {
-            self.init(state: record.state, userId: record.userId, type: record.productType)
-        }
     }
 
     /// Where a purchase is in its lifecycle (its row locked for this transaction on PostgreSQL): its record's
@@ -67,7 +57,8 @@ extension SQLPurchaseStore {
         return try await executor.run(usingReadAhead: true) { connection in
             try Self.transaction(connection, dialect) {
                 // Read ahead by the batch (and locked then), once: a second decision on the key reads what the first left.
-                let current = try executor.takeReadAhead(key).map(CurrentPurchase.init) ?? Self.current(connection, key, dialect)
+                let current = try executor.takeReadAhead(key).map { CurrentPurchase(state: $0.state, userId: $0.userId, type: $0.productType) }
+                    ?? Self.current(connection, key, dialect)
                 return try body(connection, current, Lifecycle.transition(from: current.state, on: event, type: type ?? current.type))
             }
         }
