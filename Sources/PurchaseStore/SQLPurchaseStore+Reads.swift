@@ -8,6 +8,7 @@ extension SQLPurchaseStore {
         let executor = executor
         return try await executor.run(usingReadAhead: true) { connection in
             if let record = executor.peekReadAhead(key) { return record }
+            try executor.flushDeferred(of: key, connection)
             return try connection.query("SELECT \(Self.recordColumns) FROM purchases WHERE store = $1 AND transaction_id = $2",
                                  [.text(key.store.rawValue), .text(key.transactionId)]).first.flatMap(Self.record)
         }

@@ -38,24 +38,30 @@ extension SQLPurchaseStore {
     /// state, else `revokedUnseen` for a tombstone, else `unseen`.
     static func current(_ connection: any SQLConnection, _ key: PurchaseKey, _ dialect: Migrations.Dialect) throws -> CurrentPurchase {
         let lock = dialect == .postgres ? " FOR UPDATE" : ""
-        let row = try connection.query("SELECT state, user_id, product_type FROM purchases WHERE store = $1 AND transaction_id = $2\(lock)",
-                                       [.text(key.store.rawValue), .text(key.transactionId)]).first
+        // One statement: the record (if any) and whether a refund came first; both locked.
+        let row = try connection.query("""
+            SELECT p.state, p.user_id, p.product_type,
+                   EXISTS (SELECT 1 FROM tombstones WHERE store = $1 AND transaction_id = $2 AND reversed_at IS NULL\(lock))
+            FROM (SELECT 1) AS one
+            LEFT JOIN (SELECT state, user_id, product_type FROM purchases WHERE store = $1 AND transaction_id = $2\(lock)) AS p ON true
+            """, [.text(key.store.rawValue), .text(key.transactionId)]).first
         if let row, let state = row[0].string.flatMap(PurchaseState.init(rawValue:)) {
             return CurrentPurchase(state: state, userId: row[1].string, type: row[2].string.flatMap(ProductType.init(rawValue:)) ?? .unknown)
         }
-        let tombstone = try connection.query("SELECT 1 FROM tombstones WHERE store = $1 AND transaction_id = $2 AND reversed_at IS NULL\(lock)",
-                                             [.text(key.store.rawValue), .text(key.transactionId)])
-        return CurrentPurchase(state: tombstone.isEmpty ? .unseen : .revokedUnseen, userId: nil, type: .unknown)
+        return CurrentPurchase(state: row?[3].int64 == 1 ? .revokedUnseen : .unseen, userId: nil, type: .unknown)
     }
 
     /// The shape of every state change: one transaction, the purchase as it is (locked), and what the lifecycle says
     /// `event` does to it; `body` applies that. `type` overrides the recorded type (a purchase being recorded has none).
-    func decide<T: Sendable>(_ key: PurchaseKey, on event: LifecycleEvent, type: ProductType? = nil,
+    /// - Parameter deferring: `body` reads and changes no purchase but `key` (its writes of `key` may be deferred,
+    ///   `StoreExecutor.write`); otherwise the batch's deferred writes are made first.
+    func decide<T: Sendable>(_ key: PurchaseKey, on event: LifecycleEvent, type: ProductType? = nil, deferring: Bool = false,
                              _ body: @escaping @Sendable (any SQLConnection, CurrentPurchase, Transition) throws -> T) async throws -> T {
         let dialect = dialect
         let executor = executor
         return try await executor.run(usingReadAhead: true) { connection in
-            try Self.transaction(connection, dialect) {
+            if deferring { try executor.flushDeferred(of: key, connection) } else { try executor.flushDeferred(connection) }
+            return try Self.transaction(connection, dialect) {
                 // Read ahead by the batch (and locked then), once: a second decision on the key reads what the first left.
                 let current = try executor.takeReadAhead(key).map { CurrentPurchase(state: $0.state, userId: $0.userId, type: $0.productType) }
                     ?? Self.current(connection, key, dialect)
@@ -76,6 +82,7 @@ extension SQLPurchaseStore {
         let lock = dialect == .postgres ? " FOR UPDATE" : ""
         let executor = executor
         try await executor.run(usingReadAhead: true) { connection in
+            try executor.flushDeferred(connection)
             var found: [PurchaseKey: PurchaseRecord] = [:]
             try Self.inSet(sorted.map { [$0.store.rawValue, $0.transactionId] }, firstParameter: 1, dialect) { set, values in
                 for row in try connection.query("""
@@ -90,11 +97,7 @@ extension SQLPurchaseStore {
 
     /// Inserts the purchase record in `state` (nothing if it exists: the caller decided under the lock).
     static func insert(_ connection: any SQLConnection, _ purchase: PurchaseRecord, state: PurchaseState, reason: String?, at now: Date) throws {
-        let timeColumn = switch state {
-        case .rejected: "rejected_at"
-        case .revoked: "revoked_at"
-        default: "verified_at"
-        }
+        let timeColumn = timeColumn(recording: state)
         try connection.query("""
             INSERT INTO purchases (store, transaction_id, original_transaction_id, user_id, product_id, product_type, quantity, purchase_time, environment,
                                    state, reject_reason, \(timeColumn), package_name, purchase_token, store_consumed)
@@ -177,14 +180,15 @@ extension SQLPurchaseStore {
         }
     }
 
-    /// Runs `body` with the SQL of a set of `tuples` (text values, each of as many) to put in `… IN (set)`, and its
-    /// parameters, numbered from `firstParameter`. A set must be looked up by the key's index whatever its values:
+    /// Runs `body` with the SQL of a set of `tuples` (text values or NULL, each of as many) to put in `… IN (set)` or
+    /// `FROM (set)`, and its parameters, numbered from `firstParameter`. A set must be looked up by the key's index
+    /// whatever its values:
     /// - PostgreSQL: one `unnest` of an array per column, all tuples in one call. (A list of row values is planned as an
     ///   `OR` of them, which PostgreSQL answers by scanning every row of the store they share.)
     /// - SQLite: a `VALUES` list (a bare list of row values is answered by scanning the table), a plain list for one
     ///   column; in groups of up to 256 tuples, each padded to a power of two by repeating its last tuple, so that a
     ///   connection prepares a few statements, not one per batch size.
-    static func inSet(_ tuples: [[String]], firstParameter: Int, _ dialect: Migrations.Dialect,
+    static func inSet(_ tuples: [[String?]], firstParameter: Int, _ dialect: Migrations.Dialect,
                       _ body: (_ set: String, _ values: [SQLValue]) throws -> Void) throws {
         guard let arity = tuples.first?.count else { return }
         if dialect == .postgres {
@@ -204,15 +208,19 @@ extension SQLPurchaseStore {
             }.joined(separator: ", ")
             let columns = (1...arity).map { "column\($0)" }.joined(separator: ", ")
             let padding = Array(repeating: group[group.endIndex - 1], count: width - group.count)
-            try body(arity == 1 ? rows : "SELECT \(columns) FROM (VALUES \(rows))", (group + padding).flatMap { $0.map(SQLValue.text) })
+            try body(arity == 1 ? rows : "SELECT \(columns) FROM (VALUES \(rows))", (group + padding).flatMap { $0.map { $0.map(SQLValue.text) ?? .null } })
         }
     }
 
-    /// A PostgreSQL array literal of `elements` (each quoted, so any text is taken as it is).
-    static func postgresArray(_ elements: some Sequence<String>) -> String {
+    /// A PostgreSQL array literal of `elements` (each quoted, so any text is taken as it is; nil as NULL).
+    static func postgresArray(_ elements: some Sequence<String?>) -> String {
         var literal = "{"
         for element in elements {
             if literal.utf8.count > 1 { literal += "," }
+            guard let element else {
+                literal += "NULL"
+                continue
+            }
             literal += "\""
             for character in element.unicodeScalars {
                 if character == "\"" || character == "\\" { literal += "\\" }

@@ -20,13 +20,15 @@ public final class SQLPurchaseStore: Sendable {
         if url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") {
             dialect = .postgres
             location = Self.redacted(url)
-            executor = StoreExecutor(label: "purchase-store.postgres") { try PostgresConnection(url: url, password: password) }
+            executor = StoreExecutor(label: "purchase-store.postgres", open: { try PostgresConnection(url: url, password: password) },
+                                     flush: { try Self.flush($0, $1, .postgres) })
         } else if url.hasPrefix("sqlite:") || url.hasSuffix(".sqlite") || url.hasSuffix(".db") {
             let path = url.hasPrefix("sqlite:") ? String(url.dropFirst("sqlite:".count)) : url
             guard !path.isEmpty else { throw DatabaseError(code: "config", message: "sqlite: needs a file path", isRetriable: false) }
             dialect = .sqlite
             location = "sqlite:\(path)"
-            executor = StoreExecutor(label: "purchase-store.sqlite") { try SQLiteConnection(path: path) }
+            executor = StoreExecutor(label: "purchase-store.sqlite", open: { try SQLiteConnection(path: path) },
+                                     flush: { try Self.flush($0, $1, .sqlite) })
         } else {
             throw DatabaseError(code: "config", message: "store URL must start with sqlite: or postgres://", isRetriable: false)
         }
@@ -47,11 +49,12 @@ public final class SQLPurchaseStore: Sendable {
     /// Records a verified purchase; a purchase already recorded is left as it is. One whose refund arrived first
     /// (a tombstone) is recorded `revoked` and answers `revokedEarlier`.
     public func recordVerified(_ purchase: PurchaseRecord, at now: Date) async throws -> RecordOutcome {
-        try await decide(purchase.key, on: .verified, type: purchase.productType) { connection, current, transition in
+        let executor = executor
+        return try await decide(purchase.key, on: .verified, type: purchase.productType, deferring: true) { connection, current, transition in
             guard transition.effects.contains(.recordPurchase) else {
                 return .existing(state: current.state, userId: current.userId ?? purchase.userId)
             }
-            try Self.insert(connection, purchase, state: transition.to, reason: transition.to == .revoked ? "revokedEarlier" : nil, at: now)
+            try executor.write(.insert(purchase, state: transition.to, reason: transition.to == .revoked ? "revokedEarlier" : nil, at: now), connection)
             return transition.to == .revoked ? .revokedEarlier : .recorded
         }
     }
@@ -73,11 +76,12 @@ public final class SQLPurchaseStore: Sendable {
     /// Grants `items` for a verified purchase in one transaction: ledger entries, balances, entitlements,
     /// state `granted`. A purchase granted before answers `alreadyGranted` with the original items.
     public func grant(_ key: PurchaseKey, items: [GrantItem], at now: Date) async throws -> GrantOutcome {
-        try await decide(key, on: .grant) { connection, current, transition in
+        let executor = executor
+        return try await decide(key, on: .grant, deferring: true) { connection, current, transition in
             switch transition.outcome {
             case .applied:
                 let applied = try Self.apply(items, entry: "grant", connection, key, userId: current.userId ?? "", at: now)
-                try Self.setState(connection, key, transition.to, timeColumn: "granted_at", at: now)
+                try executor.write(.setState(key, transition.to, timeColumn: "granted_at", at: now), connection)
                 return .granted(ledgerEntryIds: applied.ledgerEntryIds, balances: applied.balances)
             case .repeated:
                 let original = try Self.ledgerItems(connection, key, kind: "grant")
@@ -93,10 +97,11 @@ public final class SQLPurchaseStore: Sendable {
 
     /// Marks a granted purchase finished. Never finishes one that was not granted.
     public func finish(_ key: PurchaseKey, at now: Date) async throws -> FinishOutcome {
-        try await decide(key, on: .finish) { connection, current, transition in
+        let executor = executor
+        return try await decide(key, on: .finish, deferring: true) { connection, current, transition in
             switch transition.outcome {
             case .applied:
-                try Self.setState(connection, key, transition.to, timeColumn: "finished_at", at: now)
+                try executor.write(.setState(key, transition.to, timeColumn: "finished_at", at: now), connection)
                 return .finished
             case .repeated: return .alreadyFinished
             case .waiting, .refused, .ignored: return .notGranted(state: current.state.isRecorded ? current.state : nil)

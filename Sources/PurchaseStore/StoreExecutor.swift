@@ -10,10 +10,16 @@ import Synchronization
 /// A batch (`batch(begin:_:)`) holds the connection for one task across its awaits, in one transaction: calls from
 /// other tasks wait at the gate until it ended, so that none of their statements falls into its transaction.
 ///
-/// `@unchecked Sendable`: `connection`, `batchOpen` and `readAhead` are only touched on `queue`; the gate is a `Mutex`.
+/// A batch also defers the purchase writes of its hot decisions (`write(_:_:)`): they are flushed in a few set-based
+/// statements before anything else reads or changes purchases in it, and before its COMMIT.
+///
+/// `@unchecked Sendable`: `connection`, `batchOpen`, `readAhead` and `deferred` are only touched on `queue`; the gate is a
+/// `Mutex`.
 final class StoreExecutor: @unchecked Sendable {
     private let queue: DispatchQueue
     private let open: @Sendable () throws -> any SQLConnection
+    /// Writes `writes` on the connection, in order (`SQLPurchaseStore.flush`).
+    private let flush: @Sendable (any SQLConnection, [DeferredWrite]) throws -> Void
     private var connection: (any SQLConnection)?
     /// A batch's transaction is open on `connection` (only touched on `queue`).
     private var batchOpen = false
@@ -23,18 +29,25 @@ final class StoreExecutor: @unchecked Sendable {
     /// Purchase records a batch read ahead (`SQLPurchaseStore.readAhead`), by key. Only touched on `queue`; emptied when
     /// a batch begins or ends and by every call that does not use it (which may write purchases: `run(usingReadAhead:_:)`).
     private var readAhead: [PurchaseKey: PurchaseRecord] = [:]
+    /// The batch's purchase writes not made yet, at most one per key (each key's is flushed before it is read again), and
+    /// their keys. Only touched on `queue`; emptied when a batch begins or ends.
+    private var deferred: [DeferredWrite] = []
+    private var deferredKeys: Set<PurchaseKey> = []
 
     /// Whether the current task runs a batch of this executor.
     var inBatch: Bool { Self.batchOf == ObjectIdentifier(self) }
 
-    init(label: String, open: @escaping @Sendable () throws -> any SQLConnection) {
+    init(label: String, open: @escaping @Sendable () throws -> any SQLConnection,
+         flush: @escaping @Sendable (any SQLConnection, [DeferredWrite]) throws -> Void) {
         self.queue = DispatchQueue(label: label)
         self.open = open
+        self.flush = flush
     }
 
     /// Runs `body` on the queue with the connection (in the current batch's transaction, if any).
     /// - Parameter usingReadAhead: `body` reads or consumes what the batch read ahead (`takeReadAhead`, `peekReadAhead`)
-    ///   and keeps it true to the database; otherwise it is dropped first, as `body` may change the purchases.
+    ///   and keeps it true to the database, and flushes the deferred writes it must see (`flushDeferred`); otherwise
+    ///   what was read ahead is dropped and the deferred writes are flushed first, as `body` may read or change purchases.
     func run<T: Sendable>(usingReadAhead: Bool = false, _ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
         let call: @Sendable (any SQLConnection) throws -> T
         if usingReadAhead {
@@ -42,6 +55,7 @@ final class StoreExecutor: @unchecked Sendable {
         } else {
             call = { [self] connection in
                 if !readAhead.isEmpty { readAhead = [:] }
+                try flushDeferred(connection)
                 return try body(connection)
             }
         }
@@ -60,6 +74,29 @@ final class StoreExecutor: @unchecked Sendable {
     /// On the queue: what the batch read ahead of `key`.
     func peekReadAhead(_ key: PurchaseKey) -> PurchaseRecord? { readAhead[key] }
 
+    /// On the queue: makes `write` now, or in a batch, defers it to the next flush. (Its key has no deferred write when
+    /// its decision flushed it before reading (`flushDeferred(of:_:)`); one that has is flushed first, to keep the order.)
+    func write(_ write: DeferredWrite, _ connection: any SQLConnection) throws {
+        guard batchOpen else { return try flush(connection, [write]) }
+        if deferredKeys.contains(write.key) { try flushDeferred(connection) }
+        deferredKeys.insert(write.key)
+        deferred.append(write)
+    }
+
+    /// On the queue: makes the deferred writes.
+    func flushDeferred(_ connection: any SQLConnection) throws {
+        guard !deferred.isEmpty else { return }
+        let writes = deferred
+        deferred = []
+        deferredKeys = []
+        try flush(connection, writes)
+    }
+
+    /// On the queue: makes the deferred writes if one of them is of `key` (about to be read).
+    func flushDeferred(of key: PurchaseKey, _ connection: any SQLConnection) throws {
+        if deferredKeys.contains(key) { try flushDeferred(connection) }
+    }
+
     /// Runs `body` in one transaction, begun with `begin` (the dialect's write transaction): the store's calls in it
     /// join it (see `SQLPurchaseStore.transaction`). Committed when `body` returns; rolled back when it throws.
     /// Within a batch, `body` simply runs in it.
@@ -70,7 +107,10 @@ final class StoreExecutor: @unchecked Sendable {
         try await onQueue(opening: true) { _ = try $0.query(begin) }
         do {
             let result = try await Self.$batchOf.withValue(ObjectIdentifier(self)) { try await body() }
-            _ = try await onQueue(closing: true) { try $0.query("COMMIT") }
+            _ = try await onQueue(closing: true) { [self] connection in
+                try flushDeferred(connection)
+                try connection.query("COMMIT")
+            }
             return result
         } catch {
             // The original error is what matters; a connection the rollback fails on is dropped (with its transaction).
@@ -87,8 +127,14 @@ final class StoreExecutor: @unchecked Sendable {
         try await withCheckedThrowingContinuation { continuation in
             queue.async { [self] in
                 if opening || closing { readAhead = [:] }
+                if opening {
+                    deferred = []
+                    deferredKeys = []
+                }
                 defer {
                     if closing {
+                        deferred = []
+                        deferredKeys = []
                         batchOpen = false
                         if self.connection?.isInTransaction == true { self.connection = nil }
                     }

@@ -193,7 +193,7 @@ import TestSupport
             SELECT 'appstore', 't' || n, 't' || n, 'user', 'coins.100', 1, n, 'verified' FROM generate_series(1, 20000) AS n
             """)
         let plan = try await store.executor.run { connection -> String in
-            let name = try connection.query("SELECT name FROM pg_prepared_statements WHERE statement LIKE 'SELECT state, user_id, product_type FROM purchases%'")
+            let name = try connection.query("SELECT name FROM pg_prepared_statements WHERE statement LIKE 'SELECT p.state, p.user_id, p.product_type,%'")
             return try connection.query("EXPLAIN EXECUTE \(name.first?[0].string ?? "missing")('appstore', 't7')").compactMap { $0[0].string }
                 .joined(separator: "\n")
         }

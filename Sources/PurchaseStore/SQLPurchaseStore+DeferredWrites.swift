@@ -1,0 +1,84 @@
+import Database
+import Foundation
+import PurchaseDomain
+
+/// A write of a purchase row that a batch defers (`StoreExecutor.write`) to make it with the others of its kind in one
+/// statement: the verifier's records and the granter's and finisher's state changes, one per purchase and message.
+enum DeferredWrite: Sendable {
+    /// The purchase's record in `state` (and `reason` for it), stamped `at` in that state's time column; nothing if it is
+    /// recorded already (the caller decided under the lock).
+    case insert(PurchaseRecord, state: PurchaseState, reason: String?, at: Date)
+    /// The purchase moves to `state`, stamped `at` in `timeColumn`.
+    case setState(PurchaseKey, PurchaseState, timeColumn: String, at: Date)
+
+    var key: PurchaseKey {
+        switch self {
+        case .insert(let record, _, _, _): record.key
+        case .setState(let key, _, _, _): key
+        }
+    }
+}
+
+extension SQLPurchaseStore {
+    /// Makes `writes`, each of a purchase of its own (so that their order does not matter): one alone as its own
+    /// statement; several as one insert of the records, then one update per time column (per 256 rows on SQLite).
+    static func flush(_ connection: any SQLConnection, _ writes: [DeferredWrite], _ dialect: Migrations.Dialect) throws {
+        if writes.count == 1, let write = writes.first {
+            switch write {
+            case .insert(let record, let state, let reason, let now): return try insert(connection, record, state: state, reason: reason, at: now)
+            case .setState(let key, let state, let column, let now): return try setState(connection, key, state, timeColumn: column, at: now)
+            }
+        }
+        var records: [[String?]] = []
+        var changes: [String: [[String?]]] = [:] // rows by time column
+        for write in writes {
+            switch write {
+            case .insert(let record, let state, let reason, let now):
+                let at = String(PurchaseTime.milliseconds(now))
+                records.append([record.key.store.rawValue, record.key.transactionId, record.originalTransactionId, record.userId, record.productId,
+                                record.productType.rawValue, String(record.quantity), String(PurchaseTime.milliseconds(record.purchaseTime)),
+                                record.environment, state.rawValue, reason, timeColumn(recording: state) == "verified_at" ? at : nil,
+                                timeColumn(recording: state) == "rejected_at" ? at : nil, timeColumn(recording: state) == "revoked_at" ? at : nil,
+                                record.packageName, record.purchaseToken, record.storeConsumed ? "1" : "0"])
+            case .setState(let key, let state, let column, let now):
+                changes[column, default: []].append([key.store.rawValue, key.transactionId, state.rawValue, String(PurchaseTime.milliseconds(now))])
+            }
+        }
+        if !records.isEmpty {
+            try inSet(records, firstParameter: 1, dialect) { set, values in
+                // WHERE true: SQLite would otherwise read the upsert's ON CONFLICT as the join constraint of the SELECT.
+                try connection.query("""
+                    INSERT INTO purchases (store, transaction_id, original_transaction_id, user_id, product_id, product_type, quantity, purchase_time,
+                                           environment, state, reject_reason, verified_at, rejected_at, revoked_at, package_name, purchase_token, store_consumed)
+                    SELECT column1, column2, column3, column4, column5, column6, CAST(column7 AS BIGINT), CAST(column8 AS BIGINT), column9, column10,
+                           column11, CAST(column12 AS BIGINT), CAST(column13 AS BIGINT), CAST(column14 AS BIGINT), column15, column16, CAST(column17 AS BIGINT)
+                    FROM (\(set)) AS \(rowsAlias(columns: 17, dialect)) WHERE true
+                    ON CONFLICT (store, transaction_id) DO NOTHING
+                    """, values)
+            }
+        }
+        for (column, rows) in changes.sorted(by: { $0.key < $1.key }) {
+            try inSet(rows, firstParameter: 1, dialect) { set, values in
+                try connection.query("""
+                    UPDATE purchases SET state = u.column3, \(column) = CAST(u.column4 AS BIGINT) FROM (\(set)) AS \(rowsAlias(columns: 4, dialect))
+                    WHERE purchases.store = u.column1 AND purchases.transaction_id = u.column2
+                    """, values)
+            }
+        }
+    }
+
+    /// The time column a record inserted in `state` is stamped in.
+    static func timeColumn(recording state: PurchaseState) -> String {
+        switch state {
+        case .rejected: "rejected_at"
+        case .revoked: "revoked_at"
+        default: "verified_at"
+        }
+    }
+
+    /// `u`, with the columns of an `inSet` named `column1`… as SQLite names those of its `VALUES` (PostgreSQL's `unnest`
+    /// needs them named).
+    private static func rowsAlias(columns: Int, _ dialect: Migrations.Dialect) -> String {
+        dialect == .postgres ? "u(" + (1...columns).map { "column\($0)" }.joined(separator: ", ") + ")" : "u"
+    }
+}
