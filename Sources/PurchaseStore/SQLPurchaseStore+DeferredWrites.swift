@@ -21,7 +21,7 @@ enum DeferredWrite: Sendable {
 
 extension SQLPurchaseStore {
     /// Makes `writes`, each of a purchase of its own (so that their order does not matter): one alone as its own
-    /// statement; several as one insert of the records, then one update per time column (per 256 rows on SQLite).
+    /// statement; several as one insert of the records, then one update per time column and store (per 256 rows on SQLite).
     static func flush(_ connection: any SQLConnection, _ writes: [DeferredWrite], _ dialect: Migrations.Dialect) throws {
         if writes.count == 1, let write = writes.first {
             switch write {
@@ -30,7 +30,7 @@ extension SQLPurchaseStore {
             }
         }
         var records: [[String?]] = []
-        var changes: [String: [[String?]]] = [:] // rows by time column
+        var changes: [[String]: [[String?]]] = [:] // rows by time column and store
         for write in writes {
             switch write {
             case .insert(let record, let state, let reason, let now):
@@ -41,7 +41,8 @@ extension SQLPurchaseStore {
                                 timeColumn(recording: state) == "rejected_at" ? at : nil, timeColumn(recording: state) == "revoked_at" ? at : nil,
                                 record.packageName, record.purchaseToken, record.storeConsumed ? "1" : "0"])
             case .setState(let key, let state, let column, let now):
-                changes[column, default: []].append([key.store.rawValue, key.transactionId, state.rawValue, String(PurchaseTime.milliseconds(now))])
+                changes[[column, key.store.rawValue], default: []].append([key.store.rawValue, key.transactionId, state.rawValue,
+                                                                          String(PurchaseTime.milliseconds(now))])
             }
         }
         if !records.isEmpty {
@@ -57,12 +58,19 @@ extension SQLPurchaseStore {
                     """, values)
             }
         }
-        for (column, rows) in changes.sorted(by: { $0.key < $1.key }) {
+        for (group, rows) in changes.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
             try inSet(rows, firstParameter: 1, dialect) { set, values in
+                // PostgreSQL: the rows to change named by their keys as well, so that every plan finds them by the key's index
+                // (see `matching`); SQLite looks each row of the set up by it.
+                var keys = (condition: "true", values: [SQLValue]())
+                if dialect == .postgres {
+                    try matching(["purchases.store", "purchases.transaction_id"], rows.map { [group[1], $0[1] ?? ""] }, firstParameter: values.count + 1,
+                                 dialect) { keys = ($0, $1) }
+                }
                 try connection.query("""
-                    UPDATE purchases SET state = u.column3, \(column) = CAST(u.column4 AS BIGINT) FROM (\(set)) AS \(rowsAlias(columns: 4, dialect))
-                    WHERE purchases.store = u.column1 AND purchases.transaction_id = u.column2
-                    """, values)
+                    UPDATE purchases SET state = u.column3, \(group[0]) = CAST(u.column4 AS BIGINT) FROM (\(set)) AS \(rowsAlias(columns: 4, dialect))
+                    WHERE \(keys.condition) AND purchases.store = u.column1 AND purchases.transaction_id = u.column2
+                    """, values + keys.values)
             }
         }
     }

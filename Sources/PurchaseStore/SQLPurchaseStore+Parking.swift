@@ -37,16 +37,15 @@ extension SQLPurchaseStore {
     }
 
     /// Which of `keys` have a message of `stage` parked and not re-driven yet: one look for a batch of messages (see
-    /// `inSet`).
+    /// `matching`).
     public func parkedKeys(stage: String, among keys: Set<String>) async throws -> Set<String> {
         guard !keys.isEmpty else { return [] }
         let sorted = keys.sorted()
         let dialect = dialect
         return try await executor.run { connection in
             var parked: Set<String> = []
-            try Self.inSet(sorted.map { [$0] }, firstParameter: 2, dialect) { set, values in
-                for row in try connection.query("SELECT DISTINCT message_key FROM parked_messages WHERE stage = $1 AND message_key IN (\(set))",
-                                                [.text(stage)] + values) {
+            try Self.matching(["stage", "message_key"], sorted.map { [stage, $0] }, firstParameter: 1, dialect) { condition, values in
+                for row in try connection.query("SELECT DISTINCT message_key FROM parked_messages WHERE \(condition)", values) {
                     if let key = row[0].string { parked.insert(key) }
                 }
             }

@@ -7,7 +7,11 @@ extension SQLPurchaseStore {
     public func purchase(_ key: PurchaseKey) async throws -> PurchaseRecord? {
         let executor = executor
         return try await executor.run(usingReadAhead: true) { connection in
-            if let record = executor.peekReadAhead(key) { return record }
+            switch executor.peekReadAhead(key) {
+            case .recorded(let record): return record
+            case .unrecorded: return nil
+            case nil: break
+            }
             try executor.flushDeferred(of: key, connection)
             return try connection.query("SELECT \(Self.recordColumns) FROM purchases WHERE store = $1 AND transaction_id = $2",
                                  [.text(key.store.rawValue), .text(key.transactionId)]).first.flatMap(Self.record)
@@ -20,8 +24,8 @@ extension SQLPurchaseStore {
         let dialect = dialect
         return try await executor.run { connection in
             var states: [PurchaseKey: PurchaseState] = [:]
-            try Self.inSet(keys.map { [$0.store.rawValue, $0.transactionId] }, firstParameter: 1, dialect) { set, values in
-                for row in try connection.query("SELECT store, transaction_id, state FROM purchases WHERE (store, transaction_id) IN (\(set))", values) {
+            try Self.keyedRows("purchases", "store, transaction_id, state", of: keys, dialect) { source, values in
+                for row in try connection.query("SELECT r.store, r.transaction_id, r.state FROM \(source)", values) {
                     guard let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].string,
                           let state = row[2].string.flatMap(PurchaseState.init(rawValue:)) else { continue }
                     states[PurchaseKey(store: store, transactionId: id)] = state

@@ -34,9 +34,10 @@ extension SQLPurchaseStore {
         var type: ProductType
     }
 
-    /// Where a purchase is in its lifecycle (its row locked for this transaction on PostgreSQL): its record's
-    /// state, else `revokedUnseen` for a tombstone, else `unseen`.
+    /// Where a purchase is in its lifecycle (locked for this transaction on PostgreSQL: its row, and the purchase
+    /// itself, `lockKeys`): its record's state, else `revokedUnseen` for a tombstone, else `unseen`.
     static func current(_ connection: any SQLConnection, _ key: PurchaseKey, _ dialect: Migrations.Dialect) throws -> CurrentPurchase {
+        try lockKeys(connection, [key], dialect)
         let lock = dialect == .postgres ? " FOR UPDATE" : ""
         // One statement: the record (if any) and whether a refund came first; both locked.
         let row = try connection.query("""
@@ -51,6 +52,35 @@ extension SQLPurchaseStore {
         return CurrentPurchase(state: row?[3].int64 == 1 ? .revokedUnseen : .unseen, userId: nil, type: .unknown)
     }
 
+    /// PostgreSQL: locks each purchase of `keys` (in this order) for the rest of the transaction, recorded or not: every
+    /// call that may record a purchase or its refund first takes this lock, so that what a holder read of a purchase not
+    /// recorded (no row to lock) stays true until it commits. SQLite needs none: a writer holds the whole database.
+    static func lockKeys(_ connection: any SQLConnection, _ keys: [PurchaseKey], _ dialect: Migrations.Dialect) throws {
+        guard dialect == .postgres, !keys.isEmpty else { return }
+        if keys.count == 1, let key = keys.first {
+            try connection.query("SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || $2, 0))", [.text(key.store.rawValue), .text(key.transactionId)])
+            return
+        }
+        // unnest yields the keys in their order: the locks are taken in it.
+        try connection.query("SELECT pg_advisory_xact_lock(hashtextextended(k.s || ':' || k.t, 0)) FROM unnest($1::text[], $2::text[]) AS k(s, t)",
+                             [.text(postgresArray(keys.lazy.map { Optional($0.store.rawValue) })),
+                              .text(postgresArray(keys.lazy.map { Optional($0.transactionId) }))])
+    }
+
+    /// What a batch read ahead of a purchase (`readAhead`).
+    enum ReadAheadPurchase: Sendable {
+        case recorded(PurchaseRecord)
+        /// No record; `refundedFirst`: its refund came first (a tombstone).
+        case unrecorded(refundedFirst: Bool)
+
+        var current: CurrentPurchase {
+            switch self {
+            case .recorded(let record): CurrentPurchase(state: record.state, userId: record.userId, type: record.productType)
+            case .unrecorded(let refundedFirst): CurrentPurchase(state: refundedFirst ? .revokedUnseen : .unseen, userId: nil, type: .unknown)
+            }
+        }
+    }
+
     /// The shape of every state change: one transaction, the purchase as it is (locked), and what the lifecycle says
     /// `event` does to it; `body` applies that. `type` overrides the recorded type (a purchase being recorded has none).
     /// - Parameter deferring: `body` reads and changes no purchase but `key` (its writes of `key` may be deferred,
@@ -63,18 +93,17 @@ extension SQLPurchaseStore {
             if deferring { try executor.flushDeferred(of: key, connection) } else { try executor.flushDeferred(connection) }
             return try Self.transaction(connection, dialect) {
                 // Read ahead by the batch (and locked then), once: a second decision on the key reads what the first left.
-                let current = try executor.takeReadAhead(key).map { CurrentPurchase(state: $0.state, userId: $0.userId, type: $0.productType) }
-                    ?? Self.current(connection, key, dialect)
+                let current = try executor.takeReadAhead(key)?.current ?? Self.current(connection, key, dialect)
                 return try body(connection, current, Lifecycle.transition(from: current.state, on: event, type: type ?? current.type))
             }
         }
     }
 
-    /// In a batch (`batch`): reads the records of `keys` (locking them on PostgreSQL, in key order) in one statement, so
-    /// that the batch's first decision on each and its reads of the record skip their own statements. Only records: a
-    /// row that does not exist cannot be locked, and "not recorded, no refund" trusted for the length of a batch would
-    /// let another worker's record or refund of the purchase land meanwhile unseen; such keys are read when decided, as
-    /// outside a batch. Outside a batch it does nothing: what it read would be stale at once.
+    /// In a batch (`batch`): reads what there is of the purchases `keys` (their records, else whether their refund came
+    /// first) in a few statements for all, so that the batch's first decision on each and its reads of the record skip
+    /// their own. They are locked first for the rest of the batch (PostgreSQL: `lockKeys` in key order, then the rows; SQLite:
+    /// the batch holds the database), so what it read stays true: another worker that records one of them, or its
+    /// refund, waits for the batch. Outside a batch it does nothing: what it read would be stale at once.
     public func readAhead(_ keys: [PurchaseKey]) async throws {
         guard executor.inBatch, !keys.isEmpty else { return }
         let sorted = Set(keys).sorted { ($0.store.rawValue, $0.transactionId) < ($1.store.rawValue, $1.transactionId) }
@@ -83,14 +112,24 @@ extension SQLPurchaseStore {
         let executor = executor
         try await executor.run(usingReadAhead: true) { connection in
             try executor.flushDeferred(connection)
-            var found: [PurchaseKey: PurchaseRecord] = [:]
-            try Self.inSet(sorted.map { [$0.store.rawValue, $0.transactionId] }, firstParameter: 1, dialect) { set, values in
-                for row in try connection.query("""
-                    SELECT \(Self.recordColumns) FROM purchases WHERE (store, transaction_id) IN (\(set)) ORDER BY store, transaction_id\(lock)
-                    """, values) {
-                    if let record = Self.record(row) { found[record.key] = record }
+            try Self.lockKeys(connection, sorted, dialect)
+            var found: [PurchaseKey: ReadAheadPurchase] = [:]
+            // In key order, each locked as it is read (PostgreSQL): every batch locks in the same order.
+            try Self.keyedRows("purchases", Self.recordColumns, of: sorted, lock: lock, dialect) { source, values in
+                for row in try connection.query("SELECT r.* FROM \(source)", values) {
+                    if let record = Self.record(row) { found[record.key] = .recorded(record) }
                 }
             }
+            let unrecorded = sorted.filter { found[$0] == nil }
+            var refundedFirst: Set<PurchaseKey> = []
+            try Self.keyedRows("tombstones", "store, transaction_id, reversed_at", of: unrecorded, lock: lock, dialect) { source, values in
+                for row in try connection.query("SELECT r.store, r.transaction_id FROM \(source) WHERE r.reversed_at IS NULL", values) {
+                    if let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].string {
+                        refundedFirst.insert(PurchaseKey(store: store, transactionId: id))
+                    }
+                }
+            }
+            for key in unrecorded { found[key] = .unrecorded(refundedFirst: refundedFirst.contains(key)) }
             executor.setReadAhead(found)
         }
     }
@@ -180,9 +219,60 @@ extension SQLPurchaseStore {
         }
     }
 
-    /// Runs `body` with the SQL of a set of `tuples` (text values or NULL, each of as many) to put in `… IN (set)` or
-    /// `FROM (set)`, and its parameters, numbered from `firstParameter`. A set must be looked up by the key's index
-    /// whatever its values:
+    /// Runs `body` with a FROM item, `r`, of the rows of `table` (its `columns`, with `lock` appended to the row lookup) whose
+    /// purchase is one of `keys`, and its parameters, numbered from 1; once per group of keys. Each key is looked up by
+    /// the key's index whatever the plan: PostgreSQL, one probe per key (`LATERAL … LIMIT 1`; an `= ANY` index scan ran
+    /// ten times slower per key under the benchmark's writes, and an `IN (SELECT … unnest …)` may be hash-joined to a
+    /// scan of the whole table); SQLite, `matching`.
+    static func keyedRows(_ table: String, _ columns: String, of keys: [PurchaseKey], lock: String = "", _ dialect: Migrations.Dialect,
+                          _ body: (_ source: String, _ values: [SQLValue]) throws -> Void) throws {
+        guard !keys.isEmpty else { return }
+        guard dialect == .postgres else {
+            return try matching(["store", "transaction_id"], keys.map { [$0.store.rawValue, $0.transactionId] }, firstParameter: 1, dialect) {
+                condition, values in try body("(SELECT \(columns) FROM \(table) WHERE \(condition)) AS r", values)
+            }
+        }
+        try body("""
+            unnest($1::text[], $2::text[]) AS k(store, transaction_id)
+            CROSS JOIN LATERAL (SELECT \(columns) FROM \(table) WHERE store = k.store AND transaction_id = k.transaction_id LIMIT 1\(lock)) AS r
+            """, [.text(postgresArray(keys.lazy.map { Optional($0.store.rawValue) })), .text(postgresArray(keys.lazy.map { Optional($0.transactionId) }))])
+    }
+
+    /// Runs `body` with a condition that holds for the rows whose `columns` have the values of one of `tuples`, and its
+    /// parameters, numbered from `firstParameter`; once per group of tuples. It finds them by an index on `columns`
+    /// whatever the plan (PostgreSQL may hash-join an `IN (SELECT … unnest …)` to a scan of the whole table, as it did
+    /// for the finisher's lookups in the benchmark; a generic plan, made without the values, does so on a small table):
+    /// - PostgreSQL: the last column `= ANY` of an array, the others equal to one value each: the tuples are grouped by
+    ///   their leading values, in their order.
+    /// - SQLite: `IN` the set of them (`inSet`).
+    static func matching(_ columns: [String], _ tuples: [[String]], firstParameter: Int, _ dialect: Migrations.Dialect,
+                         _ body: (_ condition: String, _ values: [SQLValue]) throws -> Void) throws {
+        guard let last = columns.last, !tuples.isEmpty else { return }
+        guard dialect == .postgres else {
+            let list = columns.count == 1 ? last : "(" + columns.joined(separator: ", ") + ")"
+            return try inSet(tuples.map { $0.map { Optional($0) } }, firstParameter: firstParameter, dialect) { set, values in
+                try body("\(list) IN (\(set))", values)
+            }
+        }
+        let leading = columns.dropLast()
+        var groups: [[String]: [String]] = [:] // the last column's values by the leading ones
+        var order: [[String]] = []
+        for tuple in tuples {
+            let head = Array(tuple.dropLast())
+            if groups[head] == nil { order.append(head) }
+            groups[head, default: []].append(tuple[tuple.count - 1])
+        }
+        for head in order {
+            var condition = ""
+            for (index, column) in leading.enumerated() { condition += "\(column) = $\(firstParameter + index) AND " }
+            condition += "\(last) = ANY($\(firstParameter + leading.count)::text[])"
+            try body(condition, head.map(SQLValue.text) + [.text(postgresArray((groups[head] ?? []).lazy.map { Optional($0) }))])
+        }
+    }
+
+    /// Runs `body` with the SQL of a set of `tuples` (text values or NULL, each of as many) to put in `FROM (set)` or
+    /// `… IN (set)`, and its parameters, numbered from `firstParameter` (look rows up with `matching`, which uses it on
+    /// SQLite). A set must be looked up by the key's index whatever its values:
     /// - PostgreSQL: one `unnest` of an array per column, all tuples in one call. (A list of row values is planned as an
     ///   `OR` of them, which PostgreSQL answers by scanning every row of the store they share.)
     /// - SQLite: a `VALUES` list (a bare list of row values is answered by scanning the table), a plain list for one

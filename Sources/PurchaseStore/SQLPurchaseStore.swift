@@ -61,15 +61,19 @@ public final class SQLPurchaseStore: Sendable {
 
     /// Records a rejected purchase for audit (when its transaction id is known).
     public func recordRejected(_ purchase: PurchaseRecord, reason: String, at now: Date) async throws -> RecordOutcome {
-        try await executor.run { connection in
-            try Self.insert(connection, purchase, state: .rejected, reason: reason, at: now)
-            if connection.changes == 1 { return .recorded }
-            let row = try connection.query("SELECT state, user_id FROM purchases WHERE store = $1 AND transaction_id = $2",
-                                           [.text(purchase.key.store.rawValue), .text(purchase.key.transactionId)])
-            guard let state = row.first?[0].string.flatMap(PurchaseState.init(rawValue:)), let user = row.first?[1].string else {
-                throw DatabaseError(code: "state", message: "purchase \(purchase.key) vanished", isRetriable: true)
+        let dialect = dialect
+        return try await executor.run { connection in
+            try Self.transaction(connection, dialect) {
+                try Self.lockKeys(connection, [purchase.key], dialect) // A batch may have read it ahead as not recorded.
+                try Self.insert(connection, purchase, state: .rejected, reason: reason, at: now)
+                if connection.changes == 1 { return .recorded }
+                let row = try connection.query("SELECT state, user_id FROM purchases WHERE store = $1 AND transaction_id = $2",
+                                               [.text(purchase.key.store.rawValue), .text(purchase.key.transactionId)])
+                guard let state = row.first?[0].string.flatMap(PurchaseState.init(rawValue:)), let user = row.first?[1].string else {
+                    throw DatabaseError(code: "state", message: "purchase \(purchase.key) vanished", isRetriable: true)
+                }
+                return .existing(state: state, userId: user)
             }
-            return .existing(state: state, userId: user)
         }
     }
 

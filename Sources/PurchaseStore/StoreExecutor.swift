@@ -26,9 +26,10 @@ final class StoreExecutor: @unchecked Sendable {
     private let gate = Gate()
     /// The executor whose batch the current task runs.
     @TaskLocal private static var batchOf: ObjectIdentifier?
-    /// Purchase records a batch read ahead (`SQLPurchaseStore.readAhead`), by key. Only touched on `queue`; emptied when
-    /// a batch begins or ends and by every call that does not use it (which may write purchases: `run(usingReadAhead:_:)`).
-    private var readAhead: [PurchaseKey: PurchaseRecord] = [:]
+    /// What a batch read ahead of its purchases (`SQLPurchaseStore.readAhead`), by key. Only touched on `queue`; emptied
+    /// when a batch begins or ends and by every call that does not use it (which may write purchases:
+    /// `run(usingReadAhead:_:)`).
+    private var readAhead: [PurchaseKey: SQLPurchaseStore.ReadAheadPurchase] = [:]
     /// The batch's purchase writes not made yet, at most one per key (each key's is flushed before it is read again), and
     /// their keys. Only touched on `queue`; emptied when a batch begins or ends.
     private var deferred: [DeferredWrite] = []
@@ -66,13 +67,13 @@ final class StoreExecutor: @unchecked Sendable {
     }
 
     /// On the queue, in a batch: records what the batch read ahead.
-    func setReadAhead(_ purchases: [PurchaseKey: PurchaseRecord]) { readAhead.merge(purchases) { _, new in new } }
+    func setReadAhead(_ purchases: [PurchaseKey: SQLPurchaseStore.ReadAheadPurchase]) { readAhead.merge(purchases) { _, new in new } }
 
     /// On the queue: what the batch read ahead of `key`, forgotten (the caller is about to change it).
-    func takeReadAhead(_ key: PurchaseKey) -> PurchaseRecord? { readAhead.removeValue(forKey: key) }
+    func takeReadAhead(_ key: PurchaseKey) -> SQLPurchaseStore.ReadAheadPurchase? { readAhead.removeValue(forKey: key) }
 
     /// On the queue: what the batch read ahead of `key`.
-    func peekReadAhead(_ key: PurchaseKey) -> PurchaseRecord? { readAhead[key] }
+    func peekReadAhead(_ key: PurchaseKey) -> SQLPurchaseStore.ReadAheadPurchase? { readAhead[key] }
 
     /// On the queue: makes `write` now, or in a batch, defers it to the next flush. (Its key has no deferred write when
     /// its decision flushed it before reading (`flushDeferred(of:_:)`); one that has is flushed first, to keep the order.)

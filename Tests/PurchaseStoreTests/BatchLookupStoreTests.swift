@@ -1,3 +1,4 @@
+import Database
 import Foundation
 import PurchaseDomain
 import PurchaseStore
@@ -95,22 +96,31 @@ import TestSupport
         #expect(try await store.balances(of: "user-1") == ["coins": 100])
     }
 
-    /// A purchase the batch found no record of is not taken as unseen for the rest of the batch: another worker that
-    /// records it, or its refund, meanwhile (nothing to lock yet) is seen by the batch's decision. PostgreSQL only: on
-    /// SQLite the other writer waits for the batch.
-    @Test(.enabled(if: StoreEngine.postgres.enabled)) func aPurchaseRecordedOrRefundedElsewhereDuringABatchIsSeenByItsDecision() async throws {
+    /// A purchase the batch read ahead as not recorded stays so for the batch: another worker that records it, or its
+    /// refund, meanwhile waits for the batch and then sees what it did (no refund lands unseen between the batch's read
+    /// and its record). PostgreSQL only: on SQLite the other writer waits for the batch's hold on the database anyway.
+    @Test(.enabled(if: StoreEngine.postgres.enabled)) func anotherWorkerWaitsForABatchThatReadAPurchaseAheadAsNotRecorded() async throws {
         let url = try await StoreEngine.postgres.freshURL()
         let store = try SQLPurchaseStore(url: url)
         try await store.migrate()
-        let otherWorker = try SQLPurchaseStore(url: url)
+        // One store per other worker: a store runs its calls one at a time.
+        let (recorder, refunder) = (try SQLPurchaseStore(url: url), try SQLPurchaseStore(url: url))
+        let observer = try PostgresConnection(url: url)
         let (mine, refunded) = (purchase("9001"), purchase("9002"))
         let elsewhere = PurchaseRecord(key: mine.key, userId: "user-2", productId: "coins.100", productType: .consumable, quantity: 1, purchaseTime: Self.t0)
-        try await store.batch {
+        let (recordedElsewhere, refundedElsewhere) = try await store.batch {
             try await store.readAhead([mine.key, refunded.key])
-            #expect(try await otherWorker.recordVerified(elsewhere, at: Self.t0) == .recorded)
-            #expect(try await otherWorker.revoke(refunded.key, at: Self.t0) == .recordedBeforePurchase)
-            #expect(try await store.recordVerified(mine, at: Self.t0) == .existing(state: .verified, userId: "user-2"))
-            #expect(try await store.recordVerified(refunded, at: Self.t0) == .revokedEarlier)
+            let recording = Task { try await recorder.recordVerified(elsewhere, at: Self.t0) }
+            let refunding = Task { try await refunder.revoke(refunded.key, at: Self.t0) }
+            try await waitUntil("both other workers wait for the batch") {
+                try observer.query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").first?[0].int64 == 2
+            }
+            #expect(try await store.recordVerified(mine, at: Self.t0) == .recorded)
+            #expect(try await store.recordVerified(refunded, at: Self.t0) == .recorded)
+            return (recording, refunding)
         }
+        #expect(try await recordedElsewhere.value == .existing(state: .verified, userId: "user-1"))
+        #expect(try await refundedElsewhere.value == .revoked(shortfall: [:]))
+        #expect(try await store.states(of: [mine.key, refunded.key]) == [mine.key: .verified, refunded.key: .revoked])
     }
 }
