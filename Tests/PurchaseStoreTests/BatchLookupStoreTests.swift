@@ -123,4 +123,29 @@ import TestSupport
         #expect(try await refundedElsewhere.value == .revoked(shortfall: [:]))
         #expect(try await store.states(of: [mine.key, refunded.key]) == [mine.key: .verified, refunded.key: .revoked])
     }
+
+    /// Refunds racing their purchases' records from other workers are never lost: each purchase ends revoked, whichever
+    /// came first (the record in batches, the refund alone, as the verifier and the granter do). PostgreSQL only: SQLite
+    /// runs one writer at a time.
+    @Test(.enabled(if: StoreEngine.postgres.enabled)) func refundsRacingTheirRecordsFromAnotherWorkerAreNeverLost() async throws {
+        let url = try await StoreEngine.postgres.freshURL()
+        let (recorder, refunder) = (try SQLPurchaseStore(url: url), try SQLPurchaseStore(url: url))
+        try await recorder.migrate()
+        let purchases = (0..<400).map { purchase("race-\($0)") }
+        async let recorded: Void = {
+            for batch in stride(from: 0, to: purchases.count, by: 20).map({ Array(purchases[$0..<min(purchases.count, $0 + 20)]) }) {
+                try await recorder.batch {
+                    try await recorder.readAhead(batch.map(\.key))
+                    for purchase in batch { _ = try await recorder.recordVerified(purchase, at: Self.t0) }
+                }
+            }
+        }()
+        async let refunded: Void = {
+            for purchase in purchases { _ = try await refunder.revoke(purchase.key, at: Self.t0) }
+        }()
+        _ = try await (recorded, refunded)
+        let states = try await recorder.states(of: purchases.map(\.key))
+        #expect(states.count == purchases.count)
+        #expect(states.values.allSatisfy { $0 == .revoked }, "\(states.filter { $0.value != .revoked }.count) purchases lost their refund")
+    }
 }
