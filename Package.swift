@@ -38,6 +38,7 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
         // Kafka: the only module that touches librdkafka (and only in its RDKafka/ folder).
         .target(name: "Kafka", dependencies: ["CRdKafka"], linkerSettings: rdkafkaLinkerSettings),
@@ -49,11 +50,13 @@ let package = Package(
         .target(name: "JSON"),
         .target(name: "JSONSchema", dependencies: ["JSON"]),
         // Store verification: App Store signed data and receipts, AppCoins purchases.
-        .target(name: "StoreVerification", dependencies: ["PurchaseDomain", "Crypto", "JSON"]),
+        .target(name: "StoreVerification", dependencies: ["PurchaseDomain", "Crypto", "JSON", "HTTPClient"]),
         // A test PKI and App Store-shaped signed data, built at run time (tests, demo, benchmarks).
         .target(name: "StoreFixtures", dependencies: ["Crypto", "HTTPServer", "JSON", "StoreVerification"]),
         // A small HTTP/1.1 server: health, metrics, webhooks, and stand-in store APIs in tests.
         .target(name: "HTTPServer"),
+        // A small HTTP/1.1 client over libcurl for the store APIs: the only module that touches libcurl.
+        .target(name: "HTTPClient", dependencies: ["CCurl"]),
         // Prometheus metrics of one process.
         .target(name: "Metrics"),
         // SQLite and PostgreSQL connections: the only module that touches sqlite3 and libpq.
@@ -88,6 +91,7 @@ let package = Package(
         .systemLibrary(name: "CSpawn", path: "Tests/CSpawn"),
         .target(name: "TestSupport", dependencies: ["Kafka", "Database", "CSpawn"], path: "Tests/TestSupport", exclude: ["tansu_s3.py"]),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], exclude: ["tls_proxy.py"], linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient", "HTTPServer", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "StoreVerificationTests", dependencies: ["PurchaseDomain", "StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "IAPCtlTests", dependencies: ["PurchaseDomain", "PurchaseStore", "iapctl", "Kafka", "PurchaseEvents", "JSONSchema", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "Ingest", "JSON",

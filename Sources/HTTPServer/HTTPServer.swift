@@ -68,6 +68,7 @@ public final class HTTPServer: Sendable {
     struct ConnectionState {
         var running = true
         var connections = 0
+        var accepted = 0
         var byAddress: [UInt32: Int] = [:]
     }
 
@@ -120,6 +121,9 @@ public final class HTTPServer: Sendable {
     /// Connections being served now.
     public var activeConnections: Int { state.withLock { $0.connections } }
 
+    /// Connections served since the server started (to see clients keep theirs alive).
+    public var acceptedConnections: Int { state.withLock { $0.accepted } }
+
     /// Stops accepting; connections in progress finish.
     public func shutdown() {
         let wasRunning = state.withLock { state -> Bool in
@@ -148,6 +152,7 @@ public final class HTTPServer: Sendable {
                 guard state.connections < configuration.maxConnections,
                       state.byAddress[address, default: 0] < configuration.maxConnectionsPerAddress else { return false }
                 state.connections += 1
+                state.accepted += 1
                 state.byAddress[address, default: 0] += 1
                 return true
             }
@@ -224,12 +229,17 @@ public final class HTTPServer: Sendable {
     /// Reads up to `count` bytes into `chunk`, waiting at most the read timeout and never past `deadline`; ≤ 0 when
     /// the client closed, failed or ran out of time.
     private func read(_ connection: Int32, into chunk: inout [UInt8], count: Int, deadline: ContinuousClock.Instant) -> Int {
-        let remaining = min(configuration.readTimeout, deadline - ContinuousClock.now)
-        guard remaining > .zero else { return 0 }
-        let (seconds, attoseconds) = remaining.components
-        var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int(max(1, attoseconds / 1_000_000_000_000)))
-        setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        return Glibc.read(connection, &chunk, count)
+        while true {
+            let remaining = min(configuration.readTimeout, deadline - ContinuousClock.now)
+            guard remaining > .zero else { return 0 }
+            let (seconds, attoseconds) = remaining.components
+            var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int(max(1, attoseconds / 1_000_000_000_000)))
+            setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            let read = Glibc.read(connection, &chunk, count)
+            // A signal (e.g. SIGCHLD of a child process) interrupts the wait, not the connection.
+            if read < 0 && errno == EINTR { continue }
+            return read
+        }
     }
 
     /// Reads one request, all of it within `requestTimeout` (on a kept-alive connection, from its first byte: the wait
@@ -353,6 +363,7 @@ public final class HTTPServer: Sendable {
             var offset = 0
             while offset < raw.count {
                 let written = send(connection, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+                if written < 0 && errno == EINTR { continue }
                 if written <= 0 { return false }
                 offset += written
             }

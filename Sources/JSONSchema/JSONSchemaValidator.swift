@@ -113,9 +113,16 @@ public final class JSONSchemaRegistry: Sendable {
         }
         switch instance {
         case .string(let text):
-            let length = text.unicodeScalars.count
-            if let minimum = schema["minLength"]?.int64Value, length < minimum { fail("shorter than \(minimum) characters") }
-            if let maximum = schema["maxLength"]?.int64Value, length > maximum { fail("longer than \(maximum) characters") }
+            let (minimum, maximum) = (schema["minLength"]?.int64Value, schema["maxLength"]?.int64Value)
+            if minimum != nil || maximum != nil {
+                // A string has at least a quarter as many characters (Unicode scalars) as UTF-8 bytes and at most as many:
+                // counted one by one (a walk through it) only when the byte count does not settle it.
+                let bytes = Int64(text.utf8.count)
+                let settled = (minimum.map { (bytes + 3) / 4 >= $0 } ?? true) && (maximum.map { bytes <= $0 } ?? true)
+                let length = settled ? nil : Int64(text.unicodeScalars.count)
+                if let minimum, let length, length < minimum { fail("shorter than \(minimum) characters") }
+                if let maximum, let length, length > maximum { fail("longer than \(maximum) characters") }
+            }
             if let pattern = schema["pattern"]?.stringValue, !matches(text, pattern) { fail("does not match \(pattern)") }
             if let format = schema["format"]?.stringValue, !Self.conforms(text, to: format) { fail("not a valid \(format)") }
         case .integer, .number:

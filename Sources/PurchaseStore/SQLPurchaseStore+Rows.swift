@@ -304,21 +304,23 @@ extension SQLPurchaseStore {
 
     /// A PostgreSQL array literal of `elements` (each quoted, so any text is taken as it is; nil as NULL).
     static func postgresArray(_ elements: some Sequence<String?>) -> String {
-        var literal = "{"
+        // On UTF-8 bytes: `"` and `\` are ASCII, never part of another character's encoding.
+        var literal: [UInt8] = [UInt8(ascii: "{")]
         for element in elements {
-            if literal.utf8.count > 1 { literal += "," }
+            if literal.count > 1 { literal.append(UInt8(ascii: ",")) }
             guard let element else {
-                literal += "NULL"
+                literal.append(contentsOf: "NULL".utf8)
                 continue
             }
-            literal += "\""
-            for character in element.unicodeScalars {
-                if character == "\"" || character == "\\" { literal += "\\" }
-                literal.unicodeScalars.append(character)
+            literal.append(UInt8(ascii: "\""))
+            for byte in element.utf8 {
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { literal.append(UInt8(ascii: "\\")) }
+                literal.append(byte)
             }
-            literal += "\""
+            literal.append(UInt8(ascii: "\""))
         }
-        return literal + "}"
+        literal.append(UInt8(ascii: "}"))
+        return String(decoding: literal, as: UTF8.self)
     }
 
     /// A purchase record from the columns `recordColumns` selects, in that order.

@@ -26,6 +26,7 @@ import Testing
          "$defs":{"item":{"type":"object","required":["sku"],"properties":{"sku":{"type":"string"}}}}}
         """#),
         json(#"{"$id":"urn:test:money:1","type":"object","required":["amount"],"properties":{"amount":{"type":"number","minimum":0}}}"#),
+        json(#"{"$id":"urn:test:name:1","type":"string","minLength":2,"maxLength":3}"#),
     ])
 
     static let valid = #"{"id":"0f8fad5b-d9cb-469f-a165-70867728950e","kind":"coins","version":1,"at":"2026-11-29T10:00:00.5+01:00","sku":"coins.100","quantity":3,"items":[{"sku":"a"}],"money":{"amount":0.99},"payload":{"token":"t"},"note":null,"tags":["x"]}"#
@@ -38,6 +39,14 @@ import Testing
 
     @Test func aValidInstancePasses() {
         #expect(Self.registry.validate(Self.json(Self.valid), against: "urn:test:order:1").isEmpty)
+    }
+
+    /// Lengths count characters (Unicode scalars), not bytes: 2 to 3 of them, whether of 1 or 4 bytes each.
+    @Test func lengthsCountCharactersNotBytes() {
+        func violations(_ text: String) -> [String] { Self.registry.validate(.string(text), against: "urn:test:name:1").map(\.description) }
+        for text in ["ab", "abc", "éé", "ééé", "😀😀", "😀😀😀", "a😀"] { #expect(violations(text).isEmpty, "\(text)") }
+        for text in ["a", "é", "😀"] { #expect(violations(text) == ["/: shorter than 2 characters"], "\(text)") }
+        for text in ["abcd", "éééé", "😀😀😀😀", "abc😀"] { #expect(violations(text) == ["/: longer than 3 characters"], "\(text)") }
     }
 
     @Test func eachKeywordCatchesItsViolation() {

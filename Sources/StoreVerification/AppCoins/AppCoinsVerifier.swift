@@ -1,8 +1,6 @@
-import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Crypto
+import Foundation
+import HTTPClient
 import JSON
 import PurchaseDomain
 
@@ -58,14 +56,20 @@ public final class AppCoinsVerifier: Sendable {
     }
 
     public let configuration: Configuration
-    private let session: URLSession
+    private let http: HTTPClient
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
-        session = .storeAPI(timeout: configuration.timeout)
+        http = .storeAPI(timeout: configuration.timeout)
     }
 
     /// The URL the check for this purchase goes to.
+    /// The configured headers, with `Accept: application/json` unless they set their own (sorted: the same every time).
+    static func headers(_ configured: [String: String]) -> [(name: String, value: String)] {
+        let accept = configured.keys.contains { $0.lowercased() == "accept" } ? [] : [(name: "Accept", value: "application/json")]
+        return accept + configured.sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
+    }
+
     public func url(packageName: String, sku: String, purchaseToken: String) -> URL {
         var url = configuration.baseURL
         for component in ["productv2", "8.20250505", "google", "inapp", "v3", "applications", packageName,
@@ -109,18 +113,14 @@ public final class AppCoinsVerifier: Sendable {
         where value.isEmpty || value.utf8.count > 1024 || value.contains("/") {
             return .failure(Rejection(.storeRejected, "invalid \(name)"))
         }
-        var request = URLRequest(url: url(packageName: packageName, sku: sku, purchaseToken: purchaseToken),
-                                 timeoutInterval: configuration.timeout.seconds)
-        request.setValue("application/json", forHTTPHeaderField: "Accept")
-        for (name, value) in configuration.headers { request.setValue(value, forHTTPHeaderField: name) }
-        let data: Data
-        let response: URLResponse
-        do {
-            (data, response) = try await session.data(for: request)
-        } catch {
-            return .failure(Rejection(.storeUnavailable, retryable: true, "AppCoins API: \(error.localizedDescription)"))
+        let request = HTTPClient.Request(method: "GET", url: url(packageName: packageName, sku: sku, purchaseToken: purchaseToken).absoluteString,
+                                         headers: Self.headers(configuration.headers))
+        let status: Int
+        let data: [UInt8]
+        switch await http.send(request) {
+        case .success(let response): (status, data) = (response.status, response.body)
+        case .failure(let failure): return .failure(Rejection(.storeUnavailable, retryable: true, "AppCoins API: \(failure)"))
         }
-        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
         switch status {
         case 200:
             break

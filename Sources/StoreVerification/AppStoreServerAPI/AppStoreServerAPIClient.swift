@@ -1,10 +1,8 @@
 import Crypto
 import Foundation
+import HTTPClient
 import JSON
 import Synchronization
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 /// Calls the App Store Server API, authenticated with an ES256 JWT signed by the developer's In-App
 /// Purchase key (header `alg`, `kid`, `typ`; claims `iss`, `iat`, `exp`, `aud: appstoreconnect-v1`, `bid`).
@@ -42,7 +40,7 @@ public final class AppStoreServerAPIClient: Sendable {
     }
 
     public let configuration: Configuration
-    private let session: URLSession
+    private let http: HTTPClient
     private let now: @Sendable () -> Date
     /// The token in use and when to replace it (signing one per request cost the finisher ~7 % of its CPU).
     private let cachedToken = Mutex<(token: String, renewAt: Date)?>(nil)
@@ -50,7 +48,7 @@ public final class AppStoreServerAPIClient: Sendable {
     public init(configuration: Configuration, now: @escaping @Sendable () -> Date = Date.init) {
         self.configuration = configuration
         self.now = now
-        session = .storeAPI(timeout: configuration.timeout)
+        http = .storeAPI(timeout: configuration.timeout)
     }
 
     /// `POST /inApps/v1/transactions/{transactionId}/finish`: tells the App Store the purchase was delivered.
@@ -80,33 +78,26 @@ public final class AppStoreServerAPIClient: Sendable {
         guard !transactionId.isEmpty, transactionId.utf8.count <= 64, transactionId.allSatisfy({ $0.isASCII && ($0.isNumber || $0.isLetter) }) else {
             return .failure(.refused(status: 0, detail: "invalid transaction id"))
         }
-        let url = configuration.baseURL.appendingPathComponent(path(transactionId))
-        var request = URLRequest(url: url, timeoutInterval: configuration.timeout.seconds)
-        request.httpMethod = method
-        if let body {
-            request.httpBody = body
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        }
+        var headers: [(name: String, value: String)] = []
         do {
-            request.setValue("Bearer \(try currentToken())", forHTTPHeaderField: "Authorization")
+            headers.append(("Authorization", "Bearer \(try currentToken())"))
         } catch {
             return .failure(.unavailable("cannot sign the API token: \(error)"))
         }
+        if body != nil { headers.append(("Content-Type", "application/json")) }
+        let url = configuration.baseURL.appendingPathComponent(path(transactionId)).absoluteString
         let status: Int
-        let answer: Data
-        do {
-            let (data, response) = try await session.data(for: request)
-            status = (response as? HTTPURLResponse)?.statusCode ?? 0
-            answer = data
-        } catch {
-            return .failure(.unavailable("App Store Server API: \(error.localizedDescription)"))
+        let answer: [UInt8]
+        switch await http.send(HTTPClient.Request(method: method, url: url, headers: headers, body: body.map(Array.init))) {
+        case .success(let response): (status, answer) = (response.status, response.body)
+        case .failure(let failure): return .failure(.unavailable("App Store Server API: \(failure)"))
         }
         switch status {
         case 200...299: return .success(())
         case 401, 403, 408, 429, 500...599, 0:
             return .failure(.unavailable("App Store Server API answered HTTP \(status)"))
         default:
-            let error = JSONValue.parse(Array(answer))?.objectValue
+            let error = JSONValue.parse(answer)?.objectValue
             var detail = error?["errorMessage"]?.stringValue ?? "HTTP \(status)"
             if let code = error?["errorCode"]?.int64Value { detail += " (errorCode \(code))" }
             return .failure(.refused(status: status, detail: detail))

@@ -1,0 +1,84 @@
+import CCurl
+import Foundation
+
+/// One libcurl easy handle: one connection to a host, kept alive from request to request (`curl_easy_reset` keeps it).
+/// Owns the handle and frees it in `deinit`. Used by one thread at a time: `HTTPClient` gives each of its threads one.
+final class CurlEasy {
+    private let handle: UnsafeMutableRawPointer
+
+    /// `curl_global_init`, once per process, before the first handle.
+    private static let globalInit: CURLcode = curl_global_init(Int(CURL_GLOBAL_DEFAULT))
+
+    init() throws(HTTPClient.Failure) {
+        guard Self.globalInit == CURLE_OK else { throw HTTPClient.Failure("libcurl did not initialise: \(Self.describe(Self.globalInit))") }
+        guard let handle = curl_easy_init() else { throw HTTPClient.Failure("libcurl could not make a handle") }
+        self.handle = handle
+    }
+
+    deinit { curl_easy_cleanup(handle) }
+
+    /// Sends `request` and waits for the whole answer (at most `limits.maxBodyBytes` of body).
+    func perform(_ request: HTTPClient.Request, limits: HTTPClient.Limits) -> Result<HTTPClient.Response, HTTPClient.Failure> {
+        curl_easy_reset(handle)
+        let body = ResponseBody(limit: limits.maxBodyBytes)
+        let unmanagedBody = Unmanaged.passRetained(body)
+        defer { unmanagedBody.release() }
+        var headers: UnsafeMutablePointer<curl_slist>?
+        defer { curl_slist_free_all(headers) }
+        // No "Expect: 100-continue" round trip before a body.
+        for line in request.headers.map({ "\($0.name): \($0.value)" }) + ["Expect:"] { headers = curl_slist_append(headers, line) }
+        var code = CURLE_OK
+        func set(_ option: CURLoption, _ value: Int) { if code == CURLE_OK { code = iap_curl_setopt_long(handle, option, value) } }
+        func set(_ option: CURLoption, _ value: UnsafeRawPointer?) { if code == CURLE_OK { code = iap_curl_setopt_pointer(handle, option, value) } }
+        request.url.withCString { set(CURLOPT_URL, $0) } // libcurl copies string options.
+        request.method.withCString { set(CURLOPT_CUSTOMREQUEST, $0) }
+        "http,https".withCString { set(CURLOPT_PROTOCOLS_STR, $0) }
+        set(CURLOPT_NOSIGNAL, 1) // Threads: no SIGALRM for timeouts.
+        set(CURLOPT_TIMEOUT_MS, limits.timeoutMilliseconds)
+        set(CURLOPT_CONNECTTIMEOUT_MS, limits.timeoutMilliseconds)
+        set(CURLOPT_HTTPHEADER, UnsafeRawPointer(headers))
+        set(CURLOPT_WRITEDATA, UnsafeRawPointer(unmanagedBody.toOpaque()))
+        if code == CURLE_OK { code = iap_curl_setopt_write_function(handle, ResponseBody.append) }
+        let bytes = request.body ?? []
+        return bytes.withUnsafeBytes { buffer -> Result<HTTPClient.Response, HTTPClient.Failure> in
+            if request.body != nil || request.method == "POST" || request.method == "PUT" {
+                // The body is sent from this buffer during curl_easy_perform (not copied): it outlives the call.
+                set(CURLOPT_POSTFIELDSIZE, buffer.count)
+                set(CURLOPT_POSTFIELDS, buffer.count == 0 ? UnsafeRawPointer(("" as StaticString).utf8Start) : buffer.baseAddress)
+            } else {
+                set(CURLOPT_HTTPGET, 1)
+            }
+            guard code == CURLE_OK else { return .failure(HTTPClient.Failure("cannot set up the request: \(Self.describe(code))")) }
+            let result = curl_easy_perform(handle)
+            if body.exceeded { return .failure(HTTPClient.Failure("the answer is larger than \(limits.maxBodyBytes) bytes")) }
+            guard result == CURLE_OK else { return .failure(HTTPClient.Failure(Self.describe(result))) }
+            var status = 0
+            guard iap_curl_response_code(handle, &status) == CURLE_OK else { return .failure(HTTPClient.Failure("no HTTP status")) }
+            return .success(HTTPClient.Response(status: status, body: body.bytes))
+        }
+    }
+
+    private static func describe(_ code: CURLcode) -> String { String(cString: curl_easy_strerror(code)) }
+
+    /// Where the write callback puts the answer's body.
+    private final class ResponseBody {
+        var bytes: [UInt8] = []
+        var exceeded = false
+        let limit: Int
+
+        init(limit: Int) { self.limit = limit }
+
+        /// libcurl's write callback: returning less than it was given ends the transfer with an error.
+        static let append: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { data, size, count, context in
+            guard let context else { return 0 }
+            let body = Unmanaged<ResponseBody>.fromOpaque(context).takeUnretainedValue()
+            let length = size * count
+            guard body.bytes.count + length <= body.limit else {
+                body.exceeded = true
+                return 0
+            }
+            if let data, length > 0 { body.bytes.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length)) }
+            return length
+        }
+    }
+}
