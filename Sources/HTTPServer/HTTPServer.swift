@@ -255,39 +255,42 @@ public final class HTTPServer: Sendable {
             buffer.append(contentsOf: chunk[0..<count])
         }
         let deadline = ContinuousClock.now + configuration.requestTimeout
-        let separator: [UInt8] = [13, 10, 13, 10]
-        var headerEnd = buffer.firstRange(of: separator)?.lowerBound
+        var headerEnd = Self.headEnd(buffer, from: 0)
         while headerEnd == nil {
             if buffer.count > configuration.maxHeaderBytes { return .failure(RequestError(status: 431, message: "headers too large")) }
             let count = read(connection, into: &chunk, count: chunk.count, deadline: deadline)
             if count <= 0 { return .failure(RequestError(status: 408, message: "incomplete request")) }
             let searchFrom = max(0, buffer.count - 3)
             buffer.append(contentsOf: chunk[0..<count])
-            if let range = buffer[searchFrom...].firstRange(of: separator) { headerEnd = range.lowerBound }
+            headerEnd = Self.headEnd(buffer, from: searchFrom)
             if headerEnd == nil && buffer.count > configuration.maxHeaderBytes {
                 return .failure(RequestError(status: 431, message: "headers too large"))
             }
         }
-        guard let headerEnd, let head = String(validating: buffer[0..<headerEnd], as: UTF8.self) else {
-            return .failure(RequestError(status: 400, message: "headers are not UTF-8"))
-        }
+        guard let headerEnd else { return .failure(RequestError(status: 400, message: "malformed request")) }
         guard Self.linesAreStrict(buffer[0..<headerEnd]) else {
             return .failure(RequestError(status: 400, message: "bare CR or LF, or a control character, in the request head"))
         }
-        var lines = head.split(separator: "\r\n", omittingEmptySubsequences: false)
-        let requestLine = lines.removeFirst().split(separator: " ", omittingEmptySubsequences: false)
-        guard requestLine.count == 3, Self.isToken(requestLine[0]), requestLine[1].hasPrefix("/"),
-              requestLine[1].utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }), requestLine[2] == "HTTP/1.1" || requestLine[2] == "HTTP/1.0" else {
+        // On bytes: every line ends in CRLF (checked above), and a CR is never part of another character's UTF-8.
+        var lines = Self.lines(buffer[0..<headerEnd])
+        let requestLine = lines.removeFirst().split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
+        guard requestLine.count == 3, Self.isToken(requestLine[0]), requestLine[1].first == UInt8(ascii: "/"),
+              requestLine[1].allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }), requestLine[2].elementsEqual("HTTP/1.1".utf8) || requestLine[2].elementsEqual("HTTP/1.0".utf8) else {
             return .failure(RequestError(status: 400, message: "malformed request line"))
         }
         var headers: [String: String] = [:]
         for line in lines {
             // name ":" OWS value OWS — the name a token (no spaces, no folding), each name once.
-            guard let colon = line.firstIndex(of: ":"), Self.isToken(line[..<colon]) else {
+            guard let colon = line.firstIndex(of: UInt8(ascii: ":")), Self.isToken(line[..<colon]) else {
                 return .failure(RequestError(status: 400, message: "malformed header"))
             }
-            let name = line[..<colon].lowercased()
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
+            let name = String(decoding: line[..<colon].map { $0 | (($0 >= 0x41 && $0 <= 0x5A) ? 0x20 : 0) }, as: UTF8.self)
+            var valueBytes = line[(colon + 1)...]
+            while let first = valueBytes.first, first == 0x20 || first == 0x09 { valueBytes = valueBytes.dropFirst() }
+            while let last = valueBytes.last, last == 0x20 || last == 0x09 { valueBytes = valueBytes.dropLast() }
+            guard let value = String(validating: valueBytes, as: UTF8.self) else {
+                return .failure(RequestError(status: 400, message: "headers are not UTF-8"))
+            }
             if let earlier = headers[name] {
                 // Framing and authentication headers must be unambiguous; list headers (a proxy chain's
                 // X-Forwarded-For, Via) combine as RFC 9110 says.
@@ -317,10 +320,39 @@ public final class HTTPServer: Sendable {
         }
         pending = Array(body.dropFirst(length))
         let target = requestLine[1]
-        let query = target.firstIndex(of: "?").map { String(target[target.index(after: $0)...]) }
-        let path = String(target.prefix { $0 != "?" })
-        return .success(HTTPRequest(method: String(requestLine[0]), path: path, query: query, headers: headers, body: Data(body.prefix(length)),
-                                    version: String(requestLine[2])))
+        let query = target.firstIndex(of: UInt8(ascii: "?")).map { String(decoding: target[($0 + 1)...], as: UTF8.self) }
+        let path = String(decoding: target.prefix { $0 != UInt8(ascii: "?") }, as: UTF8.self)
+        return .success(HTTPRequest(method: String(decoding: requestLine[0], as: UTF8.self), path: path, query: query, headers: headers,
+                                    body: Data(body.prefix(length)), version: String(decoding: requestLine[2], as: UTF8.self)))
+    }
+
+    /// Where the head ends in `buffer` (the index of its blank line's CRLFCRLF), looking from `start`.
+    static func headEnd(_ buffer: [UInt8], from start: Int) -> Int? {
+        guard buffer.count >= 4 else { return nil }
+        var index = start
+        while index + 3 < buffer.count {
+            if buffer[index] == 13 && buffer[index + 1] == 10 && buffer[index + 2] == 13 && buffer[index + 3] == 10 { return index }
+            index += 1
+        }
+        return nil
+    }
+
+    /// The lines of a head whose every line ends in CRLF (`linesAreStrict`), without their CRLF.
+    static func lines(_ head: ArraySlice<UInt8>) -> [ArraySlice<UInt8>] {
+        var lines: [ArraySlice<UInt8>] = []
+        var start = head.startIndex
+        var index = head.startIndex
+        while index < head.endIndex {
+            if head[index] == 13 {
+                lines.append(head[start..<index])
+                index += 2
+                start = index
+            } else {
+                index += 1
+            }
+        }
+        lines.append(head[start..<head.endIndex])
+        return lines
     }
 
     /// Headers that may appear once only.
@@ -347,8 +379,8 @@ public final class HTTPServer: Sendable {
     }
 
     /// RFC 9110 token: one or more of ALPHA, DIGIT and ``!#$%&'*+-.^_`|~``.
-    static func isToken(_ text: Substring) -> Bool {
-        !text.isEmpty && text.utf8.allSatisfy { byte in
+    static func isToken(_ text: ArraySlice<UInt8>) -> Bool {
+        !text.isEmpty && text.allSatisfy { byte in
             switch byte {
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
             default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
