@@ -66,7 +66,7 @@ extension SQLPurchaseStore {
             }
             let original = try Self.ledgerItems(connection, key, kind: "grant")
             let granted = original.isEmpty ? items : original
-            let applied = try Self.apply(granted, entry: "regrant", connection, key, userId: current.userId ?? "", at: now)
+            let applied = try Self.apply(granted, entry: "regrant", connection, key, userId: current.userId ?? "", at: now, self.dialect)
             try Self.setState(connection, key, transition.to, timeColumn: "finished_at", at: now)
             // Revoked before its grant: the re-grant is its grant.
             try connection.query("UPDATE purchases SET granted_at = $3 WHERE store = $1 AND transaction_id = $2 AND granted_at IS NULL",

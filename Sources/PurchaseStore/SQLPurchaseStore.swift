@@ -84,7 +84,7 @@ public final class SQLPurchaseStore: Sendable {
         return try await decide(key, on: .grant, deferring: true) { connection, current, transition in
             switch transition.outcome {
             case .applied:
-                let applied = try Self.apply(items, entry: "grant", connection, key, userId: current.userId ?? "", at: now)
+                let applied = try Self.apply(items, entry: "grant", connection, key, userId: current.userId ?? "", at: now, self.dialect)
                 try executor.write(.setState(key, transition.to, timeColumn: "granted_at", at: now), connection)
                 return .granted(ledgerEntryIds: applied.ledgerEntryIds, balances: applied.balances)
             case .repeated:
