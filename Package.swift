@@ -14,7 +14,6 @@ let rdkafkaLinkerSettings: [LinkerSetting] =
 
 let package = Package(
     name: "iap-pipeline",
-    platforms: [.macOS(.v15)],
     products: [
         .library(name: "Kafka", targets: ["Kafka"]),
         .library(name: "WorkerRuntime", targets: ["WorkerRuntime"]),

@@ -38,7 +38,7 @@ start() {
   fi
   local port; port=$(free_port)
   as_pg "$BIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
-    -o "-p $port -h 127.0.0.1 -k $dir -c fsync=$FSYNC -c max_connections=200" start >/dev/null \
+    -o "-p $port -h 127.0.0.1 -k $dir -c fsync=$FSYNC -c max_connections=200 ${IAP_POSTGRES_EXTRA:-}" start >/dev/null \
     || { tail -20 "$dir/postgres.log" >&2; exit 1; }
   echo "IAP_POSTGRES_URL=postgres://postgres@127.0.0.1:$port/postgres" >"$ENVFILE"
   echo "$dir" >"$DIRFILE"
@@ -55,7 +55,7 @@ down() {
 up() {
   local dir port; dir=$(cat "$DIRFILE"); port=$(sed 's/.*127.0.0.1:\([0-9]*\).*/\1/' "$ENVFILE")
   as_pg "$BIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 \
-    -o "-p $port -h 127.0.0.1 -k $dir -c fsync=$FSYNC -c max_connections=200" start >/dev/null \
+    -o "-p $port -h 127.0.0.1 -k $dir -c fsync=$FSYNC -c max_connections=200 ${IAP_POSTGRES_EXTRA:-}" start >/dev/null \
     || { tail -20 "$dir/postgres.log" >&2; exit 1; }
   log "postgres up again on 127.0.0.1:$port"
 }
