@@ -34,27 +34,37 @@ extension SQLPurchaseStore {
         var type: ProductType
     }
 
-    /// Where a purchase is in its lifecycle (locked for this transaction on PostgreSQL: its row, and the purchase
-    /// itself, `lockKeys`): its record's state, else `revokedUnseen` for a tombstone, else `unseen`.
+    /// Where a purchase is in its lifecycle (locked for this transaction on PostgreSQL: its row, or the purchase
+    /// itself when it has none, `lockKeys`): its record's state, else `revokedUnseen` for a tombstone, else `unseen`.
     static func current(_ connection: any SQLConnection, _ key: PurchaseKey, _ dialect: Migrations.Dialect) throws -> CurrentPurchase {
-        try lockKeys(connection, [key], dialect)
         let lock = dialect == .postgres ? " FOR UPDATE" : ""
-        // One statement: the record (if any) and whether a refund came first; both locked.
+        let values: [SQLValue] = [.text(key.store.rawValue), .text(key.transactionId)]
+        if dialect == .postgres {
+            // A recorded purchase is locked by its row: no key lock (and no entry of PostgreSQL's lock table) needed.
+            if let row = try connection.query("SELECT state, user_id, product_type FROM purchases WHERE store = $1 AND transaction_id = $2 FOR UPDATE",
+                                              values).first, let state = row[0].string.flatMap(PurchaseState.init(rawValue:)) {
+                return CurrentPurchase(state: state, userId: row[1].string, type: row[2].string.flatMap(ProductType.init(rawValue:)) ?? .unknown)
+            }
+            try lockKeys(connection, [key], dialect)
+        }
+        // One statement: the record (if any: recorded meanwhile) and whether a refund came first; both locked.
         let row = try connection.query("""
             SELECT p.state, p.user_id, p.product_type,
                    EXISTS (SELECT 1 FROM tombstones WHERE store = $1 AND transaction_id = $2 AND reversed_at IS NULL\(lock))
             FROM (SELECT 1) AS one
             LEFT JOIN (SELECT state, user_id, product_type FROM purchases WHERE store = $1 AND transaction_id = $2\(lock)) AS p ON true
-            """, [.text(key.store.rawValue), .text(key.transactionId)]).first
+            """, values).first
         if let row, let state = row[0].string.flatMap(PurchaseState.init(rawValue:)) {
             return CurrentPurchase(state: state, userId: row[1].string, type: row[2].string.flatMap(ProductType.init(rawValue:)) ?? .unknown)
         }
         return CurrentPurchase(state: row?[3].int64 == 1 ? .revokedUnseen : .unseen, userId: nil, type: .unknown)
     }
 
-    /// PostgreSQL: locks each purchase of `keys` (in this order) for the rest of the transaction, recorded or not: every
-    /// call that may record a purchase or its refund first takes this lock, so that what a holder read of a purchase not
-    /// recorded (no row to lock) stays true until it commits. SQLite needs none: a writer holds the whole database.
+    /// PostgreSQL: locks each purchase of `keys` (in this order) for the rest of the transaction: every call that may
+    /// record a purchase or its refund takes this lock when it finds no record, so that what a holder read of a purchase
+    /// not recorded (no row to lock) stays true until it commits. Each lock held is an entry of PostgreSQL's shared lock
+    /// table (`max_locks_per_transaction` × connections): taken for purchases without a record only. SQLite needs none:
+    /// a writer holds the whole database.
     static func lockKeys(_ connection: any SQLConnection, _ keys: [PurchaseKey], _ dialect: Migrations.Dialect) throws {
         guard dialect == .postgres, !keys.isEmpty else { return }
         if keys.count == 1, let key = keys.first {
@@ -101,9 +111,9 @@ extension SQLPurchaseStore {
 
     /// In a batch (`batch`): reads what there is of the purchases `keys` (their records, else whether their refund came
     /// first) in a few statements for all, so that the batch's first decision on each and its reads of the record skip
-    /// their own. They are locked first for the rest of the batch (PostgreSQL: `lockKeys` in key order, then the rows; SQLite:
-    /// the batch holds the database), so what it read stays true: another worker that records one of them, or its
-    /// refund, waits for the batch. Outside a batch it does nothing: what it read would be stale at once.
+    /// their own. They stay locked for the rest of the batch (PostgreSQL: the rows in key order, then `lockKeys` of those
+    /// without one; SQLite: the batch holds the database), so what it read stays true: another worker that records one
+    /// of them, or its refund, waits for the batch. Outside a batch it does nothing: what it read would be stale at once.
     public func readAhead(_ keys: [PurchaseKey]) async throws {
         guard executor.inBatch, !keys.isEmpty else { return }
         let sorted = Set(keys).sorted { ($0.store.rawValue, $0.transactionId) < ($1.store.rawValue, $1.transactionId) }
@@ -112,13 +122,21 @@ extension SQLPurchaseStore {
         let executor = executor
         try await executor.run(usingReadAhead: true) { connection in
             try executor.flushDeferred(connection)
-            try Self.lockKeys(connection, sorted, dialect)
             var found: [PurchaseKey: ReadAheadPurchase] = [:]
             // In key order, each locked as it is read (PostgreSQL): every batch locks in the same order.
-            try Self.keyedRows("purchases", Self.recordColumns, of: sorted, lock: lock, dialect) { source, values in
-                for row in try connection.query("SELECT r.* FROM \(source)", values) {
-                    if let record = Self.record(row) { found[record.key] = .recorded(record) }
+            func readRecords(_ keys: [PurchaseKey]) throws {
+                try Self.keyedRows("purchases", Self.recordColumns, of: keys, lock: lock, dialect) { source, values in
+                    for row in try connection.query("SELECT r.* FROM \(source)", values) {
+                        if let record = Self.record(row) { found[record.key] = .recorded(record) }
+                    }
                 }
+            }
+            try readRecords(sorted)
+            if dialect == .postgres {
+                // Those without a record: locked by key, then read again (another worker may have recorded one meanwhile).
+                let unlocked = sorted.filter { found[$0] == nil }
+                try Self.lockKeys(connection, unlocked, dialect)
+                try readRecords(unlocked)
             }
             let unrecorded = sorted.filter { found[$0] == nil }
             var refundedFirst: Set<PurchaseKey> = []
