@@ -25,8 +25,13 @@ final class CurlEasy {
         defer { unmanagedBody.release() }
         var headers: UnsafeMutablePointer<curl_slist>?
         defer { curl_slist_free_all(headers) }
-        // No "Expect: 100-continue" round trip before a body.
-        for line in request.headers.map({ "\($0.name): \($0.value)" }) + ["Expect:"] { headers = curl_slist_append(headers, line) }
+        // No "Expect: 100-continue" round trip before a body, and no Content-Type libcurl would make up for one.
+        var lines = request.headers.map { "\($0.name): \($0.value)" } + ["Expect:"]
+        if !request.headers.contains(where: { $0.name.lowercased() == "content-type" }) { lines.append("Content-Type:") }
+        for line in lines {
+            guard let appended = curl_slist_append(headers, line) else { return .failure(HTTPClient.Failure("out of memory for the headers")) }
+            headers = appended
+        }
         var code = CURLE_OK
         func set(_ option: CURLoption, _ value: Int) { if code == CURLE_OK { code = iap_curl_setopt_long(handle, option, value) } }
         func set(_ option: CURLoption, _ value: UnsafeRawPointer?) { if code == CURLE_OK { code = iap_curl_setopt_pointer(handle, option, value) } }

@@ -38,6 +38,8 @@ import TestSupport
         #expect(requests[0].header("Expect") == nil)
         #expect(String(decoding: requests[0].body, as: UTF8.self) == #"{"customerConsented":true}"#)
         #expect(requests[1].body.isEmpty && requests[1].header("Content-Length") == "0", "a POST without a body says so")
+        #expect(requests[1].header("Content-Type") == nil, "and names no type")
+        #expect(requests[0].header("Content-Type") == "application/json")
         #expect(requests[2].query == "c=d")
     }
 
