@@ -255,19 +255,19 @@ public final class HTTPServer: Sendable {
             buffer.append(contentsOf: chunk[0..<count])
         }
         let deadline = ContinuousClock.now + configuration.requestTimeout
-        var headerEnd = Self.headEnd(buffer, from: 0)
-        while headerEnd == nil {
+        var headerEnd = 0
+        var searchFrom = 0
+        while true {
+            if let end = Self.headEnd(buffer, from: searchFrom) {
+                headerEnd = end
+                break
+            }
             if buffer.count > configuration.maxHeaderBytes { return .failure(RequestError(status: 431, message: "headers too large")) }
             let count = read(connection, into: &chunk, count: chunk.count, deadline: deadline)
             if count <= 0 { return .failure(RequestError(status: 408, message: "incomplete request")) }
-            let searchFrom = max(0, buffer.count - 3)
+            searchFrom = max(0, buffer.count - 3)
             buffer.append(contentsOf: chunk[0..<count])
-            headerEnd = Self.headEnd(buffer, from: searchFrom)
-            if headerEnd == nil && buffer.count > configuration.maxHeaderBytes {
-                return .failure(RequestError(status: 431, message: "headers too large"))
-            }
         }
-        guard let headerEnd else { return .failure(RequestError(status: 400, message: "malformed request")) }
         guard Self.linesAreStrict(buffer[0..<headerEnd]) else {
             return .failure(RequestError(status: 400, message: "bare CR or LF, or a control character, in the request head"))
         }
@@ -328,7 +328,6 @@ public final class HTTPServer: Sendable {
 
     /// Where the head ends in `buffer` (the index of its blank line's CRLFCRLF), looking from `start`.
     static func headEnd(_ buffer: [UInt8], from start: Int) -> Int? {
-        guard buffer.count >= 4 else { return nil }
         var index = start
         while index + 3 < buffer.count {
             if buffer[index] == 13 && buffer[index + 1] == 10 && buffer[index + 2] == 13 && buffer[index + 3] == 10 { return index }

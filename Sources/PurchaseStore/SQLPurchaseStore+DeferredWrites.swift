@@ -34,12 +34,11 @@ extension SQLPurchaseStore {
         for write in writes {
             switch write {
             case .insert(let record, let state, let reason, let now):
-                let at = String(PurchaseTime.milliseconds(now))
+                let (at, column) = (String(PurchaseTime.milliseconds(now)), timeColumn(recording: state))
                 records.append([record.key.store.rawValue, record.key.transactionId, record.originalTransactionId, record.userId, record.productId,
                                 record.productType.rawValue, String(record.quantity), String(PurchaseTime.milliseconds(record.purchaseTime)),
-                                record.environment, state.rawValue, reason, timeColumn(recording: state) == "verified_at" ? at : nil,
-                                timeColumn(recording: state) == "rejected_at" ? at : nil, timeColumn(recording: state) == "revoked_at" ? at : nil,
-                                record.packageName, record.purchaseToken, record.storeConsumed ? "1" : "0"])
+                                record.environment, state.rawValue, reason, column == "verified_at" ? at : nil, column == "rejected_at" ? at : nil,
+                                column == "revoked_at" ? at : nil, record.packageName, record.purchaseToken, record.storeConsumed ? "1" : "0"])
             case .setState(let key, let state, let column, let now):
                 changes[[column, key.store.rawValue], default: []].append([key.store.rawValue, key.transactionId, state.rawValue,
                                                                           String(PurchaseTime.milliseconds(now))])

@@ -39,11 +39,16 @@ extension SQLPurchaseStore {
     static func current(_ connection: any SQLConnection, _ key: PurchaseKey, _ dialect: Migrations.Dialect) throws -> CurrentPurchase {
         let lock = dialect == .postgres ? " FOR UPDATE" : ""
         let values: [SQLValue] = [.text(key.store.rawValue), .text(key.transactionId)]
+        /// The purchase of a row whose first columns are state, user and product type; nil for none (no record).
+        func recorded(_ row: [SQLValue]?) -> CurrentPurchase? {
+            guard let row, let state = row[0].string.flatMap(PurchaseState.init(rawValue:)) else { return nil }
+            return CurrentPurchase(state: state, userId: row[1].string, type: row[2].string.flatMap(ProductType.init(rawValue:)) ?? .unknown)
+        }
         if dialect == .postgres {
             // A recorded purchase is locked by its row: no key lock (and no entry of PostgreSQL's lock table) needed.
-            if let row = try connection.query("SELECT state, user_id, product_type FROM purchases WHERE store = $1 AND transaction_id = $2 FOR UPDATE",
-                                              values).first, let state = row[0].string.flatMap(PurchaseState.init(rawValue:)) {
-                return CurrentPurchase(state: state, userId: row[1].string, type: row[2].string.flatMap(ProductType.init(rawValue:)) ?? .unknown)
+            if let purchase = recorded(try connection.query(
+                "SELECT state, user_id, product_type FROM purchases WHERE store = $1 AND transaction_id = $2 FOR UPDATE", values).first) {
+                return purchase
             }
             try lockKeys(connection, [key], dialect)
         }
@@ -54,10 +59,7 @@ extension SQLPurchaseStore {
             FROM (SELECT 1) AS one
             LEFT JOIN (SELECT state, user_id, product_type FROM purchases WHERE store = $1 AND transaction_id = $2\(lock)) AS p ON true
             """, values).first
-        if let row, let state = row[0].string.flatMap(PurchaseState.init(rawValue:)) {
-            return CurrentPurchase(state: state, userId: row[1].string, type: row[2].string.flatMap(ProductType.init(rawValue:)) ?? .unknown)
-        }
-        return CurrentPurchase(state: row?[3].int64 == 1 ? .revokedUnseen : .unseen, userId: nil, type: .unknown)
+        return recorded(row) ?? CurrentPurchase(state: row?[3].int64 == 1 ? .revokedUnseen : .unseen, userId: nil, type: .unknown)
     }
 
     /// PostgreSQL: locks each purchase of `keys` (in this order) for the rest of the transaction: every call that may
