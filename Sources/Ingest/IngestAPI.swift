@@ -114,10 +114,7 @@ public final class IngestAPI: Sendable {
         // What a client cannot know or need not say: filled in here, then the whole checked against the schema.
         if body["submittedAt"] == nil { body["submittedAt"] = .string(RFC3339.format(Date())) }
         if body["source"] == nil { body["source"] = .string(SubmissionSource.client.rawValue) }
-        let encoded: Data
-        do { encoded = try JSONEncoder().encode(JSONValue.object(body)) } catch {
-            return Self.error(400, "invalidJSON", "\(error)")
-        }
+        let encoded = Data(JSONValue.object(body).serialized)
         switch publisher.codec.decodeBody(encoded, as: PurchaseSubmitted.self) {
         case .failure(let invalid): return Self.error(400, invalid.reason, invalid.detail)
         case .success(let submission): return await publish(submission, status: 202)
@@ -168,7 +165,7 @@ public final class IngestAPI: Sendable {
     }
 
     static func json(_ status: Int, _ object: [String: JSONValue]) -> HTTPResponse {
-        let body = (try? EventCodec.encoder.encode(JSONValue.object(object))) ?? Data("{}".utf8) // encoding strings and integers cannot fail
+        let body = Data(JSONValue.object(object).serialized)
         return HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: body)
     }
 }

@@ -67,7 +67,7 @@ public final class UserHoldingsAPI: Sendable {
     }
 
     /// The JSON apps get (and `iapctl user` prints): sorted keys, RFC 3339 times, `expiresAt` null for good.
-    public static func encode(_ holdings: UserHoldings) throws -> Data { try EventCodec.encoder.encode(holdings) }
+    public static func encode(_ holdings: UserHoldings) throws -> Data { Data(try EventCodec.json(holdings).serialized) }
 }
 
 /// Whether a listening address reaches only a private network: loopback, RFC 1918, link-local, IPv6 unique-local.

@@ -41,7 +41,19 @@ public struct EventCodec: Sendable {
 
     /// The message for `event` on `topic` (default: the event type's topic).
     public func message<Event: PipelineEvent>(_ event: Event, topic: String? = nil, time: Date) throws -> KafkaProducerMessage {
-        let body = try Self.encoder.encode(event)
+        message(event, body: try Self.json(event), topic: topic, time: time)
+    }
+
+    /// The message for `event`, or `nil` if what it would say does not conform to its type's schema. For events built
+    /// from what a store said (ids, product ids), which the next stage would refuse: checked on the value about to be
+    /// written, not parsed back.
+    public func conformingMessage<Event: PipelineEvent>(_ event: Event, time: Date) throws -> KafkaProducerMessage? {
+        let body = try Self.json(event)
+        guard schemas.validate(body, against: Event.type.schemaID).isEmpty else { return nil }
+        return message(event, body: body, topic: nil, time: time)
+    }
+
+    private func message<Event: PipelineEvent>(_ event: Event, body: JSONValue, topic: String?, time: Date) -> KafkaProducerMessage {
         let headers = [
             KafkaHeader(key: "ce_specversion", string: "1.0"),
             KafkaHeader(key: "ce_id", string: event.eventID),
@@ -51,8 +63,11 @@ public struct EventCodec: Sendable {
             KafkaHeader(key: "ce_dataschema", string: Event.type.schemaID),
             KafkaHeader(key: "content-type", string: "application/json"),
         ]
-        return KafkaProducerMessage(topic: topic ?? self.topic(Event.type), key: event.messageKey, value: body, headers: headers)
+        return KafkaProducerMessage(topic: topic ?? self.topic(Event.type), key: event.messageKey, value: Data(body.serialized), headers: headers)
     }
+
+    /// An event as the pipeline writes it: the JSON value of its `Codable` form, dates in RFC 3339.
+    public static func json(_ event: some Encodable) throws -> JSONValue { try JSONValueEncoder().encode(event) }
 
     /// Why a message could not be turned into an event. Each becomes a dead letter with this reason.
     public struct Invalid: Error, Sendable, CustomStringConvertible {
@@ -77,7 +92,7 @@ public struct EventCodec: Sendable {
     }
 
     /// Decodes and validates a message body (JSON, without the Kafka headers) as `Event`: UTF-8, JSON at most
-    /// 128 levels deep, the event's schema, then the typed model.
+    /// 128 levels deep, the event's schema, then the typed model from the value parsed once.
     public func decodeBody<Event: PipelineEvent>(_ value: Data, as: Event.Type) -> Result<Event, Invalid> {
         guard String(validating: value, as: UTF8.self) != nil else { return .failure(Invalid(reason: "invalidUTF8", detail: "value is not UTF-8")) }
         let json: JSONValue
@@ -90,35 +105,11 @@ public struct EventCodec: Sendable {
             return .failure(Invalid(reason: "schemaViolation", detail: violations.prefix(5).map(\.description).joined(separator: "; ")))
         }
         do {
-            return .success(try Self.decoder.decode(Event.self, from: value))
+            return .success(try JSONValueDecoder().decode(Event.self, from: json))
         } catch {
             return .failure(Invalid(reason: "undecodable", detail: "\(error)".prefix(500).description))
         }
     }
-
-    /// The pipeline's JSON: sorted keys, unescaped slashes, RFC 3339 times (events, and what the ingest answers).
-    public static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            var container = encoder.singleValueContainer()
-            try container.encode(RFC3339.format(date))
-        }
-        return encoder
-    }()
-
-    static let decoder: JSONDecoder = {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .custom { decoder in
-            let container = try decoder.singleValueContainer()
-            let text = try container.decode(String.self)
-            guard let date = RFC3339.parse(text) else {
-                throw DecodingError.dataCorruptedError(in: container, debugDescription: "not an RFC 3339 date-time: \(text)")
-            }
-            return date
-        }
-        return decoder
-    }()
 }
 
 extension JSONSchemaRegistry {

@@ -25,10 +25,7 @@ public struct StageContext: Sendable {
     /// The message of `event`, stamped now, when it matches its schema (what the next stage will check); else nil.
     func conformingMessage<Event: PipelineEvent>(_ event: Event) -> KafkaProducerMessage? {
         do {
-            let message = try codec.message(event, time: now())
-            guard let body = message.value, let json = JSONValue.parse(Array(body)),
-                  codec.schemas.validate(json, against: Event.type.schemaID).isEmpty else { return nil }
-            return message
+            return try codec.conformingMessage(event, time: now())
         } catch {
             return nil // Not even encodable: certainly not what the next stage accepts.
         }

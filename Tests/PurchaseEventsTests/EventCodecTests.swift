@@ -98,6 +98,40 @@ import TestSupport
         #expect(reason(consumed(other)) == "wrongEventType")
     }
 
+    /// The codec writes from and reads into the typed events without `JSONEncoder`/`JSONDecoder`: every sample reads back
+    /// as itself, and says what Foundation's encoder (the pipeline's writer until now) says for it, value for value.
+    @Test func everyEventReadsBackAsItselfAndSaysWhatFoundationWouldWrite() throws {
+        func check<Event: PipelineEvent & Equatable>(_ event: Event) throws {
+            let produced = try Self.codec.message(event, time: Self.now)
+            #expect(try Self.codec.decode(consumed(produced), as: Event.self).get() == event, "\(Event.self)")
+            let foundation = JSONEncoder()
+            foundation.dateEncodingStrategy = .custom { date, encoder in
+                var container = encoder.singleValueContainer()
+                try container.encode(RFC3339.format(date))
+            }
+            let ours = try JSONSerialization.jsonObject(with: try #require(produced.value)) as? NSDictionary
+            let theirs = try JSONSerialization.jsonObject(with: try foundation.encode(event)) as? NSDictionary
+            #expect(ours != nil && ours == theirs, "\(Event.self)")
+        }
+        let items = [GrantedItem(kind: .currency, code: "coins", amount: 200, balance: 1_200),
+                     GrantedItem(kind: .entitlement, code: "pass", expiresAt: Self.now)]
+        let message = KafkaMessage(topic: "iap.purchase.submitted", partition: 2, offset: 77, key: nil, value: Data("x".utf8),
+                                   headers: [KafkaHeader(key: "null", value: nil)])
+        try check(PurchaseSubmitted(store: .appcoins, kind: .appcoinsPurchase,
+                                    appcoins: .init(packageName: "com.example", sku: "coins.100", purchaseToken: "tok",
+                                                    purchaseData: #"{"purchaseToken":"tok","slash":"a/b"}"#, signature: nil),
+                                    userId: "user-é/ü", submittedAt: Self.now, source: .restore, appAccountToken: "0f8fad5b-d9cb-469f-a165-70867728950e"))
+        try check(PurchaseVerifiedEvent(store: .appstore, transactionId: "2000", originalTransactionId: "1999", productId: "pass.month",
+                                        productType: "Auto-Renewable Subscription", quantity: 1, userId: "user-1", purchaseDate: Self.now,
+                                        expiresDate: Self.now.addingTimeInterval(86_400), environment: "Production", price: 4_990,
+                                        currency: "EUR", consumed: false, source: .server, verifiedAt: Self.now))
+        try check(ItemGranted(store: .appstore, transactionId: "2000", userId: "user-1", productId: "bundle", quantity: 3, items: items,
+                              alreadyGranted: true, ledgerEntryId: 9, grantedAt: Self.now))
+        try check(PurchaseRejectedEvent(store: .appstore, userId: "user-1", reason: "badSignature", retryable: true, detail: nil,
+                                        rejectedAt: Self.now, causeID: "submitted:1"))
+        try check(DeadLetter(reason: "invalidUTF8", detail: "d", stage: "verifier", message: message, failedAt: Self.now))
+    }
+
     @Test(TestServices.pythonTools) func pythonJSONSchemaAcceptsWhatTheCodecEmits() throws {
         let python = try TestServices.requirePython()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("emitted-\(UUID().uuidString)")

@@ -126,9 +126,7 @@ public final class AppStoreServerAPIClient: Sendable {
             "iss": .string(configuration.issuerId), "iat": .integer(issued), "exp": .integer(issued + Int64(configuration.tokenLifetime)),
             "aud": .string("appstoreconnect-v1"), "bid": .string(configuration.bundleId),
         ]
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let input = Base64URL.encode(try encoder.encode(JSONValue.object(header))) + "." + Base64URL.encode(try encoder.encode(JSONValue.object(claims)))
+        let input = Base64URL.encode(Data(JSONValue.object(header).serialized)) + "." + Base64URL.encode(Data(JSONValue.object(claims).serialized))
         return input + "." + Base64URL.encode(try configuration.privateKey.signES256(Data(input.utf8)))
     }
 }

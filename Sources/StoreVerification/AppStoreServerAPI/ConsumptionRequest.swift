@@ -53,9 +53,6 @@ public struct ConsumptionRequest: Sendable, Hashable {
         ]
         if let consumptionPercentage { object["consumptionPercentage"] = .integer(Int64(consumptionPercentage)) }
         if let refundPreference { object["refundPreference"] = .string(refundPreference.rawValue) }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        // Booleans, strings and integers: encoding cannot fail.
-        return (try? encoder.encode(JSONValue.object(object))) ?? Data("{}".utf8)
+        return Data(JSONValue.object(object).serialized)
     }
 }
