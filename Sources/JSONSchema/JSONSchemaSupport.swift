@@ -40,16 +40,6 @@ extension JSONSchemaRegistry {
         }
     }
 
-    static func matches(_ instance: JSONValue, type: JSONValue) -> Bool {
-        if let names = type.arrayValue { return names.contains { matches(instance, type: $0) } }
-        switch (type.stringValue, instance) {
-        case ("string", .string), ("boolean", .bool), ("null", .null), ("array", .array), ("object", .object): return true
-        case ("number", .integer), ("number", .number), ("integer", .integer): return true
-        case ("integer", .number(let value)): return value.rounded() == value
-        default: return false
-        }
-    }
-
     static func equal(_ a: JSONValue, _ b: JSONValue) -> Bool {
         switch (a, b) {
         case (.integer, .number), (.number, .integer), (.number, .number), (.integer, .integer): return double(a) == double(b)

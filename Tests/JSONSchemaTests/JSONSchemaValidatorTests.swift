@@ -72,6 +72,30 @@ import Testing
         #expect(violations { $0["tags"] = .array([.string("a"), .string("b"), .string("c")]) } == ["/tags: more than 2 items"])
     }
 
+    /// Schemas are compiled once; a schema that refers to itself stays one node, and a violation deep in an instance is
+    /// reported with its whole path. Several violations come in the order of the members' names.
+    @Test func recursiveSchemasValidateToAnyDepthAndViolationsComeInNameOrder() throws {
+        let tree = try JSONSchemaRegistry(schemas: [Self.json(#"""
+            {"$id":"urn:test:tree:1","type":"object","required":["name"],"additionalProperties":false,
+             "properties":{"name":{"type":"string","pattern":"^[a-z]+$"},"children":{"type":"array","items":{"$ref":"urn:test:tree:1"}}}}
+            """#)])
+        func node(_ depth: Int, leafName: String) -> JSONValue {
+            depth == 0 ? .object(["name": .string(leafName)])
+                : .object(["name": .string("n"), "children": .array([.object(["name": .string("x")]), node(depth - 1, leafName: leafName)])])
+        }
+        #expect(tree.validate(node(20, leafName: "leaf"), against: "urn:test:tree:1").isEmpty)
+        let deep = tree.validate(node(3, leafName: "Leaf"), against: "urn:test:tree:1").map(\.description)
+        #expect(deep == ["/children/1/children/1/children/1/name: does not match ^[a-z]+$"])
+        let several = violations {
+            $0["zeta"] = .integer(1)
+            $0["quantity"] = .integer(0)
+            $0["alpha"] = .integer(1)
+            $0["kind"] = .string("gems")
+        }
+        #expect(several == [#"/alpha: property 'alpha' is not allowed"#, #"/kind: must be one of "coins", "pass""#,
+                            "/quantity: less than 1", "/zeta: property 'zeta' is not allowed"])
+    }
+
     @Test func unsupportedKeywordsAndBadPatternsAreRefused() {
         #expect(throws: JSONSchemaRegistry.SchemaError.self) {
             try JSONSchemaRegistry(schemas: [Self.json(#"{"$id":"urn:x","type":"object","patternProperties":{}}"#)])
