@@ -96,6 +96,10 @@ struct RetryBudgetTests {
         #expect(try await fixture.parked("a") == 2)
 
         // The first replica goes (its re-driver may be retrying a1: that is left to the next owner); another takes over.
+        // Once its re-driver holds the retry topic: a member leaving its group before the group's first rebalance
+        // completed leaves the local broker (Tansu 0.6) with a group no member can complete a rebalance in, which
+        // production workers get out of through their GroupWatchdog, and this test has none.
+        try await waitUntil("the first replica's consumers hold their partitions") { first.consumers.allSatisfy { !$0.assignment.isEmpty } }
         first.triggerGracefulShutdown()
         try await firstTask.value
         let (second, secondTask) = try fixture.runner()
@@ -106,8 +110,18 @@ struct RetryBudgetTests {
 
         fixture.stage.healed.value = ["a1!"]
         // A parked record not due yet goes round the retry topic within a minute: more than one round on a busy machine.
-        try await waitUntil("the re-driver hands a1, a2 and a3 back", timeout: .seconds(180)) {
-            fixture.stage.handled.value.filter { $0.hasPrefix("a") }.count == 3
+        do {
+            try await waitUntil("the re-driver hands a1, a2 and a3 back", timeout: .seconds(180)) {
+                fixture.stage.handled.value.filter { $0.hasPrefix("a") }.count == 3
+            }
+        } catch {
+            // What a rare timeout under load needs to be told apart: a re-driver without the retry topic, or one that has it.
+            Issue.record("""
+                handled \(fixture.stage.handled.value); counters \(second.counters.withLock { $0 }); consumers \(second.consumers.map {
+                    "\($0.groupID): \($0.assignment.map(\.description).sorted()), without partitions for \($0.withoutPartitionsFor.map { "\($0)" } ?? "-")"
+                })
+                """)
+            throw error
         }
         #expect(fixture.stage.handled.value.filter { $0.hasPrefix("a") } == ["a1!", "a2", "a3"], "the key's order holds")
         try await waitUntil("the ledger forgets what was re-driven") { try await fixture.parked("a") == 0 }
