@@ -25,6 +25,7 @@ let package = Package(
         .library(name: "PurchaseEvents", targets: ["PurchaseEvents"]),
         .library(name: "Metrics", targets: ["Metrics"]),
         .executable(name: "iapctl", targets: ["iapctl"]),
+        .executable(name: "iap-harness", targets: ["iap-harness"]),
         .executable(name: "iap-verifier", targets: ["iap-verifier"]),
         .executable(name: "iap-granter", targets: ["iap-granter"]),
         .executable(name: "iap-finisher", targets: ["iap-finisher"]),
@@ -80,10 +81,20 @@ let package = Package(
         .executableTarget(name: "iap-finisher", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "iap-sweeper", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "iap-ingest", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
+        // Options and usage errors of the command-line tools.
+        .target(name: "CommandLineOptions", dependencies: ["Kafka"]),
+        // The operator's tool. Links nothing that signs test data (a test walks each product's dependencies).
         .executableTarget(
             name: "iapctl",
-            dependencies: ["PurchaseDomain", "Stages", "Ingest", "Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents", "PurchaseStore", "StoreVerification",
-                           "StoreFixtures", "COpenSSL", "CLibPQ", "CSQLite"],
+            dependencies: ["CommandLineOptions", "PurchaseDomain", "Stages", "Ingest", "Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents",
+                           "PurchaseStore", "StoreVerification", "COpenSSL", "CLibPQ", "CSQLite"],
+            linkerSettings: rdkafkaLinkerSettings
+        ),
+        // Demo, benchmarks and chaos on stand-in stores, with test data signed at run time: for developers and CI only.
+        .executableTarget(
+            name: "iap-harness",
+            dependencies: ["CommandLineOptions", "PurchaseDomain", "Stages", "Ingest", "Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents",
+                           "PurchaseStore", "StoreVerification", "StoreFixtures", "HTTPServer", "COpenSSL", "CLibPQ", "CSQLite"],
             linkerSettings: rdkafkaLinkerSettings
         ),
 
@@ -93,7 +104,7 @@ let package = Package(
         .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient", "HTTPServer", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "StoreVerificationTests", dependencies: ["PurchaseDomain", "StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "IAPCtlTests", dependencies: ["PurchaseDomain", "PurchaseStore", "iapctl", "Kafka", "PurchaseEvents", "JSONSchema", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "Ingest", "JSON",
+        .testTarget(name: "IAPCtlTests", dependencies: ["PurchaseDomain", "PurchaseStore", "iapctl", "iap-harness", "Kafka", "PurchaseEvents", "JSONSchema", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "Ingest", "JSON",
                                                         "StoreVerification", "StoreFixtures", "TestSupport"], exclude: ["foreign_producer.py", "deploy_check.py"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "JSONSchemaTests", dependencies: ["JSONSchema", "JSON", "TestSupport"],

@@ -36,7 +36,7 @@ public final class PublicKey: @unchecked Sendable {
     }
 
     /// Verifies a DER ECDSA signature with SHA-256: OpenSSL's own verify, without JWS framing.
-    /// (The baseline that `iapctl bench verify` compares JWS verification with.)
+    /// (The baseline that `iap-harness bench verify` compares JWS verification with.)
     public func verifyECDSASHA256(message: some DataProtocol & ContiguousBytes, derSignature: [UInt8]) -> Bool {
         guard let context = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(context) }

@@ -1,5 +1,8 @@
 import Database
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import HTTPServer
 import JSON
 import Metrics
@@ -88,5 +91,26 @@ public enum PrivateAddress {
             return loopback || bytes[0] & 0xFE == 0xFC || (bytes[0] == 0xFE && bytes[1] & 0xC0 == 0x80)
         }
         return false
+    }
+}
+
+extension UserHoldingsAPI {
+    /// The client side, as an app's backend (or `iapctl user --ingest`) asks:
+    /// `GET {ingest}/v1/users/{userId}`, signed with `secret` when given: the status and the body.
+    public static func fetch(_ userId: String, ingest: String, secret: Data?) async throws -> (status: Int, body: Data) {
+        var allowed = CharacterSet.urlPathAllowed
+        allowed.remove("/")
+        guard let segment = userId.addingPercentEncoding(withAllowedCharacters: allowed),
+              let url = URL(string: ingest.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + pathPrefix + segment) else {
+            throw URLError(.badURL, userInfo: [NSLocalizedDescriptionKey: "not a URL: \(ingest)"])
+        }
+        var request = URLRequest(url: url)
+        if let secret {
+            for (name, value) in RequestSignature.headers(secret: secret, method: "GET", path: pathPrefix + segment) {
+                request.setValue(value, forHTTPHeaderField: name)
+            }
+        }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
     }
 }

@@ -9,6 +9,9 @@ extension JSONValue {
         return output
     }
 
+    /// `serialized` as text: one line of JSON, as the command-line tools print their results.
+    public var serializedText: String { String(decoding: serialized, as: UTF8.self) }
+
     /// Appends the value, as `serialized` writes it, to `output`.
     public func write(to output: inout [UInt8]) {
         switch self {

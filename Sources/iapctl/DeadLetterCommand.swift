@@ -1,3 +1,4 @@
+import CommandLineOptions
 import Foundation
 import JSON
 import JSONSchema
@@ -27,7 +28,7 @@ enum DeadLetterCommand {
             (reason == nil || letter.letter.reason == reason) && (since == nil || letter.letter.failedAt >= since!)
         }
         if action == "list" {
-            for (message, letter) in letters { print(try VerifyCommand.jsonLine(summary(letter, at: message))) }
+            for (message, letter) in letters { print(summary(letter, at: message).serializedText) }
             return 0
         }
         var replayable: [KafkaProducerMessage] = []

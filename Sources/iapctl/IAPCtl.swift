@@ -1,5 +1,6 @@
-import Foundation
+import CommandLineOptions
 import Crypto
+import Foundation
 import Kafka
 import PurchaseDomain
 import StoreVerification
@@ -32,17 +33,8 @@ enum IAPCtl {
           user USER (--store URL [--password-file F] | --ingest URL [--read-secret-file F])
                                         what a user owns: balances, entitlements in force, purchases granted not finished
                                         (from the store, or from iap-ingest's GET /v1/users/{userId} as apps ask it)
-          demo [--brokers HOST:PORT] [--store URL] [--purchases N] [--users N] [--kill-workers] [--json]
-                                        run the four workers on signed purchases and check the books
-          bench [--store URL] [--purchases N] [--users N] [--rate R] [--latency-seconds S] [--partitions P] [--json]
-                                        end-to-end purchases/s, latency p50/p99 at a fixed rate, hop efficiency
-                                        against raw librdkafka, per-stage rates and peak RSS of the workers
-          bench verify [--seconds N | --lines N] [--json]
-                                        signed-transaction verifications/s beside raw OpenSSL ECDSA verify/s
-          chaos --store URL [--purchases N] [--users N] [--kills-per-worker K] [--store-down CMD --store-up CMD]
-                [--outage-seconds S] [--timeout S] [--json]
-                                        the four workers killed (SIGKILL) and restarted at random, the store taken
-                                        down once, then the invariants against the input; exit 0 only without a violation
+
+        The demo, the benchmarks and the chaos run are `iap-harness`'s (not in the production image).
 
         Kafka settings: KAFKA_BOOTSTRAP_SERVERS and any KAFKA_<PROPERTY> environment variable
         (dots as underscores), overridden by --brokers and --kafka key=value.
@@ -81,15 +73,8 @@ enum IAPCtl {
             case "lifecycle":
                 print(Lifecycle.markdownTable())
                 return 0
-            case "demo":
-                return try await DemoCommand.run(rest)
             case "dlq":
                 return try await DeadLetterCommand.run(rest)
-            case "chaos":
-                return try await ChaosCommand.run(rest)
-            case "bench":
-                if rest.first == "verify" { return try BenchVerifyCommand.run(Array(rest.dropFirst())) }
-                return try await BenchPipelineCommand.run(rest)
             case "help", "--help", "-h":
                 print(usage)
                 return 0
@@ -105,9 +90,4 @@ enum IAPCtl {
             return error is VerifierConfigurationError || error is CryptoError ? 2 : 1
         }
     }
-}
-
-struct UsageError: Error {
-    let message: String
-    init(_ message: String) { self.message = message }
 }

@@ -1,3 +1,4 @@
+import CommandLineOptions
 import Foundation
 import PurchaseDomain
 import JSON
@@ -127,7 +128,7 @@ enum ProduceCommands {
             ]
             line["value"] = message.value.flatMap { JSONValue.parse(Array($0)) } ?? message.value.map { .string("base64:" + $0.base64EncodedString()) } ?? .null
             // Written straight to the file descriptor: a pipe would otherwise hold lines back in a buffer.
-            FileHandle.standardOutput.write(Data((try VerifyCommand.jsonLine(.object(line)) + "\n").utf8))
+            FileHandle.standardOutput.write(Data((JSONValue.object(line).serializedText + "\n").utf8))
             if let limit, printed.increment() >= limit { consumer.triggerGracefulShutdown() }
         }
         if timedOut.withLock({ $0 }), let limit, printed.current < limit {

@@ -1,7 +1,5 @@
+import CommandLineOptions
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Ingest
 import PurchaseStore
 
@@ -17,7 +15,7 @@ enum UserCommand {
                 guard let contents = SharedSecret.read(file: path) else { throw UsageError("--read-secret-file: cannot read \(path)") }
                 return contents
             }
-            let (status, body) = try await fetchHoldings(userId, ingest: ingest, secret: secret)
+            let (status, body) = try await UserHoldingsAPI.fetch(userId, ingest: ingest, secret: secret)
             print(String(decoding: body, as: UTF8.self))
             return status == 200 ? 0 : 1
         }
@@ -29,23 +27,5 @@ enum UserCommand {
         let holdings = try await SQLPurchaseStore(url: url, password: password).holdings(of: userId)
         print(String(decoding: try UserHoldingsAPI.encode(holdings), as: UTF8.self))
         return 0
-    }
-
-    /// `GET {ingest}/v1/users/{userId}`, signed with `secret` when given: the status and the body.
-    static func fetchHoldings(_ userId: String, ingest: String, secret: Data?) async throws -> (status: Int, body: Data) {
-        var allowed = CharacterSet.urlPathAllowed
-        allowed.remove("/")
-        guard let segment = userId.addingPercentEncoding(withAllowedCharacters: allowed),
-              let url = URL(string: ingest.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + UserHoldingsAPI.pathPrefix + segment) else {
-            throw UsageError("--ingest: not a URL: \(ingest)")
-        }
-        var request = URLRequest(url: url)
-        if let secret {
-            for (name, value) in RequestSignature.headers(secret: secret, method: "GET", path: UserHoldingsAPI.pathPrefix + segment) {
-                request.setValue(value, forHTTPHeaderField: name)
-            }
-        }
-        let (data, response) = try await URLSession.shared.data(for: request)
-        return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
     }
 }

@@ -1,3 +1,4 @@
+import CommandLineOptions
 import Crypto
 import Foundation
 import StoreVerification
@@ -33,7 +34,7 @@ enum VerifyCommand {
         let verify = try makeVerifier(kind, options)
         guard options.flags.contains("--lines") else {
             let verdict = await verify(try readCommandInput(path).trimmingCharacters(in: .whitespacesAndNewlines))
-            print(try jsonLine(.object(verdict)))
+            print(JSONValue.object(verdict).serializedText)
             return verdict["verdict"] == .string("verified") ? 0 : 1
         }
         // Lines: split and trimmed as bytes (a Character walk over megabytes of JWS cost more than verifying them);
@@ -160,7 +161,7 @@ enum VerifyCommand {
     private static func verdict<T: Encodable>(_ result: Result<T, Rejection>) -> [String: JSONValue] {
         verdict(result) { value in
             do {
-                return try JSONValue.encoded(value)
+                return try JSONValueEncoder().encode(value)
             } catch {
                 return .object(["encodingError": .string("\(error)")])
             }
@@ -181,16 +182,5 @@ enum VerifyCommand {
     private static func rejected(_ rejection: Rejection) -> [String: JSONValue] {
         ["verdict": .string("rejected"), "reason": .string(rejection.reason.rawValue), "retryable": .bool(rejection.isRetryable),
          "detail": .string(rejection.detail)]
-    }
-
-    static func jsonLine(_ value: JSONValue) throws -> String { String(decoding: value.serialized, as: UTF8.self) }
-}
-
-extension JSONValue {
-    /// Any `Encodable` as a JSON value (dates as ISO 8601).
-    static func encoded(_ value: some Encodable) throws -> JSONValue {
-        let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .iso8601
-        return JSONValue.parse(Array(try encoder.encode(value))) ?? .null
     }
 }

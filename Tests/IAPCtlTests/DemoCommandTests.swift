@@ -3,14 +3,14 @@ import JSON
 import Testing
 import TestSupport
 
-/// `iapctl demo` end to end: the four worker executables as processes on the broker, and the books.
+/// `iap-harness demo` end to end: the four worker executables as processes on the broker, and the books.
 @Suite(TestServices.broker, .timeLimit(.minutes(8)))
 struct DemoCommandTests {
-    /// Runs `iapctl demo --json` with `arguments` on the test broker; returns its exit status and the JSON summary.
+    /// Runs `iap-harness demo --json` with `arguments` on the test broker; returns its exit status and the JSON summary.
     func demo(_ arguments: [String]) async throws -> (status: Int32, summary: [String: JSONValue], output: String) {
         let command = ["demo", "--brokers", try TestServices.requireBrokers(), "--json"] + arguments
         let (status, text) = try await offPool {
-            try runCommand(VerifyCommandTests.binary.path, command,
+            try runCommand(ExecutableProcess.binary("iap-harness").path, command,
                            environment: ["IAP_SCHEMAS_DIR": TestServices.packageRoot.appendingPathComponent("schemas").path])
         }
         let summary = try #require(text.split(separator: "\n").last.flatMap { JSONValue.parse(Array($0.utf8))?.objectValue }, "\(text)")

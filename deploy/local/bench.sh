@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make bench`: builds in release mode, starts the local broker and PostgreSQL, and runs `iapctl bench`
+# `make bench`: builds in release mode, starts the local broker and PostgreSQL, and runs `iap-harness bench`
 # on them (50,000 purchases by default; PostgreSQL with fsync on, IAP_BENCH_FSYNC=off to compare). Arguments pass
 # through: `make bench ARGS="--json"`,
 # `ARGS="--purchases 5000 --store sqlite:/tmp/bench.sqlite"`.
@@ -15,4 +15,4 @@ if [ -z "${IAP_STORE_URL:-}" ]; then
   use_fresh_database bench
   export IAP_STORE_URL="$FRESH_DATABASE_URL"
 fi
-IAP_SCHEMAS_DIR="$ROOT/schemas" .build/release/iapctl bench --brokers "$KAFKA_BOOTSTRAP_SERVERS" --store "$IAP_STORE_URL" "$@"
+IAP_SCHEMAS_DIR="$ROOT/schemas" .build/release/iap-harness bench --brokers "$KAFKA_BOOTSTRAP_SERVERS" --store "$IAP_STORE_URL" "$@"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make leaks`: a short pipeline run under LeakSanitizer. Builds every product with AddressSanitizer (in
-# .build/asan), runs `iapctl demo` (200 submissions: verifier, granter, finisher, sweeper as processes,
+# .build/asan), runs `iap-harness demo` (200 submissions: verifier, granter, finisher, sweeper as processes,
 # stopped with SIGTERM), and fails when a worker reports a leak whose stack passes through this project's
 # sources. librdkafka/OpenSSL/Swift runtime allocations may be suppressed in deploy/local/lsan.supp.
 set -euo pipefail
@@ -17,7 +17,7 @@ options="log_path=$reports/asan:log_exe_name=1:detect_container_overflow=0"
 export LSAN_OPTIONS="suppressions=$ROOT/deploy/local/lsan.supp:print_suppressions=0"
 status=0
 ASAN_OPTIONS="detect_leaks=0:$options" IAP_WORKER_WRAPPER="env ASAN_OPTIONS=detect_leaks=1:$options" \
-  IAP_SCHEMAS_DIR="$ROOT/schemas" .build/asan/debug/iapctl demo --brokers "$KAFKA_BOOTSTRAP_SERVERS" --purchases 200 --users 20 \
+  IAP_SCHEMAS_DIR="$ROOT/schemas" .build/asan/debug/iap-harness demo --brokers "$KAFKA_BOOTSTRAP_SERVERS" --purchases 200 --users 20 \
   >"$reports/demo.txt" 2>&1 || status=$?
 grep -q "books balance" "$reports/demo.txt" || { log "the demo did not complete (exit $status):"; tail -20 "$reports/demo.txt" >&2; exit 1; }
 python3 - "$reports" "$ROOT/Sources/" <<'PY'

@@ -1,3 +1,4 @@
+import CommandLineOptions
 import Foundation
 import HTTPServer
 import JSON
@@ -8,7 +9,7 @@ import PurchaseStore
 import StoreFixtures
 import Synchronization
 
-/// `iapctl chaos --store postgres://… [--purchases N] [--users N] [--kills-per-worker K] [--store-down CMD --store-up CMD]
+/// `iap-harness chaos --store postgres://… [--purchases N] [--users N] [--kills-per-worker K] [--store-down CMD --store-up CMD]
 /// [--outage-seconds S] [--replicas churn|one-two-one|none] [--partitions P] [--rate R] [--timeout S] [--json]`: the
 /// pipeline under faults, then its books.
 ///
@@ -161,7 +162,7 @@ enum ChaosCommand {
         print("replicas: " + ReplicaPlan.stages.map { "\($0) \(replicas.joins[$0] ?? 0) joins, \(replicas.leaves[$0] ?? 0) leaves, handled by replica "
             + (replicas.handled[$0] ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
             + ", group rejoins \(replicas.groupRejoins(of: $0))" }.joined(separator: "; "))
-        if json { print(try VerifyCommand.jsonLine(summary)) }
+        if json { print(summary.serializedText) }
         guard books.violations.isEmpty else {
             say("the workers' logs are kept in \(work.path)")
             return 1

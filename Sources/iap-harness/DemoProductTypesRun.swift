@@ -1,4 +1,5 @@
 import Foundation
+import Ingest
 import JSON
 import PurchaseDomain
 import PurchaseEvents
@@ -46,7 +47,7 @@ extension DemoProductTypes {
     static func holdingsViolations(_ expected: [String: Holdings], ingest: String, secret: Data) async throws -> [String] {
         var violations: [String] = []
         for (user, holdings) in expected.sorted(by: { $0.key < $1.key }) {
-            let (status, body) = try await UserCommand.fetchHoldings(user, ingest: ingest, secret: secret)
+            let (status, body) = try await UserHoldingsAPI.fetch(user, ingest: ingest, secret: secret)
             guard status == 200, let json = JSONValue.parse(Array(body))?.objectValue else {
                 violations.append("GET /v1/users/\(user) answered \(status)")
                 continue

@@ -4,7 +4,7 @@ import PurchaseEvents
 import StoreFixtures
 import StoreVerification
 
-/// What `iapctl chaos` submits, and what it expects of each message.
+/// What `iap-harness chaos` submits, and what it expects of each message.
 struct ChaosInput {
     struct Purchase {
         let transactionId: String

@@ -1,3 +1,4 @@
+import CommandLineOptions
 import Crypto
 import Foundation
 import JSON
@@ -5,7 +6,7 @@ import StoreFixtures
 import StoreVerification
 import Synchronization
 
-/// `iapctl bench verify`: signed-transaction verifications per second on one core, beside OpenSSL's
+/// `iap-harness bench verify`: signed-transaction verifications per second on one core, beside OpenSSL's
 /// raw ECDSA P-256 verify rate over the same bytes, measured in the same run. With `--lines N`: `iapctl verify
 /// --lines` over N distinct signed transactions (one chain), beside `openssl speed ecdsap256`.
 enum BenchVerifyCommand {
@@ -68,7 +69,8 @@ enum BenchVerifyCommand {
         return Double(calls) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
     }
 
-    /// `iapctl verify --lines` (this executable, as a child process) over `count` distinct signed transactions.
+    /// `iapctl verify --lines` (the `iapctl` next to this executable, as a child process) over `count` distinct signed
+    /// transactions.
     private static func runLines(_ count: Int, json: Bool) throws -> Int32 {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("iap-bench-verify-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -92,7 +94,9 @@ enum BenchVerifyCommand {
         let output = directory.appendingPathComponent("verdicts.jsonl")
         guard FileManager.default.createFile(atPath: output.path, contents: nil) else { throw UsageError("cannot create \(output.path)") }
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        let iapctl = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("iapctl")
+        guard FileManager.default.isExecutableFile(atPath: iapctl.path) else { throw UsageError("iapctl not found next to iap-harness (\(iapctl.path)); build all products") }
+        process.executableURL = iapctl
         process.arguments = ["verify", "--lines", "--bundle-id", "com.example.coins", "--environment", "Sandbox", "--root", root.path, file.path]
         process.standardOutput = try FileHandle(forWritingTo: output)
         let clock = ContinuousClock()

@@ -1,3 +1,4 @@
+import CommandLineOptions
 import Foundation
 import JSON
 import Kafka
@@ -6,7 +7,7 @@ import StoreFixtures
 import StoreVerification
 import Synchronization
 
-/// The worker executables as child processes, next to this `iapctl`.
+/// The worker executables as child processes, next to this `iap-harness`.
 final class DemoWorkers: @unchecked Sendable {
     // @unchecked: `processes` is only touched from the demo's own task, one call at a time.
     private let directory: URL
@@ -57,7 +58,7 @@ final class DemoWorkers: @unchecked Sendable {
     private func start(_ name: String, replica: Int, arguments: [String]) throws {
         replicasStarted[name] = max(replicasStarted[name] ?? 0, replica)
         let executable = binaries.appendingPathComponent(name)
-        guard FileManager.default.isExecutableFile(atPath: executable.path) else { throw UsageError("\(name) not found next to iapctl (\(executable.path)); build all products") }
+        guard FileManager.default.isExecutableFile(atPath: executable.path) else { throw UsageError("\(name) not found next to iap-harness (\(executable.path)); build all products") }
         let process = Process()
         // IAP_WORKER_WRAPPER (e.g. "valgrind --leak-check=full --log-file=/tmp/vg.%p"): run each worker under it.
         if let wrapper = environment["IAP_WORKER_WRAPPER"]?.split(separator: " ").map(String.init), !wrapper.isEmpty {

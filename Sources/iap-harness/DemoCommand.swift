@@ -1,3 +1,4 @@
+import CommandLineOptions
 import Crypto
 import Foundation
 import JSON
@@ -8,7 +9,7 @@ import PurchaseStore
 import StoreFixtures
 import StoreVerification
 
-/// `iapctl demo`: the whole pipeline as four worker processes and the ingest on a broker and a store. The first
+/// `iap-harness demo`: the whole pipeline as four worker processes and the ingest on a broker and a store. The first
 /// act feeds signed coin purchases (duplicates, restores, forgeries, a malformed message, a refund, purchases left
 /// unconsumed past their deadline); the second plays one story per product type and event order
 /// (`DemoProductTypes`). Then the books: every valid unique purchase granted exactly once, only unconsumed
@@ -158,7 +159,7 @@ enum DemoCommand {
             summary = .object(fields)
         }
         if json {
-            print(try VerifyCommand.jsonLine(summary))
+            print(summary.serializedText)
         } else {
             print(books.table(plan: plan, seconds: elapsed))
             print("\n  second act (\((secondAct * 10).rounded() / 10) s): " + types.expected.keys.sorted().joined(separator: ", "))

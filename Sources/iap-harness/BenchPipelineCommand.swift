@@ -1,3 +1,4 @@
+import CommandLineOptions
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -11,7 +12,7 @@ import PurchaseStore
 import StoreFixtures
 import Synchronization
 
-/// `iapctl bench [--store URL] [--purchases N] [--users N] [--rate R] [--latency-seconds S] [--partitions P] [--json]`:
+/// `iap-harness bench [--store URL] [--purchases N] [--users N] [--rate R] [--latency-seconds S] [--partitions P] [--json]`:
 /// the pipeline's speed on this machine and broker, beside librdkafka's own.
 ///
 /// 1. Raw passthrough: N messages of a submission's size produced to and consumed from one topic, concurrently.
@@ -163,7 +164,7 @@ enum BenchPipelineCommand {
                               stageRates[$0] ?? 0, handlerMilliseconds[$0] ?? 0, publishMilliseconds[$0] ?? 0, rss[$0] ?? -1))
         }
         for (label, value) in table { print(label.padding(toLength: 38, withPad: " ", startingAt: 0) + value) }
-        if json { print(try VerifyCommand.jsonLine(.object(report))) }
+        if json { print(JSONValue.object(report).serializedText) }
         return 0
     }
 

@@ -1,16 +1,16 @@
 import Foundation
 import Kafka
 
-/// Parsed `--name value` options (repeatable) and positional arguments.
-struct CommandOptions {
-    private(set) var values: [String: [String]] = [:]
-    private(set) var flags: Set<String> = []
-    private(set) var positional: [String] = []
+/// Parsed `--name value` options (repeatable) and positional arguments, for `iapctl` and `iap-harness`.
+public struct CommandOptions {
+    public private(set) var values: [String: [String]] = [:]
+    public private(set) var flags: Set<String> = []
+    public private(set) var positional: [String] = []
 
     /// - Parameters:
     ///   - valued: options that take a value (`--name value` or `--name=value`).
     ///   - flags: options without a value.
-    init(_ arguments: [String], valued: Set<String>, flags allowedFlags: Set<String> = []) throws {
+    public init(_ arguments: [String], valued: Set<String>, flags allowedFlags: Set<String> = []) throws {
         var index = 0
         while index < arguments.count {
             let argument = arguments[index]
@@ -40,16 +40,16 @@ struct CommandOptions {
         }
     }
 
-    func string(_ name: String) -> String? { values[name]?.last }
+    public func string(_ name: String) -> String? { values[name]?.last }
 
-    func int(_ name: String) throws -> Int? {
+    public func int(_ name: String) throws -> Int? {
         guard let text = string(name) else { return nil }
         guard let value = Int(text) else { throw UsageError("\(name) expects a number, got '\(text)'") }
         return value
     }
 
     /// Kafka properties: environment, then `--brokers`, then `--kafka key=value`.
-    func kafkaConfiguration(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> KafkaConfiguration {
+    public func kafkaConfiguration(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> KafkaConfiguration {
         var configuration = KafkaConfiguration.fromEnvironment(environment)
         if let brokers = string("--brokers") { configuration.bootstrapServers = brokers }
         try configuration.apply(settings: values["--kafka"] ?? [])
@@ -61,14 +61,20 @@ struct CommandOptions {
 }
 
 /// The text of a command's input: a file, or standard input for `-`.
-func readCommandInput(_ path: String) throws -> String {
+public func readCommandInput(_ path: String) throws -> String {
     guard let text = String(data: try readCommandInputBytes(path), encoding: .utf8) else { throw UsageError("input is not UTF-8") }
     return text
 }
 
 /// The bytes of `path`, or of standard input for `-`.
-func readCommandInputBytes(_ path: String) throws -> Data {
+public func readCommandInputBytes(_ path: String) throws -> Data {
     if path == "-" { return FileHandle.standardInput.readDataToEndOfFile() }
     guard let contents = FileManager.default.contents(atPath: path) else { throw UsageError("cannot read \(path)") }
     return contents
+}
+
+/// A command line that does not say what the command needs: reported with the usage, exit status 2.
+public struct UsageError: Error {
+    public let message: String
+    public init(_ message: String) { self.message = message }
 }

@@ -1,0 +1,60 @@
+import CommandLineOptions
+import Crypto
+import Foundation
+import Kafka
+import StoreVerification
+
+/// `iap-harness`: the pipeline run end to end on stand-ins — demo, benchmark, chaos — for developers and CI. Not part
+/// of the production image: it signs Apple-shaped test data with a CA of its own (`StoreFixtures`).
+enum Harness {
+    static let usage = """
+        usage: iap-harness <command> [options]
+
+        commands:
+          demo [--brokers HOST:PORT] [--store URL] [--purchases N] [--users N] [--kill-workers] [--json]
+                                        run the four workers on signed purchases and check the books
+          bench [--store URL] [--purchases N] [--users N] [--rate R] [--latency-seconds S] [--partitions P] [--json]
+                                        end-to-end purchases/s, latency p50/p99 at a fixed rate, hop efficiency
+                                        against raw librdkafka, per-stage rates and peak RSS of the workers
+          bench verify [--seconds N | --lines N] [--json]
+                                        signed-transaction verifications/s beside raw OpenSSL ECDSA verify/s
+          chaos --store URL [--purchases N] [--users N] [--kills-per-worker K] [--store-down CMD --store-up CMD]
+                [--outage-seconds S] [--timeout S] [--json]
+                                        the four workers killed (SIGKILL) and restarted at random, the store taken
+                                        down once, then the invariants against the input; exit 0 only without a violation
+
+        Kafka settings: KAFKA_BOOTSTRAP_SERVERS and any KAFKA_<PROPERTY> environment variable
+        (dots as underscores), overridden by --brokers and --kafka key=value.
+        """
+
+    static func main(_ arguments: [String]) async -> Int32 {
+        do {
+            try KafkaLibrary.requireSupportedVersion()
+            guard let command = arguments.first else {
+                print(usage)
+                return 2
+            }
+            let rest = Array(arguments.dropFirst())
+            switch command {
+            case "demo":
+                return try await DemoCommand.run(rest)
+            case "chaos":
+                return try await ChaosCommand.run(rest)
+            case "bench":
+                if rest.first == "verify" { return try BenchVerifyCommand.run(Array(rest.dropFirst())) }
+                return try await BenchPipelineCommand.run(rest)
+            case "help", "--help", "-h":
+                print(usage)
+                return 0
+            default:
+                throw UsageError("unknown command '\(command)'")
+            }
+        } catch let error as UsageError {
+            FileHandle.standardError.write(Data("iap-harness: \(error.message)\n\n\(usage)\n".utf8))
+            return 2
+        } catch {
+            FileHandle.standardError.write(Data("iap-harness: \(error)\n".utf8))
+            return error is VerifierConfigurationError || error is CryptoError ? 2 : 1
+        }
+    }
+}
