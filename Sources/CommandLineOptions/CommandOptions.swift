@@ -78,3 +78,28 @@ public struct UsageError: Error {
     public let message: String
     public init(_ message: String) { self.message = message }
 }
+
+/// Runs one invocation of a command-line tool: its usage (status 2) without a command, or 0 for `help`; else the status
+/// `command` answers for the command and the rest of the arguments. An error becomes a line on standard error, with the
+/// usage and status 2 for a `UsageError` or an error `isUsageError` says is the caller's, else status 1.
+public func runTool(_ name: String, usage: String, arguments: [String], isUsageError: (any Error) -> Bool = { _ in false },
+                    _ command: (_ name: String, _ rest: [String]) async throws -> Int32) async -> Int32 {
+    do {
+        try KafkaLibrary.requireSupportedVersion()
+        guard let first = arguments.first else {
+            print(usage)
+            return 2
+        }
+        if ["help", "--help", "-h"].contains(first) {
+            print(usage)
+            return 0
+        }
+        return try await command(first, Array(arguments.dropFirst()))
+    } catch let error as UsageError {
+        FileHandle.standardError.write(Data("\(name): \(error.message)\n\n\(usage)\n".utf8))
+        return 2
+    } catch {
+        FileHandle.standardError.write(Data("\(name): \(error)\n".utf8))
+        return isUsageError(error) ? 2 : 1
+    }
+}

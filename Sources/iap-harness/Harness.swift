@@ -1,7 +1,6 @@
 import CommandLineOptions
 import Crypto
 import Foundation
-import Kafka
 import StoreVerification
 
 /// `iap-harness`: the pipeline run end to end on stand-ins — demo, benchmark, chaos — for developers and CI. Not part
@@ -28,13 +27,8 @@ enum Harness {
         """
 
     static func main(_ arguments: [String]) async -> Int32 {
-        do {
-            try KafkaLibrary.requireSupportedVersion()
-            guard let command = arguments.first else {
-                print(usage)
-                return 2
-            }
-            let rest = Array(arguments.dropFirst())
+        // A verifier that cannot be configured, or a root certificate that cannot be read, is a usage error.
+        await runTool("iap-harness", usage: usage, arguments: arguments, isUsageError: { $0 is VerifierConfigurationError || $0 is CryptoError }) { command, rest in
             switch command {
             case "demo":
                 return try await DemoCommand.run(rest)
@@ -43,18 +37,9 @@ enum Harness {
             case "bench":
                 if rest.first == "verify" { return try BenchVerifyCommand.run(Array(rest.dropFirst())) }
                 return try await BenchPipelineCommand.run(rest)
-            case "help", "--help", "-h":
-                print(usage)
-                return 0
             default:
                 throw UsageError("unknown command '\(command)'")
             }
-        } catch let error as UsageError {
-            FileHandle.standardError.write(Data("iap-harness: \(error.message)\n\n\(usage)\n".utf8))
-            return 2
-        } catch {
-            FileHandle.standardError.write(Data("iap-harness: \(error)\n".utf8))
-            return error is VerifierConfigurationError || error is CryptoError ? 2 : 1
         }
     }
 }

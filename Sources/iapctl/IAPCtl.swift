@@ -1,7 +1,6 @@
 import CommandLineOptions
 import Crypto
 import Foundation
-import Kafka
 import PurchaseDomain
 import StoreVerification
 
@@ -41,13 +40,8 @@ enum IAPCtl {
         """
 
     static func main(_ arguments: [String]) async -> Int32 {
-        do {
-            try KafkaLibrary.requireSupportedVersion()
-            guard let command = arguments.first else {
-                print(usage)
-                return 2
-            }
-            let rest = Array(arguments.dropFirst())
+        // A verifier that cannot be configured, or a root certificate that cannot be read, is a usage error.
+        await runTool("iapctl", usage: usage, arguments: arguments, isUsageError: { $0 is VerifierConfigurationError || $0 is CryptoError }) { command, rest in
             switch command {
             case "version":
                 print(VersionReport.current().text)
@@ -75,19 +69,9 @@ enum IAPCtl {
                 return 0
             case "dlq":
                 return try await DeadLetterCommand.run(rest)
-            case "help", "--help", "-h":
-                print(usage)
-                return 0
             default:
                 throw UsageError("unknown command '\(command)'")
             }
-        } catch let error as UsageError {
-            FileHandle.standardError.write(Data("iapctl: \(error.message)\n\n\(usage)\n".utf8))
-            return 2
-        } catch {
-            FileHandle.standardError.write(Data("iapctl: \(error)\n".utf8))
-            // A verifier that cannot be configured, or a root certificate that cannot be read, is a usage error.
-            return error is VerifierConfigurationError || error is CryptoError ? 2 : 1
         }
     }
 }

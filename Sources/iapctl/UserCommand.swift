@@ -15,7 +15,12 @@ enum UserCommand {
                 guard let contents = SharedSecret.read(file: path) else { throw UsageError("--read-secret-file: cannot read \(path)") }
                 return contents
             }
-            let (status, body) = try await UserHoldingsAPI.fetch(userId, ingest: ingest, secret: secret)
+            let status: Int, body: Data
+            do {
+                (status, body) = try await UserHoldingsAPI.fetch(userId, ingest: ingest, secret: secret)
+            } catch let error as URLError where error.code == .badURL {
+                throw UsageError("--ingest: not a URL: \(ingest)")
+            }
             print(String(decoding: body, as: UTF8.self))
             return status == 200 ? 0 : 1
         }
