@@ -114,8 +114,9 @@ private struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
         try ValueDecoder(value: member(key), parentPath: codingPath, key: key).unkeyedContainer()
     }
+    /// The member `super`, where `superEncoder()` puts what a superclass encodes (as Foundation does).
     func superDecoder() throws -> any Decoder {
-        ValueDecoder(value: .object(members), parentPath: codingPath, key: nil)
+        ValueDecoder(value: members["super"] ?? .null, parentPath: codingPath, key: JSONValueDecoding.NameKey("super"))
     }
     func superDecoder(forKey key: Key) throws -> any Decoder {
         ValueDecoder(value: members[key.stringValue] ?? .null, parentPath: codingPath, key: key)
@@ -179,6 +180,14 @@ enum JSONValueDecoding {
         init(_ index: Int) { (intValue, stringValue) = (index, "Index \(index)") }
         init?(stringValue: String) { nil }
         init?(intValue: Int) { self.init(intValue) }
+    }
+
+    struct NameKey: CodingKey {
+        let stringValue: String
+        var intValue: Int? { nil }
+        init(_ name: String) { stringValue = name }
+        init?(stringValue: String) { self.init(stringValue) }
+        init?(intValue: Int) { nil }
     }
 
     static func bool(_ value: JSONValue, _ path: [any CodingKey]) throws -> Bool {

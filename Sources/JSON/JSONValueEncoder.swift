@@ -156,7 +156,7 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
         node.setNested(key.stringValue, child)
         return ValueEncoder(node: child, codingPath: path(key)).unkeyedContainer()
     }
-    mutating func superEncoder() -> any Encoder { superEncoder(key: "super", path: codingPath) }
+    mutating func superEncoder() -> any Encoder { superEncoder(key: "super", path: codingPath + [JSONValueDecoding.NameKey("super")]) }
     mutating func superEncoder(forKey key: Key) -> any Encoder { superEncoder(key: key.stringValue, path: path(key)) }
     private func superEncoder(key: String, path: [any CodingKey]) -> any Encoder {
         let child = EncodedNode()

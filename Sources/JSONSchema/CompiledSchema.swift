@@ -103,9 +103,8 @@ struct CompiledSchemas: Sendable {
     /// Compiles `schemas` (checked already, see `JSONSchemaRegistry.check`), keyed by `$id`.
     init(_ schemas: [String: JSONValue], patterns: [String: NSRegularExpression]) {
         var compiler = Compiler(schemas: schemas, patterns: patterns)
-        for id in schemas.keys.sorted() {
-            if let target = compiler.target(reference: id, rootID: id) { roots[id] = compiler.node(for: target) }
-        }
+        // By the id itself (an id may hold a `#`), under the key a `$ref` to the whole document resolves to.
+        for (id, schema) in schemas.sorted(by: { $0.key < $1.key }) { roots[id] = compiler.node(for: (id + "#", schema, id)) }
         nodes = compiler.nodes.map(SchemaNode.init)
     }
 

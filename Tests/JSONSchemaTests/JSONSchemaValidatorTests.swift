@@ -84,6 +84,10 @@ import Testing
                 : .object(["name": .string("n"), "children": .array([.object(["name": .string("x")]), node(depth - 1, leafName: leafName)])])
         }
         #expect(tree.validate(node(20, leafName: "leaf"), against: "urn:test:tree:1").isEmpty)
+        // A schema is found by its id as written, `#` and all.
+        let hashed = try JSONSchemaRegistry(schemas: [Self.json(#"{"$id":"urn:test:hashed:1#","type":"string"}"#)])
+        #expect(hashed.validate(.string("x"), against: "urn:test:hashed:1#").isEmpty)
+        #expect(hashed.validate(.integer(1), against: "urn:test:hashed:1#").map(\.description) == ["/: expected string, found integer"])
         let deep = tree.validate(node(3, leafName: "Leaf"), against: "urn:test:tree:1").map(\.description)
         #expect(deep == ["/children/1/children/1/children/1/name: does not match ^[a-z]+$"])
         let several = violations {

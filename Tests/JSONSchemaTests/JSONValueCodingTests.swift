@@ -73,6 +73,37 @@ struct JSONValueCodingTests {
         #expect(error({ $0["count"] = .number(7) }) == nil, "an integral number is an integer")
     }
 
+    class Base: Codable, @unchecked Sendable { // @unchecked: immutable after init, only read by the test that made it
+        let name: String
+        init(name: String) { self.name = name }
+    }
+    final class Derived: Base, @unchecked Sendable { // @unchecked: as Base
+        let level: Int
+        enum CodingKeys: String, CodingKey { case level }
+        init(name: String, level: Int) {
+            self.level = level
+            super.init(name: name)
+        }
+        required init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            level = try container.decode(Int.self, forKey: .level)
+            try super.init(from: container.superDecoder())
+        }
+        override func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(level, forKey: .level)
+            try super.encode(to: container.superEncoder())
+        }
+    }
+
+    /// A subclass's superclass part goes under `super`, as Foundation puts it, and comes back from there.
+    @Test func aSuperclassIsEncodedUnderSuperAndReadBackFromIt() throws {
+        let value = try JSONValueEncoder().encode(Derived(name: "n", level: 3))
+        #expect(value == .object(["level": .integer(3), "super": .object(["name": .string("n")])]))
+        let decoded = try JSONValueDecoder().decode(Derived.self, from: value)
+        #expect(decoded.name == "n" && decoded.level == 3)
+    }
+
     @Test func valuesJSONCannotHoldAreRefused() {
         #expect(throws: EncodingError.self) { try JSONValueEncoder().encode([Double.nan]) }
         #expect(throws: EncodingError.self) { try JSONValueEncoder().encode(["big": UInt64.max]) }
