@@ -114,8 +114,7 @@ public final class IngestAPI: Sendable {
         // What a client cannot know or need not say: filled in here, then the whole checked against the schema.
         if body["submittedAt"] == nil { body["submittedAt"] = .string(RFC3339.format(Date())) }
         if body["source"] == nil { body["source"] = .string(SubmissionSource.client.rawValue) }
-        let encoded = Data(JSONValue.object(body).serialized)
-        switch publisher.codec.decodeBody(encoded, as: PurchaseSubmitted.self) {
+        switch publisher.codec.decode(JSONValue.object(body), as: PurchaseSubmitted.self) {
         case .failure(let invalid): return Self.error(400, invalid.reason, invalid.detail)
         case .success(let submission): return await publish(submission, status: 202)
         }

@@ -100,6 +100,11 @@ public struct EventCodec: Sendable {
         case .success(let parsed): json = parsed
         case .failure(let error): return .failure(Invalid(reason: error.reason, detail: "value: \(error)"))
         }
+        return decode(json, as: Event.self)
+    }
+
+    /// Validates a parsed body against `Event`'s schema, then decodes the typed model from it.
+    public func decode<Event: PipelineEvent>(_ json: JSONValue, as: Event.Type) -> Result<Event, Invalid> {
         let violations = schemas.validate(json, against: Event.type.schemaID)
         guard violations.isEmpty else {
             return .failure(Invalid(reason: "schemaViolation", detail: violations.prefix(5).map(\.description).joined(separator: "; ")))
