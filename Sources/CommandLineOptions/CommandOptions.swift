@@ -48,6 +48,12 @@ public struct CommandOptions {
         return value
     }
 
+    /// What a tool's usage says of `kafkaConfiguration`.
+    public static let kafkaSettingsHelp = """
+        Kafka settings: KAFKA_BOOTSTRAP_SERVERS and any KAFKA_<PROPERTY> environment variable
+        (dots as underscores), overridden by --brokers and --kafka key=value.
+        """
+
     /// Kafka properties: environment, then `--brokers`, then `--kafka key=value`.
     public func kafkaConfiguration(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> KafkaConfiguration {
         var configuration = KafkaConfiguration.fromEnvironment(environment)

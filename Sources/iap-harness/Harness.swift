@@ -22,8 +22,7 @@ enum Harness {
                                         the four workers killed (SIGKILL) and restarted at random, the store taken
                                         down once, then the invariants against the input; exit 0 only without a violation
 
-        Kafka settings: KAFKA_BOOTSTRAP_SERVERS and any KAFKA_<PROPERTY> environment variable
-        (dots as underscores), overridden by --brokers and --kafka key=value.
+        \(CommandOptions.kafkaSettingsHelp)
         """
 
     static func main(_ arguments: [String]) async -> Int32 {

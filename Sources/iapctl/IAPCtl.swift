@@ -35,8 +35,7 @@ enum IAPCtl {
 
         The demo, the benchmarks and the chaos run are `iap-harness`'s (not in the production image).
 
-        Kafka settings: KAFKA_BOOTSTRAP_SERVERS and any KAFKA_<PROPERTY> environment variable
-        (dots as underscores), overridden by --brokers and --kafka key=value.
+        \(CommandOptions.kafkaSettingsHelp)
         """
 
     static func main(_ arguments: [String]) async -> Int32 {

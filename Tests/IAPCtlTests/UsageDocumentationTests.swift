@@ -24,14 +24,18 @@ import TestSupport
     static func invocations(of tool: String, in readme: String) -> Set<String> {
         var found: Set<String> = []
         for line in readme.components(separatedBy: "\n") {
-            for marker in ["`\(tool) ", "$ \(tool) ", "/\(tool) "] + (line.hasPrefix("\(tool) ") ? [""] : []) {
+            // What follows each place the tool is invoked from.
+            var invoked: [Substring] = line.hasPrefix("\(tool) ") ? [line.dropFirst(tool.count + 1)] : []
+            for marker in ["`", "$ ", "/"] {
                 var rest = Substring(line)
-                while let range = rest.range(of: marker.isEmpty ? "\(tool) " : marker) {
+                while let range = rest.range(of: marker + tool + " ") {
                     rest = rest[range.upperBound...]
-                    let word = rest.prefix { $0.isLetter || $0 == "-" }
-                    if !word.isEmpty { found.insert(String(word)) }
-                    if marker.isEmpty { break }
+                    invoked.append(rest)
                 }
+            }
+            for arguments in invoked {
+                let word = arguments.prefix { $0.isLetter || $0 == "-" }
+                if !word.isEmpty { found.insert(String(word)) }
             }
         }
         return found
