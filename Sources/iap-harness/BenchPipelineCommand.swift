@@ -206,21 +206,6 @@ enum BenchPipelineCommand {
         return kilobytes / 1024
     }
 
-    /// The port a worker logged in its `http endpoints` line.
-    static func httpPort(logFile: URL) async throws -> Int {
-        let deadline = Date().addingTimeInterval(60)
-        while Date() < deadline {
-            let text = (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" // not written yet: keep waiting
-            // The last: a worker restarted after a kill appends to its predecessor's log.
-            if let line = text.split(separator: "\n").last(where: { $0.contains("\"http endpoints\"") }),
-               let port = JSONValue.parse(Array(line.utf8))?.objectValue?["port"]?.int64Value {
-                return Int(port)
-            }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        throw UsageError("\(logFile.lastPathComponent) did not report its HTTP port (log level info or lower)")
-    }
-
     static func httpGet(port: Int, path: String) async -> (status: Int, body: String) {
         guard let (data, response) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)\(path)")!) else { return (0, "") }
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))

@@ -95,7 +95,7 @@ struct ReplicaPlan {
     }
 
     private mutating func record(_ stage: String, replica: Int, workers: DemoWorkers) async {
-        guard let port = try? await BenchPipelineCommand.httpPort(logFile: workers.logFile(of: stage, replica: replica)) else { return }
+        guard let port = try? await workers.port(of: stage, replica: replica) else { return }
         let metrics = await BenchPipelineCommand.httpGet(port: port, path: "/metrics")
         guard metrics.status == 200 else { return }
         let lines = metrics.body.split(separator: "\n")

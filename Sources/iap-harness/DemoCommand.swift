@@ -137,7 +137,7 @@ enum DemoCommand {
             for result in await producer.send(contentsOf: try events.map { try codec.message($0, time: Date()) }) { _ = try result.get() }
         }, say: say)
         let secondAct = Date().timeIntervalSince(started) - elapsed
-        let ingest = "http://127.0.0.1:\(try await BenchPipelineCommand.httpPort(logFile: workers.logFile(of: "iap-ingest")))"
+        let ingest = "http://127.0.0.1:\(try await workers.port(of: "iap-ingest"))"
         let expected = purchases.expectedHoldings(refunded: refund.transactionId).merging(types.expected) { _, story in story }
         books.violations += try await DemoProductTypes.holdingsViolations(expected, ingest: ingest, secret: readSecret)
         let audit = try await store.audit()

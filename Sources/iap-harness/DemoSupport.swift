@@ -34,6 +34,26 @@ final class DemoWorkers: @unchecked Sendable {
         directory.appendingPathComponent(replica == 1 ? "\(name).log" : "\(name)-\(replica).log")
     }
 
+    /// Where replica `replica` of `name` writes the ports it listens on (`IAP_HTTP_PORT_FILE`).
+    func portFile(of name: String, replica: Int = 1) -> URL {
+        directory.appendingPathComponent(replica == 1 ? "\(name).ports.json" : "\(name)-\(replica).ports.json")
+    }
+
+    /// The HTTP port of replica `replica` of `name` (or of its operations endpoints, `"operations"`), once it listens.
+    func port(of name: String, replica: Int = 1, endpoints: String = "http") async throws -> Int {
+        let file = portFile(of: name, replica: replica)
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            // Not written yet (it is written whole, by a rename): keep waiting.
+            if let data = try? Data(contentsOf: file), let ports = JSONValue.parse(Array(data))?.objectValue {
+                guard let port = ports[endpoints]?.int64Value else { throw UsageError("\(file.lastPathComponent) names no \(endpoints) port") }
+                return Int(port)
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw UsageError("\(name) did not write \(file.lastPathComponent) within 60 s (its log: \(logFile(of: name, replica: replica).path))")
+    }
+
     /// The replicas of `name` running now.
     func replicas(of name: String) -> [Int] { processes.filter { $0.name == name && $0.process.isRunning }.map(\.replica) }
 
@@ -68,7 +88,10 @@ final class DemoWorkers: @unchecked Sendable {
             process.executableURL = executable
             process.arguments = arguments
         }
-        process.environment = environment
+        // A restarted worker writes its new port; the file of the one before it goes first.
+        let ports = portFile(of: name, replica: replica)
+        try? FileManager.default.removeItem(at: ports) // absent at the first start
+        process.environment = environment.merging(["IAP_HTTP_PORT_FILE": ports.path]) { _, file in file }
         let log = logFile(of: name, replica: replica)
         // Appended to: a restarted worker's log follows its predecessor's.
         guard FileManager.default.fileExists(atPath: log.path) || FileManager.default.createFile(atPath: log.path, contents: nil) else {

@@ -7,7 +7,7 @@ import StoreFixtures
 extension DemoWorkers {
     /// The workers as `bench` and `chaos` run them: trusting `pki`'s root, granting from `catalog` (JSON text),
     /// finishing App Store purchases through a stand-in App Store Server API at `apiURL` (with a key made now),
-    /// their HTTP endpoints on free loopback ports, logging at info (the port is read from the log).
+    /// their HTTP endpoints on free loopback ports, logging at info.
     static func withStandInAppStore(directory: URL, kafka: KafkaConfiguration, storeURL: String, prefix: String, pki: TestPKI,
                                     schemas: JSONSchemaRegistry, catalog: String, apiURL: String,
                                     environment extra: [String: String] = [:]) throws -> DemoWorkers {
@@ -26,11 +26,11 @@ extension DemoWorkers {
         ].merging(extra) { _, new in new })
     }
 
-    /// Reads each of `names`' HTTP port from its log and waits until all answer `/readyz` and `also` returns nil
+    /// Reads each of `names`' HTTP port from its port file and waits until all answer `/readyz` and `also` returns nil
     /// (else what it still waits for). Returns the ports.
     func waitUntilReady(_ names: [String], say: (String) -> Void, also: () -> String?) async throws -> [String: Int] {
         var ports: [String: Int] = [:]
-        for name in names { ports[name] = try await BenchPipelineCommand.httpPort(logFile: logFile(of: name)) }
+        for name in names { ports[name] = try await port(of: name) }
         try await DemoCommand.waitFor(say, "workers ready", timeout: 120) {
             for (name, port) in ports where await BenchPipelineCommand.httpGet(port: port, path: "/readyz").status != 200 { return "\(name) not ready" }
             return also()

@@ -124,9 +124,7 @@ struct IngestTests {
     /// not. A notification larger than the verifier accepts is refused at the door.
     @Test func theOperationsPortKeepsReasonsAndMetricsOffThePublicPort() async throws {
         let ingest = try await Running(brokers: "127.0.0.1:1", ["--ops-port", "0"])
-        let line = try await ingest.process.waitForLog("\"operations endpoints\"")
-        let ops = try #require(JSONValue.parse(Array(line.utf8))?.objectValue?["port"]?.int64Value)
-        let operations = "http://127.0.0.1:\(ops)"
+        let operations = "http://127.0.0.1:\(try await ingest.process.operationsPort())"
         let publicReady = try await httpRequest(ingest.base + "/readyz")
         #expect(publicReady.status == 503 && publicReady.body == "not ready\n", "no internal reasons on the public port: \(publicReady.body)")
         let opsReady = try await httpRequest(operations + "/readyz")

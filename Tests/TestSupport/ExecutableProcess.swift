@@ -16,9 +16,12 @@ public final class ExecutableProcess {
     /// `.build/debug/<name>`.
     public static func binary(_ name: String) -> URL { TestServices.packageRoot.appendingPathComponent(".build/debug/\(name)") }
 
+    /// Where the executable writes the ports it listens on (`IAP_HTTP_PORT_FILE`).
+    private let portFile = FileManager.default.temporaryDirectory.appendingPathComponent("iap-ports-\(UUID().uuidString).json")
+
     public init(_ name: String, _ arguments: [String], environment: [String: String] = [:]) throws {
         let pipe = Pipe()
-        process = try ChildProcess(Self.binary(name).path, arguments, environment: environment,
+        process = try ChildProcess(Self.binary(name).path, arguments, environment: ["IAP_HTTP_PORT_FILE": portFile.path].merging(environment) { _, given in given },
                                    standardError: pipe.fileHandleForWriting.fileDescriptor)
         try pipe.fileHandleForWriting.close()
         self.name = name
@@ -55,11 +58,21 @@ public final class ExecutableProcess {
         return found
     }
 
-    /// The port from the `http endpoints` log line.
-    public func httpPort() async throws -> Int {
-        let line = try await waitForLog("\"http endpoints\"")
-        guard let data = line.data(using: .utf8), let object = try JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let port = object["port"] as? Int else { throw ProcessExited(log: log, status: -1) }
+    /// The port of the HTTP endpoints, from the port file the executable writes once listening.
+    public func httpPort() async throws -> Int { try await port("http") }
+
+    /// The port of the operations endpoints (`--ops-port`), from the same file.
+    public func operationsPort() async throws -> Int { try await port("operations") }
+
+    private func port(_ name: String) async throws -> Int {
+        var port: Int?
+        try await waitUntil("\(self.name) writes its \(name) port to \(portFile.lastPathComponent)") {
+            let ports = (try? Data(contentsOf: portFile)) // not written yet: keep waiting
+                .flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] }
+            port = ports?[name] as? Int
+            return port != nil || ports != nil || !process.isRunning
+        }
+        guard let port else { throw ProcessExited(log: log, status: process.isRunning ? -1 : process.terminationStatus) }
         return port
     }
 
@@ -71,7 +84,10 @@ public final class ExecutableProcess {
         return process.terminationStatus
     }
 
-    deinit { process.signal(SIGKILL) }
+    deinit {
+        process.signal(SIGKILL)
+        try? FileManager.default.removeItem(at: portFile) // gone already when it never listened
+    }
 
     public struct ProcessExited: Error, CustomStringConvertible {
         public let log: [String]
