@@ -4,34 +4,55 @@ import HTTPServer
 import JSON
 import Synchronization
 
-/// The App Store Server API as tests and the operator's harness play it, over real HTTP: every request must
-/// carry a bearer token that the developer key signed (ES256) with the claims Apple documents (`kid`,
+/// The App Store Server API as tests and the harness play it, over real HTTP with kept-alive connections: every
+/// request must carry a bearer token that the developer key signed (ES256) with the claims Apple documents (`kid`,
 /// `aud: appstoreconnect-v1`, `bid`, `iss`, at most an hour between `iat` and `exp`), else 401.
-/// - `POST /inApps/v1/transactions/{transactionId}/finish` → 200, recorded.
+/// - `POST /inApps/v1/transactions/{transactionId}/finish` → 200, recorded with the time it arrived.
 /// - `PUT /inApps/v2/transactions/consumption/{transactionId}` with a `ConsumptionRequest` checked as Apple
 ///   documents it → 202, recorded; else 400 with Apple's `errorCode` (none when malformed).
-/// `failWith` answers every authenticated request with that status instead (404: `TransactionIdNotFoundError`).
+/// Errors are injected on demand (`fail`): authenticated requests are then answered with that status and Apple's
+/// error code for it, and `Retry-After` when given.
 public final class AppStoreServerAPIStandIn: Sendable {
     public let server: HTTPServer
     private let recorder = Recorder()
 
+    /// What authenticated requests are answered with instead, and how many more times (nil: until `fail(nil)`).
+    public struct Failure: Sendable {
+        public var status: Int
+        public var remaining: Int?
+        public var retryAfterSeconds: Int?
+
+        public init(status: Int, times: Int? = nil, retryAfterSeconds: Int? = nil) {
+            self.status = status
+            remaining = times
+            self.retryAfterSeconds = retryAfterSeconds
+        }
+    }
+
     struct State {
         var finished: [String] = []
+        var finishTimes: [String: [Date]] = [:]
         var consumptions: [(transactionId: String, body: [String: JSONValue])] = []
         var lastClaims: [String: JSONValue] = [:]
         var requests: [String] = []
+        var failure: Failure?
+        /// Tokens whose signature and claims were checked, with their claims: a client signs one token and sends it
+        /// with many requests, and checking it once keeps the stand-in's cost out of what benchmarks measure.
+        var acceptedTokens: [Substring: [String: JSONValue]] = [:]
     }
 
     /// What the server saw; the handler records into it before `self` exists.
     final class Recorder: Sendable {
         private let state = Mutex(State())
-        func update(_ body: (inout State) -> Void) { state.withLock { body(&$0) } }
+        func update<T>(_ body: (inout State) -> T) -> T { state.withLock { body(&$0) } }
         func read<T>(_ body: (State) -> T) -> T { state.withLock { body($0) } }
     }
 
     public var baseURL: URL { URL(string: "http://127.0.0.1:\(server.port)")! }
-    /// Transaction ids finished, in order.
+    /// Transaction ids finished, in order (a repeated call again).
     public var finished: [String] { recorder.read(\.finished) }
+    /// When each transaction's Finish Transaction calls arrived, by transaction id.
+    public var finishTimes: [String: [Date]] { recorder.read(\.finishTimes) }
     /// Consumption information accepted, in order.
     public var consumptions: [(transactionId: String, body: [String: JSONValue])] { recorder.read(\.consumptions) }
     /// Every authenticated request, as `METHOD path`, whatever its answer.
@@ -39,20 +60,35 @@ public final class AppStoreServerAPIStandIn: Sendable {
     /// The claims of the last token accepted.
     public var lastClaims: [String: JSONValue] { recorder.read(\.lastClaims) }
 
+    /// Answers authenticated requests with `failure` from now on (nil: as documented again).
+    public func fail(_ failure: Failure?) { recorder.update { $0.failure = failure } }
+
+    /// - Parameters:
+    ///   - publicKey, keyId, issuerId, bundleId: the developer key's public half and the claims its tokens must carry.
+    ///   - failWith: a status every authenticated request is answered with (as `fail(.init(status:))`).
     public init(publicKey: PublicKey, keyId: String, issuerId: String, bundleId: String, failWith: Int? = nil,
                 configuration: HTTPServer.Configuration = .init()) throws {
         let recorder = self.recorder
+        recorder.update { $0.failure = failWith.map { Failure(status: $0) } }
         server = try HTTPServer(configuration: configuration, synchronousHandler: { request in
-            guard let claims = Self.claims(request, publicKey: publicKey, keyId: keyId, issuerId: issuerId, bundleId: bundleId) else {
+            let token = request.header("authorization").flatMap { $0.hasPrefix("Bearer ") ? $0.dropFirst(7) : nil }
+            let known = token.flatMap { token in recorder.read { $0.acceptedTokens[token] } }
+            guard let token, let claims = known ?? Self.claims(token, publicKey: publicKey, keyId: keyId, issuerId: issuerId, bundleId: bundleId) else {
                 return HTTPResponse(status: 401, contentType: "application/json", body: #"{"errorCode":4010000,"errorMessage":"Unauthenticated"}"#)
             }
-            recorder.update {
-                $0.lastClaims = claims
-                $0.requests.append("\(request.method) \(request.path)")
+            let failure = recorder.update { state -> Failure? in
+                if known == nil {
+                    if state.acceptedTokens.count >= 64 { state.acceptedTokens.removeAll() } // a client makes a new one an hour at most
+                    state.acceptedTokens[token] = claims
+                }
+                state.lastClaims = claims
+                state.requests.append("\(request.method) \(request.path)")
+                guard let failure = state.failure else { return nil }
+                if let remaining = failure.remaining { state.failure = remaining > 1 ? Failure(status: failure.status, times: remaining - 1,
+                                                                                              retryAfterSeconds: failure.retryAfterSeconds) : nil }
+                return failure
             }
-            if let status = failWith {
-                return HTTPResponse(status: status, contentType: "application/json", body: #"{"errorCode":4040010,"errorMessage":"Transaction id not found."}"#)
-            }
+            if let failure { return Self.answer(failure) }
             let path = request.path.split(separator: "/").map(String.init)
             if request.method == "PUT", path.count == 5, path[0] == "inApps", path[1] == "v2", path[2] == "transactions", path[3] == "consumption" {
                 let (status, errorCode) = Self.checkConsumption(request)
@@ -66,15 +102,32 @@ public final class AppStoreServerAPIStandIn: Sendable {
             guard request.method == "POST", path.count == 5, path[0] == "inApps", path[1] == "v1", path[2] == "transactions", path[4] == "finish" else {
                 return HTTPResponse(status: 404)
             }
-            recorder.update { $0.finished.append(path[3]) }
+            let now = Date()
+            recorder.update {
+                $0.finished.append(path[3])
+                $0.finishTimes[path[3], default: []].append(now)
+            }
             return HTTPResponse(status: 200)
         })
     }
 
-    /// The token's claims when the developer key signed it and they are what Apple requires; else nil.
-    static func claims(_ request: HTTPRequest, publicKey: PublicKey, keyId: String, issuerId: String, bundleId: String) -> [String: JSONValue]? {
-        guard let auth = request.header("authorization"), auth.hasPrefix("Bearer ") else { return nil }
-        let parts = auth.dropFirst(7).split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+    /// An injected failure as the App Store answers it: its error code for the status (Apple's
+    /// `TransactionIdNotFoundError`, `RateLimitExceededError`, `GeneralInternalError`, `GeneralInternalRetryableError`).
+    static func answer(_ failure: Failure) -> HTTPResponse {
+        let (code, message) = switch failure.status {
+        case 404: (4040010, "Transaction id not found.")
+        case 429: (4290000, "Rate limit exceeded.")
+        case 503: (5000001, "An unknown retryable error occurred. Please try again.")
+        default: (5000000, "An unknown error occurred.")
+        }
+        var headers = ["Content-Type": "application/json"]
+        if let seconds = failure.retryAfterSeconds { headers["Retry-After"] = String(seconds) }
+        return HTTPResponse(status: failure.status, headers: headers, body: Data(#"{"errorCode":\#(code),"errorMessage":"\#(message)"}"#.utf8))
+    }
+
+    /// A bearer token's claims when the developer key signed it and they are what Apple requires; else nil.
+    static func claims(_ token: Substring, publicKey: PublicKey, keyId: String, issuerId: String, bundleId: String) -> [String: JSONValue]? {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
         guard parts.count == 3, let signature = Base64URL.decode(parts[2]),
               publicKey.verifyES256(message: Data("\(parts[0]).\(parts[1])".utf8), rawSignature: signature),
               let header = Base64URL.decode(parts[0]).flatMap({ JSONValue.parse(Array($0))?.objectValue }),

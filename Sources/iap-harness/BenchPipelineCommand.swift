@@ -67,18 +67,11 @@ enum BenchPipelineCommand {
         let raw = try await rawPassthrough(kafka: kafka, topic: prefix + "raw", template: messages[0], count: total)
         say(String(format: "raw librdkafka passthrough: %.0f messages/s", raw))
 
-        // The workers, with a stand-in App Store Server API that accepts every Finish Transaction.
-        let finishCalls = Atomic<Int>(0)
-        let api = try HTTPServer(configuration: .init(maxConnections: 512)) { request in
-            guard request.method == "POST", request.path.hasPrefix("/inApps/v1/transactions/"), request.path.hasSuffix("/finish") else {
-                return HTTPResponse(status: 404)
-            }
-            finishCalls.add(1, ordering: .relaxed)
-            return HTTPResponse(status: 200)
-        }
+        // The workers, with the stand-in App Store Server API (every Finish Transaction accepted).
+        let appStore = try StandInAppStore()
         let workers = try DemoWorkers.withStandInAppStore(
             directory: work, kafka: kafka, storeURL: storeURL, prefix: prefix, pki: pki, schemas: schemas,
-            catalog: #"{"products":{"coins.100":{"type":"consumable","currency":"coins","amount":100}}}"#, apiURL: "http://127.0.0.1:\(api.port)")
+            catalog: #"{"products":{"coins.100":{"type":"consumable","currency":"coins","amount":100}}}"#, appStore: appStore)
         defer { workers.stopAll() }
         let stages = ["iap-verifier", "iap-granter", "iap-finisher"]
         for name in stages { try workers.start(name) }
@@ -138,7 +131,7 @@ enum BenchPipelineCommand {
         for name in stages { rss[name] = workers.pid(of: name).flatMap(peakRSSMiB) ?? -1 }
         await producer.shutdown()
         workers.stopAll()
-        api.shutdown()
+        appStore.api.server.shutdown()
 
         let efficiency = endToEnd * 4 / raw
         let report: [String: JSONValue] = [
@@ -152,7 +145,7 @@ enum BenchPipelineCommand {
             "peakRSSMiB": .object(rss.mapValues { .number(($0 * 10).rounded() / 10) }),
             "meanHandlerMilliseconds": .object(handlerMilliseconds.mapValues { .number(($0 * 100).rounded() / 100) }),
             "meanPublishMilliseconds": .object(publishMilliseconds.mapValues { .number(($0 * 100).rounded() / 100) }),
-            "finishTransactionCalls": .integer(Int64(finishCalls.load(ordering: .relaxed))),
+            "finishTransactionCalls": .integer(Int64(appStore.api.finished.count)),
         ]
         let table = [
             ("end-to-end (submitted → finished)", String(format: "%.0f purchases/s over %.1f s", endToEnd, throughputSeconds)),

@@ -59,21 +59,13 @@ enum ChaosCommand {
         say("chaos: \(total) messages (\(input.unique.count) unique valid, \(input.duplicates) duplicates, \(input.forged.count) forged, "
             + "\(input.malformed.count) malformed) for \(users) users; workers \(prefix)*; signed in \(Int(Date().timeIntervalSince(started))) s")
 
-        let finishCalls = Mutex<[String: [Date]]>([:])
-        let api = try HTTPServer(configuration: .init(maxConnections: 512)) { request in
-            let parts = request.path.split(separator: "/")
-            // POST /inApps/v1/transactions/{transactionId}/finish
-            guard request.method == "POST", parts.count == 5, parts[2] == "transactions", parts[4] == "finish" else { return HTTPResponse(status: 404) }
-            let id = String(parts[3])
-            finishCalls.withLock { $0[id, default: []].append(Date()) }
-            return HTTPResponse(status: 200)
-        }
-        defer { api.shutdown() }
+        let appStore = try StandInAppStore()
+        defer { appStore.api.server.shutdown() }
         let workers = try DemoWorkers.withStandInAppStore(
             directory: work, kafka: kafka, storeURL: storeURL, prefix: prefix, pki: pki, schemas: schemas,
             catalog: #"{"products":{"coins.100":{"type":"consumable","currency":"coins","amount":100},"coins.500":{"type":"consumable","currency":"coins","amount":500}}}"#,
             // The workers' own group settings: a killed member's partitions move once its session (10 s) ends.
-            apiURL: "http://127.0.0.1:\(api.port)", environment: ["IAP_SWEEP_INTERVAL": "2"])
+            appStore: appStore, environment: ["IAP_SWEEP_INTERVAL": "2"])
         defer { workers.stopAll() }
         for name in stages { try workers.start(name) }
         let watcher = try ChaosWatcher(kafka: kafka, codec: codec, groupID: prefix + "chaos-watcher")
@@ -151,7 +143,7 @@ enum ChaosCommand {
 
         var books = try await ChaosBooks.check(input: input, seen: watcher.snapshot, audit: try await SQLPurchaseStore(url: storeURL).audit(),
                                                balances: try await userBalances(storeURL: storeURL, input: input),
-                                               finishCalls: finishCalls.withLock { $0 })
+                                               finishCalls: appStore.api.finishTimes)
         books.violations += replicas.violations
         var summary = books.summary(plan: plan, seconds: seconds)
         if case .object(var fields) = summary {

@@ -4,15 +4,29 @@ import JSONSchema
 import Kafka
 import StoreFixtures
 
+/// The App Store Server API the finisher calls in `bench` and `chaos`: the shared stand-in, with the developer key
+/// the workers sign their tokens with.
+struct StandInAppStore {
+    static let keyId = "STANDIN001"
+    let key: PrivateKey
+    let issuerId = UUID().uuidString.lowercased()
+    let api: AppStoreServerAPIStandIn
+
+    init() throws {
+        key = try PrivateKey.generateP256()
+        api = try AppStoreServerAPIStandIn(publicKey: try key.publicKey(), keyId: Self.keyId, issuerId: issuerId, bundleId: DemoCommand.bundleId,
+                                           configuration: .init(maxConnections: 512))
+    }
+}
+
 extension DemoWorkers {
     /// The workers as `bench` and `chaos` run them: trusting `pki`'s root, granting from `catalog` (JSON text),
-    /// finishing App Store purchases through a stand-in App Store Server API at `apiURL` (with a key made now),
-    /// their HTTP endpoints on free loopback ports, logging at info.
+    /// finishing App Store purchases through `appStore`, their HTTP endpoints on free loopback ports, logging at info.
     static func withStandInAppStore(directory: URL, kafka: KafkaConfiguration, storeURL: String, prefix: String, pki: TestPKI,
-                                    schemas: JSONSchemaRegistry, catalog: String, apiURL: String,
+                                    schemas: JSONSchemaRegistry, catalog: String, appStore: StandInAppStore,
                                     environment extra: [String: String] = [:]) throws -> DemoWorkers {
         let keyFile = directory.appendingPathComponent("api-key.p8")
-        try Data(try PrivateKey.generateP256().pemRepresentation().utf8).write(to: keyFile)
+        try Data(try appStore.key.pemRepresentation().utf8).write(to: keyFile)
         let root = directory.appendingPathComponent("root.pem")
         try Data(pki.root.pemRepresentation.utf8).write(to: root)
         let catalogFile = directory.appendingPathComponent("catalog.json")
@@ -21,8 +35,8 @@ extension DemoWorkers {
             "KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrapServers ?? "", "IAP_STORE_URL": storeURL, "IAP_TOPIC_PREFIX": prefix, "IAP_GROUP_PREFIX": prefix,
             "IAP_BUNDLE_ID": DemoCommand.bundleId, "IAP_ENVIRONMENT": "Sandbox", "IAP_ROOT_CERTIFICATES": root.path, "IAP_CATALOG": catalogFile.path,
             "IAP_LOG_LEVEL": "info", "IAP_SCHEMAS_DIR": schemas.directory ?? "", "IAP_HTTP_PORT": "0", "IAP_HTTP_HOST": "127.0.0.1",
-            "IAP_APPSTORE_API_URL": apiURL, "IAP_APPSTORE_KEY_ID": "STANDIN001", "IAP_APPSTORE_ISSUER_ID": UUID().uuidString.lowercased(),
-            "IAP_APPSTORE_PRIVATE_KEY_FILE": keyFile.path,
+            "IAP_APPSTORE_API_URL": appStore.api.baseURL.absoluteString, "IAP_APPSTORE_KEY_ID": StandInAppStore.keyId,
+            "IAP_APPSTORE_ISSUER_ID": appStore.issuerId, "IAP_APPSTORE_PRIVATE_KEY_FILE": keyFile.path,
         ].merging(extra) { _, new in new })
     }
 

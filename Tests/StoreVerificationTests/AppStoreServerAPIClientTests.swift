@@ -1,5 +1,8 @@
 import Crypto
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import HTTPServer
 import JSON
 import StoreFixtures
@@ -67,6 +70,29 @@ import TestSupport
         let appStore = try Self.standIn(publicKey: try key.publicKey(), failWith: 503)
         let result = await client(appStore.server, key: key).finishTransaction("1")
         #expect(result.failure == .unavailable("App Store Server API answered HTTP 503"))
+    }
+
+    /// The harness injects outages on demand: a failure answers as many requests as it was given, then the API
+    /// answers as documented again; each finish is recorded with the time it arrived.
+    @Test func injectedFailuresAnswerTheirCountThenTheAPIFinishesAgain() async throws {
+        let key = try PrivateKey.generateP256()
+        let appStore = try Self.standIn(publicKey: try key.publicKey())
+        let client = client(appStore.server, key: key)
+        appStore.fail(.init(status: 429, times: 2, retryAfterSeconds: 7))
+        var request = URLRequest(url: appStore.baseURL.appendingPathComponent("inApps/v1/transactions/1/finish"))
+        request.httpMethod = "POST"
+        request.setValue("Bearer " + (try client.token()), forHTTPHeaderField: "Authorization")
+        let (body, response) = try await URLSession.shared.data(for: request)
+        let limited = try #require(response as? HTTPURLResponse)
+        #expect(limited.statusCode == 429 && limited.value(forHTTPHeaderField: "Retry-After") == "7")
+        #expect(String(decoding: body, as: UTF8.self) == #"{"errorCode":4290000,"errorMessage":"Rate limit exceeded."}"#)
+        #expect(await client.finishTransaction("1").failure == .unavailable("App Store Server API answered HTTP 429"))
+        let before = Date()
+        let finished = await client.finishTransaction("1")
+        #expect(throws: Never.self) { try finished.get() }
+        #expect(appStore.finished == ["1"], "the two refused calls finished nothing")
+        #expect(appStore.finishTimes["1"]?.count == 1 && appStore.finishTimes["1"]!.allSatisfy { $0 >= before })
+        #expect(appStore.requests.count == 3)
     }
 }
 
