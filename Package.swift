@@ -90,10 +90,13 @@ let package = Package(
                            "PurchaseStore", "StoreVerification", "COpenSSL", "CLibPQ", "CSQLite"],
             linkerSettings: rdkafkaLinkerSettings
         ),
+        // The pieces of every run on stand-ins: worker processes, input, the stand-in App Store, the watcher, the books.
+        .target(name: "PipelineHarness", dependencies: ["Crypto", "JSON", "JSONSchema", "Kafka", "PurchaseDomain", "PurchaseEvents", "PurchaseStore",
+                                                        "StoreFixtures", "StoreVerification"]),
         // Demo, benchmarks and chaos on stand-in stores, with test data signed at run time: for developers and CI only.
         .executableTarget(
             name: "iap-harness",
-            dependencies: ["CommandLineOptions", "PurchaseDomain", "Stages", "Ingest", "Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents",
+            dependencies: ["CommandLineOptions", "PipelineHarness", "PurchaseDomain", "Stages", "Ingest", "Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents",
                            "PurchaseStore", "StoreVerification", "StoreFixtures", "HTTPServer", "COpenSSL", "CLibPQ", "CSQLite"],
             linkerSettings: rdkafkaLinkerSettings
         ),
@@ -113,7 +116,7 @@ let package = Package(
         .testTarget(name: "PurchaseStoreTests", dependencies: ["PurchaseDomain", "PurchaseStore", "Database", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "PurchaseEventsTests", dependencies: ["PurchaseDomain", "PurchaseEvents", "JSON", "JSONSchema", "Kafka", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "PipelineTests", dependencies: ["PurchaseDomain", "Stages", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreFixtures",
+        .testTarget(name: "PipelineTests", dependencies: ["PipelineHarness", "PurchaseDomain", "Stages", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreFixtures",
                                                          "StoreVerification", "JSON", "JSONSchema", "Crypto", "HTTPServer", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "PurchaseDomainTests", dependencies: ["PurchaseDomain"]),

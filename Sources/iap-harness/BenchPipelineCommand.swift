@@ -7,6 +7,7 @@ import HTTPServer
 import JSON
 import JSONSchema
 import Kafka
+import PipelineHarness
 import PurchaseEvents
 import PurchaseStore
 import StoreFixtures
@@ -20,7 +21,8 @@ import Synchronization
 ///    the finisher finishes each through a stand-in App Store Server API in this process; the clock stops at
 ///    the last `transaction.finished`. Hop efficiency = purchases/s × 4 hops ÷ raw messages/s.
 /// 3. Latency: purchases offered at a fixed rate; submitted → `transaction.finished` seen, p50 and p99.
-/// Peak RSS of each worker comes from /proc (VmHWM); per-stage rates from the workers' /metrics.
+/// Peak RSS of each worker comes from /proc (VmHWM); per-stage rates from the workers' /metrics. Then the books of the
+/// run (`PipelineBooks`): exit 1 unless each purchase was granted once and finished once.
 enum BenchPipelineCommand {
     static func run(_ arguments: [String]) async throws -> Int32 {
         let options = try CommandOptions(arguments, valued: ["--brokers", "--kafka", "--store", "--purchases", "--users", "--rate", "--latency-seconds",
@@ -49,18 +51,14 @@ enum BenchPipelineCommand {
         say("bench: \(total) purchases for \(users) users, \(partitions) partitions, store \(store.location) "
             + "(\(durability.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))), broker \(kafka.bootstrapServers ?? "")")
 
-        // Signed purchases, made before any clock starts.
+        // Signed purchases, made before any clock starts: the throughput run's, then the paced ones, in purchase order.
         let pki = try TestPKI.make(name: "iap-pipeline bench")
-        let signer = JWSSigner(pki: pki)
         let latencyCount = rate * latencySeconds
-        let now = Date()
-        let messages = try (0..<(total + latencyCount)).map { index -> KafkaProducerMessage in
-            let jws = try signer.sign(AppStorePayloads.transaction(transactionId: String(3_000_000_000 + index), productId: "coins.100", bundleId: DemoCommand.bundleId,
-                                                                   purchaseDate: now, signedDate: now))
-            let submission = PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: jws, userId: "bench-user-\(index % users)",
-                                               submittedAt: now, source: .server)
-            return try codec.message(submission, time: now)
-        }
+        var plan = PurchaseInput.Plan(unique: total + latencyCount, users: users, firstTransactionId: 3_000_000_000)
+        plan.userPrefix = "bench-user-"
+        plan.shuffled = false
+        let input = try PurchaseInput.make(plan, pki: pki, codec: codec, now: Date())
+        let messages = input.messages
         say("signed \(messages.count) purchases")
 
         // 1. Raw passthrough on the same broker, same message size.
@@ -69,14 +67,12 @@ enum BenchPipelineCommand {
 
         // The workers, with the stand-in App Store Server API (every Finish Transaction accepted).
         let appStore = try StandInAppStore()
-        let workers = try DemoWorkers.withStandInAppStore(
-            directory: work, kafka: kafka, storeURL: storeURL, prefix: prefix, pki: pki, schemas: schemas,
-            catalog: #"{"products":{"coins.100":{"type":"consumable","currency":"coins","amount":100}}}"#, appStore: appStore)
+        let workers = try WorkerProcesses.withStandInAppStore(directory: work, kafka: kafka, storeURL: storeURL, prefix: prefix, pki: pki, schemas: schemas,
+                                                              catalog: PurchaseInput.catalog, appStore: appStore)
         defer { workers.stopAll() }
         let stages = ["iap-verifier", "iap-granter", "iap-finisher"]
         for name in stages { try workers.start(name) }
-        let watcher = try FinishWatcher(kafka: kafka, topic: codec.topic(.transactionFinished), groupID: prefix + "bench-watcher")
-        defer { watcher.stop() }
+        let watcher = try PipelineWatcher(kafka: kafka, codec: codec, groupID: prefix + "bench-watcher")
         let ports = try await workers.waitUntilReady(stages, say: say) { watcher.isAssigned ? nil : "watcher not assigned" }
         let producer = try KafkaProducer(configuration: .init(kafka: kafka))
 
@@ -86,17 +82,17 @@ enum BenchPipelineCommand {
             for result in await producer.send(contentsOf: Array(messages[chunk..<min(total, chunk + 5_000)])) { _ = try result.get() }
         }
         say(String(format: "submitted %d in %.1f s", total, Date().timeIntervalSince(throughputStart)))
-        try await DemoCommand.waitFor(say, "all \(total) finished", timeout: max(600, Double(total) / 20)) {
-            let finished = watcher.count
+        try await waitFor(say, "all \(total) finished", timeout: max(600, Double(total) / 20)) {
+            let finished = watcher.read { $0.firstFinishedAt.count }
             return finished >= total ? nil : "finished \(finished)/\(total)"
         }
-        let throughputSeconds = watcher.lastSeen.timeIntervalSince(throughputStart)
+        let throughputSeconds = (watcher.read(\.lastFirstFinishedAt) ?? Date()).timeIntervalSince(throughputStart)
         let endToEnd = Double(total) / throughputSeconds
         var stageRates: [String: Double] = [:]
         var handlerMilliseconds: [String: Double] = [:]
         var publishMilliseconds: [String: Double] = [:]
         for (name, port) in ports {
-            let metrics = await httpGet(port: port, path: "/metrics").body
+            let metrics = await localHTTPGet(port: port, path: "/metrics").body
             func value(_ prefix: String) -> Double {
                 metrics.split(separator: "\n").first { $0.hasPrefix(prefix) }.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
             }
@@ -108,6 +104,7 @@ enum BenchPipelineCommand {
 
         // 3. Latency at a fixed offered rate.
         let latencyMessages = Array(messages[total...])
+        let latencyIds = input.unique[total...].map(\.transactionId)
         let sentAt = Mutex<[String: Date]>([:])
         let batch = max(1, rate / 100)
         let latencyStart = ContinuousClock.now
@@ -115,14 +112,14 @@ enum BenchPipelineCommand {
             try await Task.sleep(until: latencyStart + .milliseconds(10 * index), clock: .continuous)
             let slice = Array(latencyMessages[start..<min(latencyMessages.count, start + batch)])
             let stamp = Date()
-            sentAt.withLock { sent in for message in slice { sent[transactionID(of: message)] = stamp } }
+            sentAt.withLock { sent in for id in latencyIds[start..<min(latencyIds.count, start + batch)] { sent[id] = stamp } }
             Task { for result in await producer.send(contentsOf: slice) { _ = try result.get() } }
         }
-        try await DemoCommand.waitFor(say, "the paced purchases finished", timeout: 600) {
-            let finished = watcher.count
+        try await waitFor(say, "the paced purchases finished", timeout: 600) {
+            let finished = watcher.read { $0.firstFinishedAt.count }
             return finished >= total + latencyCount ? nil : "finished \(finished - total)/\(latencyCount)"
         }
-        let finishedAt = watcher.finishedAt
+        let finishedAt = watcher.read(\.firstFinishedAt)
         let latencies = sentAt.withLock { $0 }.compactMap { id, sent in finishedAt[id].map { $0.timeIntervalSince(sent) } }.sorted()
         let p50 = latencies[latencies.count / 2]
         let p99 = latencies[min(latencies.count - 1, Int(Double(latencies.count) * 0.99))]
@@ -131,6 +128,13 @@ enum BenchPipelineCommand {
         for name in stages { rss[name] = workers.pid(of: name).flatMap(peakRSSMiB) ?? -1 }
         await producer.shutdown()
         workers.stopAll()
+        // The books of the whole run, once every output is in: each purchase granted once and finished once.
+        try await waitFor(say, "every grant answer read", timeout: 120) {
+            let answers = watcher.read { $0.grantAnswers + $0.alreadyGrantedAnswers }
+            return answers >= input.unique.count ? nil : "\(answers)/\(input.unique.count) grant answers"
+        }
+        let books = try await PipelineBooks.check(input: input, seen: watcher.seen, store: store, finishCalls: appStore.api.finishTimes)
+        await watcher.stop()
         appStore.api.server.shutdown()
 
         let efficiency = endToEnd * 4 / raw
@@ -145,7 +149,9 @@ enum BenchPipelineCommand {
             "peakRSSMiB": .object(rss.mapValues { .number(($0 * 10).rounded() / 10) }),
             "meanHandlerMilliseconds": .object(handlerMilliseconds.mapValues { .number(($0 * 100).rounded() / 100) }),
             "meanPublishMilliseconds": .object(publishMilliseconds.mapValues { .number(($0 * 100).rounded() / 100) }),
-            "finishTransactionCalls": .integer(Int64(appStore.api.finished.count)),
+            "finishTransactionCalls": .integer(Int64(books.finishCalls)),
+            "books": .object(["grantedOnce": .integer(Int64(books.grantedOnce)), "finished": .integer(Int64(books.finished)),
+                              "violations": .array(books.violations.map(JSONValue.string))]),
         ]
         let table = [
             ("end-to-end (submitted → finished)", String(format: "%.0f purchases/s over %.1f s", endToEnd, throughputSeconds)),
@@ -157,8 +163,10 @@ enum BenchPipelineCommand {
                               stageRates[$0] ?? 0, handlerMilliseconds[$0] ?? 0, publishMilliseconds[$0] ?? 0, rss[$0] ?? -1))
         }
         for (label, value) in table { print(label.padding(toLength: 38, withPad: " ", startingAt: 0) + value) }
+        print(books.violations.isEmpty ? "books balance: each of the \(books.grantedOnce) purchases granted once and finished once"
+                                       : "BOOKS DO NOT BALANCE:\n" + books.violations.map { "  - \($0)" }.joined(separator: "\n"))
         if json { print(JSONValue.object(report).serializedText) }
-        return 0
+        return books.violations.isEmpty ? 0 : 1
     }
 
     /// Produce and consume `count` copies of `template` on `topic` at the same time; messages per second.
@@ -185,53 +193,10 @@ enum BenchPipelineCommand {
         return Double(count) / seconds
     }
 
-    static func transactionID(of message: KafkaProducerMessage) -> String {
-        guard let value = message.value, let jws = JSONValue.parse(Array(value))?.objectValue?["signedTransaction"]?.stringValue,
-              let payload = jws.split(separator: ".").dropFirst().first, let bytes = Base64URL.decode(String(payload)),
-              let id = JSONValue.parse(bytes)?.objectValue?["transactionId"]?.stringValue else { return "" }
-        return id
-    }
-
     static func peakRSSMiB(_ pid: Int32) -> Double? {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8), // the process may be gone: no figure
               let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
               let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "") else { return nil }
         return kilobytes / 1024
     }
-
-    static func httpGet(port: Int, path: String) async -> (status: Int, body: String) {
-        guard let (data, response) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)\(path)")!) else { return (0, "") }
-        return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
-    }
-}
-
-/// Counts `transaction.finished` events by transaction id, with the time each was first seen.
-final class FinishWatcher: Sendable {
-    private let consumer: KafkaConsumer
-    private final class Seen: Sendable {
-        let state = Mutex<(byId: [String: Date], last: Date)>(([:], Date()))
-    }
-
-    private let seen = Seen()
-    private let task: Task<Void, any Error>
-
-    init(kafka: KafkaConfiguration, topic: String, groupID: String) throws {
-        consumer = try KafkaConsumer(configuration: .init(kafka: kafka, groupID: groupID, topics: [topic]))
-        let seen = self.seen
-        task = Task { [consumer] in
-            try await consumer.run { message in
-                guard let value = message.value, let id = JSONValue.parse(Array(value))?.objectValue?["transactionId"]?.stringValue else { return }
-                let now = Date()
-                seen.state.withLock { state in
-                    if state.byId[id] == nil { state.byId[id] = now; state.last = now }
-                }
-            }
-        }
-    }
-
-    var isAssigned: Bool { !consumer.assignment.isEmpty }
-    var count: Int { seen.state.withLock { $0.byId.count } }
-    var lastSeen: Date { seen.state.withLock { $0.last } }
-    var finishedAt: [String: Date] { seen.state.withLock { $0.byId } }
-    func stop() { consumer.triggerGracefulShutdown() }
 }

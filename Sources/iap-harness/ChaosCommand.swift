@@ -1,9 +1,9 @@
 import CommandLineOptions
 import Foundation
-import HTTPServer
 import JSON
 import JSONSchema
 import Kafka
+import PipelineHarness
 import PurchaseEvents
 import PurchaseStore
 import StoreFixtures
@@ -55,20 +55,19 @@ enum ChaosCommand {
 
         let started = Date()
         let pki = try TestPKI.make(name: "iap-pipeline chaos")
-        let input = try ChaosInput.make(total: total, users: users, pki: pki, codec: codec, now: started)
-        say("chaos: \(total) messages (\(input.unique.count) unique valid, \(input.duplicates) duplicates, \(input.forged.count) forged, "
+        let input = try PurchaseInput.make(chaosPlan(total: total, users: users), pki: pki, codec: codec, now: started)
+        say("chaos: \(total) messages (\(input.unique.count) unique valid, \(input.plan.duplicates) duplicates, \(input.forged.count) forged, "
             + "\(input.malformed.count) malformed) for \(users) users; workers \(prefix)*; signed in \(Int(Date().timeIntervalSince(started))) s")
 
         let appStore = try StandInAppStore()
         defer { appStore.api.server.shutdown() }
-        let workers = try DemoWorkers.withStandInAppStore(
-            directory: work, kafka: kafka, storeURL: storeURL, prefix: prefix, pki: pki, schemas: schemas,
-            catalog: #"{"products":{"coins.100":{"type":"consumable","currency":"coins","amount":100},"coins.500":{"type":"consumable","currency":"coins","amount":500}}}"#,
+        let workers = try WorkerProcesses.withStandInAppStore(
+            directory: work, kafka: kafka, storeURL: storeURL, prefix: prefix, pki: pki, schemas: schemas, catalog: PurchaseInput.catalog,
             // The workers' own group settings: a killed member's partitions move once its session (10 s) ends.
             appStore: appStore, environment: ["IAP_SWEEP_INTERVAL": "2"])
         defer { workers.stopAll() }
         for name in stages { try workers.start(name) }
-        let watcher = try ChaosWatcher(kafka: kafka, codec: codec, groupID: prefix + "chaos-watcher")
+        let watcher = try PipelineWatcher(kafka: kafka, codec: codec, groupID: prefix + "chaos-watcher")
         // Faults are placed by progress, so the clock starts with everyone in their groups.
         _ = try await workers.waitUntilReady(Array(stages.prefix(3)), say: say) { watcher.isAssigned ? nil : "watcher not assigned" }
         let producer = try KafkaProducer(configuration: .init(kafka: kafka))
@@ -141,16 +140,15 @@ enum ChaosCommand {
         workers.stopAll()
         await watcher.stop()
 
-        var books = try await ChaosBooks.check(input: input, seen: watcher.snapshot, audit: try await SQLPurchaseStore(url: storeURL).audit(),
-                                               balances: try await userBalances(storeURL: storeURL, input: input),
-                                               finishCalls: appStore.api.finishTimes)
+        var books = try await PipelineBooks.check(input: input, seen: watcher.seen, store: try SQLPurchaseStore(url: storeURL),
+                                                  finishCalls: appStore.api.finishTimes)
         books.violations += replicas.violations
-        var summary = books.summary(plan: plan, seconds: seconds)
+        var summary = books.chaosSummary(input: input, plan: plan, seconds: seconds)
         if case .object(var fields) = summary {
             fields["replicas"] = replicas.summary
             summary = .object(fields)
         }
-        print(books.table(plan: plan, seconds: seconds))
+        print(books.chaosTable(input: input, plan: plan, seconds: seconds))
         print("replicas: " + ReplicaPlan.stages.map { "\($0) \(replicas.joins[$0] ?? 0) joins, \(replicas.leaves[$0] ?? 0) leaves, handled by replica "
             + (replicas.handled[$0] ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
             + ", group rejoins \(replicas.groupRejoins(of: $0))" }.joined(separator: "; "))
@@ -163,11 +161,16 @@ enum ChaosCommand {
         return 0
     }
 
-    private static func userBalances(storeURL: String, input: ChaosInput) async throws -> [String: Int64] {
-        let store = try SQLPurchaseStore(url: storeURL)
-        var balances: [String: Int64] = [:]
-        for user in Set(input.unique.map(\.user)) { balances[user] = try await store.balances(of: user)["coins"] ?? 0 }
-        return balances
+    /// `total` messages: 20 % duplicates, 1 % forged, 0.5 % malformed, the rest distinct valid purchases of random users.
+    static func chaosPlan(total: Int, users: Int) -> PurchaseInput.Plan {
+        var plan = PurchaseInput.Plan(unique: 0, users: users, firstTransactionId: 5_000_000_000_000)
+        plan.duplicates = total / 5
+        plan.forged = max(1, total / 100)
+        plan.malformed = max(1, total / 200)
+        plan.unique = total - plan.duplicates - plan.forged - plan.malformed
+        plan.randomUsers = true
+        plan.userPrefix = "chaos-user-"
+        return plan
     }
 
     /// Runs `command` with /bin/sh on a thread of its own (posix_spawn + waitpid: Foundation's `Process` did not

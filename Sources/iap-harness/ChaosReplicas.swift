@@ -1,4 +1,5 @@
 import Foundation
+import PipelineHarness
 import JSON
 
 /// Replicas of the verifier, granter and finisher joining and leaving their groups while purchases flow.
@@ -52,7 +53,7 @@ struct ReplicaPlan {
     var isComplete: Bool { events.isEmpty }
 
     /// Joins and leaves due at `progress`, done in order; `say` reports each.
-    mutating func perform(at progress: Double, workers: DemoWorkers, say: (String) -> Void) async throws {
+    mutating func perform(at progress: Double, workers: WorkerProcesses, say: (String) -> Void) async throws {
         while let next = events.first, next.at <= progress {
             events.removeFirst()
             lastEvent[next.stage] = Date()
@@ -72,7 +73,7 @@ struct ReplicaPlan {
     }
 
     /// Reads what each running replica handled, before the workers stop.
-    mutating func recordRunning(_ workers: DemoWorkers) async {
+    mutating func recordRunning(_ workers: WorkerProcesses) async {
         for stage in Self.stages {
             for replica in workers.replicas(of: stage) { await record(stage, replica: replica, workers: workers) }
         }
@@ -94,9 +95,9 @@ struct ReplicaPlan {
         }))
     }
 
-    private mutating func record(_ stage: String, replica: Int, workers: DemoWorkers) async {
+    private mutating func record(_ stage: String, replica: Int, workers: WorkerProcesses) async {
         guard let port = try? await workers.port(of: stage, replica: replica) else { return }
-        let metrics = await BenchPipelineCommand.httpGet(port: port, path: "/metrics")
+        let metrics = await localHTTPGet(port: port, path: "/metrics")
         guard metrics.status == 200 else { return }
         let lines = metrics.body.split(separator: "\n")
         let sum = { (matching: (Substring) -> Bool) in

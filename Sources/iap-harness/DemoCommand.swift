@@ -4,6 +4,7 @@ import Foundation
 import JSON
 import JSONSchema
 import Kafka
+import PipelineHarness
 import PurchaseEvents
 import PurchaseStore
 import StoreFixtures
@@ -16,7 +17,7 @@ import StoreVerification
 /// consumables flagged, everything else accounted for, and every user's holdings read back through
 /// `GET /v1/users/{userId}` as the plan says. Exit 0 only when they balance.
 enum DemoCommand {
-    static let bundleId = "com.example.coins"
+    static let bundleId = StandInAppStore.bundleId
 
     struct Plan {
         let total: Int
@@ -65,7 +66,7 @@ enum DemoCommand {
         let readSecretFile = work.appendingPathComponent("read-secret")
         try readSecret.write(to: readSecretFile)
 
-        let workers = try DemoWorkers(directory: work, environment: [
+        let workers = try WorkerProcesses(directory: work, environment: [
             "KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrapServers ?? "", "IAP_STORE_URL": storeURL, "IAP_TOPIC_PREFIX": prefix,
             "IAP_GROUP_PREFIX": prefix, "IAP_BUNDLE_ID": bundleId, "IAP_ENVIRONMENT": "Sandbox", "IAP_ROOT_CERTIFICATES": root.path,
             "IAP_RECEIPT_ROOT_CERTIFICATES": root.path, // the demo's receipts chain to the same test root
@@ -81,20 +82,17 @@ enum DemoCommand {
         try workers.start("iap-ingest", arguments: ["--http-port", "0", "--http-host", "127.0.0.1", "--log-level", "info", "--read-side",
                                                     "--read-secret-file", readSecretFile.path])
 
-        let purchases = try DemoPurchases.make(plan: plan, users: users, pki: pki, now: started)
+        let purchases = try DemoPurchases.make(plan: plan, users: users, pki: pki, codec: codec, now: started)
         let producer = try KafkaProducer(configuration: .init(kafka: kafka))
-        let watcher = try DemoWatcher(kafka: kafka, codec: codec)
+        let watcher = try PipelineWatcher(kafka: kafka, codec: codec, groupID: "\(prefix)watcher")
 
         // Wave 1: every submission, duplicates and forgeries and the malformed one among them.
-        var wave = try purchases.firstWave.map { try codec.message($0, time: Date()) }
-        var malformed = wave[0]
-        malformed.value = Data("{\"store\": \"appstore\", truncated".utf8)
-        wave.append(malformed)
+        let wave = purchases.input.messages
         for result in await producer.send(contentsOf: wave) { _ = try result.get() }
         say("submitted \(wave.count) messages")
         var kills = 0
         if killWorkers {
-            try await waitFor(say, "a third granted", timeout: 300) {
+            try await PipelineHarness.waitFor(say, "a third granted", timeout: 300) {
                 let granted = try await store.statistics().purchasesByState[.granted] ?? 0
                 return granted >= plan.unique / 3 ? nil : "granted \(granted)/\(plan.unique / 3)"
             }
@@ -104,13 +102,13 @@ enum DemoCommand {
             }
             say("killed (SIGKILL) and restarted iap-verifier, iap-granter, iap-finisher mid-stream")
         }
-        try await waitFor(say, "all unique purchases granted", timeout: 300) {
+        try await PipelineHarness.waitFor(say, "all unique purchases granted", timeout: 300) {
             let statistics = try await store.statistics()
             return (statistics.purchasesByState[.granted] ?? 0) == plan.unique ? nil : "granted \(statistics.purchasesByState[.granted] ?? 0)/\(plan.unique)"
         }
         // The apps consume what they received, except the purchases left unconsumed; then a refund and the restores.
         for result in await producer.send(contentsOf: try purchases.consumptions.map { try codec.message($0, time: Date()) }) { _ = try result.get() }
-        try await waitFor(say, "consumed purchases finished", timeout: 300) {
+        try await PipelineHarness.waitFor(say, "consumed purchases finished", timeout: 300) {
             let finished = try await store.statistics().purchasesByState[.finished] ?? 0
             return finished == plan.consumed ? nil : "finished \(finished)/\(plan.consumed)"
         }
@@ -118,19 +116,21 @@ enum DemoCommand {
         let third = try [codec.message(refund.event, time: Date())] + purchases.restores.map { try codec.message($0, time: Date()) }
         for result in await producer.send(contentsOf: third) { _ = try result.get() }
         try workers.start("iap-sweeper")
-        try await waitFor(say, "refund revoked, stale purchases flagged, restores answered", timeout: 300) {
+        try await PipelineHarness.waitFor(say, "refund revoked, stale purchases flagged, restores answered", timeout: 300) {
             let statistics = try await store.statistics()
             let revoked = statistics.purchasesByState[.revoked] ?? 0
             let due = statistics.purchasesByState[.refundDue] ?? 0
-            let counts = watcher.counts
-            guard revoked == 1, due == plan.stale, counts.alreadyGranted >= plan.duplicates + plan.restores,
-                  counts.rejected >= plan.forged, counts.deadLettered >= plan.malformed, counts.refundDueEvents >= plan.stale
-            else { return "revoked \(revoked)/1, refund due \(due)/\(plan.stale), already granted \(counts.alreadyGranted)/\(plan.duplicates + plan.restores)" }
+            let seen = watcher.seen
+            guard revoked == 1, due == plan.stale, seen.alreadyGrantedAnswers >= plan.duplicates + plan.restores,
+                  seen.rejectionCount >= plan.forged, seen.deadLetterEvents.count >= plan.malformed, seen.refundDue.count >= plan.stale
+            else { return "revoked \(revoked)/1, refund due \(due)/\(plan.stale), already granted \(seen.alreadyGrantedAnswers)/\(plan.duplicates + plan.restores)" }
             return nil
         }
         // The first act's books, before the second act adds to the store and the topics.
         let elapsed = Date().timeIntervalSince(started)
-        var books = try await DemoBooks.check(plan: plan, store: store, counts: watcher.counts, killed: kills > 0)
+        var books = try await PipelineBooks.check(input: purchases.input, expectations: .init(revoked: [refund.transactionId], laterRepeats: plan.restores,
+                                                                                             exactAnswers: kills == 0),
+                                                  seen: watcher.seen, store: store)
 
         // The second act: what was bought decides what happens, in any order.
         try await types.play(store: store, send: { events in
@@ -148,9 +148,9 @@ enum DemoCommand {
         }
         workers.stopAll()
         await producer.shutdown()
-        watcher.stop()
+        await watcher.stop()
 
-        var summary = books.summary(plan: plan, seconds: elapsed, kills: kills)
+        var summary = books.demoSummary(plan: plan, seconds: elapsed, kills: kills)
         if case .object(var fields) = summary {
             fields["productTypes"] = DemoProductTypes.countsByType(audit)
             fields["holdingsReadBack"] = .integer(Int64(expected.count))
@@ -161,7 +161,7 @@ enum DemoCommand {
         if json {
             print(summary.serializedText)
         } else {
-            print(books.table(plan: plan, seconds: elapsed))
+            print(books.demoTable(plan: plan, seconds: elapsed))
             print("\n  second act (\((secondAct * 10).rounded() / 10) s): " + types.expected.keys.sorted().joined(separator: ", "))
             for (type, states) in audit.purchases.values.reduce(into: [String: [String: Int]](), { $0[$1.productType.rawValue, default: [:]][$1.state.rawValue, default: 0] += 1 })
                 .sorted(by: { $0.key < $1.key }) {
@@ -178,16 +178,4 @@ enum DemoCommand {
         "adfree":{"type":"nonConsumable","entitlement":"adfree"},"pass.monthly":{"type":"autoRenewable","entitlement":"pass"}},
         "appcoins":{"coins.100":{"type":"consumable","currency":"coins","amount":100}}}
         """#
-
-    /// Polls `check` (nil = done, else progress text) twice a second until done or `timeout` seconds.
-    static func waitFor(_ say: (String) -> Void, _ what: String, timeout: TimeInterval, _ check: () async throws -> String?) async throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        var last = ""
-        while let progress = try await check() {
-            if progress != last { say("  … \(progress)"); last = progress }
-            guard Date() < deadline else { throw UsageError("demo: timed out waiting until \(what) (\(progress))") }
-            try await Task.sleep(for: .milliseconds(500))
-        }
-        say("✓ \(what)")
-    }
 }

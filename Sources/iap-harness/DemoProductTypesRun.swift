@@ -1,4 +1,5 @@
 import Foundation
+import PipelineHarness
 import Ingest
 import JSON
 import PurchaseDomain
@@ -16,13 +17,13 @@ extension DemoProductTypes {
             return states
         }
         try await send(try purchases())
-        try await DemoCommand.waitFor(say, "second act: entitlements finished at their grant, coins granted, the early refund remembered", timeout: 300) {
+        try await waitFor(say, "second act: entitlements finished at their grant, coins granted, the early refund remembered", timeout: 300) {
             let now = try await states([(.appstore, Self.adfree), (.appstore, Self.subscribed), (.appstore, Self.cancelled), (.appstore, Self.receipt),
                                         (.appstore, Self.reversed), (.appcoins, Self.appCoinsOrder), (.appstore, Self.refundedFirst)])
             return now == [.finished, .finished, .finished, .granted, .granted, .granted, .revokedUnseen] ? nil : "states \(now.map(\.rawValue))"
         }
         try await send(try followUps())
-        try await DemoCommand.waitFor(say, "restored under the new install, renewed, expired, consumed, the refunded purchase refused", timeout: 300) {
+        try await waitFor(say, "restored under the new install, renewed, expired, consumed, the refunded purchase refused", timeout: 300) {
             let now = try await states([(.appstore, Self.renewal), (.appstore, Self.receipt), (.appstore, Self.reversed), (.appcoins, Self.appCoinsOrder),
                                         (.appstore, Self.refundedFirst)])
             let owner = try await store.purchase(PurchaseKey(store: .appstore, transactionId: Self.adfree))?.userId
@@ -31,12 +32,12 @@ extension DemoProductTypes {
                 ? nil : "states \(now.map(\.rawValue)), ad-free owner \(owner ?? "-"), expired \(expired)"
         }
         try await send([try refund()])
-        try await DemoCommand.waitFor(say, "refunded", timeout: 300) {
+        try await waitFor(say, "refunded", timeout: 300) {
             let state = try await states([(.appstore, Self.reversed)])
             return state == [.revoked] ? nil : "state \(state.map(\.rawValue))"
         }
         try await send([try refundReversed()])
-        try await DemoCommand.waitFor(say, "the refund reversed: granted again once", timeout: 300) {
+        try await waitFor(say, "the refund reversed: granted again once", timeout: 300) {
             let state = try await states([(.appstore, Self.reversed)])
             return state == [.finished] ? nil : "state \(state.map(\.rawValue))"
         }

@@ -6,6 +6,7 @@ import HTTPServer
 import JSON
 import JSONSchema
 import Kafka
+import PipelineHarness
 import PurchaseEvents
 import PurchaseStore
 import Stages
@@ -182,33 +183,38 @@ struct PipelineTests {
 }
 
 extension PipelineTests {
+    /// The harness's input and books (as the demo, the benchmark and the chaos run use them) on the stages in this
+    /// process: repeats, forgeries and malformed messages among 120 purchases, the granter and the verifier restarted
+    /// while they flow.
     @Test(arguments: StoreEngine.available)
     func stagesRestartedMidStreamLoseNothingAndGrantNothingTwice(_ engine: StoreEngine) async throws {
         let servers = try TestServices.requireBrokers()
         let pki = try TestPKI.make()
         let pipeline = try await Self.start(servers: servers, pki: pki, storeURL: try await engine.freshURL())
-        let signer = JWSSigner(pki: pki)
+        var plan = PurchaseInput.Plan(unique: 120, users: 10, firstTransactionId: 5_000_000)
+        (plan.duplicates, plan.forged, plan.malformed) = (20, 3, 3)
+        plan.products = [.init(id: "coins.1000", coins: 1000), .init(id: "coins.100", coins: 100), .init(id: "coins.100", coins: 100)]
+        let input = try PurchaseInput.make(plan, pki: pki, codec: pipeline.codec, now: Date())
+        let watcher = try PipelineWatcher(kafka: KafkaConfiguration(["bootstrap.servers": servers]), codec: pipeline.codec,
+                                          groupID: pipeline.codec.topicPrefix + "watcher")
+        try await waitUntil("the watcher holds its partitions") { watcher.isAssigned }
         let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
-        let total = 120
-        var batch: [KafkaProducerMessage] = []
-        for index in 0..<total {
-            let jws = try signer.sign(AppStorePayloads.transaction(transactionId: "\(5_000_000 + index)", productId: "coins.100", bundleId: Self.bundle))
-            batch.append(try pipeline.codec.message(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: jws,
-                                                                      userId: "user-\(index % 10)", submittedAt: Date(), source: .client), time: Date()))
-        }
-        for result in await producer.send(contentsOf: batch) { _ = try result.get() }
+        for result in await producer.send(contentsOf: input.messages) { _ = try result.get() }
         // Restart the granter, then the verifier, while purchases are in flight.
-        try await waitUntil("some purchases granted") { (try await pipeline.store.statistics().purchasesByState[.finished] ?? 0) >= 10 }
+        try await waitUntil("some purchases finished") { (try await pipeline.store.statistics().purchasesByState[.finished] ?? 0) >= 10 }
         try await pipeline.restart(1)
         try await pipeline.restart(0)
-        try await waitUntil("all purchases finished", timeout: .seconds(120)) {
-            try await pipeline.store.statistics().purchasesByState[.finished] == total
+        try await waitUntil("every message's outcome seen", timeout: .seconds(120)) { watcher.outcomes(of: input) == input.outcomesExpected }
+        try await waitUntil("every submission answered") {
+            watcher.read { $0.grantAnswers + $0.alreadyGrantedAnswers } >= input.unique.count + plan.duplicates
         }
         try await pipeline.stop()
-        for user in 0..<10 {
-            #expect(try await pipeline.store.balances(of: "user-\(user)") == ["coins": 1200], "user-\(user): 12 purchases, each granted once")
-        }
-        #expect(Set(pipeline.appStore.finished).count == total)
+        await watcher.stop()
+        let books = try await PipelineBooks.check(input: input, seen: watcher.seen, store: pipeline.store, finishCalls: pipeline.appStore.finishTimes)
+        #expect(books.violations.isEmpty, "\(books.violations)")
+        let outcomes: [Int] = [books.grantedOnce, books.finished, books.rejected, books.deadLettered]
+        #expect(outcomes == [120, 120, 3, 3], "granted once, finished, forgeries rejected, malformed dead-lettered")
+        #expect(books.finishCalls >= 120)
     }
 }
 

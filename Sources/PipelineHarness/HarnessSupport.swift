@@ -1,0 +1,29 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A run of the harness that cannot go on: a worker that did not start, a condition not met in time.
+public struct HarnessError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Polls `check` (nil = done, else what it still waits for) twice a second until done or `timeout` seconds; tells `say`
+/// each new progress and the end.
+public func waitFor(_ say: (String) -> Void, _ what: String, timeout: TimeInterval, _ check: () async throws -> String?) async throws {
+    let deadline = Date().addingTimeInterval(timeout)
+    var last = ""
+    while let progress = try await check() {
+        if progress != last { say("  … \(progress)"); last = progress }
+        guard Date() < deadline else { throw HarnessError("timed out waiting until \(what) (\(progress))") }
+        try await Task.sleep(for: .milliseconds(500))
+    }
+    say("✓ \(what)")
+}
+
+/// `GET http://127.0.0.1:port/path`: the status and body, or status 0 when nothing answered.
+public func localHTTPGet(port: Int, path: String) async -> (status: Int, body: String) {
+    guard let (data, response) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)\(path)")!) else { return (0, "") }
+    return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+}

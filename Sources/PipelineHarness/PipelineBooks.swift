@@ -1,0 +1,142 @@
+import Foundation
+import PurchaseDomain
+import PurchaseStore
+
+/// The books of a run: what the pipeline did — read from its output topics (`PipelineWatcher`), from the store and from
+/// the stand-in App Store's finish calls — checked against what was submitted (`PurchaseInput`). The one books
+/// checker of the demo, the benchmark and the chaos run.
+public struct PipelineBooks: Sendable {
+    /// What the run did besides submitting its input.
+    public struct Expectations: Sendable {
+        /// Valid purchases refunded by a notification after their grant: revoked, their coins taken back.
+        public var revoked: Set<String> = []
+        /// Valid submissions beyond the input's (restores sent later): each answered "already granted".
+        public var laterRepeats = 0
+        /// Exactly one answer per submission (no worker was killed, so nothing was redelivered after its commit);
+        /// else at least one, and a repeat of a purchase revoked or flagged since may be answered with that state.
+        public var exactAnswers = false
+
+        public init(revoked: Set<String> = [], laterRepeats: Int = 0, exactAnswers: Bool = false) {
+            self.revoked = revoked
+            self.laterRepeats = laterRepeats
+            self.exactAnswers = exactAnswers
+        }
+    }
+
+    public let seen: PipelineWatcher.Seen
+    /// Valid purchases with exactly one grant in the ledger.
+    public var grantedOnce = 0
+    /// Valid purchases in the state expected of them.
+    public var finished = 0
+    public var refundDue = 0
+    public var revoked = 0
+    /// Forgeries rejected, malformed messages dead-lettered.
+    public var rejected = 0
+    public var deadLettered = 0
+    /// Finish Transaction calls the stand-in App Store received, and how many repeated an earlier one (after a kill).
+    public var finishCalls = 0
+    public var repeatedFinishCalls = 0
+    /// Each kind of violation with its count and a few examples; empty when the books balance.
+    public var violations: [String] = []
+
+    /// Checks the books of `input` in `store`, as `seen` and the stand-in's `finishCalls` (transaction id → call times;
+    /// nil: the finisher called no API) saw them.
+    public static func check(input: PurchaseInput, expectations: Expectations = .init(), seen: PipelineWatcher.Seen, store: SQLPurchaseStore,
+                             finishCalls: [String: [Date]]? = nil) async throws -> PipelineBooks {
+        let audit = try await store.audit()
+        var books = PipelineBooks(seen: seen)
+        var problems: [String: [String]] = [:]
+        func violation(_ kind: String, _ example: String) { problems[kind, default: []].append(example) }
+        func record(_ id: String) -> StoreAudit.Purchase? { audit.purchases[PurchaseKey(store: .appstore, transactionId: id)] }
+
+        // Every valid purchase granted exactly once, and in the state its story ends in.
+        var expectedCoins: [String: Int64] = [:]
+        for purchase in input.unique {
+            switch record(purchase.transactionId)?.grantEntries ?? 0 {
+            case 1: books.grantedOnce += 1
+            case 0: violation("valid purchases not granted", purchase.transactionId)
+            default: violation("valid purchases granted more than once", purchase.transactionId)
+            }
+            if seen.grantedTransactions.contains(purchase.transactionId) == false { violation("valid purchases without an item.granted", purchase.transactionId) }
+            let expected: PurchaseState = expectations.revoked.contains(purchase.transactionId) ? .revoked : purchase.stale ? .refundDue : .finished
+            let state = record(purchase.transactionId)?.state
+            guard state == expected else {
+                violation("valid purchases not \(expected.rawValue)", "\(purchase.transactionId) (\(state?.rawValue ?? "not recorded"))")
+                continue
+            }
+            switch expected {
+            case .finished:
+                if seen.finished[purchase.transactionId] == nil { violation("purchases finished without a transaction.finished event", purchase.transactionId) }
+                books.finished += 1
+            case .refundDue:
+                if seen.refundDue[purchase.transactionId]?.count != 1 { violation("stale purchases not flagged exactly once", purchase.transactionId) }
+                books.refundDue += 1
+            default: books.revoked += 1
+            }
+            if expected != .revoked { expectedCoins[purchase.user, default: 0] += purchase.coins }
+        }
+        for (id, events) in seen.refundDue where !input.unique.contains(where: { $0.transactionId == id && $0.stale }) {
+            violation("purchases flagged refund-due that were not left unconsumed", "\(id) (\(events.count) events)")
+        }
+        for (key, purchase) in audit.purchases where purchase.state == .verified || purchase.state == .granted {
+            violation("purchases neither finished nor flagged", "\(key) (\(purchase.state.rawValue))")
+        }
+        // Each balance is the sum of its purchases (against the input) and of its ledger entries (against the store).
+        for user in Set(input.unique.map(\.user)).sorted() {
+            let balance = try await store.balances(of: user)["coins"] ?? 0
+            if balance != expectedCoins[user, default: 0] { violation("balances not the sum of their purchases", "\(user): \(balance), expected \(expectedCoins[user, default: 0])") }
+        }
+        for mismatch in audit.balanceMismatches { violation("balances not the sum of their ledger entries", mismatch) }
+        for key in audit.orphanGrants { violation("grants of purchases not in the store", key.description) }
+
+        // Every forgery rejected as such, nothing granted for it; every malformed message dead-lettered.
+        for (submissionId, id) in input.forged {
+            if seen.rejected[submissionId]?.contains("untrustedChain") == true { books.rejected += 1 } else { violation("forged purchases not rejected (untrustedChain)", id) }
+            if (record(id)?.grantEntries ?? 0) > 0 { violation("forged purchases granted", id) }
+        }
+        for key in input.malformed {
+            if seen.deadLettered[key] != nil { books.deadLettered += 1 } else { violation("malformed messages not dead-lettered", key) }
+        }
+        let outcomes = books.grantedOnce + books.rejected + books.deadLettered
+        if outcomes != input.outcomesExpected {
+            violation("messages without an outcome", "\(input.outcomesExpected - outcomes) of \(input.outcomesExpected) (granted + rejected + dead-lettered)")
+        }
+
+        // Every submission answered: repeats "already granted"; no rejection but the forgeries' (after a kill, a repeat of a
+        // purchase revoked or flagged since is answered with that state: it changes nothing).
+        let repeats = input.plan.duplicates + expectations.laterRepeats
+        let answers = "\(seen.grantAnswers) granted + \(seen.alreadyGrantedAnswers) already granted"
+        if expectations.exactAnswers {
+            if seen.grantAnswers != input.unique.count || seen.alreadyGrantedAnswers != repeats {
+                violation("submissions not answered once", "\(answers), expected \(input.unique.count) + \(repeats)")
+            }
+            if seen.deadLetterEvents.count != input.malformed.count { violation("dead letters not of the malformed messages", "\(seen.deadLetterEvents.count) for \(input.malformed.count)") }
+        } else if seen.grantAnswers + seen.alreadyGrantedAnswers < input.unique.count + repeats {
+            violation("submissions not answered", "\(answers), expected at least \(input.unique.count + repeats)")
+        }
+        let tolerated: Set<String> = expectations.exactAnswers ? [] : ["revoked", "refundDue"]
+        for (submissionId, reasons) in seen.rejected where input.forged[submissionId] == nil && !reasons.isSubset(of: tolerated) {
+            violation("valid submissions rejected", "\(submissionId): \(reasons.sorted().joined(separator: ", "))")
+        }
+
+        // No purchase finished twice: one transaction.finished identity per purchase; none finished without its grant, in
+        // the store and at the App Store (no Finish Transaction call before the grant).
+        for (id, events) in seen.finished where events.count > 1 { violation("purchases finished twice", "\(id): \(events.count) distinct events") }
+        for key in audit.finishedWithoutGrant { violation("purchases finished without a grant", key.description) }
+        for (id, calls) in finishCalls ?? [:] {
+            books.finishCalls += calls.count
+            books.repeatedFinishCalls += calls.count - 1
+            guard let purchase = record(id), purchase.grantEntries > 0, let grantedAt = purchase.grantedAt else {
+                violation("Finish Transaction called for a purchase never granted", id)
+                continue
+            }
+            // Store times are milliseconds; the call is stamped after the request arrived.
+            if let first = calls.min(), first.addingTimeInterval(0.001) < grantedAt { violation("Finish Transaction called before the grant", id) }
+        }
+        books.violations = problems.keys.sorted().map { kind in
+            let examples = problems[kind]!
+            return "\(kind): \(examples.count) (e.g. \(examples.sorted().prefix(3).joined(separator: ", ")))"
+        }
+        return books
+    }
+}

@@ -1,0 +1,105 @@
+import Foundation
+import JSON
+import Kafka
+import PurchaseEvents
+import Synchronization
+
+/// What the pipeline answered, read from its output topics (`item.granted`, `purchase.rejected`, dead letters,
+/// `refund.due`, `transaction.finished`) by a consumer group of its own: the one watcher of the demo, the benchmark
+/// and the chaos run. A worker killed after its commit answers a redelivered input again, so events are told
+/// apart by their CloudEvents id (`ce_id`), and purchases by their transaction id.
+public final class PipelineWatcher: Sendable {
+    public struct Seen: Sendable {
+        /// `transaction.finished` by transaction id: the distinct event ids (one unless a purchase was finished twice).
+        public var finished: [String: Set<String>] = [:]
+        /// When the first `transaction.finished` of each transaction arrived here.
+        public var firstFinishedAt: [String: Date] = [:]
+        /// When the last first-finish arrived (the end of a throughput run).
+        public var lastFirstFinishedAt: Date?
+        /// `item.granted` answers: first grants and "already granted" answers, repeats included.
+        public var grantAnswers = 0
+        public var alreadyGrantedAnswers = 0
+        /// Transactions with any `item.granted`.
+        public var grantedTransactions = Set<String>()
+        /// `purchase.rejected` by submission id: the reasons (rejections carry no transaction id from unverified data).
+        public var rejected: [String: Set<String>] = [:]
+        /// Distinct `purchase.rejected` events by reason.
+        public var rejectionsByReason: [String: Set<String>] = [:]
+        /// Dead letters by the original message's key: the reasons.
+        public var deadLettered: [String: Set<String>] = [:]
+        /// Distinct dead-letter events.
+        public var deadLetterEvents = Set<String>()
+        /// `refund.due` by transaction id: the distinct event ids (one: a purchase is flagged once).
+        public var refundDue: [String: Set<String>] = [:]
+        /// Output records read, repeats included.
+        public var records = 0
+
+        /// Distinct rejection events.
+        public var rejectionCount: Int { rejectionsByReason.values.reduce(0) { $0 + $1.count } }
+    }
+
+    private final class Box: Sendable { let seen = Mutex(Seen()) }
+    private let box = Box()
+    private let consumer: KafkaConsumer
+    private let task: Task<Void, any Error>
+
+    /// Starts reading `codec`'s output topics in the consumer group `groupID`, from their beginning.
+    public init(kafka: KafkaConfiguration, codec: EventCodec, groupID: String) throws {
+        let topics = [EventType.itemGranted, .purchaseRejected, .deadLetter, .refundDue, .transactionFinished].map(codec.topic)
+        consumer = try KafkaConsumer(configuration: .init(kafka: kafka, groupID: groupID, topics: topics))
+        task = Task { [consumer, box] in
+            try await consumer.run { message in
+                guard let value = message.value, let fields = JSONValue.parse(Array(value))?.objectValue else { return }
+                let type = message.header("ce_type").flatMap(EventType.init(ceType:))
+                let eventId = message.header("ce_id") ?? ""
+                let transactionId = fields["transactionId"]?.stringValue ?? ""
+                let reason = fields["reason"]?.stringValue ?? ""
+                let now = Date()
+                box.seen.withLock { seen in
+                    seen.records += 1
+                    switch type {
+                    case .transactionFinished:
+                        if seen.firstFinishedAt[transactionId] == nil {
+                            seen.firstFinishedAt[transactionId] = now
+                            seen.lastFirstFinishedAt = now
+                        }
+                        seen.finished[transactionId, default: []].insert(eventId)
+                    case .itemGranted:
+                        if fields["alreadyGranted"] == .bool(true) { seen.alreadyGrantedAnswers += 1 } else { seen.grantAnswers += 1 }
+                        seen.grantedTransactions.insert(transactionId)
+                    case .purchaseRejected:
+                        seen.rejected[fields["submissionId"]?.stringValue ?? "", default: []].insert(reason)
+                        seen.rejectionsByReason[reason, default: []].insert(eventId)
+                    case .deadLetter:
+                        let key = fields["key"]?.stringValue.flatMap { Data(base64Encoded: $0) }.map { String(decoding: $0, as: UTF8.self) } ?? ""
+                        seen.deadLettered[key, default: []].insert(reason)
+                        seen.deadLetterEvents.insert(eventId)
+                    case .refundDue: seen.refundDue[transactionId, default: []].insert(eventId)
+                    default: break
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether the watcher holds its partitions (start the clock only then).
+    public var isAssigned: Bool { !consumer.assignment.isEmpty }
+    public var seen: Seen { box.seen.withLock { $0 } }
+    /// Reads the state under the lock without copying it (for polls of a large run).
+    public func read<T>(_ body: (Seen) -> T) -> T { box.seen.withLock { body($0) } }
+
+    /// Distinct outcomes of `input` seen so far: finished or flagged valid purchases, rejected forgeries, dead-lettered
+    /// malformed messages (a run's progress).
+    public func outcomes(of input: PurchaseInput) -> Int {
+        read { seen in
+            input.unique.count(where: { seen.finished[$0.transactionId] != nil || seen.refundDue[$0.transactionId] != nil })
+                + input.forged.keys.count(where: { seen.rejected[$0] != nil }) + input.malformed.count(where: { seen.deadLettered[$0] != nil })
+        }
+    }
+
+    /// Leaves the group and waits for the consumer's end.
+    public func stop() async {
+        consumer.triggerGracefulShutdown()
+        _ = try? await task.value // Its end only matters for a clean exit; what it saw was read already.
+    }
+}

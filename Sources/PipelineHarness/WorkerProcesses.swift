@@ -1,0 +1,127 @@
+import Foundation
+import JSON
+
+/// The worker executables as child processes, found next to the running executable (`iap-harness`), each with its
+/// log file and the file it writes its ports to (`IAP_HTTP_PORT_FILE`) in `directory`.
+public final class WorkerProcesses: @unchecked Sendable {
+    // @unchecked: `processes` is only touched from the demo's own task, one call at a time.
+    private let directory: URL
+    private let environment: [String: String]
+    private let binaries = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+    /// Each running worker: its executable, which replica it is (1: the one `start` began; 2… joined later), the process.
+    private var processes: [(name: String, replica: Int, process: Process)] = []
+    private var replicasStarted: [String: Int] = [:]
+    /// Workers whose first replica left for good (`leave`): not brought back by `killAndRestart`.
+    private var firstReplicaLeft: Set<String> = []
+
+    public init(directory: URL, environment: [String: String]) throws {
+        self.directory = directory
+        self.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+    }
+
+    /// The process id of the running `name` (its first replica).
+    public func pid(of name: String) -> Int32? {
+        processes.first { $0.name == name && $0.replica == 1 && $0.process.isRunning }?.process.processIdentifier
+    }
+
+    /// Where replica `replica` of `name` writes its log (standard output and error).
+    public func logFile(of name: String, replica: Int = 1) -> URL {
+        directory.appendingPathComponent(replica == 1 ? "\(name).log" : "\(name)-\(replica).log")
+    }
+
+    /// Where replica `replica` of `name` writes the ports it listens on (`IAP_HTTP_PORT_FILE`).
+    public func portFile(of name: String, replica: Int = 1) -> URL {
+        directory.appendingPathComponent(replica == 1 ? "\(name).ports.json" : "\(name)-\(replica).ports.json")
+    }
+
+    /// The HTTP port of replica `replica` of `name` (or of its operations endpoints, `"operations"`), once it listens.
+    public func port(of name: String, replica: Int = 1, endpoints: String = "http") async throws -> Int {
+        let file = portFile(of: name, replica: replica)
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            // Not written yet (it is written whole, by a rename): keep waiting.
+            if let data = try? Data(contentsOf: file), let ports = JSONValue.parse(Array(data))?.objectValue {
+                guard let port = ports[endpoints]?.int64Value else { throw HarnessError("\(file.lastPathComponent) names no \(endpoints) port") }
+                return Int(port)
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw HarnessError("\(name) did not write \(file.lastPathComponent) within 60 s (its log: \(logFile(of: name, replica: replica).path))")
+    }
+
+    /// The replicas of `name` running now.
+    public func replicas(of name: String) -> [Int] { processes.filter { $0.name == name && $0.process.isRunning }.map(\.replica) }
+
+    /// Starts replica 1 of `name` (again, after a kill).
+    public func start(_ name: String, arguments: [String] = []) throws { try start(name, replica: 1, arguments: arguments) }
+
+    /// Starts one more replica of `name`, which joins the running ones' consumer groups; returns its number.
+    public func join(_ name: String) throws -> Int {
+        let replica = max(2, (replicasStarted[name] ?? 1) + 1)
+        try start(name, replica: replica, arguments: [])
+        return replica
+    }
+
+    /// Stops replica `replica` of `name`: SIGTERM (it leaves its groups gracefully; not awaited) or SIGKILL.
+    public func leave(_ name: String, replica: Int, signal: Int32) {
+        if replica == 1 { firstReplicaLeft.insert(name) }
+        for entry in processes where entry.name == name && entry.replica == replica && entry.process.isRunning {
+            kill(entry.process.processIdentifier, signal)
+        }
+    }
+
+    private func start(_ name: String, replica: Int, arguments: [String]) throws {
+        replicasStarted[name] = max(replicasStarted[name] ?? 0, replica)
+        let executable = binaries.appendingPathComponent(name)
+        guard FileManager.default.isExecutableFile(atPath: executable.path) else { throw HarnessError("\(name) not found next to iap-harness (\(executable.path)); build all products") }
+        let process = Process()
+        // IAP_WORKER_WRAPPER (e.g. "valgrind --leak-check=full --log-file=/tmp/vg.%p"): run each worker under it.
+        if let wrapper = environment["IAP_WORKER_WRAPPER"]?.split(separator: " ").map(String.init), !wrapper.isEmpty {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env") // finds the wrapper on PATH
+            process.arguments = wrapper + [executable.path] + arguments
+        } else {
+            process.executableURL = executable
+            process.arguments = arguments
+        }
+        // A restarted worker writes its new port; the file of the one before it goes first.
+        let ports = portFile(of: name, replica: replica)
+        try? FileManager.default.removeItem(at: ports) // absent at the first start
+        process.environment = environment.merging(["IAP_HTTP_PORT_FILE": ports.path]) { _, file in file }
+        let log = logFile(of: name, replica: replica)
+        // Appended to: a restarted worker's log follows its predecessor's.
+        guard FileManager.default.fileExists(atPath: log.path) || FileManager.default.createFile(atPath: log.path, contents: nil) else {
+            throw HarnessError("cannot create \(log.path)")
+        }
+        let handle = try FileHandle(forWritingTo: log)
+        try handle.seekToEnd()
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        processes.append((name, replica, process))
+    }
+
+    /// Kills replica 1 of a worker with SIGKILL (no shutdown, no commit, as a crash or an OOM kill would) and starts a new one;
+    /// nothing once that replica left.
+    public func killAndRestart(_ name: String) throws {
+        guard !firstReplicaLeft.contains(name) else { return }
+        for (running, replica, process) in processes where running == name && replica == 1 && process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        processes.removeAll { !$0.process.isRunning }
+        try start(name)
+    }
+
+    /// SIGTERM, a bounded wait for the graceful shutdown, then SIGKILL.
+    public func stopAll() {
+        for (_, _, process) in processes where process.isRunning { process.terminate() }
+        // A wrapped worker (valgrind) takes longer to stop and report.
+        let deadline = Date().addingTimeInterval(environment["IAP_WORKER_WRAPPER"] == nil ? 40 : 300)
+        for (_, _, process) in processes {
+            while process.isRunning && Date() < deadline { usleep(50_000) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
+        processes.removeAll()
+    }
+}
+

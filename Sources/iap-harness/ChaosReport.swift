@@ -1,0 +1,41 @@
+import Foundation
+import JSON
+import PipelineHarness
+
+/// The chaos run's report of its books (`PipelineBooks`), its faults and its time.
+extension PipelineBooks {
+    func chaosSummary(input: PurchaseInput, plan: ChaosPlan, seconds: TimeInterval) -> JSONValue {
+        .object([
+            "submitted": .integer(Int64(input.messages.count)), "uniqueValid": .integer(Int64(input.unique.count)),
+            "duplicates": .integer(Int64(input.plan.duplicates)), "forged": .integer(Int64(input.forged.count)),
+            "malformed": .integer(Int64(input.malformed.count)),
+            "grantedOnce": .integer(Int64(grantedOnce)), "finished": .integer(Int64(finished)), "rejected": .integer(Int64(rejected)),
+            "deadLettered": .integer(Int64(deadLettered)),
+            "grantAnswers": .integer(Int64(seen.grantAnswers)), "alreadyGrantedAnswers": .integer(Int64(seen.alreadyGrantedAnswers)),
+            "outputRecords": .integer(Int64(seen.records)),
+            "finishTransactionCalls": .integer(Int64(finishCalls)), "repeatedFinishTransactionCalls": .integer(Int64(repeatedFinishCalls)),
+            "kills": .object(plan.killed.mapValues { .integer(Int64($0)) }), "restarts": .integer(Int64(plan.killed.values.reduce(0, +))),
+            "storeOutageSeconds": .integer(Int64(plan.outageStarted ? plan.outageSeconds : 0)),
+            "seconds": .number((seconds * 10).rounded() / 10),
+            "violations": .array(violations.map(JSONValue.string)),
+        ])
+    }
+
+    func chaosTable(input: PurchaseInput, plan: ChaosPlan, seconds: TimeInterval) -> String {
+        let rows: [(String, String)] = [
+            ("submitted", "\(input.messages.count)"),
+            ("unique valid → granted once, finished", "\(input.unique.count) → \(grantedOnce), \(finished)"),
+            ("duplicates", "\(input.plan.duplicates) (grant answers \(seen.grantAnswers), already granted \(seen.alreadyGrantedAnswers))"),
+            ("forged → rejected", "\(input.forged.count) → \(rejected)"),
+            ("malformed → dead-lettered", "\(input.malformed.count) → \(deadLettered)"),
+            ("Finish Transaction calls", "\(finishCalls) (\(repeatedFinishCalls) repeated after a kill)"),
+            ("kills (SIGKILL) and restarts", plan.killed.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")),
+            ("store outage", plan.outageStarted ? "\(plan.outageSeconds) s" : "none"),
+            ("time", String(format: "%.0f s (%.0f messages/s)", seconds, Double(input.messages.count) / seconds)),
+        ]
+        var text = rows.map { "  \($0.0.padding(toLength: 40, withPad: " ", startingAt: 0)) \($0.1)" }.joined(separator: "\n")
+        text += violations.isEmpty ? "\n\nno violation: every valid purchase granted once and finished, everything else accounted for."
+                                   : "\n\nVIOLATIONS:\n" + violations.map { "  - \($0)" }.joined(separator: "\n")
+        return text
+    }
+}
