@@ -4,9 +4,10 @@ import HTTPServer
 import JSON
 import Synchronization
 
-/// The AppCoins (Catappult) purchase API as tests and the operator's harness play it, over real HTTP:
+/// The AppCoins (Catappult) purchase API as tests and the harness play it, over real HTTP with kept-alive connections:
 /// `GET /productv2/8.20250505/google/inapp/v3/applications/{package}/purchases/products/{sku}/tokens/{token}` answers
-/// the purchase (a Google-style ProductPurchase) of a token it was given for that package and SKU, else 404.
+/// the purchase (a Google-style ProductPurchase) of a token it was given for that package and SKU, else 404. Every
+/// request is recorded; failures (a status for one token or for all) and stalls are injected on demand.
 public final class AppCoinsAPIStandIn: Sendable {
     /// One purchase the store knows.
     public struct Purchase: Sendable {
@@ -18,60 +19,91 @@ public final class AppCoinsAPIStandIn: Sendable {
         /// 0 not yet consumed, 1 consumed.
         public var consumptionState: Int
         public var purchaseTime: Date
+        public var developerPayload: String?
+        /// The `productId` the API answers when it is not `sku` (a mismatch the client must refuse).
+        public var answeredProductId: String?
 
-        public init(packageName: String, sku: String, orderId: String, purchaseState: Int = 0, consumptionState: Int = 0, purchaseTime: Date = Date()) {
+        public init(packageName: String, sku: String, orderId: String, purchaseState: Int = 0, consumptionState: Int = 0, purchaseTime: Date = Date(),
+                    developerPayload: String? = nil, answeredProductId: String? = nil) {
             self.packageName = packageName
             self.sku = sku
             self.orderId = orderId
             self.purchaseState = purchaseState
             self.consumptionState = consumptionState
             self.purchaseTime = purchaseTime
+            self.developerPayload = developerPayload
+            self.answeredProductId = answeredProductId
         }
     }
 
     public static let pathPrefix = "/productv2/8.20250505/google/inapp/v3/applications/"
 
     public let server: HTTPServer
-    private let purchases: Registry
+    private let state: Registry
 
-    /// The purchases by token, and the paths asked, shared with the handler.
+    /// The purchases by token, the paths asked and the faults injected, shared with the handler.
     final class Registry: Sendable {
+        struct Faults {
+            /// Status answered for every request (the API down), else by token.
+            var all: Int?
+            var byToken: [String: Int] = [:]
+            var stalls: [String: Duration] = [:]
+        }
+
         let byToken: Mutex<[String: Purchase]>
         let asked = Mutex<[String]>([])
+        let faults = Mutex(Faults())
         init(_ purchases: [String: Purchase]) { byToken = Mutex(purchases) }
     }
 
     /// Every request's path, in order.
-    public var requests: [String] { purchases.asked.withLock { $0 } }
+    public var requests: [String] { state.asked.withLock { $0 } }
 
     public var baseURL: URL { URL(string: "http://127.0.0.1:\(server.port)")! }
 
     /// `purchases` by purchase token.
-    public init(purchases: [String: Purchase]) throws {
+    public init(purchases: [String: Purchase], configuration: HTTPServer.Configuration = .init()) throws {
         let known = Registry(purchases)
-        self.purchases = known
-        server = try HTTPServer(synchronousHandler: { request in
+        state = known
+        server = try HTTPServer(configuration: configuration, synchronousHandler: { request in
             known.asked.withLock { $0.append(request.path) }
             guard request.method == "GET", request.path.hasPrefix(Self.pathPrefix) else { return HTTPResponse(status: 404) }
             // {package}/purchases/products/{sku}/tokens/{token}
             let parts = request.path.dropFirst(Self.pathPrefix.count).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+            let token = parts.count == 6 ? parts[5] : ""
+            let (failure, stall) = known.faults.withLock { ($0.all ?? $0.byToken[token], $0.stalls[token]) }
+            // On the connection's own thread: a stall holds this request only, as a slow API would.
+            if let stall { Thread.sleep(forTimeInterval: Double(stall.components.seconds) + Double(stall.components.attoseconds) / 1e18) }
+            if let failure {
+                return HTTPResponse(status: failure, contentType: "application/json", body: #"{"error":{"code":\#(failure),"message":"Injected failure"}}"#)
+            }
             guard parts.count == 6, parts[1] == "purchases", parts[2] == "products", parts[4] == "tokens",
-                  let purchase = known.byToken.withLock({ $0[parts[5]] }), purchase.packageName == parts[0], purchase.sku == parts[3] else {
+                  let purchase = known.byToken.withLock({ $0[token] }), purchase.packageName == parts[0], purchase.sku == parts[3] else {
                 return HTTPResponse(status: 404, contentType: "application/json", body: #"{"error":{"code":404,"message":"Not found"}}"#)
             }
-            let body: [String: JSONValue] = [
+            var body: [String: JSONValue] = [
                 "kind": .string("androidpublisher#productPurchase"), "purchaseTimeMillis": .string(String(Int64(purchase.purchaseTime.timeIntervalSince1970 * 1000))),
                 "purchaseState": .integer(Int64(purchase.purchaseState)), "consumptionState": .integer(Int64(purchase.consumptionState)),
-                "orderId": .string(purchase.orderId), "acknowledgementState": .integer(0), "purchaseToken": .string(parts[5]),
-                "productId": .string(purchase.sku), "regionCode": .string("PT"), "currency": .string("EUR"),
+                "orderId": .string(purchase.orderId), "acknowledgementState": .integer(0), "purchaseToken": .string(token),
+                "productId": .string(purchase.answeredProductId ?? purchase.sku), "regionCode": .string("PT"), "currency": .string("EUR"),
             ]
-            let encoded = (try? JSONEncoder().encode(JSONValue.object(body))) ?? Data() // strings and integers always encode
-            return HTTPResponse(status: 200, headers: ["Content-Type": "application/json"], body: encoded)
+            if let payload = purchase.developerPayload { body["developerPayload"] = .string(payload) }
+            return HTTPResponse(status: 200, headers: ["Content-Type": "application/json"], body: Data(JSONValue.object(body).serializedText.utf8))
         })
     }
 
     /// Adds or changes the purchase of `token` (e.g. the app consumed it).
-    public func set(_ token: String, _ purchase: Purchase) { purchases.byToken.withLock { $0[token] = purchase } }
+    public func set(_ token: String, _ purchase: Purchase) { state.byToken.withLock { $0[token] = purchase } }
+
+    /// Answers requests for `token` (nil: every request, the API down) with `status` from now on; nil: as documented again.
+    public func fail(_ status: Int?, token: String? = nil) {
+        state.faults.withLock { faults in
+            if let token { faults.byToken[token] = status } else { faults.all = status }
+        }
+    }
+
+    /// Holds each request for `token` for `duration` before answering it (longer than a client's timeout: a hung API).
+    public func stall(_ token: String, for duration: Duration) { state.faults.withLock { $0.stalls[token] = duration } }
 }
 
 /// An AppCoins app's signing key, as the store's billing SDK signs purchase data with it.

@@ -1,6 +1,5 @@
 import Foundation
 import PurchaseDomain
-import HTTPServer
 import JSON
 import Kafka
 import PurchaseEvents
@@ -23,16 +22,11 @@ extension PipelineTests {
     func signedPurchasesWithHostileContentGetTheirDefinedOutcomes(_ engine: StoreEngine) async throws {
         let servers = try TestServices.requireBrokers()
         // AppCoins, as documented, answering an order id that is also an App Store transaction id.
-        let appCoins = try HTTPServer(synchronousHandler: { request in
-            guard request.path.hasSuffix("/tok-twin") else { return HTTPResponse(status: 404) }
-            return HTTPResponse(status: 200, contentType: "application/json", body: """
-                {"purchaseTimeMillis":"\(Int64(Date().timeIntervalSince1970 * 1000))","purchaseState":0,"consumptionState":1,
-                 "orderId":"7100001","acknowledgementState":0,"purchaseToken":"tok-twin","productId":"coins.100","currency":"EUR"}
-                """)
-        })
+        let appCoins = try AppCoinsAPIStandIn(purchases: ["tok-twin": .init(packageName: "com.example.coins", sku: "coins.100", orderId: "7100001",
+                                                                          consumptionState: 1)])
         let pki = try TestPKI.make()
         let pipeline = try await Self.start(servers: servers, pki: pki, storeURL: try await engine.freshURL(),
-                                            appCoinsURL: URL(string: "http://127.0.0.1:\(appCoins.port)")!)
+                                            appCoinsURL: appCoins.baseURL)
         let signer = JWSSigner(pki: pki)
         let hostileId = "7000001" + Self.hostile
         let hostileUser = "user" + Self.hostile

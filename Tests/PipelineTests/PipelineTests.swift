@@ -2,7 +2,6 @@ import Crypto
 import Database
 import Foundation
 import PurchaseDomain
-import HTTPServer
 import JSON
 import JSONSchema
 import Kafka
@@ -405,14 +404,10 @@ extension StageRetryClassificationTests {
 extension PipelineTests {
     @Test func theSweeperFinishesWhatAppCoinsReportsConsumedAndFlagsTheRestOnce() async throws {
         let servers = try TestServices.requireBrokers()
-        let down = Locked(false)
-        let appCoins = try HTTPServer(synchronousHandler: { request in
-            if down.value { return HTTPResponse(status: 503) }
-            let token = String(request.path.split(separator: "/").last ?? "")
-            return HTTPResponse(status: 200, contentType: "application/json", body: """
-                {"purchaseState":0,"consumptionState":\(token == "t-consumed" ? 1 : 0),"orderId":"o-\(token)","purchaseToken":"\(token)","productId":"coins.100"}
-                """)
-        })
+        let appCoins = try AppCoinsAPIStandIn(purchases: Dictionary(uniqueKeysWithValues: ["t-consumed", "t-open", "t-unsure"].map { token in
+            (token, AppCoinsAPIStandIn.Purchase(packageName: "com.example.coins", sku: "coins.100", orderId: "o-\(token)",
+                                                consumptionState: token == "t-consumed" ? 1 : 0))
+        }))
         let store = try SQLPurchaseStore(url: try await StoreEngine.sqlite.freshURL())
         try await store.migrate()
         let old = Date().addingTimeInterval(-30 * 3600)
@@ -426,14 +421,14 @@ extension PipelineTests {
         try await KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers])).createTopics(EventCodec.pipelineTopics(prefix: prefix), partitions: 1)
         let context = StageContext(codec: EventCodec(schemas: Self.schemas, source: "/test/sweeper", topicPrefix: prefix),
                                    logger: Logger(stage: "sweeper", minimum: .error))
-        let verifier = AppCoinsVerifier(configuration: .init(baseURL: URL(string: "http://127.0.0.1:\(appCoins.port)")!, timeout: .seconds(5)))
+        let verifier = AppCoinsVerifier(configuration: .init(baseURL: appCoins.baseURL, timeout: .seconds(5)))
         let sweeper = SweeperService(configuration: .init(deadlines: [.appcoins: 24 * 3600]), store: store,
                                      producer: try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers]))),
                                      context: context, clock: ContinuousClock(), appCoins: verifier)
         // "t-unsure" is asked while the API is down: it must not be flagged on a guess.
-        down.value = true
+        appCoins.fail(503)
         #expect(try await sweeper.sweepOnce() == 0)
-        down.value = false
+        appCoins.fail(nil)
         #expect(try await sweeper.sweepOnce() == 2, "t-open and t-unsure are due; t-consumed is finished instead")
         #expect(try await sweeper.sweepOnce() == 0, "exactly once")
         #expect(try await store.purchase(PurchaseKey(store: .appcoins, transactionId: "o-t-consumed"))?.state == .finished)

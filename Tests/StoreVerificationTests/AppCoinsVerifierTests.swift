@@ -1,89 +1,64 @@
 import Crypto
 import Foundation
-import HTTPServer
 import StoreFixtures
 import StoreVerification
 import Testing
 import TestSupport
 
-/// Runs the AppCoins client against an HTTP server in the test process that answers as the AppCoins
-/// API documents: the purchase for a known token, 404 for an unknown one, and injected failures.
+/// Runs the AppCoins client against the stand-in API in the test process (`AppCoinsAPIStandIn`), which answers as
+/// the AppCoins API documents: the purchase for a known token, 404 for an unknown one, and injected failures.
 @Suite struct AppCoinsVerifierTests {
-    /// The stand-in API: `purchases[token]` answers 200; `failures[token]` answers that status.
-    final class StandInAPI: Sendable {
-        let requests = Locked<[String]>([])
-        let server: HTTPServer
+    /// The shared stand-in with `purchases` by token, and the client of this suite (its timeout `timeout`).
+    static func api(_ purchases: [String: AppCoinsAPIStandIn.Purchase]) throws -> AppCoinsAPIStandIn { try AppCoinsAPIStandIn(purchases: purchases) }
 
-        init(purchases: [String: String], failures: [String: Int] = [:], stall: Set<String> = []) throws {
-            let requests = self.requests
-            // Synchronous: the stand-in answers on its connection thread, whatever the test pool is doing.
-            server = try HTTPServer(synchronousHandler: { request in
-                requests.withLock { $0.append(request.path) }
-                let prefix = "/productv2/8.20250505/google/inapp/v3/applications/com.example.coins/purchases/products/"
-                guard request.method == "GET", request.path.hasPrefix(prefix) else { return HTTPResponse(status: 404) }
-                let rest = request.path.dropFirst(prefix.count).split(separator: "/")
-                guard rest.count == 3, rest[1] == "tokens" else { return HTTPResponse(status: 404) }
-                let token = String(rest[2])
-                if stall.contains(token) { usleep(3_000_000) } // Longer than the client's timeout.
-                if let status = failures[token] { return HTTPResponse(status: status, contentType: "application/json", body: #"{"error":"x"}"#) }
-                guard let body = purchases[token] else {
-                    return HTTPResponse(status: 404, contentType: "application/json", body: #"{"error":{"code":404,"message":"Not found"}}"#)
-                }
-                return HTTPResponse(status: 200, contentType: "application/json", body: body)
-            })
-        }
-
-        var verifier: AppCoinsVerifier { verifier(timeout: .seconds(10)) }
-
-        func verifier(timeout: Duration) -> AppCoinsVerifier {
-            AppCoinsVerifier(configuration: .init(baseURL: URL(string: "http://127.0.0.1:\(server.port)")!, timeout: timeout))
-        }
+    static func verifier(_ api: AppCoinsAPIStandIn, timeout: Duration = .seconds(10)) -> AppCoinsVerifier {
+        AppCoinsVerifier(configuration: .init(baseURL: api.baseURL, timeout: timeout))
     }
 
-    static func purchase(state: Int = 0, consumed: Int = 0, product: String = "coins.100") -> String {
-        """
-        {"kind":"androidpublisher#productPurchase","purchaseTimeMillis":"1764400000000","purchaseState":\(state),
-         "consumptionState":\(consumed),"developerPayload":"user-17","orderId":"catappult.inapp.purchase.ABCDEF",
-         "acknowledgementState":0,"purchaseToken":"tok-1","productId":"\(product)","regionCode":"PT","currency":"EUR"}
-        """
+    static func purchase(state: Int = 0, consumed: Int = 0, answering product: String? = nil) -> AppCoinsAPIStandIn.Purchase {
+        .init(packageName: "com.example.coins", sku: "coins.100", orderId: "catappult.inapp.purchase.ABCDEF", purchaseState: state,
+              consumptionState: consumed, purchaseTime: Date(timeIntervalSince1970: 1_764_400_000), developerPayload: "user-17", answeredProductId: product)
     }
 
     @Test func aPaidPurchaseVerifies() async throws {
-        let api = try StandInAPI(purchases: ["tok-1": Self.purchase()])
-        let purchase = try #require(await api.verifier.verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "tok-1").value)
+        let api = try Self.api(["tok-1": Self.purchase()])
+        let purchase = try #require(await Self.verifier(api).verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "tok-1").value)
         #expect(purchase.transactionId == "catappult.inapp.purchase.ABCDEF")
         #expect(purchase.purchaseTime == Date(timeIntervalSince1970: 1_764_400_000))
         #expect(!purchase.isConsumed)
         #expect(purchase.developerPayload == "user-17")
         #expect(VerifiedPurchase(purchase).consumed == false)
-        #expect(api.requests.value == ["/productv2/8.20250505/google/inapp/v3/applications/com.example.coins/purchases/products/coins.100/tokens/tok-1"])
+        #expect(api.requests == ["/productv2/8.20250505/google/inapp/v3/applications/com.example.coins/purchases/products/coins.100/tokens/tok-1"])
     }
 
     @Test func consumptionStateIsReported() async throws {
-        let api = try StandInAPI(purchases: ["tok-1": Self.purchase(consumed: 1)])
-        #expect(await api.verifier.verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "tok-1").value?.isConsumed == true)
+        let api = try Self.api(["tok-1": Self.purchase(consumed: 1)])
+        #expect(await Self.verifier(api).verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "tok-1").value?.isConsumed == true)
     }
 
     @Test(arguments: [404, 410])
     func unknownPurchasesArePermanentRejections(_ status: Int) async throws {
-        let api = try StandInAPI(purchases: [:], failures: ["gone": status])
+        let api = try Self.api(["gone": Self.purchase()])
+        api.fail(410, token: "gone")
         let token = status == 404 ? "unknown" : "gone"
-        let rejection = try #require(await api.verifier.verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: token).rejection)
+        let rejection = try #require(await Self.verifier(api).verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: token).rejection)
         #expect(rejection.reason == .storeRejected)
         #expect(!rejection.isRetryable)
     }
 
     @Test(arguments: [429, 500, 502, 503])
     func serverErrorsAreRetryable(_ status: Int) async throws {
-        let api = try StandInAPI(purchases: [:], failures: ["t": status])
-        let rejection = try #require(await api.verifier.verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "t").rejection)
+        let api = try Self.api(["t": Self.purchase()])
+        api.fail(status)
+        let rejection = try #require(await Self.verifier(api).verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "t").rejection)
         #expect(rejection.reason == .storeUnavailable)
         #expect(rejection.isRetryable)
     }
 
     @Test func aTimeoutIsRetryable() async throws {
-        let api = try StandInAPI(purchases: ["slow": Self.purchase()], stall: ["slow"])
-        let rejection = try #require(await api.verifier(timeout: .seconds(1)).verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "slow").rejection)
+        let api = try Self.api(["slow": Self.purchase()])
+        api.stall("slow", for: .seconds(3)) // longer than the client's timeout
+        let rejection = try #require(await Self.verifier(api, timeout: .seconds(1)).verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "slow").rejection)
         #expect(rejection.reason == .storeUnavailable && rejection.isRetryable)
     }
 
@@ -94,13 +69,13 @@ import TestSupport
     }
 
     @Test func canceledPendingAndMismatchedPurchasesAreRejected() async throws {
-        let api = try StandInAPI(purchases: ["canceled": Self.purchase(state: 1), "pending": Self.purchase(state: 2),
-                                             "other": Self.purchase(product: "coins.5000")])
-        let canceled = try #require(await api.verifier.verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "canceled").rejection)
+        let api = try Self.api(["canceled": Self.purchase(state: 1), "pending": Self.purchase(state: 2), "other": Self.purchase(answering: "coins.5000")])
+        let verifier = Self.verifier(api)
+        let canceled = try #require(await verifier.verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "canceled").rejection)
         #expect(canceled.reason == .purchaseNotCompleted && !canceled.isRetryable)
-        let pending = try #require(await api.verifier.verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "pending").rejection)
+        let pending = try #require(await verifier.verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "pending").rejection)
         #expect(pending.reason == .purchasePending && pending.isRetryable, "a verdict of its own: submit again once it settles")
-        let other = try #require(await api.verifier.verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "other").rejection)
+        let other = try #require(await verifier.verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "other").rejection)
         #expect(other.reason == .storeRejected)
     }
 
