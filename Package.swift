@@ -90,24 +90,26 @@ let package = Package(
                            "PurchaseStore", "StoreVerification", "COpenSSL", "CLibPQ", "CSQLite"],
             linkerSettings: rdkafkaLinkerSettings
         ),
+        // posix_spawn's GNU file actions, and child processes started with them (the harness's workers, the tests' executables).
+        .systemLibrary(name: "CSpawn"),
+        .target(name: "ChildProcesses", dependencies: ["CSpawn"]),
         // The pieces of every run on stand-ins: worker processes, input, the stand-in App Store, the watcher, the books.
-        .target(name: "PipelineHarness", dependencies: ["Crypto", "JSON", "JSONSchema", "Kafka", "PurchaseDomain", "PurchaseEvents", "PurchaseStore",
+        .target(name: "PipelineHarness", dependencies: ["ChildProcesses", "Crypto", "JSON", "JSONSchema", "Kafka", "PurchaseDomain", "PurchaseEvents", "PurchaseStore",
                                                         "StoreFixtures", "StoreVerification"]),
         // Demo, benchmarks and chaos on stand-in stores, with test data signed at run time: for developers and CI only.
         .executableTarget(
             name: "iap-harness",
-            dependencies: ["CommandLineOptions", "PipelineHarness", "PurchaseDomain", "Stages", "Ingest", "Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents",
+            dependencies: ["ChildProcesses", "CommandLineOptions", "PipelineHarness", "PurchaseDomain", "Stages", "Ingest", "Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents",
                            "PurchaseStore", "StoreVerification", "StoreFixtures", "HTTPServer", "COpenSSL", "CLibPQ", "CSQLite"],
             linkerSettings: rdkafkaLinkerSettings
         ),
 
-        .systemLibrary(name: "CSpawn", path: "Tests/CSpawn"),
-        .target(name: "TestSupport", dependencies: ["Kafka", "Database", "CSpawn"], path: "Tests/TestSupport", exclude: ["tansu_s3.py"]),
+        .target(name: "TestSupport", dependencies: ["Kafka", "Database", "ChildProcesses"], path: "Tests/TestSupport", exclude: ["tansu_s3.py"]),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], exclude: ["tls_proxy.py"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient", "HTTPServer", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "StoreVerificationTests", dependencies: ["PurchaseDomain", "StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "IAPCtlTests", dependencies: ["PurchaseDomain", "PurchaseStore", "iapctl", "iap-harness", "Kafka", "PurchaseEvents", "JSONSchema", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "Ingest", "JSON",
+        .testTarget(name: "IAPCtlTests", dependencies: ["ChildProcesses", "PurchaseDomain", "PurchaseStore", "iapctl", "iap-harness", "Kafka", "PurchaseEvents", "JSONSchema", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "Ingest", "JSON",
                                                         "StoreVerification", "StoreFixtures", "TestSupport"], exclude: ["foreign_producer.py", "deploy_check.py"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "JSONSchemaTests", dependencies: ["JSONSchema", "JSON", "TestSupport"],

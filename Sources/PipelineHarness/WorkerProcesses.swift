@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import JSON
 
@@ -9,7 +10,7 @@ public final class WorkerProcesses: @unchecked Sendable {
     private let environment: [String: String]
     private let binaries = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
     /// Each running worker: its executable, which replica it is (1: the one `start` began; 2… joined later), the process.
-    private var processes: [(name: String, replica: Int, process: Process)] = []
+    private var processes: [(name: String, replica: Int, process: ChildProcess)] = []
     private var replicasStarted: [String: Int] = [:]
     /// Workers whose first replica left for good (`leave`): not brought back by `killAndRestart`.
     private var firstReplicaLeft: Set<String> = []
@@ -66,7 +67,7 @@ public final class WorkerProcesses: @unchecked Sendable {
     public func leave(_ name: String, replica: Int, signal: Int32) {
         if replica == 1 { firstReplicaLeft.insert(name) }
         for entry in processes where entry.name == name && entry.replica == replica && entry.process.isRunning {
-            kill(entry.process.processIdentifier, signal)
+            entry.process.signal(signal)
         }
     }
 
@@ -74,29 +75,20 @@ public final class WorkerProcesses: @unchecked Sendable {
         replicasStarted[name] = max(replicasStarted[name] ?? 0, replica)
         let executable = binaries.appendingPathComponent(name)
         guard FileManager.default.isExecutableFile(atPath: executable.path) else { throw HarnessError("\(name) not found next to iap-harness (\(executable.path)); build all products") }
-        let process = Process()
         // IAP_WORKER_WRAPPER (e.g. "valgrind --leak-check=full --log-file=/tmp/vg.%p"): run each worker under it.
+        var command = (executable.path, arguments)
         if let wrapper = environment["IAP_WORKER_WRAPPER"]?.split(separator: " ").map(String.init), !wrapper.isEmpty {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env") // finds the wrapper on PATH
-            process.arguments = wrapper + [executable.path] + arguments
-        } else {
-            process.executableURL = executable
-            process.arguments = arguments
+            command = ("/usr/bin/env", wrapper + [executable.path] + arguments) // env finds the wrapper on PATH
         }
         // A restarted worker writes its new port; the file of the one before it goes first.
         let ports = portFile(of: name, replica: replica)
         try? FileManager.default.removeItem(at: ports) // absent at the first start
-        process.environment = environment.merging(["IAP_HTTP_PORT_FILE": ports.path]) { _, file in file }
-        let log = logFile(of: name, replica: replica)
         // Appended to: a restarted worker's log follows its predecessor's.
-        guard FileManager.default.fileExists(atPath: log.path) || FileManager.default.createFile(atPath: log.path, contents: nil) else {
-            throw HarnessError("cannot create \(log.path)")
-        }
-        let handle = try FileHandle(forWritingTo: log)
-        try handle.seekToEnd()
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
+        let log = open(logFile(of: name, replica: replica).path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        guard log >= 0 else { throw HarnessError("cannot open \(logFile(of: name, replica: replica).path): errno \(errno)") }
+        defer { close(log) } // the child has its own copy
+        let process = try ChildProcess(command.0, command.1, environment: environment.merging(["IAP_HTTP_PORT_FILE": ports.path]) { _, file in file },
+                                       standardOutput: log, standardError: log)
         processes.append((name, replica, process))
     }
 
@@ -105,7 +97,7 @@ public final class WorkerProcesses: @unchecked Sendable {
     public func killAndRestart(_ name: String) throws {
         guard !firstReplicaLeft.contains(name) else { return }
         for (running, replica, process) in processes where running == name && replica == 1 && process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
+            process.signal(SIGKILL)
             process.waitUntilExit()
         }
         processes.removeAll { !$0.process.isRunning }
@@ -119,7 +111,7 @@ public final class WorkerProcesses: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(environment["IAP_WORKER_WRAPPER"] == nil ? 40 : 300)
         for (_, _, process) in processes {
             while process.isRunning && Date() < deadline { usleep(50_000) }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.signal(SIGKILL)
         }
         processes.removeAll()
     }

@@ -1,10 +1,10 @@
 import CommandLineOptions
 import Crypto
+import ChildProcesses
 import Foundation
 import JSON
 import StoreFixtures
 import StoreVerification
-import Synchronization
 
 /// `iap-harness bench verify`: signed-transaction verifications per second on one core, beside OpenSSL's
 /// raw ECDSA P-256 verify rate over the same bytes, measured in the same run. With `--lines N`: `iapctl verify
@@ -93,20 +93,18 @@ enum BenchVerifyCommand {
         let openSSL = try opensslVerifyRate()
         let output = directory.appendingPathComponent("verdicts.jsonl")
         guard FileManager.default.createFile(atPath: output.path, contents: nil) else { throw UsageError("cannot create \(output.path)") }
-        let process = Process()
         let iapctl = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("iapctl")
         guard FileManager.default.isExecutableFile(atPath: iapctl.path) else { throw UsageError("iapctl not found next to iap-harness (\(iapctl.path)); build all products") }
-        process.executableURL = iapctl
-        process.arguments = ["verify", "--lines", "--bundle-id", "com.example.coins", "--environment", "Sandbox", "--root", root.path, file.path]
-        process.standardOutput = try FileHandle(forWritingTo: output)
+        let verdicts = try FileHandle(forWritingTo: output)
         let clock = ContinuousClock()
         let started = clock.now
-        try process.run()
+        let process = try ChildProcess(iapctl.path, ["verify", "--lines", "--bundle-id", "com.example.coins", "--environment", "Sandbox", "--root", root.path, file.path],
+                                       standardOutput: verdicts.fileDescriptor, standardError: 2)
+        try verdicts.close()
         process.waitUntilExit()
         let elapsed = clock.now - started
         guard process.terminationStatus == 0 else { throw UsageError("iapctl verify --lines exited \(process.terminationStatus)") }
-        let verdicts = try Data(contentsOf: output)
-        let verified = verdicts.split(separator: UInt8(ascii: "\n")).filter { $0.starts(with: Array(#"{"#.utf8)) && $0.contains(Array(#""verdict":"verified""#.utf8)) }.count
+        let verified = try Data(contentsOf: output).split(separator: UInt8(ascii: "\n")).filter { $0.starts(with: Array(#"{"#.utf8)) && $0.contains(Array(#""verdict":"verified""#.utf8)) }.count
         guard verified == count else { throw UsageError("\(verified) of \(count) lines verified") }
         let rate = Double(count) / elapsed.seconds
         let ratio = rate / openSSL
@@ -122,13 +120,9 @@ enum BenchVerifyCommand {
 
     /// The verify/s column of `openssl speed -seconds 3 ecdsap256` (one core).
     private static func opensslVerifyRate() throws -> Double {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = ["speed", "-seconds", "3", "ecdsap256"]
         let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        try runWithNoSignalBlocked(process)
+        let process = try ChildProcess("/usr/bin/openssl", ["speed", "-seconds", "3", "ecdsap256"], standardOutput: pipe.fileHandleForWriting.fileDescriptor)
+        try pipe.fileHandleForWriting.close()
         let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         // "256 bits ecdsa (nistp256)   0.0000s   0.0001s  37000.0  11258.0": the last column is verify/s.
@@ -142,21 +136,4 @@ enum BenchVerifyCommand {
     /// Starts `process` from a thread of its own with no signal blocked. A child inherits the signal mask of the thread
     /// that starts it, and the concurrency pool's threads block SIGALRM, by which `openssl speed` ends each test: it
     /// would run forever.
-    private static func runWithNoSignalBlocked(_ process: Process) throws {
-        let outcome = Mutex<Result<Void, any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        // @unchecked: the process is only touched by this thread until `done` is signalled.
-        struct Handoff: @unchecked Sendable { let process: Process }
-        let handoff = Handoff(process: process)
-        let thread = Thread {
-            var none = sigset_t()
-            sigemptyset(&none)
-            pthread_sigmask(SIG_SETMASK, &none, nil)
-            outcome.withLock { $0 = Result { try handoff.process.run() } }
-            done.signal()
-        }
-        thread.start()
-        done.wait()
-        try outcome.withLock { $0 }?.get()
-    }
 }

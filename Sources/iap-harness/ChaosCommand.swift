@@ -1,3 +1,4 @@
+import ChildProcesses
 import CommandLineOptions
 import Foundation
 import JSON
@@ -173,22 +174,18 @@ enum ChaosCommand {
         return plan
     }
 
-    /// Runs `command` with /bin/sh on a thread of its own (posix_spawn + waitpid: Foundation's `Process` did not
-    /// always notice the end of a command that left a daemon behind, such as `pg_ctl start`).
+    /// Runs `command` with /bin/sh, its output on standard error (standard output is the report); waits for its end
+    /// (waitpid on its pid: Foundation's `Process` did not always notice the end of a command that left a daemon behind,
+    /// such as `pg_ctl start`).
     private static func shell(_ command: String) async throws {
+        let child = try ChildProcess("/bin/sh", ["-c", command], standardOutput: 2, standardError: 2)
         let status: Int32 = await withCheckedContinuation { continuation in
             Thread.detachNewThread {
-                var pid: pid_t = 0
-                let words: [String] = ["/bin/sh", "-c", command]
-                let arguments: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
-                defer { arguments.forEach { free($0) } }
-                guard posix_spawn(&pid, "/bin/sh", nil, nil, arguments, environ) == 0 else { return continuation.resume(returning: -1) }
-                var status: Int32 = 0
-                while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-                continuation.resume(returning: status)
+                child.waitUntilExit()
+                continuation.resume(returning: child.terminationStatus)
             }
         }
-        guard status == 0 else { throw UsageError("chaos: `\(command)` failed (wait status \(status))") }
+        guard status == 0 else { throw HarnessError("chaos: `\(command)` failed (exit status \(status))") }
     }
 }
 

@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import PurchaseDomain
 import StoreFixtures

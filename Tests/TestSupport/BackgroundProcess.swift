@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 
 /// A child process (not one of this package's executables: see `ExecutableProcess`) whose output is collected;

@@ -1,3 +1,4 @@
+import ChildProcesses
 import Database
 import Foundation
 import Synchronization

@@ -1,7 +1,9 @@
 import CSpawn
 import Foundation
+import Synchronization
 
-/// A child process started with `posix_spawn`, for the tests.
+/// A child process started with `posix_spawn`: the workers the harness runs, the commands it calls, the executables the
+/// tests start.
 ///
 /// Not Foundation's `Process`: on Linux its `run()` copies the whole 256-byte name of every `/proc/self/fd` entry
 /// and reads past glibc's buffer (swift-corelibs-foundation PR 5472, not in Swift 6.3.1), which crashed the test
@@ -10,7 +12,7 @@ import Foundation
 public final class ChildProcess: Sendable {
     public let processIdentifier: pid_t
     /// The raw `waitpid` status once the child ended.
-    private let ended = Locked<Int32?>(nil)
+    private let ended = Ended()
     private let exited = DispatchSemaphore(value: 0)
 
     /// - Parameters:
@@ -54,18 +56,18 @@ public final class ChildProcess: Sendable {
         let thread = Thread { [ended, exited] in
             var status: Int32 = 0
             while waitpid(spawned, &status, 0) < 0 && errno == EINTR {}
-            ended.withLock { $0 = status }
+            ended.status.withLock { $0 = status }
             exited.signal()
         }
         thread.name = "child-\(pid)"
         thread.start()
     }
 
-    public var isRunning: Bool { ended.withLock { $0 } == nil }
+    public var isRunning: Bool { ended.status.withLock { $0 } == nil }
 
     /// The exit status, or the number of the signal that ended it (as Foundation's `Process` says); 0 while it runs.
     public var terminationStatus: Int32 {
-        guard let status = ended.withLock({ $0 }) else { return 0 }
+        guard let status = ended.status.withLock({ $0 }) else { return 0 }
         let signal = status & 0x7F
         return signal == 0 ? (status >> 8) & 0xFF : signal
     }
@@ -80,4 +82,9 @@ public final class ChildProcess: Sendable {
 
     /// SIGTERM.
     public func terminate() { signal(SIGTERM) }
+}
+
+/// The raw `waitpid` status once the child ended, shared with the thread that reaps it.
+private final class Ended: Sendable {
+    let status = Mutex<Int32?>(nil)
 }
