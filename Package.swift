@@ -118,7 +118,7 @@ let package = Package(
         .testTarget(name: "PurchaseStoreTests", dependencies: ["PurchaseDomain", "PurchaseStore", "Database", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "PurchaseEventsTests", dependencies: ["PurchaseDomain", "PurchaseEvents", "JSON", "JSONSchema", "Kafka", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "PipelineTests", dependencies: ["PipelineHarness", "PurchaseDomain", "Stages", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreFixtures",
+        .testTarget(name: "PipelineTests", dependencies: ["PipelineHarness", "WorkerApp", "PurchaseDomain", "Stages", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreFixtures",
                                                          "StoreVerification", "JSON", "JSONSchema", "Crypto", "HTTPServer", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "PurchaseDomainTests", dependencies: ["PurchaseDomain"]),

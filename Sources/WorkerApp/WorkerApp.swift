@@ -63,6 +63,29 @@ public enum WorkerApp {
         public let shutdownTimeout: Duration
         public let topicPrefix: String
 
+        /// Resolves what every executable shares from `settings` (Kafka properties from `variables`' `KAFKA_*` too).
+        init(command: String, settings: Settings, variables: [String: String]) throws {
+            let level: Logger.Level = switch settings.string("--log-level") {
+            case "debug": .debug
+            case "warning": .warning
+            case "error": .error
+            case "info": .info
+            default: throw SettingsError("--log-level (IAP_LOG_LEVEL) must be debug, info, warning or error")
+            }
+            var kafka = KafkaConfiguration.fromEnvironment(variables)
+            if let brokers = settings.string("--brokers") { kafka.bootstrapServers = brokers }
+            try kafka.apply(settings: settings.kafkaSettings)
+            guard kafka.bootstrapServers?.isEmpty == false else { throw SettingsError("--brokers (KAFKA_BOOTSTRAP_SERVERS) is required") }
+            self.command = command
+            self.settings = settings
+            self.kafka = kafka
+            schemas = try JSONSchemaRegistry.eventSchemas(directory: settings.string("--schemas-dir"))
+            logger = Logger(stage: command, minimum: level)
+            metrics = MetricsRegistry()
+            shutdownTimeout = .milliseconds(Int64((try settings.seconds("--shutdown-timeout") ?? 30) * 1000))
+            topicPrefix = settings.string("--topic-prefix") ?? ""
+        }
+
         /// An event codec whose events name `/iap-pipeline/<component>` as their source.
         public func codec(component: String) -> EventCodec {
             EventCodec(schemas: schemas, source: "/iap-pipeline/\(component)", topicPrefix: topicPrefix)
@@ -152,6 +175,16 @@ public enum WorkerApp {
         }
     }
 
+    /// A worker's environment as its executable resolves it, from `arguments` and `variables` alone (its settings'
+    /// environment names, e.g. `IAP_CATALOG`, and `KAFKA_*`), on `store`: for running a worker's stages inside another process — the pipeline
+    /// tests, with the executables' assembly (`Workers.verifierStage`…, `Environment.runner`) and Kafka settings.
+    public static func embedded(command: String, settings definitions: [Setting], arguments: [String] = [], variables: [String: String],
+                                store: SQLPurchaseStore) throws -> Environment {
+        let settings = try Settings(arguments: arguments, environment: variables, definitions: processSettings + workerSettings + definitions)
+        let process = try ProcessEnvironment(command: command, settings: settings, variables: variables)
+        return Environment(process: process, store: store, groupPrefix: settings.string("--group-prefix") ?? "iap-")
+    }
+
     /// `--leave-group`: whether the stages' consumers leave their groups on a graceful shutdown.
     static func leavesGroup(_ settings: Settings) throws -> Bool {
         switch settings.string("--leave-group")?.lowercased() {
@@ -221,23 +254,8 @@ public enum WorkerApp {
                 print(Settings.help(command: command, summary: summary, definitions: all))
                 return 0
             }
-            let level: Logger.Level = switch settings.string("--log-level") {
-            case "debug": .debug
-            case "warning": .warning
-            case "error": .error
-            case "info": .info
-            default: throw SettingsError("--log-level (IAP_LOG_LEVEL) must be debug, info, warning or error")
-            }
-            let logger = Logger(stage: command, minimum: level)
-            var kafka = KafkaConfiguration.fromEnvironment(ProcessInfo.processInfo.environment)
-            if let brokers = settings.string("--brokers") { kafka.bootstrapServers = brokers }
-            try kafka.apply(settings: settings.kafkaSettings)
-            guard kafka.bootstrapServers?.isEmpty == false else { throw SettingsError("--brokers (KAFKA_BOOTSTRAP_SERVERS) is required") }
-            let process = ProcessEnvironment(
-                command: command, settings: settings, kafka: kafka,
-                schemas: try JSONSchemaRegistry.eventSchemas(directory: settings.string("--schemas-dir")), logger: logger, metrics: MetricsRegistry(),
-                shutdownTimeout: .milliseconds(Int64((try settings.seconds("--shutdown-timeout") ?? 30) * 1000)),
-                topicPrefix: settings.string("--topic-prefix") ?? "")
+            let process = try ProcessEnvironment(command: command, settings: settings, variables: ProcessInfo.processInfo.environment)
+            let logger = process.logger
             var launch = try await body(process)
             if let http = launch.http, !launch.services.isEmpty {
                 var configuration = http.configuration

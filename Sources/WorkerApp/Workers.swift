@@ -11,89 +11,106 @@ import WorkerRuntime
 
 /// The four workers' own settings and wiring; each executable's `main.swift` calls one of these.
 public enum Workers {
+    /// The verifier's own settings.
+    public static let verifierSettings = [
+        Setting("--bundle-id", env: "IAP_BUNDLE_ID", help: "the app's bundle id (required)"),
+        Setting("--environment", env: "IAP_ENVIRONMENT", default: "Production", help: "Production, Sandbox, Xcode or LocalTesting"),
+        Setting("--app-apple-id", env: "IAP_APP_APPLE_ID", help: "the app's Apple id (required for Production)"),
+        Setting("--root", env: "IAP_ROOT_CERTIFICATES",
+                help: "root certificate file signed data (JWS) must chain to (repeat or comma-separate); Apple Root CA - G3 in production", isList: true),
+        Setting("--receipt-root", env: "IAP_RECEIPT_ROOT_CERTIFICATES",
+                help: "root certificate file StoreKit 1 app receipts must chain to (repeat or comma-separate); Apple Inc. Root in production; none: every receipt is rejected",
+                isList: true),
+        Setting("--allow-unsigned-test-data", env: "IAP_ALLOW_UNSIGNED_TEST_DATA", default: "false",
+                help: "accept Xcode and LocalTesting data without a signature: required by those environments, refused by the others; never in a deployment",
+                isSwitch: true),
+        Setting("--online-checks", env: "IAP_ONLINE_CHECKS", default: "false", help: "check validity now and ask OCSP responders", isSwitch: true),
+        Setting("--appcoins-url", env: "IAP_APPCOINS_URL", default: AppCoinsVerifier.Configuration.defaultBaseURL.absoluteString, help: "AppCoins API base URL"),
+        Setting("--appcoins-app", env: "IAP_APPCOINS_APPS",
+                help: "an AppCoins app this deployment sells in: PACKAGE=FILE, the file holding the app's public key from the Catappult back office "
+                    + "(repeat or comma-separate); none: AppCoins purchases are refused", isList: true),
+        Setting("--catalog", env: "IAP_CATALOG", help: "the product catalog file: names the product type where the store does not (receipts, AppCoins)"),
+        Setting("--restore-policy", env: "IAP_RESTORE_POLICY", default: RestorePolicy.transfer.rawValue,
+                help: "an entitlement restored under another user id: transfer (moves to that user) or keep (stays with the first)"),
+        Setting("--pending-recheck", env: "IAP_PENDING_RECHECK", default: "60", help: "seconds before a pending AppCoins payment is asked about again"),
+    ]
+
     public static func verifier() async -> Int32 {
-        let settings = [
-            Setting("--bundle-id", env: "IAP_BUNDLE_ID", help: "the app's bundle id (required)"),
-            Setting("--environment", env: "IAP_ENVIRONMENT", default: "Production", help: "Production, Sandbox, Xcode or LocalTesting"),
-            Setting("--app-apple-id", env: "IAP_APP_APPLE_ID", help: "the app's Apple id (required for Production)"),
-            Setting("--root", env: "IAP_ROOT_CERTIFICATES",
-                    help: "root certificate file signed data (JWS) must chain to (repeat or comma-separate); Apple Root CA - G3 in production", isList: true),
-            Setting("--receipt-root", env: "IAP_RECEIPT_ROOT_CERTIFICATES",
-                    help: "root certificate file StoreKit 1 app receipts must chain to (repeat or comma-separate); Apple Inc. Root in production; none: every receipt is rejected",
-                    isList: true),
-            Setting("--allow-unsigned-test-data", env: "IAP_ALLOW_UNSIGNED_TEST_DATA", default: "false",
-                    help: "accept Xcode and LocalTesting data without a signature: required by those environments, refused by the others; never in a deployment",
-                    isSwitch: true),
-            Setting("--online-checks", env: "IAP_ONLINE_CHECKS", default: "false", help: "check validity now and ask OCSP responders", isSwitch: true),
-            Setting("--appcoins-url", env: "IAP_APPCOINS_URL", default: AppCoinsVerifier.Configuration.defaultBaseURL.absoluteString, help: "AppCoins API base URL"),
-            Setting("--appcoins-app", env: "IAP_APPCOINS_APPS",
-                    help: "an AppCoins app this deployment sells in: PACKAGE=FILE, the file holding the app's public key from the Catappult back office "
-                        + "(repeat or comma-separate); none: AppCoins purchases are refused", isList: true),
-            Setting("--catalog", env: "IAP_CATALOG", help: "the product catalog file: names the product type where the store does not (receipts, AppCoins)"),
-            Setting("--restore-policy", env: "IAP_RESTORE_POLICY", default: RestorePolicy.transfer.rawValue,
-                    help: "an entitlement restored under another user id: transfer (moves to that user) or keep (stays with the first)"),
-        ]
-        return await WorkerApp.main(command: "iap-verifier", summary: "Verifies purchase.submitted and store.notification events.", settings: settings) { env in
-            let environment = AppStoreEnvironment(rawValue: try env.settings.required("--environment"))
-            guard AppStoreEnvironment.configurable.contains(environment) else {
-                throw SettingsError("--environment (IAP_ENVIRONMENT) must be Production, Sandbox, Xcode or LocalTesting")
-            }
-            // A second key: the environment's name alone must never turn signature checks off.
-            let allowUnsigned = env.settings.flag("--allow-unsigned-test-data")
-            switch environment.unsignedTestDataProblem(allowed: allowUnsigned) {
-            case nil: break
-            case .permissionMissing?:
-                throw SettingsError("--environment (IAP_ENVIRONMENT) \(environment) accepts data nobody signed, so it needs "
-                                    + "--allow-unsigned-test-data (IAP_ALLOW_UNSIGNED_TEST_DATA) too; never in a deployment")
-            case .permissionMisplaced?:
-                throw SettingsError("--allow-unsigned-test-data (IAP_ALLOW_UNSIGNED_TEST_DATA) is only for --environment Xcode or LocalTesting, not \(environment)")
-            }
-            let appAppleId = try env.settings.string("--app-apple-id").map { text -> Int64 in
-                guard let id = Int64(text) else { throw SettingsError("--app-apple-id (IAP_APP_APPLE_ID) must be a number") }
-                return id
-            }
-            let roots = try WorkerApp.certificates(env.settings.list("--root"), setting: "--root (IAP_ROOT_CERTIFICATES)")
-            let receiptRoots = try WorkerApp.certificates(env.settings.list("--receipt-root"), setting: "--receipt-root (IAP_RECEIPT_ROOT_CERTIFICATES)")
-            if receiptRoots.isEmpty && !allowUnsigned {
-                env.logger.info("no --receipt-root (IAP_RECEIPT_ROOT_CERTIFICATES): every StoreKit 1 app receipt is rejected")
-            }
-            let bundleId = try env.settings.required("--bundle-id")
-            let online = env.settings.flag("--online-checks")
-            guard let appCoinsURL = URL(string: try env.settings.required("--appcoins-url")) else { throw SettingsError("--appcoins-url is not a URL") }
-            guard let restorePolicy = RestorePolicy(rawValue: try env.settings.required("--restore-policy")) else {
-                throw SettingsError("--restore-policy (IAP_RESTORE_POLICY) must be transfer or keep")
-            }
-            let stage = VerifierStage(
-                context: env.context(stage: "verifier"), store: env.store,
-                appStore: try SignedDataVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment,
-                                                                      appAppleId: appAppleId, onlineChecks: online,
-                                                                      allowsUnsignedTestData: allowUnsigned)),
-                receipts: try ReceiptVerifier(configuration: .init(trustedRoots: receiptRoots, bundleId: bundleId, environment: environment,
-                                                                   onlineChecks: online, allowsUnsignedTestData: allowUnsigned)),
-                appCoins: try appCoinsApps(env.settings.list("--appcoins-app")).map { AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL, apps: $0)) },
-                catalog: try env.settings.string("--catalog").map { try catalog(at: $0, env) }, restorePolicy: restorePolicy)
-            return [try env.runner(for: stage)]
+        await WorkerApp.main(command: "iap-verifier", summary: "Verifies purchase.submitted and store.notification events.", settings: verifierSettings) { env in
+            [try env.runner(for: try verifierStage(env))]
         }
     }
 
-    public static func granter() async -> Int32 {
-        let settings = [
-            Setting("--catalog", env: "IAP_CATALOG", help: "the product catalog file (JSON, schemas/catalog.v1) (required)"),
-            Setting("--claw-back-due-refunds", env: "IAP_CLAW_BACK_DUE_REFUNDS", default: "false",
-                    help: "reverse the grants of purchases flagged refund.due", isSwitch: true),
-        ]
-        return await WorkerApp.main(command: "iap-granter", summary: "Grants verified purchases; reverses revoked ones.", settings: settings) { env in
-            let catalog = try catalog(at: try env.settings.required("--catalog"), env)
-            // Purchases recorded before product types were kept get theirs from the catalog (until they do, they
-            // are `unknown`: never flagged).
-            for store in Store.allCases {
-                let named = try await env.store.assignProductTypes(catalog.types(of: store), store: store)
-                if named > 0 { env.logger.info("named product types from the catalog", ["store": store.rawValue, "purchases": named]) }
-            }
-            let stage = GranterStage(context: env.context(stage: "granter"), store: env.store, catalog: catalog,
-                                     clawBackDueRefunds: env.settings.flag("--claw-back-due-refunds"))
-            return [try env.runner(for: stage)]
+    /// The verifier's stage from its settings.
+    public static func verifierStage(_ env: WorkerApp.Environment) throws -> VerifierStage {
+        let environment = AppStoreEnvironment(rawValue: try env.settings.required("--environment"))
+        guard AppStoreEnvironment.configurable.contains(environment) else {
+            throw SettingsError("--environment (IAP_ENVIRONMENT) must be Production, Sandbox, Xcode or LocalTesting")
         }
+        // A second key: the environment's name alone must never turn signature checks off.
+        let allowUnsigned = env.settings.flag("--allow-unsigned-test-data")
+        switch environment.unsignedTestDataProblem(allowed: allowUnsigned) {
+        case nil: break
+        case .permissionMissing?:
+            throw SettingsError("--environment (IAP_ENVIRONMENT) \(environment) accepts data nobody signed, so it needs "
+                                + "--allow-unsigned-test-data (IAP_ALLOW_UNSIGNED_TEST_DATA) too; never in a deployment")
+        case .permissionMisplaced?:
+            throw SettingsError("--allow-unsigned-test-data (IAP_ALLOW_UNSIGNED_TEST_DATA) is only for --environment Xcode or LocalTesting, not \(environment)")
+        }
+        let appAppleId = try env.settings.string("--app-apple-id").map { text -> Int64 in
+            guard let id = Int64(text) else { throw SettingsError("--app-apple-id (IAP_APP_APPLE_ID) must be a number") }
+            return id
+        }
+        let roots = try WorkerApp.certificates(env.settings.list("--root"), setting: "--root (IAP_ROOT_CERTIFICATES)")
+        let receiptRoots = try WorkerApp.certificates(env.settings.list("--receipt-root"), setting: "--receipt-root (IAP_RECEIPT_ROOT_CERTIFICATES)")
+        if receiptRoots.isEmpty && !allowUnsigned {
+            env.logger.info("no --receipt-root (IAP_RECEIPT_ROOT_CERTIFICATES): every StoreKit 1 app receipt is rejected")
+        }
+        let bundleId = try env.settings.required("--bundle-id")
+        let online = env.settings.flag("--online-checks")
+        guard let appCoinsURL = URL(string: try env.settings.required("--appcoins-url")) else { throw SettingsError("--appcoins-url is not a URL") }
+        guard let pendingRecheck = try env.settings.seconds("--pending-recheck"), pendingRecheck > 0 else {
+            throw SettingsError("--pending-recheck (IAP_PENDING_RECHECK) must be positive")
+        }
+        guard let restorePolicy = RestorePolicy(rawValue: try env.settings.required("--restore-policy")) else {
+            throw SettingsError("--restore-policy (IAP_RESTORE_POLICY) must be transfer or keep")
+        }
+        return VerifierStage(
+            context: env.context(stage: "verifier"), store: env.store,
+            appStore: try SignedDataVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment,
+                                                                  appAppleId: appAppleId, onlineChecks: online,
+                                                                  allowsUnsignedTestData: allowUnsigned)),
+            receipts: try ReceiptVerifier(configuration: .init(trustedRoots: receiptRoots, bundleId: bundleId, environment: environment,
+                                                               onlineChecks: online, allowsUnsignedTestData: allowUnsigned)),
+            appCoins: try appCoinsApps(env.settings.list("--appcoins-app")).map { AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL, apps: $0)) },
+            catalog: try env.settings.string("--catalog").map { try catalog(at: $0, env) }, restorePolicy: restorePolicy,
+            pendingRecheck: .milliseconds(Int64(pendingRecheck * 1000)))
+    }
+
+    /// The granter's own settings.
+    public static let granterSettings = [
+        Setting("--catalog", env: "IAP_CATALOG", help: "the product catalog file (JSON, schemas/catalog.v1) (required)"),
+        Setting("--claw-back-due-refunds", env: "IAP_CLAW_BACK_DUE_REFUNDS", default: "false",
+                help: "reverse the grants of purchases flagged refund.due", isSwitch: true),
+    ]
+
+    public static func granter() async -> Int32 {
+        await WorkerApp.main(command: "iap-granter", summary: "Grants verified purchases; reverses revoked ones.", settings: granterSettings) { env in
+            [try env.runner(for: try await granterStage(env))]
+        }
+    }
+
+    /// The granter's stage from its settings; names the product types of purchases recorded before types were kept.
+    public static func granterStage(_ env: WorkerApp.Environment) async throws -> GranterStage {
+        let catalog = try catalog(at: try env.settings.required("--catalog"), env)
+        // Purchases recorded before product types were kept get theirs from the catalog (until they do, they
+        // are `unknown`: never flagged).
+        for store in Store.allCases {
+            let named = try await env.store.assignProductTypes(catalog.types(of: store), store: store)
+            if named > 0 { env.logger.info("named product types from the catalog", ["store": store.rawValue, "purchases": named]) }
+        }
+        return GranterStage(context: env.context(stage: "granter"), store: env.store, catalog: catalog,
+                            clawBackDueRefunds: env.settings.flag("--claw-back-due-refunds"))
     }
 
     static func catalog(at path: String, _ env: WorkerApp.Environment) throws -> ProductCatalog {
@@ -104,32 +121,39 @@ public enum Workers {
         }
     }
 
+    /// The finisher's own settings.
+    public static let finisherSettings = [
+        Setting("--bundle-id", env: "IAP_BUNDLE_ID", help: "the app's bundle id (for API tokens)"),
+        Setting("--appstore-api-url", env: "IAP_APPSTORE_API_URL", help: "App Store Server API base URL; without it App Store purchases finish when the app reports them consumed"),
+        Setting("--appstore-key-id", env: "IAP_APPSTORE_KEY_ID", help: "In-App Purchase key id"),
+        Setting("--appstore-issuer-id", env: "IAP_APPSTORE_ISSUER_ID", help: "App Store Connect issuer id"),
+        Setting("--appstore-private-key", env: "IAP_APPSTORE_PRIVATE_KEY_FILE", help: "the In-App Purchase key (.p8 PEM file)"),
+        Setting("--sample-content-provided", env: "IAP_SAMPLE_CONTENT_PROVIDED", default: "false",
+                help: "answers to the App Store's consumption requests say the app gives a free sample or trial before purchase", isSwitch: true),
+    ]
+
     public static func finisher() async -> Int32 {
-        let settings = [
-            Setting("--bundle-id", env: "IAP_BUNDLE_ID", help: "the app's bundle id (for API tokens)"),
-            Setting("--appstore-api-url", env: "IAP_APPSTORE_API_URL", help: "App Store Server API base URL; without it App Store purchases finish when the app reports them consumed"),
-            Setting("--appstore-key-id", env: "IAP_APPSTORE_KEY_ID", help: "In-App Purchase key id"),
-            Setting("--appstore-issuer-id", env: "IAP_APPSTORE_ISSUER_ID", help: "App Store Connect issuer id"),
-            Setting("--appstore-private-key", env: "IAP_APPSTORE_PRIVATE_KEY_FILE", help: "the In-App Purchase key (.p8 PEM file)"),
-            Setting("--sample-content-provided", env: "IAP_SAMPLE_CONTENT_PROVIDED", default: "false",
-                    help: "answers to the App Store's consumption requests say the app gives a free sample or trial before purchase", isSwitch: true),
-        ]
-        return await WorkerApp.main(command: "iap-finisher", summary: "Finishes granted purchases with their store and answers its consumption requests.",
-                                    settings: settings) { env in
-            var api: AppStoreServerAPIClient?
-            if let url = env.settings.string("--appstore-api-url") {
-                guard let base = URL(string: url) else { throw SettingsError("--appstore-api-url is not a URL") }
-                let keyPath = try env.settings.required("--appstore-private-key")
-                guard let pem = FileManager.default.contents(atPath: keyPath) else { throw SettingsError("--appstore-private-key: cannot read \(keyPath)") }
-                let key: PrivateKey
-                do { key = try PrivateKey(pem: pem) } catch { throw SettingsError("--appstore-private-key (IAP_APPSTORE_PRIVATE_KEY_FILE): \(error)") }
-                api = AppStoreServerAPIClient(configuration: .init(
-                    baseURL: base, keyId: try env.settings.required("--appstore-key-id"), issuerId: try env.settings.required("--appstore-issuer-id"),
-                    bundleId: try env.settings.required("--bundle-id"), privateKey: key))
-            }
-            return [try env.runner(for: FinisherStage(context: env.context(stage: "finisher"), store: env.store, appStoreAPI: api,
-                                                      sampleContentProvided: env.settings.flag("--sample-content-provided")))]
+        await WorkerApp.main(command: "iap-finisher", summary: "Finishes granted purchases with their store and answers its consumption requests.",
+                             settings: finisherSettings) { env in
+            [try env.runner(for: try finisherStage(env))]
         }
+    }
+
+    /// The finisher's stage from its settings.
+    public static func finisherStage(_ env: WorkerApp.Environment) throws -> FinisherStage {
+        var api: AppStoreServerAPIClient?
+        if let url = env.settings.string("--appstore-api-url") {
+            guard let base = URL(string: url) else { throw SettingsError("--appstore-api-url is not a URL") }
+            let keyPath = try env.settings.required("--appstore-private-key")
+            guard let pem = FileManager.default.contents(atPath: keyPath) else { throw SettingsError("--appstore-private-key: cannot read \(keyPath)") }
+            let key: PrivateKey
+            do { key = try PrivateKey(pem: pem) } catch { throw SettingsError("--appstore-private-key (IAP_APPSTORE_PRIVATE_KEY_FILE): \(error)") }
+            api = AppStoreServerAPIClient(configuration: .init(
+                baseURL: base, keyId: try env.settings.required("--appstore-key-id"), issuerId: try env.settings.required("--appstore-issuer-id"),
+                bundleId: try env.settings.required("--bundle-id"), privateKey: key))
+        }
+        return FinisherStage(context: env.context(stage: "finisher"), store: env.store, appStoreAPI: api,
+                             sampleContentProvided: env.settings.flag("--sample-content-provided"))
     }
 
     public static func sweeper() async -> Int32 {

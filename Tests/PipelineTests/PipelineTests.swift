@@ -13,10 +13,11 @@ import StoreFixtures
 import StoreVerification
 import Testing
 import TestSupport
+import WorkerApp
 import WorkerRuntime
 
-/// The stages wired together on a real broker and a real store: verifier → granter → finisher, with a
-/// stand-in App Store Server API that checks the finisher's token.
+/// The workers' stages, assembled as the executables assemble them, together in this process on a real broker and a
+/// real store: verifier → granter → finisher, with a stand-in App Store Server API that checks the finisher's token.
 @Suite(TestServices.broker, .timeLimit(.minutes(5)))
 struct PipelineTests {
     static let schemas = try! JSONSchemaRegistry(directory: TestServices.packageRoot.appendingPathComponent("schemas"))
@@ -32,16 +33,18 @@ struct PipelineTests {
         let appStore: AppStoreServerAPIStandIn
         /// The key of the AppCoins app `com.example.coins` the verifier knows.
         let appCoins: AppCoinsSigner
-        let makeRunner: (Int) throws -> StageRunner
+        let makeRunner: (Int) async throws -> StageRunner
 
         init(codec: EventCodec, store: SQLPurchaseStore, appStore: AppStoreServerAPIStandIn, appCoins: AppCoinsSigner,
-             makeRunner: @escaping (Int) throws -> StageRunner) throws {
+             makeRunner: @escaping (Int) async throws -> StageRunner) async throws {
             self.codec = codec
             self.store = store
             self.appStore = appStore
             self.appCoins = appCoins
             self.makeRunner = makeRunner
-            runners = try (0..<3).map(makeRunner)
+            var runners: [StageRunner] = []
+            for index in 0..<3 { runners.append(try await makeRunner(index)) }
+            self.runners = runners
             tasks = runners.map { runner in Task { try await runner.run() } }
         }
 
@@ -49,7 +52,7 @@ struct PipelineTests {
         func restart(_ index: Int) async throws {
             runners[index].triggerGracefulShutdown()
             try await tasks[index].value
-            runners[index] = try makeRunner(index)
+            runners[index] = try await makeRunner(index)
             let runner = runners[index]
             tasks[index] = Task { try await runner.run() }
         }
@@ -79,37 +82,46 @@ struct PipelineTests {
         try await admin.createTopics(EventCodec.pipelineTopics(prefix: prefix), partitions: 4)
         let store = try SQLPurchaseStore(url: storeURL)
         try await store.migrate()
-        let catalog = try ProductCatalog(contentsOf: TestServices.packageRoot.appendingPathComponent("schemas/examples/catalog.json"), schemas: schemas)
-        let apiKey = try PrivateKey.generateP256()
-        let apiPublicKey = try apiKey.publicKey()
-        let appStore = try AppStoreServerAPIStandIn(publicKey: apiPublicKey, keyId: "K", issuerId: "I", bundleId: bundle)
-        let appCoinsSigner = try AppCoinsSigner()
-        let appCoinsApps = ["com.example.coins": try PublicKey(subjectPublicKeyInfo: Data(try appCoinsSigner.publicKeyBase64().utf8))]
-        let api = AppStoreServerAPIClient(configuration: .init(baseURL: appStore.baseURL, keyId: "K", issuerId: "I", bundleId: bundle, privateKey: apiKey))
-        let verifier = try SignedDataVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: bundle, environment: .sandbox))
-        let stageNames = ["verifier", "granter", "finisher"]
-        let makeRunner: (Int) throws -> StageRunner = { index in
-            let stageName = stageNames[index]
-            let codec = EventCodec(schemas: schemas, source: "/iap-pipeline/\(stageName)", topicPrefix: prefix)
-            let context = StageContext(codec: codec, logger: Logger(stage: stageName, minimum: .error))
-            let stage: any MessageStage = switch stageName {
-            case "verifier": VerifierStage(context: context, store: store, appStore: verifier,
-                                           appCoins: appCoinsURL.map { AppCoinsVerifier(configuration: .init(baseURL: $0, apps: appCoinsApps)) }, catalog: catalog,
-                                           restorePolicy: restorePolicy, pendingRecheck: pendingRecheck)
-            case "granter": GranterStage(context: context, store: store, catalog: catalog, clawBackDueRefunds: true)
-            default: FinisherStage(context: context, store: store, appStoreAPI: finishWithAppStoreAPI ? api : nil)
-            }
-            // Pipelined, as the workers run (--max-in-flight).
-            let consumer = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: "\(prefix)\(stageName)", topics: stage.topics,
-                                                                  maxInFlightPerPartition: 16))
-            let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
-            // With parking and its re-driver, as the workers run (the default retry budget).
-            let retryConsumer = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: "\(prefix)\(stageName)-retry",
-                                                                       topics: [codec.retryTopic]))
-            return StageRunner(stage: stage, consumer: consumer, producer: producer, codec: codec, logger: context.logger,
-                               parking: Parking(ledger: StoreParkingLedger(store: store), consumer: retryConsumer, topic: codec.retryTopic))
+        // The workers' own assembly (`Workers`, `WorkerApp.Environment.runner`) from their settings, as the executables
+        // read them: the same stages, consumers and Kafka properties.
+        let files = FileManager.default.temporaryDirectory.appendingPathComponent("pipeline-\(prefix)")
+        try FileManager.default.createDirectory(at: files, withIntermediateDirectories: true)
+        func file(_ name: String, _ text: String) throws -> String {
+            try Data(text.utf8).write(to: files.appendingPathComponent(name))
+            return files.appendingPathComponent(name).path
         }
-        return try Pipeline(codec: EventCodec(schemas: schemas, source: "/test/producer", topicPrefix: prefix), store: store, appStore: appStore,
+        let apiKey = try PrivateKey.generateP256()
+        let appStore = try AppStoreServerAPIStandIn(publicKey: try apiKey.publicKey(), keyId: "K", issuerId: "I", bundleId: bundle)
+        let appCoinsSigner = try AppCoinsSigner()
+        var variables = [
+            "KAFKA_BOOTSTRAP_SERVERS": servers, "KAFKA_TOPIC_METADATA_REFRESH_INTERVAL_MS": "1000", // topics grown mid-test are seen at once
+            "IAP_TOPIC_PREFIX": prefix, "IAP_GROUP_PREFIX": prefix, "IAP_LOG_LEVEL": "error",
+            "IAP_SCHEMAS_DIR": TestServices.packageRoot.appendingPathComponent("schemas").path,
+            "IAP_BUNDLE_ID": bundle, "IAP_ENVIRONMENT": "Sandbox", "IAP_ROOT_CERTIFICATES": try file("root.pem", pki.root.pemRepresentation),
+            "IAP_CATALOG": TestServices.packageRoot.appendingPathComponent("schemas/examples/catalog.json").path,
+            "IAP_RESTORE_POLICY": restorePolicy.rawValue, "IAP_PENDING_RECHECK": String(pendingRecheck.components.seconds),
+            "IAP_CLAW_BACK_DUE_REFUNDS": "true",
+        ]
+        if let appCoinsURL {
+            variables["IAP_APPCOINS_URL"] = appCoinsURL.absoluteString
+            variables["IAP_APPCOINS_APPS"] = "com.example.coins=" + (try file("appcoins.pub", try appCoinsSigner.publicKeyBase64()))
+        }
+        if finishWithAppStoreAPI {
+            variables.merge(["IAP_APPSTORE_API_URL": appStore.baseURL.absoluteString, "IAP_APPSTORE_KEY_ID": "K", "IAP_APPSTORE_ISSUER_ID": "I",
+                             "IAP_APPSTORE_PRIVATE_KEY_FILE": try file("api.p8", try apiKey.pemRepresentation())]) { _, new in new }
+        }
+        let workers: [(command: String, settings: [Setting], stage: @Sendable (WorkerApp.Environment) async throws -> any MessageStage)] = [
+            ("iap-verifier", Workers.verifierSettings, { try Workers.verifierStage($0) }),
+            ("iap-granter", Workers.granterSettings, { try await Workers.granterStage($0) }),
+            ("iap-finisher", Workers.finisherSettings, { try Workers.finisherStage($0) }),
+        ]
+        let makeRunner: (Int) async throws -> StageRunner = { [variables] index in
+            let worker = workers[index]
+            let environment = try WorkerApp.embedded(command: worker.command, settings: worker.settings, arguments: ["--kafka", "log_level=3"],
+                                                     variables: variables, store: store)
+            return try environment.runner(for: try await worker.stage(environment))
+        }
+        return try await Pipeline(codec: EventCodec(schemas: schemas, source: "/test/producer", topicPrefix: prefix), store: store, appStore: appStore,
                             appCoins: appCoinsSigner, makeRunner: makeRunner)
     }
 
