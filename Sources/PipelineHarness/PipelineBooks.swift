@@ -47,19 +47,23 @@ public struct PipelineBooks: Sendable {
         var books = PipelineBooks(seen: seen)
         var problems: [String: [String]] = [:]
         func violation(_ kind: String, _ example: String) { problems[kind, default: []].append(example) }
-        func record(_ id: String) -> StoreAudit.Purchase? { audit.purchases[PurchaseKey(store: .appstore, transactionId: id)] }
+        func record(_ key: PurchaseKey) -> StoreAudit.Purchase? { audit.purchases[key] }
+        func record(_ id: String) -> StoreAudit.Purchase? { record(PurchaseKey(store: .appstore, transactionId: id)) }
 
         // Every valid purchase granted exactly once, and in the state its story ends in.
         var expectedCoins: [String: Int64] = [:]
+        var expectedEntitlements: [String: Set<String>] = [:]
         for purchase in input.unique {
-            switch record(purchase.transactionId)?.grantEntries ?? 0 {
+            switch record(purchase.key)?.grantEntries ?? 0 {
             case 1: books.grantedOnce += 1
             case 0: violation("valid purchases not granted", purchase.transactionId)
             default: violation("valid purchases granted more than once", purchase.transactionId)
             }
             if seen.grantedTransactions.contains(purchase.transactionId) == false { violation("valid purchases without an item.granted", purchase.transactionId) }
-            let expected: PurchaseState = expectations.revoked.contains(purchase.transactionId) ? .revoked : purchase.stale ? .refundDue : .finished
-            let state = record(purchase.transactionId)?.state
+            // Only a consumable left unconsumed is flagged; an entitlement is finished at its grant.
+            let expected: PurchaseState = expectations.revoked.contains(purchase.transactionId) ? .revoked
+                : purchase.stale && purchase.product.entitlement == nil ? .refundDue : .finished
+            let state = record(purchase.key)?.state
             guard state == expected else {
                 violation("valid purchases not \(expected.rawValue)", "\(purchase.transactionId) (\(state?.rawValue ?? "not recorded"))")
                 continue
@@ -73,9 +77,12 @@ public struct PipelineBooks: Sendable {
                 books.refundDue += 1
             default: books.revoked += 1
             }
-            if expected != .revoked { expectedCoins[purchase.user, default: 0] += purchase.coins }
+            if expected != .revoked {
+                expectedCoins[purchase.user, default: 0] += purchase.coins
+                if let entitlement = purchase.product.entitlement { expectedEntitlements[purchase.user, default: []].insert(entitlement) }
+            }
         }
-        for (id, events) in seen.refundDue where !input.unique.contains(where: { $0.transactionId == id && $0.stale }) {
+        for (id, events) in seen.refundDue where !input.unique.contains(where: { $0.transactionId == id && $0.stale && $0.product.entitlement == nil }) {
             violation("purchases flagged refund-due that were not left unconsumed", "\(id) (\(events.count) events)")
         }
         for (key, purchase) in audit.purchases where purchase.state == .verified || purchase.state == .granted {
@@ -85,6 +92,10 @@ public struct PipelineBooks: Sendable {
         for user in Set(input.unique.map(\.user)).sorted() {
             let balance = try await store.balances(of: user)["coins"] ?? 0
             if balance != expectedCoins[user, default: 0] { violation("balances not the sum of their purchases", "\(user): \(balance), expected \(expectedCoins[user, default: 0])") }
+        }
+        for (user, entitlements) in expectedEntitlements.sorted(by: { $0.key < $1.key }) {
+            let held = Set(try await store.entitlements(of: user).keys)
+            if !entitlements.isSubset(of: held) { violation("entitlements bought but not held", "\(user): \(entitlements.subtracting(held).sorted())") }
         }
         for mismatch in audit.balanceMismatches { violation("balances not the sum of their ledger entries", mismatch) }
         for key in audit.orphanGrants { violation("grants of purchases not in the store", key.description) }

@@ -1,5 +1,6 @@
 import Foundation
 import Kafka
+import PurchaseDomain
 import PurchaseEvents
 import StoreFixtures
 import StoreVerification
@@ -32,7 +33,7 @@ public struct PurchaseInput: Sendable {
         public var shuffled = true
         /// Whether each transaction carries an `appAccountToken`, as apps that set one send it.
         public var appAccountTokens = false
-        /// What is bought: purchase i buys `products[i % products.count]` (consumable coin packs of the workers' catalog).
+        /// What is bought: purchase i buys `products[i % products.count]`. AppCoins products need `make`'s `appCoins`.
         public var products: [Product] = [Product(id: "coins.500", coins: 500), Product(id: "coins.100", coins: 100), Product(id: "coins.100", coins: 100)]
 
         public init(unique: Int, users: Int, firstTransactionId: Int64) {
@@ -42,28 +43,57 @@ public struct PurchaseInput: Sendable {
         }
     }
 
-    /// A consumable coin pack, as the workers' catalog prices it.
+    /// A product of the workers' catalog (`catalog`), in the store that sells it.
     public struct Product: Sendable {
-        public let id: String
-        public let coins: Int64
-        public init(id: String, coins: Int64) {
-            self.id = id
-            self.coins = coins
+        public enum Kind: Sendable, Equatable {
+            /// A consumable that adds to a currency balance.
+            case coins(Int64)
+            /// A non-consumable: an entitlement for good, finished at its grant and never flagged.
+            case entitlement(String)
         }
+
+        public let id: String
+        public let store: Store
+        public let kind: Kind
+
+        public init(id: String, store: Store = .appstore, kind: Kind) {
+            self.id = id
+            self.store = store
+            self.kind = kind
+        }
+
+        /// An App Store coin pack.
+        public init(id: String, coins: Int64) { self.init(id: id, kind: .coins(coins)) }
+
+        public var coins: Int64 { if case .coins(let amount) = kind { amount } else { 0 } }
+        public var entitlement: String? { if case .entitlement(let name) = kind { name } else { nil } }
     }
 
     public struct Purchase: Sendable {
+        public let store: Store
+        /// The store's transaction id (AppCoins: its order id).
         public let transactionId: String
         public let user: String
-        public let productId: String
-        public let coins: Int64
-        /// The signed transaction (JWS).
+        public let product: Product
+        /// The App Store signed transaction (JWS); empty for AppCoins.
         public let jws: String
         public let stale: Bool
+
+        public var productId: String { product.id }
+        public var coins: Int64 { product.coins }
+        public var key: PurchaseKey { PurchaseKey(store: store, transactionId: transactionId) }
     }
 
     /// The catalog the purchases are priced in, as the workers read it (`IAP_CATALOG`).
-    public static let catalog = #"{"products":{"coins.100":{"type":"consumable","currency":"coins","amount":100},"coins.500":{"type":"consumable","currency":"coins","amount":500}}}"#
+    public static let catalog = #"""
+        {"appstore":{"coins.100":{"type":"consumable","currency":"coins","amount":100},"coins.500":{"type":"consumable","currency":"coins","amount":500},
+        "adfree":{"type":"nonConsumable","entitlement":"adfree"}},
+        "appcoins":{"coins.100":{"type":"consumable","currency":"coins","amount":100}}}
+        """#
+
+    /// Every store and product type the catalog sells: App Store coin packs and an ad-free entitlement, AppCoins coins.
+    public static let mixedProducts = [Product(id: "coins.500", coins: 500), Product(id: "coins.100", coins: 100),
+                                       Product(id: "adfree", kind: .entitlement("adfree")), Product(id: "coins.100", store: .appcoins, kind: .coins(100))]
 
     public let plan: Plan
     /// Each valid purchase once, in purchase order.
@@ -75,8 +105,10 @@ public struct PurchaseInput: Sendable {
     /// Every submission of the plan, in the plan's order.
     public let messages: [KafkaProducerMessage]
 
-    /// Makes `plan`'s input, signed by `pki`, encoded by `codec`, purchased `now` (the stale ones 48 hours before).
-    public static func make(_ plan: Plan, pki: TestPKI, codec: EventCodec, now: Date) throws -> PurchaseInput {
+    /// Makes `plan`'s input, signed by `pki`, encoded by `codec`, purchased `now` (the stale ones 48 hours before); AppCoins
+    /// purchases are signed by `appCoins`' app key and made known to its API (paid, and consumed by the app: they finish
+    /// at their grant).
+    public static func make(_ plan: Plan, pki: TestPKI, codec: EventCodec, now: Date, appCoins: StandInAppCoins? = nil) throws -> PurchaseInput {
         let signer = JWSSigner(pki: pki)
         var generator = SystemRandomNumberGenerator()
         var unique: [Purchase] = []
@@ -86,22 +118,40 @@ public struct PurchaseInput: Sendable {
             let product = plan.products[index % plan.products.count]
             let user = plan.userPrefix + String(plan.randomUsers ? Int.random(in: 1...plan.users, using: &generator) : index % plan.users + 1)
             let stale = index >= plan.unique - plan.stale
-            let jws = try signer.sign(AppStorePayloads.transaction(
-                transactionId: id, productId: product.id, bundleId: StandInAppStore.bundleId, environment: .sandbox,
-                purchaseDate: stale ? now.addingTimeInterval(-48 * 3600) : now, signedDate: now,
-                appAccountToken: plan.appAccountTokens ? UUID().uuidString.lowercased() : nil))
-            let purchase = Purchase(transactionId: id, user: user, productId: product.id, coins: product.coins, jws: jws, stale: stale)
-            unique.append(purchase)
-            messages.append(try codec.message(submission(purchase, source: .client, at: now), time: now))
+            let purchased = stale ? now.addingTimeInterval(-48 * 3600) : now
+            switch product.store {
+            case .appstore:
+                let jws = try signer.sign(AppStorePayloads.transaction(
+                    transactionId: id, productId: product.id, bundleId: StandInAppStore.bundleId, environment: .sandbox,
+                    type: product.entitlement == nil ? .consumable : .nonConsumable, purchaseDate: purchased, signedDate: now,
+                    appAccountToken: plan.appAccountTokens ? UUID().uuidString.lowercased() : nil))
+                let purchase = Purchase(store: .appstore, transactionId: id, user: user, product: product, jws: jws, stale: stale)
+                unique.append(purchase)
+                messages.append(try codec.message(submission(purchase, source: .client, at: now), time: now))
+            case .appcoins:
+                guard let appCoins else { throw HarnessError("the plan sells \(product.id) on AppCoins: make needs the stand-in AppCoins store") }
+                let (order, token) = ("appcoins.order.\(id)", "appcoins-token-\(id)")
+                appCoins.api.set(token, .init(packageName: StandInAppCoins.packageName, sku: product.id, orderId: order, consumptionState: 1,
+                                              purchaseTime: purchased))
+                let signed = try appCoins.signer.sign(packageName: StandInAppCoins.packageName, sku: product.id, purchaseToken: token, orderId: order,
+                                                      purchaseTime: purchased)
+                unique.append(Purchase(store: .appcoins, transactionId: order, user: user, product: product, jws: "", stale: stale))
+                messages.append(try codec.message(PurchaseSubmitted(
+                    store: .appcoins, kind: .appcoinsPurchase,
+                    appcoins: .init(packageName: StandInAppCoins.packageName, sku: product.id, purchaseToken: token, purchaseData: signed.purchaseData,
+                                    signature: signed.signature),
+                    userId: user, submittedAt: now, source: .client, submissionId: UUID().uuidString.lowercased()), time: now))
+            }
         }
         // A repeat is the same signed transaction from the same user: a retry, a restore, a producer duplicate.
         let valid = messages
         for _ in 0..<plan.duplicates { messages.append(valid.randomElement(using: &generator)!) }
         var forged: [String: String] = [:]
         let forger = plan.forged > 0 ? JWSSigner(pki: try TestPKI.make(name: "forger")) : signer
+        let forgedProduct = plan.products.first { $0.store == .appstore }?.id ?? "coins.100"
         for index in 0..<plan.forged {
             let id = String(plan.firstTransactionId + 1_000_000_000_000 + Int64(index))
-            let jws = try forger.sign(AppStorePayloads.transaction(transactionId: id, productId: plan.products[0].id, bundleId: StandInAppStore.bundleId,
+            let jws = try forger.sign(AppStorePayloads.transaction(transactionId: id, productId: forgedProduct, bundleId: StandInAppStore.bundleId,
                                                                   environment: .sandbox, purchaseDate: now, signedDate: now))
             let forgery = PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: jws, userId: plan.userPrefix + String(index % plan.users + 1),
                                             submittedAt: now, source: .client, submissionId: UUID().uuidString.lowercased())
@@ -123,7 +173,7 @@ public struct PurchaseInput: Sendable {
         return PurchaseInput(plan: plan, unique: unique, forged: forged, malformed: malformed, messages: messages)
     }
 
-    /// `purchase` submitted again by its user from `source` (a restore, a retry), under a submission id of its own.
+    /// App Store `purchase` submitted again by its user from `source` (a restore, a retry), under a submission id of its own.
     public static func submission(_ purchase: Purchase, source: SubmissionSource, at now: Date) -> PurchaseSubmitted {
         PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: purchase.jws, userId: purchase.user,
                           submittedAt: now, source: source, submissionId: UUID().uuidString.lowercased())

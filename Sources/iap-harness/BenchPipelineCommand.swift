@@ -67,7 +67,7 @@ enum BenchPipelineCommand {
 
         // The workers, with the stand-in App Store Server API (every Finish Transaction accepted).
         let appStore = try StandInAppStore()
-        let workers = try WorkerProcesses.withStandInAppStore(directory: work, kafka: kafka, storeURL: storeURL, prefix: prefix, pki: pki, schemas: schemas,
+        let workers = try WorkerProcesses.withStandInStores(directory: work, kafka: kafka, storeURL: storeURL, prefix: prefix, pki: pki, schemas: schemas,
                                                               catalog: PurchaseInput.catalog, appStore: appStore)
         defer { workers.stopAll() }
         let stages = ["iap-verifier", "iap-granter", "iap-finisher"]

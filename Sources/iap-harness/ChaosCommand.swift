@@ -56,16 +56,23 @@ enum ChaosCommand {
 
         let started = Date()
         let pki = try TestPKI.make(name: "iap-pipeline chaos")
-        let input = try PurchaseInput.make(chaosPlan(total: total, users: users), pki: pki, codec: codec, now: started)
-        say("chaos: \(total) messages (\(input.unique.count) unique valid, \(input.plan.duplicates) duplicates, \(input.forged.count) forged, "
+        let appStore = try StandInAppStore()
+        let appCoins = try StandInAppCoins()
+        defer {
+            appStore.api.server.shutdown()
+            appCoins.api.server.shutdown()
+        }
+        let input = try PurchaseInput.make(chaosPlan(total: total, users: users), pki: pki, codec: codec, now: started, appCoins: appCoins)
+        let byStore = Dictionary(grouping: input.unique) { "\($0.store.rawValue) \($0.product.entitlement == nil ? "consumable" : "non-consumable")" }
+        say("chaos: \(total) messages (\(input.unique.count) unique valid: "
+            + byStore.sorted { $0.key < $1.key }.map { "\($0.value.count) \($0.key)" }.joined(separator: ", ")
+            + "; \(input.plan.duplicates) duplicates, \(input.forged.count) forged, "
             + "\(input.malformed.count) malformed) for \(users) users; workers \(prefix)*; signed in \(Int(Date().timeIntervalSince(started))) s")
 
-        let appStore = try StandInAppStore()
-        defer { appStore.api.server.shutdown() }
-        let workers = try WorkerProcesses.withStandInAppStore(
+        let workers = try WorkerProcesses.withStandInStores(
             directory: work, kafka: kafka, storeURL: storeURL, prefix: prefix, pki: pki, schemas: schemas, catalog: PurchaseInput.catalog,
             // The workers' own group settings: a killed member's partitions move once its session (10 s) ends.
-            appStore: appStore, environment: ["IAP_SWEEP_INTERVAL": "2"])
+            appStore: appStore, appCoins: appCoins, environment: ["IAP_SWEEP_INTERVAL": "2"])
         defer { workers.stopAll() }
         for name in stages { try workers.start(name) }
         let watcher = try PipelineWatcher(kafka: kafka, codec: codec, groupID: prefix + "chaos-watcher")
@@ -162,7 +169,8 @@ enum ChaosCommand {
         return 0
     }
 
-    /// `total` messages: 20 % duplicates, 1 % forged, 0.5 % malformed, the rest distinct valid purchases of random users.
+    /// `total` messages: 20 % duplicates, 1 % forged, 0.5 % malformed, the rest distinct valid purchases of random users, of
+    /// every store and product type the catalog sells (App Store coins and ad-free, AppCoins coins).
     static func chaosPlan(total: Int, users: Int) -> PurchaseInput.Plan {
         var plan = PurchaseInput.Plan(unique: 0, users: users, firstTransactionId: 5_000_000_000_000)
         plan.duplicates = total / 5
@@ -171,6 +179,7 @@ enum ChaosCommand {
         plan.unique = total - plan.duplicates - plan.forged - plan.malformed
         plan.randomUsers = true
         plan.userPrefix = "chaos-user-"
+        plan.products = PurchaseInput.mixedProducts
         return plan
     }
 

@@ -195,17 +195,20 @@ struct PipelineTests {
 
 extension PipelineTests {
     /// The harness's input and books (as the demo, the benchmark and the chaos run use them) on the stages in this
-    /// process: repeats, forgeries and malformed messages among 120 purchases, the granter and the verifier restarted
-    /// while they flow.
+    /// process: App Store coins and ad-free, AppCoins coins, with repeats, forgeries and malformed messages among 120
+    /// purchases, the granter and the verifier restarted while they flow.
     @Test(arguments: StoreEngine.available)
     func stagesRestartedMidStreamLoseNothingAndGrantNothingTwice(_ engine: StoreEngine) async throws {
         let servers = try TestServices.requireBrokers()
         let pki = try TestPKI.make()
-        let pipeline = try await Self.start(servers: servers, pki: pki, storeURL: try await engine.freshURL())
+        let appCoinsAPI = try AppCoinsAPIStandIn(purchases: [:])
+        let pipeline = try await Self.start(servers: servers, pki: pki, storeURL: try await engine.freshURL(), appCoinsURL: appCoinsAPI.baseURL)
         var plan = PurchaseInput.Plan(unique: 120, users: 10, firstTransactionId: 5_000_000)
         (plan.duplicates, plan.forged, plan.malformed) = (20, 3, 3)
-        plan.products = [.init(id: "coins.1000", coins: 1000), .init(id: "coins.100", coins: 100), .init(id: "coins.100", coins: 100)]
-        let input = try PurchaseInput.make(plan, pki: pki, codec: pipeline.codec, now: Date())
+        plan.products = [.init(id: "coins.1000", coins: 1000), .init(id: "coins.100", coins: 100), .init(id: "adfree", kind: .entitlement("adfree")),
+                         .init(id: "coins.100", store: .appcoins, kind: .coins(100))]
+        let input = try PurchaseInput.make(plan, pki: pki, codec: pipeline.codec, now: Date(),
+                                           appCoins: StandInAppCoins(signer: pipeline.appCoins, api: appCoinsAPI))
         let watcher = try PipelineWatcher(kafka: KafkaConfiguration(["bootstrap.servers": servers]), codec: pipeline.codec,
                                           groupID: pipeline.codec.topicPrefix + "watcher")
         try await waitUntil("the watcher holds its partitions") { watcher.isAssigned }
@@ -225,7 +228,7 @@ extension PipelineTests {
         #expect(books.violations.isEmpty, "\(books.violations)")
         let outcomes: [Int] = [books.grantedOnce, books.finished, books.rejected, books.deadLettered]
         #expect(outcomes == [120, 120, 3, 3], "granted once, finished, forgeries rejected, malformed dead-lettered")
-        #expect(books.finishCalls >= 120)
+        #expect(books.finishCalls >= 90, "every App Store purchase finished through the API (AppCoins has no such call)")
     }
 }
 

@@ -21,12 +21,37 @@ public struct StandInAppStore: Sendable {
     }
 }
 
+/// The AppCoins store of `bench` and `chaos`: the shared stand-in API, and the app key its purchases are signed with
+/// (the workers are given its public half, as from the store's back office).
+public struct StandInAppCoins: Sendable {
+    public static let packageName = StandInAppStore.bundleId
+    public let signer: AppCoinsSigner
+    public let api: AppCoinsAPIStandIn
+
+    public init() throws {
+        self.init(signer: try AppCoinsSigner(), api: try AppCoinsAPIStandIn(purchases: [:], configuration: .init(maxConnections: 512)))
+    }
+
+    public init(signer: AppCoinsSigner, api: AppCoinsAPIStandIn) {
+        self.signer = signer
+        self.api = api
+    }
+}
+
 extension WorkerProcesses {
     /// The workers as `bench` and `chaos` run them: trusting `pki`'s root, granting from `catalog` (JSON text),
-    /// finishing App Store purchases through `appStore`, their HTTP endpoints on free loopback ports, logging at info.
-    public static func withStandInAppStore(directory: URL, kafka: KafkaConfiguration, storeURL: String, prefix: String, pki: TestPKI,
-                                    schemas: JSONSchemaRegistry, catalog: String, appStore: StandInAppStore,
+    /// finishing App Store purchases through `appStore`, selling on AppCoins through `appCoins` when given, their HTTP
+    /// endpoints on free loopback ports, logging at info.
+    public static func withStandInStores(directory: URL, kafka: KafkaConfiguration, storeURL: String, prefix: String, pki: TestPKI,
+                                    schemas: JSONSchemaRegistry, catalog: String, appStore: StandInAppStore, appCoins: StandInAppCoins? = nil,
                                     environment extra: [String: String] = [:]) throws -> WorkerProcesses {
+        var stores = extra
+        if let appCoins {
+            let appKey = directory.appendingPathComponent("appcoins-key.txt")
+            try Data(try appCoins.signer.publicKeyBase64().utf8).write(to: appKey)
+            stores["IAP_APPCOINS_URL"] = appCoins.api.baseURL.absoluteString
+            stores["IAP_APPCOINS_APPS"] = "\(StandInAppCoins.packageName)=\(appKey.path)"
+        }
         let keyFile = directory.appendingPathComponent("api-key.p8")
         try Data(try appStore.key.pemRepresentation().utf8).write(to: keyFile)
         let root = directory.appendingPathComponent("root.pem")
@@ -39,7 +64,7 @@ extension WorkerProcesses {
             "IAP_LOG_LEVEL": "info", "IAP_SCHEMAS_DIR": schemas.directory ?? "", "IAP_HTTP_PORT": "0", "IAP_HTTP_HOST": "127.0.0.1",
             "IAP_APPSTORE_API_URL": appStore.api.baseURL.absoluteString, "IAP_APPSTORE_KEY_ID": StandInAppStore.keyId,
             "IAP_APPSTORE_ISSUER_ID": appStore.issuerId, "IAP_APPSTORE_PRIVATE_KEY_FILE": keyFile.path,
-        ].merging(extra) { _, new in new })
+        ].merging(stores) { _, new in new })
     }
 
     /// Reads each of `names`' HTTP port from its port file and waits until all answer `/readyz` and `also` returns nil
