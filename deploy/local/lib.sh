@@ -32,9 +32,15 @@ stop_started_services() {
 # The broker in KAFKA_BOOTSTRAP_SERVERS, else the local one (stopped at the end if started here, left running
 # if it already was).
 use_broker() {
-  [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ] && return
   # The local Tansu 0.6 keeps a leader that sent LeaveGroup mid-rebalance as its group's leader, and the group never
-  # completes a rebalance again: workers on it go silently at shutdown and are expelled when their session ends.
+  # completes a rebalance again: workers on it go silently at shutdown and are expelled when their session ends. Also
+  # when KAFKA_BOOTSTRAP_SERVERS names the local broker already running.
+  if [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
+    if [ -f "$RUN/broker.env" ] && [ "$(cat "$RUN/broker.env")" = "KAFKA_BOOTSTRAP_SERVERS=$KAFKA_BOOTSTRAP_SERVERS" ]; then
+      export IAP_LEAVE_GROUP="${IAP_LEAVE_GROUP:-false}"
+    fi
+    return
+  fi
   export IAP_LEAVE_GROUP="${IAP_LEAVE_GROUP:-false}"
   local output; output=$(bash "$ROOT/deploy/local/broker.sh" start 2>&1)
   eval "export $(grep '^KAFKA_BOOTSTRAP_SERVERS=' <<<"$output")"
