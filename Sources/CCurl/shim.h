@@ -13,3 +13,6 @@ static inline CURLcode iap_curl_setopt_write_function(CURL *handle, size_t (*fun
 static inline CURLcode iap_curl_response_code(CURL *handle, long *code) {
     return curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, code);
 }
+static inline CURLcode iap_curl_retry_after(CURL *handle, curl_off_t *seconds) {
+    return curl_easy_getinfo(handle, CURLINFO_RETRY_AFTER, seconds);
+}

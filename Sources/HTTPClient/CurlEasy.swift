@@ -59,7 +59,10 @@ final class CurlEasy {
             guard result == CURLE_OK else { return .failure(HTTPClient.Failure(Self.describe(result))) }
             var status = 0
             guard iap_curl_response_code(handle, &status) == CURLE_OK else { return .failure(HTTPClient.Failure("no HTTP status")) }
-            return .success(HTTPClient.Response(status: status, body: body.bytes))
+            // Retry-After in seconds, or as a date (libcurl reads both as seconds from now); 0 when absent.
+            var retryAfter: curl_off_t = 0
+            let hint = iap_curl_retry_after(handle, &retryAfter) == CURLE_OK && retryAfter > 0 ? Duration.seconds(retryAfter) : nil
+            return .success(HTTPClient.Response(status: status, body: body.bytes, retryAfter: hint))
         }
     }
 

@@ -28,6 +28,8 @@ public final class HTTPClient: Sendable {
     public struct Response: Sendable {
         public let status: Int
         public let body: [UInt8]
+        /// How long the server asked us to wait before trying again (`Retry-After`, in seconds or as a date).
+        public let retryAfter: Duration?
     }
 
     /// No answer: the connection failed, timed out, or the answer was too large or malformed.

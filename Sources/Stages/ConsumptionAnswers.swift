@@ -83,8 +83,8 @@ extension FinisherStage {
         switch await appStoreAPI.sendConsumptionInformation(request.transactionId, consumption) {
         case .success:
             return ("sent", "deliveryStatus \(consumption.deliveryStatus.rawValue), consumptionPercentage \(consumption.consumptionPercentage.map(String.init) ?? "none")")
-        case .failure(.unavailable(let why)) where context.now() < request.answerBy: throw TransientError(why)
-        case .failure(.unavailable(let why)): return unanswered(.pastDeadline, "the API did not answer before the deadline: \(why)")
+        case .failure(.unavailable(let why, let retryAfter)) where context.now() < request.answerBy: throw TransientError(why, retryAfter: retryAfter)
+        case .failure(.unavailable(let why, _)): return unanswered(.pastDeadline, "the API did not answer before the deadline: \(why)")
         case .failure(.refused(let status, let detail)): return unanswered(.refusedByStore, status == 0 ? detail : "HTTP \(status): \(detail)")
         }
     }

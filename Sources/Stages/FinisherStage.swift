@@ -156,7 +156,7 @@ public struct FinisherStage: StoreBackedStage {
                 }
                 switch answer {
                 case .success: break
-                case .failure(.unavailable(let why)): throw TransientError(why)
+                case .failure(.unavailable(let why, let retryAfter)): throw TransientError(why, retryAfter: retryAfter)
                 case .failure(.refused(let status, let detail)):
                     return .deadLetter(reason: "storeRefusedFinish", detail: "HTTP \(status): \(detail)")
                 }

@@ -21,7 +21,12 @@ public enum StageResult: Sendable {
 /// down, broker unavailable). The runner retries it with backoff on that partition, within its retry budget.
 public struct TransientError: Error, Sendable, CustomStringConvertible {
     public let description: String
-    public init(_ description: String) { self.description = description }
+    /// How long the other side asked us to wait (e.g. a store API's `Retry-After`): the retry waits at least that.
+    public let retryAfter: Duration?
+    public init(_ description: String, retryAfter: Duration? = nil) {
+        self.description = description
+        self.retryAfter = retryAfter
+    }
 }
 
 /// One pipeline stage's message handling.
@@ -315,7 +320,7 @@ public final class StageRunner: Service {
                    try await parkTried(message, reason: "\(error)") {
                     return
                 }
-                let delay = backoff(attempt)
+                let delay = retryDelay(attempt, after: error)
                 logger.warning("transient failure, retrying", ["topic": message.topic, "partition": message.partition, "offset": message.offset,
                                                                "attempt": attempt, "delayMs": delay.milliseconds, "error": "\(error)"])
                 try await sleep(delay)
@@ -366,6 +371,18 @@ public final class StageRunner: Service {
         count("deadLettered", reason: reason)
         logger.warning("dead-lettered", ["topic": message.topic, "partition": message.partition, "offset": message.offset, "reason": reason])
     }
+
+    /// `backoff(attempt)`, or longer when `error` says how long the other side asked us to wait (at most `maxRetryAfter`:
+    /// a longer wait is the retry budget's and the parking's to handle).
+    func retryDelay(_ attempt: Int, after error: any Error) -> Duration { Self.retryDelay(backoff: backoff(attempt), after: error) }
+
+    /// `backoff`, or what `error` asked for when that is longer (at most `maxRetryAfter`).
+    public static func retryDelay(backoff: Duration, after error: any Error) -> Duration {
+        max(backoff, min((error as? TransientError)?.retryAfter ?? .zero, maxRetryAfter))
+    }
+
+    /// The longest a `Retry-After` holds a partition's retry.
+    public static let maxRetryAfter = Duration.seconds(120)
 
     /// Exponential, capped, drawn from [capped/2, capped] so that workers retrying together spread out.
     func backoff(_ attempt: Int) -> Duration {

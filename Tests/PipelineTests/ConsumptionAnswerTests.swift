@@ -110,4 +110,25 @@ extension StageRetryClassificationTests {
         #expect(try await waiting.request("1", requestedAt: waiting.now) == "retry", "consent decisions still on their way are waited for")
         #expect(waiting.appStore.requests.isEmpty)
     }
+
+    /// A finish the App Store answers 429 with `Retry-After` is retried no sooner than it asked (within a bound: a
+    /// longer wait is the retry budget's and the parking's to handle); nothing is finished meanwhile.
+    @Test func aRateLimitedFinishIsRetriedNoSoonerThanTheAPIAsks() async throws {
+        let finisher = try await AnsweringFinisher()
+        try await finisher.purchase("7", "coins.100", .consumable)
+        let granted = ItemGranted(store: .appstore, transactionId: "7", userId: "u", productId: "coins.100", productType: "consumable", quantity: 1,
+                                  items: [GrantedItem(kind: .currency, code: "coins", amount: 100)], alreadyGranted: false, grantedAt: finisher.now)
+        let message = try finisher.codec.message(granted, time: finisher.now)
+        let input = KafkaMessage(topic: message.topic, partition: 0, offset: 0, key: message.key, value: message.value, headers: message.headers)
+        for (asked, waited) in [(30, Duration.seconds(30)), (600, StageRunner.maxRetryAfter)] {
+            finisher.appStore.fail(.init(status: 429, times: 1, retryAfterSeconds: asked))
+            let error = await #expect(throws: TransientError.self) { try await finisher.stage.handle(input) }
+            #expect(error?.retryAfter == .seconds(asked))
+            #expect(StageRunner.retryDelay(backoff: .milliseconds(200), after: try #require(error)) == waited)
+        }
+        #expect(StageRunner.retryDelay(backoff: .milliseconds(200), after: TransientError("no hint")) == .milliseconds(200))
+        #expect(finisher.appStore.finished.isEmpty)
+        _ = try await finisher.stage.handle(input)
+        #expect(finisher.appStore.finished == ["7"], "finished once the API answers again")
+    }
 }

@@ -86,7 +86,8 @@ import TestSupport
         let limited = try #require(response as? HTTPURLResponse)
         #expect(limited.statusCode == 429 && limited.value(forHTTPHeaderField: "Retry-After") == "7")
         #expect(String(decoding: body, as: UTF8.self) == #"{"errorCode":4290000,"errorMessage":"Rate limit exceeded."}"#)
-        #expect(await client.finishTransaction("1").failure == .unavailable("App Store Server API answered HTTP 429"))
+        #expect(await client.finishTransaction("1").failure == .unavailable("App Store Server API answered HTTP 429", retryAfter: .seconds(7)),
+                "the wait the API asked for travels with the failure")
         let before = Date()
         let finished = await client.finishTransaction("1")
         #expect(throws: Never.self) { try finished.get() }

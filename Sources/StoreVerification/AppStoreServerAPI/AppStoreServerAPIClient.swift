@@ -33,8 +33,9 @@ public final class AppStoreServerAPIClient: Sendable {
     }
 
     public enum Failure: Error, Sendable, Equatable {
-        /// Retry later: timeout, 429, 5xx, or an authentication problem an operator must fix.
-        case unavailable(String)
+        /// Retry later: timeout, 429, 5xx, or an authentication problem an operator must fix; not before `retryAfter`
+        /// when the API said how long to wait (`Retry-After`).
+        case unavailable(String, retryAfter: Duration? = nil)
         /// The API refused the request for this transaction (e.g. unknown transaction id).
         case refused(status: Int, detail: String)
     }
@@ -88,14 +89,15 @@ public final class AppStoreServerAPIClient: Sendable {
         let url = configuration.baseURL.appendingPathComponent(path(transactionId)).absoluteString
         let status: Int
         let answer: [UInt8]
+        let retryAfter: Duration?
         switch await http.send(HTTPClient.Request(method: method, url: url, headers: headers, body: body.map(Array.init))) {
-        case .success(let response): (status, answer) = (response.status, response.body)
+        case .success(let response): (status, answer, retryAfter) = (response.status, response.body, response.retryAfter)
         case .failure(let failure): return .failure(.unavailable("App Store Server API: \(failure)"))
         }
         switch status {
         case 200...299: return .success(())
         case 401, 403, 408, 429, 500...599, 0:
-            return .failure(.unavailable("App Store Server API answered HTTP \(status)"))
+            return .failure(.unavailable("App Store Server API answered HTTP \(status)", retryAfter: retryAfter))
         default:
             let error = JSONValue.parse(answer)?.objectValue
             var detail = error?["errorMessage"]?.stringValue ?? "HTTP \(status)"
