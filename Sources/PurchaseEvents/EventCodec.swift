@@ -22,14 +22,22 @@ public struct EventCodec: Sendable {
     /// Prepended to every topic name (e.g. `staging.`), so that several pipelines can share a cluster.
     public let topicPrefix: String
 
+    /// Each event type by its topic in this deployment.
+    private let eventTypes: [String: EventType]
+
     public init(schemas: JSONSchemaRegistry, source: String, topicPrefix: String = "") {
         self.schemas = schemas
         self.source = source
         self.topicPrefix = topicPrefix
+        eventTypes = Dictionary(uniqueKeysWithValues: EventType.allCases.map { (topicPrefix + $0.topic, $0) })
     }
 
     /// The topic of an event type in this deployment.
     public func topic(_ type: EventType) -> String { topicPrefix + type.topic }
+
+    /// The event type whose topic `topic` is in this deployment (nil: not one of the pipeline's event topics): what a
+    /// stage routes a message by.
+    public func eventType(ofTopic topic: String) -> EventType? { eventTypes[topic] }
 
     /// Where stages park what failed for longer than their retry budget (original records, with their origin).
     public var retryTopic: String { topicPrefix + Self.retryTopicName }

@@ -51,11 +51,13 @@ public struct FinisherStage: StoreBackedStage {
     /// transaction is open; the transaction then records what they answered.
     public func handle(batch messages: [KafkaMessage]) async -> [Result<StageResult, any Error>] {
         // Consent and consumption requests record their answers to the store around a call to it: alone, always.
-        let batchable = { (message: KafkaMessage) in message.topic == topics[0] || message.topic == topics[1] }
+        let batchable = { (message: KafkaMessage) in
+            [.itemGranted, .purchaseConsumed].contains(context.codec.eventType(ofTopic: message.topic))
+        }
         guard messages.count > 1 else { return await handleInOneTransaction(messages, store: store, batchable: batchable) }
         // Decoded once, here: by offset (one partition's messages).
         var decoded: [Int64: ItemGranted] = [:]
-        for message in messages.prefix(while: batchable) where message.topic == topics[0] {
+        for message in messages.prefix(while: batchable) where context.codec.eventType(ofTopic: message.topic) == .itemGranted {
             if case .success(let granted) = context.codec.decode(message, as: ItemGranted.self) { decoded[message.offset] = granted }
         }
         let calls: [String: Result<Void, AppStoreServerAPIClient.Failure>]?
@@ -106,8 +108,8 @@ public struct FinisherStage: StoreBackedStage {
     /// - Parameter granted: the message decoded already, when it is an `item.granted`.
     private func handle(_ message: KafkaMessage, finishCalls: [String: Result<Void, AppStoreServerAPIClient.Failure>]?,
                         granted decoded: ItemGranted? = nil) async throws -> StageResult {
-        switch message.topic {
-        case topics[1]:
+        switch context.codec.eventType(ofTopic: message.topic) {
+        case .purchaseConsumed?:
             switch context.codec.decode(message, as: PurchaseConsumed.self) {
             case .failure(let invalid): return context.deadLetter(invalid)
             case .success(let consumed):
@@ -116,12 +118,12 @@ public struct FinisherStage: StoreBackedStage {
                 return try await finish(store: consumed.store, transactionId: consumed.transactionId, userId: consumed.userId, method: .consumedByApp,
                                         waitForGrantUntil: consumed.consumedAt.addingTimeInterval(grantWait))
             }
-        case topics[2]:
+        case .userConsent?:
             switch context.codec.decode(message, as: UserConsent.self) {
             case .failure(let invalid): return context.deadLetter(invalid)
             case .success(let consent): return try await record(consent)
             }
-        case topics[3]:
+        case .consumptionRequested?:
             switch context.codec.decode(message, as: ConsumptionRequested.self) {
             case .failure(let invalid): return context.deadLetter(invalid)
             case .success(let request): return try await answer(request)

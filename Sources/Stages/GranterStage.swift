@@ -28,8 +28,8 @@ public struct GranterStage: StoreBackedStage {
     }
 
     public func handle(_ message: KafkaMessage) async throws -> StageResult {
-        switch message.topic {
-        case topics[1]:
+        switch context.codec.eventType(ofTopic: message.topic) {
+        case .purchaseRevoked?:
             switch context.codec.decode(message, as: PurchaseRevokedEvent.self) {
             case .failure(let invalid): return context.deadLetter(invalid)
             case .success(let revoked):
@@ -44,7 +44,7 @@ public struct GranterStage: StoreBackedStage {
                     return .publish([])
                 }
             }
-        case topics[2]:
+        case .refundDue?:
             switch context.codec.decode(message, as: RefundDue.self) {
             case .failure(let invalid): return context.deadLetter(invalid)
             case .success(let due):
@@ -63,7 +63,7 @@ public struct GranterStage: StoreBackedStage {
     /// `purchase.verified` decoded once.
     public func handle(batch messages: [KafkaMessage]) async -> [Result<StageResult, any Error>] {
         var decoded: [Int64: PurchaseVerifiedEvent] = [:] // by offset (one partition's messages)
-        for message in messages where message.topic == topics[0] {
+        for message in messages where context.codec.eventType(ofTopic: message.topic) == .purchaseVerified {
             if case .success(let verified) = context.codec.decode(message, as: PurchaseVerifiedEvent.self) { decoded[message.offset] = verified }
         }
         let keys = decoded.values.map { PurchaseKey(store: $0.store, transactionId: $0.transactionId) }

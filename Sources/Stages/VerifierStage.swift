@@ -41,7 +41,7 @@ public struct VerifierStage: StoreBackedStage {
     }
 
     public func handle(_ message: KafkaMessage) async throws -> StageResult {
-        if message.topic == topics.last {
+        if context.codec.eventType(ofTopic: message.topic) == .storeNotification {
             switch context.codec.decode(message, as: StoreNotificationReceived.self) {
             case .failure(let invalid): return context.deadLetter(invalid)
             case .success(let notification): return try await handle(notification)
@@ -62,7 +62,7 @@ public struct VerifierStage: StoreBackedStage {
         let batchable = { (message: KafkaMessage) in appCoins == nil || message.value.map { $0.range(of: Self.appCoinsKind) == nil } ?? true }
         var verified: [Int64: (PurchaseSubmitted, Result<[VerifiedPurchase], Rejection>)] = [:] // by offset (one partition's messages)
         var keys: [PurchaseKey] = []
-        for message in messages.prefix(while: batchable) where message.topic == topics[0] {
+        for message in messages.prefix(while: batchable) where context.codec.eventType(ofTopic: message.topic) == .purchaseSubmitted {
             guard case .success(let submission) = context.codec.decode(message, as: PurchaseSubmitted.self),
                   submission.kind != .appcoinsPurchase else { continue }
             let verdict = await verify(submission)

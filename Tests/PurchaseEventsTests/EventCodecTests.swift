@@ -59,6 +59,17 @@ import TestSupport
         }
     }
 
+    /// Stages route a message by the event type of its topic in their deployment, not by where the topic is in a list.
+    @Test func aTopicNamesItsEventTypeInItsDeploymentOnly() {
+        let staging = EventCodec(schemas: Self.schemas, source: "/test", topicPrefix: "staging.")
+        for type in EventType.allCases {
+            #expect(staging.eventType(ofTopic: staging.topic(type)) == type)
+            #expect(Self.codec.eventType(ofTopic: Self.codec.topic(type)) == type)
+        }
+        #expect(staging.eventType(ofTopic: Self.codec.topic(.itemGranted)) == nil, "another deployment's topic")
+        #expect(staging.eventType(ofTopic: staging.retryTopic) == nil, "the retry topic carries records of every type")
+    }
+
     @Test func derivedEventIDsAreDeterministic() throws {
         let first = try Self.codec.message(ItemGranted(store: .appstore, transactionId: "2000", userId: "u", productId: "p", quantity: 1, items: [],
                                                        alreadyGranted: false, grantedAt: Self.now), time: Self.now)
