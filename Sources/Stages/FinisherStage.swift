@@ -137,8 +137,9 @@ public struct FinisherStage: StoreBackedStage {
             guard granted.store == .appstore, let appStoreAPI else {
                 // AppCoins (and App Store without API credentials): the app consumes on the device and reports it,
                 // unless the store already reported it consumed when the purchase was verified; an entitlement is
-                // complete at its grant.
-                guard let record = try await store.purchase(key), record.state == .granted else { return .publish([]) }
+                // complete at its grant. Finished already (this finisher was killed before its event was acknowledged,
+                // or the grant is a repeat): the same event again, for the one that may never have reached the topic.
+                guard let record = try await store.purchase(key), record.state == .granted || record.state == .finished else { return .publish([]) }
                 if record.productType.isEntitlement {
                     return try await finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: .entitlementGranted)
                 }

@@ -131,4 +131,36 @@ extension StageRetryClassificationTests {
         _ = try await finisher.stage.handle(input)
         #expect(finisher.appStore.finished == ["7"], "finished once the API answers again")
     }
+
+    /// A finisher killed after it finished a purchase in the store, before its event was acknowledged, is given the
+    /// `item.granted` again: it publishes the same `transaction.finished` again (found missing for 12 AppCoins purchases
+    /// of a chaos run), for a purchase finished at its grant — AppCoins reported consumed, an entitlement — as for one
+    /// finished through the App Store's API.
+    @Test func aGrantHandedAgainAfterItsFinishPublishesTheSameFinishedEventAgain() async throws {
+        let finisher = try await AnsweringFinisher(withAPI: false)
+        let cases: [(PurchaseKey, ProductType, storeConsumed: Bool, TransactionFinished.Method?)] = [
+            (PurchaseKey(store: .appcoins, transactionId: "order-1"), .consumable, true, .storeReportedConsumed),
+            (PurchaseKey(store: .appstore, transactionId: "8"), .nonConsumable, false, .entitlementGranted),
+            (PurchaseKey(store: .appcoins, transactionId: "order-2"), .consumable, false, nil), // the app's consumption report finishes it
+        ]
+        for (key, type, storeConsumed, method) in cases {
+            let record = PurchaseRecord(key: key, userId: "u", productId: "p", productType: type, quantity: 1, purchaseTime: finisher.now,
+                                        packageName: key.store == .appcoins ? "com.example.coins" : nil, purchaseToken: key.store == .appcoins ? "t" : nil,
+                                        storeConsumed: storeConsumed)
+            _ = try await finisher.store.recordVerified(record, at: finisher.now)
+            _ = try await finisher.store.grant(key, items: [type == .consumable ? .currency("coins", 100) : .entitlement("e")], at: finisher.now)
+            let granted = ItemGranted(store: key.store, transactionId: key.transactionId, userId: "u", productId: "p", productType: type.rawValue,
+                                      quantity: 1, items: [], alreadyGranted: false, grantedAt: finisher.now)
+            let message = try finisher.codec.message(granted, time: finisher.now)
+            let input = KafkaMessage(topic: message.topic, partition: 0, offset: 0, key: message.key, value: message.value, headers: message.headers)
+            var published: [[String]] = []
+            for _ in 0..<2 {
+                guard case .publish(let outputs) = try await finisher.stage.handle(input) else { Issue.record("\(key): not published"); continue }
+                published.append(outputs.compactMap { $0.headers.first { $0.key == "ce_id" }?.value.map { String(decoding: $0, as: UTF8.self) } })
+            }
+            let expected = method == nil ? [String]() : ["finished:\(key.store.rawValue):\(key.transactionId)"]
+            #expect(published == [expected, expected], "\(key): the same event each time, or none when the app's report finishes it")
+            #expect(try await finisher.store.purchase(key)?.state == (method == nil ? .granted : .finished))
+        }
+    }
 }
