@@ -440,6 +440,17 @@ extension PipelineTests {
         let sweeper = SweeperService(configuration: .init(deadlines: [.appcoins: 24 * 3600]), store: store,
                                      producer: try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers]))),
                                      context: context, clock: ContinuousClock(), appCoins: verifier)
+        // A broker that takes nothing: the consumed purchase's transaction.finished cannot be sent, so it stays granted and
+        // the next sweep sends the event and finishes it (finished first, its event was lost for good).
+        let cutOff = SweeperService(configuration: .init(deadlines: [.appcoins: 24 * 3600]), store: store,
+                                    producer: try KafkaProducer(configuration: .init(kafka: KafkaConfiguration([
+                                        "bootstrap.servers": "127.0.0.1:1", "message.timeout.ms": "1000"]))),
+                                    context: context, clock: ContinuousClock(), appCoins: verifier)
+        await #expect(throws: (any Error).self) { try await cutOff.sweepOnce() }
+        #expect(try await store.purchase(PurchaseKey(store: .appcoins, transactionId: "o-t-consumed"))?.state == .granted)
+        let finished = Recorder()
+        let watcher = RunningConsumer(try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: uniqueName("w"),
+                                                                             topics: [context.codec.topic(.transactionFinished)]))) { await finished.record($0) }
         // "t-unsure" is asked while the API is down: it must not be flagged on a guess.
         appCoins.fail(503)
         #expect(try await sweeper.sweepOnce() == 0)
@@ -449,5 +460,7 @@ extension PipelineTests {
         #expect(try await store.purchase(PurchaseKey(store: .appcoins, transactionId: "o-t-consumed"))?.state == .finished)
         #expect(try await store.purchase(PurchaseKey(store: .appcoins, transactionId: "o-t-open"))?.state == .refundDue)
         #expect(try await store.unsentRefundNotices(store: .appcoins, deadline: 24 * 3600).isEmpty, "refund.due sent")
+        try await waitUntil("the finished event is on its topic") { await finished.values.contains { $0.contains("o-t-consumed") } }
+        try await watcher.stop()
     }
 }
