@@ -34,6 +34,8 @@ public final class PipelineWatcher: Sendable {
         /// Output records read, repeats included.
         public var records = 0
 
+        public init() {}
+
         /// Distinct rejection events.
         public var rejectionCount: Int { rejectionsByReason.values.reduce(0) { $0 + $1.count } }
     }
