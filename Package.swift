@@ -66,7 +66,7 @@ let package = Package(
         // The pipeline's events: typed, CloudEvents headers, validated against schemas/.
         .target(name: "PurchaseEvents", dependencies: ["PurchaseDomain", "Kafka", "JSON", "JSONSchema", "Crypto"]),
         // Lifecycle of long-running services: signals, graceful shutdown.
-        .target(name: "WorkerRuntime", dependencies: ["Crypto", "Kafka", "PurchaseEvents", "HTTPServer", "Metrics"]),
+        .target(name: "WorkerRuntime", dependencies: ["Crypto", "JSON", "Kafka", "PurchaseEvents", "HTTPServer", "Metrics"]),
         // The four stages: verify, grant, finish, sweep.
         .target(name: "Stages", dependencies: ["PurchaseDomain", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreVerification", "JSON", "JSONSchema", "Crypto"]),
 
@@ -94,17 +94,17 @@ let package = Package(
         .systemLibrary(name: "CSpawn"),
         .target(name: "ChildProcesses", dependencies: ["CSpawn"]),
         // The pieces of every run on stand-ins: worker processes, input, the stand-in App Store, the watcher, the books.
-        .target(name: "PipelineHarness", dependencies: ["ChildProcesses", "Crypto", "JSON", "JSONSchema", "Kafka", "PurchaseDomain", "PurchaseEvents", "PurchaseStore",
+        .target(name: "PipelineHarness", dependencies: ["ChildProcesses", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "Kafka", "PurchaseDomain", "PurchaseEvents", "PurchaseStore",
                                                         "StoreFixtures", "StoreVerification"]),
         // Demo, benchmarks and chaos on stand-in stores, with test data signed at run time: for developers and CI only.
         .executableTarget(
             name: "iap-harness",
             dependencies: ["ChildProcesses", "CommandLineOptions", "PipelineHarness", "PurchaseDomain", "Stages", "Ingest", "Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents",
-                           "PurchaseStore", "StoreVerification", "StoreFixtures", "HTTPServer", "COpenSSL", "CLibPQ", "CSQLite"],
+                           "PurchaseStore", "StoreVerification", "StoreFixtures", "COpenSSL", "CLibPQ", "CSQLite"],
             linkerSettings: rdkafkaLinkerSettings
         ),
 
-        .target(name: "TestSupport", dependencies: ["Kafka", "Database", "ChildProcesses"], path: "Tests/TestSupport", exclude: ["tansu_s3.py"]),
+        .target(name: "TestSupport", dependencies: ["Kafka", "Database", "ChildProcesses", "WorkerRuntime"], path: "Tests/TestSupport", exclude: ["tansu_s3.py"]),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], exclude: ["tls_proxy.py"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient", "HTTPServer", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "StoreVerificationTests", dependencies: ["PurchaseDomain", "StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestSupport"],

@@ -1,6 +1,6 @@
 import ChildProcesses
 import Foundation
-import JSON
+import WorkerRuntime
 
 /// The worker executables as child processes, found next to the running executable (`iap-harness`), each with its
 /// log file and the file it writes its ports to (`IAP_HTTP_PORT_FILE`) in `directory`.
@@ -40,10 +40,9 @@ public final class WorkerProcesses: @unchecked Sendable {
         let file = portFile(of: name, replica: replica)
         let deadline = Date().addingTimeInterval(60)
         while Date() < deadline {
-            // Not written yet (it is written whole, by a rename): keep waiting.
-            if let data = try? Data(contentsOf: file), let ports = JSONValue.parse(Array(data))?.objectValue {
-                guard let port = ports[endpoints]?.int64Value else { throw HarnessError("\(file.lastPathComponent) names no \(endpoints) port") }
-                return Int(port)
+            if let ports = PortFile.read(file) { // nil: not written yet
+                guard let port = ports[endpoints] else { throw HarnessError("\(file.lastPathComponent) names no \(endpoints) port") }
+                return port
             }
             try await Task.sleep(for: .milliseconds(100))
         }

@@ -267,7 +267,7 @@ public enum WorkerApp {
                 } catch { throw SettingsError("--http-port (IAP_HTTP_PORT): \(error)") }
                 launch.services.append(server)
                 logger.info("http endpoints", ["port": Int(server.port), "host": configuration.host])
-                var bound: [String: JSONValue] = ["http": .integer(Int64(server.port))]
+                var bound = ["http": Int(server.port)]
                 if let port = launch.operationsPort {
                     var operations = HTTPServer.Configuration(host: configuration.host, maxBodyBytes: 0, maxConnections: 32)
                     operations.port = port
@@ -277,9 +277,11 @@ public enum WorkerApp {
                     } catch { throw SettingsError("--ops-port (IAP_OPS_PORT): \(error)") }
                     launch.services.append(server)
                     logger.info("operations endpoints", ["port": Int(server.port), "host": operations.host])
-                    bound["operations"] = .integer(Int64(server.port))
+                    bound["operations"] = Int(server.port)
                 }
-                if let path = settings.string("--http-port-file") { try writePortFile(path, bound) }
+                if let path = settings.string("--http-port-file") {
+                    do { try PortFile.write(bound, to: path) } catch { throw SettingsError("--http-port-file (IAP_HTTP_PORT_FILE): cannot write \(path): \(error)") }
+                }
             }
             logger.info("started", ["librdkafka": KafkaLibrary.version])
             // Nothing to run (e.g. `iap-sweeper --once`): done.
@@ -291,20 +293,6 @@ public enum WorkerApp {
             FileHandle.standardError.write(Data("\(command): \(error)\n".utf8))
             // Configuration problems (each message names the setting) exit 2; failures at run time exit 1.
             return error is SettingsError || error is VerifierConfigurationError || error is CatalogError ? 2 : 1
-        }
-    }
-
-    /// Writes `ports` to `path` whole or not at all (a reader never sees half of it): a file beside it, then renamed.
-    static func writePortFile(_ path: String, _ ports: [String: JSONValue]) throws {
-        let url = URL(fileURLWithPath: path)
-        let partial = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(getpid())")
-        do {
-            try Data(JSONValue.object(ports).serializedText.utf8).write(to: partial)
-            guard rename(partial.path, url.path) == 0 else { throw SettingsError("cannot rename to \(path): errno \(errno)") }
-        } catch let error as SettingsError {
-            throw SettingsError("--http-port-file (IAP_HTTP_PORT_FILE): \(error)")
-        } catch {
-            throw SettingsError("--http-port-file (IAP_HTTP_PORT_FILE): cannot write \(path): \(error)")
         }
     }
 

@@ -1,9 +1,5 @@
 import CommandLineOptions
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-import HTTPServer
 import JSON
 import JSONSchema
 import Kafka

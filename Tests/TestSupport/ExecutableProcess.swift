@@ -4,6 +4,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import Testing
+import WorkerRuntime
 
 /// A built executable of this package running as a child process, its standard error collected line by line
 /// (the JSON log), stopped with SIGTERM (or killed) by the test.
@@ -68,9 +69,8 @@ public final class ExecutableProcess {
     private func port(_ name: String) async throws -> Int {
         var port: Int?
         try await waitUntil("\(self.name) writes its \(name) port to \(portFile.lastPathComponent)") {
-            let ports = (try? Data(contentsOf: portFile)) // not written yet: keep waiting
-                .flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] }
-            port = ports?[name] as? Int
+            let ports = PortFile.read(portFile) // nil: not written yet
+            port = ports?[name]
             return port != nil || ports != nil || !process.isRunning
         }
         guard let port else { throw ProcessExited(log: log, status: process.isRunning ? -1 : process.terminationStatus) }
