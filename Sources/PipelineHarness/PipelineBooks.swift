@@ -60,9 +60,8 @@ public struct PipelineBooks: Sendable {
             default: violation("valid purchases granted more than once", purchase.transactionId)
             }
             if seen.grantedTransactions.contains(purchase.transactionId) == false { violation("valid purchases without an item.granted", purchase.transactionId) }
-            // Only a consumable left unconsumed is flagged; an entitlement is finished at its grant.
             let expected: PurchaseState = expectations.revoked.contains(purchase.transactionId) ? .revoked
-                : purchase.stale && purchase.product.entitlement == nil ? .refundDue : .finished
+                : purchase.isFlaggedAtDeadline ? .refundDue : .finished
             let state = record(purchase.key)?.state
             guard state == expected else {
                 violation("valid purchases not \(expected.rawValue)", "\(purchase.transactionId) (\(state?.rawValue ?? "not recorded"))")
@@ -82,7 +81,7 @@ public struct PipelineBooks: Sendable {
                 if let entitlement = purchase.product.entitlement { expectedEntitlements[purchase.user, default: []].insert(entitlement) }
             }
         }
-        for (id, events) in seen.refundDue where !input.unique.contains(where: { $0.transactionId == id && $0.stale && $0.product.entitlement == nil }) {
+        for (id, events) in seen.refundDue where !input.unique.contains(where: { $0.transactionId == id && $0.isFlaggedAtDeadline }) {
             violation("purchases flagged refund-due that were not left unconsumed", "\(id) (\(events.count) events)")
         }
         for (key, purchase) in audit.purchases where purchase.state == .verified || purchase.state == .granted {

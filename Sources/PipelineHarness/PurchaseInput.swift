@@ -80,6 +80,9 @@ public struct PurchaseInput: Sendable {
         public let stale: Bool
 
         public var productId: String { product.id }
+        /// Whether the sweeper flags it refund-due: a consumable left unconsumed past its deadline (an entitlement is
+        /// finished at its grant, never flagged).
+        public var isFlaggedAtDeadline: Bool { stale && product.entitlement == nil }
         public var coins: Int64 { product.coins }
         public var key: PurchaseKey { PurchaseKey(store: store, transactionId: transactionId) }
     }
