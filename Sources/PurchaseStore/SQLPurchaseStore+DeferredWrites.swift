@@ -10,29 +10,38 @@ enum DeferredWrite: Sendable {
     case insert(PurchaseRecord, state: PurchaseState, reason: String?, at: Date)
     /// The purchase moves to `state`, stamped `at` in `timeColumn`.
     case setState(PurchaseKey, PurchaseState, timeColumn: String, at: Date)
+    /// A grant's ledger entry of a currency, added to its user's balance (`SQLPurchaseStore.applyDeferring`).
+    case ledgerEntry(DeferredLedgerEntry)
 
-    var key: PurchaseKey {
+    /// The purchase whose row the write changes; nil for a ledger entry (entries only add up: their order does not matter).
+    var key: PurchaseKey? {
         switch self {
         case .insert(let record, _, _, _): record.key
         case .setState(let key, _, _, _): key
+        case .ledgerEntry: nil
         }
     }
 }
 
 extension SQLPurchaseStore {
     /// Makes `writes`, each of a purchase of its own (so that their order does not matter): one alone as its own
-    /// statement; several as one insert of the records, then one update per time column and store (per 256 rows on SQLite).
+    /// statement; several as one insert of the records, then one update per time column and store (per 256 rows on SQLite),
+    /// then the ledger entries and what they add to balances (`flushLedger`).
     static func flush(_ connection: any SQLConnection, _ writes: [DeferredWrite], _ dialect: Migrations.Dialect) throws {
         if writes.count == 1, let write = writes.first {
             switch write {
             case .insert(let record, let state, let reason, let now): return try insert(connection, record, state: state, reason: reason, at: now)
             case .setState(let key, let state, let column, let now): return try setState(connection, key, state, timeColumn: column, at: now)
+            case .ledgerEntry(let entry): return try flushLedger(connection, [entry], dialect)
             }
         }
         var records: [[String?]] = []
         var changes: [[String]: [[String?]]] = [:] // rows by time column and store
+        var entries: [DeferredLedgerEntry] = []
         for write in writes {
             switch write {
+            case .ledgerEntry(let entry):
+                entries.append(entry)
             case .insert(let record, let state, let reason, let now):
                 let (at, column) = (String(PurchaseTime.milliseconds(now)), timeColumn(recording: state))
                 records.append([record.key.store.rawValue, record.key.transactionId, record.originalTransactionId, record.userId, record.productId,
@@ -72,6 +81,7 @@ extension SQLPurchaseStore {
                     """, values + keys.values)
             }
         }
+        try flushLedger(connection, entries, dialect)
     }
 
     /// The time column a record inserted in `state` is stamped in.
@@ -85,7 +95,7 @@ extension SQLPurchaseStore {
 
     /// `u`, with the columns of an `inSet` named `column1`… as SQLite names those of its `VALUES` (PostgreSQL's `unnest`
     /// needs them named).
-    private static func rowsAlias(columns: Int, _ dialect: Migrations.Dialect) -> String {
+    static func rowsAlias(columns: Int, _ dialect: Migrations.Dialect) -> String {
         dialect == .postgres ? "u(" + (1...columns).map { "column\($0)" }.joined(separator: ", ") + ")" : "u"
     }
 }

@@ -102,7 +102,12 @@ extension SQLPurchaseStore {
         let dialect = dialect
         let executor = executor
         return try await executor.run(usingReadAhead: true) { connection in
-            if deferring { try executor.flushDeferred(of: key, connection) } else { try executor.flushDeferred(connection) }
+            if deferring {
+                try executor.flushDeferred(of: key, connection)
+            } else {
+                try executor.flushDeferred(connection)
+                executor.forgetBalances() // `body` may change balances or write ledger entries itself.
+            }
             return try Self.transaction(connection, dialect) {
                 // Read ahead by the batch (and locked then), once: a second decision on the key reads what the first left.
                 let current = try executor.takeReadAhead(key)?.current ?? Self.current(connection, key, dialect)
@@ -116,7 +121,9 @@ extension SQLPurchaseStore {
     /// their own. They stay locked for the rest of the batch (PostgreSQL: the rows in key order, then `lockKeys` of those
     /// without one; SQLite: the batch holds the database), so what it read stays true: another worker that records one
     /// of them, or its refund, waits for the batch. Outside a batch it does nothing: what it read would be stale at once.
-    public func readAhead(_ keys: [PurchaseKey]) async throws {
+    /// - Parameter ownersBalances: also read (and lock) the balances of the owners of those verified, for the batch's grants
+    ///   (`applyDeferring`).
+    public func readAhead(_ keys: [PurchaseKey], ownersBalances: Bool = false) async throws {
         guard executor.inBatch, !keys.isEmpty else { return }
         let sorted = Set(keys).sorted { ($0.store.rawValue, $0.transactionId) < ($1.store.rawValue, $1.transactionId) }
         let dialect = dialect
@@ -151,6 +158,11 @@ extension SQLPurchaseStore {
             }
             for key in unrecorded { found[key] = .unrecorded(refundedFirst: refundedFirst.contains(key)) }
             executor.setReadAhead(found)
+            if ownersBalances {
+                var owners: Set<String> = []
+                for case .recorded(let record) in found.values where record.state == .verified { owners.insert(record.userId) }
+                for (user, amounts) in try Self.readBalances(connection, of: Array(owners), lock: true, dialect) { executor.setBalances(amounts, of: user) }
+            }
         }
     }
 

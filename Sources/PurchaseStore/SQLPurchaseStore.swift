@@ -84,10 +84,12 @@ public final class SQLPurchaseStore: Sendable {
         return try await decide(key, on: .grant, deferring: true) { connection, current, transition in
             switch transition.outcome {
             case .applied:
-                let applied = try Self.apply(items, entry: "grant", connection, key, userId: current.userId ?? "", at: now, self.dialect)
+                let applied = try Self.applyDeferring(items, entry: "grant", connection, key, userId: current.userId ?? "", at: now, self.dialect, executor)
                 try executor.write(.setState(key, transition.to, timeColumn: "granted_at", at: now), connection)
                 return .granted(ledgerEntryIds: applied.ledgerEntryIds, balances: applied.balances)
             case .repeated:
+                // The balances as they are now, with what the batch's other grants added.
+                try executor.flushDeferred(connection)
                 let original = try Self.ledgerItems(connection, key, kind: "grant")
                 let balances = try Self.balances(connection, of: current.userId ?? "").filter { currency, _ in
                     original.contains { $0.kind == .currency && $0.code == currency }

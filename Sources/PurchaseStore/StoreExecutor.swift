@@ -13,8 +13,12 @@ import Synchronization
 /// A batch also defers the purchase writes of its hot decisions (`write(_:_:)`): they are flushed in a few set-based
 /// statements before anything else reads or changes purchases in it, and before its COMMIT.
 ///
-/// `@unchecked Sendable`: `connection`, `batchOpen`, `readAhead` and `deferred` are only touched on `queue`; the gate is a
-/// `Mutex`.
+/// A batch's grants defer their ledger entries too (`SQLPurchaseStore.applyDeferring`): each takes its entry's id from ids
+/// the batch reserved (`ledgerIds`) and the user's balance after it from what the batch read of it (`balances`), so that the
+/// event can be built at once; the flush writes the entries and adds to the balances, checking they end as promised.
+///
+/// `@unchecked Sendable`: `connection`, `batchOpen`, `readAhead`, `deferred`, `balances` and `ledgerIds` are only touched
+/// on `queue`; the gate is a `Mutex`.
 final class StoreExecutor: @unchecked Sendable {
     private let queue: DispatchQueue
     private let open: @Sendable () throws -> any SQLConnection
@@ -34,6 +38,13 @@ final class StoreExecutor: @unchecked Sendable {
     /// their keys. Only touched on `queue`; emptied when a batch begins or ends.
     private var deferred: [DeferredWrite] = []
     private var deferredKeys: Set<PurchaseKey> = []
+    /// Users' balances (every currency of each user read; absent: zero) as the batch's deferred writes leave them. Only
+    /// touched on `queue`; forgotten with what was read ahead, when a batch begins or ends, and after anything that may
+    /// change balances other than a deferred grant (`forgetBalances`).
+    private var balances: [String: [String: Int64]] = [:]
+    /// Ledger entry ids reserved for the batch's deferred entries, taken in order. Forgotten with `balances` (a ledger
+    /// entry written at once gets a later id than every reserved one, so ids keep the order entries were decided in).
+    private var ledgerIds: Range<Int64> = 0..<0
 
     /// Whether the current task runs a batch of this executor.
     var inBatch: Bool { Self.batchOf == ObjectIdentifier(self) }
@@ -57,6 +68,7 @@ final class StoreExecutor: @unchecked Sendable {
             call = { [self] connection in
                 if !readAhead.isEmpty { readAhead = [:] }
                 try flushDeferred(connection)
+                forgetBalances()
                 return try body(connection)
             }
         }
@@ -75,13 +87,42 @@ final class StoreExecutor: @unchecked Sendable {
     /// On the queue: what the batch read ahead of `key`.
     func peekReadAhead(_ key: PurchaseKey) -> SQLPurchaseStore.ReadAheadPurchase? { readAhead[key] }
 
+    /// On the queue: whether writes are deferred (a batch is open), so that `write` does not make them at once.
+    var defersWrites: Bool { batchOpen }
+
     /// On the queue: makes `write` now, or in a batch, defers it to the next flush. (Its key has no deferred write when
-    /// its decision flushed it before reading (`flushDeferred(of:_:)`); one that has is flushed first, to keep the order.)
+    /// its decision flushed it before reading (`flushDeferred(of:_:)`); one that has is flushed first, to keep the order.
+    /// Ledger entries have no key: they only add up.)
     func write(_ write: DeferredWrite, _ connection: any SQLConnection) throws {
         guard batchOpen else { return try flush(connection, [write]) }
-        if deferredKeys.contains(write.key) { try flushDeferred(connection) }
-        deferredKeys.insert(write.key)
+        if let key = write.key {
+            if deferredKeys.contains(key) { try flushDeferred(connection) }
+            deferredKeys.insert(key)
+        }
         deferred.append(write)
+    }
+
+    /// On the queue: `user`'s balances as the batch left them, if the batch read them.
+    func balances(of user: String) -> [String: Int64]? { balances[user] }
+
+    /// On the queue: records `user`'s balances, as read or as a deferred grant leaves them.
+    func setBalances(_ amounts: [String: Int64], of user: String) { balances[user] = amounts }
+
+    /// On the queue: the next reserved ledger entry id, if any is left.
+    func takeLedgerId() -> Int64? {
+        guard let id = ledgerIds.first else { return nil }
+        ledgerIds = ledgerIds.dropFirst()
+        return id
+    }
+
+    /// On the queue: reserves `ids` for the batch's deferred ledger entries.
+    func reserveLedgerIds(_ ids: Range<Int64>) { ledgerIds = ids }
+
+    /// On the queue: forgets the balances and reserved ids; for a call that may change balances or write ledger entries
+    /// itself (after the deferred writes were made).
+    func forgetBalances() {
+        if !balances.isEmpty { balances = [:] }
+        ledgerIds = 0..<0
     }
 
     /// On the queue: makes the deferred writes.
@@ -127,7 +168,10 @@ final class StoreExecutor: @unchecked Sendable {
                                       _ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             queue.async { [self] in
-                if opening || closing { readAhead = [:] }
+                if opening || closing {
+                    readAhead = [:]
+                    forgetBalances()
+                }
                 if opening {
                     deferred = []
                     deferredKeys = []

@@ -67,7 +67,7 @@ public struct GranterStage: StoreBackedStage {
             if case .success(let verified) = context.codec.decode(message, as: PurchaseVerifiedEvent.self) { decoded[message.offset] = verified }
         }
         let keys = decoded.values.map { PurchaseKey(store: $0.store, transactionId: $0.transactionId) }
-        return await handleInOneTransaction(messages, store: store, readingAhead: keys) { message in
+        return await handleInOneTransaction(messages, store: store, readingAhead: keys, withOwnersBalances: true) { message in
             if let verified = decoded[message.offset] { return try await grant(verified) }
             return try await handle(message)
         }

@@ -53,9 +53,10 @@ extension StoreBackedStage {
     /// If that fails too, nothing is answered and the runner takes the messages one at a time.
     /// - Parameter readingAhead: the purchases the batch decides on: those recorded are read (and locked) at its start
     ///   in one statement (`SQLPurchaseStore.readAhead`) rather than one by one.
+    /// - Parameter withOwnersBalances: their owners' balances are read ahead too (for grants).
     /// - Parameter handle: how each message is handled; `handle(_:)` by default.
     func handleInOneTransaction(_ messages: [KafkaMessage], store: SQLPurchaseStore, batchable: (KafkaMessage) -> Bool = { _ in true },
-                                readingAhead keys: [PurchaseKey] = [],
+                                readingAhead keys: [PurchaseKey] = [], withOwnersBalances: Bool = false,
                                 using handle: ((KafkaMessage) async throws -> StageResult)? = nil) async -> [Result<StageResult, any Error>] {
         let handle = handle ?? { try await self.handle($0) }
         let run = messages.prefix(while: batchable)
@@ -69,7 +70,7 @@ extension StoreBackedStage {
             var failure: Int?
             do {
                 let results = try await store.batch {
-                    try await store.readAhead(keys)
+                    try await store.readAhead(keys, ownersBalances: withOwnersBalances)
                     var results: [Result<StageResult, any Error>] = []
                     results.reserveCapacity(count)
                     for (index, message) in run.prefix(count).enumerated() {
