@@ -17,7 +17,8 @@ import Synchronization
 ///    the finisher finishes each through a stand-in App Store Server API in this process; the clock stops at
 ///    the last `transaction.finished`. Hop efficiency = purchases/s × 4 hops ÷ raw messages/s.
 /// 3. Latency: purchases offered at a fixed rate; submitted → `transaction.finished` seen, p50 and p99.
-/// Peak RSS of each worker comes from /proc (VmHWM); per-stage rates from the workers' /metrics. Then the books of the
+/// Peak RSS of each worker comes from /proc (VmHWM), and the CPU time per purchase of each worker and of the whole machine
+/// over the throughput run from /proc too; per-stage rates from the workers' /metrics. Then the books of the
 /// run (`PipelineBooks`): exit 1 unless each purchase was granted once and finished once.
 enum BenchPipelineCommand {
     static func run(_ arguments: [String]) async throws -> Int32 {
@@ -72,7 +73,14 @@ enum BenchPipelineCommand {
         let ports = try await workers.waitUntilReady(stages, say: say) { watcher.isAssigned ? nil : "watcher not assigned" }
         let producer = try KafkaProducer(configuration: .init(kafka: kafka))
 
-        // 2. Throughput: everything at once.
+        // 2. Throughput: everything at once. CPU time counted over it: each worker's, and the machine's (the rest is the
+        // store, the broker and this process's stand-ins and watcher).
+        func cpu() -> [String: Double] {
+            var seconds = ["machine": ProcessAccounting.machineBusySeconds() ?? 0]
+            for name in stages { seconds[name] = workers.pid(of: name).flatMap(ProcessAccounting.cpuSeconds) ?? 0 }
+            return seconds
+        }
+        let cpuAtStart = cpu()
         let throughputStart = Date()
         for chunk in stride(from: 0, to: total, by: 5_000) {
             for result in await producer.send(contentsOf: Array(messages[chunk..<min(total, chunk + 5_000)])) { _ = try result.get() }
@@ -83,6 +91,7 @@ enum BenchPipelineCommand {
             return finished >= total ? nil : "finished \(finished)/\(total)"
         }
         let throughputSeconds = (watcher.read(\.lastFirstFinishedAt) ?? Date()).timeIntervalSince(throughputStart)
+        let cpuMilliseconds = cpu().merging(cpuAtStart) { end, start in (end - start) * 1000 / Double(total) }
         let endToEnd = Double(total) / throughputSeconds
         var stageRates: [String: Double] = [:]
         var handlerMilliseconds: [String: Double] = [:]
@@ -121,7 +130,7 @@ enum BenchPipelineCommand {
         let p99 = latencies[min(latencies.count - 1, Int(Double(latencies.count) * 0.99))]
 
         var rss: [String: Double] = [:]
-        for name in stages { rss[name] = workers.pid(of: name).flatMap(peakRSSMiB) ?? -1 }
+        for name in stages { rss[name] = workers.pid(of: name).flatMap(ProcessAccounting.peakRSSMiB) ?? -1 }
         await producer.shutdown()
         workers.stopAll()
         // The books of the whole run, once every output is in: each purchase granted once and finished once.
@@ -143,6 +152,7 @@ enum BenchPipelineCommand {
             "latencyP99Seconds": .number((p99 * 1000).rounded() / 1000),
             "stageMessagesPerSecond": .object(stageRates.mapValues { .number($0.rounded()) }),
             "peakRSSMiB": .object(rss.mapValues { .number(($0 * 10).rounded() / 10) }),
+            "cpuMillisecondsPerPurchase": .object(cpuMilliseconds.mapValues { .number(($0 * 1000).rounded() / 1000) }),
             "meanHandlerMilliseconds": .object(handlerMilliseconds.mapValues { .number(($0 * 100).rounded() / 100) }),
             "meanPublishMilliseconds": .object(publishMilliseconds.mapValues { .number(($0 * 100).rounded() / 100) }),
             "finishTransactionCalls": .integer(Int64(books.finishCalls)),
@@ -154,6 +164,8 @@ enum BenchPipelineCommand {
             ("raw librdkafka passthrough", String(format: "%.0f messages/s", raw)),
             ("hop efficiency (×4 hops ÷ raw)", String(format: "%.3f", efficiency)),
             ("latency at \(rate)/s", String(format: "p50 %.3f s, p99 %.3f s", p50, p99)),
+            ("CPU per purchase (throughput run)", String(format: "%.3f ms on the machine: ", cpuMilliseconds["machine"] ?? 0)
+                + stages.map { $0 + String(format: " %.3f", cpuMilliseconds[$0] ?? 0) }.joined(separator: ", ")),
         ] + stages.map {
             ("\($0)", String(format: "%.0f messages/s, %.1f ms per message (%.1f ms of it awaiting the ack), peak RSS %.1f MiB",
                               stageRates[$0] ?? 0, handlerMilliseconds[$0] ?? 0, publishMilliseconds[$0] ?? 0, rss[$0] ?? -1))
@@ -195,10 +207,4 @@ enum BenchPipelineCommand {
         return Double(count) / seconds
     }
 
-    static func peakRSSMiB(_ pid: Int32) -> Double? {
-        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8), // the process may be gone: no figure
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-              let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "") else { return nil }
-        return kilobytes / 1024
-    }
 }

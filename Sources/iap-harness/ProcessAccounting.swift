@@ -1,0 +1,35 @@
+import Foundation
+
+/// What the benchmark reads of processes and of the machine from /proc: peak memory, and CPU time, so that a run says
+/// where its CPU went per purchase (a figure steadier than a rate on a shared machine).
+enum ProcessAccounting {
+    /// Clock ticks per second of /proc's CPU times (`USER_HZ`).
+    static let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
+
+    /// Peak resident memory (VmHWM) of `pid` in MiB; nil when it is gone.
+    static func peakRSSMiB(_ pid: Int32) -> Double? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+              let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "") else { return nil }
+        return kilobytes / 1024
+    }
+
+    /// CPU seconds `pid` has used (user and system, all its threads); nil when it is gone.
+    static func cpuSeconds(_ pid: Int32) -> Double? {
+        // The fields after the command name, which is in parentheses and may hold spaces: utime and stime are the 12th and 13th.
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let end = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: end)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / ticksPerSecond
+    }
+
+    /// CPU seconds the whole machine has spent busy (every core; not idle, not waiting for I/O) since boot.
+    static func machineBusySeconds() -> Double? {
+        guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+              let line = stat.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") }) else { return nil }
+        let ticks = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+        guard ticks.count >= 5 else { return nil }
+        // user nice system idle iowait irq softirq steal …: guest time is counted in user already.
+        return (ticks.prefix(8).reduce(0, +) - ticks[3] - ticks[4]) / ticksPerSecond
+    }
+}
