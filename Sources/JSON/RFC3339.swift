@@ -70,9 +70,21 @@ public enum RFC3339 {
         text.reserveCapacity(24)
         func digits(_ value: Int, _ width: Int) {
             if value < 0 { text.append(UInt8(ascii: "-")) }
-            let written = String(value.magnitude).utf8
-            text += repeatElement(UInt8(ascii: "0"), count: max(0, width - written.count))
-            text += written
+            var magnitude = value.magnitude
+            var count = 1
+            var rest = magnitude / 10
+            while rest > 0 {
+                count += 1
+                rest /= 10
+            }
+            // Zeros to the width, then the digits written over them from the right.
+            text += repeatElement(UInt8(ascii: "0"), count: max(width, count))
+            var index = text.count - 1
+            while magnitude > 0 {
+                text[index] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+                index -= 1
+            }
         }
         digits(Int(components.tm_year) + 1900, 4)
         text.append(UInt8(ascii: "-"))

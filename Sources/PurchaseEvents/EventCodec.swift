@@ -24,12 +24,21 @@ public struct EventCodec: Sendable {
 
     /// Each event type by its topic in this deployment.
     private let eventTypes: [String: EventType]
+    /// The headers every message of an event type carries, made once: before, between and after its `ce_id` and `ce_time`.
+    private let constantHeaders: [EventType: ConstantHeaders]
+    private typealias ConstantHeaders = (leading: KafkaHeader, middle: [KafkaHeader], trailing: [KafkaHeader])
 
     public init(schemas: JSONSchemaRegistry, source: String, topicPrefix: String = "") {
         self.schemas = schemas
         self.source = source
         self.topicPrefix = topicPrefix
         eventTypes = Dictionary(uniqueKeysWithValues: EventType.allCases.map { (topicPrefix + $0.topic, $0) })
+        constantHeaders = Dictionary(uniqueKeysWithValues: EventType.allCases.map { ($0, Self.constantHeaders($0, source: source)) })
+    }
+
+    private static func constantHeaders(_ type: EventType, source: String) -> ConstantHeaders {
+        (KafkaHeader(key: "ce_specversion", string: "1.0"), [KafkaHeader(key: "ce_type", string: type.ceType), KafkaHeader(key: "ce_source", string: source)],
+         [KafkaHeader(key: "ce_dataschema", string: type.schemaID), KafkaHeader(key: "content-type", string: "application/json")])
     }
 
     /// The topic of an event type in this deployment.
@@ -62,15 +71,14 @@ public struct EventCodec: Sendable {
     }
 
     private func message<Event: PipelineEvent>(_ event: Event, body: JSONValue, topic: String?, time: Date) -> KafkaProducerMessage {
-        let headers = [
-            KafkaHeader(key: "ce_specversion", string: "1.0"),
-            KafkaHeader(key: "ce_id", string: event.eventID),
-            KafkaHeader(key: "ce_type", string: Event.type.ceType),
-            KafkaHeader(key: "ce_source", string: source),
-            KafkaHeader(key: "ce_time", string: RFC3339.format(time)),
-            KafkaHeader(key: "ce_dataschema", string: Event.type.schemaID),
-            KafkaHeader(key: "content-type", string: "application/json"),
-        ]
+        let constant = constantHeaders[Event.type] ?? Self.constantHeaders(Event.type, source: source)
+        var headers: [KafkaHeader] = []
+        headers.reserveCapacity(7)
+        headers.append(constant.leading)
+        headers.append(KafkaHeader(key: "ce_id", string: event.eventID))
+        headers += constant.middle
+        headers.append(KafkaHeader(key: "ce_time", string: RFC3339.format(time)))
+        headers += constant.trailing
         return KafkaProducerMessage(topic: topic ?? self.topic(Event.type), key: event.messageKey, value: Data(body.serialized), headers: headers)
     }
 
