@@ -76,6 +76,10 @@ private struct ValueEncoder: Encoder, SingleValueEncodingContainer {
 
     /// The value of `value`: primitives and dates directly, anything else through its `encode(to:)`.
     static func encode<T: Encodable>(_ value: T, path: [any CodingKey]) throws -> JSONValue {
+        try encode(value, path: { path })
+    }
+
+    static func encode<T: Encodable>(_ value: T, path: () -> [any CodingKey]) throws -> JSONValue {
         switch value {
         case let text as String: return .string(text)
         case let date as Date: return .string(RFC3339.format(date))
@@ -85,13 +89,14 @@ private struct ValueEncoder: Encoder, SingleValueEncodingContainer {
         case let json as JSONValue: return json
         default:
             let node = EncodedNode()
-            try value.encode(to: ValueEncoder(node: node, codingPath: path))
+            try value.encode(to: ValueEncoder(node: node, codingPath: path()))
             return node.value
         }
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
-        if case .object = node.content {} else { node.content = .object([:], nested: [:]) }
+        // Room for an event's members at once (a dictionary grown one member at a time rehashes at every doubling).
+        if case .object = node.content {} else { node.content = .object(Dictionary(minimumCapacity: 16), nested: [:]) }
         return KeyedEncodingContainer(KeyedContainer<Key>(node: node, codingPath: codingPath))
     }
 
@@ -143,7 +148,8 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func encode(_ value: UInt32, forKey key: Key) throws { node.set(key.stringValue, .integer(Int64(value))) }
     mutating func encode(_ value: UInt64, forKey key: Key) throws { node.set(key.stringValue, try JSONValueEncoding.integer(value, path(key))) }
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
-        node.set(key.stringValue, try ValueEncoder.encode(value, path: path(key)))
+        // The member's path is made only for a value that has members of its own (or fails): most are strings and dates.
+        node.set(key.stringValue, try ValueEncoder.encode(value, path: { path(key) }))
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
