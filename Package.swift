@@ -122,6 +122,6 @@ let package = Package(
                                                          "StoreVerification", "JSON", "JSONSchema", "Crypto", "HTTPServer", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "PurchaseDomainTests", dependencies: ["PurchaseDomain"]),
-        .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "HTTPServer", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "Metrics", "HTTPServer", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
     ]
 )

@@ -28,16 +28,30 @@ public final class MetricsRegistry: Sendable {
         var bucketCounts: [UInt64] = []
         var sum: Double = 0
         var count: UInt64 = 0
+
+        mutating func observe(_ value: Double, _ buckets: [Double]) {
+            for (index, bound) in buckets.enumerated() where value <= bound { bucketCounts[index] += 1 }
+            bucketCounts[buckets.count] += 1
+            sum += value
+            count += 1
+        }
+    }
+
+    /// A series named once, family and labels, for a hot path (a message handled) that would otherwise build and sort
+    /// its label set at every update.
+    public struct SeriesKey: Sendable, Hashable {
+        fileprivate let name: String
+        fileprivate let labels: Labels
     }
 
     /// Label pairs sorted by name, so that the same labels given in any order are one series.
-    private struct Labels: Hashable, Comparable {
+    fileprivate struct Labels: Hashable, Comparable, Sendable {
         let pairs: [LabelPair]
         init(_ labels: [String: String]) { pairs = labels.sorted { $0.key < $1.key }.map { LabelPair(name: $0.key, value: $0.value) } }
         static func < (a: Labels, b: Labels) -> Bool { a.pairs.lexicographicallyPrecedes(b.pairs) }
     }
 
-    private struct LabelPair: Hashable, Comparable {
+    fileprivate struct LabelPair: Hashable, Comparable, Sendable {
         let name: String
         let value: String
         static func < (a: LabelPair, b: LabelPair) -> Bool { (a.name, a.value) < (b.name, b.value) }
@@ -57,14 +71,22 @@ public final class MetricsRegistry: Sendable {
         }
     }
 
+    /// The series of family `name` with `labels`, to update through.
+    public func series(_ name: String, _ labels: [String: String] = [:]) -> SeriesKey { SeriesKey(name: name, labels: Labels(labels)) }
+
     /// Adds `amount` to a counter (or gauge).
     public func increment(_ name: String, _ labels: [String: String] = [:], by amount: Double = 1) {
-        update(name, labels) { $0.value += amount }
+        increment(series(name, labels), by: amount)
+    }
+
+    /// Adds `amount` to a counter (or gauge) series.
+    public func increment(_ series: SeriesKey, by amount: Double = 1) {
+        update(series) { $0.value += amount }
     }
 
     /// Sets a gauge.
     public func set(_ name: String, _ labels: [String: String] = [:], to value: Double) {
-        update(name, labels) { $0.value = value }
+        update(series(name, labels)) { $0.value = value }
     }
 
     /// Removes every series of a gauge family, e.g. before a collector sets the current partitions' lag.
@@ -74,26 +96,33 @@ public final class MetricsRegistry: Sendable {
 
     /// Records one observation in a histogram.
     public func observe(_ name: String, _ labels: [String: String] = [:], _ value: Double) {
+        observe(series(name, labels), value)
+    }
+
+    /// Records one observation in a histogram series.
+    public func observe(_ key: SeriesKey, _ value: Double) {
         families.withLock { families in
-            guard var family = families[name], family.kind == .histogram else { return }
-            var series = family.series[Labels(labels)] ?? Series(bucketCounts: Array(repeating: 0, count: family.buckets.count + 1))
-            for (index, bound) in family.buckets.enumerated() where value <= bound { series.bucketCounts[index] += 1 }
-            series.bucketCounts[family.buckets.count] += 1
-            series.sum += value
-            series.count += 1
-            family.series[Labels(labels)] = series
-            families[name] = family
+            guard let family = families[key.name], family.kind == .histogram else { return }
+            let buckets = family.buckets
+            // Changed in place: a copy of the family taken out and put back would copy its series on every observation.
+            families[key.name]?.series[key.labels, default: Series(bucketCounts: Array(repeating: 0, count: buckets.count + 1))].observe(value, buckets)
         }
     }
 
     /// Records a duration, in seconds, in a histogram.
     public func observe(_ name: String, _ labels: [String: String] = [:], duration: Duration) {
-        observe(name, labels, Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+        observe(series(name, labels), duration: duration)
+    }
+
+    /// Records a duration, in seconds, in a histogram series.
+    public func observe(_ key: SeriesKey, duration: Duration) {
+        observe(key, Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
     }
 
     /// The current value of a counter or gauge series (nil if it has none yet).
     public func value(_ name: String, _ labels: [String: String] = [:]) -> Double? {
-        families.withLock { $0[name]?.series[Labels(labels)]?.value }
+        let key = series(name, labels)
+        return families.withLock { $0[key.name]?.series[key.labels]?.value }
     }
 
     /// Runs `collector` before every rendering to refresh values read from elsewhere.
@@ -125,10 +154,10 @@ public final class MetricsRegistry: Sendable {
         return out
     }
 
-    private func update(_ name: String, _ labels: [String: String], _ body: (inout Series) -> Void) {
+    private func update(_ key: SeriesKey, _ body: (inout Series) -> Void) {
         families.withLock { families in
-            if families[name] == nil { families[name] = Family(help: name, kind: .gauge, buckets: []) }
-            body(&families[name]!.series[Labels(labels), default: Series()])
+            if families[key.name] == nil { families[key.name] = Family(help: key.name, kind: .gauge, buckets: []) }
+            body(&families[key.name]!.series[key.labels, default: Series()])
         }
     }
 

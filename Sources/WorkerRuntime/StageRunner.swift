@@ -107,6 +107,8 @@ public final class StageRunner: Service {
     public let counters = Mutex<[String: Int]>([:])
     /// `iap_messages_total`, `iap_retries_total`, `iap_dead_letters_total`, `iap_handler_duration_seconds`, `iap_in_flight_messages`.
     public let metrics: MetricsRegistry
+    /// The series every message updates, named once.
+    private let inFlight, handlerDuration, publishDuration, handled: MetricsRegistry.SeriesKey
     /// The consumer, e.g. for its assignment (readiness) and lag (metrics).
     public var kafkaConsumer: KafkaConsumer { consumer }
     /// Every consumer of this runner: the stage's, and its re-driver's (with parking).
@@ -125,6 +127,10 @@ public final class StageRunner: Service {
         self.configuration = configuration
         self.metrics = metrics
         Self.declareMetrics(metrics)
+        inFlight = metrics.series("iap_in_flight_messages", ["stage": stage.name])
+        handlerDuration = metrics.series("iap_handler_duration_seconds", ["stage": stage.name])
+        publishDuration = metrics.series("iap_publish_duration_seconds", ["stage": stage.name])
+        handled = metrics.series("iap_messages_total", ["stage": stage.name, "outcome": "handled"])
     }
 
     /// The runner's metric families (declared by every stage, so that dashboards find them at zero).
@@ -247,11 +253,10 @@ public final class StageRunner: Service {
     /// completion awaits their acknowledgement), or retried, parked or dead-lettered before it returns.
     private func complete(_ message: KafkaMessage, first: Result<StageResult, any Error>,
                           started: ContinuousClock.Instant) async throws -> KafkaConsumer.Completion {
-        let labels = ["stage": stage.name]
-        metrics.increment("iap_in_flight_messages", labels)
-        let done: @Sendable () -> Void = { [metrics] in
-            metrics.increment("iap_in_flight_messages", labels, by: -1)
-            metrics.observe("iap_handler_duration_seconds", labels, duration: ContinuousClock.now - started)
+        metrics.increment(inFlight)
+        let done: @Sendable () -> Void = { [metrics, inFlight, handlerDuration] in
+            metrics.increment(inFlight, by: -1)
+            metrics.observe(handlerDuration, duration: ContinuousClock.now - started)
         }
         guard case .success(.publish(let outputs)) = first else {
             defer { done() }
@@ -346,7 +351,7 @@ public final class StageRunner: Service {
     private func acknowledged(_ pending: PendingDeliveries, sentAt: ContinuousClock.Instant) async -> KafkaError? {
         let results = await pending.results()
         if !results.isEmpty { // nothing sent, nothing to time
-            metrics.observe("iap_publish_duration_seconds", ["stage": stage.name], duration: ContinuousClock.now - sentAt)
+            metrics.observe(publishDuration, duration: ContinuousClock.now - sentAt)
         }
         for case .failure(let error) in results { return error }
         return nil
@@ -409,6 +414,7 @@ public final class StageRunner: Service {
         case "rechecks": metrics.increment("iap_rechecks_total", ["stage": stage.name])
         case "batches": metrics.increment("iap_batches_total", ["stage": stage.name])
         case "batchesCut": metrics.increment("iap_batches_cut_total", ["stage": stage.name])
+        case "handled": metrics.increment(handled)
         default:
             metrics.increment("iap_messages_total", ["stage": stage.name, "outcome": name])
             if let reason { metrics.increment("iap_dead_letters_total", ["stage": stage.name, "reason": reason]) }
