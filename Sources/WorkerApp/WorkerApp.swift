@@ -215,12 +215,15 @@ public enum WorkerApp {
             let password = try process.settings.string("--store-password-file").map { path in
                 do { return try SQLPurchaseStore.password(fromFile: path) } catch { throw SettingsError("--store-password-file (IAP_STORE_PASSWORD_FILE): \(error)") }
             }
-            let (store, applied) = try await openStore(url: try process.settings.required("--store"), password: password, logger: process.logger)
+            let url = try process.settings.required("--store")
+            let (store, applied) = try await openStore(url: url, password: password, logger: process.logger)
             process.logger.info("store opened", ["store": store.location, "migrationsApplied": applied.map(String.init).joined(separator: ",")])
             let environment = Environment(process: process, store: store, groupPrefix: process.settings.string("--group-prefix") ?? "iap-")
             let services = try await body(environment)
             let runners = services.compactMap { $0 as? StageRunner }
-            StoreMetrics.register(store: store, metrics: process.metrics, stages: runners.map(\.stageName))
+            // The scrape's counts on a connection of their own (opened at the first scrape): a count of every purchase must
+            // not hold the stages' connection, nor wait for their batches.
+            StoreMetrics.register(store: try SQLPurchaseStore(url: url, password: password), metrics: process.metrics, stages: runners.map(\.stageName))
             ConsumerMetrics.register(runners: runners, metrics: process.metrics)
             // A rebalance that does not complete is reported, not silent (GroupWatchdog); an idle extra replica is ready.
             let watchdog = GroupWatchdog(consumers: runners.flatMap(\.consumers),
