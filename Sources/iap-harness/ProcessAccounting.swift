@@ -23,13 +23,15 @@ enum ProcessAccounting {
         return (user + system) / ticksPerSecond
     }
 
-    /// CPU seconds the whole machine has spent busy (every core; not idle, not waiting for I/O) since boot.
+    /// CPU seconds the whole machine has spent busy (every core; not idle, not waiting for I/O, not taken by the hypervisor
+    /// for another guest) since boot.
     static func machineBusySeconds() -> Double? {
         guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
               let line = stat.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") }) else { return nil }
         let ticks = line.split(separator: " ").dropFirst().compactMap { Double($0) }
         guard ticks.count >= 5 else { return nil }
-        // user nice system idle iowait irq softirq steal …: guest time is counted in user already.
-        return (ticks.prefix(8).reduce(0, +) - ticks[3] - ticks[4]) / ticksPerSecond
+        // user nice system idle iowait irq softirq steal …: busy is user to softirq less idle and iowait (guest time is
+        // counted in user already).
+        return (ticks.prefix(7).reduce(0, +) - ticks[3] - ticks[4]) / ticksPerSecond
     }
 }
