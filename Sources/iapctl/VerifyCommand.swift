@@ -43,7 +43,8 @@ enum VerifyCommand {
         var allVerified = true
         var output: [UInt8] = []
         output.reserveCapacity(1 << 17)
-        for line in input.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true) {
+        for range in lineRanges(input) {
+            let line = input[range]
             var start = line.startIndex, end = line.endIndex
             while start < end, line[start] == 0x20 || line[start] == 0x09 { start += 1 }
             while end > start, line[end - 1] == 0x20 || line[end - 1] == 0x09 || line[end - 1] == 0x0D { end -= 1 }
@@ -64,6 +65,22 @@ enum VerifyCommand {
         }
         FileHandle.standardOutput.write(Data(output))
         return allVerified ? 0 : 1
+    }
+
+    /// Where each line of `bytes` is (without its newline), found with `memchr`: a generic `split` called its closure on
+    /// every byte of the input, an eighth of the time of `--lines`.
+    private static func lineRanges(_ bytes: [UInt8]) -> [Range<Int>] {
+        bytes.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return [] }
+            var ranges: [Range<Int>] = []
+            var start = 0
+            while start < buffer.count {
+                let end = memchr(base + start, 0x0A, buffer.count - start).map { base.distance(to: $0.assumingMemoryBound(to: UInt8.self)) } ?? buffer.count
+                if end > start { ranges.append(start..<end) }
+                start = end + 1
+            }
+            return ranges
+        }
     }
 
     private typealias Verify = @Sendable (String) async -> [String: JSONValue]

@@ -65,6 +65,9 @@ import TestSupport
         let both = try await Self.run(common + ["--lines"], input: "\(good)\n\(forged)\n")
         #expect(both.status == 1, "--lines exits 0 only if all verified")
         #expect(both.lines.map { Self.fields($0)["verdict"] } == [.string("verified"), .string("rejected")])
+        // Blank lines skipped; a line's spaces, tabs and CR trimmed; the last line needs no newline.
+        let ragged = try await Self.run(common + ["--lines"], input: "\n \t\(good)\r\n\n  \n\(forged)")
+        #expect(ragged.lines.map { Self.fields($0)["verdict"] } == [.string("verified"), .string("rejected")], "\(ragged.lines)")
 
         #expect(try await Self.run(["verify", "--kind", "nonsense"], input: "").status == 2)
         #expect(try await Self.run(["verify", "--kind", "transaction", "--bundle-id", "x", "--environment", "Production"], input: good).status == 2,
