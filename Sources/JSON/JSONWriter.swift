@@ -51,6 +51,15 @@ extension JSONValue {
     /// A JSON string literal (RFC 8259 §7): quote, backslash and control characters escaped.
     static func write(string: String, to output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
+        // Most strings (ids, dates, base64) need no escape: checked on their bytes, then copied at once.
+        let plain = string.utf8.withContiguousStorageIfAvailable { bytes in
+            !bytes.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+        }
+        if plain == true {
+            output.append(contentsOf: string.utf8)
+            output.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in string.utf8 {
             switch byte {
             case UInt8(ascii: "\""): output += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
