@@ -18,7 +18,8 @@ final class ChainCache: Sendable {
 
     private let capacity: Int
     private let timeToLive: TimeInterval
-    private let entries = Mutex<(map: [HeaderKey: Entry], counter: UInt64)>(([:], 0))
+    /// `last`: the entry `key(for:validAt:now:)` found last (forgotten at every insert, which may evict it).
+    private let entries = Mutex<(map: [HeaderKey: Entry], counter: UInt64, last: (key: HeaderKey, entry: Entry)?)>(([:], 0, nil))
 
     init(capacity: Int, timeToLive: TimeInterval) {
         self.capacity = max(1, capacity)
@@ -27,15 +28,22 @@ final class ChainCache: Sendable {
 
     /// The leaf key of a chain verified before, if that verification still holds for `date` at `now`.
     func key(for header: ArraySlice<UInt8>, validAt date: Date, now: Date) -> PublicKey? {
-        let key = HeaderKey(header)
-        return entries.withLock { state in
+        // The header found last, compared in place: one store signs with one chain for months, so most lookups find it
+        // without copying and hashing ~2.5 KiB.
+        let found: Entry? = entries.withLock { state in
+            if let last = state.last, last.key.equals(header), now < last.entry.expires { return last.entry }
+            let key = HeaderKey(header)
             guard let entry = state.map[key] else { return nil }
             guard now < entry.expires else {
                 state.map[key] = nil
+                state.last = nil
                 return nil
             }
-            return (entry.validFrom...entry.validUntil).contains(date) ? entry.leafKey : nil
+            state.last = (key, entry)
+            return entry
         }
+        guard let found else { return nil }
+        return (found.validFrom...found.validUntil).contains(date) ? found.leafKey : nil
     }
 
     func insert(_ header: ArraySlice<UInt8>, leafKey: PublicKey, validFrom: Date, validUntil: Date, now: Date) {
@@ -46,6 +54,7 @@ final class ChainCache: Sendable {
                 state.map[oldest] = nil
             }
             state.counter += 1
+            state.last = nil
             state.map[key] = Entry(
                 leafKey: leafKey, validFrom: validFrom, validUntil: validUntil,
                 expires: now.addingTimeInterval(timeToLive), inserted: state.counter)
@@ -61,5 +70,16 @@ struct HeaderKey: Hashable {
 
     func hash(into hasher: inout Hasher) {
         bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
+
+    /// Whether `slice` holds these bytes (compared with `memcmp`).
+    func equals(_ slice: ArraySlice<UInt8>) -> Bool {
+        guard slice.count == bytes.count else { return false }
+        return bytes.withUnsafeBytes { mine in
+            slice.withUnsafeBytes { theirs in
+                guard let mine = mine.baseAddress, let theirs = theirs.baseAddress else { return true } // both empty
+                return memcmp(mine, theirs, bytes.count) == 0
+            }
+        }
     }
 }
