@@ -38,7 +38,7 @@ extension SQLPurchaseStore {
                 id = reserved
             } else {
                 let ids = try reserveLedgerIds(connection, dialect)
-                executor.reserveLedgerIds(ids.dropFirst())
+                executor.keepReservedLedgerIds(ids.dropFirst())
                 id = ids.lowerBound
             }
             applied.ledgerEntryIds.append(id)
@@ -73,7 +73,7 @@ extension SQLPurchaseStore {
 
     /// Ids for the next ledger entries, never given before: PostgreSQL's from the table's sequence; SQLite's after the
     /// highest given (the batch holds the database, and an entry written with its id moves SQLite's AUTOINCREMENT past it;
-    /// the batch writes no other entry before it flushes these, see `StoreExecutor.forgetBalances`).
+    /// the batch writes no other entry before it flushes these, see `StoreExecutor.flushDeferredBeforeOtherWrites`).
     static func reserveLedgerIds(_ connection: any SQLConnection, _ dialect: Migrations.Dialect) throws -> Range<Int64> {
         switch dialect {
         case .postgres:
@@ -118,10 +118,11 @@ extension SQLPurchaseStore {
         // Per user and currency: what the entries add, and the balance the last of them promised.
         var added: [[String]: (amount: Int64, after: Int64)] = [:]
         var order: [[String]] = []
-        for entry in entries where entry.balanceAfter != nil {
+        for entry in entries {
+            guard let after = entry.balanceAfter else { continue } // an entitlement's
             let pair = [entry.userId, entry.item.code]
             if added[pair] == nil { order.append(pair) }
-            added[pair] = ((added[pair]?.amount ?? 0) + entry.item.amount, entry.balanceAfter ?? 0)
+            added[pair] = ((added[pair]?.amount ?? 0) + entry.item.amount, after)
         }
         guard !order.isEmpty else { return }
         let sums = order.map { pair in [pair[0], pair[1], String(added[pair]?.amount ?? 0)] as [String?] }

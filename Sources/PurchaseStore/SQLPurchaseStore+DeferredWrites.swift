@@ -10,7 +10,7 @@ enum DeferredWrite: Sendable {
     case insert(PurchaseRecord, state: PurchaseState, reason: String?, at: Date)
     /// The purchase moves to `state`, stamped `at` in `timeColumn`.
     case setState(PurchaseKey, PurchaseState, timeColumn: String, at: Date)
-    /// A grant's ledger entry of a currency, added to its user's balance (`SQLPurchaseStore.applyDeferring`).
+    /// A grant's ledger entry, a currency's added to its user's balance (`SQLPurchaseStore.applyDeferring`).
     case ledgerEntry(DeferredLedgerEntry)
 
     /// The purchase whose row the write changes; nil for a ledger entry (entries only add up: their order does not matter).

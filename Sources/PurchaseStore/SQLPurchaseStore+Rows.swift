@@ -105,8 +105,7 @@ extension SQLPurchaseStore {
             if deferring {
                 try executor.flushDeferred(of: key, connection)
             } else {
-                try executor.flushDeferred(connection)
-                executor.forgetBalances() // `body` may change balances or write ledger entries itself.
+                try executor.flushDeferredBeforeOtherWrites(connection) // `body` may change balances or write ledger entries itself.
             }
             return try Self.transaction(connection, dialect) {
                 // Read ahead by the batch (and locked then), once: a second decision on the key reads what the first left.

@@ -39,8 +39,8 @@ final class StoreExecutor: @unchecked Sendable {
     private var deferred: [DeferredWrite] = []
     private var deferredKeys: Set<PurchaseKey> = []
     /// Users' balances (every currency of each user read; absent: zero) as the batch's deferred writes leave them. Only
-    /// touched on `queue`; forgotten with what was read ahead, when a batch begins or ends, and after anything that may
-    /// change balances other than a deferred grant (`forgetBalances`).
+    /// touched on `queue`; forgotten with what was read ahead, when a batch begins or ends, and before anything that may
+    /// change balances other than a deferred grant (`flushDeferredBeforeOtherWrites`).
     private var balances: [String: [String: Int64]] = [:]
     /// Ledger entry ids reserved for the batch's deferred entries, taken in order. Forgotten with `balances` (a ledger
     /// entry written at once gets a later id than every reserved one, so ids keep the order entries were decided in).
@@ -67,8 +67,7 @@ final class StoreExecutor: @unchecked Sendable {
         } else {
             call = { [self] connection in
                 if !readAhead.isEmpty { readAhead = [:] }
-                try flushDeferred(connection)
-                forgetBalances()
+                try flushDeferredBeforeOtherWrites(connection)
                 return try body(connection)
             }
         }
@@ -115,14 +114,20 @@ final class StoreExecutor: @unchecked Sendable {
         return id
     }
 
-    /// On the queue: reserves `ids` for the batch's deferred ledger entries.
-    func reserveLedgerIds(_ ids: Range<Int64>) { ledgerIds = ids }
+    /// On the queue: keeps `ids`, reserved by the caller, for the batch's next deferred ledger entries.
+    func keepReservedLedgerIds(_ ids: Range<Int64>) { ledgerIds = ids }
 
-    /// On the queue: forgets the balances and reserved ids; for a call that may change balances or write ledger entries
-    /// itself (after the deferred writes were made).
-    func forgetBalances() {
+    /// On the queue: forgets the balances read and the ledger ids reserved.
+    private func forgetBalancesAndReservedIds() {
         if !balances.isEmpty { balances = [:] }
         ledgerIds = 0..<0
+    }
+
+    /// On the queue: makes the deferred writes, then forgets the balances read and the ledger ids reserved; before a call
+    /// that may change balances or write ledger entries itself.
+    func flushDeferredBeforeOtherWrites(_ connection: any SQLConnection) throws {
+        try flushDeferred(connection)
+        forgetBalancesAndReservedIds()
     }
 
     /// On the queue: makes the deferred writes.
@@ -170,7 +175,7 @@ final class StoreExecutor: @unchecked Sendable {
             queue.async { [self] in
                 if opening || closing {
                     readAhead = [:]
-                    forgetBalances()
+                    forgetBalancesAndReservedIds()
                 }
                 if opening {
                     deferred = []
