@@ -1,38 +1,47 @@
 import COpenSSL
 import Foundation
+import Synchronization
 
 /// A public key; owns its `EVP_PKEY*`.
 ///
-/// `@unchecked Sendable`: the key is immutable; verification creates a fresh `EVP_MD_CTX` per call,
-/// and OpenSSL allows concurrent use of one `EVP_PKEY` for verification.
+/// `@unchecked Sendable`: the key is immutable, and OpenSSL allows concurrent use of one `EVP_PKEY` for
+/// verification; the ES256 contexts are handed to one call at a time through a lock (`ES256Contexts`).
 public final class PublicKey: @unchecked Sendable {
     let pointer: OpaquePointer
-
-    init(owning pointer: OpaquePointer) { self.pointer = pointer }
-    deinit { EVP_PKEY_free(pointer) }
-
     /// Whether this is an elliptic-curve key on P-256 (the only key ES256 allows).
-    public var isP256: Bool {
-        EVP_PKEY_get_base_id(pointer) == EVP_PKEY_EC && EVP_PKEY_get_bits(pointer) == 256
+    public let isP256: Bool
+    private let es256Contexts: ES256Contexts
+
+    init(owning pointer: OpaquePointer) {
+        self.pointer = pointer
+        isP256 = EVP_PKEY_get_base_id(pointer) == EVP_PKEY_EC && EVP_PKEY_get_bits(pointer) == 256
+        es256Contexts = ES256Contexts(key: pointer)
     }
+
+    deinit { EVP_PKEY_free(pointer) }
 
     /// Verifies an ES256 signature in JWS form: the 64-byte concatenation r‖s (RFC 7518 §3.4).
     /// Anything that is not exactly 64 bytes, a DER signature included, fails.
+    ///
+    /// SHA-256 first, then the ECDSA verification of the digest on a context initialised for this key once and
+    /// reused: `EVP_DigestVerifyInit` per call fetched the algorithms and built a context again each time, a tenth
+    /// of a verification.
     public func verifyES256(message: some DataProtocol & ContiguousBytes, rawSignature: some DataProtocol & ContiguousBytes) -> Bool {
-        guard isP256, rawSignature.count == 64, let der = Self.derSignature(fromRaw: rawSignature) else { return false }
-        guard let context = EVP_MD_CTX_new() else { return false }
-        defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestVerifyInit(context, nil, EVP_sha256(), nil, pointer) == 1 else {
-            _ = drainedOpenSSLErrors()
-            return false
-        }
-        let verified = der.withUnsafeBytes { signature in
-            withBytes(message) { base, count in
-                EVP_DigestVerify(context, signature.bindMemory(to: UInt8.self).baseAddress, signature.count, base, count)
+        guard isP256, rawSignature.count == 64 else { return false }
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.maximumDERLength + 32) { buffer in
+            let der = buffer.baseAddress!
+            let digest = der + Self.maximumDERLength
+            let derLength = withBytes(rawSignature) { base, _ in Self.writeDERSignature(raw: base, to: der) }
+            guard withBytes(message, { base, count in sha256Digest(base, count, into: digest) }),
+                  let context = es256Contexts.take() else {
+                _ = drainedOpenSSLErrors()
+                return false
             }
+            defer { es256Contexts.giveBack(context) }
+            let verified = EVP_PKEY_verify(context, der, derLength, digest, 32)
+            if verified != 1 { _ = drainedOpenSSLErrors() }
+            return verified == 1
         }
-        if verified != 1 { _ = drainedOpenSSLErrors() }
-        return verified == 1
     }
 
     /// Verifies a DER ECDSA signature with SHA-256: OpenSSL's own verify, without JWS framing.
@@ -47,24 +56,87 @@ public final class PublicKey: @unchecked Sendable {
     }
 
     /// The DER form of a 64-byte r‖s signature.
-    public static func derSignature(fromRawSignature raw: Data) -> [UInt8]? { derSignature(fromRaw: raw) }
+    public static func derSignature(fromRawSignature raw: Data) -> [UInt8]? {
+        guard raw.count == 64 else { return nil }
+        var der = [UInt8](repeating: 0, count: maximumDERLength)
+        let length = der.withUnsafeMutableBufferPointer { out in withBytes(raw) { base, _ in writeDERSignature(raw: base, to: out.baseAddress!) } }
+        return Array(der.prefix(length))
+    }
 
-    /// r‖s → the DER `ECDSA-Sig-Value` OpenSSL verifies.
-    private static func derSignature(fromRaw raw: some DataProtocol & ContiguousBytes) -> [UInt8]? {
-        guard let signature = ECDSA_SIG_new() else { return nil }
-        defer { ECDSA_SIG_free(signature) }
-        let (r, s) = withBytes(raw) { base, _ in (BN_bin2bn(base, 32, nil), BN_bin2bn(base + 32, 32, nil)) }
-        guard let r, let s, ECDSA_SIG_set0(signature, r, s) == 1 else {
-            BN_free(r)
-            BN_free(s)
+    /// SEQUENCE (2) + two INTEGERs of at most 33 bytes (2 + 33 each).
+    static let maximumDERLength = 72
+
+    /// Writes r‖s (32 bytes each, big-endian) as the DER `ECDSA-Sig-Value` OpenSSL verifies, in its one valid
+    /// encoding: each INTEGER without leading zero bytes, with one 0x00 before a first byte ≥ 0x80 (OpenSSL rejects
+    /// any other encoding). Returns the length written (at most `maximumDERLength`).
+    static func writeDERSignature(raw: UnsafePointer<UInt8>, to out: UnsafeMutablePointer<UInt8>) -> Int {
+        var length = 2
+        func writeInteger(_ bytes: UnsafePointer<UInt8>) {
+            var first = 0
+            while first < 31, bytes[first] == 0 { first += 1 }
+            let padded = bytes[first] >= 0x80
+            out[length] = 0x02
+            out[length + 1] = UInt8(32 - first + (padded ? 1 : 0))
+            length += 2
+            if padded {
+                out[length] = 0
+                length += 1
+            }
+            (out + length).update(from: bytes + first, count: 32 - first)
+            length += 32 - first
+        }
+        writeInteger(raw)
+        writeInteger(raw + 32)
+        out[0] = 0x30
+        out[1] = UInt8(length - 2)
+        return length
+    }
+}
+
+/// `EVP_PKEY_CTX`s initialised for verifying with one key, each used by one call at a time and kept for the next.
+private final class ES256Contexts: Sendable {
+    private let key: UInt
+    /// The contexts not in use, as bit patterns (an `OpaquePointer` is not `Sendable`).
+    private let idle = Mutex<[UInt]>([])
+    /// Enough for the threads that verify at once; a context beyond it is freed after its call.
+    private static let kept = 16
+
+    init(key: OpaquePointer) { self.key = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(key))) }
+
+    deinit {
+        idle.withLock { contexts in
+            for context in contexts { EVP_PKEY_CTX_free(OpaquePointer(bitPattern: context)) }
+        }
+    }
+
+    func take() -> OpaquePointer? {
+        if let context = idle.withLock({ $0.popLast() }) { return OpaquePointer(bitPattern: context) }
+        guard let context = EVP_PKEY_CTX_new(OpaquePointer(bitPattern: key), nil) else { return nil }
+        guard EVP_PKEY_verify_init(context) == 1 else {
+            EVP_PKEY_CTX_free(context)
             return nil
         }
-        var output: UnsafeMutablePointer<UInt8>?
-        let length = i2d_ECDSA_SIG(signature, &output)
-        guard length > 0, let output else { return nil }
-        defer { CRYPTO_free(output, #fileID, #line) }
-        return Array(UnsafeBufferPointer(start: output, count: Int(length)))
+        return context
     }
+
+    func giveBack(_ context: OpaquePointer) {
+        let pattern = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(context)))
+        let kept = idle.withLock { contexts in
+            guard contexts.count < Self.kept else { return false }
+            contexts.append(pattern)
+            return true
+        }
+        if !kept { EVP_PKEY_CTX_free(context) }
+    }
+}
+
+/// The SHA-256 implementation, fetched once: `EVP_sha256()` is looked up again at every use.
+/// `nonisolated(unsafe)`: a fetched `EVP_MD` is immutable and OpenSSL allows its use from any thread.
+private nonisolated(unsafe) let sha256Algorithm: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)
+
+/// SHA-256 of `count` bytes at `base` into the 32 bytes at `digest`.
+private func sha256Digest(_ base: UnsafeRawPointer?, _ count: Int, into digest: UnsafeMutablePointer<UInt8>) -> Bool {
+    EVP_Digest(base, count, digest, nil, sha256Algorithm, nil) == 1
 }
 
 /// An EC P-256 private key, for signing test data and App Store Server API tokens.
