@@ -36,11 +36,12 @@ extension JSONValue {
             output.append(UInt8(ascii: "]"))
         case .object(let fields):
             output.append(UInt8(ascii: "{"))
-            for (index, key) in fields.keys.sorted().enumerated() {
+            // Sorted as pairs: sorting the keys alone meant hashing each again to find its value.
+            for (index, field) in fields.sorted(by: { $0.key < $1.key }).enumerated() {
                 if index > 0 { output.append(UInt8(ascii: ",")) }
-                Self.write(string: key, to: &output)
+                Self.write(string: field.key, to: &output)
                 output.append(UInt8(ascii: ":"))
-                fields[key]?.write(to: &output)
+                field.value.write(to: &output)
             }
             output.append(UInt8(ascii: "}"))
         }

@@ -8,13 +8,15 @@ import StoreVerification
 
 /// `iap-harness bench verify`: signed-transaction verifications per second on one core, beside OpenSSL's
 /// raw ECDSA P-256 verify rate over the same bytes, measured in the same run. With `--lines N`: `iapctl verify
-/// --lines` over N distinct signed transactions (one chain), beside `openssl speed ecdsap256`.
+/// --lines` over N distinct signed transactions (one chain), beside `openssl speed ecdsap256`, in `--rounds` alternating
+/// rounds (3 by default): this shared machine's speed drifts within seconds, so one pair says little.
 enum BenchVerifyCommand {
     static func run(_ arguments: [String]) throws -> Int32 {
-        let options = try CommandOptions(arguments, valued: ["--seconds", "--lines"], flags: ["--json"])
+        let options = try CommandOptions(arguments, valued: ["--seconds", "--lines", "--rounds"], flags: ["--json"])
         if let lines = try options.int("--lines") {
-            guard lines >= 1 else { throw UsageError("--lines must be positive") }
-            return try runLines(lines, json: options.flags.contains("--json"))
+            let rounds = try options.int("--rounds") ?? 3
+            guard lines >= 1, rounds >= 1 else { throw UsageError("--lines and --rounds must be positive") }
+            return try runLines(lines, rounds: rounds, json: options.flags.contains("--json"))
         }
         let seconds = Double(try options.int("--seconds") ?? 3)
         guard seconds > 0 else { throw UsageError("--seconds must be positive") }
@@ -70,8 +72,8 @@ enum BenchVerifyCommand {
     }
 
     /// `iapctl verify --lines` (the `iapctl` next to this executable, as a child process) over `count` distinct signed
-    /// transactions.
-    private static func runLines(_ count: Int, json: Bool) throws -> Int32 {
+    /// transactions, alternating with `openssl speed`; the medians and the median of the rounds' ratios.
+    private static func runLines(_ count: Int, rounds: Int, json: Bool) throws -> Int32 {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("iap-bench-verify-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -89,12 +91,35 @@ enum BenchVerifyCommand {
         }
         let file = directory.appendingPathComponent("transactions.txt")
         try input.write(to: file)
-
-        let openSSL = try opensslVerifyRate()
-        let output = directory.appendingPathComponent("verdicts.jsonl")
-        guard FileManager.default.createFile(atPath: output.path, contents: nil) else { throw UsageError("cannot create \(output.path)") }
         let iapctl = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("iapctl")
         guard FileManager.default.isExecutableFile(atPath: iapctl.path) else { throw UsageError("iapctl not found next to iap-harness (\(iapctl.path)); build all products") }
+
+        var (openSSLRates, lineRates, seconds) = ([Double](), [Double](), [Double]())
+        for _ in 0..<rounds {
+            openSSLRates.append(try opensslVerifyRate())
+            let elapsed = try verifyLines(count, iapctl: iapctl, file: file, root: root, output: directory.appendingPathComponent("verdicts.jsonl"))
+            seconds.append(elapsed)
+            lineRates.append(Double(count) / elapsed)
+        }
+        let median = { (values: [Double]) in values.sorted()[values.count / 2] }
+        let ratios = zip(lineRates, openSSLRates).map { $0 / $1 }
+        let (rate, openSSL, ratio) = (median(lineRates), median(openSSLRates), median(ratios))
+        let list = { (values: [Double], format: String) in values.map { String(format: format, $0) }.joined(separator: ",") }
+        if json {
+            print(#"{"lines":\#(count),"rounds":\#(rounds),"linesPerSecond":\#(Int(rate)),"opensslSpeedVerifyPerSecond":\#(Int(openSSL)),"ratio":\#(String(format: "%.3f", ratio)),"# +
+                  #""ratios":[\#(list(ratios, "%.3f"))],"linesPerSecondByRound":[\#(list(lineRates, "%.0f"))],"opensslByRound":[\#(list(openSSLRates, "%.0f"))],"# +
+                  #""seconds":[\#(list(seconds, "%.2f"))]}"#)
+        } else {
+            print("iapctl verify --lines, \(count) distinct signed transactions: \(Int(rate)) /s (median of \(rounds) rounds: \(list(lineRates, "%.0f")))")
+            print("openssl speed ecdsap256, verify:                        \(Int(openSSL)) /s (\(list(openSSLRates, "%.0f")))")
+            print(String(format: "ratio: %.3f, the median of the rounds' (target >= 0.7)", ratio))
+        }
+        return 0
+    }
+
+    /// One run of `iapctl verify --lines` over `file`; its wall-clock seconds, once every line's verdict was checked.
+    private static func verifyLines(_ count: Int, iapctl: URL, file: URL, root: URL, output: URL) throws -> Double {
+        guard FileManager.default.createFile(atPath: output.path, contents: nil) else { throw UsageError("cannot create \(output.path)") }
         let verdicts = try FileHandle(forWritingTo: output)
         let clock = ContinuousClock()
         let started = clock.now
@@ -106,16 +131,7 @@ enum BenchVerifyCommand {
         guard process.terminationStatus == 0 else { throw UsageError("iapctl verify --lines exited \(process.terminationStatus)") }
         let verified = try Data(contentsOf: output).split(separator: UInt8(ascii: "\n")).filter { $0.starts(with: Array(#"{"#.utf8)) && $0.contains(Array(#""verdict":"verified""#.utf8)) }.count
         guard verified == count else { throw UsageError("\(verified) of \(count) lines verified") }
-        let rate = Double(count) / elapsed.seconds
-        let ratio = rate / openSSL
-        if json {
-            print(#"{"lines":\#(count),"linesPerSecond":\#(Int(rate)),"opensslSpeedVerifyPerSecond":\#(Int(openSSL)),"ratio":\#(String(format: "%.3f", ratio)),"seconds":\#(String(format: "%.2f", elapsed.seconds))}"#)
-        } else {
-            print("iapctl verify --lines, \(count) distinct signed transactions: \(Int(rate)) /s (\(String(format: "%.2f", elapsed.seconds)) s)")
-            print("openssl speed ecdsap256, verify:                        \(Int(openSSL)) /s")
-            print(String(format: "ratio: %.3f (target >= 0.7)", ratio))
-        }
-        return 0
+        return elapsed.seconds
     }
 
     /// The verify/s column of `openssl speed -seconds 3 ecdsap256` (one core).

@@ -15,7 +15,7 @@ enum Harness {
           bench [--store URL] [--purchases N] [--users N] [--rate R] [--latency-seconds S] [--partitions P] [--json]
                                         end-to-end purchases/s, latency p50/p99 at a fixed rate, hop efficiency
                                         against raw librdkafka, per-stage rates and peak RSS of the workers
-          bench verify [--seconds N | --lines N] [--json]
+          bench verify [--seconds N | --lines N [--rounds N]] [--json]
                                         signed-transaction verifications/s beside raw OpenSSL ECDSA verify/s
           chaos --store URL [--purchases N] [--users N] [--kills-per-worker K] [--store-down CMD --store-up CMD]
                 [--outage-seconds S] [--timeout S] [--json]

@@ -33,7 +33,7 @@ enum VerifyCommand {
         let path = options.positional.first ?? "-"
         let verify = try makeVerifier(kind, options)
         guard options.flags.contains("--lines") else {
-            let verdict = await verify(try readCommandInput(path).trimmingCharacters(in: .whitespacesAndNewlines))
+            let verdict = await verify(Array(try readCommandInput(path).trimmingCharacters(in: .whitespacesAndNewlines).utf8)[...])
             print(JSONValue.object(verdict).serializedText)
             return verdict["verdict"] == .string("verified") ? 0 : 1
         }
@@ -49,12 +49,7 @@ enum VerifyCommand {
             while start < end, line[start] == 0x20 || line[start] == 0x09 { start += 1 }
             while end > start, line[end - 1] == 0x20 || line[end - 1] == 0x09 || line[end - 1] == 0x0D { end -= 1 }
             guard start < end else { continue }
-            let verdict: [String: JSONValue]
-            if let text = String(validating: line[start..<end], as: UTF8.self) {
-                verdict = await verify(text)
-            } else {
-                verdict = rejected(Rejection(.malformedPayload, "the line is not UTF-8"))
-            }
+            let verdict = await verify(line[start..<end])
             if verdict["verdict"] != .string("verified") { allVerified = false }
             JSONValue.object(verdict).write(to: &output)
             output.append(UInt8(ascii: "\n"))
@@ -83,7 +78,14 @@ enum VerifyCommand {
         }
     }
 
-    private typealias Verify = @Sendable (String) async -> [String: JSONValue]
+    /// A payload's bytes → its verdict. Bytes, not text: a signed transaction is verified from them as they are read.
+    private typealias Verify = @Sendable (ArraySlice<UInt8>) async -> [String: JSONValue]
+
+    /// The payload as text for the verifiers that take it, or its verdict when it is not UTF-8.
+    private static func text(_ bytes: ArraySlice<UInt8>, _ verify: (String) -> [String: JSONValue]) -> [String: JSONValue] {
+        guard let text = String(validating: bytes, as: UTF8.self) else { return rejected(Rejection(.malformedPayload, "the payload is not UTF-8")) }
+        return verify(text)
+    }
 
     private static func makeVerifier(_ kind: Kind, _ options: CommandOptions) throws -> Verify {
         if kind == .appcoins {
@@ -99,7 +101,7 @@ enum VerifyCommand {
             guard !configuration.apps.isEmpty else { throw UsageError("--kind appcoins needs --appcoins-app PACKAGE=FILE (the app's public key)") }
             let verifier = AppCoinsVerifier(configuration: configuration)
             return { line in
-                guard let fields = JSONValue.parse(Array(line.utf8))?.objectValue, let data = fields["purchaseData"]?.stringValue,
+                guard let fields = JSONValue.parse(line)?.objectValue, let data = fields["purchaseData"]?.stringValue,
                       let signature = fields["signature"]?.stringValue, let (package, sku, token) = AppCoinsVerifier.names(inPurchaseData: data)
                 else { return rejected(Rejection(.signatureRequired, "expected {\"purchaseData\": \"<the SDK's purchase JSON>\", \"signature\": \"<base64>\"}")) }
                 return verdict(await verifier.verifySigned(packageName: package, sku: sku, purchaseToken: token, purchaseData: data, signature: signature)
@@ -131,28 +133,32 @@ enum VerifyCommand {
         if kind == .receipt {
             let verifier = try ReceiptVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment, onlineChecks: online,
                                                                     allowsUnsignedTestData: allowUnsigned))
-            return { payload in
-                verdict(verifier.verify(base64: payload).map { receipt in
-                    let purchases = receipt.inAppPurchases.compactMap { VerifiedPurchase($0, in: receipt) }
-                    return ReceiptVerdict(receiptType: receipt.receiptType, bundleId: receipt.bundleId, appVersion: receipt.appVersion,
-                                          creationDate: receipt.creationDate, purchases: purchases)
-                })
+            return { bytes in
+                text(bytes) { payload in
+                    verdict(verifier.verify(base64: payload).map { receipt in
+                        let purchases = receipt.inAppPurchases.compactMap { VerifiedPurchase($0, in: receipt) }
+                        return ReceiptVerdict(receiptType: receipt.receiptType, bundleId: receipt.bundleId, appVersion: receipt.appVersion,
+                                              creationDate: receipt.creationDate, purchases: purchases)
+                    })
+                }
             }
         }
         let verifier = try SignedDataVerifier(configuration: .init(
             trustedRoots: roots, bundleId: bundleId, environment: environment, appAppleId: appAppleId, onlineChecks: online,
             allowsUnsignedTestData: allowUnsigned))
-        return { payload in
+        return { bytes in
             switch kind {
-            case .transaction: verdict(verifier.verifyTransaction(payload).map(VerifiedPurchase.init), fields: \.jsonValue)
-            case .renewal: verdict(verifier.verifyRenewalInfo(payload).map(\.raw))
-            case .appTransaction: verdict(verifier.verifyAppTransaction(payload).map(\.raw))
+            case .transaction: verdict(verifier.verifyTransaction(utf8: Array(bytes)).map(VerifiedPurchase.init), fields: \.jsonValue)
+            case .renewal: text(bytes) { verdict(verifier.verifyRenewalInfo($0).map(\.raw)) }
+            case .appTransaction: text(bytes) { verdict(verifier.verifyAppTransaction($0).map(\.raw)) }
             case .notification:
-                verdict(verifier.verifyNotification(payload).map { notification in
-                    NotificationVerdict(notificationType: notification.notificationType.rawValue, subtype: notification.subtype,
-                                        notificationUUID: notification.notificationUUID, action: notification.action.rawValue,
-                                        transaction: notification.transaction.map(VerifiedPurchase.init))
-                })
+                text(bytes) { payload in
+                    verdict(verifier.verifyNotification(payload).map { notification in
+                        NotificationVerdict(notificationType: notification.notificationType.rawValue, subtype: notification.subtype,
+                                            notificationUUID: notification.notificationUUID, action: notification.action.rawValue,
+                                            transaction: notification.transaction.map(VerifiedPurchase.init))
+                    })
+                }
             case .receipt, .appcoins: rejected(Rejection(.malformedPayload, "unreachable"))
             }
         }

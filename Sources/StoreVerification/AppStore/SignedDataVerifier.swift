@@ -76,6 +76,11 @@ public final class SignedDataVerifier: Sendable {
 
     /// Verifies a signed transaction (`Transaction.jwsRepresentation`, or `signedTransactionInfo`).
     public func verifyTransaction(_ jws: String) -> Result<AppStoreTransaction, Rejection> {
+        verifyTransaction(utf8: Array(jws.utf8))
+    }
+
+    /// The same, from the JWS's bytes (`iapctl verify --lines` reads bytes; a String would be checked and copied again).
+    public func verifyTransaction(utf8 jws: [UInt8]) -> Result<AppStoreTransaction, Rejection> {
         verify(jws, dateField: "signedDate").flatMap { fields in
             guard let transaction = AppStoreTransaction(fields) else {
                 return .failure(Rejection(.malformedPayload, "transactionId, bundleId or productId missing"))
@@ -138,6 +143,10 @@ public final class SignedDataVerifier: Sendable {
     // MARK: - The signature
 
     private func verify(_ jws: String, dateField: String) -> Result<[String: JSONValue], Rejection> {
+        verify(Array(jws.utf8), dateField: dateField)
+    }
+
+    private func verify(_ jws: [UInt8], dateField: String) -> Result<[String: JSONValue], Rejection> {
         let parsed: CompactJWS
         switch CompactJWS.parse(jws) {
         case .success(let value): parsed = value
