@@ -73,10 +73,13 @@ enum BenchPipelineCommand {
         let ports = try await workers.waitUntilReady(stages, say: say) { watcher.isAssigned ? nil : "watcher not assigned" }
         let producer = try KafkaProducer(configuration: .init(kafka: kafka))
 
-        // 2. Throughput: everything at once. CPU time counted over it: each worker's, and the machine's (the rest is the
-        // store, the broker and this process's stand-ins and watcher).
+        // 2. Throughput: everything at once. CPU time counted over it: each worker's, PostgreSQL's processes', the
+        // broker's, this process's (its stand-in APIs, watcher and producer), and the whole machine's.
+        let harness = ProcessInfo.processInfo.processIdentifier
         func cpu() -> [String: Double] {
-            var seconds = ["machine": ProcessAccounting.machineBusySeconds() ?? 0]
+            var seconds = ["machine": ProcessAccounting.machineBusySeconds() ?? 0, "iap-harness": ProcessAccounting.cpuSeconds(harness) ?? 0,
+                           "postgres": ProcessAccounting.cpuSeconds(ofProcessesNamed: "postgres"),
+                           "broker": ProcessAccounting.cpuSeconds(ofProcessesNamed: "tansu")]
             for name in stages { seconds[name] = workers.pid(of: name).flatMap(ProcessAccounting.cpuSeconds) ?? 0 }
             return seconds
         }
@@ -165,7 +168,7 @@ enum BenchPipelineCommand {
             ("hop efficiency (×4 hops ÷ raw)", String(format: "%.3f", efficiency)),
             ("latency at \(rate)/s", String(format: "p50 %.3f s, p99 %.3f s", p50, p99)),
             ("CPU per purchase (throughput run)", String(format: "%.3f ms on the machine: ", cpuMilliseconds["machine"] ?? 0)
-                + stages.map { $0 + String(format: " %.3f", cpuMilliseconds[$0] ?? 0) }.joined(separator: ", ")),
+                + (stages + ["postgres", "broker", "iap-harness"]).map { $0 + String(format: " %.3f", cpuMilliseconds[$0] ?? 0) }.joined(separator: ", ")),
         ] + stages.map {
             ("\($0)", String(format: "%.0f messages/s, %.1f ms per message (%.1f ms of it awaiting the ack), peak RSS %.1f MiB",
                               stageRates[$0] ?? 0, handlerMilliseconds[$0] ?? 0, publishMilliseconds[$0] ?? 0, rss[$0] ?? -1))

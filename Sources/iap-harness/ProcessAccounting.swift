@@ -23,6 +23,20 @@ enum ProcessAccounting {
         return (user + system) / ticksPerSecond
     }
 
+    /// CPU seconds used by every running process whose command name (`/proc/PID/comm`) is `name`, summed (PostgreSQL's
+    /// backends, the broker). A process that ended since an earlier reading takes its seconds with it.
+    static func cpuSeconds(ofProcessesNamed name: String) -> Double {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return 0 }
+        var total = 0.0
+        for entry in entries {
+            guard let pid = Int32(entry),
+                  let comm = try? String(contentsOfFile: "/proc/\(entry)/comm", encoding: .utf8),
+                  comm.dropLast() == name[...] else { continue } // comm ends in a newline
+            total += cpuSeconds(pid) ?? 0
+        }
+        return total
+    }
+
     /// CPU seconds the whole machine has spent busy (every core; not idle, not waiting for I/O, not taken by the hypervisor
     /// for another guest) since boot.
     static func machineBusySeconds() -> Double? {
