@@ -181,13 +181,16 @@ enum BenchPipelineCommand {
     }
 
     /// Produce and consume `count` copies of `template` on `topic` at the same time; messages per second. The consumer
-    /// prefetches as librdkafka does by default (100,000 messages a partition, refilled after a second), as a client
+    /// prefetches as librdkafka does by default (100,000 messages and 64 MiB, 1 MiB a partition a fetch, refilled after a
+    /// second), as a client
     /// tuned for throughput alone would, not with the workers' small prefetch (which bounds their memory): the broker's
     /// ceiling, not ours.
     static func rawPassthrough(kafka: KafkaConfiguration, topic: String, template: KafkaProducerMessage, count: Int) async throws -> Double {
         var tuned = kafka
         tuned["queued.min.messages"] = "100000"
         tuned["fetch.queue.backoff.ms"] = "1000"
+        tuned["fetch.message.max.bytes"] = "1048576"
+        tuned["queued.max.messages.kbytes"] = "65536"
         let consumer = try KafkaConsumer(configuration: .init(kafka: tuned, groupID: topic + "-group", topics: [topic], maxBufferedPerPartition: 100_000))
         let received = Atomic<Int>(0)
         let done = Task {
