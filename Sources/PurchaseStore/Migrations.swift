@@ -141,6 +141,14 @@ enum Migrations {
             );
             CREATE INDEX parked_messages_by_key ON parked_messages (stage, message_key);
             """),
+            // The sweeper's indexes hold only the purchases they look for: open ones, and refund notices not yet sent.
+            // Indexed on (state, …) they held every purchase ever, and each state change added an entry to both.
+            (7, """
+            DROP INDEX purchases_open_by_time;
+            DROP INDEX purchases_refund_outbox;
+            CREATE INDEX purchases_open_by_time ON purchases (store, purchase_time) WHERE state IN ('verified', 'granted');
+            CREATE INDEX purchases_refund_outbox ON purchases (store, purchase_time) WHERE state = 'refund_due' AND refund_notified_at IS NULL;
+            """),
         ]
     }
 

@@ -12,15 +12,11 @@ extension SQLPurchaseStore {
                          excluding excluded: Set<PurchaseKey> = []) async throws -> [DuePurchase] {
         let dialect = dialect
         let cutoff = now.addingTimeInterval(-deadline)
-        let flaggedTypes = ProductType.allCases.filter(\.isFlaggedWhenUnconsumed).map { "'\($0.rawValue)'" }.joined(separator: ", ")
         return try await executor.run { connection in
             try Self.transaction(connection, dialect) {
                 let skipLocked = dialect == .postgres ? " FOR UPDATE SKIP LOCKED" : ""
-                let rows = try connection.query("""
-                    SELECT \(Self.recordColumns) FROM purchases
-                    WHERE store = $1 AND state IN ('verified', 'granted') AND product_type IN (\(flaggedTypes)) AND purchase_time < $2
-                    ORDER BY purchase_time LIMIT $3\(skipLocked)
-                    """, [.text(store.rawValue), .integer(PurchaseTime.milliseconds(cutoff)), .integer(Int64(limit))])
+                let rows = try connection.query(Self.openPurchasesDueQuery + skipLocked,
+                                                [.text(store.rawValue), .integer(PurchaseTime.milliseconds(cutoff)), .integer(Int64(limit))])
                 var due: [DuePurchase] = []
                 for row in rows {
                     guard var record = Self.record(row), !excluded.contains(record.key) else { continue }
@@ -44,25 +40,43 @@ extension SQLPurchaseStore {
     public func dueGrantedWithToken(store: Store, deadline: TimeInterval, now: Date, limit: Int = 500) async throws -> [PurchaseRecord] {
         let cutoff = PurchaseTime.milliseconds(now.addingTimeInterval(-deadline))
         return try await executor.run { connection in
-            try connection.query("""
-                SELECT \(Self.recordColumns) FROM purchases
-                WHERE store = $1 AND state = 'granted' AND product_type = 'consumable' AND purchase_time < $2 AND purchase_token IS NOT NULL
-                ORDER BY purchase_time LIMIT $3
-                """, [.text(store.rawValue), .integer(cutoff), .integer(Int64(limit))]).compactMap(Self.record)
+            try connection.query(Self.grantedWithTokenDueQuery, [.text(store.rawValue), .integer(cutoff), .integer(Int64(limit))]).compactMap(Self.record)
         }
     }
 
     /// Purchases flagged `refund_due` whose `refund.due` event is not recorded as sent (the outbox).
     public func unsentRefundNotices(store: Store, deadline: TimeInterval, limit: Int = 500) async throws -> [DuePurchase] {
         try await executor.run { connection in
-            try connection.query("""
-                SELECT \(Self.recordColumns) FROM purchases
-                WHERE store = $1 AND state = 'refund_due' AND refund_notified_at IS NULL ORDER BY purchase_time LIMIT $2
-                """, [.text(store.rawValue), .integer(Int64(limit))]).compactMap(Self.record).map { record in
+            try connection.query(Self.unsentRefundNoticesQuery, [.text(store.rawValue), .integer(Int64(limit))]).compactMap(Self.record).map { record in
                 DuePurchase(record: record, previousState: .refundDue, deadline: record.purchaseTime.addingTimeInterval(deadline))
             }
         }
     }
+
+    // The sweeper's queries, each answered from a partial index (migration 7): their conditions include the index's own,
+    // word for word, as SQLite needs to use it ($1 store, $2 the cutoff in epoch milliseconds, then the limit).
+
+    /// Open purchases of a type flagged when unconsumed, purchased before the cutoff (`purchases_open_by_time`).
+    static let openPurchasesDueQuery = """
+        SELECT \(recordColumns) FROM purchases
+        WHERE store = $1 AND state IN ('verified', 'granted') AND product_type IN (\(ProductType.allCases.filter(\.isFlaggedWhenUnconsumed)
+            .map { "'\($0.rawValue)'" }.joined(separator: ", "))) AND purchase_time < $2
+        ORDER BY purchase_time LIMIT $3
+        """
+
+    /// Granted consumables with a store token, purchased before the cutoff (`purchases_open_by_time`).
+    static let grantedWithTokenDueQuery = """
+        SELECT \(recordColumns) FROM purchases
+        WHERE store = $1 AND state IN ('verified', 'granted') AND state = 'granted' AND product_type = 'consumable' AND purchase_time < $2
+            AND purchase_token IS NOT NULL
+        ORDER BY purchase_time LIMIT $3
+        """
+
+    /// Purchases flagged `refund_due` whose notice is not recorded as sent (`purchases_refund_outbox`; $2 the limit).
+    static let unsentRefundNoticesQuery = """
+        SELECT \(recordColumns) FROM purchases
+        WHERE store = $1 AND state = 'refund_due' AND refund_notified_at IS NULL ORDER BY purchase_time LIMIT $2
+        """
 
     /// Records that the `refund.due` events of these purchases were acknowledged by the broker.
     public func markRefundNoticesSent(_ keys: [PurchaseKey], at now: Date) async throws {

@@ -1,0 +1,59 @@
+import Database
+import Foundation
+@testable import PurchaseStore
+import Testing
+import TestSupport
+
+/// The sweeper's queries are answered from the partial indexes of migration 7 on both engines — SQLite uses a partial
+/// index only when a query repeats its condition word for word — and a purchase leaves those indexes when it is finished.
+@Suite struct SweepIndexTests {
+    /// 5,000 finished purchases, a few open ones and one refund notice unsent.
+    func populatedStore(_ engine: StoreEngine) async throws -> SQLPurchaseStore {
+        let store = try await engine.freshStore()
+        try await store.executor.run { connection in
+            for n in 0..<5_000 {
+                let state = n < 5 ? "granted" : n == 5 ? "refund_due" : "finished"
+                try connection.query("""
+                    INSERT INTO purchases (store, transaction_id, original_transaction_id, user_id, product_id, quantity, purchase_time, state,
+                                           product_type, purchase_token)
+                    VALUES ('appstore', $1, $1, 'user', 'coins.100', 1, $2, $3, 'consumable', 'token')
+                    """, [.text("t\(n)"), .integer(Int64(n)), .text(state)])
+            }
+            try connection.executeScript(engine == .postgres ? "ANALYZE purchases" : "ANALYZE")
+        }
+        return store
+    }
+
+    /// The plan of `sql` with its parameters, as lines of text.
+    func plan(_ store: SQLPurchaseStore, _ engine: StoreEngine, _ sql: String, _ parameters: [SQLValue]) async throws -> String {
+        try await store.executor.run { connection in
+            let rows = try connection.query((engine == .postgres ? "EXPLAIN " : "EXPLAIN QUERY PLAN ") + sql, parameters)
+            return rows.map { row in row.compactMap(\.string).joined(separator: " ") }.joined(separator: "\n")
+        }
+    }
+
+    @Test(arguments: StoreEngine.available) func theSweepersQueriesUseThePartialIndexes(_ engine: StoreEngine) async throws {
+        let store = try await populatedStore(engine)
+        let due: [SQLValue] = [.text("appstore"), .integer(1_000_000), .integer(500)]
+        let open = try await plan(store, engine, SQLPurchaseStore.openPurchasesDueQuery, due)
+        #expect(open.contains("purchases_open_by_time"), "\(open)")
+        let withToken = try await plan(store, engine, SQLPurchaseStore.grantedWithTokenDueQuery, due)
+        #expect(withToken.contains("purchases_open_by_time"), "\(withToken)")
+        let notices = try await plan(store, engine, SQLPurchaseStore.unsentRefundNoticesQuery, [.text("appstore"), .integer(500)])
+        #expect(notices.contains("purchases_refund_outbox"), "\(notices)")
+
+        // And they find what they did before.
+        #expect(try await store.dueGrantedWithToken(store: .appstore, deadline: 0, now: Date(timeIntervalSince1970: 1_000)).count == 5)
+        #expect(try await store.unsentRefundNotices(store: .appstore, deadline: 0).map(\.record.key.transactionId) == ["t5"])
+    }
+
+    @Test(TestServices.postgres) func theOpenPurchasesIndexHoldsOnlyOpenPurchases() async throws {
+        let store = try await populatedStore(.postgres)
+        // Five open purchases of 5,000: the metapage and one leaf. Indexed on (state, purchase_time) as before, every
+        // purchase had an entry (about 16 pages here).
+        let pages = try await store.executor.run { connection in
+            try connection.query("SELECT pg_relation_size('purchases_open_by_time') / current_setting('block_size')::bigint").first?[0].int64
+        }
+        #expect(pages == 2)
+    }
+}
