@@ -149,6 +149,11 @@ enum Migrations {
             CREATE INDEX purchases_open_by_time ON purchases (store, purchase_time) WHERE state IN ('verified', 'granted');
             CREATE INDEX purchases_refund_outbox ON purchases (store, purchase_time) WHERE state = 'refund_due' AND refund_notified_at IS NULL;
             """),
+            // A user's purchases granted but not finished, which `GET /v1/users/{id}` answers with: without it each request
+            // read every purchase of every user.
+            (8, """
+            CREATE INDEX purchases_granted_by_user ON purchases (user_id, purchase_time) WHERE state = 'granted';
+            """),
         ]
     }
 

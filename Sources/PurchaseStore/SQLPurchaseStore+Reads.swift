@@ -64,9 +64,7 @@ extension SQLPurchaseStore {
         let dialect = dialect
         return try await executor.run { connection in
             try Self.transaction(connection, dialect, readOnly: true) {
-                let pending = try connection.query("""
-                    SELECT \(Self.recordColumns) FROM purchases WHERE user_id = $1 AND state = 'granted' ORDER BY purchase_time
-                    """, [.text(userId)]).compactMap(Self.record).map {
+                let pending = try connection.query(Self.pendingOfUserQuery, [.text(userId)]).compactMap(Self.record).map {
                     UserHoldings.Pending(store: $0.key.store, transactionId: $0.key.transactionId, productId: $0.productId, productType: $0.productType,
                                          purchasedAt: $0.purchaseTime)
                 }
@@ -75,6 +73,11 @@ extension SQLPurchaseStore {
             }
         }
     }
+
+    /// A user's purchases granted but not finished, oldest first (from `purchases_granted_by_user`, migration 8).
+    static let pendingOfUserQuery = """
+        SELECT \(recordColumns) FROM purchases WHERE user_id = $1 AND state = 'granted' ORDER BY purchase_time
+        """
 
     /// A user's currency balances.
     public func balances(of userId: String) async throws -> [String: Int64] {

@@ -4,10 +4,11 @@ import Foundation
 import Testing
 import TestSupport
 
-/// The sweeper's queries are answered from the partial indexes of migration 7 on both engines — SQLite uses a partial
-/// index only when a query repeats its condition word for word — and a purchase leaves those indexes when it is finished.
-@Suite struct SweepIndexTests {
-    /// 5,000 finished purchases, a few open ones and one refund notice unsent.
+/// The sweeper's queries (migration 7) and a user's pending purchases (migration 8) are answered from partial indexes on
+/// both engines — SQLite uses a partial index only when a query repeats its condition word for word — and those indexes
+/// hold only what their queries look for.
+@Suite struct PartialIndexTests {
+    /// 5,000 purchases of 500 users (`user-(n % 500)`): t0–t4 granted, t5 flagged with its notice unsent, the rest finished.
     func populatedStore(_ engine: StoreEngine) async throws -> SQLPurchaseStore {
         let store = try await engine.freshStore()
         try await store.executor.run { connection in
@@ -16,8 +17,8 @@ import TestSupport
                 try connection.query("""
                     INSERT INTO purchases (store, transaction_id, original_transaction_id, user_id, product_id, quantity, purchase_time, state,
                                            product_type, purchase_token)
-                    VALUES ('appstore', $1, $1, 'user', 'coins.100', 1, $2, $3, 'consumable', 'token')
-                    """, [.text("t\(n)"), .integer(Int64(n)), .text(state)])
+                    VALUES ('appstore', $1, $1, $2, 'coins.100', 1, $3, $4, 'consumable', 'token')
+                    """, [.text("t\(n)"), .text("user-\(n % 500)"), .integer(Int64(n)), .text(state)])
             }
             try connection.executeScript(engine == .postgres ? "ANALYZE purchases" : "ANALYZE")
         }
@@ -45,6 +46,13 @@ import TestSupport
         // And they find what they did before.
         #expect(try await store.dueGrantedWithToken(store: .appstore, deadline: 0, now: Date(timeIntervalSince1970: 1_000)).count == 5)
         #expect(try await store.unsentRefundNotices(store: .appstore, deadline: 0).map(\.record.key.transactionId) == ["t5"])
+    }
+
+    @Test(arguments: StoreEngine.available) func aUsersPendingPurchasesAreFoundByTheUser(_ engine: StoreEngine) async throws {
+        let store = try await populatedStore(engine)
+        let plan = try await plan(store, engine, SQLPurchaseStore.pendingOfUserQuery, [.text("user-0")])
+        #expect(plan.contains("purchases_granted_by_user"), "\(plan)")
+        #expect(try await store.holdings(of: "user-0").pending.map(\.transactionId) == ["t0"])
     }
 
     @Test(TestServices.postgres) func theOpenPurchasesIndexHoldsOnlyOpenPurchases() async throws {
