@@ -62,20 +62,17 @@ enum VerifyCommand {
         return allVerified ? 0 : 1
     }
 
-    /// Where each line of `bytes` is (without its newline), found with `memchr`: a generic `split` called its closure on
-    /// every byte of the input, an eighth of the time of `--lines`.
+    /// Where each line of `bytes` is (without its newline), found with `memchr` (`firstIndex(of:from:)`): a generic
+    /// `split` called its closure on every byte of the input, an eighth of the time of `--lines`.
     private static func lineRanges(_ bytes: [UInt8]) -> [Range<Int>] {
-        bytes.withUnsafeBufferPointer { buffer in
-            guard let base = buffer.baseAddress else { return [] }
-            var ranges: [Range<Int>] = []
-            var start = 0
-            while start < buffer.count {
-                let end = memchr(base + start, 0x0A, buffer.count - start).map { base.distance(to: $0.assumingMemoryBound(to: UInt8.self)) } ?? buffer.count
-                if end > start { ranges.append(start..<end) }
-                start = end + 1
-            }
-            return ranges
+        var ranges: [Range<Int>] = []
+        var start = 0
+        while start < bytes.count {
+            let end = bytes.firstIndex(of: 0x0A, from: start) ?? bytes.count
+            if end > start { ranges.append(start..<end) }
+            start = end + 1
         }
+        return ranges
     }
 
     /// A payload's bytes → its verdict. Bytes, not text: a signed transaction is verified from them as they are read.

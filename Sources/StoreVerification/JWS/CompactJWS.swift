@@ -25,8 +25,9 @@ struct CompactJWS {
     /// The same, from the JWS's bytes (not checked to be UTF-8: anything outside base64url and the two dots fails).
     static func parse(_ bytes: [UInt8]) -> Result<CompactJWS, Rejection> {
         guard bytes.count <= maxLength else { return .failure(Rejection(.malformedJWS, "longer than \(maxLength) bytes")) }
-        guard let first = firstDot(in: bytes, from: 0), let second = firstDot(in: bytes, from: first + 1),
-              firstDot(in: bytes, from: second + 1) == nil
+        let dot = UInt8(ascii: ".")
+        guard let first = bytes.firstIndex(of: dot, from: 0), let second = bytes.firstIndex(of: dot, from: first + 1),
+              bytes.firstIndex(of: dot, from: second + 1) == nil
         else { return .failure(Rejection(.malformedJWS, "expected 3 dot-separated parts")) }
         guard first > 0 else { return .failure(Rejection(.malformedJWS, "empty header")) }
         guard let payloadBytes = Base64URL.decode(bytes[(first + 1)..<second]), let payload = JSONValue.parse(payloadBytes)?.objectValue else {
@@ -37,15 +38,6 @@ struct CompactJWS {
         let signature = signatureSegment.isEmpty ? [] : Base64URL.decode(signatureSegment)
         guard let signature else { return .failure(Rejection(.malformedJWS, "signature is not base64url")) }
         return .success(CompactJWS(payload: payload, signature: signature, bytes: bytes, signingInput: 0..<second, headerSegment: 0..<first))
-    }
-
-    /// The index of the first `.` at or after `start` (found with `memchr`: the header segment alone is ~2.5 KiB).
-    private static func firstDot(in bytes: [UInt8], from start: Int) -> Int? {
-        bytes.withUnsafeBufferPointer { buffer in
-            guard start < buffer.count, let base = buffer.baseAddress,
-                  let found = memchr(base + start, Int32(UInt8(ascii: ".")), buffer.count - start) else { return nil }
-            return base.distance(to: found.assumingMemoryBound(to: UInt8.self))
-        }
     }
 
     /// The decoded header.
