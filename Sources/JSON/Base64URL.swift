@@ -14,24 +14,49 @@ public enum Base64URL {
     public static func decode(_ text: ArraySlice<UInt8>) -> [UInt8]? {
         let count = text.count
         guard count > 0, count % 4 != 1 else { return nil }
-        var output = [UInt8]()
-        output.reserveCapacity(count * 3 / 4)
-        var accumulator: UInt32 = 0
-        var bits = 0
-        let table = Self.table
-        for character in text {
-            let value = table[Int(character)]
-            guard value != 0xFF else { return nil }
-            accumulator = accumulator << 6 | UInt32(value)
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+        let whole = count / 4, tail = count % 4
+        let outputCount = whole * 3 + (tail == 0 ? 0 : tail - 1)
+        // Four characters to three bytes at a time, straight into the result's storage; the table marks every
+        // character outside the alphabet with its high bit, so one test per quartet finds any of them.
+        return table.withUnsafeBufferPointer { table -> [UInt8]? in
+            text.withUnsafeBufferPointer { input -> [UInt8]? in
+                var valid = true
+                let output = [UInt8](unsafeUninitializedCapacity: outputCount) { buffer, initialized in
+                    var inIndex = 0, outIndex = 0
+                    for _ in 0..<whole {
+                        let a = table[Int(input[inIndex])], b = table[Int(input[inIndex + 1])]
+                        let c = table[Int(input[inIndex + 2])], d = table[Int(input[inIndex + 3])]
+                        if (a | b | c | d) & 0x80 != 0 { valid = false; break }
+                        let quartet = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
+                        buffer[outIndex] = UInt8(truncatingIfNeeded: quartet >> 16)
+                        buffer[outIndex + 1] = UInt8(truncatingIfNeeded: quartet >> 8)
+                        buffer[outIndex + 2] = UInt8(truncatingIfNeeded: quartet)
+                        inIndex += 4
+                        outIndex += 3
+                    }
+                    if valid && tail > 0 {
+                        // Two or three characters: one or two bytes, and the bits left over must be zero (canonical).
+                        var accumulator: UInt32 = 0
+                        for offset in 0..<tail {
+                            let value = table[Int(input[inIndex + offset])]
+                            if value & 0x80 != 0 { valid = false; break }
+                            accumulator = accumulator << 6 | UInt32(value)
+                        }
+                        let bits = tail * 6, leftover = bits % 8
+                        if valid && accumulator & ((1 << UInt32(leftover)) - 1) != 0 { valid = false }
+                        if valid {
+                            accumulator >>= UInt32(leftover)
+                            for offset in 0..<(tail - 1) {
+                                buffer[outIndex + offset] = UInt8(truncatingIfNeeded: accumulator >> UInt32(8 * (tail - 2 - offset)))
+                            }
+                            outIndex += tail - 1
+                        }
+                    }
+                    initialized = valid ? outIndex : 0
+                }
+                return valid ? output : nil
             }
         }
-        // Leftover bits must be zero (canonical encoding).
-        guard accumulator & ((1 << UInt32(bits)) - 1) == 0 else { return nil }
-        return output
     }
 
     /// The bytes of a base64url string (e.g. one segment of a JWS).
