@@ -8,6 +8,9 @@ struct JSONParser {
     var index = 0
     /// Why parsing stopped, when it was for a reason more specific than malformed JSON.
     var failure: JSONParseError?
+    /// The members of the objects being parsed, innermost last: one buffer for the document, so that each object's
+    /// dictionary is made once at its final size instead of growing, and rehashing, member by member.
+    private var members: [(key: String, value: JSONValue)] = []
 
     init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
         self.bytes = bytes
@@ -40,21 +43,25 @@ struct JSONParser {
 
     private mutating func parseObject(depth: Int) -> JSONValue? {
         index += 1
-        var object: [String: JSONValue] = [:]
         skipWhitespace()
-        if consume(UInt8(ascii: "}")) { return .object(object) }
+        if consume(UInt8(ascii: "}")) { return .object([:]) }
+        let first = members.count
+        defer { members.removeLast(members.count - first) }
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), let key = parseString() else { return nil }
             skipWhitespace()
             guard consume(UInt8(ascii: ":")), let value = parseValue(depth: depth) else { return nil }
-            guard object.updateValue(value, forKey: key) == nil else {
-                failure = .duplicateKey(String(key.prefix(64)))
-                return nil
-            }
+            members.append((key, value))
             skipWhitespace()
             if consume(UInt8(ascii: ",")) { continue }
-            return consume(UInt8(ascii: "}")) ? .object(object) : nil
+            guard consume(UInt8(ascii: "}")) else { return nil }
+            var object = [String: JSONValue](minimumCapacity: members.count - first)
+            for member in members[first...] where object.updateValue(member.value, forKey: member.key) != nil {
+                failure = .duplicateKey(String(member.key.prefix(64)))
+                return nil
+            }
+            return .object(object)
         }
     }
 
@@ -75,16 +82,19 @@ struct JSONParser {
     private mutating func parseString() -> String? {
         index += 1
         let start = index
-        // Fast path: no escapes.
+        // Fast path: no escapes. ASCII needs no UTF-8 check (`String(validating:)` is generic, unspecialized here: its
+        // type metadata lookups cost more than the check).
+        var union: UInt8 = 0
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
                 let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
                 index += 1
-                return String(validating: slice, as: UTF8.self)
+                return union < 0x80 ? String(decoding: slice, as: UTF8.self) : String(validating: slice, as: UTF8.self)
             }
             if byte == UInt8(ascii: "\\") { break }
             if byte < 0x20 { return nil }
+            union |= byte
             index += 1
         }
         var scalars = Array(bytes[start..<index])
