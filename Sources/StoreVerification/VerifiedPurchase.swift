@@ -86,10 +86,13 @@ extension VerifiedPurchase {
     /// .iso8601`; absent fields left out), built directly: `iapctl verify --lines` writes one per line, and a
     /// `JSONEncoder` pass plus a parse cost more than the verification. A test holds the two to the same output.
     public var jsonValue: JSONValue {
-        var fields: [String: JSONValue] = [
-            "store": .string(store.rawValue), "transactionId": .string(transactionId), "productId": .string(productId),
-            "quantity": .integer(Int64(quantity)), "raw": .object(raw),
-        ]
+        // Room for every field and a verdict beside them, made once rather than grown (and rehashed) field by field.
+        var fields = [String: JSONValue](minimumCapacity: 20)
+        fields["store"] = .string(store.rawValue)
+        fields["transactionId"] = .string(transactionId)
+        fields["productId"] = .string(productId)
+        fields["quantity"] = .integer(Int64(quantity))
+        fields["raw"] = .object(raw)
         func set(_ key: String, _ value: JSONValue?) { if let value { fields[key] = value } }
         func date(_ value: Date?) -> JSONValue? { value.map { .string(RFC3339.format($0, milliseconds: false)) } }
         set("originalTransactionId", originalTransactionId.map(JSONValue.string))
