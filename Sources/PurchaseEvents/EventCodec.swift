@@ -110,11 +110,14 @@ public struct EventCodec: Sendable {
     /// Decodes and validates a message body (JSON, without the Kafka headers) as `Event`: UTF-8, JSON at most
     /// 128 levels deep, the event's schema, then the typed model from the value parsed once.
     public func decodeBody<Event: PipelineEvent>(_ value: Data, as: Event.Type) -> Result<Event, Invalid> {
-        guard String(validating: value, as: UTF8.self) != nil else { return .failure(Invalid(reason: "invalidUTF8", detail: "value is not UTF-8")) }
         let json: JSONValue
         switch JSONValue.parseDocument(value) {
         case .success(let parsed): json = parsed
-        case .failure(let error): return .failure(Invalid(reason: error.reason, detail: "value: \(error)"))
+        case .failure(let error):
+            // A document the parser accepts is UTF-8 (it checks every string it reads, and takes only ASCII outside
+            // them): the bytes are checked as a whole only to say why one was refused.
+            guard String(validating: value, as: UTF8.self) != nil else { return .failure(Invalid(reason: "invalidUTF8", detail: "value is not UTF-8")) }
+            return .failure(Invalid(reason: error.reason, detail: "value: \(error)"))
         }
         return decode(json, as: Event.self)
     }

@@ -98,6 +98,11 @@ import TestSupport
         #expect(reason(consumed(produced, value: .some(nil))) == "tombstone")
         #expect(reason(consumed(produced, value: Data(repeating: 0x20, count: EventCodec.maxMessageBytes + 1))) == "oversized")
         #expect(reason(consumed(produced, value: Data([0x7B, 0xFF, 0x7D]))) == "invalidUTF8")
+        // Inside a string, plain or with escapes, and a truncated sequence: still not UTF-8, whatever else is wrong.
+        for bytes: [UInt8] in [[0xFF], [0xC3], [0xED, 0xA0, 0x80], [0x5C, 0x6E, 0xFF], [0xF0, 0x9F, 0xA7]] {
+            let document = Array(#"{"store":"appstore","userId":""#.utf8) + bytes + Array(#""}"#.utf8)
+            #expect(reason(consumed(produced, value: Data(document))) == "invalidUTF8", "\(bytes)")
+        }
         #expect(reason(consumed(produced, value: Data("{\"store\":".utf8))) == "invalidJSON")
         #expect(reason(consumed(produced, value: Data((String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)).utf8))) == "tooDeep")
         // One value for the schema, another for a decoder that keeps the other one: refused, whichever it would be.
