@@ -43,31 +43,32 @@ struct Validation {
             fail("schema nesting too deep")
             return
         }
-        let node = nodes[index]
-        let schema = node.keywords
-        if let constant = schema.constant {
+        // Keywords read through the node (a class) one by one: bound to a local, the whole struct was copied, each of
+        // its arrays, strings and dictionaries retained and released, at every value of every instance.
+        let schema = nodes[index]
+        if let constant = schema.keywords.constant {
             if !constant { fail("no value is allowed here") }
             return
         }
-        if let reference = schema.reference {
+        if let reference = schema.keywords.reference {
             validate(instance, reference, depth: depth + 1)
-        } else if let unresolved = schema.unresolvedReference {
+        } else if let unresolved = schema.keywords.unresolvedReference {
             fail("unresolvable $ref \(unresolved)")
         }
         if stopped { return }
-        if let types = schema.types, !types.admits(instance) {
-            fail("expected \(schema.typeDescription), found \(JSONSchemaRegistry.typeName(instance))")
+        if let types = schema.keywords.types, !types.admits(instance) {
+            fail("expected \(schema.keywords.typeDescription), found \(JSONSchemaRegistry.typeName(instance))")
             return // Other keywords would only repeat the type mismatch.
         }
-        if let options = schema.enumOptions, !options.contains(where: { JSONSchemaRegistry.equal($0, instance) }) {
+        if let options = schema.keywords.enumOptions, !options.contains(where: { JSONSchemaRegistry.equal($0, instance) }) {
             fail("must be one of \(options.map(JSONSchemaRegistry.render).joined(separator: ", "))")
         }
-        if let constant = schema.constValue, !JSONSchemaRegistry.equal(constant, instance) {
+        if let constant = schema.keywords.constValue, !JSONSchemaRegistry.equal(constant, instance) {
             fail("must be \(JSONSchemaRegistry.render(constant))")
         }
         switch instance {
         case .string(let text):
-            let (minimum, maximum) = (schema.minLength, schema.maxLength)
+            let (minimum, maximum) = (schema.keywords.minLength, schema.keywords.maxLength)
             if minimum != nil || maximum != nil {
                 // A string has at least a quarter as many characters (Unicode scalars) as UTF-8 bytes and at most as many:
                 // counted one by one (a walk through it) only when the byte count does not settle it.
@@ -77,16 +78,16 @@ struct Validation {
                 if let minimum, let length, length < minimum { fail("shorter than \(minimum) characters") }
                 if let maximum, let length, length > maximum { fail("longer than \(maximum) characters") }
             }
-            if let pattern = schema.pattern, !pattern.matcher.matches(text) { fail("does not match \(pattern.text)") }
-            if let format = schema.format, !JSONSchemaRegistry.conforms(text, to: format) { fail("not a valid \(format)") }
+            if let pattern = schema.keywords.pattern, !pattern.matcher.matches(text) { fail("does not match \(pattern.text)") }
+            if let format = schema.keywords.format, !JSONSchemaRegistry.conforms(text, to: format) { fail("not a valid \(format)") }
         case .integer, .number:
             let number = JSONSchemaRegistry.double(instance)
-            if let minimum = schema.minimum, number < minimum.value { fail("less than \(minimum.text)") }
-            if let maximum = schema.maximum, number > maximum.value { fail("greater than \(maximum.text)") }
+            if let minimum = schema.keywords.minimum, number < minimum.value { fail("less than \(minimum.text)") }
+            if let maximum = schema.keywords.maximum, number > maximum.value { fail("greater than \(maximum.text)") }
         case .array(let elements):
-            if let minimum = schema.minItems, elements.count < minimum { fail("fewer than \(minimum) items") }
-            if let maximum = schema.maxItems, elements.count > maximum { fail("more than \(maximum) items") }
-            if let items = schema.items {
+            if let minimum = schema.keywords.minItems, elements.count < minimum { fail("fewer than \(minimum) items") }
+            if let maximum = schema.keywords.maxItems, elements.count > maximum { fail("more than \(maximum) items") }
+            if let items = schema.keywords.items {
                 for (offset, element) in elements.enumerated() {
                     path.append(.index(offset))
                     validate(element, items, depth: depth + 1)
@@ -95,7 +96,7 @@ struct Validation {
                 }
             }
         case .object(let members):
-            for name in schema.required where members[name] == nil {
+            for name in schema.keywords.required where members[name] == nil {
                 fail("missing required property '\(name)'")
             }
             validateMembers(members, schema, depth: depth)
@@ -103,14 +104,14 @@ struct Validation {
             break
         }
         if stopped { return }
-        for subschema in schema.allOf ?? [] {
+        for subschema in schema.keywords.allOf ?? [] {
             validate(instance, subschema, depth: depth + 1)
             if stopped { return }
         }
-        if let any = schema.anyOf, !any.contains(where: { isValid(instance, $0, depth: depth) }) {
+        if let any = schema.keywords.anyOf, !any.contains(where: { isValid(instance, $0, depth: depth) }) {
             fail("matches none of anyOf")
         }
-        if let one = schema.oneOf {
+        if let one = schema.keywords.oneOf {
             let matching = one.filter { isValid(instance, $0, depth: depth) }.count
             if matching != 1 {
                 if stopAtFirst {
@@ -135,15 +136,15 @@ struct Validation {
 
     /// The members of an object, each against its property's schema or `additionalProperties`. The violations come in the
     /// order of the members' names, whatever order the object holds them in; sorted only when there are any.
-    private mutating func validateMembers(_ members: [String: JSONValue], _ schema: CompiledNode, depth: Int) {
+    private mutating func validateMembers(_ members: [String: JSONValue], _ schema: SchemaNode, depth: Int) {
         var failed: [(name: String, violations: ArraySlice<JSONSchemaRegistry.Violation>)] = []
         for (name, value) in members {
             let before = violations.count
             path.append(.name(name))
-            if let property = schema.properties[name] {
+            if let property = schema.keywords.properties[name] {
                 validate(value, property, depth: depth + 1)
             } else {
-                switch schema.additional {
+                switch schema.keywords.additional {
                 case .anything: break
                 case .nothing: fail("property '\(name)' is not allowed")
                 case .schema(let additional): validate(value, additional, depth: depth + 1)
