@@ -57,7 +57,7 @@ enum BenchVerifyCommand {
     }
 
     /// Runs `body` repeatedly for about `seconds` on this thread; returns calls per second.
-    private static func measure(seconds: Double, _ body: () -> Void) -> Double {
+    static func measure(seconds: Double, _ body: () -> Void) -> Double {
         for _ in 0..<50 { body() } // warm up
         let clock = ContinuousClock()
         let start = clock.now

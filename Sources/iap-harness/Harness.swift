@@ -17,6 +17,9 @@ enum Harness {
                                         against raw librdkafka, per-stage rates and peak RSS of the workers
           bench verify [--seconds N | --lines N [--rounds N]] [--json]
                                         signed-transaction verifications/s beside raw OpenSSL ECDSA verify/s
+          bench codec [--rounds N] [--json]
+                                        µs to decode and to encode each event of a purchase's walk, beside
+                                        JSONSerialization parsing the same bytes
           chaos --store URL [--purchases N] [--users N] [--kills-per-worker K] [--store-down CMD --store-up CMD]
                 [--outage-seconds S] [--timeout S] [--json]
                                         the four workers killed (SIGKILL) and restarted at random, the store taken
@@ -35,6 +38,7 @@ enum Harness {
                 return try await ChaosCommand.run(rest)
             case "bench":
                 if rest.first == "verify" { return try BenchVerifyCommand.run(Array(rest.dropFirst())) }
+                if rest.first == "codec" { return try BenchCodecCommand.run(Array(rest.dropFirst())) }
                 return try await BenchPipelineCommand.run(rest)
             default:
                 throw UsageError("unknown command '\(command)'")
