@@ -94,6 +94,17 @@ struct ClassSequencePattern: Sendable {
 
     /// Whether the whole of `text` matches.
     func matches(_ text: String) -> Bool {
+        // One class repeated (most patterns: `^[^\u0000-\u001F]*$`, `^[A-Za-z0-9_.]+$`): a walk through the text, with
+        // none of the arrays the general case keeps, which were made at every id of every message.
+        if elements.count == 1 {
+            let element = elements[0]
+            var count = 0
+            for scalar in text.unicodeScalars {
+                guard count < element.maximum, element.contains(scalar.value) else { return false }
+                count += 1
+            }
+            return count >= element.minimum
+        }
         let scalars = Array(text.unicodeScalars.map(\.value))
         // The positions the elements so far can end at (several when a class and the next one overlap).
         var reachable = [Bool](repeating: false, count: scalars.count + 1)

@@ -8,7 +8,7 @@ import Testing
 @Suite struct ClassSequencePatternTests {
     static let patterns = [
         "^[0-9a-f]{64}$", "^[A-Za-z0-9_.]+$", "^[^/]+$", #"^[^\u0000-\u001F\u007F]*$"#, "^[a-zA-Z][a-zA-Z0-9]*$",
-        "^[a-c][b-d]*c$", "^a?b{2,3}$", #"^x\.y[\-/]*$"#, "^[ab]{0,2}[bc]{1,2}$",
+        "^[a-c][b-d]*c$", "^a?b{2,3}$", "^[ab]{2,3}$", "^[ab]?$", #"^x\.y[\-/]*$"#, "^[ab]{0,2}[bc]{1,2}$",
     ]
     static let alphabet: [Character] = ["a", "b", "c", "d", "f", "x", "y", "A", "Z", "0", "9", ".", "_", "-", "/", "\u{0}", "\u{1F}", "\u{7F}", " ", "é", "🪙",
                                         "\n", "\r"]
