@@ -80,18 +80,19 @@ private struct ValueEncoder: Encoder, SingleValueEncodingContainer {
     }
 
     static func encode<T: Encodable>(_ value: T, path: () -> [any CodingKey]) throws -> JSONValue {
-        switch value {
-        case let text as String: return .string(text)
-        case let date as Date: return .string(RFC3339.format(date))
-        case let integer as Int64: return .integer(integer)
-        case let integer as Int: return .integer(Int64(integer))
-        case let bool as Bool: return .bool(bool)
-        case let json as JSONValue: return json
-        default:
-            let node = EncodedNode()
-            try value.encode(to: ValueEncoder(node: node, codingPath: path()))
-            return node.value
-        }
+        // The type compared by its metadata (a pointer) before any cast: failed dynamic casts, one per case for every
+        // enum or struct member, went through the runtime's cast machinery (`tryCast`, conformance caches).
+        // swiftlint:disable force_cast — each cast is to the type `T` was just found to be.
+        if T.self == String.self { return .string(value as! String) }
+        if T.self == Date.self { return .string(RFC3339.format(value as! Date)) }
+        if T.self == Int64.self { return .integer(value as! Int64) }
+        if T.self == Int.self { return .integer(Int64(value as! Int)) }
+        if T.self == Bool.self { return .bool(value as! Bool) }
+        if T.self == JSONValue.self { return value as! JSONValue }
+        // swiftlint:enable force_cast
+        let node = EncodedNode()
+        try value.encode(to: ValueEncoder(node: node, codingPath: path()))
+        return node.value
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
