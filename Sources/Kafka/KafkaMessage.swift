@@ -25,11 +25,20 @@ public struct KafkaHeader: Hashable, Sendable {
 
     /// A header whose value is the UTF-8 encoding of `value`.
     public init(key: String, string value: String) {
-        self.init(key: key, value: Data(value.utf8))
+        // Copied from the string's contiguous UTF-8 at once: `Data(value.utf8)` went byte by byte, a fifth of the
+        // cost of making a message's headers.
+        var value = value
+        self.init(key: key, value: value.withUTF8 { Data($0) })
     }
 
     /// The value decoded as UTF-8, if it is valid UTF-8.
-    public var stringValue: String? { value.flatMap { String(data: $0, encoding: .utf8) } }
+    public var stringValue: String? {
+        // ASCII (every CloudEvents attribute the pipeline writes) needs no check beyond its bytes; the rest is validated.
+        value?.withUnsafeBytes { raw in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            return bytes.allSatisfy { $0 < 0x80 } ? String(decoding: bytes, as: UTF8.self) : String(validating: bytes, as: UTF8.self)
+        }
+    }
 }
 
 /// A record consumed from Kafka.
