@@ -49,4 +49,30 @@ struct RFC3339FormatTests {
         let now = Date()
         #expect(RFC3339.parse(RFC3339.format(now)).map { abs($0.timeIntervalSince(now)) < 0.001 } == true)
     }
+
+    /// The calendar arithmetic answers as the C library does, from year 1 to 9999, days and seconds that run over
+    /// included (timegm normalizes them, and so must parsing).
+    @Test func datesAgreeWithTheCLibrary() throws {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<20_000 {
+            var seconds = time_t(Int64.random(in: -62_135_596_800...253_402_300_799, using: &generator))
+            var parts = tm()
+            gmtime_r(&seconds, &parts)
+            let expected = String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
+                                  parts.tm_hour, parts.tm_min, parts.tm_sec)
+            #expect(RFC3339.format(Date(timeIntervalSince1970: TimeInterval(seconds)), milliseconds: false) == expected)
+
+            var fields = tm()
+            fields.tm_year = Int32.random(in: -1899...8099, using: &generator)
+            fields.tm_mon = Int32.random(in: 0...11, using: &generator)
+            fields.tm_mday = Int32.random(in: 1...31, using: &generator)
+            fields.tm_hour = Int32.random(in: 0...23, using: &generator)
+            fields.tm_min = Int32.random(in: 0...59, using: &generator)
+            fields.tm_sec = Int32.random(in: 0...60, using: &generator)
+            let text = String(format: "%04d-%02d-%02dT%02d:%02d:%02d+01:30", fields.tm_year + 1900, fields.tm_mon + 1, fields.tm_mday,
+                              fields.tm_hour, fields.tm_min, fields.tm_sec)
+            let parsed = try #require(RFC3339.parse(text), "\(text)")
+            #expect(parsed.timeIntervalSince1970 == TimeInterval(timegm(&fields) - 5400), "\(text)")
+        }
+    }
 }
