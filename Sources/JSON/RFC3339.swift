@@ -66,44 +66,45 @@ public enum RFC3339 {
         let (days, secondOfDay) = seconds.quotientAndRemainder(dividingBy: 86_400)
         let (day, second) = secondOfDay < 0 ? (days - 1, secondOfDay + 86_400) : (days, secondOfDay)
         let date = CivilDays.date(daysSinceEpoch: day)
-        // Digits by hand: String(format:) costs more than the rest of a verdict line.
-        var text: [UInt8] = []
-        text.reserveCapacity(24)
-        func digits(_ value: Int, _ width: Int) {
-            if value < 0 { text.append(UInt8(ascii: "-")) }
-            var magnitude = value.magnitude
-            var count = 1
-            var rest = magnitude / 10
-            while rest > 0 {
+        let fraction = Int(milliseconds < 0 ? milliseconds + 1000 : milliseconds)
+        // Digits by hand into the string's own storage: String(format:) costs more than the rest of a verdict line.
+        return String(unsafeUninitializedCapacity: 48) { buffer in
+            var count = 0
+            func put(_ byte: UInt8) {
+                buffer[count] = byte
                 count += 1
-                rest /= 10
             }
-            // Zeros to the width, then the digits written over them from the right.
-            text += repeatElement(UInt8(ascii: "0"), count: max(width, count))
-            var index = text.count - 1
-            while magnitude > 0 {
-                text[index] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                magnitude /= 10
-                index -= 1
+            func two(_ value: Int) {
+                put(UInt8(ascii: "0") + UInt8(value / 10))
+                put(UInt8(ascii: "0") + UInt8(value % 10))
             }
+            // The year in at least four digits, more (and a sign) for the years an Int64 of milliseconds reaches.
+            if date.year < 0 { put(UInt8(ascii: "-")) }
+            let year = date.year.magnitude
+            var divisor: UInt = 1000
+            while divisor * 10 <= year { divisor *= 10 }
+            while divisor > 0 {
+                put(UInt8(ascii: "0") + UInt8(year / divisor % 10))
+                divisor /= 10
+            }
+            put(UInt8(ascii: "-"))
+            two(date.month)
+            put(UInt8(ascii: "-"))
+            two(date.day)
+            put(UInt8(ascii: "T"))
+            two(second / 3600)
+            put(UInt8(ascii: ":"))
+            two(second / 60 % 60)
+            put(UInt8(ascii: ":"))
+            two(second % 60)
+            if includeMilliseconds {
+                put(UInt8(ascii: "."))
+                put(UInt8(ascii: "0") + UInt8(fraction / 100))
+                two(fraction % 100)
+            }
+            put(UInt8(ascii: "Z"))
+            return count
         }
-        digits(date.year, 4)
-        text.append(UInt8(ascii: "-"))
-        digits(date.month, 2)
-        text.append(UInt8(ascii: "-"))
-        digits(date.day, 2)
-        text.append(UInt8(ascii: "T"))
-        digits(second / 3600, 2)
-        text.append(UInt8(ascii: ":"))
-        digits(second / 60 % 60, 2)
-        text.append(UInt8(ascii: ":"))
-        digits(second % 60, 2)
-        if includeMilliseconds {
-            text.append(UInt8(ascii: "."))
-            digits(Int(milliseconds < 0 ? milliseconds + 1000 : milliseconds), 3)
-        }
-        text.append(UInt8(ascii: "Z"))
-        return String(decoding: text, as: UTF8.self)
     }
 
     /// The proleptic Gregorian calendar in days since 1970-01-01, by arithmetic on 400-year eras (146,097 days each,
