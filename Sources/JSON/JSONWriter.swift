@@ -17,7 +17,7 @@ extension JSONValue {
         switch self {
         case .null: output += "null".utf8
         case .bool(let value): output += (value ? "true" : "false").utf8
-        case .integer(let value): output += String(value).utf8
+        case .integer(let value): Self.write(integer: value, to: &output)
         case .number(let value):
             if !value.isFinite {
                 output += "null".utf8
@@ -49,15 +49,30 @@ extension JSONValue {
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
+    /// An integer's decimal digits, without making a String of them.
+    private static func write(integer: Int64, to output: inout [UInt8]) {
+        if integer < 0 { output.append(UInt8(ascii: "-")) }
+        var magnitude = integer.magnitude
+        let start = output.count
+        repeat {
+            output.append(UInt8(ascii: "0") + UInt8(magnitude % 10))
+            magnitude /= 10
+        } while magnitude > 0
+        output[start...].reverse()
+    }
+
     /// A JSON string literal (RFC 8259 §7): quote, backslash and control characters escaped.
     static func write(string: String, to output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
-        // Most strings (ids, dates, base64) need no escape: checked on their bytes, then copied at once.
-        let plain = string.utf8.withContiguousStorageIfAvailable { bytes in
-            !bytes.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+        // Most strings (ids, dates, base64) need no escape: checked on their bytes, then copied at once (from the
+        // string's contiguous UTF-8, a memcpy, where appending its UTF8View went through the generic path).
+        var string = string
+        let plain = string.withUTF8 { bytes in
+            guard !bytes.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }
+            output.append(contentsOf: bytes)
+            return true
         }
-        if plain == true {
-            output.append(contentsOf: string.utf8)
+        if plain {
             output.append(UInt8(ascii: "\""))
             return
         }
