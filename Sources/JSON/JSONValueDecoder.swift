@@ -102,6 +102,33 @@ private struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         try ValueDecoder(value: member(key), parentPath: codingPath, key: key).decodeAny(T.self)
     }
 
+    // Optional members in one lookup: the protocol's own `decodeIfPresent` asks `contains`, then `decodeNil`, then
+    // `decode`, hashing the key three times (events have many optional members).
+    private func present(_ key: Key) -> JSONValue? {
+        guard let value = members[key.stringValue], value != .null else { return nil }
+        return value
+    }
+    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? {
+        guard let value = present(key) else { return nil }
+        if case .string(let text) = value { return text }
+        return try JSONValueDecoding.string(value, path(key))
+    }
+    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? {
+        guard let value = present(key) else { return nil }
+        if case .bool(let bool) = value { return bool }
+        return try JSONValueDecoding.bool(value, path(key))
+    }
+    func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? { try presentInteger(key) }
+    func decodeIfPresent(_ type: Int64.Type, forKey key: Key) throws -> Int64? { try presentInteger(key) }
+    private func presentInteger<I: FixedWidthInteger>(_ key: Key) throws -> I? {
+        guard let value = present(key) else { return nil }
+        if case .integer(let integer) = value, let exact = I(exactly: integer) { return exact }
+        return try JSONValueDecoding.integer(value, path(key))
+    }
+    func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+        try present(key).map { try ValueDecoder(value: $0, parentPath: codingPath, key: key).decodeAny(T.self) }
+    }
+
     private func integer<I: FixedWidthInteger>(_ key: Key) throws -> I {
         let value = try member(key)
         if case .integer(let integer) = value, let exact = I(exactly: integer) { return exact }

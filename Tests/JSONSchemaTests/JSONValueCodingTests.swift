@@ -73,6 +73,41 @@ struct JSONValueCodingTests {
         #expect(error({ $0["count"] = .number(7) }) == nil, "an integral number is an integer")
     }
 
+    struct Optionals: Codable, Equatable {
+        var text: String?
+        var count: Int?
+        var big: Int64?
+        var flag: Bool?
+        var when: Date?
+        var kind: Sample.Kind?
+        var small: UInt8?
+    }
+
+    /// Optional members, each kind the decoder reads in one lookup: present, absent, null, of the wrong type.
+    @Test func optionalMembersArePresentAbsentOrNullAndStillCheckedForType() throws {
+        let full = Optionals(text: "t", count: -2, big: .max, flag: false, when: Date(timeIntervalSince1970: 1_764_410_000), kind: .currency, small: 7)
+        let value = try JSONValueEncoder().encode(full)
+        #expect(try JSONValueDecoder().decode(Optionals.self, from: value) == full)
+        #expect(try JSONValueDecoder().decode(Optionals.self, from: .object([:])) == Optionals())
+        let nulls = JSONValue.object(Dictionary(uniqueKeysWithValues: ["text", "count", "big", "flag", "when", "kind", "small"].map { ($0, JSONValue.null) }))
+        #expect(try JSONValueDecoder().decode(Optionals.self, from: nulls) == Optionals())
+        #expect(try JSONValueDecoder().decode(Optionals.self, from: .object(["count": .number(7)])) == Optionals(count: 7))
+        let wrong: [String: JSONValue] = ["text": .integer(1), "count": .string("1"), "big": .number(0.5), "flag": .string("no"),
+                                          "when": .string("later"), "kind": .string("coupon"), "small": .integer(256)]
+        for (key, bad) in wrong {
+            do {
+                _ = try JSONValueDecoder().decode(Optionals.self, from: .object([key: bad]))
+                Issue.record("\(key): \(bad) was accepted")
+            } catch let error as DecodingError {
+                switch error {
+                case .typeMismatch(_, let context), .dataCorrupted(let context):
+                    #expect(context.codingPath.map(\.stringValue) == [key])
+                default: Issue.record("\(key): \(error)")
+                }
+            }
+        }
+    }
+
     class Base: Codable, @unchecked Sendable { // @unchecked: immutable after init, only read by the test that made it
         let name: String
         init(name: String) { self.name = name }
