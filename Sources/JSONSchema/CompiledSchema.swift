@@ -29,7 +29,12 @@ struct CompiledNode: Sendable {
     var maxItems: Int64?
     var items: Int?
     var required: [String] = []
-    var properties: [String: Int] = [:]
+    /// Each property's node, and whether it is required: the members found while validating them say which required
+    /// ones are there, without looking each up again.
+    var properties: [String: (node: Int, isRequired: Bool)] = [:]
+    /// How many required names are properties, and those that are not (looked up on their own).
+    var requiredProperties = 0
+    var requiredUndeclared: [String] = []
     var additional = Additional.anything
     var allOf: [Int]?
     var anyOf: [Int]?
@@ -175,7 +180,12 @@ struct CompiledSchemas: Sendable {
             node.maxItems = schema["maxItems"]?.int64Value
             node.items = schema["items"].map { compile($0, rootID: rootID) }
             node.required = schema["required"]?.arrayValue?.compactMap(\.stringValue) ?? []
-            for (name, property) in schema["properties"]?.objectValue ?? [:] { node.properties[name] = compile(property, rootID: rootID) }
+            let required = Set(node.required)
+            for (name, property) in schema["properties"]?.objectValue ?? [:] {
+                node.properties[name] = (compile(property, rootID: rootID), required.contains(name))
+            }
+            node.requiredProperties = required.filter { node.properties[$0] != nil }.count
+            node.requiredUndeclared = node.required.filter { node.properties[$0] == nil }
             switch schema["additionalProperties"] {
             case nil: node.additional = .anything
             case .bool(false): node.additional = .nothing

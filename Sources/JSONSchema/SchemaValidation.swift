@@ -96,9 +96,6 @@ struct Validation {
                 }
             }
         case .object(let members):
-            for name in schema.keywords.required where members[name] == nil {
-                fail("missing required property '\(name)'")
-            }
             validateMembers(members, schema, depth: depth)
         default:
             break
@@ -138,11 +135,13 @@ struct Validation {
     /// order of the members' names, whatever order the object holds them in; sorted only when there are any.
     private mutating func validateMembers(_ members: [String: JSONValue], _ schema: SchemaNode, depth: Int) {
         var failed: [(name: String, violations: ArraySlice<JSONSchemaRegistry.Violation>)] = []
+        var requiredFound = 0
         for (name, value) in members {
             let before = violations.count
             path.append(.name(name))
             if let property = schema.keywords.properties[name] {
-                validate(value, property, depth: depth + 1)
+                if property.isRequired { requiredFound += 1 }
+                validate(value, property.node, depth: depth + 1)
             } else {
                 switch schema.keywords.additional {
                 case .anything: break
@@ -156,6 +155,10 @@ struct Validation {
                 failed.append((name, violations[before...]))
                 violations.removeSubrange(before...)
             }
+        }
+        // Missing required properties first, as the schema lists them; looked up one by one only when some are missing.
+        if requiredFound < schema.keywords.requiredProperties || !schema.keywords.requiredUndeclared.isEmpty {
+            for name in schema.keywords.required where members[name] == nil { fail("missing required property '\(name)'") }
         }
         for member in failed.sorted(by: { $0.name < $1.name }) { violations.append(contentsOf: member.violations) }
     }

@@ -27,6 +27,7 @@ import Testing
         """#),
         json(#"{"$id":"urn:test:money:1","type":"object","required":["amount"],"properties":{"amount":{"type":"number","minimum":0}}}"#),
         json(#"{"$id":"urn:test:name:1","type":"string","minLength":2,"maxLength":3}"#),
+        json(#"{"$id":"urn:test:undeclared:1","type":"object","required":["a","b"],"properties":{"a":{"type":"string"}}}"#),
     ])
 
     static let valid = #"{"id":"0f8fad5b-d9cb-469f-a165-70867728950e","kind":"coins","version":1,"at":"2026-11-29T10:00:00.5+01:00","sku":"coins.100","quantity":3,"items":[{"sku":"a"}],"money":{"amount":0.99},"payload":{"token":"t"},"note":null,"tags":["x"]}"#
@@ -70,6 +71,20 @@ import Testing
         #expect(violations { $0["payload"] = .object(["receipt": .string("r")]) }.isEmpty)
         #expect(violations { $0["note"] = .integer(1) } == ["/note: matches none of anyOf"])
         #expect(violations { $0["tags"] = .array([.string("a"), .string("b"), .string("c")]) } == ["/tags: more than 2 items"])
+    }
+
+    /// Required properties found as the members are validated, and those missing reported first, in the schema's order,
+    /// whether the schema declares them as properties or only requires them.
+    @Test func missingRequiredPropertiesComeFirstInTheSchemasOrder() {
+        #expect(violations { $0["items"] = nil; $0["id"] = nil; $0["quantity"] = .integer(0) }
+                == ["/: missing required property 'id'", "/: missing required property 'items'", "/quantity: less than 1"])
+        func undeclared(_ text: String) -> [String] {
+            Self.registry.validate(Self.json(text), against: "urn:test:undeclared:1").map(\.description)
+        }
+        #expect(undeclared(#"{"a":"x","b":1}"#).isEmpty)
+        #expect(undeclared(#"{"a":"x"}"#) == ["/: missing required property 'b'"])
+        #expect(undeclared(#"{"b":1}"#) == ["/: missing required property 'a'"])
+        #expect(undeclared(#"{"a":1}"#) == ["/: missing required property 'b'", "/a: expected string, found integer"])
     }
 
     /// Schemas are compiled once; a schema that refers to itself stays one node, and a violation deep in an instance is
