@@ -80,24 +80,20 @@ private struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     private func path(_ key: Key) -> [any CodingKey] { codingPath + [key] }
 
     func decodeNil(forKey key: Key) throws -> Bool { try member(key) == .null }
-    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try JSONValueDecoding.bool(member(key), path(key)) }
-    func decode(_ type: String.Type, forKey key: Key) throws -> String {
-        // The common case without building the path: only an error needs it.
-        if case .string(let text) = try member(key) { return text }
-        return try JSONValueDecoding.string(member(key), path(key))
-    }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try bool(member(key), key) }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String { try string(member(key), key) }
     func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try JSONValueDecoding.double(member(key), path(key)) }
     func decode(_ type: Float.Type, forKey key: Key) throws -> Float { Float(try JSONValueDecoding.double(member(key), path(key))) }
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try integer(key) }
-    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try integer(key) }
-    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try integer(key) }
-    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try integer(key) }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try integer(key) }
-    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try integer(key) }
-    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try integer(key) }
-    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try integer(key) }
-    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try integer(key) }
-    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try integer(key) }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try integer(member(key), key) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try integer(member(key), key) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try integer(member(key), key) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try integer(member(key), key) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try integer(member(key), key) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try integer(member(key), key) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try integer(member(key), key) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try integer(member(key), key) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try integer(member(key), key) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try integer(member(key), key) }
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
         try ValueDecoder(value: member(key), parentPath: codingPath, key: key).decodeAny(T.self)
     }
@@ -108,29 +104,24 @@ private struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         guard let value = members[key.stringValue], value != .null else { return nil }
         return value
     }
-    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? {
-        guard let value = present(key) else { return nil }
-        if case .string(let text) = value { return text }
-        return try JSONValueDecoding.string(value, path(key))
-    }
-    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? {
-        guard let value = present(key) else { return nil }
-        if case .bool(let bool) = value { return bool }
-        return try JSONValueDecoding.bool(value, path(key))
-    }
-    func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? { try presentInteger(key) }
-    func decodeIfPresent(_ type: Int64.Type, forKey key: Key) throws -> Int64? { try presentInteger(key) }
-    private func presentInteger<I: FixedWidthInteger>(_ key: Key) throws -> I? {
-        guard let value = present(key) else { return nil }
-        if case .integer(let integer) = value, let exact = I(exactly: integer) { return exact }
-        return try JSONValueDecoding.integer(value, path(key))
-    }
+    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? { try present(key).map { try string($0, key) } }
+    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? { try present(key).map { try bool($0, key) } }
+    func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? { try present(key).map { try integer($0, key) } }
+    func decodeIfPresent(_ type: Int64.Type, forKey key: Key) throws -> Int64? { try present(key).map { try integer($0, key) } }
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
         try present(key).map { try ValueDecoder(value: $0, parentPath: codingPath, key: key).decodeAny(T.self) }
     }
 
-    private func integer<I: FixedWidthInteger>(_ key: Key) throws -> I {
-        let value = try member(key)
+    // The common cases without building the path: only an error needs it.
+    private func string(_ value: JSONValue, _ key: Key) throws -> String {
+        if case .string(let text) = value { return text }
+        return try JSONValueDecoding.string(value, path(key))
+    }
+    private func bool(_ value: JSONValue, _ key: Key) throws -> Bool {
+        if case .bool(let bool) = value { return bool }
+        return try JSONValueDecoding.bool(value, path(key))
+    }
+    private func integer<I: FixedWidthInteger>(_ value: JSONValue, _ key: Key) throws -> I {
         if case .integer(let integer) = value, let exact = I(exactly: integer) { return exact }
         return try JSONValueDecoding.integer(value, path(key))
     }
