@@ -32,9 +32,9 @@ struct CompiledNode: Sendable {
     /// Each property's node, and whether it is required: the members found while validating them say which required
     /// ones are there, without looking each up again.
     var properties: [String: (node: Int, isRequired: Bool)] = [:]
-    /// How many required names are properties, and those that are not (looked up on their own).
+    /// How many of the required names are properties; when some are not, every object is checked for them by name.
     var requiredProperties = 0
-    var requiredUndeclared: [String] = []
+    var allRequiredDeclared = true
     var additional = Additional.anything
     var allOf: [Int]?
     var anyOf: [Int]?
@@ -185,7 +185,7 @@ struct CompiledSchemas: Sendable {
                 node.properties[name] = (compile(property, rootID: rootID), required.contains(name))
             }
             node.requiredProperties = required.filter { node.properties[$0] != nil }.count
-            node.requiredUndeclared = node.required.filter { node.properties[$0] == nil }
+            node.allRequiredDeclared = node.requiredProperties == required.count
             switch schema["additionalProperties"] {
             case nil: node.additional = .anything
             case .bool(false): node.additional = .nothing

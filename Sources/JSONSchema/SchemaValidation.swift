@@ -157,7 +157,7 @@ struct Validation {
             }
         }
         // Missing required properties first, as the schema lists them; looked up one by one only when some are missing.
-        if requiredFound < schema.keywords.requiredProperties || !schema.keywords.requiredUndeclared.isEmpty {
+        if requiredFound < schema.keywords.requiredProperties || !schema.keywords.allRequiredDeclared {
             for name in schema.keywords.required where members[name] == nil { fail("missing required property '\(name)'") }
         }
         for member in failed.sorted(by: { $0.name < $1.name }) { violations.append(contentsOf: member.violations) }
