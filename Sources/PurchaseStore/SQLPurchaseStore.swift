@@ -9,30 +9,41 @@ import PurchaseDomain
 /// Every effect is keyed by (store, transaction id) and happens in one database transaction, so a
 /// repeated call answers from the stored state and changes nothing.
 public final class SQLPurchaseStore: Sendable {
-    let executor: StoreExecutor
+    let executors: StoreExecutorPool
+    /// The connection the current call runs on: its batch's, else a free one (`StoreExecutorPool.current`). Read it once
+    /// per call, in the calling task (`let executor = executor`), never on the executor's queue.
+    var executor: StoreExecutor { executors.current }
     let dialect: Migrations.Dialect
     /// A human-readable location for logs, without credentials.
     public let location: String
 
     /// Opens `url`: `sqlite:PATH` (or a path ending in `.sqlite`/`.db`) or `postgres://…`/`postgresql://…`;
     /// `password` (PostgreSQL) is given apart from the URL, e.g. read from a secret file.
-    public init(url: String, password: String? = nil) throws {
+    /// - Parameter connections: PostgreSQL connections at most, each opened when calls first overlap that far (default
+    ///   `defaultConnections`); SQLite always has one, as it has one writer at a time.
+    public init(url: String, password: String? = nil, connections: Int = SQLPurchaseStore.defaultConnections) throws {
         if url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") {
             dialect = .postgres
             location = Self.redacted(url)
-            executor = StoreExecutor(label: "purchase-store.postgres", open: { try PostgresConnection(url: url, password: password) },
-                                     flush: { try Self.flush($0, $1, .postgres) })
+            executors = StoreExecutorPool(count: connections) { index in
+                StoreExecutor(label: "purchase-store.postgres.\(index)", open: { try PostgresConnection(url: url, password: password) },
+                              flush: { try Self.flush($0, $1, .postgres) })
+            }
         } else if url.hasPrefix("sqlite:") || url.hasSuffix(".sqlite") || url.hasSuffix(".db") {
             let path = url.hasPrefix("sqlite:") ? String(url.dropFirst("sqlite:".count)) : url
             guard !path.isEmpty else { throw DatabaseError(code: "config", message: "sqlite: needs a file path", isRetriable: false) }
             dialect = .sqlite
             location = "sqlite:\(path)"
-            executor = StoreExecutor(label: "purchase-store.sqlite", open: { try SQLiteConnection(path: path) },
-                                     flush: { try Self.flush($0, $1, .sqlite) })
+            executors = StoreExecutorPool(count: 1) { _ in
+                StoreExecutor(label: "purchase-store.sqlite", open: { try SQLiteConnection(path: path) }, flush: { try Self.flush($0, $1, .sqlite) })
+            }
         } else {
             throw DatabaseError(code: "config", message: "store URL must start with sqlite: or postgres://", isRetriable: false)
         }
     }
+
+    /// PostgreSQL connections per store unless told otherwise: one per partition a worker is typically assigned.
+    public static let defaultConnections = 4
 
     /// Applies missing migrations; returns the versions applied now.
     @discardableResult

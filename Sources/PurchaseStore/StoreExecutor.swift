@@ -49,6 +49,12 @@ final class StoreExecutor: @unchecked Sendable {
     /// Whether the current task runs a batch of this executor.
     var inBatch: Bool { Self.batchOf == ObjectIdentifier(self) }
 
+    /// The executor whose batch the current task runs, if any.
+    static var currentBatch: ObjectIdentifier? { batchOf }
+
+    /// Whether a batch or a call holds the connection now (a moment's answer: for choosing a free one, nothing more).
+    var isHeld: Bool { gate.isHeld }
+
     init(label: String, open: @escaping @Sendable () throws -> any SQLConnection,
          flush: @escaping @Sendable (any SQLConnection, [DeferredWrite]) throws -> Void) {
         self.queue = DispatchQueue(label: label)
@@ -226,6 +232,8 @@ final class StoreExecutor: @unchecked Sendable {
                 if entered { waiter.resume() }
             }
         }
+
+        var isHeld: Bool { state.withLock { $0.held } }
 
         /// Hands the lock to the first waiter, if any.
         func leave() {

@@ -35,6 +35,8 @@ public enum WorkerApp {
                 help: "purchase store: sqlite:PATH or postgres://user@host:port/db?sslmode=… (password from PGPASSWORD or ~/.pgpass)"),
         Setting("--store-password-file", env: "IAP_STORE_PASSWORD_FILE",
                 help: "file holding the PostgreSQL password (a mounted secret); else PGPASSWORD or ~/.pgpass"),
+        Setting("--store-connections", env: "IAP_STORE_CONNECTIONS", default: String(SQLPurchaseStore.defaultConnections),
+                help: "PostgreSQL connections at most (1 to 64), opened as the batches of different partitions overlap: one per partition a replica handles lets them commit side by side (SQLite: always one)"),
         Setting("--group-prefix", env: "IAP_GROUP_PREFIX", default: "iap-", help: "prefix of consumer group ids (group = prefix + stage)"),
         Setting("--statistics-interval", env: "IAP_STATISTICS_INTERVAL", default: "5",
                 help: "seconds between librdkafka statistics (consumer lag in /metrics); 0 turns them off"),
@@ -216,14 +218,17 @@ public enum WorkerApp {
                 do { return try SQLPurchaseStore.password(fromFile: path) } catch { throw SettingsError("--store-password-file (IAP_STORE_PASSWORD_FILE): \(error)") }
             }
             let url = try process.settings.required("--store")
-            let (store, applied) = try await openStore(url: url, password: password, logger: process.logger)
+            guard let connections = try process.settings.int("--store-connections"), (1...64).contains(connections) else {
+                throw SettingsError("--store-connections (IAP_STORE_CONNECTIONS) must be 1 to 64")
+            }
+            let (store, applied) = try await openStore(url: url, password: password, connections: connections, logger: process.logger)
             process.logger.info("store opened", ["store": store.location, "migrationsApplied": applied.map(String.init).joined(separator: ",")])
             let environment = Environment(process: process, store: store, groupPrefix: process.settings.string("--group-prefix") ?? "iap-")
             let services = try await body(environment)
             let runners = services.compactMap { $0 as? StageRunner }
             // The scrape's counts on a connection of their own (opened at the first scrape): a count of every purchase must
             // not hold the stages' connection, nor wait for their batches.
-            StoreMetrics.register(store: try SQLPurchaseStore(url: url, password: password), metrics: process.metrics, stages: runners.map(\.stageName))
+            StoreMetrics.register(store: try SQLPurchaseStore(url: url, password: password, connections: 1), metrics: process.metrics, stages: runners.map(\.stageName))
             ConsumerMetrics.register(runners: runners, metrics: process.metrics)
             // A rebalance that does not complete is reported, not silent (GroupWatchdog); an idle extra replica is ready.
             let watchdog = GroupWatchdog(consumers: runners.flatMap(\.consumers),
@@ -301,12 +306,12 @@ public enum WorkerApp {
 
     /// Opens and migrates the store, retrying what may pass (the database starting up or failing over, or
     /// SQLite locked by another worker migrating the same file at the same moment) for up to a minute.
-    static func openStore(url: String, password: String?, logger: Logger) async throws -> (SQLPurchaseStore, [Int]) {
+    static func openStore(url: String, password: String?, connections: Int, logger: Logger) async throws -> (SQLPurchaseStore, [Int]) {
         let deadline = ContinuousClock.now + .seconds(60)
         var delay = Duration.milliseconds(100)
         while true {
             do {
-                let store = try SQLPurchaseStore(url: url, password: password)
+                let store = try SQLPurchaseStore(url: url, password: password, connections: connections)
                 return (store, try await store.migrate())
             } catch let error as DatabaseError where error.isRetriable && ContinuousClock.now + delay < deadline {
                 logger.warning("store not available yet, retrying", ["error": error.description, "delayMs": Int(delay.components.seconds * 1000
