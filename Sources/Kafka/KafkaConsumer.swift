@@ -109,9 +109,9 @@ public final class KafkaConsumer: Sendable {
             // A client has one fetch in flight per broker. While it waits on partitions with nothing new (an idle topic
             // beside a busy one: the verifier's notifications), a partition resumed after backpressure waits for that
             // answer before it is fetched again. At librdkafka's 500 ms the verifier waited for input a third of the
-            // benchmark with a backlog of thousands on the broker; at 50 ms it never does. An idle consumer pays 20
-            // empty fetches a second.
-            "fetch.wait.max.ms": "50",
+            // benchmark with a backlog of thousands on the broker; at 100 ms, 2 % at most. An idle consumer pays 10 empty
+            // fetches a second (50 ms gained nothing more and cost the local broker more CPU).
+            "fetch.wait.max.ms": "100",
             // And bounded in bytes: a fetch brings at most 256 KiB a partition (librdkafka's default 1 MiB; it grows the
             // limit for a message larger than that), the queue at most 1 MiB (default 64 MiB). 3 KiB submissions were
             // 4 MiB of fetch buffers in the verifier, which then peaked at 60–68 MiB; with these 57 MiB, no slower.
