@@ -9,7 +9,7 @@ extension SQLPurchaseStore {
     /// negative: what was already spent is recorded as the shortfall and reported. A purchase not seen yet gets a
     /// tombstone, so that it is refused when it arrives.
     public func revoke(_ key: PurchaseKey, reason: String = "REFUND", at now: Date) async throws -> RevokeOutcome {
-        try await decide(key, on: .revoke) { connection, current, transition in
+        try await decide(key, on: .revoke) { _, connection, current, transition in
             switch transition.outcome {
             case .repeated: return .alreadyRevoked
             case .waiting, .refused, .ignored: return .notRevocable(state: current.state)
@@ -57,7 +57,7 @@ extension SQLPurchaseStore {
     /// `items` if it was revoked before its grant) and is finished; a tombstone is cleared. Once: a second reversal
     /// changes nothing.
     public func reinstate(_ key: PurchaseKey, items: [GrantItem], at now: Date) async throws -> ReinstateOutcome {
-        try await decide(key, on: .refundReversed) { connection, current, transition in
+        try await decide(key, on: .refundReversed) { _, connection, current, transition in
             guard transition.outcome == .applied else { return .notRevoked(state: current.state) }
             if transition.effects.contains(.clearTombstone) {
                 try connection.query("UPDATE tombstones SET reversed_at = $3 WHERE store = $1 AND transaction_id = $2",

@@ -97,8 +97,10 @@ extension SQLPurchaseStore {
     /// `event` does to it; `body` applies that. `type` overrides the recorded type (a purchase being recorded has none).
     /// - Parameter deferring: `body` reads and changes no purchase but `key` (its writes of `key` may be deferred,
     ///   `StoreExecutor.write`); otherwise the batch's deferred writes are made first.
+    /// - Parameter body: given the executor whose connection it runs on, for its deferred writes: the store's `executor`
+    ///   read again could name another connection (outside a batch, whichever is free at that moment).
     func decide<T: Sendable>(_ key: PurchaseKey, on event: LifecycleEvent, type: ProductType? = nil, deferring: Bool = false,
-                             _ body: @escaping @Sendable (any SQLConnection, CurrentPurchase, Transition) throws -> T) async throws -> T {
+                             _ body: @escaping @Sendable (StoreExecutor, any SQLConnection, CurrentPurchase, Transition) throws -> T) async throws -> T {
         let dialect = dialect
         let executor = executor
         return try await executor.run(usingReadAhead: true) { connection in
@@ -110,7 +112,7 @@ extension SQLPurchaseStore {
             return try Self.transaction(connection, dialect) {
                 // Read ahead by the batch (and locked then), once: a second decision on the key reads what the first left.
                 let current = try executor.takeReadAhead(key)?.current ?? Self.current(connection, key, dialect)
-                return try body(connection, current, Lifecycle.transition(from: current.state, on: event, type: type ?? current.type))
+                return try body(executor, connection, current, Lifecycle.transition(from: current.state, on: event, type: type ?? current.type))
             }
         }
     }
@@ -123,11 +125,11 @@ extension SQLPurchaseStore {
     /// - Parameter ownersBalances: also read (and lock) the balances of the owners of those verified, for the batch's grants
     ///   (`applyDeferring`).
     public func readAhead(_ keys: [PurchaseKey], ownersBalances: Bool = false) async throws {
+        let executor = executor
         guard executor.inBatch, !keys.isEmpty else { return }
         let sorted = Set(keys).sorted { ($0.store.rawValue, $0.transactionId) < ($1.store.rawValue, $1.transactionId) }
         let dialect = dialect
         let lock = dialect == .postgres ? " FOR UPDATE" : ""
-        let executor = executor
         try await executor.run(usingReadAhead: true) { connection in
             try executor.flushDeferred(connection)
             var found: [PurchaseKey: ReadAheadPurchase] = [:]

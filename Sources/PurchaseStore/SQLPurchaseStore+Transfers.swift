@@ -6,7 +6,7 @@ import PurchaseDomain
 /// lifecycle decide whether the purchase's entitlements move. One owner at a time; every move is in the ledger.
 extension SQLPurchaseStore {
     public func transfer(_ key: PurchaseKey, to newUser: String, policy: RestorePolicy, at now: Date) async throws -> TransferOutcome {
-        try await decide(key, on: .restoreByAnotherUser(policy)) { connection, current, transition in
+        try await decide(key, on: .restoreByAnotherUser(policy)) { _, connection, current, transition in
             guard let owner = current.userId else { return .refused(owner: "", state: current.state) }
             if owner == newUser { return .alreadyOwned }
             guard transition.effects.contains(.transferEntitlement) else { return .refused(owner: owner, state: current.state) }

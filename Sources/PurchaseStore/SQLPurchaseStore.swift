@@ -60,8 +60,7 @@ public final class SQLPurchaseStore: Sendable {
     /// Records a verified purchase; a purchase already recorded is left as it is. One whose refund arrived first
     /// (a tombstone) is recorded `revoked` and answers `revokedEarlier`.
     public func recordVerified(_ purchase: PurchaseRecord, at now: Date) async throws -> RecordOutcome {
-        let executor = executor
-        return try await decide(purchase.key, on: .verified, type: purchase.productType, deferring: true) { connection, current, transition in
+        return try await decide(purchase.key, on: .verified, type: purchase.productType, deferring: true) { executor, connection, current, transition in
             guard transition.effects.contains(.recordPurchase) else {
                 return .existing(state: current.state, userId: current.userId ?? purchase.userId)
             }
@@ -91,8 +90,7 @@ public final class SQLPurchaseStore: Sendable {
     /// Grants `items` for a verified purchase in one transaction: ledger entries, balances, entitlements,
     /// state `granted`. A purchase granted before answers `alreadyGranted` with the original items.
     public func grant(_ key: PurchaseKey, items: [GrantItem], at now: Date) async throws -> GrantOutcome {
-        let executor = executor
-        return try await decide(key, on: .grant, deferring: true) { connection, current, transition in
+        return try await decide(key, on: .grant, deferring: true) { executor, connection, current, transition in
             switch transition.outcome {
             case .applied:
                 let applied = try Self.applyDeferring(items, entry: "grant", connection, key, userId: current.userId ?? "", at: now, self.dialect, executor)
@@ -114,8 +112,7 @@ public final class SQLPurchaseStore: Sendable {
 
     /// Marks a granted purchase finished. Never finishes one that was not granted.
     public func finish(_ key: PurchaseKey, at now: Date) async throws -> FinishOutcome {
-        let executor = executor
-        return try await decide(key, on: .finish, deferring: true) { connection, current, transition in
+        return try await decide(key, on: .finish, deferring: true) { executor, connection, current, transition in
             switch transition.outcome {
             case .applied:
                 try executor.write(.setState(key, transition.to, timeColumn: "finished_at", at: now), connection)
