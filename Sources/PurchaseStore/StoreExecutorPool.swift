@@ -18,7 +18,8 @@ final class StoreExecutorPool: Sendable {
     var count: Int { executors.count }
 
     /// The executor of the batch the current task runs; else the first one nothing holds (so that a worker opens more
-    /// connections only as its calls overlap); else each in turn.
+    /// connections only as its calls overlap); else each in turn. Outside a batch two reads may name different executors:
+    /// a call reads it once and hands it on (as `SQLPurchaseStore.decide` hands it to its body).
     var current: StoreExecutor {
         if let batch = StoreExecutor.currentBatch, let executor = executors.first(where: { ObjectIdentifier($0) == batch }) {
             return executor
