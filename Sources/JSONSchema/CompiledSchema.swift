@@ -30,11 +30,8 @@ struct CompiledNode: Sendable {
     var items: Int?
     var required: [String] = []
     /// Each property's node, and whether it is required: the members found while validating them say which required
-    /// ones are there, without looking each up again.
+    /// ones are there, without looking each up again (as many found as `required` names: all there).
     var properties: [String: (node: Int, isRequired: Bool)] = [:]
-    /// How many of the required names are properties; when some are not, every object is checked for them by name.
-    var requiredProperties = 0
-    var allRequiredDeclared = true
     var additional = Additional.anything
     var allOf: [Int]?
     var anyOf: [Int]?
@@ -184,8 +181,6 @@ struct CompiledSchemas: Sendable {
             for (name, property) in schema["properties"]?.objectValue ?? [:] {
                 node.properties[name] = (compile(property, rootID: rootID), required.contains(name))
             }
-            node.requiredProperties = required.filter { node.properties[$0] != nil }.count
-            node.allRequiredDeclared = node.requiredProperties == required.count
             switch schema["additionalProperties"] {
             case nil: node.additional = .anything
             case .bool(false): node.additional = .nothing

@@ -156,8 +156,9 @@ struct Validation {
                 violations.removeSubrange(before...)
             }
         }
-        // Missing required properties first, as the schema lists them; looked up one by one only when some are missing.
-        if requiredFound < schema.keywords.requiredProperties || !schema.keywords.allRequiredDeclared {
+        // Missing required properties first, as the schema lists them; looked up one by one only when fewer required
+        // members were found than the schema names (a name it requires but does not declare is never found that way).
+        if requiredFound < schema.keywords.required.count {
             for name in schema.keywords.required where members[name] == nil { fail("missing required property '\(name)'") }
         }
         for member in failed.sorted(by: { $0.name < $1.name }) { violations.append(contentsOf: member.violations) }
