@@ -16,3 +16,10 @@ static inline CURLcode iap_curl_response_code(CURL *handle, long *code) {
 static inline CURLcode iap_curl_retry_after(CURL *handle, curl_off_t *seconds) {
     return curl_easy_getinfo(handle, CURLINFO_RETRY_AFTER, seconds);
 }
+static inline CURLcode iap_curl_setopt_off_t(CURL *handle, CURLoption option, curl_off_t value) {
+    return curl_easy_setopt(handle, option, value);
+}
+// curl_multi_setopt is variadic too.
+static inline CURLMcode iap_curl_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
+    return curl_multi_setopt(multi, option, value);
+}

@@ -1,13 +1,18 @@
 import CCurl
 import Foundation
 
-/// One libcurl easy handle: one connection to a host, kept alive from request to request (`curl_easy_reset` keeps it).
-/// Owns the handle and frees it in `deinit`. Used by one thread at a time: `HTTPClient` gives each of its threads one.
+/// One libcurl easy handle: one transfer at a time, set up by `prepare` and run by a `CurlMulti`; reused from request
+/// to request (`curl_easy_reset` keeps nothing of the last one but the handle). Owns the handle and what its transfer
+/// points at, and frees them in `deinit`. Used by `HTTPClient`'s thread alone.
 final class CurlEasy {
-    private let handle: UnsafeMutableRawPointer
+    let handle: UnsafeMutableRawPointer
+    /// The request's header lines, which libcurl reads during the transfer (it copies the other options).
+    private var headers: UnsafeMutablePointer<curl_slist>?
+    /// Where the write callback puts the answer's body, during a transfer.
+    private var body: ResponseBody?
 
     /// `curl_global_init`, once per process, before the first handle.
-    private static let globalInit: CURLcode = curl_global_init(Int(CURL_GLOBAL_DEFAULT))
+    static let globalInit: CURLcode = curl_global_init(Int(CURL_GLOBAL_DEFAULT))
 
     init() throws(HTTPClient.Failure) {
         guard Self.globalInit == CURLE_OK else { throw HTTPClient.Failure("libcurl did not initialise: \(Self.describe(Self.globalInit))") }
@@ -15,21 +20,22 @@ final class CurlEasy {
         self.handle = handle
     }
 
-    deinit { curl_easy_cleanup(handle) }
+    deinit {
+        curl_easy_cleanup(handle)
+        curl_slist_free_all(headers)
+    }
 
-    /// Sends `request` and waits for the whole answer (at most `limits.maxBodyBytes` of body).
-    func perform(_ request: HTTPClient.Request, limits: HTTPClient.Limits) -> Result<HTTPClient.Response, HTTPClient.Failure> {
+    /// Sets the handle up for `request` (at most `limits.maxBodyBytes` of answer); nil, or why it cannot be sent.
+    func prepare(_ request: HTTPClient.Request, limits: HTTPClient.Limits) -> HTTPClient.Failure? {
         curl_easy_reset(handle)
+        release()
         let body = ResponseBody(limit: limits.maxBodyBytes)
-        let unmanagedBody = Unmanaged.passRetained(body)
-        defer { unmanagedBody.release() }
-        var headers: UnsafeMutablePointer<curl_slist>?
-        defer { curl_slist_free_all(headers) }
+        self.body = body
         // No "Expect: 100-continue" round trip before a body, and no Content-Type libcurl would make up for one.
         var lines = request.headers.map { "\($0.name): \($0.value)" } + ["Expect:"]
         if !request.headers.contains(where: { $0.name.lowercased() == "content-type" }) { lines.append("Content-Type:") }
         for line in lines {
-            guard let appended = curl_slist_append(headers, line) else { return .failure(HTTPClient.Failure("out of memory for the headers")) }
+            guard let appended = curl_slist_append(headers, line) else { return HTTPClient.Failure("out of memory for the headers") }
             headers = appended
         }
         var code = CURLE_OK
@@ -42,31 +48,43 @@ final class CurlEasy {
         set(CURLOPT_TIMEOUT_MS, limits.timeoutMilliseconds)
         set(CURLOPT_CONNECTTIMEOUT_MS, limits.timeoutMilliseconds)
         set(CURLOPT_HTTPHEADER, UnsafeRawPointer(headers))
-        set(CURLOPT_WRITEDATA, UnsafeRawPointer(unmanagedBody.toOpaque()))
+        // Unretained: `self.body` holds it until the answer is read.
+        set(CURLOPT_WRITEDATA, UnsafeRawPointer(Unmanaged.passUnretained(body).toOpaque()))
         if code == CURLE_OK { code = iap_curl_setopt_write_function(handle, ResponseBody.append) }
-        let bytes = request.body ?? []
-        return bytes.withUnsafeBytes { buffer -> Result<HTTPClient.Response, HTTPClient.Failure> in
-            if request.body != nil || request.method == "POST" || request.method == "PUT" {
-                // The body is sent from this buffer during curl_easy_perform (not copied): it outlives the call.
-                set(CURLOPT_POSTFIELDSIZE, buffer.count)
-                set(CURLOPT_POSTFIELDS, buffer.count == 0 ? UnsafeRawPointer(("" as StaticString).utf8Start) : buffer.baseAddress)
-            } else {
-                set(CURLOPT_HTTPGET, 1)
+        if request.body != nil || request.method == "POST" || request.method == "PUT" {
+            // The size first: COPYPOSTFIELDS copies that many bytes, so the body need not outlive this call.
+            let bytes = request.body ?? []
+            if code == CURLE_OK { code = iap_curl_setopt_off_t(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count)) }
+            bytes.withUnsafeBytes { buffer in
+                set(CURLOPT_COPYPOSTFIELDS, buffer.count == 0 ? UnsafeRawPointer(("" as StaticString).utf8Start) : buffer.baseAddress)
             }
-            guard code == CURLE_OK else { return .failure(HTTPClient.Failure("cannot set up the request: \(Self.describe(code))")) }
-            let result = curl_easy_perform(handle)
-            if body.exceeded { return .failure(HTTPClient.Failure("the answer is larger than \(limits.maxBodyBytes) bytes")) }
-            guard result == CURLE_OK else { return .failure(HTTPClient.Failure(Self.describe(result))) }
-            var status = 0
-            guard iap_curl_response_code(handle, &status) == CURLE_OK else { return .failure(HTTPClient.Failure("no HTTP status")) }
-            // Retry-After in seconds, or as a date (libcurl reads both as seconds from now); 0 when absent.
-            var retryAfter: curl_off_t = 0
-            let hint = iap_curl_retry_after(handle, &retryAfter) == CURLE_OK && retryAfter > 0 ? Duration.seconds(retryAfter) : nil
-            return .success(HTTPClient.Response(status: status, body: body.bytes, retryAfter: hint))
+        } else {
+            set(CURLOPT_HTTPGET, 1)
         }
+        return code == CURLE_OK ? nil : HTTPClient.Failure("cannot set up the request: \(Self.describe(code))")
     }
 
-    private static func describe(_ code: CURLcode) -> String { String(cString: curl_easy_strerror(code)) }
+    /// The answer of the transfer that ended with `result`; the handle is free for the next one.
+    func answer(_ result: CURLcode, limits: HTTPClient.Limits) -> Result<HTTPClient.Response, HTTPClient.Failure> {
+        defer { release() }
+        if body?.exceeded == true { return .failure(HTTPClient.Failure("the answer is larger than \(limits.maxBodyBytes) bytes")) }
+        guard result == CURLE_OK else { return .failure(HTTPClient.Failure(Self.describe(result))) }
+        var status = 0
+        guard iap_curl_response_code(handle, &status) == CURLE_OK else { return .failure(HTTPClient.Failure("no HTTP status")) }
+        // Retry-After in seconds, or as a date (libcurl reads both as seconds from now); 0 when absent.
+        var retryAfter: curl_off_t = 0
+        let hint = iap_curl_retry_after(handle, &retryAfter) == CURLE_OK && retryAfter > 0 ? Duration.seconds(retryAfter) : nil
+        return .success(HTTPClient.Response(status: status, body: body?.bytes ?? [], retryAfter: hint))
+    }
+
+    /// Forgets the last transfer's headers and body.
+    private func release() {
+        curl_slist_free_all(headers)
+        headers = nil
+        body = nil
+    }
+
+    static func describe(_ code: CURLcode) -> String { String(cString: curl_easy_strerror(code)) }
 
     /// Where the write callback puts the answer's body.
     private final class ResponseBody {

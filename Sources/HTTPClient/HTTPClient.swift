@@ -1,13 +1,13 @@
-import Dispatch
 import Foundation
 import Synchronization
 
 /// A small HTTP/1.1 client for the store APIs, over libcurl (TLS verified against the system's CAs): up to
-/// `maxConnections` requests at once, each on a thread of its own with a connection kept alive from one request to
-/// the next. Nothing is cached, no cookies, no redirects followed.
+/// `maxConnections` requests at once, all run by one thread of the client's over connections kept alive from one
+/// request to the next. Nothing is cached, no cookies, no redirects followed.
 ///
 /// Written for the finisher's Finish Transaction calls: URLSession on Linux is libcurl too, under layers of dispatch
-/// queues, callbacks and header parsing that `perf` put at a fifth of the finisher's CPU.
+/// queues, callbacks and header parsing that `perf` put at a fifth of the finisher's CPU. One thread for all requests
+/// (a libcurl multi handle), not one per connection: the answers of a batch's calls wake it once, not once each.
 public final class HTTPClient: Sendable {
     /// A request: `method` (`GET`, `POST`, `PUT`, …) on an absolute `http`/`https` URL.
     public struct Request: Sendable {
@@ -43,24 +43,31 @@ public final class HTTPClient: Sendable {
         var maxBodyBytes: Int
     }
 
-    private let maxConnections: Int
     private let shared: Shared
 
-    /// What the client shares with its threads; they hold it, not the client, whose `deinit` stops them.
+    /// What the client shares with its thread; the thread holds it, not the client, whose `deinit` stops the thread.
     private final class Shared: Sendable {
         let limits: Limits
+        let maxConnections: Int
         let state = Mutex(State())
-        /// One signal per request queued (and per thread to stop): a thread waits on it for work.
-        let work = DispatchSemaphore(value: 0)
+        /// Nil when libcurl could not make one: every request then fails with `multiFailure`.
+        let multi: CurlMulti?
+        let multiFailure: Failure?
 
-        init(limits: Limits) { self.limits = limits }
+        init(limits: Limits, maxConnections: Int) {
+            self.limits = limits
+            self.maxConnections = maxConnections
+            switch Result(catching: { () throws(Failure) in try CurlMulti(maxConnections: maxConnections) }) {
+            case .success(let multi): (self.multi, multiFailure) = (multi, nil)
+            case .failure(let failure): (multi, multiFailure) = (nil, failure)
+            }
+        }
     }
 
     private struct State {
+        /// Requests not yet handed to libcurl, oldest first: at most what batches ask at once, taken from the front.
         var queue: [Pending] = []
-        var head = 0
-        var threads = 0
-        var idle = 0
+        var threadStarted = false
         var stopped = false
     }
 
@@ -70,66 +77,75 @@ public final class HTTPClient: Sendable {
     }
 
     /// - Parameter timeout: for the whole of each request, connecting included.
-    /// - Parameter maxConnections: requests in flight at once (and threads); the rest wait their turn.
+    /// - Parameter maxConnections: requests in flight at once (and connections); the rest wait their turn.
     /// - Parameter maxBodyBytes: a longer answer is a failure.
     public init(timeout: Duration, maxConnections: Int = 16, maxBodyBytes: Int = 1 << 20) {
         let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
-        shared = Shared(limits: Limits(timeoutMilliseconds: Int(max(1, milliseconds)), maxBodyBytes: maxBodyBytes))
-        self.maxConnections = max(1, maxConnections)
+        shared = Shared(limits: Limits(timeoutMilliseconds: Int(max(1, milliseconds)), maxBodyBytes: maxBodyBytes),
+                        maxConnections: max(1, maxConnections))
     }
 
     deinit {
-        let threads = shared.state.withLock { state in
-            state.stopped = true
-            return state.threads
-        }
-        for _ in 0..<threads { shared.work.signal() }
+        shared.state.withLock { $0.stopped = true }
+        shared.multi?.wakeup()
     }
 
     /// Sends `request` and returns the answer, or why there is none.
     public func send(_ request: Request) async -> Result<Response, Failure> {
-        await withCheckedContinuation { continuation in
+        guard let multi = shared.multi else { return .failure(shared.multiFailure ?? Failure("libcurl could not make a multi handle")) }
+        return await withCheckedContinuation { continuation in
             let startThread = shared.state.withLock { state -> Bool in
                 state.queue.append(Pending(request: request, continuation: continuation))
-                // A thread more while every thread is busy and there may be more.
-                guard state.idle < state.queue.count - state.head, state.threads < maxConnections else { return false }
-                state.threads += 1
-                return true
+                defer { state.threadStarted = true }
+                return !state.threadStarted
             }
-            if startThread { Self.startThread(shared) }
-            shared.work.signal()
+            if startThread { Self.startThread(shared, multi) } else { multi.wakeup() }
         }
     }
 
-    /// A thread that sends queued requests, one at a time, over its own connection, until the client stops it.
-    private static func startThread(_ shared: Shared) {
+    /// The client's thread: hands queued requests to libcurl while fewer than `maxConnections` run, moves them on, and
+    /// answers each as it ends; until the client is gone and nothing is left to answer.
+    private static func startThread(_ shared: Shared, _ multi: CurlMulti) {
         let thread = Thread {
-            let easy = Result { () throws(Failure) in try CurlEasy() }
-            shared.state.withLock { $0.idle += 1 }
+            var idle: [CurlEasy] = []
+            var running: [UnsafeMutableRawPointer: (easy: CurlEasy, continuation: CheckedContinuation<Result<Response, Failure>, Never>)] = [:]
             while true {
-                shared.work.wait()
-                let next = shared.state.withLock { state -> Pending? in
-                    guard state.head < state.queue.count else { return nil }
-                    state.idle -= 1
-                    let pending = state.queue[state.head]
-                    state.head += 1
-                    if state.head == state.queue.count {
-                        state.queue.removeAll(keepingCapacity: true)
-                        state.head = 0
+                let (taken, stopped) = shared.state.withLock { state in
+                    let taken = Array(state.queue.prefix(shared.maxConnections - running.count))
+                    state.queue.removeFirst(taken.count)
+                    return (taken, state.stopped)
+                }
+                if stopped && taken.isEmpty && running.isEmpty { return }
+                for pending in taken {
+                    let easy: CurlEasy
+                    if let reused = idle.popLast() {
+                        easy = reused
+                    } else {
+                        switch Result(catching: { () throws(Failure) in try CurlEasy() }) {
+                        case .success(let made): easy = made
+                        case .failure(let failure):
+                            pending.continuation.resume(returning: .failure(failure))
+                            continue
+                        }
                     }
-                    return pending
+                    if let failure = easy.prepare(pending.request, limits: shared.limits) ?? multi.add(easy) {
+                        idle.append(easy)
+                        pending.continuation.resume(returning: .failure(failure))
+                        continue
+                    }
+                    running[easy.handle] = (easy, pending.continuation)
                 }
-                guard let next else {
-                    if shared.state.withLock({ $0.stopped }) { return }
-                    continue
+                multi.perform()
+                while let (handle, result) = multi.nextDone() {
+                    guard let transfer = running.removeValue(forKey: handle) else { continue }
+                    let answer = transfer.easy.answer(result, limits: shared.limits)
+                    idle.append(transfer.easy)
+                    transfer.continuation.resume(returning: answer)
                 }
-                let answer = switch easy {
-                case .success(let easy): easy.perform(next.request, limits: shared.limits)
-                case .failure(let failure): Result<Response, Failure>.failure(failure)
-                }
-                // Idle again before the caller hears back: its next request finds this thread (and its connection).
-                shared.state.withLock { $0.idle += 1 }
-                next.continuation.resume(returning: answer)
+                // Requests queued and room for them: taken at once. Else woken by a transfer's socket, one of libcurl's
+                // timeouts, or a request queued (`wakeup`).
+                if running.count < shared.maxConnections && shared.state.withLock({ !$0.queue.isEmpty }) { continue }
+                multi.poll(milliseconds: running.isEmpty ? 60_000 : 1000)
             }
         }
         thread.name = "http-client"
