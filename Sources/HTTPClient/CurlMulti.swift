@@ -12,8 +12,13 @@ final class CurlMulti: @unchecked Sendable {
         guard CurlEasy.globalInit == CURLE_OK else { throw HTTPClient.Failure("libcurl did not initialise: \(CurlEasy.describe(CurlEasy.globalInit))") }
         guard let handle = curl_multi_init() else { throw HTTPClient.Failure("libcurl could not make a multi handle") }
         self.handle = handle
-        _ = iap_curl_multi_setopt_long(handle, CURLMOPT_MAX_TOTAL_CONNECTIONS, maxConnections)
-        _ = iap_curl_multi_setopt_long(handle, CURLMOPT_MAXCONNECTS, maxConnections)
+        // One request per connection, as with a connection per thread: a multi handle would otherwise multiplex
+        // HTTP/2 requests over one connection, whose failure would fail them all at once.
+        for (option, value) in [(CURLMOPT_MAX_TOTAL_CONNECTIONS, maxConnections), (CURLMOPT_MAXCONNECTS, maxConnections),
+                                (CURLMOPT_PIPELINING, Int(CURLPIPE_NOTHING))] {
+            let code = iap_curl_multi_setopt_long(handle, option, value)
+            guard code == CURLM_OK else { throw HTTPClient.Failure("cannot set up the multi handle: \(Self.describe(code))") }
+        }
     }
 
     deinit { curl_multi_cleanup(handle) }
@@ -42,10 +47,11 @@ final class CurlMulti: @unchecked Sendable {
         return nil
     }
 
-    /// Waits until a transfer's socket is ready, libcurl has a timeout due, `wakeup()` is called, or `milliseconds` pass.
-    func poll(milliseconds: Int32) {
+    /// Waits until a transfer's socket is ready, libcurl has a timeout due, `wakeup()` is called, or `milliseconds` pass;
+    /// false when it could not wait.
+    func poll(milliseconds: Int32) -> Bool {
         var ready: Int32 = 0
-        _ = curl_multi_poll(handle, nil, 0, milliseconds, &ready)
+        return curl_multi_poll(handle, nil, 0, milliseconds, &ready) == CURLM_OK
     }
 
     /// Ends a `poll` now (or the next one at once): from any thread.

@@ -145,7 +145,8 @@ public final class HTTPClient: Sendable {
                 // Requests queued and room for them: taken at once. Else woken by a transfer's socket, one of libcurl's
                 // timeouts, or a request queued (`wakeup`).
                 if running.count < shared.maxConnections && shared.state.withLock({ !$0.queue.isEmpty }) { continue }
-                multi.poll(milliseconds: running.isEmpty ? 60_000 : 1000)
+                // A poll that failed returned at once: not again at once, or the thread would spin.
+                if !multi.poll(milliseconds: running.isEmpty ? 60_000 : 1000) { Thread.sleep(forTimeInterval: 0.01) }
             }
         }
         thread.name = "http-client"

@@ -54,6 +54,23 @@ import TestSupport
         #expect(server.acceptedConnections == 1)
     }
 
+    /// The client's thread waits up to a minute while no request runs: a request sent then must wake it, not wait.
+    @Test func aRequestAfterAnIdleSpellIsSentAtOnce() async throws {
+        let server = try HTTPServer { _ in HTTPResponse(status: 200) }
+        let client = HTTPClient(timeout: .seconds(5))
+        let url = "http://127.0.0.1:\(server.port)/"
+        #expect(try await client.send(.init(method: "GET", url: url)).get().status == 200)
+        for _ in 0..<3 {
+            // The idle spell itself (the thread gone to sleep in its wait, which nothing outside it shows), not a wait for
+            // a condition: without it the next request finds the thread still awake from the last answer.
+            try await Task.sleep(for: .milliseconds(200))
+            let started = ContinuousClock.now
+            #expect(try await client.send(.init(method: "GET", url: url)).get().status == 200)
+            // Far under the idle wait (60 s) on the slowest machine; a lost wakeup takes the whole wait.
+            #expect(ContinuousClock.now - started < .seconds(20), "answered after \(ContinuousClock.now - started)")
+        }
+    }
+
     /// Ten requests at once through four connections: never more than four at the server, all answered.
     @Test func requestsBeyondTheConnectionsWaitTheirTurn() async throws {
         let inFlight = Atomic<Int>(0)
