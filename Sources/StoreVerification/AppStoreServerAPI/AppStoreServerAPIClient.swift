@@ -42,6 +42,9 @@ public final class AppStoreServerAPIClient: Sendable {
 
     public let configuration: Configuration
     private let http: HTTPClient
+    /// `baseURL` with one trailing slash, to which a request's path is appended (Foundation's `URL` appending cost
+    /// the finisher 2.5 % of its CPU per call).
+    private let urlPrefix: String
     private let now: @Sendable () -> Date
     /// The token in use and when to replace it (signing one per request cost the finisher ~7 % of its CPU).
     private let cachedToken = Mutex<(token: String, renewAt: Date)?>(nil)
@@ -49,6 +52,8 @@ public final class AppStoreServerAPIClient: Sendable {
     public init(configuration: Configuration, now: @escaping @Sendable () -> Date = Date.init) {
         self.configuration = configuration
         self.now = now
+        let base = configuration.baseURL.absoluteString
+        urlPrefix = base.hasSuffix("/") ? base : base + "/"
         http = .storeAPI(timeout: configuration.timeout)
     }
 
@@ -76,7 +81,7 @@ public final class AppStoreServerAPIClient: Sendable {
     /// (network, 401/403 — an operator must fix the key —, 429, 5xx) is `unavailable`; the rest is `refused` with
     /// Apple's `errorCode` and `errorMessage`.
     private func send(_ method: String, path: (String) -> String, transactionId: String, body: Data?) async -> Result<Void, Failure> {
-        guard !transactionId.isEmpty, transactionId.utf8.count <= 64, transactionId.allSatisfy({ $0.isASCII && ($0.isNumber || $0.isLetter) }) else {
+        guard !transactionId.isEmpty, transactionId.utf8.count <= 64, transactionId.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else {
             return .failure(.refused(status: 0, detail: "invalid transaction id"))
         }
         var headers: [(name: String, value: String)] = []
@@ -86,7 +91,7 @@ public final class AppStoreServerAPIClient: Sendable {
             return .failure(.unavailable("cannot sign the API token: \(error)"))
         }
         if body != nil { headers.append(("Content-Type", "application/json")) }
-        let url = configuration.baseURL.appendingPathComponent(path(transactionId)).absoluteString
+        let url = urlPrefix + path(transactionId)
         let status: Int
         let answer: [UInt8]
         let retryAfter: Duration?
