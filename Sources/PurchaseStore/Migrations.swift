@@ -154,6 +154,27 @@ enum Migrations {
             (8, """
             CREATE INDEX purchases_granted_by_user ON purchases (user_id, purchase_time) WHERE state = 'granted';
             """),
+            // A grant (verified → granted) as a heap-only update on PostgreSQL: an update adds an entry to every index of the
+            // row unless no indexed column changes, and `state` was one, in the partial indexes' conditions. Those
+            // conditions now read two columns derived from it that a grant leaves as they are, and pages keep room for
+            // the row's next version. And a purchase that is its own original (every consumable) has no entry by original:
+            // its key finds it. (SQLite has no such updates: its columns are virtual, for the same queries to run.)
+            (9, dialect == .postgres ? """
+            ALTER TABLE purchases ADD COLUMN is_open BOOLEAN GENERATED ALWAYS AS (state IN ('verified', 'granted')) STORED,
+                ADD COLUMN refund_unsent BOOLEAN GENERATED ALWAYS AS (state = 'refund_due' AND refund_notified_at IS NULL) STORED;
+            ALTER TABLE purchases SET (fillfactor = 50);
+            DROP INDEX purchases_open_by_time;
+            DROP INDEX purchases_refund_outbox;
+            DROP INDEX purchases_granted_by_user;
+            DROP INDEX purchases_by_original;
+            CREATE INDEX purchases_by_original ON purchases (store, original_transaction_id) WHERE original_transaction_id <> transaction_id;
+            CREATE INDEX purchases_open_by_time ON purchases (store, purchase_time) WHERE is_open;
+            CREATE INDEX purchases_refund_outbox ON purchases (store, purchase_time) WHERE refund_unsent;
+            CREATE INDEX purchases_granted_by_user ON purchases (user_id, purchase_time) WHERE is_open;
+            """ : """
+            ALTER TABLE purchases ADD COLUMN is_open BOOLEAN GENERATED ALWAYS AS (state IN ('verified', 'granted')) VIRTUAL;
+            ALTER TABLE purchases ADD COLUMN refund_unsent BOOLEAN GENERATED ALWAYS AS (state = 'refund_due' AND refund_notified_at IS NULL) VIRTUAL;
+            """),
         ]
     }
 

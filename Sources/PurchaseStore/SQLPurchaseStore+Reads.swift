@@ -46,12 +46,18 @@ extension SQLPurchaseStore {
     /// owner a renewal from a notification is granted to.
     public func owner(store: Store, originalTransactionId: String) async throws -> String? {
         try await executor.run { connection in
-            try connection.query("""
-                SELECT user_id FROM purchases WHERE store = $1 AND (original_transaction_id = $2 OR transaction_id = $2) AND state <> 'rejected'
-                ORDER BY purchase_time DESC LIMIT 1
-                """, [.text(store.rawValue), .text(originalTransactionId)]).first?[0].string
+            try connection.query(Self.ownerQuery, [.text(store.rawValue), .text(originalTransactionId)]).first?[0].string
         }
     }
+
+    /// The purchases whose original transaction id is $2 (with `store = $1`): the one of that id by its key, the others
+    /// (renewals) from `purchases_by_original`, which holds only purchases that are not their own original (migration 9).
+    static let ofOriginalCondition = "(transaction_id = $2 OR (original_transaction_id = $2 AND original_transaction_id <> transaction_id))"
+
+    static let ownerQuery = """
+        SELECT user_id FROM purchases WHERE store = $1 AND \(ofOriginalCondition) AND state <> 'rejected'
+        ORDER BY purchase_time DESC LIMIT 1
+        """
 
     /// What a purchase grants now: its grants and re-grants less what was taken back.
     public func grantedItems(_ key: PurchaseKey) async throws -> [GrantItem] {
@@ -74,9 +80,9 @@ extension SQLPurchaseStore {
         }
     }
 
-    /// A user's purchases granted but not finished, oldest first (from `purchases_granted_by_user`, migration 8).
+    /// A user's purchases granted but not finished, oldest first (from `purchases_granted_by_user`, migrations 8 and 9).
     static let pendingOfUserQuery = """
-        SELECT \(recordColumns) FROM purchases WHERE user_id = $1 AND state = 'granted' ORDER BY purchase_time
+        SELECT \(recordColumns) FROM purchases WHERE user_id = $1 AND is_open AND state = 'granted' ORDER BY purchase_time
         """
 
     /// A user's currency balances.

@@ -84,7 +84,7 @@ extension SQLPurchaseStore {
                 let lock = dialect == .postgres ? " FOR UPDATE" : ""
                 let rows = try connection.query("""
                     SELECT transaction_id, state, product_type FROM purchases
-                    WHERE store = $1 AND (original_transaction_id = $2 OR transaction_id = $2)\(lock)
+                    WHERE store = $1 AND \(Self.ofOriginalCondition)\(lock)
                     """, [.text(store.rawValue), .text(originalTransactionId)])
                 var ended: Set<String> = []
                 var lastState = PurchaseState.unseen

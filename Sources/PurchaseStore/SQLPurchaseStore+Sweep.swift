@@ -53,13 +53,14 @@ extension SQLPurchaseStore {
         }
     }
 
-    // The sweeper's queries, each answered from a partial index (migration 7): their conditions include the index's own,
-    // word for word, as SQLite needs to use it ($1 store, $2 the cutoff in epoch milliseconds, then the limit).
+    // The sweeper's queries, each answered from a partial index (migrations 7 and 9): their conditions include the index's
+    // own word for word, both PostgreSQL's (`is_open`, `refund_unsent`) and SQLite's (on `state`), as SQLite needs to use
+    // it ($1 store, $2 the cutoff in epoch milliseconds, then the limit).
 
     /// Open purchases of a type flagged when unconsumed, purchased before the cutoff (`purchases_open_by_time`).
     static let openPurchasesDueQuery = """
         SELECT \(recordColumns) FROM purchases
-        WHERE store = $1 AND state IN ('verified', 'granted') AND product_type IN (\(ProductType.allCases.filter(\.isFlaggedWhenUnconsumed)
+        WHERE store = $1 AND is_open AND state IN ('verified', 'granted') AND product_type IN (\(ProductType.allCases.filter(\.isFlaggedWhenUnconsumed)
             .map { "'\($0.rawValue)'" }.joined(separator: ", "))) AND purchase_time < $2
         ORDER BY purchase_time LIMIT $3
         """
@@ -67,7 +68,7 @@ extension SQLPurchaseStore {
     /// Granted consumables with a store token, purchased before the cutoff (`purchases_open_by_time`).
     static let grantedWithTokenDueQuery = """
         SELECT \(recordColumns) FROM purchases
-        WHERE store = $1 AND state IN ('verified', 'granted') AND state = 'granted' AND product_type = 'consumable' AND purchase_time < $2
+        WHERE store = $1 AND is_open AND state IN ('verified', 'granted') AND state = 'granted' AND product_type = 'consumable' AND purchase_time < $2
             AND purchase_token IS NOT NULL
         ORDER BY purchase_time LIMIT $3
         """
@@ -75,7 +76,7 @@ extension SQLPurchaseStore {
     /// Purchases flagged `refund_due` whose notice is not recorded as sent (`purchases_refund_outbox`; $2 the limit).
     static let unsentRefundNoticesQuery = """
         SELECT \(recordColumns) FROM purchases
-        WHERE store = $1 AND state = 'refund_due' AND refund_notified_at IS NULL ORDER BY purchase_time LIMIT $2
+        WHERE store = $1 AND refund_unsent AND state = 'refund_due' AND refund_notified_at IS NULL ORDER BY purchase_time LIMIT $2
         """
 
     /// Records that the `refund.due` events of these purchases were acknowledged by the broker.

@@ -167,7 +167,7 @@ public final class SQLPurchaseStore: Sendable {
             for row in try connection.query("SELECT state, count(*) FROM purchases GROUP BY state") {
                 if let state = row[0].string.flatMap(PurchaseState.init(rawValue:)), let count = row[1].int64 { byState[state] = Int(count) }
             }
-            let oldest = try connection.query("SELECT min(purchase_time) FROM purchases WHERE state IN ('verified', 'granted')").first?[0].int64
+            let oldest = try connection.query("SELECT min(purchase_time) FROM purchases WHERE is_open AND state IN ('verified', 'granted')").first?[0].int64
             let unknown = try connection.query("SELECT count(*) FROM purchases WHERE product_type = 'unknown'").first?[0].int64 ?? 0
             return StoreStatistics(purchasesByState: byState, oldestUnfinishedPurchase: oldest.map(PurchaseTime.date), unknownProductType: Int(unknown))
         }
