@@ -71,9 +71,31 @@ public final class HTTPClient: Sendable {
         var stopped = false
     }
 
+    /// A request waiting for libcurl, and where its answer goes: a continuation of its own (`send(_:)`) or its place in
+    /// a batch (`send(all:)`).
     private struct Pending {
         let request: Request
-        let continuation: CheckedContinuation<Result<Response, Failure>, Never>
+        let reply: @Sendable (Result<Response, Failure>) -> Void
+    }
+
+    /// The answers of a batch, resumed once when the last arrives.
+    private final class Batch: Sendable {
+        let answers: Mutex<(results: [Result<Response, Failure>?], missing: Int)>
+        let continuation: CheckedContinuation<[Result<Response, Failure>], Never>
+
+        init(count: Int, continuation: CheckedContinuation<[Result<Response, Failure>], Never>) {
+            answers = Mutex((Array(repeating: nil, count: count), count))
+            self.continuation = continuation
+        }
+
+        func answer(_ index: Int, _ result: Result<Response, Failure>) {
+            let complete = answers.withLock { answers -> [Result<Response, Failure>]? in
+                answers.results[index] = result
+                answers.missing -= 1
+                return answers.missing == 0 ? answers.results.map { $0 ?? .failure(Failure("no answer")) } : nil
+            }
+            if let complete { continuation.resume(returning: complete) }
+        }
     }
 
     /// - Parameter timeout: for the whole of each request, connecting included.
@@ -94,13 +116,30 @@ public final class HTTPClient: Sendable {
     public func send(_ request: Request) async -> Result<Response, Failure> {
         guard let multi = shared.multi else { return .failure(shared.multiFailure ?? Failure("libcurl could not make a multi handle")) }
         return await withCheckedContinuation { continuation in
-            let startThread = shared.state.withLock { state -> Bool in
-                state.queue.append(Pending(request: request, continuation: continuation))
-                defer { state.threadStarted = true }
-                return !state.threadStarted
-            }
-            if startThread { Self.startThread(shared, multi) } else { multi.wakeup() }
+            enqueue([Pending(request: request, reply: { continuation.resume(returning: $0) })], multi)
         }
+    }
+
+    /// Sends `requests`, at most `maxConnections` at once with those of other callers, and returns their answers in their
+    /// order once all are in: one wakeup of the caller for the batch, not one task and one wakeup per request.
+    public func send(all requests: [Request]) async -> [Result<Response, Failure>] {
+        guard !requests.isEmpty else { return [] }
+        guard let multi = shared.multi else {
+            return Array(repeating: .failure(shared.multiFailure ?? Failure("libcurl could not make a multi handle")), count: requests.count)
+        }
+        return await withCheckedContinuation { continuation in
+            let batch = Batch(count: requests.count, continuation: continuation)
+            enqueue(requests.enumerated().map { index, request in Pending(request: request, reply: { batch.answer(index, $0) }) }, multi)
+        }
+    }
+
+    private func enqueue(_ pending: [Pending], _ multi: CurlMulti) {
+        let startThread = shared.state.withLock { state -> Bool in
+            state.queue += pending
+            defer { state.threadStarted = true }
+            return !state.threadStarted
+        }
+        if startThread { Self.startThread(shared, multi) } else { multi.wakeup() }
     }
 
     /// The client's thread: hands queued requests to libcurl while fewer than `maxConnections` run, moves them on, and
@@ -108,7 +147,7 @@ public final class HTTPClient: Sendable {
     private static func startThread(_ shared: Shared, _ multi: CurlMulti) {
         let thread = Thread {
             var idle: [CurlEasy] = []
-            var running: [UnsafeMutableRawPointer: (easy: CurlEasy, continuation: CheckedContinuation<Result<Response, Failure>, Never>)] = [:]
+            var running: [UnsafeMutableRawPointer: (easy: CurlEasy, reply: @Sendable (Result<Response, Failure>) -> Void)] = [:]
             while true {
                 let (taken, stopped) = shared.state.withLock { state in
                     let taken = Array(state.queue.prefix(shared.maxConnections - running.count))
@@ -124,23 +163,23 @@ public final class HTTPClient: Sendable {
                         switch Result(catching: { () throws(Failure) in try CurlEasy() }) {
                         case .success(let made): easy = made
                         case .failure(let failure):
-                            pending.continuation.resume(returning: .failure(failure))
+                            pending.reply(.failure(failure))
                             continue
                         }
                     }
                     if let failure = easy.prepare(pending.request, limits: shared.limits) ?? multi.add(easy) {
                         idle.append(easy)
-                        pending.continuation.resume(returning: .failure(failure))
+                        pending.reply(.failure(failure))
                         continue
                     }
-                    running[easy.handle] = (easy, pending.continuation)
+                    running[easy.handle] = (easy, pending.reply)
                 }
                 multi.perform()
                 while let (handle, result) = multi.nextDone() {
                     guard let transfer = running.removeValue(forKey: handle) else { continue }
                     let answer = transfer.easy.answer(result, limits: shared.limits)
                     idle.append(transfer.easy)
-                    transfer.continuation.resume(returning: answer)
+                    transfer.reply(answer)
                 }
                 // Requests queued and room for them: taken at once. Else woken by a transfer's socket, one of libcurl's
                 // timeouts, or a request queued (`wakeup`).

@@ -27,12 +27,9 @@ public struct FinisherStage: StoreBackedStage {
     let sampleContentProvided: Bool
     /// How long after the store's request an answer waits for consent decisions still on their way.
     let consentGrace: TimeInterval
-    /// Finish Transaction calls a batch makes at once.
-    let finishConcurrency: Int
 
     public init(context: StageContext, store: SQLPurchaseStore, appStoreAPI: AppStoreServerAPIClient?, grantWait: TimeInterval = 600,
-                sampleContentProvided: Bool = false, consentGrace: TimeInterval = 60, finishConcurrency: Int = 16) {
-        self.finishConcurrency = max(1, finishConcurrency)
+                sampleContentProvided: Bool = false, consentGrace: TimeInterval = 60) {
         self.context = context
         self.store = store
         self.appStoreAPI = appStoreAPI
@@ -47,8 +44,8 @@ public struct FinisherStage: StoreBackedStage {
     }
 
     /// One store transaction for the batch (see `handleInOneTransaction`). The App Store's Finish Transaction calls for
-    /// the batch's purchases that are granted are made first, at most `finishConcurrency` at once, and never while the
-    /// transaction is open; the transaction then records what they answered.
+    /// the batch's purchases that are granted are made first, as many at once as the API client has connections, and
+    /// never while the transaction is open; the transaction then records what they answered.
     public func handle(batch messages: [KafkaMessage]) async -> [Result<StageResult, any Error>] {
         // Consent and consumption requests record their answers to the store around a call to it: alone, always.
         let batchable = { (message: KafkaMessage) in
@@ -86,21 +83,7 @@ public struct FinisherStage: StoreBackedStage {
         }
         let states = try await store.states(of: keys)
         let due = keys.filter { states[$0] == .granted }.map(\.transactionId)
-        return await withTaskGroup(of: (String, Result<Void, AppStoreServerAPIClient.Failure>).self) { group in
-            var answers: [String: Result<Void, AppStoreServerAPIClient.Failure>] = [:]
-            var next = 0
-            func call() {
-                let id = due[next]
-                next += 1
-                group.addTask { (id, await api.finishTransaction(id)) }
-            }
-            while next < min(due.count, finishConcurrency) { call() }
-            for await (id, answer) in group {
-                answers[id] = answer
-                if next < due.count { call() }
-            }
-            return answers
-        }
+        return Dictionary(zip(due, await api.finishTransactions(due)), uniquingKeysWith: { first, _ in first })
     }
 
     /// - Parameter finishCalls: Finish Transaction answers already received, by transaction id, for a batch (nil alone).

@@ -95,6 +95,22 @@ import TestSupport
         #expect(server.acceptedConnections == 4)
     }
 
+    /// A batch through four connections: each answer in its request's place, a failed one among them too.
+    @Test func aBatchIsAnsweredInItsOrder() async throws {
+        let server = try HTTPServer { request in HTTPResponse(status: 200, body: Data(request.path.utf8)) }
+        let client = HTTPClient(timeout: .seconds(5), maxConnections: 4)
+        var requests = (0..<10).map { HTTPClient.Request(method: "POST", url: "http://127.0.0.1:\(server.port)/\($0)") }
+        requests[3] = .init(method: "GET", url: "http://127.0.0.1:1/refused")
+        let answers = await client.send(all: requests)
+        #expect(answers.count == 10)
+        for (index, answer) in answers.enumerated() where index != 3 {
+            #expect((try? answer.get()).map { String(decoding: $0.body, as: UTF8.self) } == "/\(index)")
+        }
+        guard case .failure = answers[3] else { Issue.record("a refused connection answered: \(answers[3])"); return }
+        #expect(await client.send(all: []).isEmpty)
+        #expect(server.acceptedConnections <= 4)
+    }
+
     @Test func noAnswerInTimeIsAFailure() async throws {
         let release = DispatchSemaphore(value: 0)
         let server = try HTTPServer(synchronousHandler: { _ in

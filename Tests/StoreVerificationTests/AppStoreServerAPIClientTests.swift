@@ -51,6 +51,19 @@ import TestSupport
                 "reused until half the lifetime, renewed then, and renewed when the clock went back before its issue")
     }
 
+    /// A batch's calls: each answered in its place; an invalid id refused without a request, the others finished once.
+    @Test func aBatchOfFinishesIsAnsweredInItsOrder() async throws {
+        let key = try PrivateKey.generateP256()
+        let appStore = try Self.standIn(publicKey: try key.publicKey())
+        var ids = (1...20).map { "200000\($0)" }
+        ids.insert("not/an/id", at: 5)
+        let results = await client(appStore.server, key: key).finishTransactions(ids)
+        #expect(results.count == 21)
+        #expect(results[5].failure == .refused(status: 0, detail: "invalid transaction id"))
+        #expect(results.enumerated().filter { $0.offset != 5 }.allSatisfy { (try? $0.element.get()) != nil })
+        #expect(appStore.finished.sorted() == ids.filter { $0 != "not/an/id" }.sorted())
+    }
+
     @Test func aTokenFromAnotherKeyIsRefusedAndThatIsRetryable() async throws {
         let appStore = try Self.standIn(publicKey: try PrivateKey.generateP256().publicKey())
         let result = await client(appStore.server, key: try PrivateKey.generateP256()).finishTransaction("1")

@@ -59,8 +59,21 @@ public final class AppStoreServerAPIClient: Sendable {
 
     /// `POST /inApps/v1/transactions/{transactionId}/finish`: tells the App Store the purchase was delivered.
     public func finishTransaction(_ transactionId: String) async -> Result<Void, Failure> {
-        await send("POST", path: { "inApps/v1/transactions/\($0)/finish" }, transactionId: transactionId, body: nil)
+        await send("POST", path: Self.finishPath, transactionId: transactionId, body: nil)
     }
+
+    /// Finish Transaction for each of `transactionIds`, at most as many at once as the client has connections; the
+    /// answers in their order, returned once all are in.
+    public func finishTransactions(_ transactionIds: [String]) async -> [Result<Void, Failure>] {
+        let requests = transactionIds.map { request("POST", path: Self.finishPath, transactionId: $0, body: nil) }
+        let sent = requests.compactMap { try? $0.get() }
+        var answers = (await http.send(all: sent)).makeIterator()
+        return requests.map { request in
+            request.flatMap { _ in answers.next().map(Self.outcome) ?? .failure(.unavailable("App Store Server API: no answer")) }
+        }
+    }
+
+    private static func finishPath(_ transactionId: String) -> String { "inApps/v1/transactions/\(transactionId)/finish" }
 
     /// `PUT /inApps/v2/transactions/consumption/{transactionId}` (*Send Consumption Information*): answers a
     /// `CONSUMPTION_REQUEST` with what the customer received; 202 Accepted on success. Send it only with the
@@ -77,11 +90,18 @@ public final class AppStoreServerAPIClient: Sendable {
         return await send("PUT", path: { "inApps/v2/transactions/consumption/\($0)" }, transactionId: transactionId, body: consumption.jsonBody())
     }
 
-    /// One authenticated call for a transaction, to `path(transactionId)`. 2xx is success; what may pass
-    /// (network, 401/403 — an operator must fix the key —, 429, 5xx) is `unavailable`; the rest is `refused` with
-    /// Apple's `errorCode` and `errorMessage`.
+    /// One authenticated call for a transaction, to `path(transactionId)`.
     private func send(_ method: String, path: (String) -> String, transactionId: String, body: Data?) async -> Result<Void, Failure> {
-        guard !transactionId.isEmpty, transactionId.utf8.count <= 64, transactionId.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else {
+        switch request(method, path: path, transactionId: transactionId, body: body) {
+        case .success(let request): Self.outcome(await http.send(request))
+        case .failure(let failure): .failure(failure)
+        }
+    }
+
+    /// The request of a call for a transaction, or why none can be made (an invalid transaction id, no token).
+    private func request(_ method: String, path: (String) -> String, transactionId: String, body: Data?) -> Result<HTTPClient.Request, Failure> {
+        guard !transactionId.isEmpty, transactionId.utf8.count <= 64,
+              transactionId.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else {
             return .failure(.refused(status: 0, detail: "invalid transaction id"))
         }
         var headers: [(name: String, value: String)] = []
@@ -91,23 +111,26 @@ public final class AppStoreServerAPIClient: Sendable {
             return .failure(.unavailable("cannot sign the API token: \(error)"))
         }
         if body != nil { headers.append(("Content-Type", "application/json")) }
-        let url = urlPrefix + path(transactionId)
-        let status: Int
-        let answer: [UInt8]
-        let retryAfter: Duration?
-        switch await http.send(HTTPClient.Request(method: method, url: url, headers: headers, body: body.map(Array.init))) {
-        case .success(let response): (status, answer, retryAfter) = (response.status, response.body, response.retryAfter)
+        return .success(HTTPClient.Request(method: method, url: urlPrefix + path(transactionId), headers: headers, body: body.map(Array.init)))
+    }
+
+    /// What an answer means: 2xx is success; what may pass (network, 401/403 — an operator must fix the key —, 429, 5xx)
+    /// is `unavailable`; the rest is `refused` with Apple's `errorCode` and `errorMessage`.
+    private static func outcome(_ answer: Result<HTTPClient.Response, HTTPClient.Failure>) -> Result<Void, Failure> {
+        let response: HTTPClient.Response
+        switch answer {
+        case .success(let answered): response = answered
         case .failure(let failure): return .failure(.unavailable("App Store Server API: \(failure)"))
         }
-        switch status {
+        switch response.status {
         case 200...299: return .success(())
         case 401, 403, 408, 429, 500...599, 0:
-            return .failure(.unavailable("App Store Server API answered HTTP \(status)", retryAfter: retryAfter))
+            return .failure(.unavailable("App Store Server API answered HTTP \(response.status)", retryAfter: response.retryAfter))
         default:
-            let error = JSONValue.parse(answer)?.objectValue
-            var detail = error?["errorMessage"]?.stringValue ?? "HTTP \(status)"
+            let error = JSONValue.parse(response.body)?.objectValue
+            var detail = error?["errorMessage"]?.stringValue ?? "HTTP \(response.status)"
             if let code = error?["errorCode"]?.int64Value { detail += " (errorCode \(code))" }
-            return .failure(.refused(status: status, detail: detail))
+            return .failure(.refused(status: response.status, detail: detail))
         }
     }
 
