@@ -66,7 +66,11 @@ public final class AppStoreServerAPIClient: Sendable {
     /// answers in their order, returned once all are in.
     public func finishTransactions(_ transactionIds: [String]) async -> [Result<Void, Failure>] {
         let requests = transactionIds.map { request("POST", path: Self.finishPath, transactionId: $0, body: nil) }
-        let sent = requests.compactMap { try? $0.get() }
+        // Only the requests that could be made are sent; the others keep their failure in `requests`.
+        let sent = requests.compactMap { request -> HTTPClient.Request? in
+            guard case .success(let made) = request else { return nil }
+            return made
+        }
         var answers = (await http.send(all: sent)).makeIterator()
         return requests.map { request in
             request.flatMap { _ in answers.next().map(Self.outcome) ?? .failure(.unavailable("App Store Server API: no answer")) }
