@@ -77,13 +77,14 @@ enum BenchPipelineCommand {
         // broker's, this process's (its stand-in APIs, watcher and producer), and the whole machine's.
         let harness = ProcessInfo.processInfo.processIdentifier
         func cpu() -> [String: Double] {
-            var seconds = ["machine": ProcessAccounting.machineBusySeconds() ?? 0, "iap-harness": ProcessAccounting.cpuSeconds(harness) ?? 0,
+            var seconds = ["machine": ProcessAccounting.machineTime()?.busy ?? 0, "iap-harness": ProcessAccounting.cpuSeconds(harness) ?? 0,
                            "postgres": ProcessAccounting.cpuSeconds(ofProcessesNamed: "postgres"),
                            "broker": ProcessAccounting.cpuSeconds(ofProcessesNamed: "tansu")]
             for name in stages { seconds[name] = workers.pid(of: name).flatMap(ProcessAccounting.cpuSeconds) ?? 0 }
             return seconds
         }
         let cpuAtStart = cpu()
+        let machineAtStart = ProcessAccounting.machineTime()
         let throughputStart = Date()
         for chunk in stride(from: 0, to: total, by: 5_000) {
             for result in await producer.send(contentsOf: Array(messages[chunk..<min(total, chunk + 5_000)])) { _ = try result.get() }
@@ -95,6 +96,13 @@ enum BenchPipelineCommand {
         }
         let throughputSeconds = (watcher.read(\.lastFirstFinishedAt) ?? Date()).timeIntervalSince(throughputStart)
         let cpuMilliseconds = cpu().merging(cpuAtStart) { end, start in (end - start) * 1000 / Double(total) }
+        // What the machine's cores did meanwhile: a run with no idle time and much stolen was bound by what the
+        // hypervisor left it, which moves from hour to hour on a shared host.
+        let machine = ProcessAccounting.machineTime().flatMap { end in machineAtStart.map { end - $0 } }
+        let machineShares: [String: Double] = machine.map { time in
+            let all = max(time.busy + time.idle + time.stolen, .leastNonzeroMagnitude)
+            return ["busy": time.busy / all, "idle": time.idle / all, "stolen": time.stolen / all]
+        } ?? [:]
         let endToEnd = Double(total) / throughputSeconds
         var stageRates: [String: Double] = [:]
         var handlerMilliseconds: [String: Double] = [:]
@@ -156,6 +164,7 @@ enum BenchPipelineCommand {
             "stageMessagesPerSecond": .object(stageRates.mapValues { .number($0.rounded()) }),
             "peakRSSMiB": .object(rss.mapValues { .number(($0 * 10).rounded() / 10) }),
             "cpuMillisecondsPerPurchase": .object(cpuMilliseconds.mapValues { .number(($0 * 1000).rounded() / 1000) }),
+            "machineShareDuringThroughput": .object(machineShares.mapValues { .number(($0 * 1000).rounded() / 1000) }),
             "meanHandlerMilliseconds": .object(handlerMilliseconds.mapValues { .number(($0 * 100).rounded() / 100) }),
             "meanPublishMilliseconds": .object(publishMilliseconds.mapValues { .number(($0 * 100).rounded() / 100) }),
             "finishTransactionCalls": .integer(Int64(books.finishCalls)),
@@ -169,6 +178,8 @@ enum BenchPipelineCommand {
             ("latency at \(rate)/s", String(format: "p50 %.3f s, p99 %.3f s", p50, p99)),
             ("CPU per purchase (throughput run)", String(format: "%.3f ms on the machine: ", cpuMilliseconds["machine"] ?? 0)
                 + (stages + ["postgres", "broker", "iap-harness"]).map { $0 + String(format: " %.3f", cpuMilliseconds[$0] ?? 0) }.joined(separator: ", ")),
+            ("the cores meanwhile", String(format: "%.0f %% busy, %.0f %% idle, %.0f %% taken by the hypervisor (steal)",
+                                           100 * (machineShares["busy"] ?? 0), 100 * (machineShares["idle"] ?? 0), 100 * (machineShares["stolen"] ?? 0))),
         ] + stages.map {
             ("\($0)", String(format: "%.0f messages/s, %.1f ms per message (%.1f ms of it awaiting the ack), peak RSS %.1f MiB",
                               stageRates[$0] ?? 0, handlerMilliseconds[$0] ?? 0, publishMilliseconds[$0] ?? 0, rss[$0] ?? -1))

@@ -37,15 +37,27 @@ enum ProcessAccounting {
         return total
     }
 
-    /// CPU seconds the whole machine has spent busy (every core; not idle, not waiting for I/O, not taken by the hypervisor
-    /// for another guest) since boot.
-    static func machineBusySeconds() -> Double? {
+    /// The whole machine's CPU time since boot, in seconds summed over its cores.
+    struct MachineTime {
+        /// Running anything (user to softirq; guest time is counted in user already).
+        var busy: Double
+        /// Idle, or idle waiting for I/O.
+        var idle: Double
+        /// Taken by the hypervisor for another guest while this one had work (steal).
+        var stolen: Double
+
+        static func - (end: MachineTime, start: MachineTime) -> MachineTime {
+            MachineTime(busy: end.busy - start.busy, idle: end.idle - start.idle, stolen: end.stolen - start.stolen)
+        }
+    }
+
+    /// From the first line of /proc/stat: user nice system idle iowait irq softirq steal …, in clock ticks.
+    static func machineTime() -> MachineTime? {
         guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
               let line = stat.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") }) else { return nil }
         let ticks = line.split(separator: " ").dropFirst().compactMap { Double($0) }
-        guard ticks.count >= 5 else { return nil }
-        // user nice system idle iowait irq softirq steal …: busy is user to softirq less idle and iowait (guest time is
-        // counted in user already).
-        return (ticks.prefix(7).reduce(0, +) - ticks[3] - ticks[4]) / ticksPerSecond
+        guard ticks.count >= 8 else { return nil }
+        return MachineTime(busy: (ticks.prefix(7).reduce(0, +) - ticks[3] - ticks[4]) / ticksPerSecond,
+                           idle: (ticks[3] + ticks[4]) / ticksPerSecond, stolen: ticks[7] / ticksPerSecond)
     }
 }
