@@ -77,7 +77,7 @@ enum BenchPipelineCommand {
         // broker's, this process's (its stand-in APIs, watcher and producer), and the whole machine's.
         let harness = ProcessInfo.processInfo.processIdentifier
         func cpu() -> [String: Double] {
-            var seconds = ["machine": ProcessAccounting.machineTime()?.busy ?? 0, "iap-harness": ProcessAccounting.cpuSeconds(harness) ?? 0,
+            var seconds = ["iap-harness": ProcessAccounting.cpuSeconds(harness) ?? 0,
                            "postgres": ProcessAccounting.cpuSeconds(ofProcessesNamed: "postgres"),
                            "broker": ProcessAccounting.cpuSeconds(ofProcessesNamed: "tansu")]
             for name in stages { seconds[name] = workers.pid(of: name).flatMap(ProcessAccounting.cpuSeconds) ?? 0 }
@@ -95,10 +95,11 @@ enum BenchPipelineCommand {
             return finished >= total ? nil : "finished \(finished)/\(total)"
         }
         let throughputSeconds = (watcher.read(\.lastFirstFinishedAt) ?? Date()).timeIntervalSince(throughputStart)
-        let cpuMilliseconds = cpu().merging(cpuAtStart) { end, start in (end - start) * 1000 / Double(total) }
+        var cpuMilliseconds = cpu().merging(cpuAtStart) { end, start in (end - start) * 1000 / Double(total) }
         // What the machine's cores did meanwhile: a run with no idle time and much stolen was bound by what the
         // hypervisor left it, which moves from hour to hour on a shared host.
         let machine = ProcessAccounting.machineTime().flatMap { end in machineAtStart.map { end - $0 } }
+        cpuMilliseconds["machine"] = (machine?.busy ?? 0) * 1000 / Double(total)
         let machineShares: [String: Double] = machine.map { time in
             let all = max(time.busy + time.idle + time.stolen, .leastNonzeroMagnitude)
             return ["busy": time.busy / all, "idle": time.idle / all, "stolen": time.stolen / all]
