@@ -9,6 +9,10 @@ cd "$ROOT"
 swift build -c release >&2
 trap stop_started_services EXIT
 use_broker
+if [[ " ${STARTED_SERVICES[*]:-} " != *" broker "* ]] && grep -qsx "KAFKA_BOOTSTRAP_SERVERS=$KAFKA_BOOTSTRAP_SERVERS" "$RUN/broker.env"; then
+  # Another run's topics and groups (the tests' leave many) cost the broker CPU that the figures would charge to the pipeline.
+  log "the local broker at $KAFKA_BOOTSTRAP_SERVERS was running already and is shared with its other clients: stop it (deploy/local/broker.sh stop) for figures of the pipeline alone"
+fi
 if [ -z "${IAP_STORE_URL:-}" ]; then
   # A cluster of the benchmark's own, committing durably as production does (fsync on) unless IAP_BENCH_FSYNC=off.
   export IAP_POSTGRES_INSTANCE=bench IAP_POSTGRES_FSYNC="${IAP_BENCH_FSYNC:-on}"
