@@ -12,9 +12,9 @@ struct ProducerShutdownTests {
         let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration([
             "bootstrap.servers": cluster.bootstrapServers, "log_level": "0", "message.timeout.ms": "300000",
         ])))
-        // Delivered first, so that the partition's leader is known; then the broker goes down.
-        _ = try await producer.send(KafkaProducerMessage(topic: "unanswered", key: "k", value: Data("up".utf8)))
-        try cluster.setBrokerDown(1)
+        // The partition has no leader before anything is sent to it, so the records wait for one. (Not the broker set
+        // down, nor the leader taken away after a delivery: librdkafka's mock broker aborts the process on both.)
+        try cluster.setPartitionLeader(topic: "unanswered", partition: 0, broker: -1)
         let pending = await producer.enqueue(contentsOf: (0..<5).map { KafkaProducerMessage(topic: "unanswered", key: "k", value: Data("\($0)".utf8)) })
         let waiting = Task { await pending.results() }
         await producer.shutdown(flushTimeout: .milliseconds(200))
@@ -22,7 +22,7 @@ struct ProducerShutdownTests {
         #expect(outcomes.count == 5)
         for outcome in outcomes {
             guard case .failure(let error) = outcome else {
-                Issue.record("delivered although the broker was down: \(outcome)")
+                Issue.record("delivered although the partition had no leader: \(outcome)")
                 continue
             }
             #expect(error.code == .shutdown)
