@@ -65,7 +65,8 @@ public final class AppStoreServerAPIClient: Sendable {
     /// Finish Transaction for each of `transactionIds`, at most as many at once as the client has connections; the
     /// answers in their order, returned once all are in.
     public func finishTransactions(_ transactionIds: [String]) async -> [Result<Void, Failure>] {
-        let requests = transactionIds.map { request("POST", path: Self.finishPath, transactionId: $0, body: nil) }
+        let headers = headers(body: nil) // One token for the batch.
+        let requests = transactionIds.map { request("POST", path: Self.finishPath, transactionId: $0, body: nil, headers: headers) }
         // Only the requests that could be made are sent; the others keep their failure in `requests`.
         let sent = requests.compactMap { request -> HTTPClient.Request? in
             guard case .success(let made) = request else { return nil }
@@ -96,18 +97,14 @@ public final class AppStoreServerAPIClient: Sendable {
 
     /// One authenticated call for a transaction, to `path(transactionId)`.
     private func send(_ method: String, path: (String) -> String, transactionId: String, body: Data?) async -> Result<Void, Failure> {
-        switch request(method, path: path, transactionId: transactionId, body: body) {
+        switch request(method, path: path, transactionId: transactionId, body: body, headers: headers(body: body)) {
         case .success(let request): Self.outcome(await http.send(request))
         case .failure(let failure): .failure(failure)
         }
     }
 
-    /// The request of a call for a transaction, or why none can be made (an invalid transaction id, no token).
-    private func request(_ method: String, path: (String) -> String, transactionId: String, body: Data?) -> Result<HTTPClient.Request, Failure> {
-        guard !transactionId.isEmpty, transactionId.utf8.count <= 64,
-              transactionId.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else {
-            return .failure(.refused(status: 0, detail: "invalid transaction id"))
-        }
+    /// The headers of calls made now: the API token, and the body's type when there is one.
+    private func headers(body: Data?) -> Result<[(name: String, value: String)], Failure> {
         var headers: [(name: String, value: String)] = []
         do {
             headers.append(("Authorization", "Bearer \(try currentToken())"))
@@ -115,7 +112,17 @@ public final class AppStoreServerAPIClient: Sendable {
             return .failure(.unavailable("cannot sign the API token: \(error)"))
         }
         if body != nil { headers.append(("Content-Type", "application/json")) }
-        return .success(HTTPClient.Request(method: method, url: urlPrefix + path(transactionId), headers: headers, body: body.map(Array.init)))
+        return .success(headers)
+    }
+
+    /// The request of a call for a transaction, or why none can be made (an invalid transaction id, no token).
+    private func request(_ method: String, path: (String) -> String, transactionId: String, body: Data?,
+                         headers: Result<[(name: String, value: String)], Failure>) -> Result<HTTPClient.Request, Failure> {
+        guard !transactionId.isEmpty, transactionId.utf8.count <= 64,
+              transactionId.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else {
+            return .failure(.refused(status: 0, detail: "invalid transaction id"))
+        }
+        return headers.map { HTTPClient.Request(method: method, url: urlPrefix + path(transactionId), headers: $0, body: body.map(Array.init)) }
     }
 
     /// What an answer means: 2xx is success; what may pass (network, 401/403 — an operator must fix the key —, 429, 5xx)
