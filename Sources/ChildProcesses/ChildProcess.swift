@@ -8,15 +8,19 @@ import Synchronization
 /// Not Foundation's `Process`: on Linux its `run()` copies the whole 256-byte name of every `/proc/self/fd` entry
 /// and reads past glibc's buffer (swift-corelibs-foundation PR 5472, not in Swift 6.3.1), which crashed the test
 /// process now and then (AddressSanitizer: heap-buffer-overflow in `findMaximumOpenFromProcSelfFD`). The child gets
-/// descriptors 0–2 as given (else `/dev/null`) and no other, and an empty signal mask.
+/// descriptors 0–2 as given (else `/dev/null`) and no other, and an empty signal mask, and `IAP_PARENT_PID` set to
+/// this process's id: a worker then ends when this process does, even when it is killed (WorkerRuntime's `ParentWatch`).
 public final class ChildProcess: Sendable {
+    /// Names the process that started a child; the workers watch it (WorkerRuntime's `ParentWatch.environmentVariable`).
+    public static let parentEnvironmentVariable = "IAP_PARENT_PID"
+
     public let processIdentifier: pid_t
     /// The raw `waitpid` status once the child ended.
     private let ended = Ended()
     private let exited = DispatchSemaphore(value: 0)
 
     /// - Parameters:
-    ///   - environment: added to (and overriding) this process's environment.
+    ///   - environment: added to (and overriding) this process's environment and `IAP_PARENT_PID`.
     ///   - standardInput, standardOutput, standardError: descriptors the child gets as 0, 1 and 2; nil: `/dev/null`.
     public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:], directory: String? = nil,
                 standardInput: Int32? = nil, standardOutput: Int32? = nil, standardError: Int32? = nil) throws {
@@ -43,7 +47,8 @@ public final class ChildProcess: Sendable {
         posix_spawnattr_setsigmask(&attributes, &none)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
 
-        let variables = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }.map { "\($0.key)=\($0.value)" }
+        let variables = ProcessInfo.processInfo.environment.merging([Self.parentEnvironmentVariable: String(getpid())]) { _, new in new }
+            .merging(environment) { _, new in new }.map { "\($0.key)=\($0.value)" }
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp = variables.map { strdup($0) } + [nil]
         defer { (argv + envp).forEach { free($0) } }

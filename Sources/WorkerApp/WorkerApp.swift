@@ -291,6 +291,11 @@ public enum WorkerApp {
                     do { try PortFile.write(bound, to: path) } catch { throw SettingsError("--http-port-file (IAP_HTTP_PORT_FILE): cannot write \(path): \(error)") }
                 }
             }
+            // Started by the harness or a test: ends with it, also when it is killed.
+            if !launch.services.isEmpty,
+               let watch = ParentWatch.requested(by: ProcessInfo.processInfo.environment, clock: ContinuousClock(), logger: logger) {
+                launch.services.append(watch)
+            }
             logger.info("started", ["librdkafka": KafkaLibrary.version])
             // Nothing to run (e.g. `iap-sweeper --once`): done.
             if !launch.services.isEmpty { try await ServiceGroup(services: launch.services).run() }

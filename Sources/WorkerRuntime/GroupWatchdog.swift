@@ -109,10 +109,7 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
     public func run() async throws {
         while !state.withLock({ $0.stopping }) {
             for consumer in consumers { await look(at: consumer) }
-            let deadline = clock.now.advanced(by: configuration.interval)
-            while clock.now < deadline, !state.withLock({ $0.stopping }) {
-                try await clock.sleep(until: min(deadline, clock.now.advanced(by: .milliseconds(100))), tolerance: nil)
-            }
+            try await clock.sleep(for: configuration.interval, unless: { state.withLock { $0.stopping } })
         }
     }
 
