@@ -101,8 +101,8 @@ public struct VerifierStage: StoreBackedStage {
             return appStore.verifyTransaction(submission.signedTransaction ?? "").map { [VerifiedPurchase($0)] }
         case .appReceipt:
             guard let receipts else { return .failure(Rejection(.storeRejected, "app receipts are not configured")) }
-            return receipts.verify(base64: submission.receipt ?? "").map { receipt in
-                receipt.inAppPurchases.compactMap { VerifiedPurchase($0, in: receipt) }
+            return receipts.verify(base64: submission.receipt ?? "").flatMap(\.verifiedPurchases).flatMap { purchases in
+                purchases.isEmpty ? .failure(Rejection(.noPurchases, "the receipt is genuine but lists no in-app purchase")) : .success(purchases)
             }
         case .appcoinsPurchase:
             guard let appCoins, let purchase = submission.appcoins else { return .failure(Rejection(.storeRejected, "AppCoins is not configured")) }

@@ -24,6 +24,8 @@ public struct RejectionReason: RawRepresentable, Hashable, Sendable, CustomStrin
     // App receipts (StoreKit 1)
     public static let malformedReceipt = Self(rawValue: "malformedReceipt")
     public static let receiptSignatureInvalid = Self(rawValue: "receiptSignatureInvalid")
+    /// A genuine receipt that lists no in-app purchase: nothing to grant, answered so that the submitter hears so.
+    public static let noPurchases = Self(rawValue: "noPurchases")
     // Store API checks (AppCoins)
     public static let storeRejected = Self(rawValue: "storeRejected")
     public static let storeUnavailable = Self(rawValue: "storeUnavailable")

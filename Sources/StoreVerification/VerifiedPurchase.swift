@@ -81,6 +81,24 @@ public struct VerifiedPurchase: Sendable, Hashable, Codable {
     }
 }
 
+extension AppReceipt {
+    /// The receipt's in-app purchases, or why they cannot be read: an entry without a transaction or product id (Apple
+    /// documents both for every entry) is not skipped, since whoever submitted the receipt would then hear nothing
+    /// about that purchase. Empty for a receipt that lists none (consumables leave it once finished).
+    public var verifiedPurchases: Result<[VerifiedPurchase], Rejection> {
+        var purchases: [VerifiedPurchase] = []
+        purchases.reserveCapacity(inAppPurchases.count)
+        for (index, entry) in inAppPurchases.enumerated() {
+            guard let purchase = VerifiedPurchase(entry, in: self) else {
+                return .failure(Rejection(.malformedReceipt, "in-app purchase \(index + 1) of \(inAppPurchases.count) has no "
+                                          + (entry.transactionId == nil ? "transaction id" : "product id")))
+            }
+            purchases.append(purchase)
+        }
+        return .success(purchases)
+    }
+}
+
 extension VerifiedPurchase {
     /// The purchase as its `Codable` conformance encodes it with ISO 8601 dates (`JSONEncoder.DateEncodingStrategy
     /// .iso8601`; absent fields left out), built directly: `iapctl verify --lines` writes one per line, and a

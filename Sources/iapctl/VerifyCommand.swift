@@ -132,10 +132,11 @@ enum VerifyCommand {
                                                                     allowsUnsignedTestData: allowUnsigned))
             return { bytes in
                 text(bytes) { payload in
-                    verdict(verifier.verify(base64: payload).map { receipt in
-                        let purchases = receipt.inAppPurchases.compactMap { VerifiedPurchase($0, in: receipt) }
-                        return ReceiptVerdict(receiptType: receipt.receiptType, bundleId: receipt.bundleId, appVersion: receipt.appVersion,
-                                              creationDate: receipt.creationDate, purchases: purchases)
+                    verdict(verifier.verify(base64: payload).flatMap { receipt in
+                        receipt.verifiedPurchases.map { purchases in
+                            ReceiptVerdict(receiptType: receipt.receiptType, bundleId: receipt.bundleId, appVersion: receipt.appVersion,
+                                           creationDate: receipt.creationDate, purchases: purchases)
+                        }
                     })
                 }
             }
