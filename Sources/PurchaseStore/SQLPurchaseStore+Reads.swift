@@ -50,6 +50,16 @@ extension SQLPurchaseStore {
         }
     }
 
+    /// The purchases under `originalTransactionId` (the original, its renewals and restores) that `userId` holds, oldest
+    /// first: what moves when another user restores it under the `transfer` policy.
+    public func purchases(store: Store, originalTransactionId: String, ownedBy userId: String) async throws -> [PurchaseKey] {
+        try await executor.run { connection in
+            try connection.query("SELECT transaction_id FROM purchases WHERE store = $1 AND \(Self.ofOriginalCondition) AND user_id = $3 ORDER BY purchase_time",
+                                 [.text(store.rawValue), .text(originalTransactionId), .text(userId)])
+                .compactMap { row in row[0].string.map { PurchaseKey(store: store, transactionId: $0) } }
+        }
+    }
+
     /// The purchases whose original transaction id is $2 (with `store = $1`): the one of that id by its key, the others
     /// (renewals) from `purchases_by_original`, which holds only purchases that are not their own original (migration 9).
     static let ofOriginalCondition = "(transaction_id = $2 OR (original_transaction_id = $2 AND original_transaction_id <> transaction_id))"

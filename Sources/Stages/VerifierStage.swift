@@ -150,6 +150,14 @@ public struct VerifierStage: StoreBackedStage {
                                         originalTransactionId: purchase.originalTransactionId,
                                         packageName: submission.appcoins?.packageName, purchaseToken: submission.appcoins?.purchaseToken,
                                         storeConsumed: purchase.consumed == true)
+            // A restore (StoreKit 1, receipts) has a transaction id of its own beside the original's. Under an original
+            // another user holds, the restore policy judges it as it judges a replay of the original itself.
+            if let original = purchase.originalTransactionId, original != purchase.transactionId,
+               let owner = try await store.owner(store: purchase.store, originalTransactionId: original), owner != submission.userId {
+                let restored = try await restoreOriginal(original, of: record, from: owner, submission: submission)
+                events += try context.outputs(restored.answers)
+                if restored.refused { continue }
+            }
             switch try await store.recordVerified(record, at: context.now()) {
             case .existing(_, let owner) where owner != submission.userId:
                 if let answer = try await restore(record, submission: submission) {
@@ -190,6 +198,24 @@ public struct VerifierStage: StoreBackedStage {
             return rejection(submission, Rejection(.storeRejected, "transaction belongs to another user"),
                              reason: "transactionOfAnotherUser", transactionId: record.key.transactionId, productId: record.productId)
         }
+    }
+
+    /// A new transaction under an original that `owner` holds, submitted by another user. `keep`: refused, nothing
+    /// recorded. `transfer`: what the owner holds under that original moves first (answered with `item.granted` naming
+    /// `transferredFrom`, as for a replay of the original), then the new transaction is recorded for the submitter.
+    private func restoreOriginal(_ original: String, of record: PurchaseRecord, from owner: String,
+                                 submission: PurchaseSubmitted) async throws -> (answers: [any PipelineEvent], refused: Bool) {
+        guard restorePolicy == .transfer else {
+            return ([rejection(submission, Rejection(.storeRejected, "a restore of original transaction \(original), owned by user \(owner) (restore policy keep)"),
+                               reason: "ownedByAnotherUser", transactionId: record.key.transactionId, productId: record.productId)], true)
+        }
+        var answers: [any PipelineEvent] = []
+        for key in try await store.purchases(store: record.key.store, originalTransactionId: original, ownedBy: owner) {
+            // What is no longer in force (refunded, expired) is refused by the lifecycle and stays: not an answer to give.
+            guard let held = try await store.purchase(key), let moved = try await restore(held, submission: submission) as? ItemGranted else { continue }
+            answers.append(moved)
+        }
+        return (answers, false)
     }
 
     /// The message of `event` if it matches its schema; else of the event without the informational fields a store may

@@ -61,4 +61,43 @@ import WorkerRuntime
         // The control: the complete entry alone is verified.
         #expect(try await answers(try receiptSubmission([complete])) == [codec.topic(.purchaseVerified)])
     }
+
+    func transactionSubmission(_ id: String, original: String, user: String) throws -> PurchaseSubmitted {
+        let payload = AppStorePayloads.transaction(transactionId: id, originalTransactionId: original, productId: "adfree", bundleId: PipelineTests.bundle,
+                                                   type: .nonConsumable)
+        return PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: try JWSSigner(pki: Self.pki).sign(payload), userId: user,
+                                 submittedAt: Date(), source: .client)
+    }
+
+    /// Alice's ad-free purchase, verified and granted (as the granter would).
+    func alicesPurchase() async throws {
+        #expect(try await answers(try transactionSubmission("100", original: "100", user: "alice")) == [codec.topic(.purchaseVerified)])
+        _ = try await store.grant(PurchaseKey(store: .appstore, transactionId: "100"), items: [.entitlement("adfree")], at: Date())
+    }
+
+    /// A restore is a new transaction naming the original: under `keep` it is refused like a replay of the original.
+    @Test func aRestoreUnderANewTransactionIdIsJudgedByTheRestorePolicyKeep() async throws {
+        let verifier = try await VerifierAnswerTests(restorePolicy: .keep)
+        try await verifier.alicesPurchase()
+        #expect(try await verifier.answers(try verifier.transactionSubmission("100", original: "100", user: "bob")) == ["rejected:ownedByAnotherUser"])
+        #expect(try await verifier.answers(try verifier.transactionSubmission("200", original: "100", user: "bob")) == ["rejected:ownedByAnotherUser"])
+        #expect(try await verifier.store.purchase(PurchaseKey(store: .appstore, transactionId: "200")) == nil, "nothing recorded for bob")
+        #expect(try await verifier.store.entitlements(of: "bob").isEmpty)
+        #expect(try await verifier.store.entitlements(of: "alice").keys.sorted() == ["adfree"])
+    }
+
+    /// Under `transfer` the entitlement moves, one owner at a time, and the restore is recorded for the new owner.
+    @Test func aRestoreUnderANewTransactionIdMovesTheEntitlementUnderTransfer() async throws {
+        try await alicesPurchase()
+        let restored = try await answers(try transactionSubmission("200", original: "100", user: "bob"))
+        #expect(restored == [codec.topic(.itemGranted), codec.topic(.purchaseVerified)], "the move, then the restore's own verdict")
+        #expect(try await store.purchase(PurchaseKey(store: .appstore, transactionId: "100"))?.userId == "bob")
+        #expect(try await store.purchase(PurchaseKey(store: .appstore, transactionId: "200"))?.userId == "bob")
+        #expect(try await store.entitlements(of: "alice").isEmpty, "one owner at a time")
+        #expect(try await store.entitlements(of: "bob").keys.sorted() == ["adfree"])
+        // Alice restoring it back on her own device moves it back.
+        let back = try await answers(try transactionSubmission("300", original: "100", user: "alice"))
+        #expect(back == [codec.topic(.itemGranted), codec.topic(.purchaseVerified)])
+        #expect(try await store.entitlements(of: "bob").isEmpty)
+    }
 }
