@@ -13,6 +13,17 @@ extension SQLPurchaseStore {
         }
     }
 
+    /// When the app reported `key` consumed (`recordConsumed`): nil when it did not, or the purchase is not recorded. In a
+    /// batch it keeps what the batch read ahead: it reads no column the batch's decisions change.
+    public func appReportedConsumption(_ key: PurchaseKey) async throws -> Date? {
+        let executor = executor
+        return try await executor.run(usingReadAhead: true) { connection in
+            try executor.flushDeferred(of: key, connection)
+            return try connection.query("SELECT consumed_at FROM purchases WHERE store = $1 AND transaction_id = $2",
+                                        [.text(key.store.rawValue), .text(key.transactionId)]).first?[0].int64.map(PurchaseTime.date)
+        }
+    }
+
     /// What a consumption answer says about `key`: nil when the store has no record of it.
     public func consumptionFacts(_ key: PurchaseKey) async throws -> ConsumptionFacts? {
         try await executor.run { connection in

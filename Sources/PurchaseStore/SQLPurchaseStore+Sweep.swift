@@ -6,8 +6,10 @@ import PurchaseDomain
 /// their `refund.due` events.
 extension SQLPurchaseStore {
     /// Flags purchases of `store` paid but not finished, purchased before `now - deadline`, as `refund_due`, when
-    /// the lifecycle says so (consumables only); returns those this call flagged. Several sweepers at once flag
-    /// each purchase exactly once: the state change is conditional, and PostgreSQL skips rows another sweeper holds.
+    /// the lifecycle says so (consumables only) and they are not known consumed (the app reported it, maybe before the
+    /// grant, or the store did at verification: their grant finishes them); returns those this call flagged. Several
+    /// sweepers at once flag each purchase exactly once: the state change is conditional, and PostgreSQL skips rows
+    /// another sweeper holds.
     public func sweepDue(store: Store, deadline: TimeInterval, now: Date, limit: Int = 500,
                          excluding excluded: Set<PurchaseKey> = []) async throws -> [DuePurchase] {
         let dialect = dialect
@@ -24,7 +26,7 @@ extension SQLPurchaseStore {
                     guard transition.effects.contains(.flagRefundDue) else { continue }
                     try connection.query("""
                         UPDATE purchases SET state = $4, refund_due_at = $3
-                        WHERE store = $1 AND transaction_id = $2 AND state IN ('verified', 'granted')
+                        WHERE store = $1 AND transaction_id = $2 AND state IN ('verified', 'granted') AND \(Self.notKnownConsumed)
                         """, [.text(store.rawValue), .text(record.key.transactionId), .integer(PurchaseTime.milliseconds(now)), .text(transition.to.rawValue)])
                     guard connection.changes == 1 else { continue }
                     let previous = record.state
@@ -57,19 +59,22 @@ extension SQLPurchaseStore {
     // own word for word, both PostgreSQL's (`is_open`, `refund_unsent`) and SQLite's (on `state`), as SQLite needs to use
     // it ($1 store, $2 the cutoff in epoch milliseconds, then the limit).
 
-    /// Open purchases of a type flagged when unconsumed, purchased before the cutoff (`purchases_open_by_time`).
+    /// Neither the app nor the store reported the purchase consumed.
+    static let notKnownConsumed = "consumed_at IS NULL AND store_consumed = 0"
+
+    /// Open purchases of a type flagged when unconsumed, not known consumed, purchased before the cutoff (`purchases_open_by_time`).
     static let openPurchasesDueQuery = """
         SELECT \(recordColumns) FROM purchases
         WHERE store = $1 AND is_open AND state IN ('verified', 'granted') AND product_type IN (\(ProductType.allCases.filter(\.isFlaggedWhenUnconsumed)
-            .map { "'\($0.rawValue)'" }.joined(separator: ", "))) AND purchase_time < $2
+            .map { "'\($0.rawValue)'" }.joined(separator: ", "))) AND purchase_time < $2 AND \(notKnownConsumed)
         ORDER BY purchase_time LIMIT $3
         """
 
-    /// Granted consumables with a store token, purchased before the cutoff (`purchases_open_by_time`).
+    /// Granted consumables with a store token, not known consumed, purchased before the cutoff (`purchases_open_by_time`).
     static let grantedWithTokenDueQuery = """
         SELECT \(recordColumns) FROM purchases
         WHERE store = $1 AND is_open AND state IN ('verified', 'granted') AND state = 'granted' AND product_type = 'consumable' AND purchase_time < $2
-            AND purchase_token IS NOT NULL
+            AND purchase_token IS NOT NULL AND \(notKnownConsumed)
         ORDER BY purchase_time LIMIT $3
         """
 

@@ -19,9 +19,11 @@ public struct FinisherStage: StoreBackedStage {
     let context: StageContext
     let store: SQLPurchaseStore
     let appStoreAPI: AppStoreServerAPIClient?
-    /// How long after `consumedAt` a consumption report waits for its purchase's grant (retried with backoff on
-    /// its partition) before it is dead-lettered as `notGranted`. The report can overtake the grant: the app
-    /// and the pipeline run concurrently, and a producer may send it right after the submission.
+    /// How long after `consumedAt` a consumption report of a purchase not recorded yet waits for its verification
+    /// (retried with backoff on its partition) before it is dead-lettered as `notGranted`: there is nothing to record it
+    /// with until then. The report can overtake the verification and the grant: the app and the pipeline run
+    /// concurrently, and a producer may send it right after the submission. Once the purchase is recorded the report is
+    /// recorded with it, and the grant finishes the purchase however late it comes.
     let grantWait: TimeInterval
     /// What the app gives before purchase (a trial, a sample): `sampleContentProvided` in consumption answers.
     let sampleContentProvided: Bool
@@ -96,10 +98,11 @@ public struct FinisherStage: StoreBackedStage {
             switch context.codec.decode(message, as: PurchaseConsumed.self) {
             case .failure(let invalid): return context.deadLetter(invalid)
             case .success(let consumed):
-                // Kept apart from finishing: with the App Store API a purchase is finished at its grant, before it is used.
+                // Kept apart from finishing: with the App Store API a purchase is finished at its grant, before it is used. Recorded
+                // before finishing is tried, so that a grant committed meanwhile finds it (see `finish`).
                 try await store.recordConsumed(PurchaseKey(store: consumed.store, transactionId: consumed.transactionId), at: consumed.consumedAt)
                 return try await finish(store: consumed.store, transactionId: consumed.transactionId, userId: consumed.userId, method: .consumedByApp,
-                                        waitForGrantUntil: consumed.consumedAt.addingTimeInterval(grantWait))
+                                        reportedConsumedAt: consumed.consumedAt)
             }
         case .userConsent?:
             switch context.codec.decode(message, as: UserConsent.self) {
@@ -126,8 +129,12 @@ public struct FinisherStage: StoreBackedStage {
                 if record.productType.isEntitlement {
                     return try await finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: .entitlementGranted)
                 }
-                guard granted.store == .appcoins, record.storeConsumed else { return .publish([]) }
-                return try await finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: .storeReportedConsumed)
+                if granted.store == .appcoins, record.storeConsumed {
+                    return try await finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: .storeReportedConsumed)
+                }
+                // The app's report may have come first (recorded then, whatever the lag): this grant is what it waited for.
+                guard try await store.appReportedConsumption(key) != nil else { return .publish([]) }
+                return try await finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: .consumedByApp)
             }
             guard let record = try await store.purchase(key) else { throw TransientError("purchase \(key) not in the store yet") }
             switch record.state {
@@ -157,17 +164,24 @@ public struct FinisherStage: StoreBackedStage {
         }
     }
 
+    /// - Parameter reportedConsumedAt: for the app's consumption report (recorded already), when it says the purchase was consumed.
     private func finish(store storeName: Store, transactionId: String, userId: String, method: TransactionFinished.Method,
-                        waitForGrantUntil: Date? = nil) async throws -> StageResult {
+                        reportedConsumedAt: Date? = nil) async throws -> StageResult {
         let key = PurchaseKey(store: storeName, transactionId: transactionId)
         switch try await store.finish(key, at: context.now()) {
         case .finished, .alreadyFinished:
             // Emitted again for a repeat: same ce_id, so consumers recognise it.
             return try context.messages([TransactionFinished(store: storeName, transactionId: transactionId, userId: userId,
                                                              method: method, finishedAt: context.now())])
-        case .notGranted(let state) where (state == nil || state == .verified) && context.now() < (waitForGrantUntil ?? .distantPast):
-            // Not recorded or not granted yet: the grant is probably on its way.
-            throw TransientError("purchase \(key) is \(state?.rawValue ?? "not recorded") yet; waiting for its grant")
+        case .notGranted(.verified?) where reportedConsumedAt != nil:
+            // The report overtook the grant. Not bad input, and nothing to wait for: it is recorded with the purchase, so the
+            // grant's `item.granted` finishes it however late that comes, and the sweeper does not flag it meanwhile. (A grant
+            // committed since the report was recorded is seen by that event, or was seen by `store.finish` just now.)
+            context.logger.info("consumption reported before the grant; finished at the grant", ["transactionId": transactionId])
+            return .publish([])
+        case .notGranted(nil) where context.now() < (reportedConsumedAt?.addingTimeInterval(grantWait) ?? .distantPast):
+            // Not recorded: nothing to record the report with yet. The verification is probably on its way.
+            throw TransientError("purchase \(key) is not recorded yet; waiting for its verification")
         case .notGranted(let state):
             return .deadLetter(reason: "notGranted", detail: "purchase \(key) is \(state?.rawValue ?? "unknown"); it is finished only once granted")
         }

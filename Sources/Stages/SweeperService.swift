@@ -7,8 +7,8 @@ import StoreVerification
 import Synchronization
 import WorkerRuntime
 
-/// `iap-sweeper`: finds consumables paid but not finished whose purchase time is older than the consume
-/// deadline, marks them `refund_due` — exactly once, however many sweepers run — and emits `refund.due`.
+/// `iap-sweeper`: finds consumables paid but neither finished nor known consumed whose purchase time is older than
+/// the consume deadline, marks them `refund_due` — exactly once, however many sweepers run — and emits `refund.due`.
 /// Non-consumables and subscriptions are never flagged (the lifecycle decides).
 /// The event goes through an outbox: sent after the flag, re-sent (same `ce_id`) until recorded as sent,
 /// so a crash between the two loses nothing. Runs on a schedule, or once (a Kubernetes CronJob).

@@ -349,41 +349,6 @@ extension PipelineTests {
 }
 
 extension StageRetryClassificationTests {
-    /// A consumption report can overtake the grant; it waits (retried on its partition) for `grantWait`, then
-    /// is dead-lettered. A purchase that will never be granted is dead-lettered at once. Granted ones finish.
-    @Test func aConsumptionReportWaitsForTheGrantThenFinishesOrIsDeadLettered() async throws {
-        let codec = EventCodec(schemas: PipelineTests.schemas, source: "/test")
-        let store = try SQLPurchaseStore(url: "sqlite:" + FileManager.default.temporaryDirectory.appendingPathComponent("w-\(UUID().uuidString).sqlite").path)
-        _ = try await store.migrate()
-        let now = Date()
-        let stage = FinisherStage(context: StageContext(codec: codec, logger: Logger(stage: "t", minimum: .error), now: { now }), store: store,
-                                  appStoreAPI: nil, grantWait: 600)
-        func consumed(_ id: String, at time: Date) throws -> KafkaMessage {
-            let message = try codec.message(PurchaseConsumed(store: .appstore, transactionId: id, userId: "u", consumedAt: time), time: time)
-            return KafkaMessage(topic: message.topic, partition: 0, offset: 0, key: message.key, value: message.value, headers: message.headers)
-        }
-        func outcome(_ message: KafkaMessage) async -> String {
-            do {
-                switch try await stage.handle(message) {
-                case .publish(let events): return "published \(events.count)"
-                case .deadLetter(let reason, _): return "deadLetter \(reason)"
-                case .recheck(let events, _): return "recheck after publishing \(events.count)"
-                }
-            } catch { return stage.isTransient(error) ? "retry" : "error" }
-        }
-        #expect(await outcome(try consumed("1", at: now)) == "retry", "not recorded yet")
-        let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: "1"), userId: "u", productId: "coins.100", quantity: 1, purchaseTime: now)
-        _ = try await store.recordVerified(record, at: now)
-        #expect(await outcome(try consumed("1", at: now)) == "retry", "verified, grant pending")
-        #expect(await outcome(try consumed("1", at: now.addingTimeInterval(-601))) == "deadLetter notGranted", "waited long enough")
-        _ = try await store.grant(record.key, items: [GrantItem(kind: .currency, code: "coins", amount: 100)], at: now)
-        #expect(await outcome(try consumed("1", at: now)) == "published 1", "granted: finished")
-        var rejected = record
-        rejected.key = PurchaseKey(store: .appstore, transactionId: "2")
-        _ = try await store.recordRejected(rejected, reason: "untrustedChain", at: now)
-        #expect(await outcome(try consumed("2", at: now)) == "deadLetter notGranted", "never to be granted")
-    }
-
     /// `item.granted` carries the user's balance once the grant applied, also when it answers a repeat, so a
     /// backend mirroring events need not ask.
     @Test func itemGrantedCarriesTheUsersResultingBalance() async throws {

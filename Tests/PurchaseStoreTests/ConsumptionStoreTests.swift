@@ -43,6 +43,30 @@ import TestSupport
         #expect(try await store.claimConsumptionRequest(key, notificationUUID: "n-2", at: Self.t0, staleAfter: 300) == .claimed, "another request of the same purchase")
     }
 
+    /// A consumable known consumed — the app reported it (before its grant, or after it while the finisher had not finished
+    /// it yet), or the store did at verification — is never flagged at its deadline; the others are, once.
+    @Test(arguments: StoreEngine.available) func theSweepNeverFlagsAPurchaseKnownConsumed(_ engine: StoreEngine) async throws {
+        let store = try await store(engine)
+        func purchase(_ id: String, granted: Bool, appReported: Bool = false, storeReported: Bool = false) async throws {
+            let record = PurchaseRecord(key: PurchaseKey(store: .appcoins, transactionId: id), userId: "u", productId: "coins.100", productType: .consumable,
+                                        quantity: 1, purchaseTime: Self.t0, packageName: "com.example.coins", purchaseToken: "token-\(id)",
+                                        storeConsumed: storeReported)
+            #expect(try await store.recordVerified(record, at: Self.t0) == .recorded)
+            if appReported { try await store.recordConsumed(record.key, at: Self.t0) }
+            if granted { _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: Self.t0) }
+        }
+        try await purchase("reported-before-grant", granted: false, appReported: true)
+        try await purchase("reported-after-grant", granted: true, appReported: true)
+        try await purchase("store-reported", granted: false, storeReported: true)
+        try await purchase("unconsumed-verified", granted: false)
+        try await purchase("unconsumed-granted", granted: true)
+        let later = Self.t0.addingTimeInterval(48 * 3600)
+        #expect(Set(try await store.sweepDue(store: .appcoins, deadline: 86_400, now: later, limit: 2).map(\.record.key.transactionId))
+                == ["unconsumed-verified", "unconsumed-granted"], "a page of two: the consumed ones do not take its places")
+        #expect(try await store.sweepDue(store: .appcoins, deadline: 86_400, now: later).isEmpty, "once")
+        #expect(try await store.dueGrantedWithToken(store: .appcoins, deadline: 86_400, now: later).isEmpty, "nothing to ask the store about")
+    }
+
     @Test(arguments: StoreEngine.available) func consumptionFactsTellDeliveryFromConsumption(_ engine: StoreEngine) async throws {
         let store = try await store(engine)
         let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: "f-1"), userId: "u", productId: "coins.100", productType: .consumable,

@@ -1,0 +1,113 @@
+import Foundation
+import Kafka
+import PurchaseDomain
+import PurchaseEvents
+import PurchaseStore
+import Stages
+import Testing
+import TestSupport
+import WorkerRuntime
+
+/// Consumption reports that overtake the grant (the app and the pipeline run concurrently), stage by stage on both
+/// engines, without a broker: the finisher records what a report says, finishes the purchase once it is granted,
+/// and the sweeper never flags it.
+@Suite struct EarlyConsumptionTests {
+    /// A finisher without App Store API credentials (AppCoins, or App Store finishing on consumption) at a fixed time.
+    struct Finisher {
+        let store: SQLPurchaseStore
+        let codec = EventCodec(schemas: PipelineTests.schemas, source: "/test")
+        let now = Date()
+        let stage: FinisherStage
+
+        init(_ engine: StoreEngine) async throws {
+            store = try SQLPurchaseStore(url: try await engine.freshURL())
+            _ = try await store.migrate()
+            let now = self.now
+            stage = FinisherStage(context: StageContext(codec: codec, logger: Logger(stage: "t", minimum: .error), now: { now }), store: store,
+                                  appStoreAPI: nil, grantWait: 600)
+        }
+
+        /// A consumable of `store` bought two hours ago, verified.
+        func verified(_ store: Store, _ id: String) async throws -> PurchaseRecord {
+            let record = PurchaseRecord(key: PurchaseKey(store: store, transactionId: id), userId: "u", productId: "coins.100", productType: .consumable,
+                                        quantity: 1, purchaseTime: now.addingTimeInterval(-7200), packageName: store == .appcoins ? "com.example.coins" : nil,
+                                        purchaseToken: store == .appcoins ? "token-\(id)" : nil)
+            #expect(try await self.store.recordVerified(record, at: record.purchaseTime) == .recorded)
+            return record
+        }
+
+        /// The app's report that `key` was consumed at `consumedAt`: what the finisher made of it.
+        func consumed(_ key: PurchaseKey, at consumedAt: Date) async -> String {
+            await outcome(PurchaseConsumed(store: key.store, transactionId: key.transactionId, userId: "u", consumedAt: consumedAt))
+        }
+
+        /// Grants `record` as the granter does, then hands its `item.granted` to the finisher: what it made of it.
+        func granted(_ record: PurchaseRecord) async throws -> String {
+            _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: now)
+            return await outcome(ItemGranted(store: record.key.store, transactionId: record.key.transactionId, userId: "u", productId: record.productId,
+                                             productType: "consumable", quantity: 1, items: [GrantedItem(kind: .currency, code: "coins", amount: 100)],
+                                             alreadyGranted: false, grantedAt: now))
+        }
+
+        /// `finished <method>` for each `transaction.finished` published, `published 0`, `deadLetter <reason>`, or `retry`.
+        func outcome(_ event: some PipelineEvent) async -> String {
+            do {
+                let message = try codec.message(event, time: now)
+                switch try await stage.handle(KafkaMessage(topic: message.topic, partition: 0, offset: 0, key: message.key, value: message.value,
+                                                           headers: message.headers)) {
+                case .publish(let outputs) where outputs.isEmpty: return "published 0"
+                case .publish(let outputs):
+                    return outputs.map { output in
+                        guard let value = output.value, case .success(let finished) = codec.decodeBody(value, as: TransactionFinished.self) else {
+                            return "published other"
+                        }
+                        return "finished \(finished.method.rawValue)"
+                    }.joined(separator: ", ")
+                case .deadLetter(let reason, _): return "deadLetter \(reason)"
+                case .recheck: return "recheck"
+                }
+            } catch {
+                return stage.isTransient(error) ? "retry" : "error \(error)"
+            }
+        }
+    }
+
+    /// Reported consumed while only verified, longer ago than the finisher waits for a grant: the report is recorded,
+    /// not dead-lettered, and the purchase is finished when its grant comes — not flagged at its deadline.
+    @Test(arguments: StoreEngine.available)
+    func aConsumptionReportedBeforeTheGrantFinishesThePurchaseAtItsGrant(_ engine: StoreEngine) async throws {
+        let finisher = try await Finisher(engine)
+        for store in [Store.appcoins, .appstore] {
+            let record = try await finisher.verified(store, "early-\(store.rawValue)")
+            let report = await finisher.consumed(record.key, at: finisher.now.addingTimeInterval(-3600))
+            #expect(report == "published 0", "\(store): recorded for the grant, neither dead-lettered nor held on its partition")
+            #expect(try await finisher.store.purchase(record.key)?.state == .verified, "\(store): never finished before its grant")
+            let grant = try await finisher.granted(record)
+            #expect(grant == "finished consumedByApp", "\(store): the grant finishes what the app consumed")
+            #expect(try await finisher.store.purchase(record.key)?.state == .finished)
+            #expect(await finisher.outcome(ItemGranted(store: store, transactionId: record.key.transactionId, userId: "u", productId: "coins.100",
+                                                       quantity: 1, items: [], alreadyGranted: true, grantedAt: finisher.now)) == "finished consumedByApp",
+                    "\(store): a repeat of the grant answers the same event again")
+        }
+        #expect(try await finisher.store.sweepDue(store: .appcoins, deadline: 86_400, now: finisher.now.addingTimeInterval(48 * 3600)).isEmpty)
+        #expect(try await finisher.store.sweepDue(store: .appstore, deadline: 86_400, now: finisher.now.addingTimeInterval(48 * 3600)).isEmpty)
+    }
+
+    /// A report about a purchase not recorded yet has nothing to be recorded with: it waits (retried on its partition) for
+    /// `grantWait` for the purchase to be verified, then is dead-lettered. A purchase that will never be granted is
+    /// dead-lettered at once; a granted one finishes.
+    @Test(arguments: StoreEngine.available)
+    func aReportOfAPurchaseNotRecordedWaitsForItThenIsDeadLettered(_ engine: StoreEngine) async throws {
+        let finisher = try await Finisher(engine)
+        let key = PurchaseKey(store: .appstore, transactionId: "1")
+        #expect(await finisher.consumed(key, at: finisher.now) == "retry", "not recorded yet")
+        #expect(await finisher.consumed(key, at: finisher.now.addingTimeInterval(-601)) == "deadLetter notGranted", "waited long enough")
+        let record = try await finisher.verified(.appstore, "1")
+        _ = try await finisher.store.grant(record.key, items: [.currency("coins", 100)], at: finisher.now)
+        #expect(await finisher.consumed(key, at: finisher.now.addingTimeInterval(-601)) == "finished consumedByApp", "granted: finished")
+        var rejected = record
+        rejected.key = PurchaseKey(store: .appstore, transactionId: "2")
+        _ = try await finisher.store.recordRejected(rejected, reason: "untrustedChain", at: finisher.now)
+        #expect(await finisher.consumed(rejected.key, at: finisher.now) == "deadLetter notGranted", "never to be granted")
+    }
+}
