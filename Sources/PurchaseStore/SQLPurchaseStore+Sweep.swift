@@ -10,39 +10,69 @@ extension SQLPurchaseStore {
     /// grant, or the store did at verification: their grant finishes them); returns those this call flagged. Several
     /// sweepers at once flag each purchase exactly once: the state change is conditional, and PostgreSQL skips rows
     /// another sweeper holds.
-    public func sweepDue(store: Store, deadline: TimeInterval, now: Date, limit: Int = 500,
-                         excluding excluded: Set<PurchaseKey> = []) async throws -> [DuePurchase] {
+    /// - Parameter leavingRecheckable: leaves the purchases `dueGrantedWithToken` finds to the sweeper's re-check with the
+    ///   store, which flags those the store answered not consumed (`flagDue`).
+    public func sweepDue(store: Store, deadline: TimeInterval, now: Date, limit: Int = 500, leavingRecheckable: Bool = false) async throws -> [DuePurchase] {
         let dialect = dialect
-        let cutoff = now.addingTimeInterval(-deadline)
+        let cutoff = PurchaseTime.milliseconds(now.addingTimeInterval(-deadline))
         return try await executor.run { connection in
             try Self.transaction(connection, dialect) {
-                let skipLocked = dialect == .postgres ? " FOR UPDATE SKIP LOCKED" : ""
-                let rows = try connection.query(Self.openPurchasesDueQuery + skipLocked,
-                                                [.text(store.rawValue), .integer(PurchaseTime.milliseconds(cutoff)), .integer(Int64(limit))])
-                var due: [DuePurchase] = []
-                for row in rows {
-                    guard var record = Self.record(row), !excluded.contains(record.key) else { continue }
-                    let transition = Lifecycle.transition(from: record.state, on: .deadlinePassed, type: record.productType)
-                    guard transition.effects.contains(.flagRefundDue) else { continue }
-                    try connection.query("""
-                        UPDATE purchases SET state = $4, refund_due_at = $3
-                        WHERE store = $1 AND transaction_id = $2 AND state IN ('verified', 'granted') AND \(Self.notKnownConsumed)
-                        """, [.text(store.rawValue), .text(record.key.transactionId), .integer(PurchaseTime.milliseconds(now)), .text(transition.to.rawValue)])
-                    guard connection.changes == 1 else { continue }
-                    let previous = record.state
-                    record.state = transition.to
-                    due.append(DuePurchase(record: record, previousState: previous, deadline: record.purchaseTime.addingTimeInterval(deadline)))
-                }
-                return due
+                let query = leavingRecheckable ? Self.openPurchasesDueLeavingRecheckableQuery : Self.openPurchasesDueQuery
+                let rows = try connection.query(query + (dialect == .postgres ? " FOR UPDATE SKIP LOCKED" : ""),
+                                                [.text(store.rawValue), .integer(cutoff), .integer(Int64(limit))])
+                return try Self.flag(rows, connection, now: now, deadline: deadline)
             }
         }
     }
 
-    /// Granted consumables of `store` past `now - deadline` that carry a token to ask the store about again.
-    public func dueGrantedWithToken(store: Store, deadline: TimeInterval, now: Date, limit: Int = 500) async throws -> [PurchaseRecord] {
+    /// Flags those of `keys` that are still due as `sweepDue` would (exactly once, however many sweepers run): for
+    /// purchases the store was asked about again and answered not consumed. Returns those this call flagged.
+    public func flagDue(_ keys: [PurchaseKey], deadline: TimeInterval, now: Date) async throws -> [DuePurchase] {
+        guard !keys.isEmpty else { return [] }
+        let dialect = dialect
         let cutoff = PurchaseTime.milliseconds(now.addingTimeInterval(-deadline))
         return try await executor.run { connection in
-            try connection.query(Self.grantedWithTokenDueQuery, [.text(store.rawValue), .integer(cutoff), .integer(Int64(limit))]).compactMap(Self.record)
+            try Self.transaction(connection, dialect) {
+                var rows: [[SQLValue]] = []
+                for key in keys {
+                    rows += try connection.query(Self.dueByKeyQuery + (dialect == .postgres ? " FOR UPDATE SKIP LOCKED" : ""),
+                                                 [.text(key.store.rawValue), .integer(cutoff), .text(key.transactionId)])
+                }
+                return try Self.flag(rows, connection, now: now, deadline: deadline)
+            }
+        }
+    }
+
+    /// Flags the purchases of `rows` (`recordColumns`, read as due in this transaction) the lifecycle flags; those this flagged.
+    private static func flag(_ rows: [[SQLValue]], _ connection: any SQLConnection, now: Date, deadline: TimeInterval) throws -> [DuePurchase] {
+        var due: [DuePurchase] = []
+        for row in rows {
+            guard var record = Self.record(row) else { continue }
+            let transition = Lifecycle.transition(from: record.state, on: .deadlinePassed, type: record.productType)
+            guard transition.effects.contains(.flagRefundDue) else { continue }
+            try connection.query("""
+                UPDATE purchases SET state = $4, refund_due_at = $3
+                WHERE store = $1 AND transaction_id = $2 AND state IN ('verified', 'granted') AND \(Self.notKnownConsumed)
+                """, [.text(record.key.store.rawValue), .text(record.key.transactionId), .integer(PurchaseTime.milliseconds(now)),
+                      .text(transition.to.rawValue)])
+            guard connection.changes == 1 else { continue }
+            let previous = record.state
+            record.state = transition.to
+            due.append(DuePurchase(record: record, previousState: previous, deadline: record.purchaseTime.addingTimeInterval(deadline)))
+        }
+        return due
+    }
+
+    /// Granted consumables of `store` past `now - deadline`, not known consumed, that carry a token to ask the store about
+    /// again, by purchase time (then transaction id): the page of `limit` after `last`, the last purchase of the page before.
+    public func dueGrantedWithToken(store: Store, deadline: TimeInterval, now: Date, after last: PurchaseRecord? = nil,
+                                    limit: Int = 500) async throws -> [PurchaseRecord] {
+        let cutoff = PurchaseTime.milliseconds(now.addingTimeInterval(-deadline))
+        let position: [SQLValue] = last.map { [.integer(PurchaseTime.milliseconds($0.purchaseTime)), .text($0.key.transactionId)] }
+            ?? [.integer(.min), .text("")]
+        return try await executor.run { connection in
+            try connection.query(Self.grantedWithTokenDueQuery, [.text(store.rawValue), .integer(cutoff), .integer(Int64(limit))] + position)
+                .compactMap(Self.record)
         }
     }
 
@@ -62,20 +92,36 @@ extension SQLPurchaseStore {
     /// Neither the app nor the store reported the purchase consumed.
     static let notKnownConsumed = "consumed_at IS NULL AND store_consumed = 0"
 
-    /// Open purchases of a type flagged when unconsumed, not known consumed, purchased before the cutoff (`purchases_open_by_time`).
-    static let openPurchasesDueQuery = """
-        SELECT \(recordColumns) FROM purchases
-        WHERE store = $1 AND is_open AND state IN ('verified', 'granted') AND product_type IN (\(ProductType.allCases.filter(\.isFlaggedWhenUnconsumed)
+    /// Open purchases of a type flagged when unconsumed, not known consumed, purchased before the cutoff ($2).
+    static let dueCondition = """
+        is_open AND state IN ('verified', 'granted') AND product_type IN (\(ProductType.allCases.filter(\.isFlaggedWhenUnconsumed)
             .map { "'\($0.rawValue)'" }.joined(separator: ", "))) AND purchase_time < $2 AND \(notKnownConsumed)
+        """
+
+    /// What the sweeper may ask the store about again: granted consumables with the store's token.
+    static let recheckable = "state = 'granted' AND product_type = 'consumable' AND purchase_token IS NOT NULL"
+
+    /// Purchases due (`purchases_open_by_time`).
+    static let openPurchasesDueQuery = """
+        SELECT \(recordColumns) FROM purchases WHERE store = $1 AND \(dueCondition)
         ORDER BY purchase_time LIMIT $3
         """
 
-    /// Granted consumables with a store token, not known consumed, purchased before the cutoff (`purchases_open_by_time`).
+    /// Purchases due but those the store is asked about again (`purchases_open_by_time`).
+    static let openPurchasesDueLeavingRecheckableQuery = """
+        SELECT \(recordColumns) FROM purchases WHERE store = $1 AND \(dueCondition) AND NOT (\(recheckable))
+        ORDER BY purchase_time LIMIT $3
+        """
+
+    /// One purchase ($3) if it is due (by its key).
+    static let dueByKeyQuery = "SELECT \(recordColumns) FROM purchases WHERE store = $1 AND transaction_id = $3 AND \(dueCondition)"
+
+    /// Purchases due that the store is asked about again, after the purchase time $4 and transaction id $5
+    /// (`purchases_open_by_time`).
     static let grantedWithTokenDueQuery = """
         SELECT \(recordColumns) FROM purchases
-        WHERE store = $1 AND is_open AND state IN ('verified', 'granted') AND state = 'granted' AND product_type = 'consumable' AND purchase_time < $2
-            AND purchase_token IS NOT NULL AND \(notKnownConsumed)
-        ORDER BY purchase_time LIMIT $3
+        WHERE store = $1 AND \(dueCondition) AND \(recheckable) AND (purchase_time > $4 OR (purchase_time = $4 AND transaction_id > $5))
+        ORDER BY purchase_time, transaction_id LIMIT $3
         """
 
     /// Purchases flagged `refund_due` whose notice is not recorded as sent (`purchases_refund_outbox`; $2 the limit).

@@ -52,9 +52,13 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
     public func sweepOnce() async throws -> Int {
         var flagged = 0
         for (storeName, deadline) in configuration.deadlines.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            let unsure = storeName == .appcoins ? try await recheckAppCoins(deadline: deadline) : []
-            while case let due = try await store.sweepDue(store: storeName, deadline: deadline, now: context.now(),
-                                                        limit: configuration.batchSize, excluding: unsure), !due.isEmpty {
+            let now = context.now()
+            let rechecking = storeName == .appcoins && appCoins != nil
+            if rechecking, let appCoins { flagged += try await recheckAppCoins(deadline: deadline, now: now, with: appCoins) }
+            // What the re-check asks about is flagged by it alone, once the store answered: never here, unasked (one it
+            // could not ask, or granted since it asked, waits for the next sweep).
+            while case let due = try await store.sweepDue(store: storeName, deadline: deadline, now: now, limit: configuration.batchSize,
+                                                        leavingRecheckable: rechecking), !due.isEmpty {
                 flagged += due.count
                 context.logger.info("flagged refund due", ["store": storeName.rawValue, "count": due.count])
             }
@@ -73,39 +77,59 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
         return flagged
     }
 
-    /// Asks the AppCoins API about granted purchases that are due: consumed ones are finished now. Returns
-    /// the purchases it could not ask about (API unavailable): they are not flagged this round.
-    private func recheckAppCoins(deadline: TimeInterval) async throws -> Set<PurchaseKey> {
-        guard let appCoins else { return [] }
-        var unsure: Set<PurchaseKey> = []
-        for record in try await store.dueGrantedWithToken(store: .appcoins, deadline: deadline, now: context.now(),
-                                                          limit: configuration.batchSize) {
-            guard let package = record.packageName, let token = record.purchaseToken else { continue }
-            switch await appCoins.verify(packageName: package, sku: record.productId, purchaseToken: token) {
-            case .success(let purchase) where purchase.isConsumed:
-                // The event first, then the store: stopped between the two, the purchase is still granted, so the next
-                // sweep asks again and sends the same event (same ce_id) before finishing it. The other order lost the
-                // event of a purchase finished just before a crash or a broker failure: no sweep sees it again.
-                if case .publish(let messages) = try context.messages([TransactionFinished(
-                    store: .appcoins, transactionId: record.key.transactionId, userId: record.userId, method: .storeReportedConsumed,
-                    finishedAt: context.now())]) {
-                    for result in await producer.send(contentsOf: messages) { _ = try result.get() }
+    /// Asks the AppCoins API about every granted purchase that is due, a page at a time: one it reports consumed is
+    /// finished now, one it answers unconsumed (or no longer knows) is flagged; one it could not be asked about (the API
+    /// unavailable) is neither, and is asked again next sweep. A page none of which could be asked about ends the round:
+    /// the API is down, and the rest wait for the next sweep too, rather than each for its timeout. Returns how many it flagged.
+    private func recheckAppCoins(deadline: TimeInterval, now: Date, with appCoins: AppCoinsVerifier) async throws -> Int {
+        var flagged = 0
+        var last: PurchaseRecord?
+        while true {
+            let page = try await store.dueGrantedWithToken(store: .appcoins, deadline: deadline, now: now, after: last, limit: configuration.batchSize)
+            var unconsumed: [PurchaseKey] = []
+            var unavailable = 0
+            for record in page {
+                // Without its package it cannot be asked: due, as without a re-check.
+                guard let package = record.packageName, let token = record.purchaseToken else {
+                    unconsumed.append(record.key)
+                    continue
                 }
-                if case .notGranted(let state) = try await store.finish(record.key, at: context.now()) {
-                    // Refunded or revoked since it was read as granted: its own event says so.
-                    context.logger.warning("consumed purchase no longer granted", ["transactionId": record.key.transactionId,
-                                                                                  "state": state?.rawValue ?? "unknown"])
+                switch await appCoins.verify(packageName: package, sku: record.productId, purchaseToken: token) {
+                case .success(let purchase) where purchase.isConsumed:
+                    // The event first, then the store: stopped between the two, the purchase is still granted, so the next
+                    // sweep asks again and sends the same event (same ce_id) before finishing it. The other order lost the
+                    // event of a purchase finished just before a crash or a broker failure: no sweep sees it again.
+                    if case .publish(let messages) = try context.messages([TransactionFinished(
+                        store: .appcoins, transactionId: record.key.transactionId, userId: record.userId, method: .storeReportedConsumed,
+                        finishedAt: context.now())]) {
+                        for result in await producer.send(contentsOf: messages) { _ = try result.get() }
+                    }
+                    if case .notGranted(let state) = try await store.finish(record.key, at: context.now()) {
+                        // Refunded or revoked since it was read as granted: its own event says so.
+                        context.logger.warning("consumed purchase no longer granted", ["transactionId": record.key.transactionId,
+                                                                                      "state": state?.rawValue ?? "unknown"])
+                    }
+                case .success:
+                    unconsumed.append(record.key) // Not consumed: due for refund.
+                case .failure(let rejection) where rejection.isRetryable:
+                    unavailable += 1
+                    context.logger.warning("AppCoins re-check unavailable; not flagging this round", ["transactionId": record.key.transactionId])
+                case .failure:
+                    unconsumed.append(record.key) // The store no longer knows it (e.g. refunded): due.
                 }
-            case .success:
-                break // Not consumed: due for refund.
-            case .failure(let rejection) where rejection.isRetryable:
-                unsure.insert(record.key)
-                context.logger.warning("AppCoins re-check unavailable; not flagging this round", ["transactionId": record.key.transactionId])
-            case .failure:
-                break // The store no longer knows it (e.g. refunded): due.
             }
+            let due = try await store.flagDue(unconsumed, deadline: deadline, now: now)
+            if !due.isEmpty {
+                flagged += due.count
+                context.logger.info("flagged refund due", ["store": Store.appcoins.rawValue, "count": due.count])
+            }
+            if !page.isEmpty && unavailable == page.count {
+                context.logger.warning("AppCoins API unavailable; re-checking the rest next sweep", ["asked": page.count])
+                return flagged
+            }
+            guard page.count == configuration.batchSize, let next = page.last else { return flagged }
+            last = next
         }
-        return unsure
     }
 
     public func run() async throws {

@@ -38,13 +38,18 @@ import TestSupport
         let due: [SQLValue] = [.text("appstore"), .integer(1_000_000), .integer(500)]
         let open = try await plan(store, engine, SQLPurchaseStore.openPurchasesDueQuery, due)
         #expect(open.contains("purchases_open_by_time"), "\(open)")
-        let withToken = try await plan(store, engine, SQLPurchaseStore.grantedWithTokenDueQuery, due)
+        let leaving = try await plan(store, engine, SQLPurchaseStore.openPurchasesDueLeavingRecheckableQuery, due)
+        #expect(leaving.contains("purchases_open_by_time"), "\(leaving)")
+        let withToken = try await plan(store, engine, SQLPurchaseStore.grantedWithTokenDueQuery, due + [.integer(2), .text("t2")])
         #expect(withToken.contains("purchases_open_by_time"), "\(withToken)")
         let notices = try await plan(store, engine, SQLPurchaseStore.unsentRefundNoticesQuery, [.text("appstore"), .integer(500)])
         #expect(notices.contains("purchases_refund_outbox"), "\(notices)")
 
         // And they find what they did before.
-        #expect(try await store.dueGrantedWithToken(store: .appstore, deadline: 0, now: Date(timeIntervalSince1970: 1_000)).count == 5)
+        let withTokenDue = try await store.dueGrantedWithToken(store: .appstore, deadline: 0, now: Date(timeIntervalSince1970: 1_000), limit: 3)
+        #expect(withTokenDue.map(\.key.transactionId) == ["t0", "t1", "t2"])
+        #expect(try await store.dueGrantedWithToken(store: .appstore, deadline: 0, now: Date(timeIntervalSince1970: 1_000), after: withTokenDue.last)
+            .map(\.key.transactionId) == ["t3", "t4"], "the page after")
         #expect(try await store.unsentRefundNotices(store: .appstore, deadline: 0).map(\.record.key.transactionId) == ["t5"])
     }
 

@@ -132,6 +132,39 @@ import TestSupport
         #expect(try await sweepers[2].unsentRefundNotices(store: .appstore, deadline: 24 * 3600, limit: 100).count == 10)
     }
 
+    /// What the sweeper asks the store about again (granted consumables with a token) is left by `sweepDue` when it says so,
+    /// and flagged by `flagDue` once asked: only while still due, and once.
+    @Test(arguments: engines) func purchasesAskedAboutAgainAreFlaggedOnlyOnceAsked(_ engine: StoreEngine) async throws {
+        let store = try await store(engine)
+        let now = Self.t0.addingTimeInterval(48 * 3600)
+        func appCoins(_ id: String, token: Bool = true, granted: Bool = true, at time: Date = Self.t0) async throws -> PurchaseKey {
+            let record = PurchaseRecord(key: PurchaseKey(store: .appcoins, transactionId: id), userId: "u", productId: "coins.100", productType: .consumable,
+                                        quantity: 1, purchaseTime: time, packageName: "com.example.coins", purchaseToken: token ? "token-\(id)" : nil)
+            _ = try await store.recordVerified(record, at: time)
+            if granted { _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: time) }
+            return record.key
+        }
+        let asked = try await appCoins("asked", at: Self.t0)
+        let consumedSince = try await appCoins("consumed-since", at: Self.t0.addingTimeInterval(1))
+        let finished = try await appCoins("finished", at: Self.t0.addingTimeInterval(2))
+        _ = try await store.finish(finished, at: Self.t0)
+        let recent = try await appCoins("recent", at: now.addingTimeInterval(-3600))
+        _ = try await appCoins("verified-only", granted: false)
+        _ = try await appCoins("no-token", token: false)
+
+        #expect(Set(try await store.sweepDue(store: .appcoins, deadline: 86_400, now: now, limit: 1, leavingRecheckable: true)
+            .map(\.record.key.transactionId)) == ["verified-only"])
+        #expect(Set(try await store.sweepDue(store: .appcoins, deadline: 86_400, now: now, leavingRecheckable: true)
+            .map(\.record.key.transactionId)) == ["no-token"], "nothing else, the rest asked about again")
+        #expect(try await store.dueGrantedWithToken(store: .appcoins, deadline: 86_400, now: now).map(\.key) == [asked, consumedSince])
+        try await store.recordConsumed(consumedSince, at: now)
+        let flagged = try await store.flagDue([asked, consumedSince, finished, recent], deadline: 86_400, now: now)
+        #expect(flagged.map(\.record.key) == [asked], "not consumed since it was asked, finished, or not due yet")
+        #expect(flagged.first?.previousState == .granted && flagged.first?.deadline == Self.t0.addingTimeInterval(86_400))
+        #expect(try await store.flagDue([asked], deadline: 86_400, now: now).isEmpty, "once")
+        #expect(try await store.purchase(asked)?.state == .refundDue)
+    }
+
     @Test(arguments: engines) func hostileStringsAreStoredVerbatim(_ engine: StoreEngine) async throws {
         let store = try await store(engine)
         let user = "'; DROP TABLE purchases; -- ünï 🪙"
