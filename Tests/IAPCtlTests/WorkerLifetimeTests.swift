@@ -6,7 +6,7 @@ import WorkerRuntime
 
 /// A worker started by a supervisor ends with it, also when the supervisor is killed: the harness or a test process
 /// that crashes leaves no workers running.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct WorkerLifetimeTests {
     @Test func childProcessesAreToldWhoStartedThem() throws {
         #expect(ChildProcess.parentEnvironmentVariable == ParentWatch<ContinuousClock>.environmentVariable)

@@ -4,7 +4,7 @@ import Testing
 import TestSupport
 import WorkerRuntime
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct ParentWatchTests {
     /// The parent a watch sees, and how often it looked.
     final class Parent: Sendable {
