@@ -224,7 +224,8 @@ public struct GrantedItem: Codable, Sendable, Hashable {
     public var amount: Int64?
     public var expiresAt: Date?
     /// Currency items: the user's balance of the currency once this event applied (so a backend mirroring events
-    /// need not ask). An entitlement's `expiresAt` is the entitlement's, as it now stands.
+    /// need not ask). An entitlement's `expiresAt` is what this purchase gives: the user holds the entitlement until the
+    /// latest expiry of the purchases that give it (`GET /v1/users/{userId}`).
     public var balance: Int64?
 
     public init(kind: Kind, code: String, amount: Int64? = nil, expiresAt: Date? = nil, balance: Int64? = nil) {

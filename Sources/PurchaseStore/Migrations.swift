@@ -175,6 +175,34 @@ enum Migrations {
             ALTER TABLE purchases ADD COLUMN is_open BOOLEAN GENERATED ALWAYS AS (state IN ('verified', 'granted')) VIRTUAL;
             ALTER TABLE purchases ADD COLUMN refund_unsent BOOLEAN GENERATED ALWAYS AS (state = 'refund_due' AND refund_notified_at IS NULL) VIRTUAL;
             """),
+            // Entitlements: one row per purchase that gives one (reads take the latest expiry of those in force), not one per
+            // user and entitlement that each grant overwrote: a season pass bought before a monthly one ended with the
+            // monthly's, and the monthly's refund took both. Rows are kept as they are; what a purchase still in force
+            // gives by its ledger (granted, not taken back) but whose row was overwritten comes back. Rebuilt: SQLite
+            // cannot change a primary key.
+            (10, """
+            CREATE TABLE entitlements_v10 (
+                user_id TEXT NOT NULL,
+                entitlement TEXT NOT NULL,
+                store TEXT NOT NULL,
+                transaction_id TEXT NOT NULL,
+                expires_at BIGINT,
+                active BIGINT NOT NULL,
+                PRIMARY KEY (user_id, entitlement, store, transaction_id)
+            );
+            INSERT INTO entitlements_v10 (user_id, entitlement, store, transaction_id, expires_at, active)
+                SELECT user_id, entitlement, store, transaction_id, expires_at, active FROM entitlements;
+            INSERT INTO entitlements_v10 (user_id, entitlement, store, transaction_id, expires_at, active)
+                SELECT p.user_id, l.code, l.store, l.transaction_id, max(l.expires_at), 1
+                FROM ledger l JOIN purchases p ON p.store = l.store AND p.transaction_id = l.transaction_id
+                WHERE l.item_kind = 'entitlement' AND l.entry_kind IN ('grant', 'regrant', 'revoke') AND p.state IN ('granted', 'finished', 'refund_due')
+                    AND NOT EXISTS (SELECT 1 FROM entitlements e WHERE e.store = l.store AND e.transaction_id = l.transaction_id AND e.entitlement = l.code)
+                GROUP BY p.user_id, l.code, l.store, l.transaction_id
+                HAVING sum(l.amount) > 0;
+            DROP TABLE entitlements;
+            ALTER TABLE entitlements_v10 RENAME TO entitlements;
+            CREATE INDEX entitlements_by_purchase ON entitlements (store, transaction_id);
+            """),
         ]
     }
 

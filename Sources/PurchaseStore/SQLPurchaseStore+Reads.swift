@@ -120,14 +120,20 @@ extension SQLPurchaseStore {
         return balances
     }
 
-    /// Active and not expired at `now`, with the product of the purchase that gives each.
+    /// Active and not expired at `now`, once each: until the latest expiry of the purchases that give it (nil, for good,
+    /// outlasts any), with the product of that purchase.
     private static func entitlementsInForce(_ connection: any SQLConnection, of userId: String, at now: Date) throws -> [UserHoldings.Entitlement] {
-        try connection.query("""
+        var held: [UserHoldings.Entitlement] = []
+        for row in try connection.query("""
             SELECT e.entitlement, p.product_id, e.expires_at FROM entitlements e
             LEFT JOIN purchases p ON p.store = e.store AND p.transaction_id = e.transaction_id
-            WHERE e.user_id = $1 AND e.active = 1 AND (e.expires_at IS NULL OR e.expires_at > $2) ORDER BY e.entitlement
-            """, [.text(userId), .integer(PurchaseTime.milliseconds(now))]).compactMap { row in
-            row[0].string.map { UserHoldings.Entitlement(entitlement: $0, productId: row[1].string, expiresAt: row[2].int64.map(PurchaseTime.date)) }
+            WHERE e.user_id = $1 AND e.active = 1 AND (e.expires_at IS NULL OR e.expires_at > $2)
+            ORDER BY e.entitlement, coalesce(e.expires_at, \(Int64.max)) DESC, p.product_id
+            """, [.text(userId), .integer(PurchaseTime.milliseconds(now))]) {
+            // The first row of each entitlement is the one that lasts longest.
+            guard let code = row[0].string, held.last?.entitlement != code else { continue }
+            held.append(UserHoldings.Entitlement(entitlement: code, productId: row[1].string, expiresAt: row[2].int64.map(PurchaseTime.date)))
         }
+        return held
     }
 }

@@ -37,7 +37,7 @@ extension SQLPurchaseStore {
                                              [.text(userId), .text(item.code), .integer(taken)])
                         if missing > 0 { shortfall[item.code, default: 0] += missing }
                     case .entitlement:
-                        // Whoever holds it now (a restore may have moved it), as long as this purchase is what gives it.
+                        // What this purchase gives, whoever holds it now (a restore may have moved it); other purchases' stay.
                         try connection.query("UPDATE entitlements SET active = 0 WHERE entitlement = $1 AND store = $2 AND transaction_id = $3",
                                              [.text(item.code), .text(key.store.rawValue), .text(key.transactionId)])
                     }

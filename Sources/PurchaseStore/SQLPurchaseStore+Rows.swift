@@ -243,12 +243,12 @@ extension SQLPurchaseStore {
         var balances: [String: Int64] = [:]
     }
 
-    /// `userId` holds `item`'s entitlement through the purchase `key` (replacing what gave it before).
+    /// `userId` holds `item`'s entitlement through the purchase `key`, beside what other purchases give of it (a row each,
+    /// migration 10: reads take the latest expiry of those in force).
     static func giveEntitlement(_ connection: any SQLConnection, _ item: GrantItem, to userId: String, from key: PurchaseKey) throws {
         try connection.query("""
             INSERT INTO entitlements (user_id, entitlement, store, transaction_id, expires_at, active) VALUES ($1, $2, $3, $4, $5, 1)
-            ON CONFLICT (user_id, entitlement) DO UPDATE SET store = excluded.store, transaction_id = excluded.transaction_id,
-                expires_at = excluded.expires_at, active = 1
+            ON CONFLICT (user_id, entitlement, store, transaction_id) DO UPDATE SET expires_at = excluded.expires_at, active = 1
             """, [.text(userId), .text(item.code), .text(key.store.rawValue), .text(key.transactionId),
                   item.expiresAt.map { SQLValue.integer(PurchaseTime.milliseconds($0)) } ?? .null])
     }

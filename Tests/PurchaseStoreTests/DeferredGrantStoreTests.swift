@@ -73,7 +73,7 @@ import TestSupport
         #expect(outcomes.ids.count == Self.purchases.count && outcomes.ids.mapValues { $0.sorted() } == idsOfPurchase.mapValues { $0.sorted() })
         let columns = "store, transaction_id, entry_kind, user_id, item_kind, code, amount, shortfall, expires_at, created_at"
         for query in ["SELECT \(columns) FROM ledger ORDER BY id", "SELECT * FROM balances ORDER BY user_id, currency",
-                      "SELECT * FROM entitlements ORDER BY user_id, entitlement", "SELECT * FROM purchases ORDER BY store, transaction_id"] {
+                      "SELECT * FROM entitlements ORDER BY user_id, entitlement, store, transaction_id", "SELECT * FROM purchases ORDER BY store, transaction_id"] {
             let (rows, expectedRows) = (try await Self.table(batched, query), try await Self.table(alone, query))
             #expect(rows.count == expectedRows.count && !rows.isEmpty, "\(query)")
             let mismatch = zip(rows, expectedRows).first { $0 != $1 }

@@ -1,0 +1,111 @@
+import Database
+import Foundation
+import PurchaseDomain
+@testable import PurchaseStore
+import Testing
+import TestSupport
+
+/// An entitlement is held while any purchase that gives it is in force, until the latest of their expiries; taking back
+/// or ending one purchase takes only what that purchase gave. (schemas/examples/catalog.json gives "pass" from both
+/// `pass.season`, 90 days, and `pass.monthly`, a subscription.)
+@Suite struct EntitlementStoreTests {
+    static let t0 = Date(timeIntervalSince1970: 1_764_400_000)
+    static func day(_ n: Double) -> Date { t0.addingTimeInterval(n * 86_400) }
+
+    /// A purchase of `product` by `user`, recorded and granted "pass" until `until` at `at`.
+    @discardableResult
+    func grantPass(_ store: SQLPurchaseStore, _ id: String, user: String = "user-e", product: String, type: ProductType, original: String? = nil,
+                   until: Date?, at time: Date) async throws -> PurchaseKey {
+        let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: user, productId: product, productType: type,
+                                    quantity: 1, purchaseTime: time, originalTransactionId: original)
+        #expect(try await store.recordVerified(record, at: time) == .recorded)
+        guard case .granted = try await store.grant(record.key, items: [.entitlement("pass", until: until)], at: time) else {
+            Issue.record("\(id) not granted")
+            return record.key
+        }
+        return record.key
+    }
+
+    /// Season pass (90 days), then a monthly subscription (31 days), the monthly refunded on day 2: the season pass,
+    /// still paid for, stays, until day 90 (the monthly's grant did not shorten it, nor did its refund end it).
+    @Test(arguments: StoreEngine.available) func aRefundOfOnePurchaseLeavesTheEntitlementAnotherGives(_ engine: StoreEngine) async throws {
+        let store = try await engine.freshStore()
+        try await grantPass(store, "season-1", product: "pass.season", type: .nonRenewing, until: Self.day(90), at: Self.day(0))
+        let monthly = try await grantPass(store, "monthly-1", product: "pass.monthly", type: .autoRenewable, original: "monthly-1",
+                                          until: Self.day(32), at: Self.day(1))
+        #expect(try await store.entitlements(of: "user-e", at: Self.day(2)) == ["pass": Self.day(90)], "the latest expiry of the two")
+        #expect(try await store.revoke(monthly, at: Self.day(2)) == .revoked(shortfall: [:]))
+        #expect(try await store.entitlements(of: "user-e", at: Self.day(2)) == ["pass": Self.day(90)], "the season pass is still paid for")
+        #expect(try await store.holdings(of: "user-e", at: Self.day(2)).entitlements
+                == [UserHoldings.Entitlement(entitlement: "pass", productId: "pass.season", expiresAt: Self.day(90))])
+        #expect(try await store.entitlements(of: "user-e", at: Self.day(91)).isEmpty, "and ends with it")
+    }
+
+    /// A renewal's grant arriving after the next one's (partitions, retries) does not shorten the subscription; refunding
+    /// the later period leaves the earlier one's.
+    @Test(arguments: StoreEngine.available) func aLateGrantOfAnOlderRenewalDoesNotShortenTheEntitlement(_ engine: StoreEngine) async throws {
+        let store = try await engine.freshStore()
+        let later = try await grantPass(store, "sub-2", product: "pass.monthly", type: .autoRenewable, original: "sub-1", until: Self.day(60), at: Self.day(30))
+        try await grantPass(store, "sub-1", product: "pass.monthly", type: .autoRenewable, original: "sub-1", until: Self.day(30), at: Self.day(0))
+        #expect(try await store.entitlements(of: "user-e", at: Self.day(10)) == ["pass": Self.day(60)])
+        #expect(try await store.revoke(later, at: Self.day(10)) == .revoked(shortfall: [:]))
+        #expect(try await store.entitlements(of: "user-e", at: Self.day(10)) == ["pass": Self.day(30)], "the first period is still paid for")
+    }
+
+    /// A permanent grant outlasts any expiry; a restore under another user moves only the purchase restored.
+    @Test(arguments: StoreEngine.available) func aPurchaseForGoodOutlastsExpiriesAndMovesAlone(_ engine: StoreEngine) async throws {
+        let store = try await engine.freshStore()
+        let forGood = try await grantPass(store, "life-1", product: "pass.lifetime", type: .nonConsumable, until: nil, at: Self.day(0))
+        try await grantPass(store, "season-2", product: "pass.season", type: .nonRenewing, until: Self.day(90), at: Self.day(1))
+        #expect(try await store.entitlements(of: "user-e", at: Self.day(2)) == ["pass": nil])
+        #expect(try await store.transfer(forGood, to: "user-f", policy: .transfer, at: Self.day(2)) == .transferred(from: "user-e", items: [.entitlement("pass")]))
+        #expect(try await store.entitlements(of: "user-f", at: Self.day(2)) == ["pass": nil])
+        #expect(try await store.entitlements(of: "user-e", at: Self.day(2)) == ["pass": Self.day(90)], "the season pass stays with its buyer")
+    }
+
+    /// Migration 10: entitlements kept one row per user and entitlement, the last grant's. Each row stays as it was
+    /// (ended ones ended), and what a purchase still in force gives, by its ledger, but a later grant overwrote comes back.
+    @Test(arguments: StoreEngine.available) func aStoreOfOneRowPerEntitlementMigrates(_ engine: StoreEngine) async throws {
+        let store = try SQLPurchaseStore(url: try await engine.freshURL())
+        #expect(try await store.migrate(through: 9) == Array(1...9))
+        let at = PurchaseTime.milliseconds(Self.t0)
+        @Sendable func ms(_ date: Date) -> SQLValue { .integer(PurchaseTime.milliseconds(date)) }
+        try await store.executor.run { connection in
+            // (id, user, product, type, state, expiry of its grant, revoked)
+            let purchases: [(String, String, String, String, String, Date?, Bool)] = [
+                ("season-1", "user-m", "pass.season", "nonRenewing", "finished", Self.day(90), false),
+                ("monthly-1", "user-m", "pass.monthly", "autoRenewable", "finished", Self.day(32), false),
+                ("ended-1", "user-n", "pass.monthly", "autoRenewable", "finished", Self.day(30), false),
+                ("refunded-1", "user-o", "pass.season", "nonRenewing", "revoked", Self.day(90), true),
+            ]
+            for (id, user, product, type, state, expiry, revoked) in purchases {
+                try connection.query("""
+                    INSERT INTO purchases (store, transaction_id, original_transaction_id, user_id, product_id, product_type, quantity, purchase_time, state)
+                    VALUES ('appstore', $1, $1, $2, $3, $4, 1, $5, $6)
+                    """, [.text(id), .text(user), .text(product), .text(type), .integer(at), .text(state)])
+                try connection.query("""
+                    INSERT INTO ledger (store, transaction_id, entry_kind, user_id, item_kind, code, amount, expires_at, created_at)
+                    VALUES ('appstore', $1, 'grant', $2, 'entitlement', 'pass', 1, $3, $4)
+                    """, [.text(id), .text(user), expiry.map(ms) ?? .null, .integer(at)])
+                if revoked {
+                    try connection.query("""
+                        INSERT INTO ledger (store, transaction_id, entry_kind, user_id, item_kind, code, amount, created_at)
+                        VALUES ('appstore', $1, 'revoke', $2, 'entitlement', 'pass', -1, $3)
+                        """, [.text(id), .text(user), .integer(at)])
+                }
+            }
+            // The monthly's grant overwrote the season pass's row; user-n's subscription was ended early (EXPIRED).
+            try connection.query("""
+                INSERT INTO entitlements (user_id, entitlement, store, transaction_id, expires_at, active)
+                VALUES ('user-m', 'pass', 'appstore', 'monthly-1', $1, 1), ('user-n', 'pass', 'appstore', 'ended-1', $2, 0),
+                       ('user-o', 'pass', 'appstore', 'refunded-1', $3, 0)
+                """, [ms(Self.day(32)), ms(Self.day(5)), ms(Self.day(90))])
+        }
+        #expect(try await store.migrate() == [10])
+        #expect(try await store.entitlements(of: "user-m", at: Self.day(2)) == ["pass": Self.day(90)], "the season pass the monthly's row hid")
+        #expect(try await store.revoke(PurchaseKey(store: .appstore, transactionId: "monthly-1"), at: Self.day(2)) == .revoked(shortfall: [:]))
+        #expect(try await store.entitlements(of: "user-m", at: Self.day(2)) == ["pass": Self.day(90)])
+        #expect(try await store.entitlements(of: "user-n", at: Self.day(2)).isEmpty, "ended stays ended")
+        #expect(try await store.entitlements(of: "user-o", at: Self.day(2)).isEmpty, "refunded stays refunded")
+    }
+}
