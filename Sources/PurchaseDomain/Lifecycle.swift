@@ -14,7 +14,7 @@ public enum LifecycleEvent: Hashable, Sendable, CaseIterable, CustomStringConver
     case refundReversed
     /// REFUND_DECLINED: the store refused the customer's refund request.
     case refundDeclined
-    /// EXPIRED or GRACE_PERIOD_EXPIRED: a subscription's entitlement ends.
+    /// EXPIRED or GRACE_PERIOD_EXPIRED: the subscription period this purchase paid for ended; its entitlement ends.
     case expire
     /// The purchase is restored by a user other than its owner, under the operator's restore policy.
     case restoreByAnotherUser(RestorePolicy)

@@ -341,7 +341,8 @@ public struct PurchaseRevokedEvent: PipelineEvent, Hashable {
     public enum Reason: String, Codable, Sendable, CaseIterable { case REFUND, REVOKE, REFUND_REVERSED, EXPIRED, GRACE_PERIOD_EXPIRED }
     public var store: Store
     public var transactionId: String
-    /// The subscription the transaction belongs to (renewals share it): what an expiry ends.
+    /// The subscription the transaction belongs to (renewals share it): an expiry's key. An expiry ends what
+    /// `transactionId`, the period that expired, and the subscription's earlier periods gave; not a later period's.
     public var originalTransactionId: String?
     public var userId: String?
     public var productId: String?

@@ -114,9 +114,9 @@ public enum TransferOutcome: Sendable, Hashable {
 }
 
 public enum ExpireOutcome: Sendable, Hashable {
-    /// The subscription's entitlements ended now.
+    /// What the expired period gave ended now.
     case ended(entitlements: [String])
-    /// Nothing to end: unknown, not a subscription, or not granted.
+    /// Nothing to end: unknown, not a subscription, not granted, or ended already.
     case nothingToEnd(state: PurchaseState)
 }
 

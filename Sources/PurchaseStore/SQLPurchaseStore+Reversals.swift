@@ -3,7 +3,7 @@ import Foundation
 import PurchaseDomain
 
 /// What the store takes back or gives again after the grant: refunds and revocations (in any order with the
-/// purchase), reversed refunds, and the end of a subscription.
+/// purchase), reversed refunds, and the end of a subscription period.
 extension SQLPurchaseStore {
     /// Reverses a purchase's grants (refund, revocation, or a due refund being clawed back). A balance never goes
     /// negative: what was already spent is recorded as the shortfall and reported. A purchase not seen yet gets a
@@ -75,34 +75,34 @@ extension SQLPurchaseStore {
         }
     }
 
-    /// A subscription ended (EXPIRED, GRACE_PERIOD_EXPIRED): the entitlements its purchases give end now. The
-    /// subscription is named by its original transaction id; renewals share it.
-    public func expireSubscription(store: Store, originalTransactionId: String, at now: Date) async throws -> ExpireOutcome {
+    /// A subscription period ended (EXPIRED, GRACE_PERIOD_EXPIRED, naming the transaction that paid for it): the
+    /// entitlements that transaction and the subscription's earlier periods give end now (or at their own expiry, if
+    /// earlier). Not a later period's: an expiry can arrive late, after the user subscribed again and paid for more.
+    public func expireSubscription(_ key: PurchaseKey, at now: Date) async throws -> ExpireOutcome {
         let dialect = dialect
-        return try await executor.run { connection in
-            try Self.transaction(connection, dialect) {
-                let lock = dialect == .postgres ? " FOR UPDATE" : ""
-                let rows = try connection.query("""
-                    SELECT transaction_id, state, product_type FROM purchases
-                    WHERE store = $1 AND \(Self.ofOriginalCondition)\(lock)
-                    """, [.text(store.rawValue), .text(originalTransactionId)])
-                var ended: Set<String> = []
-                var lastState = PurchaseState.unseen
-                for row in rows {
-                    guard let id = row[0].string, let state = row[1].string.flatMap(PurchaseState.init(rawValue:)) else { continue }
-                    lastState = state
-                    let type = row[2].string.flatMap(ProductType.init(rawValue:)) ?? .unknown
-                    guard Lifecycle.transition(from: state, on: .expire, type: type).effects.contains(.endEntitlement) else { continue }
-                    let at = PurchaseTime.milliseconds(now)
-                    for entitlement in try connection.query("""
-                        UPDATE entitlements SET active = 0, expires_at = CASE WHEN expires_at IS NULL OR expires_at > $3 THEN $3 ELSE expires_at END
-                        WHERE store = $1 AND transaction_id = $2 AND active = 1 RETURNING entitlement
-                        """, [.text(store.rawValue), .text(id), .integer(at)]) {
-                        if let code = entitlement[0].string { ended.insert(code) }
-                    }
+        return try await decide(key, on: .expire) { _, connection, current, transition in
+            let store = SQLValue.text(key.store.rawValue)
+            guard transition.effects.contains(.endEntitlement), let named = try connection.query("""
+                      SELECT coalesce(original_transaction_id, transaction_id), purchase_time FROM purchases WHERE store = $1 AND transaction_id = $2
+                      """, [store, .text(key.transactionId)]).first,
+                  let original = named[0].string, let time = named[1].int64 else { return .nothingToEnd(state: current.state) }
+            var ended: Set<String> = []
+            // Latest first (it first), locked on PostgreSQL in that order: every expiry locks the periods it ends in one order.
+            for row in try connection.query("""
+                SELECT transaction_id, state, product_type FROM purchases WHERE store = $1 AND \(Self.ofOriginalCondition) AND purchase_time <= $3
+                ORDER BY purchase_time DESC, transaction_id DESC\(dialect == .postgres ? " FOR UPDATE" : "")
+                """, [store, .text(original), .integer(time)]) {
+                guard let id = row[0].string, let state = row[1].string.flatMap(PurchaseState.init(rawValue:)),
+                      Lifecycle.transition(from: state, on: .expire, type: row[2].string.flatMap(ProductType.init(rawValue:)) ?? .unknown)
+                          .effects.contains(.endEntitlement) else { continue }
+                for entitlement in try connection.query("""
+                    UPDATE entitlements SET active = 0, expires_at = CASE WHEN expires_at IS NULL OR expires_at > $3 THEN $3 ELSE expires_at END
+                    WHERE store = $1 AND transaction_id = $2 AND active = 1 RETURNING entitlement
+                    """, [store, .text(id), .integer(PurchaseTime.milliseconds(now))]) {
+                    if let code = entitlement[0].string { ended.insert(code) }
                 }
-                return ended.isEmpty ? .nothingToEnd(state: lastState) : .ended(entitlements: ended.sorted())
             }
+            return ended.isEmpty ? .nothingToEnd(state: current.state) : .ended(entitlements: ended.sorted())
         }
     }
 }

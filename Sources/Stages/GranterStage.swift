@@ -9,8 +9,8 @@ import WorkerRuntime
 /// state `granted`) → `item.granted`; a purchase granted before answers `alreadyGranted: true` and changes
 /// nothing. `purchase.revoked` carries out the store's later decisions: REFUND and REVOKE reverse the grant (or
 /// leave a tombstone for a purchase not seen yet), REFUND_REVERSED grants again once (`item.granted`,
-/// `reinstated`), EXPIRED and GRACE_PERIOD_EXPIRED end a subscription's entitlement. `refund.due`, when claw-back
-/// is on, reverses the grant.
+/// `reinstated`), EXPIRED and GRACE_PERIOD_EXPIRED end what the expired subscription period gave. `refund.due`,
+/// when claw-back is on, reverses the grant.
 public struct GranterStage: StoreBackedStage {
     public let name = "granter"
     public let topics: [String]
@@ -38,8 +38,8 @@ public struct GranterStage: StoreBackedStage {
                 case .REFUND, .REVOKE: return try await reverse(key, why: revoked.reason.rawValue)
                 case .REFUND_REVERSED: return try await reinstate(key)
                 case .EXPIRED, .GRACE_PERIOD_EXPIRED:
-                    let outcome = try await store.expireSubscription(store: revoked.store, originalTransactionId: revoked.originalTransactionId ?? revoked.transactionId,
-                                                                     at: context.now())
+                    // The period the notification names, not the whole subscription: it may be late, after a newer paid period.
+                    let outcome = try await store.expireSubscription(key, at: context.now())
                     context.logger.info("subscription ended", ["transactionId": revoked.transactionId, "reason": revoked.reason.rawValue, "outcome": "\(outcome)"])
                     return .publish([])
                 }

@@ -103,14 +103,17 @@ import TestSupport
         _ = try await store.grant(renewal.key, items: [.entitlement("pass", until: Self.t0.addingTimeInterval(60 * 86_400))], at: Self.t0)
         let during = Self.t0.addingTimeInterval(45 * 86_400)
         #expect(try await store.entitlements(of: "user-s", at: during) == ["pass": Self.t0.addingTimeInterval(60 * 86_400)], "the renewal extended it")
-        #expect(try await store.expireSubscription(store: .appstore, originalTransactionId: "sub-1", at: during) == .ended(entitlements: ["pass"]))
-        #expect(try await store.entitlements(of: "user-s", at: during).isEmpty)
-        #expect(try await store.expireSubscription(store: .appstore, originalTransactionId: "sub-1", at: during) == .nothingToEnd(state: .granted))
+        // The current period's expiry (a GRACE_PERIOD_EXPIRED, say) ends it now, before its paid end, and the earlier periods.
+        let early = Self.t0.addingTimeInterval(10 * 86_400)
+        #expect(try await store.expireSubscription(renewal.key, at: early) == .ended(entitlements: ["pass"]))
+        #expect(try await store.entitlements(of: "user-s", at: early).isEmpty, "the first period's too")
+        #expect(try await store.expireSubscription(renewal.key, at: during) == .nothingToEnd(state: .granted))
+        #expect(try await store.expireSubscription(PurchaseKey(store: .appstore, transactionId: "sub-9"), at: during) == .nothingToEnd(state: .unseen))
         // A non-consumable never expires.
         let adfree = purchase("nc-1", user: "user-s", product: "adfree", type: .nonConsumable, original: "nc-1")
         _ = try await store.recordVerified(adfree, at: Self.t0)
         _ = try await store.grant(adfree.key, items: [.entitlement("adfree")], at: Self.t0)
-        #expect(try await store.expireSubscription(store: .appstore, originalTransactionId: "nc-1", at: during) == .nothingToEnd(state: .granted))
+        #expect(try await store.expireSubscription(adfree.key, at: during) == .nothingToEnd(state: .granted))
         #expect(try await store.entitlements(of: "user-s", at: during).keys.sorted() == ["adfree"])
     }
 
