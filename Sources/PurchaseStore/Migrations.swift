@@ -203,6 +203,11 @@ enum Migrations {
             ALTER TABLE entitlements_v10 RENAME TO entitlements;
             CREATE INDEX entitlements_by_purchase ON entitlements (store, transaction_id);
             """),
+            // The expiry a verified transaction carries (a subscription period's end), for a grant made without its
+            // purchase.verified: a subscription refunded before its grant and reinstated was given its entitlement for good.
+            (11, """
+            ALTER TABLE purchases ADD COLUMN expires_at BIGINT;
+            """),
         ]
     }
 

@@ -20,11 +20,15 @@ public struct PurchaseRecord: Sendable, Hashable {
     public var purchaseToken: String?
     /// The store reported the purchase consumed by the app (AppCoins `consumptionState` 1).
     public var storeConsumed: Bool
+    /// The end of the period a subscription's transaction paid for, as verified (nil for other products, and for
+    /// purchases recorded before it was kept).
+    public var expiresDate: Date?
 
     public init(key: PurchaseKey, userId: String, productId: String, productType: ProductType = .unknown, quantity: Int, purchaseTime: Date,
                 state: PurchaseState = .verified, environment: String? = nil, originalTransactionId: String? = nil, packageName: String? = nil,
-                purchaseToken: String? = nil, storeConsumed: Bool = false) {
+                purchaseToken: String? = nil, storeConsumed: Bool = false, expiresDate: Date? = nil) {
         self.productType = productType
+        self.expiresDate = expiresDate
         self.originalTransactionId = originalTransactionId
         self.packageName = packageName
         self.purchaseToken = purchaseToken

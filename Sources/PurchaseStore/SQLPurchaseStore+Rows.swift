@@ -172,15 +172,15 @@ extension SQLPurchaseStore {
         let timeColumn = timeColumn(recording: state)
         try connection.query("""
             INSERT INTO purchases (store, transaction_id, original_transaction_id, user_id, product_id, product_type, quantity, purchase_time, environment,
-                                   state, reject_reason, \(timeColumn), package_name, purchase_token, store_consumed)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                                   state, reject_reason, \(timeColumn), package_name, purchase_token, store_consumed, expires_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
             ON CONFLICT (store, transaction_id) DO NOTHING
             """, [.text(purchase.key.store.rawValue), .text(purchase.key.transactionId), purchase.originalTransactionId.map(SQLValue.text) ?? .null,
                   .text(purchase.userId), .text(purchase.productId), .text(purchase.productType.rawValue), .integer(Int64(purchase.quantity)),
                   .integer(PurchaseTime.milliseconds(purchase.purchaseTime)), purchase.environment.map(SQLValue.text) ?? .null,
                   .text(state.rawValue), reason.map(SQLValue.text) ?? .null, .integer(PurchaseTime.milliseconds(now)),
                   purchase.packageName.map(SQLValue.text) ?? .null, purchase.purchaseToken.map(SQLValue.text) ?? .null,
-                  .integer(purchase.storeConsumed ? 1 : 0)])
+                  .integer(purchase.storeConsumed ? 1 : 0), purchase.expiresDate.map { SQLValue.integer(PurchaseTime.milliseconds($0)) } ?? .null])
     }
 
     static func setState(_ connection: any SQLConnection, _ key: PurchaseKey, _ state: PurchaseState, timeColumn: String, at now: Date) throws {
@@ -382,7 +382,7 @@ extension SQLPurchaseStore {
     /// A purchase record from the columns `recordColumns` selects, in that order.
     static let recordColumns = """
         store, transaction_id, user_id, product_id, product_type, quantity, purchase_time, state, environment, original_transaction_id,
-        package_name, purchase_token, store_consumed
+        package_name, purchase_token, store_consumed, expires_at
         """
 
     static func record(_ row: [SQLValue]) -> PurchaseRecord? {
@@ -391,6 +391,7 @@ extension SQLPurchaseStore {
         return PurchaseRecord(key: PurchaseKey(store: store, transactionId: id), userId: user, productId: product,
                               productType: row[4].string.flatMap(ProductType.init(rawValue:)) ?? .unknown, quantity: Int(quantity),
                               purchaseTime: PurchaseTime.date(time), state: state, environment: row[8].string, originalTransactionId: row[9].string,
-                              packageName: row[10].string, purchaseToken: row[11].string, storeConsumed: row[12].int64 == 1)
+                              packageName: row[10].string, purchaseToken: row[11].string, storeConsumed: row[12].int64 == 1,
+                              expiresDate: row[13].int64.map(PurchaseTime.date))
     }
 }

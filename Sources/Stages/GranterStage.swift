@@ -113,8 +113,11 @@ public struct GranterStage: StoreBackedStage {
             context.logger.info("refund reversed before the purchase was seen", ["transactionId": key.transactionId, "outcome": "\(outcome)"])
             return .publish([])
         }
-        let items = catalog.grants(store: key.store, productId: record.productId, quantity: record.quantity, purchaseDate: record.purchaseTime,
-                                   expiresDate: nil) ?? []
+        // Used when it was revoked before its grant: until the expiry recorded at verification. A subscription recorded before
+        // expiries were kept (migration 11) has none, and is never given for good: its next period's grant gives it.
+        var items = catalog.grants(store: key.store, productId: record.productId, quantity: record.quantity, purchaseDate: record.purchaseTime,
+                                   expiresDate: record.expiresDate) ?? []
+        if record.expiresDate == nil, catalog.product(key.store, record.productId)?.type == .autoRenewable { items.removeAll { $0.kind == .entitlement } }
         switch try await store.reinstate(key, items: items, at: context.now()) {
         case .reinstated(let granted, let ids, let balances):
             context.logger.info("refund reversed: granted again", ["transactionId": key.transactionId])

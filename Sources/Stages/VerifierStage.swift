@@ -149,7 +149,7 @@ public struct VerifierStage: StoreBackedStage {
                                         purchaseTime: purchase.purchaseDate ?? submission.submittedAt, environment: purchase.environment,
                                         originalTransactionId: purchase.originalTransactionId,
                                         packageName: submission.appcoins?.packageName, purchaseToken: submission.appcoins?.purchaseToken,
-                                        storeConsumed: purchase.consumed == true)
+                                        storeConsumed: purchase.consumed == true, expiresDate: purchase.expiresDate)
             // A restore (StoreKit 1, receipts) has a transaction id of its own beside the original's. Under an original
             // another user holds, the restore policy judges it as it judges a replay of the original itself.
             if let original = purchase.originalTransactionId, original != purchase.transactionId,

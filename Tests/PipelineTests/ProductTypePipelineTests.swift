@@ -134,6 +134,32 @@ extension PipelineTests {
 }
 
 extension PipelineTests {
+    /// A subscription refunded before its grant, then the refund reversed: granted again until the expiry its verified
+    /// transaction carries, never for good.
+    @Test(arguments: StoreEngine.available)
+    func aSubscriptionRefundedBeforeItsGrantIsReinstatedUntilItsExpiry(_ engine: StoreEngine) async throws {
+        let servers = try TestServices.requireBrokers()
+        let pki = try TestPKI.make()
+        let pipeline = try await Self.start(servers: servers, pki: pki, storeURL: try await engine.freshURL())
+        let signer = JWSSigner(pki: pki)
+        let start = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 - 5 * 86_400).rounded()) // whole milliseconds, as signed
+        let expires = start.addingTimeInterval(30 * 86_400)
+        let key = PurchaseKey(store: .appstore, transactionId: "8700001")
+        func signed(revokedAt: Date?) throws -> String {
+            try signer.sign(AppStorePayloads.transaction(transactionId: "8700001", productId: "pass.monthly", bundleId: Self.bundle, type: .autoRenewable,
+                                                         purchaseDate: start, revocationDate: revokedAt,
+                                                         extra: ["expiresDate": .integer(AppStorePayloads.milliseconds(expires))]))
+        }
+        try await send([try submission(pipeline, try signed(revokedAt: start.addingTimeInterval(3600)), user: "user-rs")], servers: servers)
+        // The first answer waits for the workers to join their groups too.
+        try await waitUntil("refunded before its grant", timeout: .seconds(120)) { try await pipeline.store.purchase(key)?.state == .revoked }
+        try await send([try notification(pipeline, signer, .refundReversed, transaction: try signed(revokedAt: nil))], servers: servers)
+        try await waitUntil("granted again") { try await pipeline.store.purchase(key)?.state == .finished }
+        try await pipeline.stop()
+        let held = try await pipeline.store.entitlements(of: "user-rs")
+        #expect(held == ["pass": expires], "until its expiry, not for good: \(held)")
+    }
+
     /// Family Sharing: each family member gets a transaction of their own (`FAMILY_SHARED`), granted to the
     /// member's user like any purchase; a REVOKE of it (the member left the family, sharing stopped) ends the
     /// member's entitlement and leaves the purchaser's.

@@ -17,7 +17,8 @@ import TestSupport
                               userId: "user-\(index % 11)", productId: "coins.\(index % 4)", productType: types[index % 4], quantity: 1 + index % 3,
                               purchaseTime: t0.addingTimeInterval(Double(-index)), environment: index % 3 == 0 ? nil : "Sandbox",
                               originalTransactionId: index % 2 == 0 ? nil : "o\(index)", packageName: index % 4 == 0 ? nil : "com.example.game",
-                              purchaseToken: index % 4 == 0 ? nil : "token-\(index)", storeConsumed: index % 5 == 0)
+                              purchaseToken: index % 4 == 0 ? nil : "token-\(index)", storeConsumed: index % 5 == 0,
+                              expiresDate: types[index % 4] == .autoRenewable ? t0.addingTimeInterval(Double(30 * 86_400 - index)) : nil)
     }
 
     /// A refund first, the records, grants, finishes and repeats of them, each stamped with a time of its own.
@@ -58,6 +59,8 @@ import TestSupport
         let mismatch = zip(rows, expectedRows).first { $0 != $1 }
         #expect(mismatch == nil, "the first row that differs (batched, call by call): \(String(describing: mismatch))")
         #expect(try await batched.balances(of: "user-0") == alone.balances(of: "user-0"))
+        let subscription = Self.purchases[2]
+        for store in [alone, batched] { #expect(try await store.purchase(subscription.key) == subscription, "every column read back, the expiry too") }
     }
 
     /// A record the database refuses (a quantity of 0 breaks a CHECK) fails the batch at its COMMIT when its write was
