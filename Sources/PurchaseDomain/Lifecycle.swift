@@ -55,7 +55,7 @@ public enum LifecycleEffect: String, Hashable, Sendable, CaseIterable, CustomStr
     case clearTombstone
     /// Ledger entries, balance or entitlement for the purchase's items.
     case grantItems
-    /// Grant the items again after a reversed refund.
+    /// Give back what the refund took back (not what was spent before it), after a reversed refund.
     case regrantItems
     /// Take back what the purchase granted (never below zero: what was spent is the shortfall).
     case reverseGrants

@@ -100,7 +100,7 @@ public enum RevokeOutcome: Sendable, Hashable {
 }
 
 public enum ReinstateOutcome: Sendable, Hashable {
-    /// The refund was reversed: `items` are granted again and the purchase is finished.
+    /// The refund was reversed: what it took back, `items`, is given back and the purchase is finished.
     case reinstated(items: [GrantItem], ledgerEntryIds: [Int64], balances: [String: Int64])
     /// The tombstone of a purchase not seen yet is cleared: it is granted as usual when it arrives.
     case tombstoneCleared

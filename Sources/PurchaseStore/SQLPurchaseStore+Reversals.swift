@@ -53,9 +53,9 @@ extension SQLPurchaseStore {
         }
     }
 
-    /// A refund reversed by the store (REFUND_REVERSED): a revoked purchase gets its original grant again (or
-    /// `items` if it was revoked before its grant) and is finished; a tombstone is cleared. Once: a second reversal
-    /// changes nothing.
+    /// A refund reversed by the store (REFUND_REVERSED): a revoked purchase gets back what its refund took back (not what
+    /// the user had spent before it, the refund's shortfall: the user is where they were before the refund), or `items`
+    /// if it was revoked before its grant, and is finished; a tombstone is cleared. Once: a second reversal changes nothing.
     public func reinstate(_ key: PurchaseKey, items: [GrantItem], at now: Date) async throws -> ReinstateOutcome {
         try await decide(key, on: .refundReversed) { _, connection, current, transition in
             guard transition.outcome == .applied else { return .notRevoked(state: current.state) }
@@ -64,8 +64,7 @@ extension SQLPurchaseStore {
                                      [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(now))])
                 return .tombstoneCleared
             }
-            let original = try Self.ledgerItems(connection, key, kind: "grant")
-            let granted = original.isEmpty ? items : original
+            let granted = (try Self.takenBack(connection, key) ?? items).filter { $0.amount > 0 }
             let applied = try Self.apply(granted, entry: "regrant", connection, key, userId: current.userId ?? "", at: now, self.dialect)
             try Self.setState(connection, key, transition.to, timeColumn: "finished_at", at: now)
             // Revoked before its grant: the re-grant is its grant.
@@ -103,6 +102,27 @@ extension SQLPurchaseStore {
                 }
             }
             return ended.isEmpty ? .nothingToEnd(state: current.state) : .ended(entitlements: ended.sorted())
+        }
+    }
+
+    /// What the purchase's last revocation took back, per item: its entries (those after the last re-grant) less their
+    /// shortfall, what the balance could not give; an entitlement until the expiry its grants gave. Nil when it wrote
+    /// none: revoked before its grant. (Ids order these entries: revocations and re-grants write theirs at once, under
+    /// the purchase's lock; only grants' ids are reserved ahead, `applyDeferring`.)
+    static func takenBack(_ connection: any SQLConnection, _ key: PurchaseKey) throws -> [GrantItem]? {
+        let rows = try connection.query("""
+            SELECT r.item_kind, r.code, sum(-r.amount - r.shortfall), (SELECT max(g.expires_at) FROM ledger g
+                WHERE g.store = r.store AND g.transaction_id = r.transaction_id AND g.entry_kind IN ('grant', 'regrant')
+                    AND g.item_kind = r.item_kind AND g.code = r.code)
+            FROM ledger r
+            WHERE r.store = $1 AND r.transaction_id = $2 AND r.entry_kind = 'revoke'
+                AND r.id > coalesce((SELECT max(id) FROM ledger WHERE store = $1 AND transaction_id = $2 AND entry_kind = 'regrant'), 0)
+            GROUP BY r.store, r.transaction_id, r.item_kind, r.code ORDER BY r.item_kind, r.code
+            """, [.text(key.store.rawValue), .text(key.transactionId)])
+        guard !rows.isEmpty else { return nil }
+        return rows.compactMap { row in
+            guard let kind = row[0].string.flatMap(GrantItem.Kind.init(rawValue:)), let code = row[1].string, let amount = row[2].int64 else { return nil }
+            return GrantItem(kind: kind, code: code, amount: amount, expiresAt: row[3].int64.map(PurchaseTime.date))
         }
     }
 }

@@ -8,9 +8,9 @@ import WorkerRuntime
 /// `iap-granter`: `purchase.verified` → the catalog → one transaction (ledger, balance or entitlement,
 /// state `granted`) → `item.granted`; a purchase granted before answers `alreadyGranted: true` and changes
 /// nothing. `purchase.revoked` carries out the store's later decisions: REFUND and REVOKE reverse the grant (or
-/// leave a tombstone for a purchase not seen yet), REFUND_REVERSED grants again once (`item.granted`,
-/// `reinstated`), EXPIRED and GRACE_PERIOD_EXPIRED end what the expired subscription period gave. `refund.due`,
-/// when claw-back is on, reverses the grant.
+/// leave a tombstone for a purchase not seen yet), REFUND_REVERSED gives back once what the refund took
+/// (`item.granted`, `reinstated`), EXPIRED and GRACE_PERIOD_EXPIRED end what the expired subscription period
+/// gave. `refund.due`, when claw-back is on, reverses the grant.
 public struct GranterStage: StoreBackedStage {
     public let name = "granter"
     public let topics: [String]
@@ -106,7 +106,7 @@ public struct GranterStage: StoreBackedStage {
                     alreadyGranted: already, ledgerEntryId: ledgerEntryId, grantedAt: context.now())
     }
 
-    /// REFUND_REVERSED: the original grant again (or the catalog's items for a purchase revoked before its grant).
+    /// REFUND_REVERSED: what the refund took back, given back (or the catalog's items for a purchase revoked before its grant).
     private func reinstate(_ key: PurchaseKey) async throws -> StageResult {
         guard let record = try await store.purchase(key) else {
             let outcome = try await store.reinstate(key, items: [], at: context.now())

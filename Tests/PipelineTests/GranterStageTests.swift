@@ -1,3 +1,4 @@
+import Database
 import Foundation
 import Kafka
 import PurchaseDomain
@@ -54,5 +55,29 @@ import WorkerRuntime
         #expect(try await store.entitlements(of: "user-g", at: Self.day(36)) == ["pass": Self.day(65)], "paid to day 65")
         try await handle(expired("sub-2", original: "sub-1", .GRACE_PERIOD_EXPIRED, at: Self.day(40)), store, at: Self.day(40))
         #expect(try await store.entitlements(of: "user-g", at: Self.day(40)).isEmpty, "the period it names ends now")
+    }
+
+    /// 100 coins granted, 70 spent in the game, then a refund (it takes the 30 left) and its reversal: `item.granted`
+    /// (`reinstated`) gives back the 30 the refund took, and the balance is what it was before the refund.
+    @Test(arguments: StoreEngine.available) func aReversedRefundAnnouncesWhatTheRefundTook(_ engine: StoreEngine) async throws {
+        let url = try await engine.freshURL()
+        let store = try SQLPurchaseStore(url: url)
+        try await store.migrate()
+        _ = try await store.recordVerified(PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: "coins-1"), userId: "user-c", productId: "coins.100",
+                                                          productType: .consumable, quantity: 1, purchaseTime: Self.t0), at: Self.t0)
+        try await handle(PurchaseVerifiedEvent(store: .appstore, transactionId: "coins-1", productId: "coins.100", quantity: 1, userId: "user-c",
+                                               purchaseDate: Self.t0, source: .client, verifiedAt: Self.t0), store, at: Self.t0)
+        let raw: any SQLConnection = url.hasPrefix("sqlite:") ? try SQLiteConnection(path: String(url.dropFirst("sqlite:".count))) : try PostgresConnection(url: url)
+        try raw.query("UPDATE balances SET amount = 30 WHERE user_id = 'user-c'") // 70 spent in the game
+        try await handle(PurchaseRevokedEvent(store: .appstore, transactionId: "coins-1", reason: .REFUND, revokedAt: Self.day(1)), store, at: Self.day(1))
+        #expect(try await store.balances(of: "user-c") == ["coins": 0])
+        guard case .publish(let out) = try await handle(PurchaseRevokedEvent(store: .appstore, transactionId: "coins-1", reason: .REFUND_REVERSED,
+                                                                             revokedAt: Self.day(2)), store, at: Self.day(2)),
+              let value = out.first?.value, case .success(let granted) = Self.codec.decodeBody(value, as: ItemGranted.self) else {
+            Issue.record("no item.granted"); return
+        }
+        #expect(granted.reinstated == true)
+        #expect(granted.items == [GrantedItem(kind: .currency, code: "coins", amount: 30, balance: 30)], "\(granted.items)")
+        #expect(try await store.balances(of: "user-c") == ["coins": 30])
     }
 }

@@ -43,7 +43,7 @@ import TestSupport
         #expect(ids.count == 1)
         #expect(balances == ["coins": 100])
         #expect(granted == [.currency("coins", 100)])
-        #expect(try await store.balances(of: "user-rr") == ["coins": 100], "the original grant, not the fallback items")
+        #expect(try await store.balances(of: "user-rr") == ["coins": 100], "what the refund took, not the fallback items")
         #expect(try await store.reinstate(record.key, items: [], at: Self.t0) == .notRevoked(state: .finished), "once")
         #expect(try await store.balances(of: "user-rr") == ["coins": 100])
         #expect(try await store.grantedItems(record.key) == [.currency("coins", 100)])
@@ -52,6 +52,35 @@ import TestSupport
         #expect(try await store.balances(of: "user-rr") == ["coins": 0])
         let audit = try await store.audit()
         #expect(audit.balanceMismatches.isEmpty && audit.finishedWithoutGrant.isEmpty && audit.orphanGrants.isEmpty, "\(audit)")
+    }
+
+    /// 100 coins granted, 70 spent, the refund takes back the 30 left (shortfall 70): its reversal gives back those 30,
+    /// not 100. The user is where they were before the refund; a second refund and reversal take and give the same.
+    @Test(arguments: StoreEngine.available) func aReversedRefundGivesBackWhatTheRefundTookNotWhatWasSpent(_ engine: StoreEngine) async throws {
+        let store = try await store(engine)
+        let (record, spentAll) = (purchase("sf-1", user: "user-sf"), purchase("sf-2", user: "user-sa"))
+        for record in [record, spentAll] {
+            _ = try await store.recordVerified(record, at: Self.t0)
+            _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: Self.t0)
+        }
+        _ = try await store.executor.run { connection in
+            try connection.query("UPDATE balances SET amount = CASE user_id WHEN 'user-sf' THEN 30 ELSE 0 END") // spent in the game
+        }
+        #expect(try await store.revoke(record.key, at: Self.t0) == .revoked(shortfall: ["coins": 70]))
+        #expect(try await store.balances(of: "user-sf") == ["coins": 0])
+        for round in 1...2 {
+            guard case .reinstated(let items, _, let balances) = try await store.reinstate(record.key, items: [.currency("coins", 100)], at: Self.t0) else {
+                Issue.record("not reinstated"); return
+            }
+            #expect(items == [.currency("coins", 30)] && balances == ["coins": 30], "round \(round): what the refund took")
+            #expect(try await store.balances(of: "user-sf") == ["coins": 30], "round \(round): as before the refund")
+            #expect(try await store.grantedItems(record.key) == [.currency("coins", 30)])
+            #expect(try await store.revoke(record.key, at: Self.t0) == .revoked(shortfall: [:]))
+        }
+        // All of it spent: the refund took nothing, and its reversal gives nothing (not the catalog's items either).
+        #expect(try await store.revoke(spentAll.key, at: Self.t0) == .revoked(shortfall: ["coins": 100]))
+        #expect(try await store.reinstate(spentAll.key, items: [.currency("coins", 100)], at: Self.t0) == .reinstated(items: [], ledgerEntryIds: [], balances: [:]))
+        #expect(try await store.balances(of: "user-sa") == ["coins": 0])
     }
 
     @Test(arguments: StoreEngine.available) func aRefundReversedBeforeThePurchaseArrivesLetsItBeGranted(_ engine: StoreEngine) async throws {
