@@ -60,13 +60,14 @@ public struct Parking: Sendable {
 }
 
 /// A record on the retry topic: the original key, value and headers, with headers saying where it came from,
-/// when it was parked, when to try it again, how often it was tried, and which record it is (`token`).
+/// when it was parked, when to try it again, how often it was tried, which record it is (`token`), and whether the
+/// stage's answer to it was published already (`answered`).
 struct ParkedRecord {
     enum Header {
         static let prefix = "iap-parked-"
         static let stage = "iap-parked-stage", topic = "iap-parked-topic", partition = "iap-parked-partition", offset = "iap-parked-offset"
         static let parkedAt = "iap-parked-at", due = "iap-parked-due", reason = "iap-parked-reason", token = "iap-parked-token"
-        static let attempts = "iap-parked-attempts"
+        static let attempts = "iap-parked-attempts", answered = "iap-parked-answered"
     }
 
     var origin: ParkedOrigin
@@ -77,6 +78,9 @@ struct ParkedRecord {
     /// Re-drives that failed (or re-checks) so far.
     var attempts: Int
     var reason: String
+    /// Whether the outputs of the stage's `.recheck` answer were published: then later re-checks publish nothing. A
+    /// message parked failing (or behind its key) is answered when the re-driver first gets that answer.
+    var answered: Bool
     /// The message as the stage first received it.
     var original: KafkaMessage
 
@@ -90,6 +94,8 @@ struct ParkedRecord {
         self.token = token
         self.attempts = attempts
         reason = record.header(Header.reason) ?? ""
+        // Records from before the header: only re-checks parked as answered, with this reason.
+        answered = record.header(Header.answered).map { $0 == "1" } ?? (reason == "re-check")
         origin = ParkedOrigin(stage: stage, topic: topic, partition: partition, offset: offset)
         self.parkedAt = Date(timeIntervalSince1970: Double(parkedAt) / 1000)
         self.due = Date(timeIntervalSince1970: Double(due) / 1000)
@@ -97,14 +103,16 @@ struct ParkedRecord {
                                 headers: record.headers.filter { !$0.key.hasPrefix(Header.prefix) }, timestamp: record.timestamp)
     }
 
-    /// A new record parking `message` (from `stage`'s input) first, due at `due`.
-    init(parking message: KafkaMessage, stage: String, reason: String, at now: Date, due: Date) {
+    /// A new record parking `message` (from `stage`'s input) first, due at `due`; `answered` when the stage's answer
+    /// to it was published (a re-check).
+    init(parking message: KafkaMessage, stage: String, reason: String, answered: Bool, at now: Date, due: Date) {
         origin = ParkedOrigin(stage: stage, topic: message.topic, partition: message.partition, offset: message.offset)
         parkedAt = now
         self.due = due
         token = UUID().uuidString
         attempts = 0
         self.reason = reason
+        self.answered = answered
         original = message
     }
 
@@ -124,7 +132,7 @@ struct ParkedRecord {
         func milliseconds(_ date: Date) -> String { String(Int64((date.timeIntervalSince1970 * 1000).rounded())) }
         let headers = [(Header.stage, origin.stage), (Header.topic, origin.topic), (Header.partition, String(origin.partition)),
                        (Header.offset, String(origin.offset)), (Header.parkedAt, milliseconds(parkedAt)), (Header.due, milliseconds(due)),
-                       (Header.token, token), (Header.attempts, String(attempts)),
+                       (Header.token, token), (Header.attempts, String(attempts)), (Header.answered, answered ? "1" : "0"),
                        (Header.reason, String(reason.prefix(500)))].map { KafkaHeader(key: $0.0, string: $0.1) }
         return KafkaProducerMessage(topic: topic, key: original.key, value: original.value,
                                     headers: original.headers.filter { !$0.key.hasPrefix(Header.prefix) } + headers)

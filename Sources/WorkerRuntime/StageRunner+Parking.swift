@@ -38,6 +38,11 @@ extension Parking {
 /// `parkedDelay` up to `maxParkedDelay` (an hour by default), its new record published before the ledger names it
 /// (a crash in between leaves the old one current, handled again: never none); past `parkedBudget` it becomes a
 /// dead letter (`parkedTooLong`).
+///
+/// A `.recheck` answer's outputs are published once, the first time the stage gives it: on the input side, or by the
+/// re-driver for a message parked failing or behind its key (its record's `answered` header says which); later
+/// re-checks, and the last one past `parkedBudget`, publish nothing. A crash between that publish and the record
+/// marked answered publishes the answer again (a repeat, which changes nothing), never not at all.
 extension StageRunner {
     /// Parks `record` from the input: the ledger entry first (so that a crash before the publish is seen when the
     /// uncommitted input comes again), then the record. A record the broker refuses outright (too large, no such
@@ -80,7 +85,7 @@ extension StageRunner {
     /// Parks `message` after it failed (or behind its key's parked message); `false` (logged) when that failed, to be tried again.
     func parkTried(_ message: KafkaMessage, reason: String) async throws -> Bool {
         do {
-            try await park(ParkedRecord(parking: message, stage: stage.name, reason: reason, at: Date(),
+            try await park(ParkedRecord(parking: message, stage: stage.name, reason: reason, answered: false, at: Date(),
                                         due: Date().addingTimeInterval(configuration.parkedDelay.seconds)), recheck: false)
             return true
         } catch {
@@ -119,10 +124,14 @@ extension StageRunner {
                 try await publish(outputs)
             case .deadLetter(let reason, let detail):
                 try await deadLetter(message, reason: reason, detail: detail)
-            case .recheck(_, let after) where !overBudget:
-                // Answered when it first came: only asked about again, less and less often.
-                return try await parkAgain(parked, after: min(max(after.seconds, age), configuration.maxParkedDelay.seconds), reason: "re-check", recheck: true)
-            case .recheck:
+            case .recheck(let outputs, let after):
+                // Its answer is published the first time the stage gives it: when it came from the input, or here for a
+                // message parked failing or behind its key. Then it is only asked about again, less and less often.
+                if !parked.answered { try await publish(outputs) }
+                if !overBudget {
+                    return try await parkAgain(parked, after: min(max(after.seconds, age), configuration.maxParkedDelay.seconds), reason: "re-check",
+                                               recheck: true)
+                }
                 logger.info("re-checks ended: set aside for the whole budget", ["topic": message.topic, "offset": message.offset])
             }
         } catch let error where isTransient(error) && !overBudget {
@@ -147,10 +156,12 @@ extension StageRunner {
         try await inPlace { try await self.publish([again.message(topic: parking.topic)]) }
     }
 
-    /// Parks a re-driven message again under a new record: published first, then named in the ledger.
+    /// Parks a re-driven message again under a new record: published first, then named in the ledger. `recheck`: its
+    /// answer was just published (or before), so the record says so.
     private func parkAgain(_ parked: ParkedRecord, after delay: TimeInterval, reason: String, recheck: Bool) async throws {
         guard let parking else { return }
-        let next = parked.again(due: Date().addingTimeInterval(delay), attempts: parked.attempts + 1, reason: reason, renamed: true)
+        var next = parked.again(due: Date().addingTimeInterval(delay), attempts: parked.attempts + 1, reason: reason, renamed: true)
+        if recheck { next.answered = true }
         try await inPlace { try await self.publish([next.message(topic: parking.topic)]) }
         try await inPlace {
             try await parking.withLedger { ledger in

@@ -308,7 +308,7 @@ public final class StageRunner: Service {
                     try await publish(outputs)
                     count("handled")
                     if parking != nil {
-                        try await park(ParkedRecord(parking: message, stage: stage.name, reason: "re-check", at: Date(),
+                        try await park(ParkedRecord(parking: message, stage: stage.name, reason: "re-check", answered: true, at: Date(),
                                                     due: Date().addingTimeInterval(after.seconds)), recheck: true)
                     }
                 }
