@@ -71,6 +71,10 @@ public final class KafkaProducer: Sendable {
     /// those that are not fatal by itself.
     public func drainErrors() -> [KafkaError] { core.client.events.drainErrors() }
 
+    /// Records enqueued whose outcome librdkafka has not reported yet (waiting, in flight, or a delivery report not
+    /// served): 0 once each was acknowledged or failed.
+    var undeliveredCount: Int { Int(core.client.outQueueLength) }
+
     fileprivate static func kafkaError(_ error: any Error) -> KafkaError {
         error as? KafkaError ?? KafkaError(code: .produce, message: "\(error)")
     }

@@ -103,12 +103,16 @@ public final class StageRunner: Service {
     /// Parks past the retry budget and re-drives what was parked; nil: transient failures are retried in place until done.
     let parking: Parking?
     private let stopping = Mutex(false)
+    /// Which partitions' outputs failed to be delivered, for sending later ones again after them.
+    private let outputOrder = OutputOrder()
     /// Counters for tests: `handled`, `deadLettered`, `retries`, `parked`, `redriven`, `batches`, `batchesCut`.
     public let counters = Mutex<[String: Int]>([:])
     /// `iap_messages_total`, `iap_retries_total`, `iap_dead_letters_total`, `iap_handler_duration_seconds`, `iap_in_flight_messages`.
     public let metrics: MetricsRegistry
     /// The series every message updates, named once.
-    private let inFlight, handlerDuration, publishDuration, handled: MetricsRegistry.SeriesKey
+    private let inFlight, handlerDuration, publishDuration: MetricsRegistry.SeriesKey
+    /// `iap_messages_total{outcome="handled"}` (see `count`).
+    let handled: MetricsRegistry.SeriesKey
     /// The consumer, e.g. for its assignment (readiness) and lag (metrics).
     public var kafkaConsumer: KafkaConsumer { consumer }
     /// Every consumer of this runner: the stage's, and its re-driver's (with parking).
@@ -131,22 +135,6 @@ public final class StageRunner: Service {
         handlerDuration = metrics.series("iap_handler_duration_seconds", ["stage": stage.name])
         publishDuration = metrics.series("iap_publish_duration_seconds", ["stage": stage.name])
         handled = metrics.series("iap_messages_total", ["stage": stage.name, "outcome": "handled"])
-    }
-
-    /// The runner's metric families (declared by every stage, so that dashboards find them at zero).
-    public static func declareMetrics(_ metrics: MetricsRegistry) {
-        metrics.declare("iap_messages_total", .counter, help: "Input messages done, by stage and outcome (handled, deadLettered).")
-        metrics.declare("iap_retries_total", .counter, help: "Transient failures retried, by stage.")
-        metrics.declare("iap_dead_letters_total", .counter, help: "Messages dead-lettered, by stage and reason.")
-        metrics.declare("iap_handler_duration_seconds", .histogram, help: "Time from taking a message to its outputs acknowledged, retries included.")
-        metrics.declare("iap_in_flight_messages", .gauge, help: "Messages being handled now.")
-        metrics.declare("iap_publish_duration_seconds", .histogram, help: "Time from sending a message's outputs to the broker's acknowledgement.")
-        metrics.declare("iap_parked_total", .counter, help: "Messages parked on the retry topic (retry budget spent, or behind a parked message of their key), by stage.")
-        metrics.declare("iap_redriven_total", .counter, help: "Parked messages the re-driver handed back to the stage and saw done, by stage.")
-        metrics.declare("iap_batches_total", .counter, help: "Runs of several waiting messages handed to the stage at once, by stage.")
-        metrics.declare("iap_batches_cut_total", .counter,
-                        help: "Batches the stage answered only in part (e.g. rolled back after a failure), the rest handled alone or batched again, by stage.")
-        metrics.declare("iap_rechecks_total", .counter, help: "Answered messages set aside to be asked about again (e.g. a pending payment), by stage.")
     }
 
     public func run() async throws {
@@ -187,7 +175,8 @@ public final class StageRunner: Service {
     /// acknowledgement, so the next message of the partition is handled meanwhile (the consumer stores
     /// offsets only as completions return, in order). Outputs the broker did not take are sent again as they
     /// were, until it takes them: a broker refusing them refuses every partition's, and the message cannot be
-    /// parked (later messages of the partition were handled already).
+    /// parked (later messages of the partition were handled already). Then the later messages' outputs, enqueued
+    /// before and perhaps delivered first, are sent again after them (`OutputOrder`).
     private func process(_ message: KafkaMessage) async throws -> KafkaConsumer.Completion {
         try await complete(message, first: await attempt(message), started: ContinuousClock.now)
     }
@@ -263,12 +252,20 @@ public final class StageRunner: Service {
             try await processWithRetries(message, first: first) { [self] in await attempt(message) }
             return {}
         }
+        let partition = TopicPartition(topic: message.topic, partition: message.partition)
+        let mark = outputOrder.mark(partition)
         let sent = ContinuousClock.now
         let pending = await producer.enqueue(contentsOf: outputs)
         return { [self] in
             defer { done() }
+            var first = Result<StageResult, any Error>.success(.publish(outputs))
             if let failure = await acknowledged(pending, sentAt: sent) {
-                try await processWithRetries(message, first: .failure(failure), parkable: false) { .success(.publish(outputs)) }
+                outputOrder.failed(partition)
+                first = .failure(failure)
+            }
+            if outputOrder.failedSince(mark, partition) {
+                // Ours failed, or an earlier message's did and was sent again after ours: sent (again) after those.
+                try await processWithRetries(message, first: first, parkable: false) { .success(.publish(outputs)) }
             } else {
                 count("handled")
             }
@@ -402,22 +399,6 @@ public final class StageRunner: Service {
         while ContinuousClock.now < deadline {
             if stopping.withLock({ $0 }) || KafkaConsumer.isHandlingRevokedPartition { throw Interrupted() }
             try await Task.sleep(for: min(.milliseconds(100), deadline - ContinuousClock.now))
-        }
-    }
-
-    func count(_ name: String, reason: String? = nil) {
-        counters.withLock { $0[name, default: 0] += 1 }
-        switch name {
-        case "retries": metrics.increment("iap_retries_total", ["stage": stage.name])
-        case "parked": metrics.increment("iap_parked_total", ["stage": stage.name])
-        case "redriven": metrics.increment("iap_redriven_total", ["stage": stage.name])
-        case "rechecks": metrics.increment("iap_rechecks_total", ["stage": stage.name])
-        case "batches": metrics.increment("iap_batches_total", ["stage": stage.name])
-        case "batchesCut": metrics.increment("iap_batches_cut_total", ["stage": stage.name])
-        case "handled": metrics.increment(handled)
-        default:
-            metrics.increment("iap_messages_total", ["stage": stage.name, "outcome": name])
-            if let reason { metrics.increment("iap_dead_letters_total", ["stage": stage.name, "reason": reason]) }
         }
     }
 }

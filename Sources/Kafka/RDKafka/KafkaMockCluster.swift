@@ -70,6 +70,11 @@ public final class KafkaMockCluster: @unchecked Sendable {
         rd_kafka_mock_push_request_errors_array(cluster, api.rawValue, codes.count, codes)
     }
 
+    /// Drops the errors pushed for `api` that no request has answered with yet.
+    public func clearRequestErrors(_ api: APIKey) {
+        rd_kafka_mock_clear_request_errors(cluster, api.rawValue)
+    }
+
     private func check(_ err: rd_kafka_resp_err_t, _ what: String) throws {
         if err != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError.rdKafka(.admin, err, context: "mock cluster: \(what)") }
     }

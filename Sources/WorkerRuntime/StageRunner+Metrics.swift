@@ -1,0 +1,36 @@
+import Metrics
+
+/// The runner's metrics and test counters.
+extension StageRunner {
+    /// The runner's metric families (declared by every stage, so that dashboards find them at zero).
+    public static func declareMetrics(_ metrics: MetricsRegistry) {
+        metrics.declare("iap_messages_total", .counter, help: "Input messages done, by stage and outcome (handled, deadLettered).")
+        metrics.declare("iap_retries_total", .counter, help: "Transient failures retried, by stage.")
+        metrics.declare("iap_dead_letters_total", .counter, help: "Messages dead-lettered, by stage and reason.")
+        metrics.declare("iap_handler_duration_seconds", .histogram, help: "Time from taking a message to its outputs acknowledged, retries included.")
+        metrics.declare("iap_in_flight_messages", .gauge, help: "Messages being handled now.")
+        metrics.declare("iap_publish_duration_seconds", .histogram, help: "Time from sending a message's outputs to the broker's acknowledgement.")
+        metrics.declare("iap_parked_total", .counter, help: "Messages parked on the retry topic (retry budget spent, or behind a parked message of their key), by stage.")
+        metrics.declare("iap_redriven_total", .counter, help: "Parked messages the re-driver handed back to the stage and saw done, by stage.")
+        metrics.declare("iap_batches_total", .counter, help: "Runs of several waiting messages handed to the stage at once, by stage.")
+        metrics.declare("iap_batches_cut_total", .counter,
+                        help: "Batches the stage answered only in part (e.g. rolled back after a failure), the rest handled alone or batched again, by stage.")
+        metrics.declare("iap_rechecks_total", .counter, help: "Answered messages set aside to be asked about again (e.g. a pending payment), by stage.")
+    }
+
+    func count(_ name: String, reason: String? = nil) {
+        counters.withLock { $0[name, default: 0] += 1 }
+        switch name {
+        case "retries": metrics.increment("iap_retries_total", ["stage": stage.name])
+        case "parked": metrics.increment("iap_parked_total", ["stage": stage.name])
+        case "redriven": metrics.increment("iap_redriven_total", ["stage": stage.name])
+        case "rechecks": metrics.increment("iap_rechecks_total", ["stage": stage.name])
+        case "batches": metrics.increment("iap_batches_total", ["stage": stage.name])
+        case "batchesCut": metrics.increment("iap_batches_cut_total", ["stage": stage.name])
+        case "handled": metrics.increment(handled)
+        default:
+            metrics.increment("iap_messages_total", ["stage": stage.name, "outcome": name])
+            if let reason { metrics.increment("iap_dead_letters_total", ["stage": stage.name, "reason": reason]) }
+        }
+    }
+}
