@@ -52,14 +52,3 @@ public final class ParentWatch<C: Clock>: Service where C.Duration == Duration {
 
     public func triggerGracefulShutdown() { stopping.withLock { $0 = true } }
 }
-
-extension Clock where Duration == Swift.Duration {
-    /// Sleeps for `duration`, or less once `stopped()` is true (looked at every 100 ms): a periodic service's wait that
-    /// a graceful shutdown does not have to sit out.
-    func sleep(for duration: Duration, unless stopped: () -> Bool) async throws {
-        let deadline = now.advanced(by: duration)
-        while now < deadline, !stopped() {
-            try await sleep(until: min(deadline, now.advanced(by: .milliseconds(100))), tolerance: nil)
-        }
-    }
-}

@@ -395,11 +395,11 @@ public final class StageRunner: Service {
 
     /// Sleeps unless shutting down or the partition being handled is revoked, checking often enough to stop promptly.
     func sleep(_ delay: Duration) async throws {
-        let deadline = ContinuousClock.now + delay
-        while ContinuousClock.now < deadline {
-            if stopping.withLock({ $0 }) || KafkaConsumer.isHandlingRevokedPartition { throw Interrupted() }
-            try await Task.sleep(for: min(.milliseconds(100), deadline - ContinuousClock.now))
-        }
+        let clock = ContinuousClock()
+        let deadline = clock.now + delay
+        try await clock.sleep(for: delay, unless: { stopping.withLock { $0 } || KafkaConsumer.isHandlingRevokedPartition })
+        // Woken before the deadline: told to stop.
+        if clock.now < deadline { throw Interrupted() }
     }
 }
 
