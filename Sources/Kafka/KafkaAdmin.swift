@@ -1,15 +1,33 @@
+import Synchronization
+
 /// Cluster administration: metadata, topic creation, and group descriptions.
 public final class KafkaAdmin: Sendable {
-    private let client: RDKafkaClient
+    private let kafka: KafkaConfiguration
+    /// The handle calls go through; dropped after a group description went unanswered (see `describeGroup`), and
+    /// made again by the next call.
+    private let current: Mutex<RDKafkaClient?>
+
+    private var client: RDKafkaClient {
+        get throws {
+            try current.withLock { current in
+                if let client = current { return client }
+                let client = try RDKafkaClient.make(kind: .producer, configuration: kafka)
+                current = client
+                return client
+            }
+        }
+    }
 
     public init(kafka: KafkaConfiguration) throws {
         try KafkaLibrary.requireSupportedVersion()
-        client = try RDKafkaClient.make(kind: .producer, configuration: kafka)
+        self.kafka = kafka
+        current = Mutex(try RDKafkaClient.make(kind: .producer, configuration: kafka))
     }
 
     /// Asks the cluster for its metadata, which proves it is reachable.
     /// - Throws: `KafkaError` with code `.connection` when no broker answered within `timeout`.
     public func metadata(timeout: Duration = .seconds(10)) throws -> (brokers: Int, topics: [String: Int]) {
+        let client = try self.client
         do {
             return try client.metadata(timeoutMs: Int32(timeout.milliseconds))
         } catch let error as KafkaError {
@@ -24,8 +42,20 @@ public final class KafkaAdmin: Sendable {
     /// Consumer group `group` as its coordinator describes it: state, members and what each was assigned. On a handle of
     /// its own (not a consumer's): librdkafka 2.8 hangs the handle's main thread when the broker lacks the API (its mock
     /// cluster does).
+    ///
+    /// A description that got no answer within `timeout` leaves this admin on a new handle: the old one, destroyed
+    /// when its last call returns, takes the unanswered request with it before librdkafka could time it out and
+    /// abort the process when the coordinator comes back (see `RDKafkaClient.describeGroup`).
+    /// - Throws: `KafkaError` with code `.timeout` when unanswered, `.admin` when the coordinator refused.
     public func describeGroup(_ group: String, timeout: Duration = .seconds(5)) throws -> KafkaGroupDescription {
-        try client.describeGroup(group, timeoutMs: Int32(timeout.milliseconds))
+        let client = try self.client
+        do {
+            return try client.describeGroup(group, timeoutMs: Int32(timeout.milliseconds))
+        } catch let error as KafkaError where error.code == .timeout {
+            client.abandon()
+            current.withLock { if $0 === client { $0 = nil } }
+            throw error
+        }
     }
 
     /// Creates the topics that do not exist yet, with `partitions` partitions each. (Tansu can take tens of seconds to

@@ -29,6 +29,9 @@ public final class BackgroundProcess: Sendable {
 
     public func stop() { child.signal(SIGKILL) }
 
+    /// Sends `signal` (SIGSTOP and SIGCONT to make it stop answering and resume, say).
+    public func signal(_ signal: Int32) { child.signal(signal) }
+
     deinit { stop() }
 }
 

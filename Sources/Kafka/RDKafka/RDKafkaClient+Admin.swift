@@ -20,18 +20,27 @@ extension RDKafkaClient {
     }
 
     /// The members of consumer group `group`, as its coordinator describes it (DescribeConsumerGroups).
+    ///
+    /// The request's own timeout is set a minute past `timeoutMs`, and this call waits `timeoutMs`: a handle whose call
+    /// went unanswered must be destroyed (`KafkaAdmin` does) before librdkafka times the request out. In librdkafka (2.8
+    /// and later) a coordinator request that times out while it waits for its coordinator is freed, and when that
+    /// coordinator's connection comes up later the freed request is sent and its answer aborts the process
+    /// (`rd_kafka_enq_once_del_source_return: Assertion 'eonce->refcnt > 0'`): a worker whose broker stopped answering
+    /// for a while died of it when the broker came back. A handle destroyed first fails the waiting request instead.
+    /// - Throws: `KafkaError` with code `.timeout` when no answer came within `timeoutMs`.
     func describeGroup(_ group: String, timeoutMs: Int32) throws -> KafkaGroupDescription {
         var errorBuffer = [CChar](repeating: 0, count: 512)
         let queue = rd_kafka_queue_new(handle)
         defer { rd_kafka_queue_destroy(queue) }
         let options = rd_kafka_AdminOptions_new(handle, RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS)
         defer { rd_kafka_AdminOptions_destroy(options) }
-        _ = rd_kafka_AdminOptions_set_request_timeout(options, timeoutMs, &errorBuffer, errorBuffer.count)
+        let requestTimeoutMs = min(Int64(timeoutMs) + 60_000, 3_600_000) // librdkafka's upper bound
+        _ = rd_kafka_AdminOptions_set_request_timeout(options, Int32(requestTimeoutMs), &errorBuffer, errorBuffer.count)
         group.withCString { name in
             var groups: [UnsafePointer<CChar>?] = [name]
             rd_kafka_DescribeConsumerGroups(handle, &groups, 1, options, queue)
         }
-        guard let event = rd_kafka_queue_poll(queue, timeoutMs + 1000) else {
+        guard let event = rd_kafka_queue_poll(queue, timeoutMs) else {
             throw KafkaError(code: .timeout, message: "DescribeConsumerGroups got no answer within \(timeoutMs) ms", isRetriable: true)
         }
         defer { rd_kafka_event_destroy(event) }

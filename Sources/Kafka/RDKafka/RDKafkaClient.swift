@@ -46,6 +46,8 @@ final class RDKafkaClient: @unchecked Sendable {
     let kind: Kind
     let events: RDKafkaEvents
     private let closed = Mutex(false)
+    /// Set on a handle given up with a request outstanding (`abandon()`).
+    private let abandoned = Mutex(false)
 
     private init(handle: OpaquePointer, kind: Kind, events: RDKafkaEvents) {
         self.handle = handle
@@ -54,6 +56,11 @@ final class RDKafkaClient: @unchecked Sendable {
     }
 
     deinit {
+        if abandoned.withLock({ $0 }) {
+            let handle = AbandonedHandle(pointer: handle)
+            Thread { rd_kafka_destroy(handle.pointer) }.start()
+            return
+        }
         // A consumer that was not closed (a simulated crash) must not commit on the way out.
         let wasClosed = closed.withLock { $0 }
         if kind == .consumer && !wasClosed {
@@ -62,6 +69,11 @@ final class RDKafkaClient: @unchecked Sendable {
             rd_kafka_destroy(handle)
         }
     }
+
+    /// Marks this handle as given up with a request outstanding: when released, it is destroyed on a thread of its
+    /// own, since destroying waits for librdkafka's main thread, which a broker lacking an API can hang (the mock
+    /// cluster without DescribeGroups), and whoever released it last must not hang with it.
+    func abandon() { abandoned.withLock { $0 = true } }
 
     /// Creates a client. The C configuration is freed here if creation fails
     /// (librdkafka takes ownership only on success).
@@ -184,4 +196,10 @@ private func rebalanceCallback(
     } else if legacyErr != RD_KAFKA_RESP_ERR_NO_ERROR {
         events.errors.withLock { $0.append(.rdKafka(.rebalance, legacyErr, context: "assignment change failed")) }
     }
+}
+
+/// An abandoned handle on its way to the thread that destroys it. `@unchecked Sendable`: nothing else holds the
+/// handle any more (its owner is being deinitialised), so that thread is its only user.
+private struct AbandonedHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
 }

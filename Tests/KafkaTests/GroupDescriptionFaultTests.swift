@@ -1,0 +1,69 @@
+import Foundation
+import Kafka
+import Testing
+import TestSupport
+
+/// Describing a consumer group while its broker fails, on a Tansu broker of the test's own.
+@Suite(.timeLimit(.minutes(5)))
+struct GroupDescriptionFaultTests {
+    /// Describing a group while the broker is killed and restarted, or stopped and resumed, fails with an error and
+    /// never aborts the process; once the broker is back the group is described again. (librdkafka's Admin API
+    /// `DescribeConsumerGroups` aborted the process here within seconds: see `KafkaAdmin.describeGroup`.)
+    @Test func describingAGroupWhileItsBrokerFailsNeverAbortsTheProcess() async throws {
+        let tansu = TestServices.packageRoot.appendingPathComponent(".deps/bin/tansu").path
+        try #require(FileManager.default.isExecutableFile(atPath: tansu), "tansu is not installed: make bootstrap")
+        let port = try freePort()
+        let servers = "127.0.0.1:\(port)"
+        let startBroker = {
+            try BackgroundProcess(tansu, ["broker", "--listener-url", "tcp://\(servers)", "--advertised-listener-url", "tcp://\(servers)"])
+        }
+        var broker = try startBroker()
+        let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers, "log_level": "0"]))
+        try await waitUntil("the broker answers") { (try? await admin.metadata(timeout: .seconds(2))) != nil }
+        let topic = uniqueName("described")
+        let group = uniqueName("g")
+        try await admin.createTopics([topic], partitions: 4)
+        let member = RunningConsumer(try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: group, topics: [topic]))) { _ in }
+        try await waitUntil("the member owns partitions") { !member.consumer.assignment.isEmpty }
+
+        let faultsUntil = Date().addingTimeInterval(45)
+        let answered = Locked(0)
+        let failed = Locked(0)
+        // Four callers with short, different deadlines, so that requests are in flight whenever a connection drops.
+        let callers = (0..<4).map { index in
+            Thread {
+                while Date() < faultsUntil {
+                    do {
+                        _ = try admin.describeGroup(group, timeout: .milliseconds(200 + 150 * index))
+                        answered.withLock { $0 += 1 }
+                    } catch {
+                        failed.withLock { $0 += 1 }
+                    }
+                }
+            }
+        }
+        callers.forEach { $0.start() }
+        var restarts = 0
+        while Date() < faultsUntil {
+            if restarts % 2 == 0 {
+                broker.stop()
+                try await Task.sleep(for: .milliseconds(Int.random(in: 0...300)))
+                broker = try startBroker()
+            } else {
+                broker.signal(SIGSTOP)
+                try await Task.sleep(for: .milliseconds(Int.random(in: 100...1_500)))
+                broker.signal(SIGCONT)
+            }
+            restarts += 1
+            try await Task.sleep(for: .milliseconds(Int.random(in: 100...1_000)))
+        }
+        try await waitUntil("the callers are done") { callers.allSatisfy(\.isFinished) }
+        #expect(failed.value > 0, "the faults failed no description: they did not reach the describe calls")
+        #expect(answered.value > 0)
+        // Back up (the restarted broker lost the group: in memory), a group is described again.
+        try await waitUntil("the broker answers again") { (try? await admin.metadata(timeout: .seconds(2))) != nil }
+        try await waitUntil("the group is described again") { (try? await admin.describeGroup(group, timeout: .seconds(2))) != nil }
+        try await member.stop()
+        broker.stop()
+    }
+}
