@@ -100,7 +100,13 @@ public struct FinisherStage: StoreBackedStage {
             case .success(let consumed):
                 // Kept apart from finishing: with the App Store API a purchase is finished at its grant, before it is used. Recorded
                 // before finishing is tried, so that a grant committed meanwhile finds it (see `finish`).
-                try await store.recordConsumed(PurchaseKey(store: consumed.store, transactionId: consumed.transactionId), at: consumed.consumedAt)
+                let key = PurchaseKey(store: consumed.store, transactionId: consumed.transactionId)
+                try await store.recordConsumed(key, at: consumed.consumedAt)
+                if consumed.store == .appstore, appStoreAPI != nil, try await store.states(of: [key])[key] == .granted {
+                    // Its `item.granted` finishes it through Finish Transaction (retried until the store answers), not this
+                    // report: finished here, the purchase would never be finished with the store.
+                    return .publish([])
+                }
                 return try await finish(store: consumed.store, transactionId: consumed.transactionId, userId: consumed.userId, method: .consumedByApp,
                                         reportedConsumedAt: consumed.consumedAt)
             }

@@ -1,9 +1,12 @@
+import Crypto
 import Foundation
 import Kafka
 import PurchaseDomain
 import PurchaseEvents
 import PurchaseStore
 import Stages
+import StoreFixtures
+import StoreVerification
 import Testing
 import TestSupport
 import WorkerRuntime
@@ -12,19 +15,20 @@ import WorkerRuntime
 /// engines, without a broker: the finisher records what a report says, finishes the purchase once it is granted,
 /// and the sweeper never flags it.
 @Suite struct EarlyConsumptionTests {
-    /// A finisher without App Store API credentials (AppCoins, or App Store finishing on consumption) at a fixed time.
+    /// A finisher at a fixed time, without App Store API credentials unless given (AppCoins, or App Store finishing on
+    /// consumption).
     struct Finisher {
         let store: SQLPurchaseStore
         let codec = EventCodec(schemas: PipelineTests.schemas, source: "/test")
         let now = Date()
         let stage: FinisherStage
 
-        init(_ engine: StoreEngine) async throws {
+        init(_ engine: StoreEngine, appStoreAPI: AppStoreServerAPIClient? = nil) async throws {
             store = try SQLPurchaseStore(url: try await engine.freshURL())
             _ = try await store.migrate()
             let now = self.now
             stage = FinisherStage(context: StageContext(codec: codec, logger: Logger(stage: "t", minimum: .error), now: { now }), store: store,
-                                  appStoreAPI: nil, grantWait: 600)
+                                  appStoreAPI: appStoreAPI, grantWait: 600)
         }
 
         /// A consumable of `store` bought two hours ago, verified.
@@ -109,5 +113,30 @@ import WorkerRuntime
         rejected.key = PurchaseKey(store: .appstore, transactionId: "2")
         _ = try await finisher.store.recordRejected(rejected, reason: "untrustedChain", at: finisher.now)
         #expect(await finisher.consumed(rejected.key, at: finisher.now) == "deadLetter notGranted", "never to be granted")
+    }
+
+    /// With App Store Server API credentials a purchase is finished through Finish Transaction at its grant. A consumption
+    /// report that comes while that call is failing is recorded and does not finish the purchase: finished by the report,
+    /// it would never be finished with the store. The grant's retry, once the store answers, finishes it.
+    @Test(arguments: StoreEngine.available)
+    func aReportWhileFinishTransactionFailsLeavesTheFinishingToTheCall(_ engine: StoreEngine) async throws {
+        let key = try PrivateKey.generateP256()
+        let appStore = try AppStoreServerAPIStandIn(publicKey: try key.publicKey(), keyId: "K", issuerId: "I", bundleId: PipelineTests.bundle)
+        let api = AppStoreServerAPIClient(configuration: .init(baseURL: appStore.baseURL, keyId: "K", issuerId: "I", bundleId: PipelineTests.bundle,
+                                                               privateKey: key))
+        let finisher = try await Finisher(engine, appStoreAPI: api)
+        let record = try await finisher.verified(.appstore, "2000000000000001")
+        appStore.fail(.init(status: 503))
+        let first = try await finisher.granted(record)
+        #expect(first == "retry", "the store is unavailable: the grant's finish is retried")
+        #expect(await finisher.consumed(record.key, at: finisher.now) == "published 0")
+        #expect(try await finisher.store.purchase(record.key)?.state == .granted, "not finished before the store was told")
+        #expect(appStore.finished.isEmpty)
+
+        appStore.fail(nil)
+        #expect(await finisher.outcome(ItemGranted(store: .appstore, transactionId: record.key.transactionId, userId: "u", productId: "coins.100",
+                                                   quantity: 1, items: [], alreadyGranted: true, grantedAt: finisher.now)) == "finished appStoreServerAPI")
+        #expect(appStore.finished == [record.key.transactionId])
+        #expect(try await finisher.store.purchase(record.key)?.state == .finished)
     }
 }
