@@ -58,7 +58,8 @@ final class RDKafkaClient: @unchecked Sendable {
     deinit {
         if abandoned.withLock({ $0 }) {
             let handle = AbandonedHandle(pointer: handle)
-            Thread { rd_kafka_destroy(handle.pointer) }.start()
+            let events = self.events // the handle's callbacks' opaque: kept until the handle is gone
+            Thread { withExtendedLifetime(events) { rd_kafka_destroy(handle.pointer) } }.start()
             return
         }
         // A consumer that was not closed (a simulated crash) must not commit on the way out.
@@ -70,8 +71,8 @@ final class RDKafkaClient: @unchecked Sendable {
         }
     }
 
-    /// Marks this handle as given up with a request outstanding: when released, it is destroyed on a thread of its
-    /// own, since destroying waits for librdkafka's main thread, which a broker lacking an API can hang (the mock
+    /// Marks this handle (an admin client's, never a consumer's) as given up with a request outstanding: when released,
+    /// it is destroyed on a thread of its own, since destroying waits for librdkafka's main thread, which a broker lacking an API can hang (the mock
     /// cluster without DescribeGroups), and whoever released it last must not hang with it.
     func abandon() { abandoned.withLock { $0 = true } }
 
