@@ -102,10 +102,16 @@ public struct FinisherStage: StoreBackedStage {
                 // before finishing is tried, so that a grant committed meanwhile finds it (see `finish`).
                 let key = PurchaseKey(store: consumed.store, transactionId: consumed.transactionId)
                 try await store.recordConsumed(key, at: consumed.consumedAt)
-                if consumed.store == .appstore, appStoreAPI != nil, try await store.states(of: [key])[key] == .granted {
-                    // Its `item.granted` finishes it through Finish Transaction (retried until the store answers), not this
-                    // report: finished here, the purchase would never be finished with the store.
-                    return .publish([])
+                if consumed.store == .appstore, appStoreAPI != nil {
+                    // The grant's Finish Transaction call (retried until the store answers) finishes it, never this report:
+                    // finished here, or by `store.finish` after a grant committed meanwhile, it would never be finished
+                    // with the store. Only a purchase finished already is answered, with the same event again.
+                    switch try await store.states(of: [key])[key] {
+                    case .verified?, .granted?: return .publish([])
+                    case .finished?: break
+                    case nil where context.now() < consumed.consumedAt.addingTimeInterval(grantWait): throw Self.notRecordedYet(key)
+                    case let state: return Self.notGranted(key, state)
+                    }
                 }
                 return try await finish(store: consumed.store, transactionId: consumed.transactionId, userId: consumed.userId, method: .consumedByApp,
                                         reportedConsumedAt: consumed.consumedAt)
@@ -187,9 +193,19 @@ public struct FinisherStage: StoreBackedStage {
             return .publish([])
         case .notGranted(nil) where context.now() < (reportedConsumedAt?.addingTimeInterval(grantWait) ?? .distantPast):
             // Not recorded: nothing to record the report with yet. The verification is probably on its way.
-            throw TransientError("purchase \(key) is not recorded yet; waiting for its verification")
+            throw Self.notRecordedYet(key)
         case .notGranted(let state):
-            return .deadLetter(reason: "notGranted", detail: "purchase \(key) is \(state?.rawValue ?? "unknown"); it is finished only once granted")
+            return Self.notGranted(key, state)
         }
+    }
+
+    /// A consumption report's purchase is not recorded: retried on its partition until `grantWait` has passed.
+    private static func notRecordedYet(_ key: PurchaseKey) -> TransientError {
+        TransientError("purchase \(key) is not recorded yet; waiting for its verification")
+    }
+
+    /// A purchase that is not granted (and, unless `state` is verified, never will be) is not finished.
+    private static func notGranted(_ key: PurchaseKey, _ state: PurchaseState?) -> StageResult {
+        .deadLetter(reason: "notGranted", detail: "purchase \(key) is \(state?.rawValue ?? "unknown"); it is finished only once granted")
     }
 }

@@ -117,7 +117,8 @@ import WorkerRuntime
 
     /// With App Store Server API credentials a purchase is finished through Finish Transaction at its grant. A consumption
     /// report that comes while that call is failing is recorded and does not finish the purchase: finished by the report,
-    /// it would never be finished with the store. The grant's retry, once the store answers, finishes it.
+    /// it would never be finished with the store. The grant's retry, once the store answers, finishes it; a report that
+    /// overtakes the grant is recorded, and the grant's call finishes the purchase.
     @Test(arguments: StoreEngine.available)
     func aReportWhileFinishTransactionFailsLeavesTheFinishingToTheCall(_ engine: StoreEngine) async throws {
         let key = try PrivateKey.generateP256()
@@ -138,5 +139,14 @@ import WorkerRuntime
                                                    quantity: 1, items: [], alreadyGranted: true, grantedAt: finisher.now)) == "finished appStoreServerAPI")
         #expect(appStore.finished == [record.key.transactionId])
         #expect(try await finisher.store.purchase(record.key)?.state == .finished)
+        #expect(await finisher.consumed(record.key, at: finisher.now) == "finished consumedByApp", "finished: the same event again")
+
+        // Reported before its grant: recorded, and finished through the call at the grant.
+        let early = try await finisher.verified(.appstore, "2000000000000002")
+        #expect(await finisher.consumed(early.key, at: finisher.now) == "published 0")
+        #expect(try await finisher.granted(early) == "finished appStoreServerAPI")
+        #expect(appStore.finished == [record.key.transactionId, early.key.transactionId])
+        #expect(await finisher.consumed(PurchaseKey(store: .appstore, transactionId: "2000000000000003"), at: finisher.now) == "retry",
+                "not recorded yet: waits for its verification")
     }
 }
