@@ -40,8 +40,8 @@ public final class KafkaAdmin: Sendable {
     }
 
     /// Consumer group `group` as its coordinator describes it: state, members and what each was assigned. On a handle of
-    /// its own (not a consumer's): librdkafka 2.8 hangs the handle's main thread when the broker lacks the API (its mock
-    /// cluster does).
+    /// its own (not a consumer's): unfixed, librdkafka 2.8 could hang or abort the handle when the request could not be
+    /// sent (a broker without the API, as its mock cluster, or a connection gone); see `deploy/local/patches/librdkafka`.
     ///
     /// A description that got no answer within `timeout` leaves this admin on a new handle: the old one, destroyed
     /// when its last call returns, takes the unanswered request with it before librdkafka could time it out and

@@ -71,4 +71,22 @@ struct GroupDescriptionFaultTests {
         proxy.stop()
         broker.stop()
     }
+
+    /// A broker without DescribeGroups (librdkafka's mock cluster) fails a description at once, with the reason, and
+    /// the client goes on answering. Unfixed, librdkafka freed the request when it could not be sent and then used it:
+    /// the handle hung or the process aborted.
+    @Test func describingAGroupOnABrokerWithoutTheAPIFailsAtOnce() async throws {
+        let cluster = try KafkaMockCluster(brokers: 1)
+        try cluster.createTopic("in", partitions: 2)
+        let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": cluster.bootstrapServers]))
+        for _ in 0..<3 {
+            let started = ContinuousClock.now
+            await #expect {
+                try await admin.describeGroup(uniqueName("g"), timeout: .seconds(5))
+            } throws: { error in
+                (error as? KafkaError)?.code == .admin && ContinuousClock.now - started < .seconds(4)
+            }
+        }
+        #expect(try await admin.metadata(timeout: .seconds(5)).brokers == 1)
+    }
 }

@@ -72,8 +72,9 @@ final class RDKafkaClient: @unchecked Sendable {
     }
 
     /// Marks this handle (an admin client's, never a consumer's) as given up with a request outstanding: when released,
-    /// it is destroyed on a thread of its own, since destroying waits for librdkafka's main thread, which a broker lacking an API can hang (the mock
-    /// cluster without DescribeGroups), and whoever released it last must not hang with it.
+    /// it is destroyed on a thread of its own, since destroying waits for librdkafka's main thread, which an unfixed
+    /// librdkafka 2.8 can hang on such a request (see `KafkaAdmin.describeGroup`), and whoever released it last must
+    /// not hang with it.
     func abandon() { abandoned.withLock { $0 = true } }
 
     /// Creates a client. The C configuration is freed here if creation fails
