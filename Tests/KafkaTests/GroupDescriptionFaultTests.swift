@@ -72,19 +72,19 @@ struct GroupDescriptionFaultTests {
         broker.stop()
     }
 
-    /// A broker without DescribeGroups (librdkafka's mock cluster) fails a description at once, with the reason, and
-    /// the client goes on answering. Unfixed, librdkafka freed the request when it could not be sent and then used it:
+    /// A broker without DescribeGroups (librdkafka's mock cluster) fails a description with the reason, rather than
+    /// leaving it unanswered, and the client goes on answering. Unfixed, librdkafka freed the request when it could not be sent and then used it:
     /// the handle hung or the process aborted.
-    @Test func describingAGroupOnABrokerWithoutTheAPIFailsAtOnce() async throws {
+    @Test func describingAGroupOnABrokerWithoutTheAPIFailsWithTheReason() async throws {
         let cluster = try KafkaMockCluster(brokers: 1)
         try cluster.createTopic("in", partitions: 2)
         let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": cluster.bootstrapServers]))
         for _ in 0..<3 {
-            let started = ContinuousClock.now
+            // An answer, not a description that waited out its deadline (`.timeout`): the broker said it lacks the API.
             await #expect {
-                try await admin.describeGroup(uniqueName("g"), timeout: .seconds(5))
+                try await admin.describeGroup(uniqueName("g"), timeout: .seconds(30))
             } throws: { error in
-                (error as? KafkaError)?.code == .admin && ContinuousClock.now - started < .seconds(4)
+                (error as? KafkaError)?.code == .admin
             }
         }
         #expect(try await admin.metadata(timeout: .seconds(5)).brokers == 1)
