@@ -4,13 +4,10 @@ import Testing
 import TestSupport
 
 /// TLS to the broker through librdkafka's own settings (`security.protocol=ssl`, `ssl.ca.location`), against a
-/// Tansu behind a TLS-terminating proxy (tls_proxy.py) with a certificate made for this run.
+/// Tansu behind a TLS-terminating proxy (`ProxiedBroker`) with a certificate made for this run.
 @Suite(TestServices.pythonTools, .timeLimit(.minutes(3)))
 struct BrokerTLSTests {
     @Test func producerAndConsumerTalkTLSAndRefuseACertificateTheyDoNotTrust() async throws {
-        let python = try TestServices.requirePython()
-        let tansu = TestServices.packageRoot.appendingPathComponent(".deps/bin/tansu")
-        try #require(FileManager.default.isExecutableFile(atPath: tansu.path), "tansu is not installed: make bootstrap")
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(uniqueName("tls"))
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -31,22 +28,17 @@ struct BrokerTLSTests {
             try #require(result.status == 0, "openssl \(arguments[0]): \(result.output)")
         }
 
-        let brokerPort = try freePort(), tlsPort = try freePort()
-        let broker = try BackgroundProcess(tansu.path, ["broker", "--listener-url", "tcp://127.0.0.1:\(brokerPort)",
-                                                        "--advertised-listener-url", "tcp://127.0.0.1:\(tlsPort)"])
-        let proxy = try BackgroundProcess(python, [TestServices.packageRoot.appendingPathComponent("Tests/KafkaTests/tls_proxy.py").path,
-                                                   "\(tlsPort)", "\(brokerPort)", path("broker.pem"), path("broker.key")])
-        defer { proxy.stop(); broker.stop() }
-        try await waitUntil("the proxy listens") { proxy.output.contains("listening") }
+        let broker = try await ProxiedBroker(tls: (path("broker.pem"), path("broker.key")))
+        defer { broker.stop() }
 
-        let tls = KafkaConfiguration(["bootstrap.servers": "127.0.0.1:\(tlsPort)", "security.protocol": "ssl", "ssl.ca.location": path("ca.pem")])
+        let tls = KafkaConfiguration(["bootstrap.servers": broker.bootstrapServers, "security.protocol": "ssl", "ssl.ca.location": path("ca.pem")])
         let topic = uniqueName("tls")
         try await waitUntil("the broker answers over TLS") {
             (try? await offPool { try KafkaAdmin(kafka: tls).createTopics([topic], partitions: 1) }) != nil
         }
         let producer = try KafkaProducer(configuration: .init(kafka: tls))
         try await producer.send(KafkaProducerMessage(topic: topic, key: "k", value: Data("over TLS".utf8)))
-        var consumerKafka = testConsumerKafka("127.0.0.1:\(tlsPort)")
+        var consumerKafka = testConsumerKafka(broker.bootstrapServers)
         consumerKafka["security.protocol"] = "ssl"
         consumerKafka["ssl.ca.location"] = path("ca.pem")
         let recorder = Recorder()

@@ -9,19 +9,12 @@ struct GroupDescriptionFaultTests {
     /// Describing a group while the broker's connections are cut, or it stops answering, fails with an error and
     /// never aborts the process; once the broker is back the group is described again. (librdkafka's Admin API
     /// `DescribeConsumerGroups` aborted the process here within seconds: see `KafkaAdmin.describeGroup`.)
-    @Test func describingAGroupWhileItsBrokerFailsNeverAbortsTheProcess() async throws {
-        let tansu = TestServices.packageRoot.appendingPathComponent(".deps/bin/tansu").path
-        try #require(FileManager.default.isExecutableFile(atPath: tansu), "tansu is not installed: make bootstrap")
-        let python = try TestServices.requirePython()
+    @Test(TestServices.pythonTools) func describingAGroupWhileItsBrokerFailsNeverAbortsTheProcess() async throws {
         // The broker behind a proxy whose connections the test cuts: a broker killed and restarted would lose its topics
         // (in memory), and librdkafka 2.8 can crash on such metadata changes (confluentinc/librdkafka#5280), which is
         // not what this test is about.
-        let (brokerPort, port) = (try freePort(), try freePort())
-        let servers = "127.0.0.1:\(port)"
-        let broker = try BackgroundProcess(tansu, ["broker", "--listener-url", "tcp://127.0.0.1:\(brokerPort)", "--advertised-listener-url", "tcp://\(servers)"])
-        let proxy = try BackgroundProcess(python, [TestServices.packageRoot.appendingPathComponent("Tests/KafkaTests/cuttable_proxy.py").path,
-                                                   "\(port)", "\(brokerPort)"])
-        try await waitUntil("the proxy listens") { proxy.output.contains("listening") || !proxy.isRunning }
+        let broker = try await ProxiedBroker()
+        let (proxy, servers) = (broker.proxy, broker.bootstrapServers)
         let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers, "log_level": "0"]))
         try await waitUntil("the broker answers") { (try? await admin.metadata(timeout: .seconds(2))) != nil }
         let topic = uniqueName("described")
@@ -68,7 +61,6 @@ struct GroupDescriptionFaultTests {
             (try? await admin.describeGroup(group, timeout: .seconds(2)))?.members.count == 1
         }
         try await member.stop()
-        proxy.stop()
         broker.stop()
     }
 

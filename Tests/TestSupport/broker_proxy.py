@@ -1,12 +1,15 @@
-"""A TCP proxy in front of a Kafka broker whose connections a test can cut, for GroupDescriptionFaultTests.
+"""A TCP proxy in front of a plaintext Kafka broker (Tansu) that advertises the proxy's address, so that every
+client connection, bootstrap and broker alike, goes through it. For ProxiedBroker.
 
-The broker advertises the proxy's address, so every client connection goes through it. SIGUSR1 cuts: every
-connection is reset and the port stops listening (new connections are refused), as when a broker dies; SIGUSR2
-listens again. The broker itself keeps running, with its topics and groups. Stopping the proxy (SIGSTOP) makes the
-broker look hung. Usage: cuttable_proxy.py LISTEN_PORT UPSTREAM_PORT. Prints "listening" once it accepts connections.
+With CERT and KEY it terminates TLS (the packaged Tansu does not serve TLS itself: it refuses --cert with --key).
+SIGUSR1 cuts: every connection is reset and the port stops listening (new connections are refused), as when a
+broker dies; SIGUSR2 listens again. The broker itself keeps running, with its topics and groups. Stopping the proxy
+(SIGSTOP) makes the broker look hung.
+Usage: broker_proxy.py LISTEN_PORT UPSTREAM_PORT [CERT KEY]. Prints "listening" once it accepts connections.
 """
 import asyncio
 import signal
+import ssl
 import sys
 
 
@@ -15,7 +18,7 @@ async def pipe(reader, writer):
         while data := await reader.read(65536):
             writer.write(data)
             await writer.drain()
-    except ConnectionError:
+    except (ConnectionError, ssl.SSLError):
         pass
     finally:
         writer.close()
@@ -23,6 +26,10 @@ async def pipe(reader, writer):
 
 async def main():
     listen_port, upstream_port = int(sys.argv[1]), int(sys.argv[2])
+    context = None
+    if len(sys.argv) > 4:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(sys.argv[3], sys.argv[4])
     open_writers = set()
     server = None
 
@@ -42,7 +49,7 @@ async def main():
     async def listen():
         nonlocal server
         if server is None or not server.is_serving():
-            server = await asyncio.start_server(serve, "127.0.0.1", listen_port, reuse_address=True)
+            server = await asyncio.start_server(serve, "127.0.0.1", listen_port, ssl=context, reuse_address=True)
 
     def cut():
         if server is not None:
