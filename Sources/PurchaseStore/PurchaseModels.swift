@@ -132,7 +132,16 @@ public struct DuePurchase: Sendable, Hashable {
     public var deadline: Date
 }
 
-/// Figures for metrics and the demo's books.
+/// What `/metrics` reads at each scrape: bounded by the purchases in flight.
+public struct OpenPurchaseStatistics: Sendable, Hashable {
+    /// Purchases verified or granted (not finished, flagged or revoked), by state.
+    public var openPurchasesByState: [PurchaseState: Int]
+    public var oldestUnfinishedPurchase: Date?
+    /// Purchases whose product type is `unknown` (recorded before types were kept, not named by the catalog).
+    public var unknownProductType: Int
+}
+
+/// Every purchase by state, with the open figures: for the demo's books and tests.
 public struct StoreStatistics: Sendable, Hashable {
     public var purchasesByState: [PurchaseState: Int]
     public var oldestUnfinishedPurchase: Date?

@@ -161,16 +161,51 @@ public final class SQLPurchaseStore: Sendable {
         }
     }
 
+    /// Every purchase by state and what `openStatistics` reads, on one connection: for the demo's books and tests. The count
+    /// reads the whole table (see `purchasesByState`).
     public func statistics() async throws -> StoreStatistics {
         try await executor.run { connection in
-            var byState: [PurchaseState: Int] = [:]
-            for row in try connection.query("SELECT state, count(*) FROM purchases GROUP BY state") {
-                if let state = row[0].string.flatMap(PurchaseState.init(rawValue:)), let count = row[1].int64 { byState[state] = Int(count) }
-            }
-            let oldest = try connection.query("SELECT min(purchase_time) FROM purchases WHERE is_open AND state IN ('verified', 'granted')").first?[0].int64
-            let unknown = try connection.query("SELECT count(*) FROM purchases WHERE product_type = 'unknown'").first?[0].int64 ?? 0
-            return StoreStatistics(purchasesByState: byState, oldestUnfinishedPurchase: oldest.map(PurchaseTime.date), unknownProductType: Int(unknown))
+            let open = try Self.openStatistics(connection)
+            return StoreStatistics(purchasesByState: try Self.purchasesByState(connection), oldestUnfinishedPurchase: open.oldestUnfinishedPurchase,
+                                   unknownProductType: open.unknownProductType)
         }
+    }
+
+    /// Every purchase by state: a count of the whole table, whose cost grows with it (a purchase is kept for good, to
+    /// recognise its repeats): read it seldom. `openStatistics` stays cheap.
+    public func purchasesByState() async throws -> [PurchaseState: Int] {
+        try await executor.run(Self.purchasesByState)
+    }
+
+    /// What a scrape reads each time: purchases verified or granted by state, the oldest of them, and those of unknown
+    /// product type, each from a partial index that holds only those rows: the cost follows the work in flight, not
+    /// the purchases ever recorded.
+    public func openStatistics() async throws -> OpenPurchaseStatistics {
+        try await executor.run(Self.openStatistics)
+    }
+
+    // Conditions in both engines' words: SQLite's indexes of open purchases say `state IN (…)` (migration 7), PostgreSQL's `is_open`.
+    static let openPurchasesByStateQuery = "SELECT state, count(*) FROM purchases WHERE is_open AND state IN ('verified', 'granted') GROUP BY state"
+    static let oldestOpenPurchaseQuery = "SELECT min(purchase_time) FROM purchases WHERE is_open AND state IN ('verified', 'granted')"
+    static let unknownProductTypeQuery = "SELECT count(*) FROM purchases WHERE product_type = 'unknown'"
+
+    private static func purchasesByState(_ connection: any SQLConnection) throws -> [PurchaseState: Int] {
+        try countsByState(connection.query("SELECT state, count(*) FROM purchases GROUP BY state"))
+    }
+
+    private static func openStatistics(_ connection: any SQLConnection) throws -> OpenPurchaseStatistics {
+        let oldest = try connection.query(oldestOpenPurchaseQuery).first?[0].int64
+        let unknown = try connection.query(unknownProductTypeQuery).first?[0].int64 ?? 0
+        return OpenPurchaseStatistics(openPurchasesByState: try countsByState(connection.query(openPurchasesByStateQuery)),
+                                      oldestUnfinishedPurchase: oldest.map(PurchaseTime.date), unknownProductType: Int(unknown))
+    }
+
+    private static func countsByState(_ rows: [SQLRow]) -> [PurchaseState: Int] {
+        var byState: [PurchaseState: Int] = [:]
+        for row in rows {
+            if let state = row[0].string.flatMap(PurchaseState.init(rawValue:)), let count = row[1].int64 { byState[state] = Int(count) }
+        }
+        return byState
     }
 
     private static func redacted(_ url: String) -> String {

@@ -5,14 +5,22 @@ import PurchaseStore
 import Synchronization
 import WorkerRuntime
 
-/// Purchases by state, those of unknown product type, and the age of the oldest unfinished one, read from the
-/// store at each scrape.
+/// Purchases by state, those of unknown product type, and the age of the oldest unfinished one, read from the store.
 /// The age is the signal that matters for the 24 h deadline: it should stay well below it.
+///
+/// A scrape reads only what partial indexes hold: the purchases verified or granted, and those of unknown type. The
+/// other states (finished, rejected, refund_due, revoked) only grow, every purchase ever recorded is in one, and
+/// counting them reads the whole table (at two million purchases, half a second of the database per scrape and per
+/// process): they are counted at most once per `totalsInterval` and reported as last counted in between.
 enum StoreMetrics {
     /// - Parameter stages: the stages this process runs: their parked series start at zero.
-    static func register(store: SQLPurchaseStore, metrics: MetricsRegistry, stages: [String]) {
+    /// - Parameter totalsInterval: how long the closed states' counts are reported before they are counted again.
+    static func register(store: SQLPurchaseStore, metrics: MetricsRegistry, stages: [String], totalsInterval: TimeInterval,
+                         now: @escaping @Sendable () -> Date = Date.init) {
         let reported = Mutex(Set(stages))
-        metrics.declare("iap_purchases", .gauge, help: "Purchases in the store, by state.")
+        let totals = Mutex<(byState: [PurchaseState: Int], countedAt: Date)?>(nil)
+        metrics.declare("iap_purchases", .gauge,
+                        help: "Purchases in the store, by state: verified and granted as of the scrape, the others as last counted (see --store-totals-interval).")
         metrics.declare("iap_oldest_unfinished_purchase_age_seconds", .gauge,
                         help: "Age of the oldest purchase verified or granted but not finished (0 when none).")
         metrics.declare("iap_store_up", .gauge, help: "1 when the last read of the store succeeded.")
@@ -22,20 +30,27 @@ enum StoreMetrics {
         metrics.declare("iap_oldest_parked_message_age_seconds", .gauge, help: "Age of the oldest parked message, by stage (0 when none).")
         metrics.addCollector { metrics in
             do {
-                let statistics = try await store.statistics()
+                let time = now()
+                let open = try await store.openStatistics()
                 let parked = try await store.parkedByStage()
+                var counted = totals.withLock { $0 }
+                if counted.map({ time.timeIntervalSince($0.countedAt) >= totalsInterval }) ?? true {
+                    counted = (try await store.purchasesByState(), time)
+                    totals.withLock { $0 = counted }
+                }
                 // Every stage reported once keeps being reported, at zero when nothing of it is parked any more.
                 for stage in reported.withLock({ $0.formUnion(parked.keys); return $0 }) {
                     metrics.set("iap_parked_messages", ["stage": stage], to: Double(parked[stage]?.count ?? 0))
                     metrics.set("iap_oldest_parked_message_age_seconds", ["stage": stage],
-                                to: parked[stage].map { max(0, Date().timeIntervalSince($0.oldest)) } ?? 0)
+                                to: parked[stage].map { max(0, time.timeIntervalSince($0.oldest)) } ?? 0)
                 }
                 for state in PurchaseState.recorded {
-                    metrics.set("iap_purchases", ["state": state.rawValue], to: Double(statistics.purchasesByState[state] ?? 0))
+                    let count = state == .verified || state == .granted ? open.openPurchasesByState[state] : counted?.byState[state]
+                    metrics.set("iap_purchases", ["state": state.rawValue], to: Double(count ?? 0))
                 }
                 metrics.set("iap_oldest_unfinished_purchase_age_seconds",
-                            to: statistics.oldestUnfinishedPurchase.map { max(0, Date().timeIntervalSince($0)) } ?? 0)
-                metrics.set("iap_purchases_unknown_product_type", to: Double(statistics.unknownProductType))
+                            to: open.oldestUnfinishedPurchase.map { max(0, time.timeIntervalSince($0)) } ?? 0)
+                metrics.set("iap_purchases_unknown_product_type", to: Double(open.unknownProductType))
                 metrics.set("iap_store_up", to: 1)
             } catch {
                 // Keep the last values; the outage itself is the series to alert on.

@@ -38,6 +38,8 @@ public enum WorkerApp {
         Setting("--store-connections", env: "IAP_STORE_CONNECTIONS", default: String(SQLPurchaseStore.defaultConnections),
                 help: "PostgreSQL connections at most (1 to 64), opened as the batches of different partitions overlap: one per partition a replica handles lets them commit side by side (SQLite: always one)"),
         Setting("--group-prefix", env: "IAP_GROUP_PREFIX", default: "iap-", help: "prefix of consumer group ids (group = prefix + stage)"),
+        Setting("--store-totals-interval", env: "IAP_STORE_TOTALS_INTERVAL", default: "300",
+                help: "seconds between counts of every purchase by state for /metrics' iap_purchases (finished, rejected, refund_due, revoked: a count reads the whole table); verified and granted are read at each scrape"),
         Setting("--statistics-interval", env: "IAP_STATISTICS_INTERVAL", default: "5",
                 help: "seconds between librdkafka statistics (consumer lag in /metrics); 0 turns them off"),
         Setting("--max-in-flight", env: "IAP_MAX_IN_FLIGHT", default: "64",
@@ -228,7 +230,8 @@ public enum WorkerApp {
             let runners = services.compactMap { $0 as? StageRunner }
             // The scrape's counts on a connection of their own (opened at the first scrape): a count of every purchase must
             // not hold the stages' connection, nor wait for their batches.
-            StoreMetrics.register(store: try SQLPurchaseStore(url: url, password: password, connections: 1), metrics: process.metrics, stages: runners.map(\.stageName))
+            StoreMetrics.register(store: try SQLPurchaseStore(url: url, password: password, connections: 1), metrics: process.metrics,
+                                  stages: runners.map(\.stageName), totalsInterval: try process.settings.seconds("--store-totals-interval") ?? 300)
             ConsumerMetrics.register(runners: runners, metrics: process.metrics)
             // A rebalance that does not complete is reported, not silent (GroupWatchdog); an idle extra replica is ready.
             let watchdog = GroupWatchdog(consumers: runners.flatMap(\.consumers),

@@ -103,6 +103,31 @@ import TestSupport
         }
     }
 
+    /// `/metrics` reads these at every scrape (migration 12 for the unknown type): a count of every purchase did.
+    @Test(arguments: StoreEngine.available) func theScrapesCountsUseThePartialIndexes(_ engine: StoreEngine) async throws {
+        let store = try await populatedStore(engine)
+        _ = try await store.executor.run { connection in
+            try connection.query("""
+                INSERT INTO purchases (store, transaction_id, original_transaction_id, user_id, product_id, quantity, purchase_time, state, product_type)
+                VALUES ('appstore', 'v1', 'v1', 'user-1', 'coins.legacy', 1, 9000, 'verified', 'unknown')
+                """)
+        }
+        for query in [SQLPurchaseStore.openPurchasesByStateQuery, SQLPurchaseStore.oldestOpenPurchaseQuery] {
+            let plan = try await plan(store, engine, query, [])
+            #expect(plan.contains("purchases_open_by_time") || plan.contains("purchases_granted_by_user"), "\(query): \(plan)")
+        }
+        let unknown = try await plan(store, engine, SQLPurchaseStore.unknownProductTypeQuery, [])
+        #expect(unknown.contains("purchases_of_unknown_type"), "\(unknown)")
+
+        // And they count what a count of every purchase does.
+        let open = try await store.openStatistics()
+        #expect(open == OpenPurchaseStatistics(openPurchasesByState: [.granted: 5, .verified: 1], oldestUnfinishedPurchase: Date(timeIntervalSince1970: 0),
+                                               unknownProductType: 1))
+        let all = try await store.statistics()
+        #expect(all.purchasesByState == [.granted: 5, .verified: 1, .refundDue: 1, .finished: 4_994])
+        #expect(all.oldestUnfinishedPurchase == open.oldestUnfinishedPurchase && all.unknownProductType == open.unknownProductType)
+    }
+
     @Test(TestServices.postgres) func theOpenPurchasesIndexHoldsOnlyOpenPurchases() async throws {
         let store = try await populatedStore(.postgres)
         // Five open purchases of 5,000: the metapage and one leaf. Indexed on (state, purchase_time) as before, every
