@@ -109,7 +109,7 @@ public struct FinisherStage: StoreBackedStage {
                     switch try await store.states(of: [key])[key] {
                     case .verified?, .granted?: return .publish([])
                     case .finished?: break
-                    case nil where context.now() < consumed.consumedAt.addingTimeInterval(grantWait): throw Self.notRecordedYet(key)
+                    case nil where waitsForItsPurchase(consumedAt: consumed.consumedAt): throw Self.notRecordedYet(key)
                     case let state: return Self.notGranted(key, state)
                     }
                 }
@@ -191,12 +191,17 @@ public struct FinisherStage: StoreBackedStage {
             // committed since the report was recorded is seen by that event, or was seen by `store.finish` just now.)
             context.logger.info("consumption reported before the grant; finished at the grant", ["transactionId": transactionId])
             return .publish([])
-        case .notGranted(nil) where context.now() < (reportedConsumedAt?.addingTimeInterval(grantWait) ?? .distantPast):
+        case .notGranted(nil) where reportedConsumedAt.map(waitsForItsPurchase) ?? false:
             // Not recorded: nothing to record the report with yet. The verification is probably on its way.
             throw Self.notRecordedYet(key)
         case .notGranted(let state):
             return Self.notGranted(key, state)
         }
+    }
+
+    /// Whether a consumption report whose purchase is not recorded is still within `grantWait` of `consumedAt`.
+    private func waitsForItsPurchase(consumedAt: Date) -> Bool {
+        context.now() < consumedAt.addingTimeInterval(grantWait)
     }
 
     /// A consumption report's purchase is not recorded: retried on its partition until `grantWait` has passed.
