@@ -110,7 +110,7 @@ public final class StageRunner: Service {
     /// `iap_messages_total`, `iap_retries_total`, `iap_dead_letters_total`, `iap_handler_duration_seconds`, `iap_in_flight_messages`.
     public let metrics: MetricsRegistry
     /// The series every message updates, named once.
-    private let inFlight, handlerDuration, publishDuration: MetricsRegistry.SeriesKey
+    private let inFlight, handlerDuration, publishDuration, batchSize: MetricsRegistry.SeriesKey
     /// `iap_messages_total{outcome="handled"}` (see `count`).
     let handled: MetricsRegistry.SeriesKey
     /// The consumer, e.g. for its assignment (readiness) and lag (metrics).
@@ -134,6 +134,7 @@ public final class StageRunner: Service {
         inFlight = metrics.series("iap_in_flight_messages", ["stage": stage.name])
         handlerDuration = metrics.series("iap_handler_duration_seconds", ["stage": stage.name])
         publishDuration = metrics.series("iap_publish_duration_seconds", ["stage": stage.name])
+        batchSize = metrics.series("iap_batch_size", ["stage": stage.name])
         handled = metrics.series("iap_messages_total", ["stage": stage.name, "outcome": "handled"])
     }
 
@@ -208,6 +209,7 @@ public final class StageRunner: Service {
                 continue
             }
             let results = await stage.handle(batch: Array(run))
+            metrics.observe(batchSize, Double(run.count))
             if run.count > 1 {
                 count("batches")
                 if results.count < run.count { count("batchesCut") }

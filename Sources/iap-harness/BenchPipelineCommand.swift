@@ -108,6 +108,7 @@ enum BenchPipelineCommand {
         var stageRates: [String: Double] = [:]
         var handlerMilliseconds: [String: Double] = [:]
         var publishMilliseconds: [String: Double] = [:]
+        var batchSizes: [String: Double] = [:]
         for (name, port) in ports {
             let metrics = await localHTTPGet(port: port, path: "/metrics").body
             func value(_ prefix: String) -> Double {
@@ -117,6 +118,8 @@ enum BenchPipelineCommand {
             // Mean time in the handler (store transaction + publishing + the broker's ack), per message.
             handlerMilliseconds[name] = value("iap_handler_duration_seconds_sum") / max(1, value("iap_handler_duration_seconds_count")) * 1000
             publishMilliseconds[name] = value("iap_publish_duration_seconds_sum") / max(1, value("iap_publish_duration_seconds_count")) * 1000
+            // Messages a store transaction decided: the per-batch costs (statements, commit, produce request) spread over them.
+            batchSizes[name] = value("iap_batch_size_sum") / max(1, value("iap_batch_size_count"))
         }
 
         // 3. Latency at a fixed offered rate.
@@ -168,6 +171,7 @@ enum BenchPipelineCommand {
             "machineShareDuringThroughput": .object(machineShares.mapValues { .number(($0 * 1000).rounded() / 1000) }),
             "meanHandlerMilliseconds": .object(handlerMilliseconds.mapValues { .number(($0 * 100).rounded() / 100) }),
             "meanPublishMilliseconds": .object(publishMilliseconds.mapValues { .number(($0 * 100).rounded() / 100) }),
+            "meanBatchSize": .object(batchSizes.mapValues { .number(($0 * 10).rounded() / 10) }),
             "finishTransactionCalls": .integer(Int64(books.finishCalls)),
             "books": .object(["grantedOnce": .integer(Int64(books.grantedOnce)), "finished": .integer(Int64(books.finished)),
                               "violations": .array(books.violations.map(JSONValue.string))]),

@@ -34,7 +34,7 @@ struct OperationsEndpointsTests {
         for family in ["iap_messages_total counter", "iap_retries_total counter", "iap_dead_letters_total counter",
                        "iap_handler_duration_seconds histogram", "iap_in_flight_messages gauge", "iap_consumer_lag gauge",
                        "iap_purchases gauge", "iap_oldest_unfinished_purchase_age_seconds gauge", "iap_parked_total counter",
-                       "iap_parked_messages gauge"] {
+                       "iap_parked_messages gauge", "iap_batch_size histogram"] {
             #expect(metrics.body.contains("# TYPE \(family)"), "declares \(family)")
         }
         #expect(metrics.body.contains("iap_purchases{state=\"verified\"} 0"))
@@ -56,6 +56,7 @@ struct OperationsEndpointsTests {
         }
         #expect(metrics.body.contains("iap_purchases{state=\"verified\"} 1"))
         #expect(metrics.body.contains("iap_handler_duration_seconds_count{stage=\"verifier\"} 2"))
+        #expect(metrics.body.contains("iap_batch_size_sum{stage=\"verifier\"} 2"), "both messages went through the stage's batch call")
         #expect(metrics.body.contains("iap_in_flight_messages{stage=\"verifier\"} 0"))
         #expect(metrics.body.range(of: #"iap_dead_letters_total\{reason="[A-Za-z]+",stage="verifier"\} 1"#, options: .regularExpression) != nil)
         let age = metrics.body.split(separator: "\n").first { $0.hasPrefix("iap_oldest_unfinished_purchase_age_seconds ") }
