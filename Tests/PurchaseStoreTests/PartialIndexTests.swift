@@ -25,6 +25,16 @@ import TestSupport
         return store
     }
 
+    /// One more App Store purchase, bought at 9,000 ms.
+    func addPurchase(_ store: SQLPurchaseStore, _ id: String, original: String, user: String, product: String, state: String, type: String) async throws {
+        _ = try await store.executor.run { connection in
+            try connection.query("""
+                INSERT INTO purchases (store, transaction_id, original_transaction_id, user_id, product_id, quantity, purchase_time, state, product_type)
+                VALUES ('appstore', $1, $2, $3, $4, 1, 9000, $5, $6)
+                """, [.text(id), .text(original), .text(user), .text(product), .text(state), .text(type)])
+        }
+    }
+
     /// The plan of `sql` with its parameters, as lines of text.
     func plan(_ store: SQLPurchaseStore, _ engine: StoreEngine, _ sql: String, _ parameters: [SQLValue]) async throws -> String {
         try await store.executor.run { connection in
@@ -85,12 +95,7 @@ import TestSupport
     /// original has no entry by original on PostgreSQL (migration 9).
     @Test(arguments: StoreEngine.available) func purchasesAreFoundByTheirOriginal(_ engine: StoreEngine) async throws {
         let store = try await populatedStore(engine)
-        _ = try await store.executor.run { connection in
-            try connection.query("""
-                INSERT INTO purchases (store, transaction_id, original_transaction_id, user_id, product_id, quantity, purchase_time, state, product_type)
-                VALUES ('appstore', 'r1', 't7', 'user-7', 'pass.monthly', 1, 9000, 'granted', 'autoRenewable')
-                """)
-        }
+        try await addPurchase(store, "r1", original: "t7", user: "user-7", product: "pass.monthly", state: "granted", type: "autoRenewable")
         let plan = try await plan(store, engine, SQLPurchaseStore.ownerQuery, [.text("appstore"), .text("t7")])
         #expect(plan.contains("purchases_by_original") && plan.contains(engine == .postgres ? "purchases_pkey" : "sqlite_autoindex_purchases"), "\(plan)")
         #expect(try await store.owner(store: .appstore, originalTransactionId: "t7") == "user-7")
@@ -106,12 +111,7 @@ import TestSupport
     /// `/metrics` reads these at every scrape (migration 12 for the unknown type): a count of every purchase did.
     @Test(arguments: StoreEngine.available) func theScrapesCountsUseThePartialIndexes(_ engine: StoreEngine) async throws {
         let store = try await populatedStore(engine)
-        _ = try await store.executor.run { connection in
-            try connection.query("""
-                INSERT INTO purchases (store, transaction_id, original_transaction_id, user_id, product_id, quantity, purchase_time, state, product_type)
-                VALUES ('appstore', 'v1', 'v1', 'user-1', 'coins.legacy', 1, 9000, 'verified', 'unknown')
-                """)
-        }
+        try await addPurchase(store, "v1", original: "v1", user: "user-1", product: "coins.legacy", state: "verified", type: "unknown")
         for query in [SQLPurchaseStore.openPurchasesByStateQuery, SQLPurchaseStore.oldestOpenPurchaseQuery] {
             let plan = try await plan(store, engine, query, [])
             #expect(plan.contains("purchases_open_by_time") || plan.contains("purchases_granted_by_user"), "\(query): \(plan)")
