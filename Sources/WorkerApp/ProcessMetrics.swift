@@ -9,7 +9,7 @@ import WorkerRuntime
 /// The age is the signal that matters for the 24 h deadline: it should stay well below it.
 ///
 /// A scrape reads only what partial indexes hold: the purchases verified or granted, and those of unknown type. The
-/// other states (finished, rejected, refund_due, revoked) only grow, every purchase ever recorded is in one, and
+/// other states (finished, rejected, refund_due, revoked) hold nearly every purchase ever recorded, and
 /// counting them reads the whole table (at two million purchases, half a second of the database per scrape and per
 /// process): they are counted at most once per `totalsInterval` and reported as last counted in between.
 enum StoreMetrics {
@@ -18,7 +18,8 @@ enum StoreMetrics {
     static func register(store: SQLPurchaseStore, metrics: MetricsRegistry, stages: [String], totalsInterval: TimeInterval,
                          now: @escaping @Sendable () -> Date = Date.init) {
         let reported = Mutex(Set(stages))
-        let totals = Mutex<(byState: [PurchaseState: Int], countedAt: Date)?>(nil)
+        // The last count, and the tickets of counts begun and of the one stored: overlapping scrapes keep the latest begun.
+        let totals = Mutex<(last: (byState: [PurchaseState: Int], countedAt: Date)?, begun: Int, stored: Int)>((nil, 0, 0))
         metrics.declare("iap_purchases", .gauge,
                         help: "Purchases in the store, by state: verified and granted as of the scrape, the others as last counted (see --store-totals-interval).")
         metrics.declare("iap_oldest_unfinished_purchase_age_seconds", .gauge,
@@ -29,24 +30,18 @@ enum StoreMetrics {
         metrics.declare("iap_parked_messages", .gauge, help: "Messages parked on the retry topic and not re-driven yet, by stage (alert when above 0).")
         metrics.declare("iap_oldest_parked_message_age_seconds", .gauge, help: "Age of the oldest parked message, by stage (0 when none).")
         metrics.addCollector { metrics in
+            let time = now()
             do {
-                let time = now()
                 let open = try await store.openStatistics()
                 let parked = try await store.parkedByStage()
-                var counted = totals.withLock { $0 }
-                if counted.map({ time.timeIntervalSince($0.countedAt) >= totalsInterval }) ?? true {
-                    counted = (try await store.purchasesByState(), time)
-                    totals.withLock { $0 = counted }
-                }
                 // Every stage reported once keeps being reported, at zero when nothing of it is parked any more.
                 for stage in reported.withLock({ $0.formUnion(parked.keys); return $0 }) {
                     metrics.set("iap_parked_messages", ["stage": stage], to: Double(parked[stage]?.count ?? 0))
                     metrics.set("iap_oldest_parked_message_age_seconds", ["stage": stage],
                                 to: parked[stage].map { max(0, time.timeIntervalSince($0.oldest)) } ?? 0)
                 }
-                for state in PurchaseState.recorded {
-                    let count = state == .verified || state == .granted ? open.openPurchasesByState[state] : counted?.byState[state]
-                    metrics.set("iap_purchases", ["state": state.rawValue], to: Double(count ?? 0))
+                for state in [PurchaseState.verified, .granted] {
+                    metrics.set("iap_purchases", ["state": state.rawValue], to: Double(open.openPurchasesByState[state] ?? 0))
                 }
                 metrics.set("iap_oldest_unfinished_purchase_age_seconds",
                             to: open.oldestUnfinishedPurchase.map { max(0, time.timeIntervalSince($0)) } ?? 0)
@@ -55,6 +50,26 @@ enum StoreMetrics {
             } catch {
                 // Keep the last values; the outage itself is the series to alert on.
                 metrics.set("iap_store_up", to: 0)
+                return
+            }
+            var counted = totals.withLock { $0.last }
+            // Due once the interval has passed (or the clock went back past the last count).
+            if counted.map({ !(0..<totalsInterval).contains(time.timeIntervalSince($0.countedAt)) }) ?? true {
+                let ticket = totals.withLock { $0.begun += 1; return $0.begun }
+                do {
+                    let byState = try await store.purchasesByState()
+                    counted = totals.withLock { totals in
+                        if ticket > totals.stored { (totals.last, totals.stored) = ((byState, time), ticket) }
+                        return totals.last
+                    }
+                } catch {
+                    // The last count stays reported; tried again at the next scrape.
+                    metrics.set("iap_store_up", to: 0)
+                }
+            }
+            guard let counted else { return } // never counted yet: no figure rather than a zero
+            for state in PurchaseState.recorded where state != .verified && state != .granted {
+                metrics.set("iap_purchases", ["state": state.rawValue], to: Double(counted.byState[state] ?? 0))
             }
         }
     }

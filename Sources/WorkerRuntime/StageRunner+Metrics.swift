@@ -13,7 +13,7 @@ extension StageRunner {
         metrics.declare("iap_parked_total", .counter, help: "Messages parked on the retry topic (retry budget spent, or behind a parked message of their key), by stage.")
         metrics.declare("iap_redriven_total", .counter, help: "Parked messages the re-driver handed back to the stage and saw done, by stage.")
         metrics.declare("iap_batches_total", .counter, help: "Runs of several waiting messages handed to the stage at once, by stage.")
-        metrics.declare("iap_batch_size", .histogram, help: "Messages of a partition handed to the stage at once (one store transaction), by stage.",
+        metrics.declare("iap_batch_size", .histogram, help: "Messages of a partition the stage decided together (one store transaction; one handled alone is a batch of one), by stage.",
                         buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512])
         metrics.declare("iap_batches_cut_total", .counter,
                         help: "Batches the stage answered only in part (e.g. rolled back after a failure), the rest handled alone or batched again, by stage.")

@@ -205,11 +205,13 @@ public final class StageRunner: Service {
             let run = await unparkedRun(messages[next...])
             guard !run.isEmpty else {
                 completions.append(try await process(messages[next]))
+                metrics.observe(batchSize, 1)
                 next += 1
                 continue
             }
             let results = await stage.handle(batch: Array(run))
-            metrics.observe(batchSize, Double(run.count))
+            // What the stage answered was decided together; the rest is handled alone or batched again, and counted then.
+            if !results.isEmpty { metrics.observe(batchSize, Double(min(results.count, run.count))) }
             if run.count > 1 {
                 count("batches")
                 if results.count < run.count { count("batchesCut") }
@@ -220,6 +222,7 @@ public final class StageRunner: Service {
             next += min(results.count, run.count)
             if results.count < run.count {
                 completions.append(try await process(messages[next]))
+                metrics.observe(batchSize, 1)
                 next += 1
             }
         }

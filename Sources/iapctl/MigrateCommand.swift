@@ -30,7 +30,7 @@ enum MigrateCommand {
                 if named > 0 { print("\(storeName): named the product type of \(named) purchases from the catalog") }
             }
         }
-        let unknown = try await store.statistics().unknownProductType
+        let unknown = try await store.openStatistics().unknownProductType
         if unknown > 0 {
             print("\(unknown) purchases have an unknown product type (never flagged for refund): add their products to the catalog, then run migrate --catalog")
         }

@@ -56,7 +56,7 @@ struct OperationsEndpointsTests {
         }
         #expect(metrics.body.contains("iap_purchases{state=\"verified\"} 1"))
         #expect(metrics.body.contains("iap_handler_duration_seconds_count{stage=\"verifier\"} 2"))
-        #expect(metrics.body.contains("iap_batch_size_sum{stage=\"verifier\"} 2"), "both messages went through the stage's batch call")
+        #expect(metrics.body.contains("iap_batch_size_sum{stage=\"verifier\"} 2\n"), "both messages went through the stage's batch call")
         #expect(metrics.body.contains("iap_in_flight_messages{stage=\"verifier\"} 0"))
         #expect(metrics.body.range(of: #"iap_dead_letters_total\{reason="[A-Za-z]+",stage="verifier"\} 1"#, options: .regularExpression) != nil)
         let age = metrics.body.split(separator: "\n").first { $0.hasPrefix("iap_oldest_unfinished_purchase_age_seconds ") }

@@ -49,6 +49,9 @@ import TestSupport
                 "open purchases as they are, the others as counted 299 s ago")
         #expect(await scrape(after: 1) == [.verified: 2, .granted: 1, .finished: 5, .rejected: 0, .refundDue: 0, .revoked: 1],
                 "counted again once the interval has passed")
+        try await record(.rejected, 1)
+        #expect(await scrape(after: -3_600) == [.verified: 2, .granted: 1, .finished: 5, .rejected: 1, .refundDue: 0, .revoked: 1],
+                "a clock set back past the last count counts again")
         #expect(metrics.value("iap_store_up") == 1)
     }
 }
