@@ -137,7 +137,9 @@ struct RetryBudgetTests {
     }
 
     @Test func aParkedMessageFailingPastTheParkedBudgetIsDeadLetteredWithoutHoldingOthersAndReleasesItsKey() async throws {
-        let fixture = try await Fixture(.sqlite, parkedBudget: .seconds(20)) // room for v1 to pass while u1 fails, on a busy machine
+        // Room for v1 to pass while u1 fails, on a busy machine: at 20 s a full test run on a slow day of the host once
+        // dead-lettered u1 before v1 was re-driven.
+        let fixture = try await Fixture(.sqlite, parkedBudget: .seconds(40))
         let (runner, task) = try fixture.runner()
         try await fixture.send([("u", "u1!"), ("u", "u2")])
         try await waitUntil("u1 is parked, and u2 behind it") { runner.counters.withLock { $0["parked"] ?? 0 } == 2 }
@@ -154,7 +156,7 @@ struct RetryBudgetTests {
         fixture.stage.healed.value = ["v1!"]
         try await waitUntil("v1 is re-driven") { fixture.stage.handled.value.contains("v1!") }
         #expect(runner.counters.withLock { $0["deadLettered"] ?? 0 } == 0, "u1 is still parked, and did not hold v1")
-        try await waitUntil("u1 is dead-lettered once parked too long") { runner.counters.withLock { $0["deadLettered"] ?? 0 } == 1 }
+        try await waitUntil("u1 is dead-lettered once parked too long", timeout: .seconds(120)) { runner.counters.withLock { $0["deadLettered"] ?? 0 } == 1 }
         try await waitUntil("u2, parked behind it, is re-driven") { fixture.stage.handled.value == ["v1!", "u2"] }
         try await waitUntil("the ledger is empty") { try await fixture.parked("u") == 0 }
         #expect(!fixture.stage.handled.value.contains("stale copy"))
