@@ -179,7 +179,9 @@ public final class StageRunner: Service {
     /// parked (later messages of the partition were handled already). Then the later messages' outputs, enqueued
     /// before and perhaps delivered first, are sent again after them (`OutputOrder`).
     private func process(_ message: KafkaMessage) async throws -> KafkaConsumer.Completion {
-        try await complete(message, first: await attempt(message), started: ContinuousClock.now)
+        let completion = try await complete(message, first: await attempt(message), started: ContinuousClock.now)
+        metrics.observe(batchSize, 1) // handled alone: a batch of one
+        return completion
     }
 
     /// Handles consecutive messages of a partition: runs of them whose keys have nothing parked go to the stage at
@@ -205,7 +207,6 @@ public final class StageRunner: Service {
             let run = await unparkedRun(messages[next...])
             guard !run.isEmpty else {
                 completions.append(try await process(messages[next]))
-                metrics.observe(batchSize, 1)
                 next += 1
                 continue
             }
@@ -222,7 +223,6 @@ public final class StageRunner: Service {
             next += min(results.count, run.count)
             if results.count < run.count {
                 completions.append(try await process(messages[next]))
-                metrics.observe(batchSize, 1)
                 next += 1
             }
         }
