@@ -18,6 +18,7 @@ enum StoreMetrics {
     static func register(store: SQLPurchaseStore, metrics: MetricsRegistry, stages: [String], totalsInterval: TimeInterval,
                          now: @escaping @Sendable () -> Date = Date.init) {
         let reported = Mutex(Set(stages))
+        let openStates: [PurchaseState] = [.verified, .granted] // read at each scrape; the others as last counted
         // The last count, and the tickets of counts begun and of the one stored: overlapping scrapes keep the latest begun.
         let totals = Mutex<(last: (byState: [PurchaseState: Int], countedAt: Date)?, begun: Int, stored: Int)>((nil, 0, 0))
         metrics.declare("iap_purchases", .gauge,
@@ -40,7 +41,7 @@ enum StoreMetrics {
                     metrics.set("iap_oldest_parked_message_age_seconds", ["stage": stage],
                                 to: parked[stage].map { max(0, time.timeIntervalSince($0.oldest)) } ?? 0)
                 }
-                for state in [PurchaseState.verified, .granted] {
+                for state in openStates {
                     metrics.set("iap_purchases", ["state": state.rawValue], to: Double(open.openPurchasesByState[state] ?? 0))
                 }
                 metrics.set("iap_oldest_unfinished_purchase_age_seconds",
@@ -68,7 +69,7 @@ enum StoreMetrics {
                 }
             }
             guard let counted else { return } // never counted yet: no figure rather than a zero
-            for state in PurchaseState.recorded where state != .verified && state != .granted {
+            for state in PurchaseState.recorded where !openStates.contains(state) {
                 metrics.set("iap_purchases", ["state": state.rawValue], to: Double(counted.byState[state] ?? 0))
             }
         }
