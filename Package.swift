@@ -73,9 +73,11 @@ let package = Package(
         // iap-ingest's API: store webhooks and client submissions to events.
         .target(name: "Ingest", dependencies: ["Crypto", "Database", "HTTPServer", "JSON", "Kafka", "Metrics", "PurchaseEvents", "PurchaseStore", "WorkerRuntime"]),
 
+        // glibc's mallopt, which the Glibc module leaves out: the workers keep to two malloc arenas (see MallocArenas).
+        .systemLibrary(name: "CMalloc"),
         // Start-up shared by the worker executables: settings, wiring, signals.
         .target(name: "WorkerApp", dependencies: ["PurchaseDomain", "Ingest", "Database", "Stages", "WorkerRuntime", "Metrics", "HTTPServer", "Kafka", "PurchaseEvents", "PurchaseStore", "StoreVerification",
-                                                  "JSON", "JSONSchema", "Crypto"]),
+                                                  "JSON", "JSONSchema", "Crypto", "CMalloc"]),
         .executableTarget(name: "iap-verifier", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "iap-granter", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "iap-finisher", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),

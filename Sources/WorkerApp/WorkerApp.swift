@@ -256,6 +256,7 @@ public enum WorkerApp {
     /// graceful shutdown, 1 on a runtime failure, 2 on a configuration error (the message names the setting).
     public static func launch(command: String, summary: String, settings definitions: [Setting],
                               body: @escaping @Sendable (ProcessEnvironment) async throws -> Launch) async -> Int32 {
+        MallocArenas.limit(environment: ProcessInfo.processInfo.environment)
         let all = processSettings + definitions
         do {
             try KafkaLibrary.requireSupportedVersion()
