@@ -42,9 +42,9 @@ public enum WorkerApp {
                 help: "seconds between counts of every purchase by state for /metrics' iap_purchases (finished, rejected, refund_due, revoked: a count reads the whole table); verified and granted are read at each scrape"),
         Setting("--statistics-interval", env: "IAP_STATISTICS_INTERVAL", default: "5",
                 help: "seconds between librdkafka statistics (consumer lag in /metrics); 0 turns them off"),
-        Setting("--max-in-flight", env: "IAP_MAX_IN_FLIGHT", default: "64",
+        Setting("--max-in-flight", env: "IAP_MAX_IN_FLIGHT", default: String(StageRunner.Configuration.defaultMaxBatch),
                 help: "messages per partition handled while earlier outputs await the broker's ack (1 = one at a time)"),
-        Setting("--max-batch", env: "IAP_MAX_BATCH", default: "64",
+        Setting("--max-batch", env: "IAP_MAX_BATCH", default: String(StageRunner.Configuration.defaultMaxBatch),
                 help: "messages of a partition waiting to be handled that a stage takes at once, in one database transaction (1 = one at a time)"),
         Setting("--leave-group", env: "IAP_LEAVE_GROUP", default: "true",
                 help: "true: a graceful shutdown ends with a LeaveGroup, so the group reassigns at once; false: the member goes silently and is expelled when its session ends (10 s), for brokers that mishandle a LeaveGroup during a rebalance (the local Tansu 0.6)"),
@@ -151,7 +151,7 @@ public enum WorkerApp {
             let leavesGroup = try WorkerApp.leavesGroup(settings)
             var consumerConfiguration = KafkaConsumer.Configuration(
                 kafka: kafka, groupID: groupPrefix + stage.name, topics: stage.topics, shutdownTimeout: process.shutdownTimeout,
-                maxInFlightPerPartition: try settings.int("--max-in-flight") ?? 64, onEvent: onEvent)
+                maxInFlightPerPartition: try settings.int("--max-in-flight") ?? StageRunner.Configuration.defaultMaxBatch, onEvent: onEvent)
             consumerConfiguration.leavesGroupOnShutdown = leavesGroup
             let consumer = try KafkaConsumer(configuration: consumerConfiguration)
             let producer = try KafkaProducer(configuration: .init(kafka: self.kafka))
