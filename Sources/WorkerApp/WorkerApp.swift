@@ -42,6 +42,7 @@ public enum WorkerApp {
                 help: "seconds between counts of every purchase by state for /metrics' iap_purchases (finished, rejected, refund_due, revoked: a count reads the whole table); verified and granted are read at each scrape"),
         Setting("--statistics-interval", env: "IAP_STATISTICS_INTERVAL", default: "5",
                 help: "seconds between librdkafka statistics (consumer lag in /metrics); 0 turns them off"),
+        // The window's default is the batch's: a batch takes at most what the window lets in.
         Setting("--max-in-flight", env: "IAP_MAX_IN_FLIGHT", default: String(StageRunner.Configuration.defaultMaxBatch),
                 help: "messages per partition handled while earlier outputs await the broker's ack (1 = one at a time)"),
         Setting("--max-batch", env: "IAP_MAX_BATCH", default: String(StageRunner.Configuration.defaultMaxBatch),
