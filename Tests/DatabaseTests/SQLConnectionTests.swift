@@ -1,4 +1,4 @@
-import Database
+@testable import Database
 import Foundation
 import Testing
 import TestSupport
@@ -142,5 +142,55 @@ enum Engine: String, CaseIterable, Sendable {
         try holder.query("COMMIT")
         try waiter.query("INSERT INTO t (id) VALUES ($1)", [.integer(1)])
         #expect(try waiter.query("SELECT count(*) FROM t") == [[.integer(1)]])
+    }
+
+    @Test func aSQLiteWriterWaitsForTheHolderToCommit() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("iap-busy-\(UUID().uuidString).sqlite").path
+        try SQLiteConnection(path: path).executeScript("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+        let waiter = try SQLiteConnection(path: path, busyTimeout: .seconds(10))
+        // Another connection takes the write lock and commits while the waiter waits for it: how long after does not
+        // matter, only that the waiter is not refused meanwhile.
+        let (held, committed) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+        Thread.detachNewThread {
+            #expect(throws: Never.self) {
+                let holder = try SQLiteConnection(path: path)
+                try holder.query("BEGIN IMMEDIATE")
+                try holder.query("INSERT INTO t (id) VALUES ($1)", [.integer(1)])
+                held.signal()
+                Thread.sleep(forTimeInterval: 0.03)
+                try holder.query("COMMIT")
+            }
+            committed.signal()
+        }
+        held.wait()
+        try waiter.query("INSERT INTO t (id) VALUES ($1)", [.integer(2)])
+        committed.wait()
+        #expect(try waiter.query("SELECT id FROM t ORDER BY id") == [[.integer(1)], [.integer(2)]])
+    }
+
+    @Test func aSQLiteWriterGivesUpAfterItsBusyTimeout() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("iap-busy-\(UUID().uuidString).sqlite").path
+        let holder = try SQLiteConnection(path: path)
+        try holder.executeScript("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+        let waiter = try SQLiteConnection(path: path, busyTimeout: .milliseconds(40))
+        try holder.query("BEGIN IMMEDIATE")
+        let error = #expect(throws: DatabaseError.self) { try waiter.query("INSERT INTO t (id) VALUES ($1)", [.integer(1)]) }
+        #expect(error?.isRetriable == true, "\(String(describing: error))")
+        try holder.query("ROLLBACK")
+    }
+
+    @Test func sqliteBusyPollsDoubleFrom20MicrosecondsToAMillisecondAndCountWhatWasSlept() {
+        #expect((0..<8).map { SQLiteBusyPolls.pause(afterTries: $0) } == [20, 40, 80, 160, 320, 640, 1000, 1000])
+        for tries in 0..<50 {
+            #expect(SQLiteBusyPolls.slept(beforeTry: tries + 1) == SQLiteBusyPolls.slept(beforeTry: tries) + SQLiteBusyPolls.pause(afterTries: tries))
+        }
+        #expect(SQLiteBusyPolls.slept(beforeTry: 0) == 0)
+    }
+
+    @Test func aSQLiteParameterTheStatementDoesNotUseIsIgnored() throws {
+        let connection = try Engine.sqlite.connect()
+        // $2 appears first, $1 twice, $3 not at all: each binds by its number; the third is left out.
+        let rows = try connection.query("SELECT $2 || '-' || $1 || '-' || $1", [.text("a"), .text("b"), .text("unused")])
+        #expect(rows == [[.text("b-a-a")]])
     }
 }
