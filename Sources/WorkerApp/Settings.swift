@@ -93,6 +93,16 @@ public struct Settings: Sendable {
     public func list(_ flag: String) -> [String] { values[flag] ?? [] }
     public func flag(_ flag: String) -> Bool { ["true", "1", "yes"].contains(values[flag]?.last?.lowercased() ?? "") }
 
+    /// A setting that is true or false (also 1/0, yes/no); nil when unset and without a default.
+    public func boolean(_ flag: String) throws -> Bool? {
+        switch string(flag)?.lowercased() {
+        case nil: return nil
+        case "true", "1", "yes": return true
+        case "false", "0", "no": return false
+        case let other?: throw SettingsError("\(flag) (\(environmentName(flag))) must be true or false, got '\(other)'")
+        }
+    }
+
     public func required(_ flag: String) throws -> String {
         guard let value = string(flag), !value.isEmpty else { throw SettingsError("\(flag) (\(environmentName(flag))) is required") }
         return value

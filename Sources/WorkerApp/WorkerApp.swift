@@ -40,6 +40,8 @@ public enum WorkerApp {
         Setting("--group-prefix", env: "IAP_GROUP_PREFIX", default: "iap-", help: "prefix of consumer group ids (group = prefix + stage)"),
         Setting("--store-totals-interval", env: "IAP_STORE_TOTALS_INTERVAL", default: "300",
                 help: "seconds between counts of every purchase by state for /metrics' iap_purchases (finished, rejected, refund_due, revoked: a count reads the whole table); verified and granted are read at each scrape"),
+        Setting("--store-gauges", env: "IAP_STORE_GAUGES", default: "true",
+                help: "true: /metrics reports the store-wide gauges (iap_purchases, iap_oldest_unfinished_purchase_age_seconds, iap_parked_messages, …), read from the store at each scrape; every worker reporting them reports the same figures, so aggregate them with max, not sum; false: this worker leaves them out and spends no reads on them"),
         Setting("--statistics-interval", env: "IAP_STATISTICS_INTERVAL", default: "5",
                 help: "seconds between librdkafka statistics (consumer lag in /metrics); 0 turns them off"),
         // The window's default is the batch's: a batch takes at most what the window lets in.
@@ -191,13 +193,7 @@ public enum WorkerApp {
     }
 
     /// `--leave-group`: whether the stages' consumers leave their groups on a graceful shutdown.
-    static func leavesGroup(_ settings: Settings) throws -> Bool {
-        switch settings.string("--leave-group")?.lowercased() {
-        case "true", "1", "yes", nil: return true
-        case "false", "0", "no": return false
-        case let other?: throw SettingsError("--leave-group (IAP_LEAVE_GROUP) must be true or false, got '\(other)'")
-        }
-    }
+    static func leavesGroup(_ settings: Settings) throws -> Bool { try settings.boolean("--leave-group") ?? true }
 
     /// The watchdog's bound from `--group-stall-seconds`.
     static func groupWatch(_ settings: Settings) throws -> GroupWatchdog<ContinuousClock>.Configuration {
@@ -224,6 +220,7 @@ public enum WorkerApp {
             guard let connections = try process.settings.int("--store-connections"), (1...64).contains(connections) else {
                 throw SettingsError("--store-connections (IAP_STORE_CONNECTIONS) must be 1 to 64")
             }
+            let storeGauges = try process.settings.boolean("--store-gauges") ?? true
             let (store, applied) = try await openStore(url: url, password: password, connections: connections, logger: process.logger)
             process.logger.info("store opened", ["store": store.location, "migrationsApplied": applied.map(String.init).joined(separator: ",")])
             let environment = Environment(process: process, store: store, groupPrefix: process.settings.string("--group-prefix") ?? "iap-")
@@ -231,8 +228,10 @@ public enum WorkerApp {
             let runners = services.compactMap { $0 as? StageRunner }
             // The scrape's counts on a connection of their own (opened at the first scrape): a count of every purchase must
             // not hold the stages' connection, nor wait for their batches.
-            StoreMetrics.register(store: try SQLPurchaseStore(url: url, password: password, connections: 1), metrics: process.metrics,
-                                  stages: runners.map(\.stageName), totalsInterval: try process.settings.seconds("--store-totals-interval") ?? 300)
+            if storeGauges {
+                StoreMetrics.register(store: try SQLPurchaseStore(url: url, password: password, connections: 1), metrics: process.metrics,
+                                      stages: runners.map(\.stageName), totalsInterval: try process.settings.seconds("--store-totals-interval") ?? 300)
+            }
             ConsumerMetrics.register(runners: runners, metrics: process.metrics)
             // A rebalance that does not complete is reported, not silent (GroupWatchdog); an idle extra replica is ready.
             let watchdog = GroupWatchdog(consumers: runners.flatMap(\.consumers),

@@ -7,7 +7,8 @@ import TestSupport
 /// `/metrics`, `/healthz` and `/readyz` of a running worker executable, scraped over HTTP.
 @Suite(TestServices.broker, .timeLimit(.minutes(3)))
 struct OperationsEndpointsTests {
-    @Test func aRunningVerifierServesHealthReadinessAndMetricsThatMove() async throws {
+    /// A verifier on topics of its own, ready (partitions assigned, store reachable), with `arguments` added to its own.
+    private func readyVerifier(_ arguments: [String] = []) async throws -> (verifier: ExecutableProcess, base: String, pki: TestPKI, prefix: String, servers: String, directory: URL) {
         let servers = try TestServices.requireBrokers()
         let prefix = "ops\(UUID().uuidString.prefix(6).lowercased())."
         let topics = ["iap.purchase.submitted", "iap.store.notification", "iap.purchase.verified", "iap.purchase.rejected", "iap.deadletter", "iap.retry"]
@@ -15,7 +16,6 @@ struct OperationsEndpointsTests {
         #expect(try await VerifyCommandTests.run(create, input: "").status == 0)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ops-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
         let pki = try TestPKI.make()
         let root = directory.appendingPathComponent("root.pem")
         try Data(pki.root.pemRepresentation.utf8).write(to: root)
@@ -24,10 +24,16 @@ struct OperationsEndpointsTests {
             "--brokers", servers, "--store", "sqlite:" + directory.appendingPathComponent("store.sqlite").path, "--topic-prefix", prefix,
             "--bundle-id", "com.example.coins", "--environment", "Sandbox", "--root", root.path,
             "--http-port", "0", "--http-host", "127.0.0.1", "--statistics-interval", "1", "--shutdown-timeout", "5",
-        ])
+        ] + arguments)
         let base = "http://127.0.0.1:\(try await verifier.httpPort())"
         #expect(try await httpRequest(base + "/healthz").status == 200)
         try await waitUntil("ready (partitions assigned, store reachable)") { try await httpRequest(base + "/readyz").status == 200 }
+        return (verifier, base, pki, prefix, servers, directory)
+    }
+
+    @Test func aRunningVerifierServesHealthReadinessAndMetricsThatMove() async throws {
+        let (verifier, base, pki, prefix, servers, directory) = try await readyVerifier()
+        defer { try? FileManager.default.removeItem(at: directory) }
 
         var metrics = try await httpRequest(base + "/metrics")
         #expect(metrics.status == 200)
@@ -70,5 +76,30 @@ struct OperationsEndpointsTests {
         #expect(try await httpRequest(base + "/healthz").status == 200)
         #expect(!verifier.log.contains { $0.contains(jws) }, "payloads are never logged")
         #expect(try await verifier.terminate() == 0)
+    }
+
+    /// The store-wide gauges are the same in every worker: one left out of them (`--store-gauges false`) still reports its own.
+    @Test func aWorkerWithoutStoreGaugesReportsItsOwnSeriesOnly() async throws {
+        let (verifier, base, _, _, _, directory) = try await readyVerifier(["--store-gauges", "false"])
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let metrics = try await httpRequest(base + "/metrics")
+        #expect(metrics.status == 200)
+        for family in ["iap_messages_total counter", "iap_in_flight_messages gauge", "iap_batch_size histogram"] {
+            #expect(metrics.body.contains("# TYPE \(family)"), "declares \(family)")
+        }
+        for family in ["iap_purchases", "iap_oldest_unfinished_purchase_age_seconds", "iap_store_up", "iap_parked_messages"] {
+            #expect(!metrics.body.contains("# TYPE \(family) "), "leaves out \(family)")
+        }
+        #expect(try await verifier.terminate() == 0)
+    }
+
+    @Test func aStoreGaugesSettingThatIsNotABooleanIsRefused() async throws {
+        let servers = try TestServices.requireBrokers()
+        let process = try ExecutableProcess("iap-verifier", [
+            "--brokers", servers, "--store", "sqlite::memory:", "--bundle-id", "com.example.coins", "--store-gauges", "sometimes",
+        ])
+        try await waitUntil("the verifier exits") { !process.process.isRunning }
+        #expect(process.process.terminationStatus != 0)
+        #expect(process.log.contains { $0.contains("--store-gauges (IAP_STORE_GAUGES) must be true or false, got 'sometimes'") })
     }
 }
