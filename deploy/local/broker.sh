@@ -2,11 +2,13 @@
 # Starts or stops the local Kafka-compatible broker (Tansu, in-memory: it loses everything on stop).
 #   broker.sh start [TOPIC[:PARTITIONS]...]   prints KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:PORT
 #   broker.sh stop
+# IAP_BROKER_INSTANCE=NAME: a broker of that name, beside the default one (`make bench` runs on `bench`).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 TANSU="$DEPS/bin/tansu"
-PIDFILE="$RUN/broker.pid"
-ENVFILE="$RUN/broker.env"
+PIDFILE="$(broker_file pid)"
+ENVFILE="$(broker_file env)"
+LOGFILE="$(broker_file log)"
 
 start() {
   [ -x "$TANSU" ] || { log "tansu is not installed: run make bootstrap"; exit 1; }
@@ -15,10 +17,10 @@ start() {
   else
     local port; port=$(free_port)
     nohup "$TANSU" broker --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url "tcp://127.0.0.1:$port" \
-      >"$RUN/broker.log" 2>&1 &
+      >"$LOGFILE" 2>&1 &
     echo $! >"$PIDFILE"
     echo "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$port" >"$ENVFILE"
-    wait_for 30 port_open "$port" || { log "broker did not open port $port; log:"; tail -20 "$RUN/broker.log" >&2; exit 1; }
+    wait_for 30 port_open "$port" || { log "broker did not open port $port; log:"; tail -20 "$LOGFILE" >&2; exit 1; }
     log "broker up on 127.0.0.1:$port (pid $(cat "$PIDFILE"))"
   fi
   local servers; servers=$(cut -d= -f2 "$ENVFILE")

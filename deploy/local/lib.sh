@@ -29,6 +29,10 @@ stop_started_services() {
   for service in "${STARTED_SERVICES[@]}"; do bash "$ROOT/deploy/local/$service.sh" stop >/dev/null 2>&1 || true; done
 }
 
+# A file of the local broker's: `broker_file env` is where it says KAFKA_BOOTSTRAP_SERVERS (also `pid`, `log`). With
+# IAP_BROKER_INSTANCE set, those of a broker of that name, beside the default one (the benchmark's: `bench`).
+broker_file() { echo "$RUN/broker${IAP_BROKER_INSTANCE:+-$IAP_BROKER_INSTANCE}.$1"; }
+
 # The broker in KAFKA_BOOTSTRAP_SERVERS, else the local one (stopped at the end if started here, left running
 # if it already was).
 use_broker() {
@@ -36,7 +40,7 @@ use_broker() {
   # completes a rebalance again: workers on it go silently at shutdown and are expelled when their session ends. Also
   # when KAFKA_BOOTSTRAP_SERVERS names the local broker already running.
   if [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
-    if [ -f "$RUN/broker.env" ] && [ "$(cat "$RUN/broker.env")" = "KAFKA_BOOTSTRAP_SERVERS=$KAFKA_BOOTSTRAP_SERVERS" ]; then
+    if [ -f "$(broker_file env)" ] && [ "$(cat "$(broker_file env)")" = "KAFKA_BOOTSTRAP_SERVERS=$KAFKA_BOOTSTRAP_SERVERS" ]; then
       export IAP_LEAVE_GROUP="${IAP_LEAVE_GROUP:-false}"
     fi
     return
