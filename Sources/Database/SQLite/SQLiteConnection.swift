@@ -53,7 +53,8 @@ public final class SQLiteConnection: SQLConnection {
             sqlite3_clear_bindings(statement)
         }
         for (index, parameter) in parameters.enumerated() {
-            guard index < positions.count, case let position = positions[index], position > 0 else { continue }
+            let position = index < positions.count ? positions[index] : 0
+            guard position > 0 else { continue }
             let status: Int32
             switch parameter {
             case .null: status = sqlite3_bind_null(statement, position)
@@ -160,15 +161,17 @@ public final class SQLiteConnection: SQLConnection {
 enum SQLiteBusyPolls {
     static let first: Int64 = 20
     static let longest: Int64 = 1000
+    /// Pauses that double before they reach `longest`: 20 µs × 2⁶ would pass 1 ms.
+    static let doublings = 6
 
-    /// The pause before try `tries + 1`: 20 µs, doubling, at most 1 ms.
-    static func pause(afterTries tries: Int) -> Int64 { tries >= 6 ? longest : min(longest, first << tries) }
+    /// The pause before try `tries + 1`: 20 µs, doubling, then 1 ms.
+    static func pause(afterTries tries: Int) -> Int64 { tries >= doublings ? longest : first << tries }
 
     /// The time slept before try `tries + 1`, all pauses so far.
     static func slept(beforeTry tries: Int) -> Int64 {
-        let doubling = min(tries, 6)
+        let doubled = min(tries, doublings)
         // 20 + 40 + … for the doubling pauses, then 1 ms each.
-        return first * ((1 << doubling) - 1) + Int64(tries - doubling) * longest
+        return first * ((1 << doubled) - 1) + Int64(tries - doubled) * longest
     }
 }
 
