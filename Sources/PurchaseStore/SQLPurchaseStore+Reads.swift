@@ -6,7 +6,7 @@ import PurchaseDomain
 extension SQLPurchaseStore {
     public func purchase(_ key: PurchaseKey) async throws -> PurchaseRecord? {
         let executor = executor
-        return try await executor.run(usingReadAhead: true) { connection in
+        return try await executor.run(usingReadAhead: true, inCallingTask: true) { connection in
             switch executor.peekReadAhead(key) {
             case .recorded(let record): return record
             case .unrecorded: return nil

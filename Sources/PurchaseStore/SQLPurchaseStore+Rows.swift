@@ -103,7 +103,7 @@ extension SQLPurchaseStore {
                              _ body: @escaping @Sendable (StoreExecutor, any SQLConnection, CurrentPurchase, Transition) throws -> T) async throws -> T {
         let dialect = dialect
         let executor = executor
-        return try await executor.run(usingReadAhead: true) { connection in
+        return try await executor.run(usingReadAhead: true, inCallingTask: deferring) { connection in
             if deferring {
                 try executor.flushDeferred(of: key, connection)
             } else {
