@@ -124,6 +124,27 @@ import TestSupport
         #expect(try await store.states(of: [mine.key, refunded.key]) == [mine.key: .verified, refunded.key: .revoked])
     }
 
+    /// A batch whose connection is lost under a call made in the batch's own task (a decision on a purchase it did not
+    /// read ahead, which reads it) fails whole, as under a call made on the connection's queue: nothing of it is
+    /// committed, and the store's next call opens a new connection.
+    @Test(.enabled(if: StoreEngine.postgres.enabled)) func aBatchThatLosesItsConnectionFailsWholeAndTheStoreReconnects() async throws {
+        let url = try await StoreEngine.postgres.freshURL()
+        let store = try SQLPurchaseStore(url: url)
+        try await store.migrate()
+        let observer = try PostgresConnection(url: url)
+        let (readAhead, notReadAhead) = (purchase("7101"), purchase("7102"))
+        await #expect(throws: DatabaseError.self) {
+            try await store.batch {
+                try await store.readAhead([readAhead.key])
+                #expect(try await store.recordVerified(readAhead, at: Self.t0) == .recorded)
+                try observer.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+                _ = try await store.recordVerified(notReadAhead, at: Self.t0)
+            }
+        }
+        #expect(try await store.states(of: [readAhead.key, notReadAhead.key]) == [:], "nothing of the batch was committed")
+        #expect(try await store.recordVerified(notReadAhead, at: Self.t0) == .recorded)
+    }
+
     /// Refunds racing their purchases' records from other workers are never lost: each purchase ends revoked, whichever
     /// came first (the record in batches, the refund alone, as the verifier and the granter do). PostgreSQL only: SQLite
     /// runs one writer at a time.
