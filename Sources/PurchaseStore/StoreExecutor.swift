@@ -5,8 +5,8 @@ import PurchaseDomain
 import Synchronization
 
 /// Owns one connection and runs every database call on its own serial queue, off Swift's cooperative
-/// pool (the C calls block), except a batch's calls answered from memory (`run(inCallingTask:)`). A connection found
-/// lost is dropped and reopened on the next call.
+/// pool (the C calls block; a batch's calls answered from memory excepted, see `run(inCallingTask:)`). A connection
+/// found lost is dropped and reopened on the next call.
 ///
 /// A batch (`batch(begin:_:)`) holds the connection for one task across its awaits, in one transaction: calls from
 /// other tasks wait at the gate until it ended, so that none of their statements falls into its transaction.
@@ -19,8 +19,7 @@ import Synchronization
 /// event can be built at once; the flush writes the entries and adds to the balances, checking they end as promised.
 ///
 /// `@unchecked Sendable`: `connection`, `batchOpen`, `readAhead`, `deferred`, `balances` and `ledgerIds` are only touched
-/// on `queue`, or during a batch by the batch's task (`run(inCallingTask:)`), which holds the gate: one at a time either
-/// way, ordered by the task's awaits on the queue. The gate is a `Mutex`.
+/// on `queue` (also by `run(inCallingTask:)`, through `DispatchQueue.sync`); the gate is a `Mutex`.
 final class StoreExecutor: @unchecked Sendable {
     private let queue: DispatchQueue
     private let open: @Sendable () throws -> any SQLConnection
@@ -68,11 +67,12 @@ final class StoreExecutor: @unchecked Sendable {
     /// - Parameter usingReadAhead: `body` reads or consumes what the batch read ahead (`takeReadAhead`, `peekReadAhead`)
     ///   and keeps it true to the database, and flushes the deferred writes it must see (`flushDeferred`); otherwise
     ///   what was read ahead is dropped and the deferred writes are flushed first, as `body` may read or change purchases.
-    /// - Parameter inCallingTask: in a batch, `body` runs in the batch's own task instead of on the queue, blocking its
-    ///   thread for any statement it makes. For the calls of each message of a batch that are answered from what the batch
-    ///   read ahead and deferred (a decision on a purchase read ahead, a read of its record): a hop to the queue and back
-    ///   costs two context switches, more than such a call; a miss makes its statement on the connection the batch holds,
-    ///   one round trip. Outside a batch it changes nothing.
+    /// - Parameter inCallingTask: in a batch, `body` runs on the queue synchronously (`DispatchQueue.sync`), which runs it
+    ///   on the calling thread when the queue is idle, as it is while the batch's task holds the gate: no thread is woken,
+    ///   and the task's thread blocks for any statement `body` makes. For the calls of each message of a batch that are
+    ///   answered from what the batch read ahead and deferred (a decision on a purchase read ahead, a read of its record): a
+    ///   hop to another thread and back costs two context switches, more than such a call; a miss makes its statement on
+    ///   the connection the batch holds, one round trip. Outside a batch it changes nothing.
     func run<T: Sendable>(usingReadAhead: Bool = false, inCallingTask: Bool = false,
                           _ body: @escaping @Sendable (any SQLConnection) throws -> T) async throws -> T {
         let call: @Sendable (any SQLConnection) throws -> T
@@ -86,9 +86,7 @@ final class StoreExecutor: @unchecked Sendable {
             }
         }
         if inBatch {
-            // The batch's task holds the gate, so nothing else runs on the queue meanwhile; and its awaits on the queue
-            // order what it does there before and after what it does here.
-            if inCallingTask { return try perform(call) }
+            if inCallingTask { return try queue.sync { try perform(call) } }
             return try await onQueue(call)
         }
         await gate.enter()
@@ -96,19 +94,19 @@ final class StoreExecutor: @unchecked Sendable {
         return try await onQueue(call)
     }
 
-    /// In a call (`run`), in a batch: records what the batch read ahead.
+    /// On the queue, in a batch: records what the batch read ahead.
     func setReadAhead(_ purchases: [PurchaseKey: SQLPurchaseStore.ReadAheadPurchase]) { readAhead.merge(purchases) { _, new in new } }
 
-    /// In a call (`run`): what the batch read ahead of `key`, forgotten (the caller is about to change it).
+    /// On the queue: what the batch read ahead of `key`, forgotten (the caller is about to change it).
     func takeReadAhead(_ key: PurchaseKey) -> SQLPurchaseStore.ReadAheadPurchase? { readAhead.removeValue(forKey: key) }
 
-    /// In a call (`run`): what the batch read ahead of `key`.
+    /// On the queue: what the batch read ahead of `key`.
     func peekReadAhead(_ key: PurchaseKey) -> SQLPurchaseStore.ReadAheadPurchase? { readAhead[key] }
 
-    /// In a call (`run`): whether writes are deferred (a batch is open), so that `write` does not make them at once.
+    /// On the queue: whether writes are deferred (a batch is open), so that `write` does not make them at once.
     var defersWrites: Bool { batchOpen }
 
-    /// In a call (`run`): makes `write` now, or in a batch, defers it to the next flush. (Its key has no deferred write when
+    /// On the queue: makes `write` now, or in a batch, defers it to the next flush. (Its key has no deferred write when
     /// its decision flushed it before reading (`flushDeferred(of:_:)`); one that has is flushed first, to keep the order.
     /// Ledger entries have no key: they only add up.)
     func write(_ write: DeferredWrite, _ connection: any SQLConnection) throws {
@@ -120,36 +118,36 @@ final class StoreExecutor: @unchecked Sendable {
         deferred.append(write)
     }
 
-    /// In a call (`run`): `user`'s balances as the batch left them, if the batch read them.
+    /// On the queue: `user`'s balances as the batch left them, if the batch read them.
     func balances(of user: String) -> [String: Int64]? { balances[user] }
 
-    /// In a call (`run`): records `user`'s balances, as read or as a deferred grant leaves them.
+    /// On the queue: records `user`'s balances, as read or as a deferred grant leaves them.
     func setBalances(_ amounts: [String: Int64], of user: String) { balances[user] = amounts }
 
-    /// In a call (`run`): the next reserved ledger entry id, if any is left.
+    /// On the queue: the next reserved ledger entry id, if any is left.
     func takeLedgerId() -> Int64? {
         guard let id = ledgerIds.first else { return nil }
         ledgerIds = ledgerIds.dropFirst()
         return id
     }
 
-    /// In a call (`run`): keeps `ids`, reserved by the caller, for the batch's next deferred ledger entries.
+    /// On the queue: keeps `ids`, reserved by the caller, for the batch's next deferred ledger entries.
     func keepReservedLedgerIds(_ ids: Range<Int64>) { ledgerIds = ids }
 
-    /// In a call (`run`): forgets the balances read and the ledger ids reserved.
+    /// On the queue: forgets the balances read and the ledger ids reserved.
     private func forgetBalancesAndReservedIds() {
         if !balances.isEmpty { balances = [:] }
         ledgerIds = 0..<0
     }
 
-    /// In a call (`run`): makes the deferred writes, then forgets the balances read and the ledger ids reserved; before a call
+    /// On the queue: makes the deferred writes, then forgets the balances read and the ledger ids reserved; before a call
     /// that may change balances or write ledger entries itself.
     func flushDeferredBeforeOtherWrites(_ connection: any SQLConnection) throws {
         try flushDeferred(connection)
         forgetBalancesAndReservedIds()
     }
 
-    /// In a call (`run`): makes the deferred writes.
+    /// On the queue: makes the deferred writes.
     func flushDeferred(_ connection: any SQLConnection) throws {
         guard !deferred.isEmpty else { return }
         let writes = deferred
@@ -158,7 +156,7 @@ final class StoreExecutor: @unchecked Sendable {
         try flush(connection, writes)
     }
 
-    /// In a call (`run`): makes the deferred writes if one of them is of `key` (about to be read).
+    /// On the queue: makes the deferred writes if one of them is of `key` (about to be read).
     func flushDeferred(of key: PurchaseKey, _ connection: any SQLConnection) throws {
         if deferredKeys.contains(key) { try flushDeferred(connection) }
     }
@@ -197,7 +195,7 @@ final class StoreExecutor: @unchecked Sendable {
         }
     }
 
-    /// Runs `body` with the connection, here and now: on the queue, or in the task of a batch (`run(inCallingTask:)`).
+    /// On the queue: runs `body` with the connection.
     private func perform<T: Sendable>(opening: Bool = false, closing: Bool = false, _ body: (any SQLConnection) throws -> T) throws -> T {
         if opening || closing {
             readAhead = [:]
