@@ -148,8 +148,4 @@ enum BenchVerifyCommand {
         }
         return rate
     }
-
-    /// Starts `process` from a thread of its own with no signal blocked. A child inherits the signal mask of the thread
-    /// that starts it, and the concurrency pool's threads block SIGALRM, by which `openssl speed` ends each test: it
-    /// would run forever.
 }

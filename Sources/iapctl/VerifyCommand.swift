@@ -37,14 +37,13 @@ enum VerifyCommand {
             print(JSONValue.object(verdict).serializedText)
             return verdict["verdict"] == .string("verified") ? 0 : 1
         }
-        // Lines: split and trimmed as bytes (a Character walk over megabytes of JWS cost more than verifying them);
-        // verdicts written in blocks.
-        let input = [UInt8](try readCommandInputBytes(path))
+        // Lines: read in blocks, split and trimmed as bytes (a Character walk over megabytes of JWS cost more than
+        // verifying them); verdicts written in blocks.
+        let lines = try InputLines(path: path)
         var allVerified = true
         var output: [UInt8] = []
         output.reserveCapacity(1 << 17)
-        for range in lineRanges(input) {
-            let line = input[range]
+        while let line = try lines.next() {
             var start = line.startIndex, end = line.endIndex
             while start < end, line[start] == 0x20 || line[start] == 0x09 { start += 1 }
             while end > start, line[end - 1] == 0x20 || line[end - 1] == 0x09 || line[end - 1] == 0x0D { end -= 1 }
@@ -60,19 +59,6 @@ enum VerifyCommand {
         }
         FileHandle.standardOutput.write(Data(output))
         return allVerified ? 0 : 1
-    }
-
-    /// Where each line of `bytes` is (without its newline), found with `memchr` (`firstIndex(of:from:)`): a generic
-    /// `split` called its closure on every byte of the input, an eighth of the time of `--lines`.
-    private static func lineRanges(_ bytes: [UInt8]) -> [Range<Int>] {
-        var ranges: [Range<Int>] = []
-        var start = 0
-        while start < bytes.count {
-            let end = bytes.firstIndex(of: 0x0A, from: start) ?? bytes.count
-            if end > start { ranges.append(start..<end) }
-            start = end + 1
-        }
-        return ranges
     }
 
     /// A payload's bytes → its verdict. Bytes, not text: a signed transaction is verified from them as they are read.
