@@ -72,8 +72,8 @@ public func readCommandInput(_ path: String) throws -> String {
     return text
 }
 
-/// The bytes of `path`, or of standard input for `-`.
-public func readCommandInputBytes(_ path: String) throws -> Data {
+/// The bytes of `path`, or of standard input for `-` (`InputLines` reads them a block at a time).
+private func readCommandInputBytes(_ path: String) throws -> Data {
     if path == "-" { return FileHandle.standardInput.readDataToEndOfFile() }
     guard let contents = FileManager.default.contents(atPath: path) else { throw UsageError("cannot read \(path)") }
     return contents
