@@ -49,6 +49,14 @@ public final class InputLines {
         }
     }
 
+    /// `line` without the spaces and tabs around it, nor the carriage return a CRLF file ends it with.
+    public static func trimmingBlanks(_ line: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        var start = line.startIndex, end = line.endIndex
+        while start < end, line[start] == 0x20 || line[start] == 0x09 { start += 1 }
+        while end > start, line[end - 1] == 0x20 || line[end - 1] == 0x09 || line[end - 1] == 0x0D { end -= 1 }
+        return line[start..<end]
+    }
+
     /// Moves the unreturned bytes to the front, grows the buffer if they fill it, and reads once more.
     private func fill() throws {
         let pending = end - start

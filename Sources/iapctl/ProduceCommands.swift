@@ -67,22 +67,27 @@ enum ProduceCommands {
         let schemas = try JSONSchemaRegistry.eventSchemas()
         var messages: [KafkaProducerMessage] = []
         var invalid = 0
-        for (number, line) in try readCommandInput(options.positional.first ?? "-").split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let text = line.trimmingCharacters(in: .whitespaces)
+        // Lines as bytes: a line that is not UTF-8 is an invalid line like any other, and a CRLF file splits as it
+        // should (as Characters, "\r\n" is one, not a newline).
+        let lines = try InputLines(path: options.positional.first ?? "-")
+        var number = 0
+        while let line = try lines.next() {
+            number += 1
+            let text = InputLines.trimmingBlanks(line)
             if text.isEmpty { continue }
-            guard let json = JSONValue.parse(Array(text.utf8)) else {
-                FileHandle.standardError.write(Data("line \(number + 1): not JSON\n".utf8))
+            guard let json = JSONValue.parse(text) else {
+                FileHandle.standardError.write(Data("line \(number): not JSON\n".utf8))
                 invalid += 1
                 continue
             }
             let violations = schemas.validate(json, against: type.schemaID)
             guard violations.isEmpty else {
-                FileHandle.standardError.write(Data("line \(number + 1): \(violations.map(\.description).joined(separator: "; "))\n".utf8))
+                FileHandle.standardError.write(Data("line \(number): \(violations.map(\.description).joined(separator: "; "))\n".utf8))
                 invalid += 1
                 continue
             }
             let key = json.objectValue?["userId"]?.stringValue
-            messages.append(KafkaProducerMessage(topic: topic, key: key.map { Data($0.utf8) }, value: Data(text.utf8), headers: [
+            messages.append(KafkaProducerMessage(topic: topic, key: key.map { Data($0.utf8) }, value: Data(text), headers: [
                 KafkaHeader(key: "ce_specversion", string: "1.0"), KafkaHeader(key: "ce_id", string: UUID().uuidString.lowercased()),
                 KafkaHeader(key: "ce_type", string: type.ceType), KafkaHeader(key: "ce_source", string: "/iapctl/produce"),
                 KafkaHeader(key: "ce_time", string: RFC3339.format(Date())), KafkaHeader(key: "ce_dataschema", string: type.schemaID),

@@ -44,11 +44,9 @@ enum VerifyCommand {
         var output: [UInt8] = []
         output.reserveCapacity(1 << 17)
         while let line = try lines.next() {
-            var start = line.startIndex, end = line.endIndex
-            while start < end, line[start] == 0x20 || line[start] == 0x09 { start += 1 }
-            while end > start, line[end - 1] == 0x20 || line[end - 1] == 0x09 || line[end - 1] == 0x0D { end -= 1 }
-            guard start < end else { continue }
-            let verdict = await verify(line[start..<end])
+            let payload = InputLines.trimmingBlanks(line)
+            guard !payload.isEmpty else { continue }
+            let verdict = await verify(payload)
             if verdict["verdict"] != .string("verified") { allVerified = false }
             JSONValue.object(verdict).write(to: &output)
             output.append(UInt8(ascii: "\n"))

@@ -23,6 +23,14 @@ struct ProduceCommandsTests {
         #expect(produced.status == 1, "one line was invalid")
         #expect(produced.lines.last == "published 2, invalid 1, failed 0")
 
+        // A file written on Windows: CRLF line ends, a blank line, a line that is not UTF-8, no newline at the end.
+        var crlf = Data("{\"store\":\"appcoins\",\"transactionId\":\"o-3\",\"userId\":\"u-3\",\"consumedAt\":\"2026-11-29T10:00:02Z\"}\r\n\r\n".utf8)
+        crlf.append(contentsOf: [0x7B, 0x22, 0xFF, 0xFE, 0x22, 0x3A, 0x31, 0x7D, 0x0D, 0x0A]) // {"\xFF\xFE":1}
+        crlf.append(Data("  {\"store\":\"appcoins\",\"transactionId\":\"o-4\",\"userId\":\"u-4\",\"consumedAt\":\"2026-11-29T10:00:03Z\"}\t".utf8))
+        let fromWindows = try await VerifyCommandTests.run(["produce", "--topic", consumed, "--topic-prefix", prefix, "--brokers", servers], input: crlf)
+        #expect(fromWindows.status == 1, "the line that is not UTF-8 is invalid")
+        #expect(fromWindows.lines.last == "published 2, invalid 1, failed 0", "\(fromWindows.lines)")
+
         let jws = try JWSSigner(pki: try TestPKI.make()).sign(AppStorePayloads.transaction(transactionId: "1", productId: "coins.100", bundleId: "b"))
         let submit = try await VerifyCommandTests.run(["submit", "--store", "appstore", "--kind", "signedTransaction", "--user", "u-9", "--source", "client",
                                                  "--topic-prefix", prefix, "--brokers", servers], input: jws)
@@ -31,10 +39,11 @@ struct ProduceCommandsTests {
         #expect(try await VerifyCommandTests.run(["submit", "--store", "appstore", "--kind", "signedTransaction", "--user", "", "--brokers", servers],
                                            input: jws).status == 2, "an empty user is refused before publishing")
 
-        let tail = try await VerifyCommandTests.run(["tail", "--topic", consumed, "--from-beginning", "--max", "2", "--brokers", servers], input: "")
+        let tail = try await VerifyCommandTests.run(["tail", "--topic", consumed, "--from-beginning", "--max", "4", "--timeout", "60", "--brokers", servers], input: "")
         let events = tail.lines.compactMap { JSONValue.parse(Array($0.utf8))?.objectValue }
-        #expect(events.count == 2)
-        #expect(events.map { $0["value"]?.objectValue?["transactionId"] } == [.string("o-1"), .string("2000")])
+        #expect(events.count == 4)
+        #expect(events.map { $0["value"]?.objectValue?["transactionId"] } == [.string("o-1"), .string("2000"), .string("o-3"), .string("o-4")])
+        #expect(events.last?["key"] == .string("u-4"))
         #expect(events.allSatisfy { $0["headers"]?.objectValue?["ce_type"] == .string("iap.purchase.consumed.v1") })
         #expect(events.first?["key"] == .string("u-1"), "keyed by user")
     }

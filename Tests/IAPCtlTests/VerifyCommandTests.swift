@@ -22,17 +22,26 @@ import TestSupport
 
     /// Runs `iapctl` on a thread of its own (see `offPool`) and awaits its end.
     static func run(_ arguments: [String], input: String) async throws -> Outcome {
+        try await run(arguments, input: Data(input.utf8))
+    }
+
+    /// With input bytes that need not be UTF-8.
+    static func run(_ arguments: [String], input: Data) async throws -> Outcome {
         try await offPool { try runBlocking(arguments, input: input) }
     }
 
     static func runBlocking(_ arguments: [String], input: String) throws -> Outcome {
+        try runBlocking(arguments, input: Data(input.utf8))
+    }
+
+    static func runBlocking(_ arguments: [String], input: Data) throws -> Outcome {
         let stdin = Pipe()
         let stdout = Pipe()
         let process = try ChildProcess(binary.path, arguments, standardInput: stdin.fileHandleForReading.fileDescriptor,
                                        standardOutput: stdout.fileHandleForWriting.fileDescriptor)
         try stdin.fileHandleForReading.close()
         try stdout.fileHandleForWriting.close()
-        stdin.fileHandleForWriting.write(Data(input.utf8))
+        stdin.fileHandleForWriting.write(input)
         try stdin.fileHandleForWriting.close()
         let output = stdout.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
