@@ -183,10 +183,11 @@ public final class HTTPServer: Sendable {
         var timeout = timeval(tv_sec: Int(configuration.readTimeout.components.seconds), tv_usec: 0)
         setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var pending: [UInt8] = [] // bytes read past the last request: the start of the next
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024) // what each read fills: one per connection, not per request
         for served in 1...configuration.maxRequestsPerConnection {
             let response: HTTPResponse
             var keepAlive = false
-            switch readRequest(connection, pending: &pending, first: served == 1) {
+            switch readRequest(connection, pending: &pending, chunk: &chunk, first: served == 1) {
             case .success(let request):
                 response = respond(to: request)
                 // HTTP/1.1 keeps the connection unless either side says close; after an error the framing is not trusted.
@@ -244,9 +245,8 @@ public final class HTTPServer: Sendable {
 
     /// Reads one request, all of it within `requestTimeout` (on a kept-alive connection, from its first byte: the wait
     /// for that is bounded by `readTimeout`). `pending` holds bytes already read, and is left with those read past the
-    /// request.
-    private func readRequest(_ connection: Int32, pending: inout [UInt8], first: Bool) -> Result<HTTPRequest, RequestError> {
-        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+    /// request; `chunk` is the connection's read buffer.
+    private func readRequest(_ connection: Int32, pending: inout [UInt8], chunk: inout [UInt8], first: Bool) -> Result<HTTPRequest, RequestError> {
         var buffer = pending
         pending = []
         if !first && buffer.isEmpty {
