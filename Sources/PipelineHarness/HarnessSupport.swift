@@ -10,13 +10,19 @@ public struct HarnessError: Error, Sendable, CustomStringConvertible {
 }
 
 /// Polls `check` (nil = done, else what it still waits for) twice a second until done or `timeout` seconds; tells `say`
-/// each new progress and the end.
-public func waitFor(_ say: (String) -> Void, _ what: String, timeout: TimeInterval, _ check: () async throws -> String?) async throws {
+/// each new progress and the end. With `stalledAfter`, it also gives up once the progress has not changed for that long:
+/// a run whose broker or store died otherwise waits out the whole timeout (ten minutes for a benchmark) saying nothing.
+public func waitFor(_ say: (String) -> Void, _ what: String, timeout: TimeInterval, stalledAfter: TimeInterval? = nil,
+                    _ check: () async throws -> String?) async throws {
     let deadline = Date().addingTimeInterval(timeout)
     var last = ""
+    var lastChange = Date()
     while let progress = try await check() {
-        if progress != last { say("  … \(progress)"); last = progress }
+        if progress != last { say("  … \(progress)"); last = progress; lastChange = Date() }
         guard Date() < deadline else { throw HarnessError("timed out waiting until \(what) (\(progress))") }
+        if let stalledAfter, Date().timeIntervalSince(lastChange) >= stalledAfter {
+            throw HarnessError("no progress for \(Int(stalledAfter)) s waiting until \(what) (\(progress)): is the broker, the store or a worker down?")
+        }
         try await Task.sleep(for: .milliseconds(500))
     }
     say("✓ \(what)")

@@ -90,7 +90,15 @@ enum BenchPipelineCommand {
             for result in await producer.send(contentsOf: Array(messages[chunk..<min(total, chunk + 5_000)])) { _ = try result.get() }
         }
         say(String(format: "submitted %d in %.1f s", total, Date().timeIntervalSince(throughputStart)))
-        try await waitFor(say, "all \(total) finished", timeout: max(600, Double(total) / 20)) {
+        // A worker that exited, or a broker or store that went away, ends the run at once or after two minutes without
+        // a purchase finished, not after the whole timeout.
+        func requireWorkers() throws {
+            for name in stages where workers.replicas(of: name).isEmpty {
+                throw HarnessError("\(name) exited during the run; its log: \(workers.logFile(of: name).path)")
+            }
+        }
+        try await waitFor(say, "all \(total) finished", timeout: max(600, Double(total) / 20), stalledAfter: 120) {
+            try requireWorkers()
             let finished = watcher.read { $0.firstFinishedAt.count }
             return finished >= total ? nil : "finished \(finished)/\(total)"
         }
@@ -135,7 +143,8 @@ enum BenchPipelineCommand {
             sentAt.withLock { sent in for id in latencyIds[start..<min(latencyIds.count, start + batch)] { sent[id] = stamp } }
             Task { for result in await producer.send(contentsOf: slice) { _ = try result.get() } }
         }
-        try await waitFor(say, "the paced purchases finished", timeout: 600) {
+        try await waitFor(say, "the paced purchases finished", timeout: 600, stalledAfter: 120) {
+            try requireWorkers()
             let finished = watcher.read { $0.firstFinishedAt.count }
             return finished >= total + latencyCount ? nil : "finished \(finished - total)/\(latencyCount)"
         }
