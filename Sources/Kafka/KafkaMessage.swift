@@ -45,7 +45,7 @@ public struct KafkaHeader: Hashable, Sendable {
 ///
 /// Its fields live in one immutable box: a message is copied at every step of its way (the partition's buffer, a batch,
 /// the in-flight list, results), and a copy of five reference-counted fields apart (two of them `Data`, copied through
-/// their outlined witnesses) was 5 % of a stage's CPU. Now a copy is one retain; setting a field makes a new box.
+/// their outlined witnesses) was 2–4 % of a stage's perf samples. Now a copy is one retain; setting a field makes a new box.
 public struct KafkaMessage: Sendable {
     private struct Fields: Sendable {
         var topic: String
