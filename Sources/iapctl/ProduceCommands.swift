@@ -65,47 +65,63 @@ enum ProduceCommands {
             throw UsageError("produce: \(topic) is not one of the pipeline's topics (\(EventType.allCases.map { prefix + $0.topic }.joined(separator: ", ")))")
         }
         let schemas = try JSONSchemaRegistry.eventSchemas()
-        var messages: [KafkaProducerMessage] = []
-        var invalid = 0
         // Lines as bytes: a line that is not UTF-8 is an invalid line like any other, and a CRLF file splits as it
         // should (as Characters, "\r\n" is one, not a newline).
         let lines = try InputLines(path: options.positional.first ?? "-")
-        var number = 0
-        while let line = try lines.next() {
-            number += 1
-            let text = InputLines.trimmingBlanks(line)
-            if text.isEmpty { continue }
-            guard let json = JSONValue.parse(text) else {
-                FileHandle.standardError.write(Data("line \(number): not JSON\n".utf8))
-                invalid += 1
-                continue
-            }
-            let violations = schemas.validate(json, against: type.schemaID)
-            guard violations.isEmpty else {
-                FileHandle.standardError.write(Data("line \(number): \(violations.map(\.description).joined(separator: "; "))\n".utf8))
-                invalid += 1
-                continue
-            }
-            let key = json.objectValue?["userId"]?.stringValue
-            messages.append(KafkaProducerMessage(topic: topic, key: key.map { Data($0.utf8) }, value: Data(text), headers: [
-                KafkaHeader(key: "ce_specversion", string: "1.0"), KafkaHeader(key: "ce_id", string: UUID().uuidString.lowercased()),
-                KafkaHeader(key: "ce_type", string: type.ceType), KafkaHeader(key: "ce_source", string: "/iapctl/produce"),
-                KafkaHeader(key: "ce_time", string: RFC3339.format(Date())), KafkaHeader(key: "ce_dataschema", string: type.schemaID),
-                KafkaHeader(key: "content-type", string: "application/json"),
-            ]))
-        }
         let producer = try KafkaProducer(configuration: .init(kafka: try options.kafkaConfiguration()))
-        var failed = 0
-        for result in await producer.send(contentsOf: messages) {
-            if case .failure(let error) = result {
-                failed += 1
-                FileHandle.standardError.write(Data("not acknowledged: \(error)\n".utf8))
+        // Published a chunk at a time as the lines are read, so that a backfill file of any size fits in memory.
+        var chunk: [KafkaProducerMessage] = []
+        var published = 0, invalid = 0, failed = 0
+        func publishChunk() async {
+            for result in await producer.send(contentsOf: chunk) {
+                if case .failure(let error) = result {
+                    failed += 1
+                    FileHandle.standardError.write(Data("not acknowledged: \(error)\n".utf8))
+                } else {
+                    published += 1
+                }
             }
+            chunk.removeAll(keepingCapacity: true)
+        }
+        var number = 0
+        do {
+            while let line = try lines.next() {
+                number += 1
+                let text = InputLines.trimmingBlanks(line)
+                if text.isEmpty { continue }
+                guard let json = JSONValue.parse(text) else {
+                    FileHandle.standardError.write(Data("line \(number): not JSON\n".utf8))
+                    invalid += 1
+                    continue
+                }
+                let violations = schemas.validate(json, against: type.schemaID)
+                guard violations.isEmpty else {
+                    FileHandle.standardError.write(Data("line \(number): \(violations.map(\.description).joined(separator: "; "))\n".utf8))
+                    invalid += 1
+                    continue
+                }
+                let key = json.objectValue?["userId"]?.stringValue
+                chunk.append(KafkaProducerMessage(topic: topic, key: key.map { Data($0.utf8) }, value: Data(text), headers: [
+                    KafkaHeader(key: "ce_specversion", string: "1.0"), KafkaHeader(key: "ce_id", string: UUID().uuidString.lowercased()),
+                    KafkaHeader(key: "ce_type", string: type.ceType), KafkaHeader(key: "ce_source", string: "/iapctl/produce"),
+                    KafkaHeader(key: "ce_time", string: RFC3339.format(Date())), KafkaHeader(key: "ce_dataschema", string: type.schemaID),
+                    KafkaHeader(key: "content-type", string: "application/json"),
+                ]))
+                if chunk.count == Self.produceChunk { await publishChunk() }
+            }
+            await publishChunk()
+        } catch {
+            // What was read before the failure is published already; the input ended early.
+            await producer.shutdown()
+            throw error
         }
         await producer.shutdown()
-        print("published \(messages.count - failed), invalid \(invalid), failed \(failed)")
+        print("published \(published), invalid \(invalid), failed \(failed)")
         return invalid == 0 && failed == 0 ? 0 : 1
     }
+
+    /// Lines published at a time by `produce`.
+    static let produceChunk = 5_000
 
     /// `tail --topic T [--from-beginning] [--max N] [--timeout SECONDS]`: prints each event as one JSON line with its
     /// headers; stops after N events or after the timeout (exit 1 if fewer than N arrived by then).
