@@ -56,7 +56,8 @@ enum ProduceCommands {
     }
 
     /// `produce --topic T [FILE|-]`: publishes JSON lines, each validated against the topic's schema first;
-    /// invalid lines are reported with their number and reason and not published. Exit 1 if any was invalid.
+    /// invalid lines are reported with their number and reason and not published. Exit 1 if any was invalid. Lines are
+    /// published as they are read, `produceChunk` at a time.
     static func produce(_ arguments: [String]) async throws -> Int32 {
         let options = try CommandOptions(arguments, valued: ["--topic", "--brokers", "--kafka", "--topic-prefix"])
         let prefix = options.string("--topic-prefix") ?? ""
