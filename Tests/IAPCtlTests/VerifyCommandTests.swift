@@ -30,10 +30,6 @@ import TestSupport
         try await offPool { try runBlocking(arguments, input: input) }
     }
 
-    static func runBlocking(_ arguments: [String], input: String) throws -> Outcome {
-        try runBlocking(arguments, input: Data(input.utf8))
-    }
-
     static func runBlocking(_ arguments: [String], input: Data) throws -> Outcome {
         let stdin = Pipe()
         let stdout = Pipe()
