@@ -9,11 +9,11 @@ public struct HarnessError: Error, Sendable, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// Polls `check` (nil = done, else what it still waits for) twice a second until done or `timeout` seconds; tells `say`
-/// each new progress and the end. With `stalledAfter`, it also gives up once the progress has not changed for that long:
+/// Polls `check` (nil = done, else what it still waits for) every `interval` (twice a second unless told) until done or
+/// `timeout` seconds; tells `say` each new progress and the end. With `stalledAfter`, it also gives up once the progress has not changed for that long:
 /// a run whose broker or store died otherwise waits out the whole timeout (ten minutes for a benchmark) saying nothing.
 public func waitFor(_ say: (String) -> Void, _ what: String, timeout: TimeInterval, stalledAfter: TimeInterval? = nil,
-                    _ check: () async throws -> String?) async throws {
+                    every interval: Duration = .milliseconds(500), _ check: () async throws -> String?) async throws {
     let deadline = Date().addingTimeInterval(timeout)
     var last = ""
     var lastChange = Date()
@@ -23,7 +23,7 @@ public func waitFor(_ say: (String) -> Void, _ what: String, timeout: TimeInterv
         if let stalledAfter, Date().timeIntervalSince(lastChange) >= stalledAfter {
             throw HarnessError("no progress for \(Int(stalledAfter)) s waiting until \(what) (\(progress)): is the broker, the store or a worker down?")
         }
-        try await Task.sleep(for: .milliseconds(500))
+        try await Task.sleep(for: interval)
     }
     say("✓ \(what)")
 }

@@ -1,4 +1,5 @@
 import CommandLineOptions
+import Crypto
 import Foundation
 import JSON
 import JSONSchema
@@ -72,6 +73,10 @@ enum BenchPipelineCommand {
         let watcher = try PipelineWatcher(kafka: kafka, codec: codec, groupID: prefix + "bench-watcher")
         let ports = try await workers.waitUntilReady(stages, say: say) { watcher.isAssigned ? nil : "watcher not assigned" }
         let producer = try KafkaProducer(configuration: .init(kafka: kafka))
+        // The machine's speed just before the throughput run (workers ready and idle): this shared host's runs a few minutes
+        // apart differ by a third, all processes alike, and this says which kind of minute a run had.
+        let ecdsaRate = try ecdsaVerificationsPerSecond(seconds: 1)
+        say(String(format: "one core: %.0f ECDSA P-256 verifications/s", ecdsaRate))
 
         // 2. Throughput: everything at once. CPU time counted over it: each worker's, PostgreSQL's processes', the
         // broker's, this process's (its stand-in APIs, watcher and producer), and the whole machine's.
@@ -97,10 +102,13 @@ enum BenchPipelineCommand {
                 throw HarnessError("\(name) exited during the run; its log: \(workers.logFile(of: name).path)")
             }
         }
-        try await waitFor(say, "all \(total) finished", timeout: max(600, Double(total) / 20), stalledAfter: 120) {
+        // Polled every 20 ms: the CPU times and the cores' shares are read when it returns, and polled twice a second they
+        // took in up to half a second of a machine idle after the last purchase. Progress is said in tenths.
+        let tenth = max(1, total / 10)
+        try await waitFor(say, "all \(total) finished", timeout: max(600, Double(total) / 20), stalledAfter: 120, every: .milliseconds(20)) {
             try requireWorkers()
             let finished = watcher.read { $0.firstFinishedAt.count }
-            return finished >= total ? nil : "finished \(finished)/\(total)"
+            return finished >= total ? nil : "finished \(finished / tenth * tenth)+/\(total)"
         }
         let throughputSeconds = (watcher.read(\.lastFirstFinishedAt) ?? Date()).timeIntervalSince(throughputStart)
         var cpuMilliseconds = cpu().merging(cpuAtStart) { end, start in (end - start) * 1000 / Double(total) }
@@ -171,7 +179,8 @@ enum BenchPipelineCommand {
             "purchases": .integer(Int64(total)), "store": .string(store.location.hasPrefix("sqlite:") ? "sqlite" : "postgres"),
             "partitions": .integer(Int64(partitions)), "storeDurability": .object(durability.mapValues(JSONValue.string)),
             "endToEndPurchasesPerSecond": .number(endToEnd.rounded()), "rawPassthroughMessagesPerSecond": .number(raw.rounded()),
-            "hopEfficiency": .number((efficiency * 1000).rounded() / 1000),
+            "hopEfficiency": .number((efficiency * 1000).rounded() / 1000), "ecdsaVerificationsPerSecondOneCore": .number(ecdsaRate.rounded()),
+            "purchasesPerThousandECDSAVerifications": .number((endToEnd / ecdsaRate * 1000 * 10).rounded() / 10),
             "offeredRate": .integer(Int64(rate)), "latencyP50Seconds": .number((p50 * 1000).rounded() / 1000),
             "latencyP99Seconds": .number((p99 * 1000).rounded() / 1000),
             "stageMessagesPerSecond": .object(stageRates.mapValues { .number($0.rounded()) }),
@@ -189,6 +198,8 @@ enum BenchPipelineCommand {
             ("end-to-end (submitted → finished)", String(format: "%.0f purchases/s over %.1f s", endToEnd, throughputSeconds)),
             ("raw librdkafka passthrough", String(format: "%.0f messages/s", raw)),
             ("hop efficiency (×4 hops ÷ raw)", String(format: "%.3f", efficiency)),
+            ("the machine's speed before the run", String(format: "%.0f ECDSA P-256 verifications/s on one core (%.1f purchases/s per 1,000 of them)",
+                                                       ecdsaRate, endToEnd / ecdsaRate * 1000)),
             ("latency at \(rate)/s", String(format: "p50 %.3f s, p99 %.3f s", p50, p99)),
             ("CPU per purchase (throughput run)", String(format: "%.3f ms on the machine: ", cpuMilliseconds["machine"] ?? 0)
                 + (stages + ["postgres", "broker", "iap-harness"]).map { $0 + String(format: " %.3f", cpuMilliseconds[$0] ?? 0) }.joined(separator: ", ")),
@@ -203,6 +214,17 @@ enum BenchPipelineCommand {
                                        : "BOOKS DO NOT BALANCE:\n" + books.violations.map { "  - \($0)" }.joined(separator: "\n"))
         if json { print(JSONValue.object(report).serializedText) }
         return books.violations.isEmpty ? 0 : 1
+    }
+
+    /// ECDSA P-256 verifications (SHA-256 of a 1 KiB message, then the signature, as a transaction's is checked) per
+    /// second on this thread, over about `seconds`: what one core does at the moment, a yardstick for runs made minutes apart.
+    static func ecdsaVerificationsPerSecond(seconds: Double) throws -> Double {
+        let key = try PrivateKey.generateP256()
+        let message = Data(repeating: 0x2E, count: 1024)
+        let signature = try key.signES256(message)
+        let publicKey = try key.publicKey()
+        guard publicKey.verifyES256(message: message, rawSignature: signature) else { throw HarnessError("a signature made here does not verify") }
+        return BenchVerifyCommand.measure(seconds: seconds) { _ = publicKey.verifyES256(message: message, rawSignature: signature) }
     }
 
     /// Produce and consume `count` copies of `template` on `topic` at the same time; messages per second. The consumer
