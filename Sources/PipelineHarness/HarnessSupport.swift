@@ -10,8 +10,9 @@ public struct HarnessError: Error, Sendable, CustomStringConvertible {
 }
 
 /// Polls `check` (nil = done, else what it still waits for) every `interval` (twice a second unless told) until done or
-/// `timeout` seconds; tells `say` each new progress and the end. With `stalledAfter`, it also gives up once the progress has not changed for that long:
-/// a run whose broker or store died otherwise waits out the whole timeout (ten minutes for a benchmark) saying nothing.
+/// `timeout` seconds; tells `say` each new progress and the end. With `stalledAfter`, it also gives up once the progress
+/// has not changed for that long: a run whose broker or store died otherwise waits out the whole timeout (ten minutes for
+/// a benchmark) saying nothing.
 public func waitFor(_ say: (String) -> Void, _ what: String, timeout: TimeInterval, stalledAfter: TimeInterval? = nil,
                     every interval: Duration = .milliseconds(500), _ check: () async throws -> String?) async throws {
     let deadline = Date().addingTimeInterval(timeout)
