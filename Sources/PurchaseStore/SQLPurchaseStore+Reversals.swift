@@ -29,8 +29,11 @@ extension SQLPurchaseStore {
                     var missing: Int64 = 0
                     switch item.kind {
                     case .currency:
-                        let balance = try connection.query("SELECT amount FROM balances WHERE user_id = $1 AND currency = $2",
-                                                           [.text(userId), .text(item.code)]).first?[0].int64 ?? 0
+                        // Locked until the commit on PostgreSQL (SQLite's writer holds the database): another refund of the
+                        // user's, or the game spending, must not take what this one read as there (CHECK amount >= 0).
+                        let balance = try connection.query("""
+                            SELECT amount FROM balances WHERE user_id = $1 AND currency = $2\(self.dialect == .postgres ? " FOR UPDATE" : "")
+                            """, [.text(userId), .text(item.code)]).first?[0].int64 ?? 0
                         let taken = min(balance, item.amount)
                         missing = item.amount - taken
                         try connection.query("UPDATE balances SET amount = amount - $3 WHERE user_id = $1 AND currency = $2",

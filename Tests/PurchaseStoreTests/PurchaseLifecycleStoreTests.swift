@@ -83,6 +83,39 @@ import TestSupport
         #expect(try await store.balances(of: "user-sa") == ["coins": 0])
     }
 
+    /// Two refunds of one user's coins racing the game spending them (other workers, another connection): each takes what
+    /// the other and the game left, so the balance ends at zero with the rest as shortfall; none reads the balance before
+    /// the spend and takes more than is there (which broke `amount >= 0` and sent the refund to the dead letters).
+    /// PostgreSQL only: SQLite runs one writer at a time.
+    @Test(.enabled(if: StoreEngine.postgres.enabled)) func refundsRacingTheGameSpendingNeverTakeMoreThanTheBalance() async throws {
+        let url = try await StoreEngine.postgres.freshURL()
+        let store = try SQLPurchaseStore(url: url)
+        try await store.migrate()
+        let (first, second) = (purchase("race-1", user: "user-race"), purchase("race-2", user: "user-race"))
+        for record in [first, second] {
+            _ = try await store.recordVerified(record, at: Self.t0)
+            _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: Self.t0)
+        }
+        let (game, observer) = (try PostgresConnection(url: url), try PostgresConnection(url: url))
+        try game.query("BEGIN")
+        try game.query("UPDATE balances SET amount = 30 WHERE user_id = 'user-race'") // 170 spent, not committed yet
+        // One store per refunding worker: a store runs its calls one at a time.
+        let (refunder1, refunder2) = (try SQLPurchaseStore(url: url), try SQLPurchaseStore(url: url))
+        let refunds = [Task { try await refunder1.revoke(first.key, at: Self.t0) }, Task { try await refunder2.revoke(second.key, at: Self.t0) }]
+        try await waitUntil("both refunds wait for the game's spend") {
+            try observer.query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").first?[0].int64 == 2
+        }
+        try game.query("COMMIT")
+        var shortfall: Int64 = 0
+        for refund in refunds {
+            guard case .revoked(let missing) = try await refund.value else { Issue.record("not revoked"); continue }
+            shortfall += missing["coins"] ?? 0
+        }
+        #expect(shortfall == 170, "the 30 left taken back, the rest recorded as spent")
+        #expect(try await store.balances(of: "user-race") == ["coins": 0])
+        #expect(try await store.states(of: [first.key, second.key]) == [first.key: .revoked, second.key: .revoked])
+    }
+
     @Test(arguments: StoreEngine.available) func aRefundReversedBeforeThePurchaseArrivesLetsItBeGranted(_ engine: StoreEngine) async throws {
         let store = try await store(engine)
         let record = purchase("rt-1")
