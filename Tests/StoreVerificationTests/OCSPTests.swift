@@ -13,12 +13,13 @@ import TestSupport
         let server: HTTPServer
         let revoked = Locked(false)
         let pki = Locked<TestPKI?>(nil)
+        let requests = Locked(0)
 
         init() throws {
-            let revoked = self.revoked
-            let pki = self.pki
+            let (revoked, pki, requests) = (self.revoked, self.pki, self.requests)
             // Synchronous: verifiers wait for OCSP answers on the calling thread.
             server = try HTTPServer(synchronousHandler: { request in
+                requests.withLock { $0 += 1 }
                 guard request.method == "POST", let pki = pki.value else { return HTTPResponse(status: 500) }
                 // Leaf requests are answered by the intermediate; intermediate requests by the root.
                 let isLeaf = request.path == "/leaf"
@@ -68,5 +69,24 @@ import TestSupport
         responder.pki.value = try TestPKI.make(name: "impostor")
         let rejection = try #require(try verifier(pki, onlineChecks: true).verifyTransaction(try signedTransaction(pki)).rejection)
         #expect(rejection.reason == .revocationCheckFailed)
+    }
+
+    /// A genuine chain under a header changed in any byte (a field added) is a header never verified: its signature,
+    /// which nobody but the leaf's owner can make, is checked before the chain, so forgeries cost no OCSP request (nor
+    /// a chain verification, nor a cache entry that would push out the genuine header's).
+    @Test func aForgedSignatureUnderAGenuineChainAsksNoResponder() throws {
+        let responder = try Responder()
+        let pki = try Self.pki(responderPort: responder.server.port)
+        responder.pki.value = pki
+        let verifier = try verifier(pki, onlineChecks: true)
+        let forger = TestPKI(root: pki.root, rootKey: pki.rootKey, intermediate: pki.intermediate, intermediateKey: pki.intermediateKey,
+                             leaf: pki.leaf, leafKey: try PrivateKey.generateP256())
+        for kid in ["forged-1", "forged-2"] {
+            let rejection = try #require(verifier.verifyTransaction(try signedTransaction(forger, header: ["kid": .string(kid)])).rejection)
+            #expect(rejection.reason == .badSignature)
+        }
+        #expect(responder.requests.value == 0)
+        #expect(verifier.verifyTransaction(try signedTransaction(pki)).value != nil)
+        #expect(responder.requests.value == 2, "the genuine header's chain asked about its leaf and its intermediate")
     }
 }

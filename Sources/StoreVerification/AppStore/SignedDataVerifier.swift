@@ -161,47 +161,19 @@ public final class SignedDataVerifier: Sendable {
         let effectiveDate = configuration.onlineChecks ? currentTime : (JSONFields(object: parsed.payload).date(dateField) ?? currentTime)
 
         // The same header bytes as a chain verified before: same alg, same x5c, nothing to decode again.
-        let leafKey: PublicKey
         if let cached = cache.key(for: parsed.bytes[parsed.headerSegment], validAt: effectiveDate, now: currentTime) {
-            guard parsed.signature.count == 64 else {
-                return .failure(Rejection(.badSignature, "signature is \(parsed.signature.count) bytes, expected 64-byte r‖s"))
-            }
-            leafKey = cached
-        } else {
-            let header: [String: JSONValue]
-            switch parsed.header() {
-            case .success(let value): header = value
-            case .failure(let rejection): return .failure(rejection)
-            }
-            guard header["alg"]?.stringValue == "ES256" else {
-                return .failure(Rejection(.unsupportedAlgorithm, "alg \(header["alg"]?.stringValue ?? "missing"), only ES256 is accepted"))
-            }
-            guard let x5c = header["x5c"]?.arrayValue else { return .failure(Rejection(.missingX5C, "header has no x5c array")) }
-            guard x5c.count == 3 else { return .failure(Rejection(.invalidChainLength, "x5c holds \(x5c.count) certificates, expected 3")) }
-            guard parsed.signature.count == 64 else {
-                return .failure(Rejection(.badSignature, "signature is \(parsed.signature.count) bytes, expected 64-byte r‖s"))
-            }
-            switch verifyChain(x5c, at: effectiveDate) {
-            case .success(let verified):
-                leafKey = verified.key
-                cache.insert(parsed.bytes[parsed.headerSegment], leafKey: verified.key, validFrom: verified.validFrom, validUntil: verified.validUntil, now: currentTime)
-            case .failure(let rejection):
-                return .failure(rejection)
-            }
+            return checkSignature(parsed, with: cached)
         }
-        guard leafKey.verifyES256(message: parsed.bytes[parsed.signingInput], rawSignature: parsed.signature) else {
-            return .failure(Rejection(.badSignature, "ES256 signature does not verify with the leaf certificate's key"))
+        let header: [String: JSONValue]
+        switch parsed.header() {
+        case .success(let value): header = value
+        case .failure(let rejection): return .failure(rejection)
         }
-        return .success(parsed.payload)
-    }
-
-    private struct VerifiedChain {
-        let key: PublicKey
-        let validFrom: Date
-        let validUntil: Date
-    }
-
-    private func verifyChain(_ x5c: [JSONValue], at date: Date) -> Result<VerifiedChain, Rejection> {
+        guard header["alg"]?.stringValue == "ES256" else {
+            return .failure(Rejection(.unsupportedAlgorithm, "alg \(header["alg"]?.stringValue ?? "missing"), only ES256 is accepted"))
+        }
+        guard let x5c = header["x5c"]?.arrayValue else { return .failure(Rejection(.missingX5C, "header has no x5c array")) }
+        guard x5c.count == 3 else { return .failure(Rejection(.invalidChainLength, "x5c holds \(x5c.count) certificates, expected 3")) }
         var certificates: [Certificate] = []
         for (index, entry) in x5c.enumerated() {
             guard let base64 = entry.stringValue, let der = Data(base64Encoded: base64), let certificate = try? Certificate(der: der) else {
@@ -209,7 +181,35 @@ public final class SignedDataVerifier: Sendable {
             }
             certificates.append(certificate)
         }
-        let (leaf, intermediate) = (certificates[0], certificates[1])
+        guard let leafKey = try? certificates[0].publicKey(), leafKey.isP256 else {
+            return .failure(Rejection(.badSignature, "leaf key is not EC P-256"))
+        }
+        // The signature before the chain: a header changed in any byte (a genuine chain under another field) would
+        // otherwise cost a chain verification, OCSP requests with online checks, and a cache entry, signed by nobody.
+        if case .failure(let rejection) = checkSignature(parsed, with: leafKey) { return .failure(rejection) }
+        switch verifyChain(leaf: certificates[0], intermediate: certificates[1], at: effectiveDate) {
+        case .success(let validity):
+            cache.insert(parsed.bytes[parsed.headerSegment], leafKey: leafKey, validFrom: validity.lowerBound, validUntil: validity.upperBound,
+                         now: currentTime)
+            return .success(parsed.payload)
+        case .failure(let rejection):
+            return .failure(rejection)
+        }
+    }
+
+    private func checkSignature(_ parsed: CompactJWS, with leafKey: PublicKey) -> Result<[String: JSONValue], Rejection> {
+        guard parsed.signature.count == 64 else {
+            return .failure(Rejection(.badSignature, "signature is \(parsed.signature.count) bytes, expected 64-byte r‖s"))
+        }
+        guard leafKey.verifyES256(message: parsed.bytes[parsed.signingInput], rawSignature: parsed.signature) else {
+            return .failure(Rejection(.badSignature, "ES256 signature does not verify with the leaf certificate's key"))
+        }
+        return .success(parsed.payload)
+    }
+
+    /// The chain from `leaf` through `intermediate` to a configured root at `date` (and unrevoked, with online checks):
+    /// the window in which both certificates are valid.
+    private func verifyChain(leaf: Certificate, intermediate: Certificate, at date: Date) -> Result<ClosedRange<Date>, Rejection> {
         // x5c[2] is not offered: only a configured root may end the chain.
         if case .failure(let rejection) = chain.verify(leaf: leaf, intermediates: [intermediate], at: date) { return .failure(rejection) }
         if let revocation {
@@ -217,10 +217,9 @@ public final class SignedDataVerifier: Sendable {
                 return .failure(rejection)
             }
         }
-        guard let key = try? leaf.publicKey(), key.isP256 else { return .failure(Rejection(.badSignature, "leaf key is not EC P-256")) }
         let validFrom = [leaf, intermediate].compactMap(\.notBefore).max() ?? date
         let validUntil = [leaf, intermediate].compactMap(\.notAfter).min() ?? date
-        return .success(VerifiedChain(key: key, validFrom: validFrom, validUntil: max(validFrom, validUntil)))
+        return .success(validFrom...max(validFrom, validUntil))
     }
 
     // MARK: - The content
