@@ -14,11 +14,21 @@ public final class PublicKey: @unchecked Sendable {
 
     init(owning pointer: OpaquePointer) {
         self.pointer = pointer
-        isP256 = EVP_PKEY_get_base_id(pointer) == EVP_PKEY_EC && EVP_PKEY_get_bits(pointer) == 256
+        isP256 = Self.isP256(pointer)
         es256Contexts = ES256Contexts(key: pointer)
     }
 
     deinit { EVP_PKEY_free(pointer) }
+
+    /// Whether `key` is an elliptic-curve key on P-256 itself: named by its group, not by its size (secp256k1 and the
+    /// brainpool curves have 256 bits too, and ES256 allows none of them).
+    static func isP256(_ key: OpaquePointer) -> Bool {
+        guard EVP_PKEY_get_base_id(key) == EVP_PKEY_EC else { return false }
+        var name = [CChar](repeating: 0, count: 64)
+        var length = 0
+        guard EVP_PKEY_get_group_name(key, &name, name.count, &length) == 1, length < name.count else { return false }
+        return OBJ_sn2nid(name) == NID_X9_62_prime256v1
+    }
 
     /// Verifies an ES256 signature in JWS form: the 64-byte concatenation r‖s (RFC 7518 §3.4).
     /// Anything that is not exactly 64 bytes, a DER signature included, fails.
@@ -149,14 +159,17 @@ public final class PrivateKey: @unchecked Sendable {
     deinit { EVP_PKEY_free(pointer) }
 
     /// A fresh random P-256 key.
-    public static func generateP256() throws -> PrivateKey {
+    public static func generateP256() throws -> PrivateKey { try generate(curveNamed: SN_X9_62_prime256v1) }
+
+    /// A fresh random key on the elliptic curve of OpenSSL's short name `curve` (tests make keys ES256 must refuse).
+    static func generate(curveNamed curve: String) throws -> PrivateKey {
         guard let context = EVP_PKEY_CTX_new_id(EVP_PKEY_EC, nil) else { throw CryptoError.openSSL("EVP_PKEY_CTX_new_id") }
         defer { EVP_PKEY_CTX_free(context) }
         var key: OpaquePointer?
         guard EVP_PKEY_keygen_init(context) == 1,
-              EVP_PKEY_CTX_set_ec_paramgen_curve_nid(context, NID_X9_62_prime256v1) == 1,
+              EVP_PKEY_CTX_set_ec_paramgen_curve_nid(context, OBJ_sn2nid(curve)) == 1,
               EVP_PKEY_keygen(context, &key) == 1, let key
-        else { throw CryptoError.openSSL("P-256 key generation failed") }
+        else { throw CryptoError.openSSL("\(curve) key generation failed") }
         return PrivateKey(owning: key)
     }
 
@@ -168,7 +181,7 @@ public final class PrivateKey: @unchecked Sendable {
             return PEM_read_bio_PrivateKey(bio, nil, nil, nil)
         }
         guard let key else { throw CryptoError.openSSL("not a PEM private key") }
-        guard EVP_PKEY_get_base_id(key) == EVP_PKEY_EC, EVP_PKEY_get_bits(key) == 256 else {
+        guard PublicKey.isP256(key) else {
             EVP_PKEY_free(key)
             throw CryptoError("the private key is not an EC P-256 key")
         }

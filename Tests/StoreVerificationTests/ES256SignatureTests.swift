@@ -1,4 +1,4 @@
-import Crypto
+@testable import Crypto
 import Foundation
 import Testing
 
@@ -43,6 +43,18 @@ import Testing
         #expect(key.verifyES256(message: message, rawSignature: signature), "after the failures, on the same contexts")
         #expect(!key.verifyES256(message: message, rawSignature: PublicKey.derSignature(fromRawSignature: signature).map { Data($0) }!),
                 "a DER signature where r‖s is expected")
+    }
+
+    /// ES256 is ECDSA on P-256 only: a key on another 256-bit curve (secp256k1 here) verifies nothing, even its own
+    /// signatures, and is not read as a signing key.
+    @Test func aKeyOnAnother256BitCurveIsNotP256() throws {
+        let otherCurve = try PrivateKey.generate(curveNamed: "secp256k1")
+        let key = try otherCurve.publicKey()
+        let message = Data("purchase".utf8)
+        #expect(!key.isP256)
+        #expect(!key.verifyES256(message: message, rawSignature: try otherCurve.signES256(message)))
+        #expect(throws: CryptoError.self) { try PrivateKey(pem: Data(try otherCurve.pemRepresentation().utf8)) }
+        #expect(try PrivateKey.generateP256().publicKey().isP256)
     }
 
     @Test func concurrentVerificationsOnOneKeyEachGetTheirAnswer() async throws {
