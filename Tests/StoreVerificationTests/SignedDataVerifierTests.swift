@@ -126,6 +126,25 @@ import JSON
         #expect(production.verifyNotification(try JWSSigner(pki: sharedPKI).sign(notification)).rejection?.reason == .wrongAppAppleId)
     }
 
+    /// An EXTERNAL_PURCHASE_TOKEN notification carries no environment field: its token's id says it (a sandbox one
+    /// starts with "SANDBOX"), so each environment's verifier accepts its own tokens and refuses the other's.
+    @Test func anExternalPurchaseTokensEnvironmentIsInItsId() throws {
+        let (sandbox, production) = (try verifier(), try verifier(environment: .production))
+        func signed(_ externalPurchaseId: String) throws -> String {
+            try JWSSigner(pki: sharedPKI).sign([
+                "notificationType": .string("EXTERNAL_PURCHASE_TOKEN"), "subtype": .string("UNREPORTED"), "notificationUUID": .string(UUID().uuidString.lowercased()),
+                "version": .string("2.0"), "signedDate": .integer(AppStorePayloads.milliseconds(Date())),
+                "externalPurchaseToken": .object(["externalPurchaseId": .string(externalPurchaseId), "appAppleId": .integer(appAppleId),
+                                                  "bundleId": .string(bundleId), "tokenCreationDate": .integer(AppStorePayloads.milliseconds(Date()))]),
+            ])
+        }
+        let (sandboxToken, productionToken) = (try signed("SANDBOX_7b2d1e0c-58d4-4a0e-9f41-3c2a1b0d9e88"), try signed("7b2d1e0c-58d4-4a0e-9f41-3c2a1b0d9e88"))
+        #expect(sandbox.verifyNotification(sandboxToken).value?.environment == .sandbox)
+        #expect(production.verifyNotification(productionToken).value?.environment == .production)
+        #expect(sandbox.verifyNotification(productionToken).rejection?.reason == .wrongEnvironment)
+        #expect(production.verifyNotification(sandboxToken).rejection?.reason == .wrongEnvironment)
+    }
+
     @Test func aSignedPayloadWithoutRequiredFieldsIsMalformed() throws {
         var payload = transactionPayload()
         payload["transactionId"] = nil

@@ -115,12 +115,20 @@ public final class SignedDataVerifier: Sendable {
                 return .failure(Rejection(.malformedPayload, "notificationType or notificationUUID missing"))
             }
             // The app's identity is in `data` (or `summary` / `externalPurchaseToken` for other kinds).
-            let data = json.object("data") ?? json.object("summary") ?? json.object("externalPurchaseToken")
+            let data: JSONFields?, environment: AppStoreEnvironment?
+            if let found = json.object("data") ?? json.object("summary") {
+                (data, environment) = (found, found.string("environment").map(AppStoreEnvironment.init(rawValue:)))
+            } else if let token = json.object("externalPurchaseToken") {
+                // An external purchase token names no environment: a sandbox token's id starts with "SANDBOX".
+                (data, environment) = (token, token.string("externalPurchaseId")?.hasPrefix("SANDBOX") == true ? .sandbox : .production)
+            } else {
+                (data, environment) = (nil, nil)
+            }
             var notification = AppStoreNotification(
                 notificationType: AppStoreNotificationType(rawValue: type), subtype: json.string("subtype"),
                 notificationUUID: uuid, version: json.string("version"), signedDate: json.date("signedDate"),
                 bundleId: data?.string("bundleId"), appAppleId: data?.int("appAppleId"),
-                environment: data?.string("environment").map(AppStoreEnvironment.init(rawValue:)), raw: fields)
+                environment: environment, raw: fields)
             let identity = checkBundleAndEnvironment(notification.bundleId ?? "", notification.environment)
                 .flatMap { checkAppAppleId(notification.appAppleId, environment: notification.environment) }
             if case .failure(let rejection) = identity { return .failure(rejection) }
