@@ -62,6 +62,8 @@ struct DERReader {
     static func integer(_ content: ArraySlice<UInt8>) throws -> Int64 {
         guard !content.isEmpty, content.count <= 9 else { throw Malformed(description: "integer of \(content.count) bytes") }
         guard content.first! & 0x80 == 0 else { throw Malformed(description: "negative integer") }
+        // Nine bytes only as a 0x00 before a high eighth: another first byte would be shifted out below (2^64 + 5 read as 5).
+        guard content.count < 9 || content.first == 0 else { throw Malformed(description: "integer out of range") }
         var value: UInt64 = 0
         for byte in content { value = value << 8 | UInt64(byte) }
         guard value <= UInt64(Int64.max) else { throw Malformed(description: "integer out of range") }
