@@ -213,6 +213,17 @@ enum Migrations {
             (12, """
             CREATE INDEX purchases_of_unknown_type ON purchases (store) WHERE product_type = 'unknown';
             """),
+            // The app's consumption reports that came before their purchase was recorded (the app and the verification run
+            // concurrently; a verifier outage delays the record by as long as it lasts): the record takes its `consumed_at`
+            // from here, so that a consumed purchase is finished at its grant and never flagged for refund.
+            (13, """
+            CREATE TABLE early_consumption (
+                store TEXT NOT NULL,
+                transaction_id TEXT NOT NULL,
+                consumed_at BIGINT NOT NULL,
+                PRIMARY KEY (store, transaction_id)
+            );
+            """),
         ]
     }
 

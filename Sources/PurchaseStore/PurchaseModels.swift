@@ -187,3 +187,11 @@ public struct UserHoldings: Sendable, Hashable, Codable {
     public var entitlements: [Entitlement]
     public var pending: [Pending]
 }
+
+/// Where the app's consumption report was recorded (`SQLPurchaseStore.recordConsumed`).
+public enum ConsumptionReport: Sendable, Equatable {
+    /// With the purchase's record (or one reported before it stands).
+    case withItsPurchase
+    /// The purchase is not recorded yet: its record will take the report.
+    case beforeItsPurchase
+}

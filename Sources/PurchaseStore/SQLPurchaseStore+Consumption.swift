@@ -5,11 +5,29 @@ import PurchaseDomain
 /// What the store knows about consumption: the app's reports, each user's consent to share consumption data,
 /// and the answers to the store's consumption requests.
 extension SQLPurchaseStore {
-    /// The app reported `key` consumed at `at` (the first report stands).
-    public func recordConsumed(_ key: PurchaseKey, at: Date) async throws {
-        _ = try await executor.run { connection in
-            try connection.query("UPDATE purchases SET consumed_at = $3 WHERE store = $1 AND transaction_id = $2 AND consumed_at IS NULL",
-                                 [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(at))])
+    /// The app reported `key` consumed at `at` (the first report stands). A purchase not recorded yet keeps the report
+    /// until it is (`earlyConsumption`): reports overtake verification, by as long as a verifier is behind or down.
+    @discardableResult
+    public func recordConsumed(_ key: PurchaseKey, at: Date) async throws -> ConsumptionReport {
+        let dialect = dialect
+        let values: [SQLValue] = [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(at))]
+        return try await executor.run { connection in
+            try Self.transaction(connection, dialect) {
+                let setConsumed = "UPDATE purchases SET consumed_at = $3 WHERE store = $1 AND transaction_id = $2 AND consumed_at IS NULL"
+                try connection.query(setConsumed, values)
+                if connection.changes == 1 { return .withItsPurchase }
+                // Not recorded, or reported before: the purchase's lock (a batch recording it holds it until it commits), then
+                // look again.
+                try Self.lockKeys(connection, [key], dialect)
+                if try !connection.query("SELECT 1 FROM purchases WHERE store = $1 AND transaction_id = $2", Array(values.prefix(2))).isEmpty {
+                    try connection.query(setConsumed, values)
+                    return .withItsPurchase
+                }
+                try connection.query("""
+                    INSERT INTO early_consumption (store, transaction_id, consumed_at) VALUES ($1, $2, $3) ON CONFLICT (store, transaction_id) DO NOTHING
+                    """, values)
+                return .beforeItsPurchase
+            }
         }
     }
 

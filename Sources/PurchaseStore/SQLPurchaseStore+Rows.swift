@@ -172,8 +172,8 @@ extension SQLPurchaseStore {
         let timeColumn = timeColumn(recording: state)
         try connection.query("""
             INSERT INTO purchases (store, transaction_id, original_transaction_id, user_id, product_id, product_type, quantity, purchase_time, environment,
-                                   state, reject_reason, \(timeColumn), package_name, purchase_token, store_consumed, expires_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+                                   state, reject_reason, \(timeColumn), package_name, purchase_token, store_consumed, expires_at, consumed_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \(earlyConsumption(store: "$1", transactionId: "$2")))
             ON CONFLICT (store, transaction_id) DO NOTHING
             """, [.text(purchase.key.store.rawValue), .text(purchase.key.transactionId), purchase.originalTransactionId.map(SQLValue.text) ?? .null,
                   .text(purchase.userId), .text(purchase.productId), .text(purchase.productType.rawValue), .integer(Int64(purchase.quantity)),
@@ -181,6 +181,13 @@ extension SQLPurchaseStore {
                   .text(state.rawValue), reason.map(SQLValue.text) ?? .null, .integer(PurchaseTime.milliseconds(now)),
                   purchase.packageName.map(SQLValue.text) ?? .null, purchase.purchaseToken.map(SQLValue.text) ?? .null,
                   .integer(purchase.storeConsumed ? 1 : 0), purchase.expiresDate.map { SQLValue.integer(PurchaseTime.milliseconds($0)) } ?? .null])
+    }
+
+    /// The app's consumption report of the purchase named by the two SQL expressions that came before its record
+    /// (`recordConsumed`), or NULL: a purchase's record takes it in its insert. (The insert holds the purchase's lock,
+    /// which `recordConsumed` takes too: no report falls between.)
+    static func earlyConsumption(store: String, transactionId: String) -> String {
+        "(SELECT e.consumed_at FROM early_consumption e WHERE e.store = \(store) AND e.transaction_id = \(transactionId))"
     }
 
     static func setState(_ connection: any SQLConnection, _ key: PurchaseKey, _ state: PurchaseState, timeColumn: String, at now: Date) throws {

@@ -19,23 +19,16 @@ public struct FinisherStage: StoreBackedStage {
     let context: StageContext
     let store: SQLPurchaseStore
     let appStoreAPI: AppStoreServerAPIClient?
-    /// How long after `consumedAt` a consumption report of a purchase not recorded yet waits for its verification
-    /// (retried with backoff on its partition) before it is dead-lettered as `notGranted`: there is nothing to record it
-    /// with until then. The report can overtake the verification and the grant: the app and the pipeline run
-    /// concurrently, and a producer may send it right after the submission. Once the purchase is recorded the report is
-    /// recorded with it, and the grant finishes the purchase however late it comes.
-    let grantWait: TimeInterval
     /// What the app gives before purchase (a trial, a sample): `sampleContentProvided` in consumption answers.
     let sampleContentProvided: Bool
     /// How long after the store's request an answer waits for consent decisions still on their way.
     let consentGrace: TimeInterval
 
-    public init(context: StageContext, store: SQLPurchaseStore, appStoreAPI: AppStoreServerAPIClient?, grantWait: TimeInterval = 600,
+    public init(context: StageContext, store: SQLPurchaseStore, appStoreAPI: AppStoreServerAPIClient?,
                 sampleContentProvided: Bool = false, consentGrace: TimeInterval = 60) {
         self.context = context
         self.store = store
         self.appStoreAPI = appStoreAPI
-        self.grantWait = grantWait
         self.sampleContentProvided = sampleContentProvided
         self.consentGrace = consentGrace
         self.topics = [EventType.itemGranted, .purchaseConsumed, .userConsent, .consumptionRequested].map(context.codec.topic)
@@ -101,7 +94,12 @@ public struct FinisherStage: StoreBackedStage {
                 // Kept apart from finishing: with the App Store API a purchase is finished at its grant, before it is used. Recorded
                 // before finishing is tried, so that a grant committed meanwhile finds it (see `finish`).
                 let key = PurchaseKey(store: consumed.store, transactionId: consumed.transactionId)
-                try await store.recordConsumed(key, at: consumed.consumedAt)
+                guard try await store.recordConsumed(key, at: consumed.consumedAt) == .withItsPurchase else {
+                    // The report overtook the verification (by however long): its record takes the report, and the grant then
+                    // finishes the purchase. Nothing to wait for on the partition, nothing bad about it.
+                    context.logger.info("consumption reported before the purchase was recorded; finished at its grant", ["transactionId": consumed.transactionId])
+                    return .publish([])
+                }
                 if consumed.store == .appstore, appStoreAPI != nil {
                     // The grant's Finish Transaction call (retried until the store answers) finishes it, never this report:
                     // finished here, or by `store.finish` after a grant committed meanwhile, it would never be finished
@@ -109,7 +107,6 @@ public struct FinisherStage: StoreBackedStage {
                     switch try await store.states(of: [key])[key] {
                     case .verified?, .granted?: return .publish([])
                     case .finished?: break
-                    case nil where waitsForItsPurchase(consumedAt: consumed.consumedAt): throw Self.notRecordedYet(key)
                     case let state: return Self.notGranted(key, state)
                     }
                 }
@@ -191,22 +188,9 @@ public struct FinisherStage: StoreBackedStage {
             // committed since the report was recorded is seen by that event, or was seen by `store.finish` just now.)
             context.logger.info("consumption reported before the grant; finished at the grant", ["transactionId": transactionId])
             return .publish([])
-        case .notGranted(nil) where reportedConsumedAt.map(waitsForItsPurchase) ?? false:
-            // Not recorded: nothing to record the report with yet. The verification is probably on its way.
-            throw Self.notRecordedYet(key)
         case .notGranted(let state):
             return Self.notGranted(key, state)
         }
-    }
-
-    /// Whether a consumption report whose purchase is not recorded is still within `grantWait` of `consumedAt`.
-    private func waitsForItsPurchase(consumedAt: Date) -> Bool {
-        context.now() < consumedAt.addingTimeInterval(grantWait)
-    }
-
-    /// A consumption report's purchase is not recorded: retried on its partition until `grantWait` has passed.
-    private static func notRecordedYet(_ key: PurchaseKey) -> TransientError {
-        TransientError("purchase \(key) is not recorded yet; waiting for its verification")
     }
 
     /// A purchase that is not granted (and, unless `state` is verified, never will be) is not finished.

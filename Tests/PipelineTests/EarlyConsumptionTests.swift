@@ -28,7 +28,7 @@ import WorkerRuntime
             _ = try await store.migrate()
             let now = self.now
             stage = FinisherStage(context: StageContext(codec: codec, logger: Logger(stage: "t", minimum: .error), now: { now }), store: store,
-                                  appStoreAPI: appStoreAPI, grantWait: 600)
+                                  appStoreAPI: appStoreAPI)
         }
 
         /// A consumable of `store` bought two hours ago, verified.
@@ -97,20 +97,27 @@ import WorkerRuntime
         #expect(try await finisher.store.sweepDue(store: .appstore, deadline: 86_400, now: finisher.now.addingTimeInterval(48 * 3600)).isEmpty)
     }
 
-    /// A report about a purchase not recorded yet has nothing to be recorded with: it waits (retried on its partition) for
-    /// `grantWait` for the purchase to be verified, then is dead-lettered. A purchase that will never be granted is
-    /// dead-lettered at once; a granted one finishes.
+    /// A report about a purchase not recorded yet (by however long: a verifier down for two days) is kept for its record:
+    /// nothing waits on the partition, nothing is dead-lettered, and the purchase, once verified and granted, is finished as
+    /// consumed and never flagged for refund. The first report stands; a purchase that will never be granted is
+    /// dead-lettered at once.
     @Test(arguments: StoreEngine.available)
-    func aReportOfAPurchaseNotRecordedWaitsForItThenIsDeadLettered(_ engine: StoreEngine) async throws {
+    func aReportOfAPurchaseNotRecordedYetIsKeptForItsRecord(_ engine: StoreEngine) async throws {
         let finisher = try await Finisher(engine)
-        let key = PurchaseKey(store: .appstore, transactionId: "1")
-        #expect(await finisher.consumed(key, at: finisher.now) == "retry", "not recorded yet")
-        #expect(await finisher.consumed(key, at: finisher.now.addingTimeInterval(-601)) == "deadLetter notGranted", "waited long enough")
-        let record = try await finisher.verified(.appstore, "1")
-        _ = try await finisher.store.grant(record.key, items: [.currency("coins", 100)], at: finisher.now)
-        #expect(await finisher.consumed(key, at: finisher.now.addingTimeInterval(-601)) == "finished consumedByApp", "granted: finished")
-        var rejected = record
-        rejected.key = PurchaseKey(store: .appstore, transactionId: "2")
+        let twoDaysAgo = finisher.now.addingTimeInterval(-2 * 86_400)
+        for store in [Store.appcoins, .appstore] {
+            let key = PurchaseKey(store: store, transactionId: "unrecorded-\(store.rawValue)")
+            #expect(await finisher.consumed(key, at: twoDaysAgo) == "published 0", "\(store): kept, not retried nor dead-lettered")
+            #expect(await finisher.consumed(key, at: finisher.now) == "published 0", "\(store): a repeat")
+            let record = try await finisher.verified(store, key.transactionId)
+            let reported = try #require(try await finisher.store.appReportedConsumption(key), "\(store): the record took the report")
+            #expect(abs(reported.timeIntervalSince(twoDaysAgo)) < 0.001, "\(store): the first report stands")
+            #expect(try await finisher.granted(record) == "finished consumedByApp", "\(store): the grant finishes what the app consumed")
+        }
+        #expect(try await finisher.store.sweepDue(store: .appcoins, deadline: 86_400, now: finisher.now.addingTimeInterval(48 * 3600)).isEmpty)
+        #expect(try await finisher.store.sweepDue(store: .appstore, deadline: 86_400, now: finisher.now.addingTimeInterval(48 * 3600)).isEmpty)
+        let rejected = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: "rejected-1"), userId: "u", productId: "coins.100",
+                                      productType: .consumable, quantity: 1, purchaseTime: finisher.now)
         _ = try await finisher.store.recordRejected(rejected, reason: "untrustedChain", at: finisher.now)
         #expect(await finisher.consumed(rejected.key, at: finisher.now) == "deadLetter notGranted", "never to be granted")
     }
@@ -146,7 +153,10 @@ import WorkerRuntime
         #expect(await finisher.consumed(early.key, at: finisher.now) == "published 0")
         #expect(try await finisher.granted(early) == "finished appStoreServerAPI")
         #expect(appStore.finished == [record.key.transactionId, early.key.transactionId])
-        #expect(await finisher.consumed(PurchaseKey(store: .appstore, transactionId: "2000000000000003"), at: finisher.now) == "retry",
-                "not recorded yet: waits for its verification")
+        // Reported before its verification: kept for its record, and finished through the call at the grant too.
+        let unrecorded = PurchaseKey(store: .appstore, transactionId: "2000000000000003")
+        #expect(await finisher.consumed(unrecorded, at: finisher.now) == "published 0", "not recorded yet: kept for its record")
+        #expect(try await finisher.granted(try await finisher.verified(.appstore, unrecorded.transactionId)) == "finished appStoreServerAPI")
+        #expect(appStore.finished == [record.key.transactionId, early.key.transactionId, unrecorded.transactionId])
     }
 }

@@ -1,3 +1,4 @@
+import Database
 import Foundation
 import PurchaseDomain
 import PurchaseStore
@@ -82,5 +83,36 @@ import TestSupport
         #expect(try await store.consumptionFacts(record.key)?.consumed == true)
         _ = try await store.revoke(record.key, at: Self.t0)
         #expect(try await store.consumptionFacts(record.key)?.delivered == true, "refunded since, but it was delivered")
+    }
+
+    /// A report of a purchase that a verifier's batch read ahead as not recorded, and records, waits for that batch (its lock
+    /// on the purchase) and then lands on the record: not kept apart where the record, inserted meanwhile, would never
+    /// read it. The purchase verified in a batch takes a report kept before, in the set insert as alone. PostgreSQL: on
+    /// SQLite the report's writer waits for the batch's hold on the database anyway.
+    @Test(.enabled(if: StoreEngine.postgres.enabled)) func aReportRacingItsPurchasesRecordLandsOnTheRecord() async throws {
+        let url = try await StoreEngine.postgres.freshURL()
+        let store = try SQLPurchaseStore(url: url)
+        try await store.migrate()
+        let reporter = try SQLPurchaseStore(url: url) // another worker: the finisher
+        let observer = try PostgresConnection(url: url)
+        func record(_ id: String) -> PurchaseRecord {
+            PurchaseRecord(key: PurchaseKey(store: .appcoins, transactionId: id), userId: "u", productId: "coins.100", productType: .consumable,
+                           quantity: 1, purchaseTime: Self.t0)
+        }
+        let (racing, reportedFirst, other) = (record("race-1"), record("early-1"), record("other-1"))
+        #expect(try await reporter.recordConsumed(reportedFirst.key, at: Self.t0) == .beforeItsPurchase)
+        let report = try await store.batch {
+            try await store.readAhead([racing.key, reportedFirst.key, other.key])
+            let report = Task { try await reporter.recordConsumed(racing.key, at: Self.t0) }
+            try await waitUntil("the report waits for the batch") {
+                try observer.query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").first?[0].int64 == 1
+            }
+            for purchase in [racing, reportedFirst, other] { #expect(try await store.recordVerified(purchase, at: Self.t0) == .recorded) }
+            return report
+        }
+        #expect(try await report.value == .withItsPurchase)
+        #expect(try await store.appReportedConsumption(racing.key) != nil, "the report landed on the record")
+        #expect(try await store.appReportedConsumption(reportedFirst.key) != nil, "the record took the report kept before it")
+        #expect(try await store.appReportedConsumption(other.key) == nil)
     }
 }
