@@ -349,10 +349,14 @@ public struct PurchaseRevokedEvent: PipelineEvent, Hashable {
     public var reason: Reason
     public var revocationDate: Date?
     public var notificationUUID: String?
+    /// When the store decided (its notification's `signedDate`): a refund and its reversal are carried out in this order,
+    /// whichever comes first (their notifications are not ordered with each other), and a decision older than one taken
+    /// changes nothing. Absent from producers before it: such an event is carried out in the order it comes.
+    public var decidedAt: Date?
     public var revokedAt: Date
 
     public init(store: Store, transactionId: String, originalTransactionId: String? = nil, userId: String? = nil, productId: String? = nil,
-                reason: Reason, revocationDate: Date? = nil, notificationUUID: String? = nil, revokedAt: Date) {
+                reason: Reason, revocationDate: Date? = nil, notificationUUID: String? = nil, decidedAt: Date? = nil, revokedAt: Date) {
         self.originalTransactionId = originalTransactionId
         self.store = store
         self.transactionId = transactionId
@@ -361,6 +365,7 @@ public struct PurchaseRevokedEvent: PipelineEvent, Hashable {
         self.reason = reason
         self.revocationDate = revocationDate
         self.notificationUUID = notificationUUID
+        self.decidedAt = decidedAt
         self.revokedAt = revokedAt
     }
 

@@ -224,6 +224,17 @@ enum Migrations {
                 PRIMARY KEY (store, transaction_id)
             );
             """),
+            // When the store made its latest refund decision about a purchase (a REFUND's or REFUND_REVERSED's notification
+            // signed), recorded or not: notifications arrive in any order, and an older decision arriving late (a refund
+            // after its reversal, a retried refund) changes nothing.
+            (14, """
+            CREATE TABLE refund_decisions (
+                store TEXT NOT NULL,
+                transaction_id TEXT NOT NULL,
+                decided_at BIGINT NOT NULL,
+                PRIMARY KEY (store, transaction_id)
+            );
+            """),
         ]
     }
 

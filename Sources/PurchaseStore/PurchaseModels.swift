@@ -97,6 +97,8 @@ public enum RevokeOutcome: Sendable, Hashable {
     case recordedBeforePurchase
     /// Nothing to take back in this state (e.g. a purchase verification rejected).
     case notRevocable(state: PurchaseState)
+    /// The store decided otherwise later (its refund reversed), and that decision came first: nothing changes.
+    case outdated
 }
 
 public enum ReinstateOutcome: Sendable, Hashable {
@@ -104,8 +106,11 @@ public enum ReinstateOutcome: Sendable, Hashable {
     case reinstated(items: [GrantItem], ledgerEntryIds: [Int64], balances: [String: Int64])
     /// The tombstone of a purchase not seen yet is cleared: it is granted as usual when it arrives.
     case tombstoneCleared
-    /// Not revoked (never, or reinstated already): nothing changes.
+    /// Not revoked (never, or reinstated already): nothing changes. The reversal is remembered: its refund, if it comes
+    /// later, is `outdated`.
     case notRevoked(state: PurchaseState)
+    /// The store refunded it again since (that refund came first): nothing changes.
+    case outdated
 }
 
 public enum TransferOutcome: Sendable, Hashable {

@@ -8,8 +8,12 @@ extension SQLPurchaseStore {
     /// Reverses a purchase's grants (refund, revocation, or a due refund being clawed back). A balance never goes
     /// negative: what was already spent is recorded as the shortfall and reported. A purchase not seen yet gets a
     /// tombstone, so that it is refused when it arrives.
-    public func revoke(_ key: PurchaseKey, reason: String = "REFUND", at now: Date) async throws -> RevokeOutcome {
+    /// - Parameter decidedAt: when the store decided (its notification's `signedDate`): a decision older than one already
+    ///   taken about the purchase (a reversal of this refund that came first) is `outdated`. Nil: not ordered (a due refund
+    ///   clawed back).
+    public func revoke(_ key: PurchaseKey, reason: String = "REFUND", decidedAt: Date? = nil, at now: Date) async throws -> RevokeOutcome {
         try await decide(key, on: .revoke) { _, connection, current, transition in
+            guard try Self.takeRefundDecision(connection, key, decidedAt: decidedAt) else { return .outdated }
             switch transition.outcome {
             case .repeated: return .alreadyRevoked
             case .waiting, .refused, .ignored: return .notRevocable(state: current.state)
@@ -59,8 +63,11 @@ extension SQLPurchaseStore {
     /// A refund reversed by the store (REFUND_REVERSED): a revoked purchase gets back what its refund took back (not what
     /// the user had spent before it, the refund's shortfall: the user is where they were before the refund), or `items`
     /// if it was revoked before its grant, and is finished; a tombstone is cleared. Once: a second reversal changes nothing.
-    public func reinstate(_ key: PurchaseKey, items: [GrantItem], at now: Date) async throws -> ReinstateOutcome {
+    /// - Parameter decidedAt: when the store reversed the refund (its notification's `signedDate`): taken first, before
+    ///   its refund, the reversal makes that refund `outdated` when it comes; older than a refund taken since, it is.
+    public func reinstate(_ key: PurchaseKey, items: [GrantItem], decidedAt: Date? = nil, at now: Date) async throws -> ReinstateOutcome {
         try await decide(key, on: .refundReversed) { _, connection, current, transition in
+            guard try Self.takeRefundDecision(connection, key, decidedAt: decidedAt) else { return .outdated }
             guard transition.outcome == .applied else { return .notRevoked(state: current.state) }
             if transition.effects.contains(.clearTombstone) {
                 try connection.query("UPDATE tombstones SET reversed_at = $3 WHERE store = $1 AND transaction_id = $2",
@@ -106,6 +113,22 @@ extension SQLPurchaseStore {
             }
             return ended.isEmpty ? .nothingToEnd(state: current.state) : .ended(entitlements: ended.sorted())
         }
+    }
+
+    /// Records `decidedAt` as the store's latest refund decision about `key` (under the purchase's lock, `decide`), unless
+    /// a later one is recorded: then this one is outdated (false). Nil is not ordered: always taken, nothing recorded.
+    static func takeRefundDecision(_ connection: any SQLConnection, _ key: PurchaseKey, decidedAt: Date?) throws -> Bool {
+        guard let decidedAt else { return true }
+        let values: [SQLValue] = [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(decidedAt))]
+        if let last = try connection.query("SELECT decided_at FROM refund_decisions WHERE store = $1 AND transaction_id = $2",
+                                           Array(values.prefix(2))).first?[0].int64, last > PurchaseTime.milliseconds(decidedAt) {
+            return false
+        }
+        try connection.query("""
+            INSERT INTO refund_decisions (store, transaction_id, decided_at) VALUES ($1, $2, $3)
+            ON CONFLICT (store, transaction_id) DO UPDATE SET decided_at = excluded.decided_at
+            """, values)
+        return true
     }
 
     /// What the purchase's last revocation took back, per item: its entries (those after the last re-grant) less their

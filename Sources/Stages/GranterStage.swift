@@ -35,8 +35,8 @@ public struct GranterStage: StoreBackedStage {
             case .success(let revoked):
                 let key = PurchaseKey(store: revoked.store, transactionId: revoked.transactionId)
                 switch revoked.reason {
-                case .REFUND, .REVOKE: return try await reverse(key, why: revoked.reason.rawValue)
-                case .REFUND_REVERSED: return try await reinstate(key)
+                case .REFUND, .REVOKE: return try await reverse(key, why: revoked.reason.rawValue, decidedAt: revoked.decidedAt)
+                case .REFUND_REVERSED: return try await reinstate(key, decidedAt: revoked.decidedAt)
                 case .EXPIRED, .GRACE_PERIOD_EXPIRED:
                     // The period the notification names, not the whole subscription: it may be late, after a newer paid period.
                     let outcome = try await store.expireSubscription(key, at: context.now())
@@ -75,9 +75,8 @@ public struct GranterStage: StoreBackedStage {
 
     private func grant(_ verified: PurchaseVerifiedEvent) async throws -> StageResult {
         let key = PurchaseKey(store: verified.store, transactionId: verified.transactionId)
-        if verified.revocationDate != nil {
-            // Refunded or revoked before it was granted: nothing to give.
-            _ = try await store.revoke(key, at: context.now())
+        // Refunded or revoked before it was granted: nothing to give. Unless that refund was reversed since (taken first).
+        if let revocationDate = verified.revocationDate, try await store.revoke(key, decidedAt: revocationDate, at: context.now()) != .outdated {
             return try rejected(verified, reason: "revoked", detail: "the store reports this transaction revoked")
         }
         guard let items = catalog.grants(store: verified.store, productId: verified.productId, quantity: verified.quantity,
@@ -107,9 +106,9 @@ public struct GranterStage: StoreBackedStage {
     }
 
     /// REFUND_REVERSED: what the refund took back, given back (or the catalog's items for a purchase revoked before its grant).
-    private func reinstate(_ key: PurchaseKey) async throws -> StageResult {
+    private func reinstate(_ key: PurchaseKey, decidedAt: Date?) async throws -> StageResult {
         guard let record = try await store.purchase(key) else {
-            let outcome = try await store.reinstate(key, items: [], at: context.now())
+            let outcome = try await store.reinstate(key, items: [], decidedAt: decidedAt, at: context.now())
             context.logger.info("refund reversed before the purchase was seen", ["transactionId": key.transactionId, "outcome": "\(outcome)"])
             return .publish([])
         }
@@ -118,7 +117,7 @@ public struct GranterStage: StoreBackedStage {
         var items = catalog.grants(store: key.store, productId: record.productId, quantity: record.quantity, purchaseDate: record.purchaseTime,
                                    expiresDate: record.expiresDate) ?? []
         if record.expiresDate == nil, catalog.product(key.store, record.productId)?.type == .autoRenewable { items.removeAll { $0.kind == .entitlement } }
-        switch try await store.reinstate(key, items: items, at: context.now()) {
+        switch try await store.reinstate(key, items: items, decidedAt: decidedAt, at: context.now()) {
         case .reinstated(let granted, let ids, let balances):
             context.logger.info("refund reversed: granted again", ["transactionId": key.transactionId])
             return try context.messages([ItemGranted(
@@ -126,6 +125,9 @@ public struct GranterStage: StoreBackedStage {
                 quantity: record.quantity, items: granted.map { GrantedItem($0, balances: balances) }, alreadyGranted: false, reinstated: true,
                 ledgerEntryId: ids.first, grantedAt: context.now())])
         case .tombstoneCleared, .notRevoked:
+            return .publish([])
+        case .outdated:
+            context.logger.info("refund reversal outdated: refunded again since", ["transactionId": key.transactionId])
             return .publish([])
         }
     }
@@ -136,15 +138,15 @@ public struct GranterStage: StoreBackedStage {
             reason: reason, retryable: false, detail: detail, rejectedAt: context.now(), causeID: verified.eventID)])
     }
 
-    private func reverse(_ key: PurchaseKey, why: String) async throws -> StageResult {
-        let outcome = try await store.revoke(key, at: context.now())
+    private func reverse(_ key: PurchaseKey, why: String, decidedAt: Date? = nil) async throws -> StageResult {
+        let outcome = try await store.revoke(key, decidedAt: decidedAt, at: context.now())
         switch outcome {
         case .revoked(let shortfall) where !shortfall.isEmpty:
             // The balance stays at zero; what was spent already is recorded and flagged for operators.
             context.logger.warning("revoked with shortfall", ["transactionId": key.transactionId, "reason": why, "shortfall": "\(shortfall)"])
         case .revoked:
             context.logger.info("revoked", ["transactionId": key.transactionId, "reason": why])
-        case .alreadyRevoked, .recordedBeforePurchase, .notRevocable:
+        case .alreadyRevoked, .recordedBeforePurchase, .notRevocable, .outdated:
             context.logger.info("revocation changed nothing", ["transactionId": key.transactionId, "outcome": "\(outcome)"])
         }
         return .publish([])

@@ -266,7 +266,7 @@ public struct VerifierStage: StoreBackedStage {
         return try context.messages([PurchaseRevokedEvent(
             store: .appstore, transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId, userId: owner?.userId,
             productId: transaction.productId, reason: reason, revocationDate: transaction.revocationDate,
-            notificationUUID: notification.notificationUUID, revokedAt: context.now())])
+            notificationUUID: notification.notificationUUID, decidedAt: notification.signedDate, revokedAt: context.now())])
     }
 
     /// CONSUMPTION_REQUEST: handed to the finisher, which answers with the App Store Server API (with the user's

@@ -80,4 +80,48 @@ import WorkerRuntime
         #expect(granted.items == [GrantedItem(kind: .currency, code: "coins", amount: 30, balance: 30)], "\(granted.items)")
         #expect(try await store.balances(of: "user-c") == ["coins": 30])
     }
+
+    /// A refund and its reversal are carried out in the order the store decided them (their notifications' `signedDate`,
+    /// `decidedAt`), not the order they arrive in: the reversal first leaves the purchase granted and its refund, arriving
+    /// after, changes nothing; a refund arriving again after its reversal changes nothing either; a refund decided later
+    /// still takes the coins back. The same for a purchase not seen yet: its refund's reversal first, and it is granted.
+    @Test(arguments: StoreEngine.available) func aRefundAndItsReversalAreCarriedOutInTheOrderTheStoreDecidedThem(_ engine: StoreEngine) async throws {
+        let store = try SQLPurchaseStore(url: try await engine.freshURL())
+        try await store.migrate()
+        func purchase(_ id: String) async throws -> PurchaseKey {
+            let key = PurchaseKey(store: .appstore, transactionId: id)
+            _ = try await store.recordVerified(PurchaseRecord(key: key, userId: "user-o", productId: "coins.100", productType: .consumable, quantity: 1,
+                                                              purchaseTime: Self.t0), at: Self.t0)
+            try await handle(PurchaseVerifiedEvent(store: .appstore, transactionId: id, productId: "coins.100", quantity: 1, userId: "user-o",
+                                                   purchaseDate: Self.t0, source: .client, verifiedAt: Self.t0), store, at: Self.t0)
+            return key
+        }
+        func decision(_ key: PurchaseKey, _ reason: PurchaseRevokedEvent.Reason, decidedOn day: Double, arrivingOn arrival: Double) async throws {
+            try await handle(PurchaseRevokedEvent(store: .appstore, transactionId: key.transactionId, reason: reason, decidedAt: Self.day(day),
+                                                  revokedAt: Self.day(arrival)), store, at: Self.day(arrival))
+        }
+        let reversedFirst = try await purchase("order-1")
+        try await decision(reversedFirst, .REFUND_REVERSED, decidedOn: 2, arrivingOn: 2)
+        try await decision(reversedFirst, .REFUND, decidedOn: 1, arrivingOn: 3)
+        #expect(try await store.purchase(reversedFirst)?.state == .granted, "the refund was reversed: the user keeps the coins")
+        #expect(try await store.balances(of: "user-o") == ["coins": 100])
+
+        let refundedAgain = try await purchase("order-2")
+        try await decision(refundedAgain, .REFUND, decidedOn: 1, arrivingOn: 1)
+        try await decision(refundedAgain, .REFUND_REVERSED, decidedOn: 2, arrivingOn: 2)
+        try await decision(refundedAgain, .REFUND, decidedOn: 1, arrivingOn: 3)
+        #expect(try await store.purchase(refundedAgain)?.state == .finished, "the refund arriving again after its reversal")
+        #expect(try await store.balances(of: "user-o") == ["coins": 200])
+        try await decision(refundedAgain, .REFUND, decidedOn: 4, arrivingOn: 4)
+        #expect(try await store.purchase(refundedAgain)?.state == .revoked, "refunded again, later")
+        #expect(try await store.balances(of: "user-o") == ["coins": 100])
+
+        let unseen = PurchaseKey(store: .appstore, transactionId: "order-3")
+        try await decision(unseen, .REFUND_REVERSED, decidedOn: 2, arrivingOn: 2)
+        try await decision(unseen, .REFUND, decidedOn: 1, arrivingOn: 3)
+        _ = try await purchase(unseen.transactionId)
+        #expect(try await store.purchase(unseen)?.state == .granted, "its refund was reversed before it was seen")
+        #expect(try await store.balances(of: "user-o") == ["coins": 200])
+    }
 }
+

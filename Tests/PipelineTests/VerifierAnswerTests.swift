@@ -100,4 +100,24 @@ import WorkerRuntime
         #expect(back == [codec.topic(.itemGranted), codec.topic(.purchaseVerified)])
         #expect(try await store.entitlements(of: "bob").isEmpty)
     }
+
+    /// A refund's `purchase.revoked` carries when Apple decided it, its notification's `signedDate`, for the granter to
+    /// carry out a refund and its reversal in that order whichever comes first.
+    @Test func aRefundNotificationSaysWhenTheStoreDecided() async throws {
+        let signer = JWSSigner(pki: Self.pki)
+        let signedDate = Date().addingTimeInterval(-60) // within the test certificates' validity
+        let transaction = try signer.sign(AppStorePayloads.transaction(transactionId: "2000000000000901", productId: "coins.100", bundleId: PipelineTests.bundle,
+                                                                      environment: .sandbox, signedDate: signedDate))
+        let notification = try signer.sign(AppStorePayloads.notification(type: .refund, bundleId: PipelineTests.bundle, appAppleId: nil,
+                                                                         signedTransactionInfo: transaction, signedDate: signedDate))
+        let produced = try codec.message(StoreNotificationReceived(signedPayload: notification, receivedAt: Date()), time: Date())
+        guard case .publish(let events) = try await stage.handle(KafkaMessage(topic: produced.topic, partition: 0, offset: 0, key: produced.key,
+                                                                              value: produced.value, headers: produced.headers)),
+              let value = events.first?.value, case .success(let revoked) = codec.decodeBody(value, as: PurchaseRevokedEvent.self) else {
+            Issue.record("no purchase.revoked"); return
+        }
+        #expect(revoked.reason == .REFUND)
+        #expect(abs((revoked.decidedAt ?? .distantPast).timeIntervalSince(signedDate)) < 0.001)
+    }
 }
+
