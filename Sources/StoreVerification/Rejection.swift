@@ -24,6 +24,8 @@ public struct RejectionReason: RawRepresentable, Hashable, Sendable, CustomStrin
     // App receipts (StoreKit 1)
     public static let malformedReceipt = Self(rawValue: "malformedReceipt")
     public static let receiptSignatureInvalid = Self(rawValue: "receiptSignatureInvalid")
+    /// A receipt past its expiration date (field 21, which only Volume Purchase Program copies carry).
+    public static let receiptExpired = Self(rawValue: "receiptExpired")
     /// A genuine receipt that lists no in-app purchase: nothing to grant, answered so that the submitter hears so.
     public static let noPurchases = Self(rawValue: "noPurchases")
     // Store API checks (AppCoins)

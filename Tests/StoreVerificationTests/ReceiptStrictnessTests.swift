@@ -15,6 +15,17 @@ import Testing
 
     // MARK: - The receipt type
 
+    /// A receipt with an expiration date (a Volume Purchase Program copy) is good until then, by the verifier's clock.
+    @Test func aReceiptPastItsExpirationDateIsRejected() throws {
+        var receipt = Self.receipt(type: ReceiptSigner.sandbox)
+        receipt.expirationDate = Date().addingTimeInterval(-60) // created (the fixture) before it expired
+        let expired = try ReceiptSigner(pki: sharedPKI).sign(receipt)
+        #expect(try Self.verifier().verify(base64: expired).rejection?.reason == .receiptExpired)
+        let before = try ReceiptVerifier(configuration: .init(trustedRoots: [sharedPKI.root], bundleId: bundleId, environment: .sandbox),
+                                         now: { Date().addingTimeInterval(-120) })
+        #expect(before.verify(base64: expired).value != nil, "good until it expires")
+    }
+
     @Test func aSandboxReceiptIsRejectedByAProductionVerifier() throws {
         let sandbox = try ReceiptSigner(pki: sharedPKI).sign(Self.receipt(type: ReceiptSigner.sandbox))
         let rejection = try Self.verifier(environment: .production).verify(base64: sandbox).rejection

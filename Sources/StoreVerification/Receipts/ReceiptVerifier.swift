@@ -84,6 +84,11 @@ public final class ReceiptVerifier: Sendable {
         guard let environment = receipt.environment, environment == configuration.environment else {
             return .failure(Rejection(.wrongEnvironment, "receipt type '\(receipt.receiptType ?? "none")', expected \(configuration.environment)"))
         }
+        // Apple: a receipt with an expiration date (an app bought through the Volume Purchase Program) is compared with the
+        // current date; one without does not expire.
+        if let expiration = receipt.expirationDate, expiration <= now() {
+            return .failure(Rejection(.receiptExpired, "the receipt expired at \(expiration)"))
+        }
         return .success(receipt)
     }
 
