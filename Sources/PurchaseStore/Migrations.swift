@@ -235,6 +235,11 @@ enum Migrations {
                 PRIMARY KEY (store, transaction_id)
             );
             """),
+            // The account a transaction is bound to (StoreKit's appAccountToken, signed): a restore of it under another user,
+            // as a receipt (which carries none) or a new transaction naming it, is judged by it.
+            (15, """
+            ALTER TABLE purchases ADD COLUMN app_account_token TEXT;
+            """),
         ]
     }
 

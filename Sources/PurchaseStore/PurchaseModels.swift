@@ -23,10 +23,14 @@ public struct PurchaseRecord: Sendable, Hashable {
     /// The end of the period a subscription's transaction paid for, as verified (nil for other products, and for
     /// purchases recorded before it was kept).
     public var expiresDate: Date?
+    /// The account the store's signed transaction binds it to (App Store `appAccountToken`); nil for receipts, which
+    /// carry none, and for purchases recorded before it was kept.
+    public var appAccountToken: String?
 
     public init(key: PurchaseKey, userId: String, productId: String, productType: ProductType = .unknown, quantity: Int, purchaseTime: Date,
                 state: PurchaseState = .verified, environment: String? = nil, originalTransactionId: String? = nil, packageName: String? = nil,
-                purchaseToken: String? = nil, storeConsumed: Bool = false, expiresDate: Date? = nil) {
+                purchaseToken: String? = nil, storeConsumed: Bool = false, expiresDate: Date? = nil, appAccountToken: String? = nil) {
+        self.appAccountToken = appAccountToken
         self.productType = productType
         self.expiresDate = expiresDate
         self.originalTransactionId = originalTransactionId

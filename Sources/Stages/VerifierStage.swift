@@ -123,10 +123,9 @@ public struct VerifierStage: StoreBackedStage {
     private func record(_ purchases: [VerifiedPurchase], for submission: PurchaseSubmitted) async throws -> [KafkaProducerMessage] {
         var events: [KafkaProducerMessage] = []
         for purchase in purchases {
-            if let named = submission.appAccountToken, let signed = purchase.appAccountToken, named.lowercased() != signed.lowercased() {
+            if let mismatch = accountTokenMismatch(purchase.appAccountToken, purchase.transactionId, purchase.productId, submission) {
                 // Bound to another account: a leaked signed transaction cannot move between accounts that use tokens.
-                events += try context.outputs([rejection(submission, Rejection(.storeRejected, "the transaction's appAccountToken is not the submitting user's"),
-                                                         reason: "appAccountTokenMismatch", transactionId: purchase.transactionId, productId: purchase.productId)])
+                events += try context.outputs([mismatch])
                 continue
             }
             // Built before anything is recorded: a purchase whose ids the pipeline cannot carry is rejected, not
@@ -149,7 +148,8 @@ public struct VerifierStage: StoreBackedStage {
                                         purchaseTime: purchase.purchaseDate ?? submission.submittedAt, environment: purchase.environment,
                                         originalTransactionId: purchase.originalTransactionId,
                                         packageName: submission.appcoins?.packageName, purchaseToken: submission.appcoins?.purchaseToken,
-                                        storeConsumed: purchase.consumed == true, expiresDate: purchase.expiresDate)
+                                        storeConsumed: purchase.consumed == true, expiresDate: purchase.expiresDate,
+                                        appAccountToken: purchase.appAccountToken)
             // A restore (StoreKit 1, receipts) has a transaction id of its own beside the original's. Under an original
             // another user holds, the restore policy judges it as it judges a replay of the original itself.
             if let original = purchase.originalTransactionId, original != purchase.transactionId,
@@ -180,6 +180,7 @@ public struct VerifierStage: StoreBackedStage {
     /// policy (one owner at a time, the move answered with `item.granted` naming `transferredFrom`); otherwise it
     /// is refused, and never granted to a second account. Nil: answered with the purchase's `purchase.verified`.
     private func restore(_ record: PurchaseRecord, submission: PurchaseSubmitted) async throws -> (any PipelineEvent)? {
+        if let held = try await store.purchase(record.key), let mismatch = accountTokenMismatch(held, submission) { return mismatch }
         switch try await store.transfer(record.key, to: submission.userId, policy: restorePolicy, at: context.now()) {
         case .alreadyOwned:
             return nil
@@ -209,13 +210,32 @@ public struct VerifierStage: StoreBackedStage {
             return ([rejection(submission, Rejection(.storeRejected, "a restore of original transaction \(original), owned by user \(owner) (restore policy keep)"),
                                reason: "ownedByAnotherUser", transactionId: record.key.transactionId, productId: record.productId)], true)
         }
-        var answers: [any PipelineEvent] = []
+        var held: [PurchaseRecord] = []
         for key in try await store.purchases(store: record.key.store, originalTransactionId: original, ownedBy: owner) {
+            guard let purchase = try await store.purchase(key) else { continue }
+            // Bound to another account: neither moved nor restored as a transaction of its own (a receipt names no account).
+            if let mismatch = accountTokenMismatch(purchase, submission) { return ([mismatch], true) }
+            held.append(purchase)
+        }
+        var answers: [any PipelineEvent] = []
+        for purchase in held {
             // What is no longer in force (refunded, expired) is refused by the lifecycle and stays: not an answer to give.
-            guard let held = try await store.purchase(key), let moved = try await restore(held, submission: submission) as? ItemGranted else { continue }
+            guard let moved = try await restore(purchase, submission: submission) as? ItemGranted else { continue }
             answers.append(moved)
         }
         return (answers, false)
+    }
+
+    /// The answer to a submission naming an account token other than the one `held`'s signed transaction was bound to;
+    /// nil when they agree or either names none. A receipt carries no token: the recorded one judges its restores.
+    private func accountTokenMismatch(_ held: PurchaseRecord, _ submission: PurchaseSubmitted) -> PurchaseRejectedEvent? {
+        accountTokenMismatch(held.appAccountToken, held.key.transactionId, held.productId, submission)
+    }
+
+    private func accountTokenMismatch(_ bound: String?, _ transactionId: String, _ productId: String, _ submission: PurchaseSubmitted) -> PurchaseRejectedEvent? {
+        guard let named = submission.appAccountToken, let bound, named.lowercased() != bound.lowercased() else { return nil }
+        return rejection(submission, Rejection(.storeRejected, "the transaction's appAccountToken is not the submitting user's"),
+                         reason: "appAccountTokenMismatch", transactionId: transactionId, productId: productId)
     }
 
     /// The message of `event` if it matches its schema; else of the event without the informational fields a store may

@@ -101,6 +101,31 @@ import WorkerRuntime
         #expect(try await store.entitlements(of: "bob").isEmpty)
     }
 
+    /// Alice's ad-free purchase is bound to her account (`appAccountToken`). Mallory, whose submissions name her own token,
+    /// holds Alice's receipt: submitting it — the transaction itself, or a restore naming it — moves nothing (a receipt
+    /// carries no token: the one recorded with the transaction judges it), and nothing is recorded for her.
+    @Test func aReceiptDoesNotMoveATransactionBoundToAnotherAccount() async throws {
+        let (alicesToken, mallorysToken) = ("3f0a2f2e-8a7c-4c1e-9d57-00000000a11c", "3f0a2f2e-8a7c-4c1e-9d57-0000000ba11e")
+        let payload = AppStorePayloads.transaction(transactionId: "100", originalTransactionId: "100", productId: "adfree", bundleId: PipelineTests.bundle,
+                                                   type: .nonConsumable, appAccountToken: alicesToken)
+        let alices = PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: try JWSSigner(pki: Self.pki).sign(payload),
+                                       userId: "alice", submittedAt: Date(), source: .client, appAccountToken: alicesToken)
+        #expect(try await answers(alices) == [codec.topic(.purchaseVerified)])
+        _ = try await store.grant(PurchaseKey(store: .appstore, transactionId: "100"), items: [.entitlement("adfree")], at: Date())
+        let now = Date()
+        for (id, original) in [("100", "100"), ("200", "100")] {
+            var mallorys = try receiptSubmission([InAppPurchaseReceipt(quantity: 1, productId: "adfree", transactionId: id, originalTransactionId: original,
+                                                                       purchaseDate: now.addingTimeInterval(-60), originalPurchaseDate: now.addingTimeInterval(-60))],
+                                                 user: "mallory")
+            mallorys.appAccountToken = mallorysToken
+            #expect(try await answers(mallorys) == ["rejected:appAccountTokenMismatch"], "transaction \(id)")
+        }
+        #expect(try await store.purchase(PurchaseKey(store: .appstore, transactionId: "100"))?.userId == "alice")
+        #expect(try await store.purchase(PurchaseKey(store: .appstore, transactionId: "200")) == nil, "nothing recorded for mallory")
+        #expect(try await store.entitlements(of: "mallory").isEmpty)
+        #expect(try await store.entitlements(of: "alice").keys.sorted() == ["adfree"])
+    }
+
     /// A refund's `purchase.revoked` carries when Apple decided it, its notification's `signedDate`, for the granter to
     /// carry out a refund and its reversal in that order whichever comes first.
     @Test func aRefundNotificationSaysWhenTheStoreDecided() async throws {
