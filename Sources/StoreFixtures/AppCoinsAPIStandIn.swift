@@ -69,7 +69,9 @@ public final class AppCoinsAPIStandIn: Sendable {
             known.asked.withLock { $0.append(request.path) }
             guard request.method == "GET", request.path.hasPrefix(Self.pathPrefix) else { return HTTPResponse(status: 404) }
             // {package}/purchases/products/{sku}/tokens/{token}
-            let parts = request.path.dropFirst(Self.pathPrefix.count).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+            // Each segment percent-decoded, as the API reads it.
+            let parts = request.path.dropFirst(Self.pathPrefix.count).split(separator: "/", omittingEmptySubsequences: false)
+                .map { String($0).removingPercentEncoding ?? String($0) }
             let token = parts.count == 6 ? parts[5] : ""
             let (failure, stall) = known.faults.withLock { ($0.all ?? $0.byToken[token], $0.stalls[token]) }
             // On the connection's own thread: a stall holds this request only, as a slow API would.

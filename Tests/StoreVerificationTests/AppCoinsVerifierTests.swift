@@ -81,6 +81,27 @@ import TestSupport
 
     /// Only the operator's apps, and only purchase data their key signed naming what is claimed, reach the store's
     /// API; the SKU of an app of someone else's grants nothing.
+    /// The submission names what the app's key signed, byte for byte: the same SKU in another Unicode form (é decomposed)
+    /// is not the signed one. And no name is a path segment that moves the request elsewhere.
+    @Test func theSignedNamesAreComparedByteForByteAndNoneIsADotSegment() async throws {
+        let signer = try AppCoinsSigner()
+        let api = try AppCoinsAPIStandIn(purchases: ["tok-1": .init(packageName: "com.example.coins", sku: "caf\u{E9}.100", orderId: "o-1")])
+        let key = try PublicKey(subjectPublicKeyInfo: Data(try signer.publicKeyBase64().utf8))
+        let verifier = AppCoinsVerifier(configuration: .init(baseURL: api.baseURL, apps: ["com.example.coins": key]))
+        let signed = try signer.sign(packageName: "com.example.coins", sku: "caf\u{E9}.100", purchaseToken: "tok-1", orderId: "o")
+        let decomposed = "cafe\u{301}.100"
+        #expect(decomposed == "caf\u{E9}.100", "Swift takes them as equal")
+        #expect(await verifier.verifySigned(packageName: "com.example.coins", sku: decomposed, purchaseToken: "tok-1", purchaseData: signed.purchaseData,
+                                            signature: signed.signature).rejection?.reason == .malformedPayload)
+        let genuine = await verifier.verifySigned(packageName: "com.example.coins", sku: "caf\u{E9}.100", purchaseToken: "tok-1",
+                                                  purchaseData: signed.purchaseData, signature: signed.signature)
+        #expect(genuine.value != nil, "\(String(describing: genuine.rejection)) \(api.requests)")
+        for dots in [".", ".."] {
+            #expect(await verifier.verify(packageName: "com.example.coins", sku: dots, purchaseToken: "tok-1").rejection?.reason == .storeRejected)
+        }
+        #expect(api.requests.count == 1, "\(api.requests)")
+    }
+
     @Test func onlyTheOperatorsAppsSignedByTheirKeyAreAskedAbout() async throws {
         let signer = try AppCoinsSigner()
         let forger = try AppCoinsSigner()

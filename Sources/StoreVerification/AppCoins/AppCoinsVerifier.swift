@@ -94,7 +94,10 @@ public final class AppCoinsVerifier: Sendable {
         guard let signed = Self.names(inPurchaseData: purchaseData) else {
             return .failure(Rejection(.malformedPayload, "the signed purchase data is not a JSON object naming packageName, productId and purchaseToken"))
         }
-        guard signed.packageName == packageName, signed.sku == sku, signed.purchaseToken == purchaseToken else {
+        // Byte for byte: Swift's `==` takes canonically equivalent strings (é as one scalar or two) as equal, and the API is
+        // asked with the submission's bytes, not the signed ones.
+        guard signed.packageName.utf8.elementsEqual(packageName.utf8), signed.sku.utf8.elementsEqual(sku.utf8),
+              signed.purchaseToken.utf8.elementsEqual(purchaseToken.utf8) else {
             return .failure(Rejection(.malformedPayload, "the signed purchase data names another package, SKU or token than the submission"))
         }
         return await verify(packageName: packageName, sku: sku, purchaseToken: purchaseToken)
@@ -110,7 +113,8 @@ public final class AppCoinsVerifier: Sendable {
     /// The store's API's view of a purchase (no signature involved: for re-checks of purchases verified before).
     public func verify(packageName: String, sku: String, purchaseToken: String) async -> Result<AppCoinsPurchase, Rejection> {
         for (name, value) in [("package", packageName), ("sku", sku), ("purchase token", purchaseToken)]
-        where value.isEmpty || value.utf8.count > 1024 || value.contains("/") {
+        // Each is one path segment of the request: "." and ".." would name another path once the URL is normalised.
+        where value.isEmpty || value.utf8.count > 1024 || value.utf8.contains(UInt8(ascii: "/")) || value == "." || value == ".." {
             return .failure(Rejection(.storeRejected, "invalid \(name)"))
         }
         let request = HTTPClient.Request(method: "GET", url: url(packageName: packageName, sku: sku, purchaseToken: purchaseToken).absoluteString,
@@ -150,7 +154,7 @@ public final class AppCoinsVerifier: Sendable {
             purchaseState: state, consumptionState: int("consumptionState"), acknowledgementState: int("acknowledgementState"),
             developerPayload: json.string("developerPayload"), regionCode: json.string("regionCode"),
             currency: json.string("currency"), raw: fields)
-        guard purchase.productId == sku else {
+        guard purchase.productId.utf8.elementsEqual(sku.utf8) else {
             return .failure(Rejection(.storeRejected, "token belongs to product '\(purchase.productId)', not '\(sku)'"))
         }
         switch state {
