@@ -25,9 +25,6 @@ public enum Workers {
                 help: "accept Xcode and LocalTesting data without a signature: required by those environments, refused by the others; never in a deployment",
                 isSwitch: true),
         Setting("--online-checks", env: "IAP_ONLINE_CHECKS", default: "false", help: "check validity now and ask OCSP responders", isSwitch: true),
-        Setting("--accept-sandbox", env: "IAP_ACCEPT_SANDBOX", default: "false",
-                help: "Production only: also accept purchases signed for the Sandbox (App Review buys there), recorded and announced with environment Sandbox",
-                isSwitch: true),
         Setting("--appcoins-url", env: "IAP_APPCOINS_URL", default: AppCoinsVerifier.Configuration.defaultBaseURL.absoluteString, help: "AppCoins API base URL"),
         Setting("--appcoins-app", env: "IAP_APPCOINS_APPS",
                 help: "an AppCoins app this deployment sells in: PACKAGE=FILE, the file holding the app's public key from the Catappult back office "
@@ -71,10 +68,6 @@ public enum Workers {
         }
         let bundleId = try env.settings.required("--bundle-id")
         let online = env.settings.flag("--online-checks")
-        let acceptsSandbox = env.settings.flag("--accept-sandbox")
-        guard !acceptsSandbox || environment == .production else {
-            throw SettingsError("--accept-sandbox (IAP_ACCEPT_SANDBOX) is only for --environment Production, not \(environment)")
-        }
         guard let appCoinsURL = URL(string: try env.settings.required("--appcoins-url")) else { throw SettingsError("--appcoins-url is not a URL") }
         guard let pendingRecheck = try env.settings.seconds("--pending-recheck"), pendingRecheck > 0 else {
             throw SettingsError("--pending-recheck (IAP_PENDING_RECHECK) must be positive")
@@ -89,11 +82,6 @@ public enum Workers {
                                                                   allowsUnsignedTestData: allowUnsigned)),
             receipts: try ReceiptVerifier(configuration: .init(trustedRoots: receiptRoots, bundleId: bundleId, environment: environment,
                                                                onlineChecks: online, allowsUnsignedTestData: allowUnsigned)),
-            sandbox: acceptsSandbox ? (
-                try SignedDataVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: .sandbox, appAppleId: appAppleId,
-                                                            onlineChecks: online)),
-                try ReceiptVerifier(configuration: .init(trustedRoots: receiptRoots, bundleId: bundleId, environment: .sandbox, onlineChecks: online))
-            ) : nil,
             appCoins: try appCoinsApps(env.settings.list("--appcoins-app")).map { AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL, apps: $0)) },
             catalog: try env.settings.string("--catalog").map { try catalog(at: $0, env) }, restorePolicy: restorePolicy,
             pendingRecheck: .milliseconds(Int64(pendingRecheck * 1000)))
