@@ -49,8 +49,14 @@ public struct FinisherStage: StoreBackedStage {
         guard messages.count > 1 else { return await handleInOneTransaction(messages, store: store, batchable: batchable) }
         // Decoded once, here: by offset (one partition's messages).
         var decoded: [Int64: ItemGranted] = [:]
-        for message in messages.prefix(while: batchable) where context.codec.eventType(ofTopic: message.topic) == .itemGranted {
-            if case .success(let granted) = context.codec.decode(message, as: ItemGranted.self) { decoded[message.offset] = granted }
+        var reported: [Int64: PurchaseConsumed] = [:]
+        for message in messages.prefix(while: batchable) {
+            switch context.codec.eventType(ofTopic: message.topic) {
+            case .itemGranted?: if case .success(let granted) = context.codec.decode(message, as: ItemGranted.self) { decoded[message.offset] = granted }
+            case .purchaseConsumed?:
+                if case .success(let consumed) = context.codec.decode(message, as: PurchaseConsumed.self) { reported[message.offset] = consumed }
+            default: break
+            }
         }
         let calls: [String: Result<Void, AppStoreServerAPIClient.Failure>]?
         if let appStoreAPI {
@@ -62,9 +68,12 @@ public struct FinisherStage: StoreBackedStage {
         } else {
             calls = nil
         }
+        // The reports' purchases too: read ahead, they are locked in key order with the others, as every batch locks them (a
+        // report of a purchase not recorded takes its lock: in message order, it could deadlock with a verifier's batch).
         let keys = decoded.values.map { PurchaseKey(store: $0.store, transactionId: $0.transactionId) }
+            + reported.values.map { PurchaseKey(store: $0.store, transactionId: $0.transactionId) }
         return await handleInOneTransaction(messages, store: store, batchable: batchable, readingAhead: keys) { message in
-            try await handle(message, finishCalls: calls, granted: decoded[message.offset])
+            try await handle(message, finishCalls: calls, granted: decoded[message.offset], consumed: reported[message.offset])
         }
     }
 
@@ -83,12 +92,12 @@ public struct FinisherStage: StoreBackedStage {
 
     /// - Parameter finishCalls: Finish Transaction answers already received, by transaction id, for a batch (nil alone).
     ///   A purchase of the batch granted since they were made has none: it fails the batch, and is finished alone.
-    /// - Parameter granted: the message decoded already, when it is an `item.granted`.
+    /// - Parameter granted: the message decoded already, when it is an `item.granted`; `consumed`, a `purchase.consumed`.
     private func handle(_ message: KafkaMessage, finishCalls: [String: Result<Void, AppStoreServerAPIClient.Failure>]?,
-                        granted decoded: ItemGranted? = nil) async throws -> StageResult {
+                        granted decoded: ItemGranted? = nil, consumed reported: PurchaseConsumed? = nil) async throws -> StageResult {
         switch context.codec.eventType(ofTopic: message.topic) {
         case .purchaseConsumed?:
-            switch context.codec.decode(message, as: PurchaseConsumed.self) {
+            switch reported.map(Result.success) ?? context.codec.decode(message, as: PurchaseConsumed.self) {
             case .failure(let invalid): return context.deadLetter(invalid)
             case .success(let consumed):
                 // Kept apart from finishing: with the App Store API a purchase is finished at its grant, before it is used. Recorded

@@ -122,6 +122,29 @@ import WorkerRuntime
         #expect(await finisher.consumed(rejected.key, at: finisher.now) == "deadLetter notGranted", "never to be granted")
     }
 
+    /// In a batch (as the finisher consumes), reports of purchases not recorded yet, in any key order, are kept for their
+    /// records like a report alone: the batch reads (and locks) their purchases ahead in key order, as a verifier's batch does.
+    @Test(arguments: StoreEngine.available)
+    func reportsInABatchAreKeptForTheirRecords(_ engine: StoreEngine) async throws {
+        let finisher = try await Finisher(engine)
+        let keys = ["batch-2", "batch-1", "batch-3"].map { PurchaseKey(store: .appcoins, transactionId: $0) }
+        let messages = try keys.enumerated().map { offset, key in
+            let message = try finisher.codec.message(PurchaseConsumed(store: key.store, transactionId: key.transactionId, userId: "u", consumedAt: finisher.now),
+                                                     time: finisher.now)
+            return KafkaMessage(topic: message.topic, partition: 0, offset: Int64(offset), key: message.key, value: message.value, headers: message.headers)
+        }
+        let results = await finisher.stage.handle(batch: messages)
+        #expect(results.count == keys.count)
+        for result in results {
+            guard case .success(.publish(let outputs)) = result else { Issue.record("\(result)"); continue }
+            #expect(outputs.isEmpty)
+        }
+        for key in keys {
+            let record = try await finisher.verified(.appcoins, key.transactionId)
+            #expect(try await finisher.granted(record) == "finished consumedByApp", "\(key.transactionId)")
+        }
+    }
+
     /// With App Store Server API credentials a purchase is finished through Finish Transaction at its grant. A consumption
     /// report that comes while that call is failing is recorded and does not finish the purchase: finished by the report,
     /// it would never be finished with the store. The grant's retry, once the store answers, finishes it; a report that
