@@ -148,6 +148,9 @@ public struct OpenPurchaseStatistics: Sendable, Hashable {
     public var oldestUnfinishedPurchase: Date?
     /// Purchases whose product type is `unknown` (recorded before types were kept, not named by the catalog).
     public var unknownProductType: Int
+    /// The app's consumption reports kept for purchases not recorded (yet): a report that waits long names a purchase
+    /// that never came (an app sending wrong ids, a submission lost).
+    public var consumptionReportsWaiting: Int = 0
 }
 
 /// Every purchase by state, with the open figures: for the demo's books and tests.

@@ -31,6 +31,19 @@ extension SQLPurchaseStore {
         }
     }
 
+    /// Forgets the kept reports (`recordConsumed`) whose purchase is recorded: its record took the report when it was
+    /// inserted (under the purchase's lock, which the report was kept under too). Returns how many.
+    @discardableResult
+    public func pruneTakenConsumptionReports() async throws -> Int {
+        try await executor.run { connection in
+            try connection.query("""
+                DELETE FROM early_consumption
+                WHERE EXISTS (SELECT 1 FROM purchases p WHERE p.store = early_consumption.store AND p.transaction_id = early_consumption.transaction_id)
+                """)
+            return connection.changes
+        }
+    }
+
     /// When the app reported `key` consumed (`recordConsumed`): nil when it did not, or the purchase is not recorded. In a
     /// batch it keeps what the batch read ahead: it reads no column the batch's decisions change.
     public func appReportedConsumption(_ key: PurchaseKey) async throws -> Date? {

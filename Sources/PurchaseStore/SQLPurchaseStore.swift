@@ -188,6 +188,10 @@ public final class SQLPurchaseStore: Sendable {
     static let openPurchasesByStateQuery = "SELECT state, count(*) FROM purchases WHERE is_open AND state IN ('verified', 'granted') GROUP BY state"
     static let oldestOpenPurchaseQuery = "SELECT min(purchase_time) FROM purchases WHERE is_open AND state IN ('verified', 'granted')"
     static let unknownProductTypeQuery = "SELECT count(*) FROM purchases WHERE product_type = 'unknown'"
+    /// The kept reports whose purchase is not recorded: the table holds few more (the sweeper prunes those taken).
+    static let waitingConsumptionReportsQuery = """
+        SELECT count(*) FROM early_consumption e WHERE NOT EXISTS (SELECT 1 FROM purchases p WHERE p.store = e.store AND p.transaction_id = e.transaction_id)
+        """
 
     private static func purchasesByState(_ connection: any SQLConnection) throws -> [PurchaseState: Int] {
         try countsByState(connection.query("SELECT state, count(*) FROM purchases GROUP BY state"))
@@ -196,8 +200,10 @@ public final class SQLPurchaseStore: Sendable {
     private static func openStatistics(_ connection: any SQLConnection) throws -> OpenPurchaseStatistics {
         let oldest = try connection.query(oldestOpenPurchaseQuery).first?[0].int64
         let unknown = try connection.query(unknownProductTypeQuery).first?[0].int64 ?? 0
+        let waiting = try connection.query(waitingConsumptionReportsQuery).first?[0].int64 ?? 0
         return OpenPurchaseStatistics(openPurchasesByState: try countsByState(connection.query(openPurchasesByStateQuery)),
-                                      oldestUnfinishedPurchase: oldest.map(PurchaseTime.date), unknownProductType: Int(unknown))
+                                      oldestUnfinishedPurchase: oldest.map(PurchaseTime.date), unknownProductType: Int(unknown),
+                                      consumptionReportsWaiting: Int(waiting))
     }
 
     private static func countsByState(_ rows: [SQLRow]) -> [PurchaseState: Int] {

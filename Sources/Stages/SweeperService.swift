@@ -51,6 +51,7 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
     @discardableResult
     public func sweepOnce() async throws -> Int {
         var flagged = 0
+        try await store.pruneTakenConsumptionReports()
         for (storeName, deadline) in configuration.deadlines.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
             let now = context.now()
             let rechecking = storeName == .appcoins && appCoins != nil

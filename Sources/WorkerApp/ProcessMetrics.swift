@@ -28,6 +28,8 @@ enum StoreMetrics {
         metrics.declare("iap_store_up", .gauge, help: "1 when the last read of the store succeeded.")
         metrics.declare("iap_purchases_unknown_product_type", .gauge,
                         help: "Purchases whose product type is unknown (recorded before types were kept; never flagged): name them in the catalog.")
+        metrics.declare("iap_consumption_reports_waiting", .gauge,
+                        help: "The app's consumption reports kept for purchases not recorded yet (alert when one stays: wrong ids, or a lost submission).")
         metrics.declare("iap_parked_messages", .gauge, help: "Messages parked on the retry topic and not re-driven yet, by stage (alert when above 0).")
         metrics.declare("iap_oldest_parked_message_age_seconds", .gauge, help: "Age of the oldest parked message, by stage (0 when none).")
         metrics.addCollector { metrics in
@@ -47,6 +49,7 @@ enum StoreMetrics {
                 metrics.set("iap_oldest_unfinished_purchase_age_seconds",
                             to: open.oldestUnfinishedPurchase.map { max(0, time.timeIntervalSince($0)) } ?? 0)
                 metrics.set("iap_purchases_unknown_product_type", to: Double(open.unknownProductType))
+                metrics.set("iap_consumption_reports_waiting", to: Double(open.consumptionReportsWaiting))
                 metrics.set("iap_store_up", to: 1)
             } catch {
                 // Keep the last values; the outage itself is the series to alert on.

@@ -40,10 +40,11 @@ struct OperationsEndpointsTests {
         for family in ["iap_messages_total counter", "iap_retries_total counter", "iap_dead_letters_total counter",
                        "iap_handler_duration_seconds histogram", "iap_in_flight_messages gauge", "iap_consumer_lag gauge",
                        "iap_purchases gauge", "iap_oldest_unfinished_purchase_age_seconds gauge", "iap_parked_total counter",
-                       "iap_parked_messages gauge", "iap_batch_size histogram"] {
+                       "iap_parked_messages gauge", "iap_batch_size histogram", "iap_consumption_reports_waiting gauge"] {
             #expect(metrics.body.contains("# TYPE \(family)"), "declares \(family)")
         }
         #expect(metrics.body.contains("iap_purchases{state=\"verified\"} 0"))
+        #expect(metrics.body.contains("iap_consumption_reports_waiting 0"))
         #expect(metrics.body.contains("iap_parked_messages{stage=\"verifier\"} 0"), "the stage's parked series starts at zero")
 
         // One valid purchase and one message that is not an event.
@@ -87,7 +88,7 @@ struct OperationsEndpointsTests {
         for family in ["iap_messages_total counter", "iap_in_flight_messages gauge", "iap_batch_size histogram"] {
             #expect(metrics.body.contains("# TYPE \(family)"), "declares \(family)")
         }
-        for family in ["iap_purchases", "iap_oldest_unfinished_purchase_age_seconds", "iap_store_up", "iap_parked_messages"] {
+        for family in ["iap_purchases", "iap_oldest_unfinished_purchase_age_seconds", "iap_store_up", "iap_parked_messages", "iap_consumption_reports_waiting"] {
             #expect(!metrics.body.contains("# TYPE \(family) "), "leaves out \(family)")
         }
         #expect(try await verifier.terminate() == 0)

@@ -115,4 +115,19 @@ import TestSupport
         #expect(try await store.appReportedConsumption(reportedFirst.key) != nil, "the record took the report kept before it")
         #expect(try await store.appReportedConsumption(other.key) == nil)
     }
+
+    /// A report kept for a purchase not recorded is counted as waiting until the record takes it, then pruned (once).
+    @Test(arguments: StoreEngine.available) func aKeptReportWaitsUntilItsRecordTakesItThenIsPruned(_ engine: StoreEngine) async throws {
+        let store = try await store(engine)
+        let record = PurchaseRecord(key: PurchaseKey(store: .appcoins, transactionId: "kept-1"), userId: "u", productId: "coins.100",
+                                    productType: .consumable, quantity: 1, purchaseTime: Self.t0)
+        #expect(try await store.recordConsumed(record.key, at: Self.t0) == .beforeItsPurchase)
+        #expect(try await store.openStatistics().consumptionReportsWaiting == 1)
+        #expect(try await store.pruneTakenConsumptionReports() == 0, "not taken yet")
+        _ = try await store.recordVerified(record, at: Self.t0)
+        #expect(try await store.openStatistics().consumptionReportsWaiting == 0)
+        #expect(try await store.pruneTakenConsumptionReports() == 1)
+        #expect(try await store.pruneTakenConsumptionReports() == 0)
+        #expect(try await store.appReportedConsumption(record.key) != nil, "the record keeps what it took")
+    }
 }
