@@ -15,15 +15,20 @@ import Testing
 
     // MARK: - The receipt type
 
-    /// A receipt with an expiration date (a Volume Purchase Program copy) is good until then, by the verifier's clock.
+    /// A receipt with an expiration date (a Volume Purchase Program copy) is good until then, judged when its certificates
+    /// are: at its creation date (made after it expired: refused; made before: accepted however late it is verified), and
+    /// with online checks now.
     @Test func aReceiptPastItsExpirationDateIsRejected() throws {
+        let signer = ReceiptSigner(pki: sharedPKI)
         var receipt = Self.receipt(type: ReceiptSigner.sandbox)
-        receipt.expirationDate = Date().addingTimeInterval(-60) // created (the fixture) before it expired
-        let expired = try ReceiptSigner(pki: sharedPKI).sign(receipt)
-        #expect(try Self.verifier().verify(base64: expired).rejection?.reason == .receiptExpired)
-        let before = try ReceiptVerifier(configuration: .init(trustedRoots: [sharedPKI.root], bundleId: bundleId, environment: .sandbox),
-                                         now: { Date().addingTimeInterval(-120) })
-        #expect(before.verify(base64: expired).value != nil, "good until it expires")
+        let created = try #require(receipt.creationDate)
+        receipt.expirationDate = created.addingTimeInterval(-60)
+        #expect(try Self.verifier().verify(base64: try signer.sign(receipt)).rejection?.reason == .receiptExpired, "made after it expired")
+        receipt.expirationDate = created.addingTimeInterval(60) // and long past now: the fixture was made a day ago
+        let madeInTime = try signer.sign(receipt)
+        #expect(try Self.verifier().verify(base64: madeInTime).value != nil, "made before it expired")
+        let online = try ReceiptVerifier(configuration: .init(trustedRoots: [sharedPKI.root], bundleId: bundleId, environment: .sandbox, onlineChecks: true))
+        #expect(online.verify(base64: madeInTime).rejection?.reason == .receiptExpired, "online checks judge it now")
     }
 
     @Test func aSandboxReceiptIsRejectedByAProductionVerifier() throws {

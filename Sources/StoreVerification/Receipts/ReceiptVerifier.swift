@@ -74,8 +74,10 @@ public final class ReceiptVerifier: Sendable {
         } catch {
             return .failure(Rejection(.malformedReceipt, "payload: \(error)"))
         }
+        // The time the receipt is judged at, as its certificates are: now with online checks, else when it was made (a
+        // receipt submitted in time is not refused because a backlog delayed its verification).
+        let time = configuration.onlineChecks ? now() : (receipt.creationDate ?? now())
         if !skipsSignature {
-            let time = configuration.onlineChecks ? now() : (receipt.creationDate ?? now())
             if case .failure(let rejection) = verifySignature(container, unverified, at: time) { return .failure(rejection) }
         }
         guard receipt.bundleId == configuration.bundleId else {
@@ -84,9 +86,9 @@ public final class ReceiptVerifier: Sendable {
         guard let environment = receipt.environment, environment == configuration.environment else {
             return .failure(Rejection(.wrongEnvironment, "receipt type '\(receipt.receiptType ?? "none")', expected \(configuration.environment)"))
         }
-        // Apple: a receipt with an expiration date (an app bought through the Volume Purchase Program) is compared with the
-        // current date; one without does not expire.
-        if let expiration = receipt.expirationDate, expiration <= now() {
+        // A receipt with an expiration date (an app bought through the Volume Purchase Program) expires then; one without
+        // does not.
+        if let expiration = receipt.expirationDate, expiration <= time {
             return .failure(Rejection(.receiptExpired, "the receipt expired at \(expiration)"))
         }
         return .success(receipt)
