@@ -65,8 +65,9 @@ extension SQLPurchaseStore {
     /// PostgreSQL: locks each purchase of `keys` (in this order) for the rest of the transaction: every call that may
     /// record a purchase or its refund takes this lock when it finds no record, so that what a holder read of a purchase
     /// not recorded (no row to lock) stays true until it commits. Each lock held is an entry of PostgreSQL's shared lock
-    /// table (`max_locks_per_transaction` × connections): taken for purchases without a record only. SQLite needs none:
-    /// a writer holds the whole database.
+    /// table (`max_locks_per_transaction` × connections): taken for purchases without a record only (and by a consumption
+    /// report that finds none to update: a repeat of one recorded, `recordConsumed`). SQLite needs none: a writer holds
+    /// the whole database.
     static func lockKeys(_ connection: any SQLConnection, _ keys: [PurchaseKey], _ dialect: Migrations.Dialect) throws {
         guard dialect == .postgres, !keys.isEmpty else { return }
         if keys.count == 1, let key = keys.first {

@@ -122,6 +122,16 @@ import WorkerRuntime
         _ = try await purchase(unseen.transactionId)
         #expect(try await store.purchase(unseen)?.state == .granted, "its refund was reversed before it was seen")
         #expect(try await store.balances(of: "user-o") == ["coins": 200])
+
+        // A transaction signed while it was refunded (revocationDate) reaching the granter after the reversal: granted.
+        let stale = PurchaseKey(store: .appstore, transactionId: "order-4")
+        _ = try await store.recordVerified(PurchaseRecord(key: stale, userId: "user-o", productId: "coins.100", productType: .consumable, quantity: 1,
+                                                          purchaseTime: Self.t0), at: Self.t0)
+        try await decision(stale, .REFUND_REVERSED, decidedOn: 2, arrivingOn: 2)
+        try await handle(PurchaseVerifiedEvent(store: .appstore, transactionId: stale.transactionId, productId: "coins.100", quantity: 1, userId: "user-o",
+                                               purchaseDate: Self.t0, revocationDate: Self.day(1), source: .client, verifiedAt: Self.day(3)), store, at: Self.day(3))
+        #expect(try await store.purchase(stale)?.state == .granted, "its refund, signed in the transaction, was reversed since")
+        #expect(try await store.balances(of: "user-o") == ["coins": 300])
     }
 }
 
