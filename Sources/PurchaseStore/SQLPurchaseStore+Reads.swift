@@ -20,15 +20,20 @@ extension SQLPurchaseStore {
 
     /// The recorded state of each of `keys` that has a record, read in one statement (per 256 keys on SQLite).
     public func states(of keys: [PurchaseKey]) async throws -> [PurchaseKey: PurchaseState] {
+        try await statesAndEnvironments(of: keys).mapValues(\.state)
+    }
+
+    /// `states(of:)` with the environment each was verified in (`Sandbox`, `Production`, …; nil when the store named none).
+    public func statesAndEnvironments(of keys: [PurchaseKey]) async throws -> [PurchaseKey: (state: PurchaseState, environment: String?)] {
         guard !keys.isEmpty else { return [:] }
         let dialect = dialect
         return try await executor.run { connection in
-            var states: [PurchaseKey: PurchaseState] = [:]
-            try Self.keyedRows("purchases", "store, transaction_id, state", of: keys, dialect) { source, values in
-                for row in try connection.query("SELECT r.store, r.transaction_id, r.state FROM \(source)", values) {
+            var states: [PurchaseKey: (state: PurchaseState, environment: String?)] = [:]
+            try Self.keyedRows("purchases", "store, transaction_id, state, environment", of: keys, dialect) { source, values in
+                for row in try connection.query("SELECT r.store, r.transaction_id, r.state, r.environment FROM \(source)", values) {
                     guard let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].string,
                           let state = row[2].string.flatMap(PurchaseState.init(rawValue:)) else { continue }
-                    states[PurchaseKey(store: store, transactionId: id)] = state
+                    states[PurchaseKey(store: store, transactionId: id)] = (state, row[3].string)
                 }
             }
             return states

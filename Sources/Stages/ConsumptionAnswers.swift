@@ -78,9 +78,10 @@ extension FinisherStage {
         case false?: return unanswered(.consentWithdrawn, "user \(facts.userId) declined or withdrew consent")
         case true?: break
         }
-        guard let appStoreAPI else { return unanswered(.noAPICredentials, "the finisher has no App Store Server API credentials") }
+        guard var client = appStoreAPI else { return unanswered(.noAPICredentials, "the finisher has no App Store Server API credentials") }
+        if sandboxAPI != nil, let sandbox = api(for: try await store.purchase(key)?.environment) { client = sandbox }
         let consumption = Self.consumption(of: facts, sampleContentProvided: sampleContentProvided)
-        switch await appStoreAPI.sendConsumptionInformation(request.transactionId, consumption) {
+        switch await client.sendConsumptionInformation(request.transactionId, consumption) {
         case .success:
             return ("sent", "deliveryStatus \(consumption.deliveryStatus.rawValue), consumptionPercentage \(consumption.consumptionPercentage.map(String.init) ?? "none")")
         case .failure(.unavailable(let why, let retryAfter)) where context.now() < request.answerBy: throw TransientError(why, retryAfter: retryAfter)

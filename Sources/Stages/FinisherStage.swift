@@ -19,13 +19,17 @@ public struct FinisherStage: StoreBackedStage {
     let context: StageContext
     let store: SQLPurchaseStore
     let appStoreAPI: AppStoreServerAPIClient?
+    /// A production deployment's client of the sandbox's API: purchases recorded in the Sandbox environment (App Review's,
+    /// which the verifier accepts with `--accept-sandbox`) are finished and answered through it, not through `appStoreAPI`.
+    let sandboxAPI: AppStoreServerAPIClient?
     /// What the app gives before purchase (a trial, a sample): `sampleContentProvided` in consumption answers.
     let sampleContentProvided: Bool
     /// How long after the store's request an answer waits for consent decisions still on their way.
     let consentGrace: TimeInterval
 
-    public init(context: StageContext, store: SQLPurchaseStore, appStoreAPI: AppStoreServerAPIClient?,
+    public init(context: StageContext, store: SQLPurchaseStore, appStoreAPI: AppStoreServerAPIClient?, sandboxAPI: AppStoreServerAPIClient? = nil,
                 sampleContentProvided: Bool = false, consentGrace: TimeInterval = 60) {
+        self.sandboxAPI = appStoreAPI == nil ? nil : sandboxAPI
         self.context = context
         self.store = store
         self.appStoreAPI = appStoreAPI
@@ -85,9 +89,20 @@ public struct FinisherStage: StoreBackedStage {
         for granted in grants where granted.store == .appstore && seen.insert(granted.transactionId).inserted {
             keys.append(PurchaseKey(store: .appstore, transactionId: granted.transactionId))
         }
-        let states = try await store.states(of: keys)
-        let due = keys.filter { states[$0] == .granted }.map(\.transactionId)
-        return Dictionary(zip(due, await api.finishTransactions(due)), uniquingKeysWith: { first, _ in first })
+        let found = try await store.statesAndEnvironments(of: keys)
+        let due = keys.filter { found[$0]?.state == .granted }
+        var answers: [String: Result<Void, AppStoreServerAPIClient.Failure>] = [:]
+        for client in [api, sandboxAPI].compactMap({ $0 }) {
+            let ids = due.filter { self.api(for: found[$0]?.environment) === client }.map(\.transactionId)
+            answers.merge(zip(ids, await client.finishTransactions(ids)), uniquingKeysWith: { first, _ in first })
+        }
+        return answers
+    }
+
+    /// The API client for a purchase verified in `environment`: the sandbox's for Sandbox when there is one.
+    func api(for environment: String?) -> AppStoreServerAPIClient? {
+        if environment == AppStoreEnvironment.sandbox.rawValue, let sandboxAPI { return sandboxAPI }
+        return appStoreAPI
     }
 
     /// - Parameter finishCalls: Finish Transaction answers already received, by transaction id, for a batch (nil alone).
@@ -163,7 +178,7 @@ public struct FinisherStage: StoreBackedStage {
                     guard let made = finishCalls[granted.transactionId] else { throw TransientError("purchase \(key) was granted during its batch") }
                     answer = made
                 } else {
-                    answer = await appStoreAPI.finishTransaction(granted.transactionId)
+                    answer = await (api(for: record.environment) ?? appStoreAPI).finishTransaction(granted.transactionId)
                 }
                 switch answer {
                 case .success: break

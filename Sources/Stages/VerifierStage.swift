@@ -18,6 +18,9 @@ public struct VerifierStage: StoreBackedStage {
     let store: SQLPurchaseStore
     let appStore: SignedDataVerifier
     let receipts: ReceiptVerifier?
+    /// A production deployment's verifiers for the sandbox, when it accepts sandbox purchases too (App Review buys there):
+    /// asked about what the production ones refuse as `wrongEnvironment` only.
+    let sandbox: (appStore: SignedDataVerifier, receipts: ReceiptVerifier?)?
     let appCoins: AppCoinsVerifier?
     /// Names the product type where the store does not (receipts, AppCoins).
     let catalog: ProductCatalog?
@@ -27,8 +30,10 @@ public struct VerifierStage: StoreBackedStage {
     let pendingRecheck: Duration
 
     public init(context: StageContext, store: SQLPurchaseStore, appStore: SignedDataVerifier, receipts: ReceiptVerifier? = nil,
+                sandbox: (appStore: SignedDataVerifier, receipts: ReceiptVerifier?)? = nil,
                 appCoins: AppCoinsVerifier? = nil, catalog: ProductCatalog? = nil, restorePolicy: RestorePolicy = .transfer,
                 pendingRecheck: Duration = .seconds(60)) {
+        self.sandbox = sandbox
         self.pendingRecheck = pendingRecheck
         self.catalog = catalog
         self.restorePolicy = restorePolicy
@@ -98,10 +103,14 @@ public struct VerifierStage: StoreBackedStage {
     private func verify(_ submission: PurchaseSubmitted) async -> Result<[VerifiedPurchase], Rejection> {
         switch submission.kind {
         case .signedTransaction:
-            return appStore.verifyTransaction(submission.signedTransaction ?? "").map { [VerifiedPurchase($0)] }
+            let signed = submission.signedTransaction ?? ""
+            return orInTheSandbox(appStore.verifyTransaction(signed)) { $0.appStore.verifyTransaction(signed) }.map { [VerifiedPurchase($0)] }
         case .appReceipt:
             guard let receipts else { return .failure(Rejection(.storeRejected, "app receipts are not configured")) }
-            return receipts.verify(base64: submission.receipt ?? "").flatMap(\.verifiedPurchases).flatMap { purchases in
+            let receipt = submission.receipt ?? ""
+            return orInTheSandbox(receipts.verify(base64: receipt)) {
+                $0.receipts?.verify(base64: receipt) ?? .failure(Rejection(.wrongEnvironment, "sandbox receipts are not configured"))
+            }.flatMap(\.verifiedPurchases).flatMap { purchases in
                 purchases.isEmpty ? .failure(Rejection(.noPurchases, "the receipt is genuine but lists no in-app purchase")) : .success(purchases)
             }
         case .appcoinsPurchase:
@@ -112,6 +121,15 @@ public struct VerifierStage: StoreBackedStage {
             return await appCoins.verifySigned(packageName: purchase.packageName, sku: purchase.sku, purchaseToken: purchase.purchaseToken,
                                                purchaseData: purchaseData, signature: signature).map { [VerifiedPurchase($0)] }
         }
+    }
+
+    /// `verdict`, or, when it is `wrongEnvironment` and sandbox purchases are accepted, the sandbox verifiers' (`inTheSandbox`).
+    private func orInTheSandbox<T>(_ verdict: Result<T, Rejection>, _ inTheSandbox: ((appStore: SignedDataVerifier, receipts: ReceiptVerifier?)) -> Result<T, Rejection>)
+        -> Result<T, Rejection> {
+        guard case .failure(let rejection) = verdict, rejection.reason == .wrongEnvironment, let sandbox else { return verdict }
+        let second = inTheSandbox(sandbox)
+        if case .failure(let again) = second, again.reason == .wrongEnvironment { return verdict } // neither: say what production expects
+        return second
     }
 
     /// What the store says the product is, else what the catalog says, else `unknown`.
@@ -265,7 +283,7 @@ public struct VerifierStage: StoreBackedStage {
 
     private func handle(_ received: StoreNotificationReceived) async throws -> StageResult {
         let notification: AppStoreNotification
-        switch appStore.verifyNotification(received.signedPayload) {
+        switch orInTheSandbox(appStore.verifyNotification(received.signedPayload), { $0.appStore.verifyNotification(received.signedPayload) }) {
         case .success(let value): notification = value
         case .failure(let rejection) where rejection.isRetryable: throw TransientError("\(rejection)")
         case .failure(let rejection): return .deadLetter(reason: "notificationRejected", detail: "\(rejection)")

@@ -25,6 +25,9 @@ public enum Workers {
                 help: "accept Xcode and LocalTesting data without a signature: required by those environments, refused by the others; never in a deployment",
                 isSwitch: true),
         Setting("--online-checks", env: "IAP_ONLINE_CHECKS", default: "false", help: "check validity now and ask OCSP responders", isSwitch: true),
+        Setting("--accept-sandbox", env: "IAP_ACCEPT_SANDBOX", default: "false",
+                help: "Production only: also accept purchases signed for the Sandbox (App Review buys there), recorded and announced with environment Sandbox",
+                isSwitch: true),
         Setting("--appcoins-url", env: "IAP_APPCOINS_URL", default: AppCoinsVerifier.Configuration.defaultBaseURL.absoluteString, help: "AppCoins API base URL"),
         Setting("--appcoins-app", env: "IAP_APPCOINS_APPS",
                 help: "an AppCoins app this deployment sells in: PACKAGE=FILE, the file holding the app's public key from the Catappult back office "
@@ -68,6 +71,10 @@ public enum Workers {
         }
         let bundleId = try env.settings.required("--bundle-id")
         let online = env.settings.flag("--online-checks")
+        let acceptsSandbox = env.settings.flag("--accept-sandbox")
+        guard !acceptsSandbox || environment == .production else {
+            throw SettingsError("--accept-sandbox (IAP_ACCEPT_SANDBOX) is only for --environment Production, not \(environment)")
+        }
         guard let appCoinsURL = URL(string: try env.settings.required("--appcoins-url")) else { throw SettingsError("--appcoins-url is not a URL") }
         guard let pendingRecheck = try env.settings.seconds("--pending-recheck"), pendingRecheck > 0 else {
             throw SettingsError("--pending-recheck (IAP_PENDING_RECHECK) must be positive")
@@ -82,6 +89,11 @@ public enum Workers {
                                                                   allowsUnsignedTestData: allowUnsigned)),
             receipts: try ReceiptVerifier(configuration: .init(trustedRoots: receiptRoots, bundleId: bundleId, environment: environment,
                                                                onlineChecks: online, allowsUnsignedTestData: allowUnsigned)),
+            sandbox: acceptsSandbox ? (
+                try SignedDataVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: .sandbox, appAppleId: appAppleId,
+                                                            onlineChecks: online)),
+                try ReceiptVerifier(configuration: .init(trustedRoots: receiptRoots, bundleId: bundleId, environment: .sandbox, onlineChecks: online))
+            ) : nil,
             appCoins: try appCoinsApps(env.settings.list("--appcoins-app")).map { AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL, apps: $0)) },
             catalog: try env.settings.string("--catalog").map { try catalog(at: $0, env) }, restorePolicy: restorePolicy,
             pendingRecheck: .milliseconds(Int64(pendingRecheck * 1000)))
@@ -125,6 +137,9 @@ public enum Workers {
     public static let finisherSettings = [
         Setting("--bundle-id", env: "IAP_BUNDLE_ID", help: "the app's bundle id (for API tokens)"),
         Setting("--appstore-api-url", env: "IAP_APPSTORE_API_URL", help: "App Store Server API base URL; without it App Store purchases finish when the app reports them consumed"),
+        Setting("--appstore-sandbox-api-url", env: "IAP_APPSTORE_SANDBOX_API_URL",
+                help: "the sandbox's App Store Server API base URL, beside --appstore-api-url, for a production deployment whose verifier accepts "
+                    + "sandbox purchases (--accept-sandbox): purchases verified in the Sandbox are finished and answered there"),
         Setting("--appstore-key-id", env: "IAP_APPSTORE_KEY_ID", help: "In-App Purchase key id"),
         Setting("--appstore-issuer-id", env: "IAP_APPSTORE_ISSUER_ID", help: "App Store Connect issuer id"),
         Setting("--appstore-private-key", env: "IAP_APPSTORE_PRIVATE_KEY_FILE", help: "the In-App Purchase key (.p8 PEM file)"),
@@ -142,17 +157,25 @@ public enum Workers {
     /// The finisher's stage from its settings.
     public static func finisherStage(_ env: WorkerApp.Environment) throws -> FinisherStage {
         var api: AppStoreServerAPIClient?
+        var sandboxAPI: AppStoreServerAPIClient?
         if let url = env.settings.string("--appstore-api-url") {
             guard let base = URL(string: url) else { throw SettingsError("--appstore-api-url is not a URL") }
             let keyPath = try env.settings.required("--appstore-private-key")
             guard let pem = FileManager.default.contents(atPath: keyPath) else { throw SettingsError("--appstore-private-key: cannot read \(keyPath)") }
             let key: PrivateKey
             do { key = try PrivateKey(pem: pem) } catch { throw SettingsError("--appstore-private-key (IAP_APPSTORE_PRIVATE_KEY_FILE): \(error)") }
-            api = AppStoreServerAPIClient(configuration: .init(
-                baseURL: base, keyId: try env.settings.required("--appstore-key-id"), issuerId: try env.settings.required("--appstore-issuer-id"),
-                bundleId: try env.settings.required("--bundle-id"), privateKey: key))
+            let (keyId, issuerId, bundleId) = (try env.settings.required("--appstore-key-id"), try env.settings.required("--appstore-issuer-id"),
+                                               try env.settings.required("--bundle-id"))
+            api = AppStoreServerAPIClient(configuration: .init(baseURL: base, keyId: keyId, issuerId: issuerId, bundleId: bundleId, privateKey: key))
+            if let sandboxURL = env.settings.string("--appstore-sandbox-api-url") {
+                guard let sandboxBase = URL(string: sandboxURL) else { throw SettingsError("--appstore-sandbox-api-url is not a URL") }
+                sandboxAPI = AppStoreServerAPIClient(configuration: .init(baseURL: sandboxBase, keyId: keyId, issuerId: issuerId, bundleId: bundleId,
+                                                                          privateKey: key))
+            }
+        } else if env.settings.string("--appstore-sandbox-api-url") != nil {
+            throw SettingsError("--appstore-sandbox-api-url (IAP_APPSTORE_SANDBOX_API_URL) goes with --appstore-api-url (IAP_APPSTORE_API_URL)")
         }
-        return FinisherStage(context: env.context(stage: "finisher"), store: env.store, appStoreAPI: api,
+        return FinisherStage(context: env.context(stage: "finisher"), store: env.store, appStoreAPI: api, sandboxAPI: sandboxAPI,
                              sampleContentProvided: env.settings.flag("--sample-content-provided"))
     }
 

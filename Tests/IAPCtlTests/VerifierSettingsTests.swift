@@ -10,7 +10,7 @@ import TestSupport
 @Suite(.timeLimit(.minutes(3)))
 struct VerifierSettingsTests {
     /// Settings the caller's environment might hold, cleared so that only the test's own count.
-    static let clean = ["IAP_ALLOW_UNSIGNED_TEST_DATA": "", "IAP_ROOT_CERTIFICATES": "", "IAP_RECEIPT_ROOT_CERTIFICATES": ""]
+    static let clean = ["IAP_ALLOW_UNSIGNED_TEST_DATA": "", "IAP_ROOT_CERTIFICATES": "", "IAP_RECEIPT_ROOT_CERTIFICATES": "", "IAP_ACCEPT_SANDBOX": ""]
 
     static func verifier(_ environment: [String: String], directory: URL, arguments: [String] = []) throws -> ExecutableProcess {
         try ExecutableProcess("iap-verifier", ["--brokers", "127.0.0.1:1", "--bundle-id", "com.example.coins", "--shutdown-timeout", "1",
@@ -50,6 +50,19 @@ struct VerifierSettingsTests {
         #expect(refused.process.terminationStatus == 2, "\(refused.log)")
         try await waitUntil("the refusal names the setting") {
             refused.log.contains { $0.contains("--allow-unsigned-test-data (IAP_ALLOW_UNSIGNED_TEST_DATA) is only for") }
+        }
+    }
+
+    /// Accepting sandbox purchases is what a production deployment may do for App Review; elsewhere it means nothing.
+    @Test func acceptingSandboxPurchasesIsForProductionOnly() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("verifier-settings-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let refused = try Self.verifier(["IAP_ENVIRONMENT": "Sandbox", "IAP_ACCEPT_SANDBOX": "true"], directory: directory)
+        try await waitUntil("iap-verifier refuses to start") { !refused.process.isRunning }
+        #expect(refused.process.terminationStatus == 2, "\(refused.log)")
+        try await waitUntil("the refusal names the setting") {
+            refused.log.contains { $0.contains("--accept-sandbox (IAP_ACCEPT_SANDBOX) is only for --environment Production") }
         }
     }
 

@@ -126,6 +126,58 @@ import WorkerRuntime
         #expect(try await store.entitlements(of: "alice").keys.sorted() == ["adfree"])
     }
 
+    /// A production verifier refuses sandbox purchases unless it accepts them (App Review buys in the sandbox): then a
+    /// sandbox transaction or receipt is verified as the sandbox's and announced with environment Sandbox. Data signed for
+    /// neither (Xcode) is still refused as not production's.
+    @Test func aProductionVerifierAcceptsSandboxPurchasesOnlyWhenItIsAsked() async throws {
+        let roots = [Self.pki.root]
+        func stage(acceptingSandbox: Bool) -> VerifierStage {
+            func verifiers(_ environment: AppStoreEnvironment) throws -> (SignedDataVerifier, ReceiptVerifier) {
+                (try SignedDataVerifier(configuration: .init(trustedRoots: roots, bundleId: PipelineTests.bundle, environment: environment, appAppleId: 42)),
+                 try ReceiptVerifier(configuration: .init(trustedRoots: roots, bundleId: PipelineTests.bundle, environment: environment)))
+            }
+            let production = try! verifiers(.production), sandbox = try! verifiers(.sandbox)
+            return VerifierStage(context: StageContext(codec: codec, logger: Logger(stage: "verifier", minimum: .error)), store: store,
+                                 appStore: production.0, receipts: production.1, sandbox: acceptingSandbox ? (sandbox.0, sandbox.1) : nil)
+        }
+        func answer(_ stage: VerifierStage, _ submission: PurchaseSubmitted) async throws -> String {
+            let produced = try codec.message(submission, time: Date())
+            guard case .publish(let events) = try await stage.handle(KafkaMessage(topic: produced.topic, partition: 0, offset: 0, key: produced.key,
+                                                                                  value: produced.value, headers: produced.headers)),
+                  let value = events.first?.value, let event = JSONValue.parse(value)?.objectValue else { return "nothing" }
+            return event["environment"]?.stringValue ?? event["reason"]?.stringValue ?? "?"
+        }
+        let signer = JWSSigner(pki: Self.pki)
+        func transaction(_ id: String, _ environment: AppStoreEnvironment) throws -> PurchaseSubmitted {
+            PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: try signer.sign(AppStorePayloads.transaction(
+                transactionId: id, productId: "coins.100", bundleId: PipelineTests.bundle, environment: environment)), userId: "reviewer",
+                submittedAt: Date(), source: .client)
+        }
+        let receipt = try receiptSubmission([InAppPurchaseReceipt(quantity: 1, productId: "coins.100", transactionId: "900", originalTransactionId: "900",
+                                                                  purchaseDate: Date().addingTimeInterval(-60))], user: "reviewer")
+        #expect(try await answer(stage(acceptingSandbox: false), try transaction("901", .sandbox)) == "wrongEnvironment")
+        #expect(try await answer(stage(acceptingSandbox: false), receipt) == "wrongEnvironment")
+        #expect(try await answer(stage(acceptingSandbox: true), try transaction("901", .sandbox)) == "Sandbox")
+        #expect(try await answer(stage(acceptingSandbox: true), receipt) == "Sandbox")
+        #expect(try await answer(stage(acceptingSandbox: true), try transaction("902", .xcode)) == "wrongEnvironment")
+        #expect(try await store.purchase(PurchaseKey(store: .appstore, transactionId: "901"))?.environment == "Sandbox")
+        // And the sandbox's notifications (a reviewer's refund): refused without, carried out with.
+        let refund = try signer.sign(AppStorePayloads.notification(type: .refund, bundleId: PipelineTests.bundle, appAppleId: nil, environment: .sandbox,
+                                                                   signedTransactionInfo: try signer.sign(AppStorePayloads.transaction(
+                                                                       transactionId: "901", productId: "coins.100", bundleId: PipelineTests.bundle))))
+        func notified(_ stage: VerifierStage) async throws -> String {
+            let produced = try codec.message(StoreNotificationReceived(signedPayload: refund, receivedAt: Date()), time: Date())
+            switch try await stage.handle(KafkaMessage(topic: produced.topic, partition: 0, offset: 0, key: produced.key, value: produced.value,
+                                                       headers: produced.headers)) {
+            case .publish(let events): return events.map(\.topic).joined(separator: ",")
+            case .deadLetter(let reason, let detail): return "\(reason): \(detail.prefix(40))"
+            case .recheck: return "recheck"
+            }
+        }
+        #expect(try await notified(stage(acceptingSandbox: false)).hasPrefix("notificationRejected: wrongEnvironment"))
+        #expect(try await notified(stage(acceptingSandbox: true)) == codec.topic(.purchaseRevoked))
+    }
+
     /// A refund's `purchase.revoked` carries when Apple decided it, its notification's `signedDate`, for the granter to
     /// carry out a refund and its reversal in that order whichever comes first.
     @Test func aRefundNotificationSaysWhenTheStoreDecided() async throws {
