@@ -91,11 +91,12 @@ public struct FinisherStage: StoreBackedStage {
         }
         let found = try await store.statesAndEnvironments(of: keys)
         let due = keys.filter { found[$0]?.state == .granted }
-        var answers: [String: Result<Void, AppStoreServerAPIClient.Failure>] = [:]
-        for client in [api, sandboxAPI].compactMap({ $0 }) {
-            let ids = due.filter { self.api(for: found[$0]?.environment) === client }.map(\.transactionId)
-            answers.merge(zip(ids, await client.finishTransactions(ids)), uniquingKeysWith: { first, _ in first })
-        }
+        let sandboxIds = sandboxAPI == nil ? [] : due.filter { self.api(for: found[$0]?.environment) === sandboxAPI }.map(\.transactionId)
+        let ids = due.map(\.transactionId).filter { !sandboxIds.contains($0) }
+        // At once: a slow sandbox API must not hold production's calls.
+        async let sandboxAnswers = sandboxAPI?.finishTransactions(sandboxIds) ?? []
+        var answers = Dictionary(zip(ids, await api.finishTransactions(ids)), uniquingKeysWith: { first, _ in first })
+        answers.merge(zip(sandboxIds, await sandboxAnswers), uniquingKeysWith: { first, _ in first })
         return answers
     }
 
