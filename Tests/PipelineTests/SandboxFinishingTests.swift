@@ -53,5 +53,16 @@ import WorkerRuntime
         #expect(sandbox.finished.sorted() == ["9102", "9103"])
         let states = try await store.states(of: ["9101", "9102", "9103", "9104"].map { PurchaseKey(store: .appstore, transactionId: $0) })
         #expect(Set(states.values) == [.finished])
+
+        // Consumption requests are answered with the API of the purchase's environment too.
+        try await store.recordConsent(userId: "u", consumptionData: true, decidedAt: now.addingTimeInterval(-3600))
+        for id in ["9101", "9102"] {
+            let requested = ConsumptionRequested(store: .appstore, transactionId: id, ownershipType: "PURCHASED", notificationUUID: UUID().uuidString.lowercased(),
+                                                 requestedAt: now.addingTimeInterval(-60), answerBy: now.addingTimeInterval(12 * 3600))
+            let message = try codec.message(requested, time: now)
+            _ = try await stage.handle(KafkaMessage(topic: message.topic, partition: 0, offset: 4, key: message.key, value: message.value, headers: message.headers))
+        }
+        #expect(production.consumptions.map(\.transactionId) == ["9101"])
+        #expect(sandbox.consumptions.map(\.transactionId) == ["9102"])
     }
 }
