@@ -41,29 +41,26 @@ struct VerifierSettingsTests {
         try await allowed.terminate()
     }
 
-    @Test func thePermissionIsRefusedInProductionAndSandbox() async throws {
+    /// `iap-verifier` with `environment` stops before it consumes (exit 2), saying `refusal`.
+    static func expectRefusal(_ environment: [String: String], saying refusal: String) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("verifier-settings-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let refused = try Self.verifier(["IAP_ENVIRONMENT": "Sandbox", "IAP_ALLOW_UNSIGNED_TEST_DATA": "true"], directory: directory)
+        let refused = try verifier(environment, directory: directory)
         try await waitUntil("iap-verifier refuses to start") { !refused.process.isRunning }
         #expect(refused.process.terminationStatus == 2, "\(refused.log)")
-        try await waitUntil("the refusal names the setting") {
-            refused.log.contains { $0.contains("--allow-unsigned-test-data (IAP_ALLOW_UNSIGNED_TEST_DATA) is only for") }
-        }
+        try await waitUntil("the refusal names the setting") { refused.log.contains { $0.contains(refusal) } }
+    }
+
+    @Test func thePermissionIsRefusedInProductionAndSandbox() async throws {
+        try await Self.expectRefusal(["IAP_ENVIRONMENT": "Sandbox", "IAP_ALLOW_UNSIGNED_TEST_DATA": "true"],
+                                     saying: "--allow-unsigned-test-data (IAP_ALLOW_UNSIGNED_TEST_DATA) is only for")
     }
 
     /// Accepting sandbox purchases is what a production deployment may do for App Review; elsewhere it means nothing.
     @Test func acceptingSandboxPurchasesIsForProductionOnly() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("verifier-settings-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let refused = try Self.verifier(["IAP_ENVIRONMENT": "Sandbox", "IAP_ACCEPT_SANDBOX": "true"], directory: directory)
-        try await waitUntil("iap-verifier refuses to start") { !refused.process.isRunning }
-        #expect(refused.process.terminationStatus == 2, "\(refused.log)")
-        try await waitUntil("the refusal names the setting") {
-            refused.log.contains { $0.contains("--accept-sandbox (IAP_ACCEPT_SANDBOX) is only for --environment Production") }
-        }
+        try await Self.expectRefusal(["IAP_ENVIRONMENT": "Sandbox", "IAP_ACCEPT_SANDBOX": "true"],
+                                     saying: "--accept-sandbox (IAP_ACCEPT_SANDBOX) is only for --environment Production")
     }
 
     @Test func iapctlVerifiesReceiptsAgainstTheReceiptRootOnly() async throws {
