@@ -185,7 +185,10 @@ public struct FinisherStage: StoreBackedStage {
                 case .success: break
                 case .failure(.unavailable(let why, let retryAfter)): throw TransientError(why, retryAfter: retryAfter)
                 case .failure(.refused(let status, let detail)):
-                    return .deadLetter(reason: "storeRefusedFinish", detail: "HTTP \(status): \(detail)")
+                    // A sandbox purchase (App Review's, accepted by the verifier's --accept-sandbox) is unknown to production's API.
+                    let hint = status == 404 && record.environment == AppStoreEnvironment.sandbox.rawValue && sandboxAPI == nil
+                        ? "; a Sandbox purchase: give the finisher the sandbox's API too (--appstore-sandbox-api-url) if this is production's" : ""
+                    return .deadLetter(reason: "storeRefusedFinish", detail: "HTTP \(status): \(detail)\(hint)")
                 }
                 return try await finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: .appStoreServerAPI)
             case .finished:

@@ -65,4 +65,31 @@ import WorkerRuntime
         #expect(production.consumptions.map(\.transactionId) == ["9101"])
         #expect(sandbox.consumptions.map(\.transactionId) == ["9102"])
     }
+
+    /// Half configured (the verifier accepts sandbox purchases, the finisher has production's API alone): production's API
+    /// does not know a sandbox purchase, and the dead letter says which setting is missing.
+    @Test func aSandboxPurchaseRefusedByTheOnlyAPINamesTheMissingSetting() async throws {
+        let key = try PrivateKey.generateP256()
+        let production = try AppStoreServerAPIStandIn(publicKey: try key.publicKey(), keyId: "K", issuerId: "I", bundleId: PipelineTests.bundle)
+        production.fail(.init(status: 404))
+        let store = try SQLPurchaseStore(url: try await StoreEngine.sqlite.freshURL())
+        try await store.migrate()
+        let codec = EventCodec(schemas: PipelineTests.schemas, source: "/test")
+        let now = Date()
+        let stage = FinisherStage(context: StageContext(codec: codec, logger: Logger(stage: "t", minimum: .error), now: { now }), store: store,
+                                  appStoreAPI: AppStoreServerAPIClient(configuration: .init(baseURL: production.baseURL, keyId: "K", issuerId: "I",
+                                                                                            bundleId: PipelineTests.bundle, privateKey: key)))
+        let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: "9201"), userId: "u", productId: "coins.100", productType: .consumable,
+                                    quantity: 1, purchaseTime: now, environment: AppStoreEnvironment.sandbox.rawValue)
+        _ = try await store.recordVerified(record, at: now)
+        _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: now)
+        let message = try codec.message(ItemGranted(store: .appstore, transactionId: "9201", userId: "u", productId: "coins.100", productType: "consumable",
+                                                    quantity: 1, items: [], alreadyGranted: false, grantedAt: now), time: now)
+        let result = try await stage.handle(KafkaMessage(topic: message.topic, partition: 0, offset: 0, key: message.key, value: message.value,
+                                                         headers: message.headers))
+        guard case .deadLetter(let reason, let detail) = result else { Issue.record("\(result)"); return }
+        #expect(reason == "storeRefusedFinish")
+        #expect(detail.contains("--appstore-sandbox-api-url"), "\(detail)")
+    }
 }
+
