@@ -178,7 +178,10 @@ public struct VerifierStage: StoreBackedStage {
             }
             switch try await store.recordVerified(record, at: context.now()) {
             case .existing(_, let owner) where owner != submission.userId:
-                if let answer = try await restore(record, submission: submission) {
+                // Bound to another account when it was recorded (a receipt names none): not moved.
+                if let held = try await store.purchase(record.key), let mismatch = accountTokenMismatch(held, submission) {
+                    events += try context.outputs([mismatch])
+                } else if let answer = try await restore(record, submission: submission) {
                     events += try context.outputs([answer])
                 } else {
                     events.append(verifiedMessage)
@@ -197,8 +200,8 @@ public struct VerifierStage: StoreBackedStage {
     /// A transaction submitted under a user other than its owner: an entitlement moves under the `transfer`
     /// policy (one owner at a time, the move answered with `item.granted` naming `transferredFrom`); otherwise it
     /// is refused, and never granted to a second account. Nil: answered with the purchase's `purchase.verified`.
+    /// Its caller has checked the account token the purchase was recorded with (`accountTokenMismatch`).
     private func restore(_ record: PurchaseRecord, submission: PurchaseSubmitted) async throws -> (any PipelineEvent)? {
-        if let held = try await store.purchase(record.key), let mismatch = accountTokenMismatch(held, submission) { return mismatch }
         switch try await store.transfer(record.key, to: submission.userId, policy: restorePolicy, at: context.now()) {
         case .alreadyOwned:
             return nil
