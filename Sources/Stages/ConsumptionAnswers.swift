@@ -78,8 +78,9 @@ extension FinisherStage {
         case false?: return unanswered(.consentWithdrawn, "user \(facts.userId) declined or withdrew consent")
         case true?: break
         }
-        guard var client = appStoreAPI else { return unanswered(.noAPICredentials, "the finisher has no App Store Server API credentials") }
-        if sandboxAPI != nil, let sandbox = api(for: try await store.purchase(key)?.environment) { client = sandbox }
+        guard let appStoreAPI else { return unanswered(.noAPICredentials, "the finisher has no App Store Server API credentials") }
+        // The purchase's environment read only when there is a choice to make.
+        let client = sandboxAPI == nil ? appStoreAPI : api(for: try await store.purchase(key)?.environment, else: appStoreAPI)
         let consumption = Self.consumption(of: facts, sampleContentProvided: sampleContentProvided)
         switch await client.sendConsumptionInformation(request.transactionId, consumption) {
         case .success:

@@ -90,9 +90,10 @@ public struct FinisherStage: StoreBackedStage {
             keys.append(PurchaseKey(store: .appstore, transactionId: granted.transactionId))
         }
         let found = try await store.statesAndEnvironments(of: keys)
-        let due = keys.filter { found[$0]?.state == .granted }
-        let sandboxIds = sandboxAPI == nil ? [] : due.filter { self.api(for: found[$0]?.environment) === sandboxAPI }.map(\.transactionId)
-        let ids = due.map(\.transactionId).filter { !sandboxIds.contains($0) }
+        var (ids, sandboxIds): ([String], [String]) = ([], [])
+        for key in keys where found[key]?.state == .granted {
+            if self.api(for: found[key]?.environment, else: api) === api { ids.append(key.transactionId) } else { sandboxIds.append(key.transactionId) }
+        }
         // At once: a slow sandbox API must not hold production's calls.
         async let sandboxAnswers = sandboxAPI?.finishTransactions(sandboxIds) ?? []
         var answers = Dictionary(zip(ids, await api.finishTransactions(ids)), uniquingKeysWith: { first, _ in first })
@@ -100,10 +101,9 @@ public struct FinisherStage: StoreBackedStage {
         return answers
     }
 
-    /// The API client for a purchase verified in `environment`: the sandbox's for Sandbox when there is one.
-    func api(for environment: String?) -> AppStoreServerAPIClient? {
-        if environment == AppStoreEnvironment.sandbox.rawValue, let sandboxAPI { return sandboxAPI }
-        return appStoreAPI
+    /// The API client for a purchase verified in `environment`: the sandbox's for Sandbox when there is one, else `primary`.
+    func api(for environment: String?, else primary: AppStoreServerAPIClient) -> AppStoreServerAPIClient {
+        environment == AppStoreEnvironment.sandbox.rawValue ? sandboxAPI ?? primary : primary
     }
 
     /// - Parameter finishCalls: Finish Transaction answers already received, by transaction id, for a batch (nil alone).
@@ -179,7 +179,7 @@ public struct FinisherStage: StoreBackedStage {
                     guard let made = finishCalls[granted.transactionId] else { throw TransientError("purchase \(key) was granted during its batch") }
                     answer = made
                 } else {
-                    answer = await (api(for: record.environment) ?? appStoreAPI).finishTransaction(granted.transactionId)
+                    answer = await api(for: record.environment, else: appStoreAPI).finishTransaction(granted.transactionId)
                 }
                 switch answer {
                 case .success: break
