@@ -82,18 +82,18 @@ public enum Workers {
         guard let restorePolicy = RestorePolicy(rawValue: try env.settings.required("--restore-policy")) else {
             throw SettingsError("--restore-policy (IAP_RESTORE_POLICY) must be transfer or keep")
         }
+        // One environment's verifiers; the sandbox's beside production's are the same but for it (unsigned test data is
+        // refused in both, above).
+        func verifiers(_ environment: AppStoreEnvironment) throws -> (appStore: SignedDataVerifier, receipts: ReceiptVerifier) {
+            (try SignedDataVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment, appAppleId: appAppleId,
+                                                         onlineChecks: online, allowsUnsignedTestData: allowUnsigned)),
+             try ReceiptVerifier(configuration: .init(trustedRoots: receiptRoots, bundleId: bundleId, environment: environment, onlineChecks: online,
+                                                      allowsUnsignedTestData: allowUnsigned)))
+        }
+        let configured = try verifiers(environment)
         return VerifierStage(
-            context: env.context(stage: "verifier"), store: env.store,
-            appStore: try SignedDataVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment,
-                                                                  appAppleId: appAppleId, onlineChecks: online,
-                                                                  allowsUnsignedTestData: allowUnsigned)),
-            receipts: try ReceiptVerifier(configuration: .init(trustedRoots: receiptRoots, bundleId: bundleId, environment: environment,
-                                                               onlineChecks: online, allowsUnsignedTestData: allowUnsigned)),
-            sandbox: acceptsSandbox ? (
-                try SignedDataVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: .sandbox, appAppleId: appAppleId,
-                                                            onlineChecks: online)),
-                try ReceiptVerifier(configuration: .init(trustedRoots: receiptRoots, bundleId: bundleId, environment: .sandbox, onlineChecks: online))
-            ) : nil,
+            context: env.context(stage: "verifier"), store: env.store, appStore: configured.appStore, receipts: configured.receipts,
+            sandbox: acceptsSandbox ? try verifiers(.sandbox) : nil,
             appCoins: try appCoinsApps(env.settings.list("--appcoins-app")).map { AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL, apps: $0)) },
             catalog: try env.settings.string("--catalog").map { try catalog(at: $0, env) }, restorePolicy: restorePolicy,
             pendingRecheck: .milliseconds(Int64(pendingRecheck * 1000)))
