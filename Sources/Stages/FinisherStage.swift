@@ -86,12 +86,14 @@ public struct FinisherStage: StoreBackedStage {
         -> [String: Result<Void, AppStoreServerAPIClient.Failure>] {
         var keys: [PurchaseKey] = []
         var seen: Set<String> = []
-        for granted in grants where granted.store == .appstore && seen.insert(granted.transactionId).inserted {
-            keys.append(PurchaseKey(store: .appstore, transactionId: granted.transactionId))
+        var reinstated: Set<String> = []
+        for granted in grants where granted.store == .appstore {
+            if granted.reinstated == true { reinstated.insert(granted.transactionId) }
+            if seen.insert(granted.transactionId).inserted { keys.append(PurchaseKey(store: .appstore, transactionId: granted.transactionId)) }
         }
         let found = try await store.statesAndEnvironments(of: keys)
         var (ids, sandboxIds): ([String], [String]) = ([], [])
-        for key in keys where found[key]?.state == .granted {
+        for key in keys where Self.needsFinishCall(found[key]?.state, reinstated: reinstated.contains(key.transactionId)) {
             if self.api(for: found[key]?.environment, else: api) === api { ids.append(key.transactionId) } else { sandboxIds.append(key.transactionId) }
         }
         // At once: a slow sandbox API must not hold production's calls.
@@ -99,6 +101,13 @@ public struct FinisherStage: StoreBackedStage {
         var answers = Dictionary(zip(ids, await api.finishTransactions(ids)), uniquingKeysWith: { first, _ in first })
         answers.merge(zip(sandboxIds, await sandboxAnswers), uniquingKeysWith: { first, _ in first })
         return answers
+    }
+
+    /// Whether a purchase in `state` is finished with the App Store now: granted, or `finished` by a re-grant (REFUND_REVERSED).
+    /// A purchase refunded before its grant and then reinstated was never finished with the store; one finished before its
+    /// refund is finished again, which the store answers as the first time.
+    static func needsFinishCall(_ state: PurchaseState?, reinstated: Bool) -> Bool {
+        state == .granted || (state == .finished && reinstated)
     }
 
     /// The API client for a purchase verified in `environment`: the sandbox's for Sandbox when there is one, else `primary`.
@@ -172,7 +181,11 @@ public struct FinisherStage: StoreBackedStage {
             }
             guard let record = try await store.purchase(key) else { throw TransientError("purchase \(key) not in the store yet") }
             switch record.state {
-            case .granted:
+            case .granted, .finished:
+                // Finished already, and not by a re-grant: the same event again (a repeat, or one killed before its ack).
+                guard Self.needsFinishCall(record.state, reinstated: granted.reinstated == true) else {
+                    return try await finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: .appStoreServerAPI)
+                }
                 let answer: Result<Void, AppStoreServerAPIClient.Failure>
                 if let finishCalls {
                     // In a batch's transaction: no call to the store API while it is open.
@@ -190,8 +203,6 @@ public struct FinisherStage: StoreBackedStage {
                         ? "; a Sandbox purchase: give the finisher the sandbox's API too (--appstore-sandbox-api-url) if this is production's" : ""
                     return .deadLetter(reason: "storeRefusedFinish", detail: "HTTP \(status): \(detail)\(hint)")
                 }
-                return try await finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: .appStoreServerAPI)
-            case .finished:
                 return try await finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: .appStoreServerAPI)
             default:
                 // Revoked or due for refund since it was granted: nothing to finish.

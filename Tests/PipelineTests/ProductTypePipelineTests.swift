@@ -102,7 +102,8 @@ extension PipelineTests {
         #expect(try await pipeline.store.balances(of: "user-r") == ["coins": 1000], "granted again exactly once")
         let audit = try await pipeline.store.audit()
         #expect(audit.balanceMismatches.isEmpty && audit.finishedWithoutGrant.isEmpty, "\(audit.balanceMismatches) \(audit.finishedWithoutGrant)")
-        #expect(pipeline.appStore.finished == ["8200002"], "the refused purchase is never finished with the store")
+        // The re-grant finishes 8200002 with the store again (a repeat the store answers as the first, see ReinstatedFinishingTests).
+        #expect(Set(pipeline.appStore.finished) == ["8200002"], "the refused purchase is never finished with the store")
     }
 
     @Test func aSubscriptionIsExtendedByItsRenewalAndEndedByItsExpiry() async throws {
