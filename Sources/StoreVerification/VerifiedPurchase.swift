@@ -74,7 +74,9 @@ public struct VerifiedPurchase: Sendable, Hashable, Codable {
         productType = nil
         quantity = 1
         purchaseDate = purchase.purchaseTime
-        appAccountToken = purchase.developerPayload
+        // The developer's free text (Unity's SDK puts JSON there, others an order id): an account token only when it is
+        // one, a UUID as StoreKit's and a submission's are. Any other text would refuse every submission naming a token.
+        appAccountToken = purchase.developerPayload.flatMap { UUID(uuidString: $0) == nil ? nil : $0 }
         currency = purchase.currency
         consumed = purchase.isConsumed
         raw = purchase.raw

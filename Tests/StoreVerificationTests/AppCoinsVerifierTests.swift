@@ -15,9 +15,21 @@ import TestSupport
         AppCoinsVerifier(configuration: .init(baseURL: api.baseURL, timeout: timeout))
     }
 
-    static func purchase(state: Int = 0, consumed: Int = 0, answering product: String? = nil) -> AppCoinsAPIStandIn.Purchase {
+    static func purchase(state: Int = 0, consumed: Int = 0, answering product: String? = nil, payload: String = "user-17") -> AppCoinsAPIStandIn.Purchase {
         .init(packageName: "com.example.coins", sku: "coins.100", orderId: "catappult.inapp.purchase.ABCDEF", purchaseState: state,
-              consumptionState: consumed, purchaseTime: Date(timeIntervalSince1970: 1_764_400_000), developerPayload: "user-17", answeredProductId: product)
+              consumptionState: consumed, purchaseTime: Date(timeIntervalSince1970: 1_764_400_000), developerPayload: payload, answeredProductId: product)
+    }
+
+    /// `developerPayload` is the developer's own text: it binds the purchase to an account (`appAccountToken`) only when
+    /// it is an account token, a UUID. Unity's JSON or an order id bind nothing (a submission naming its user's token
+    /// would otherwise be refused `appAccountTokenMismatch`).
+    @Test(arguments: [("5D3A0F0E-8A7C-4C1E-9D57-00000000A11C", true), ("user-17", false), ("order-2291", false),
+                      (#"{"developerPayload":"x","isFreeTrial":false,"hasIntroductoryPriceTrial":false,"isUpdated":false}"#, false)])
+    func onlyAUUIDPayloadIsAnAccountToken(_ payload: String, _ isToken: Bool) async throws {
+        let api = try Self.api(["tok-1": Self.purchase(payload: payload)])
+        let purchase = try #require(await Self.verifier(api).verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "tok-1").value)
+        #expect(purchase.developerPayload == payload, "kept as the store said it")
+        #expect(VerifiedPurchase(purchase).appAccountToken == (isToken ? payload : nil))
     }
 
     @Test func aPaidPurchaseVerifies() async throws {
