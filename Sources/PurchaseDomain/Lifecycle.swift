@@ -16,11 +16,14 @@ public enum LifecycleEvent: Hashable, Sendable, CaseIterable, CustomStringConver
     case refundDeclined
     /// EXPIRED or GRACE_PERIOD_EXPIRED: the subscription period this purchase paid for ended; its entitlement ends.
     case expire
+    /// RENEWAL_EXTENDED: the store moved the renewal date of the period this purchase paid for (a compensation); its
+    /// entitlement lasts until the later expiry.
+    case renewalExtended
     /// The purchase is restored by a user other than its owner, under the operator's restore policy.
     case restoreByAnotherUser(RestorePolicy)
 
     public static let allCases: [LifecycleEvent] = [.verified, .grant, .finish, .deadlinePassed, .revoke, .refundReversed, .refundDeclined, .expire,
-                                                     .restoreByAnotherUser(.transfer), .restoreByAnotherUser(.keep)]
+                                                     .renewalExtended, .restoreByAnotherUser(.transfer), .restoreByAnotherUser(.keep)]
 
     public var description: String {
         switch self {
@@ -32,6 +35,7 @@ public enum LifecycleEvent: Hashable, Sendable, CaseIterable, CustomStringConver
         case .refundReversed: "refund reversed"
         case .refundDeclined: "refund declined"
         case .expire: "expired"
+        case .renewalExtended: "renewal extended"
         case .restoreByAnotherUser(let policy): "restore by another user (\(policy.rawValue))"
         }
     }
@@ -63,6 +67,8 @@ public enum LifecycleEffect: String, Hashable, Sendable, CaseIterable, CustomStr
     case flagRefundDue
     /// The purchase's entitlement ends now.
     case endEntitlement
+    /// The purchase's entitlement lasts until a later expiry.
+    case extendEntitlement
     /// The purchase's entitlement moves to the restoring user.
     case transferEntitlement
 
@@ -141,6 +147,12 @@ public enum Lifecycle {
         case (.expire, .granted) where type.isEntitlement && type != .nonConsumable, (.expire, .finished) where type.isEntitlement && type != .nonConsumable:
             return Transition(to: state, effects: [.endEntitlement], outcome: .applied)
         case (.expire, _): return unchanged(.ignored)
+
+        // Never earlier (an older copy of the transaction changes nothing), never a period that ended (the store extends
+        // active subscriptions only), and only what the grant gave: a purchase not granted yet is granted with the later date.
+        case (.renewalExtended, .granted) where type == .autoRenewable, (.renewalExtended, .finished) where type == .autoRenewable:
+            return Transition(to: state, effects: [.extendEntitlement], outcome: .applied)
+        case (.renewalExtended, _): return unchanged(.ignored)
 
         case (.restoreByAnotherUser(let policy), .verified), (.restoreByAnotherUser(let policy), .granted),
              (.restoreByAnotherUser(let policy), .finished):

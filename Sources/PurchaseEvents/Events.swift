@@ -255,10 +255,19 @@ public struct ItemGranted: PipelineEvent, Hashable {
     public var transferredFrom: String?
     public var ledgerEntryId: Int64?
     public var grantedAt: Date
+    /// A repeat that moved the period's expiry (RENEWAL_EXTENDED) to this date. Not in the body (its items carry the new
+    /// expiry, and the schema stays as readers know it): in `ce_id`, so that consumers that dedupe by it take the
+    /// extension for an event of its own, not for the first grant again.
+    public var extendedUntil: Date?
+
+    enum CodingKeys: String, CodingKey {
+        case store, transactionId, userId, productId, productType, quantity, items, alreadyGranted, reinstated, transferredFrom, ledgerEntryId, grantedAt
+    }
 
     public init(store: Store, transactionId: String, userId: String, productId: String, productType: String? = nil, quantity: Int,
                 items: [GrantedItem], alreadyGranted: Bool, reinstated: Bool? = nil, transferredFrom: String? = nil, ledgerEntryId: Int64? = nil,
-                grantedAt: Date) {
+                grantedAt: Date, extendedUntil: Date? = nil) {
+        self.extendedUntil = extendedUntil
         self.transferredFrom = transferredFrom
         self.productType = productType
         self.reinstated = reinstated
@@ -277,6 +286,7 @@ public struct ItemGranted: PipelineEvent, Hashable {
     /// A re-grant is an event of its own: consumers that dedupe by `ce_id` must not take it for the first grant.
     public var eventID: String {
         if transferredFrom != nil { return "transferred:\(store.rawValue):\(transactionId):\(userId)" }
+        if let extendedUntil { return "extended:\(store.rawValue):\(transactionId):\(Int64((extendedUntil.timeIntervalSince1970 * 1000).rounded()))" }
         return "\(reinstated == true ? "regranted" : "granted"):\(store.rawValue):\(transactionId)"
     }
 }

@@ -133,6 +133,14 @@ public enum ExpireOutcome: Sendable, Hashable {
     case nothingToEnd(state: PurchaseState)
 }
 
+/// What RENEWAL_EXTENDED did to a subscription period.
+public enum ExtendOutcome: Sendable, Hashable {
+    /// Its expiry moved later; these active entitlements with it.
+    case extended(entitlements: [String])
+    /// Nothing moved: unknown, not a granted subscription period, or extended to that date (or later) already.
+    case unchanged(state: PurchaseState)
+}
+
 /// A purchase the sweeper flagged: paid, not completed by its deadline.
 public struct DuePurchase: Sendable, Hashable {
     public var record: PurchaseRecord

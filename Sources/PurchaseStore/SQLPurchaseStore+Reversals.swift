@@ -84,37 +84,6 @@ extension SQLPurchaseStore {
         }
     }
 
-    /// A subscription period ended (EXPIRED, GRACE_PERIOD_EXPIRED, naming the transaction that paid for it): the
-    /// entitlements that transaction and the subscription's earlier periods give end now (or at their own expiry, if
-    /// earlier). Not a later period's: an expiry can arrive late, after the user subscribed again and paid for more.
-    public func expireSubscription(_ key: PurchaseKey, at now: Date) async throws -> ExpireOutcome {
-        let dialect = dialect
-        return try await decide(key, on: .expire) { _, connection, current, transition in
-            let store = SQLValue.text(key.store.rawValue)
-            guard transition.effects.contains(.endEntitlement), let named = try connection.query("""
-                      SELECT coalesce(original_transaction_id, transaction_id), purchase_time FROM purchases WHERE store = $1 AND transaction_id = $2
-                      """, [store, .text(key.transactionId)]).first,
-                  let original = named[0].string, let time = named[1].int64 else { return .nothingToEnd(state: current.state) }
-            var ended: Set<String> = []
-            // Latest first (it first), locked on PostgreSQL in that order: every expiry locks the periods it ends in one order.
-            for row in try connection.query("""
-                SELECT transaction_id, state, product_type FROM purchases WHERE store = $1 AND \(Self.ofOriginalCondition) AND purchase_time <= $3
-                ORDER BY purchase_time DESC, transaction_id DESC\(dialect == .postgres ? " FOR UPDATE" : "")
-                """, [store, .text(original), .integer(time)]) {
-                guard let id = row[0].string, let state = row[1].string.flatMap(PurchaseState.init(rawValue:)),
-                      Lifecycle.transition(from: state, on: .expire, type: row[2].string.flatMap(ProductType.init(rawValue:)) ?? .unknown)
-                          .effects.contains(.endEntitlement) else { continue }
-                for entitlement in try connection.query("""
-                    UPDATE entitlements SET active = 0, expires_at = CASE WHEN expires_at IS NULL OR expires_at > $3 THEN $3 ELSE expires_at END
-                    WHERE store = $1 AND transaction_id = $2 AND active = 1 RETURNING entitlement
-                    """, [store, .text(id), .integer(PurchaseTime.milliseconds(now))]) {
-                    if let code = entitlement[0].string { ended.insert(code) }
-                }
-            }
-            return ended.isEmpty ? .nothingToEnd(state: current.state) : .ended(entitlements: ended.sorted())
-        }
-    }
-
     /// Records `decidedAt` as the store's latest refund decision about `key` (under the purchase's lock, `decide`), unless
     /// a later one is recorded: then this one is outdated (false). Nil is not ordered: always taken, nothing recorded.
     static func takeRefundDecision(_ connection: any SQLConnection, _ key: PurchaseKey, decidedAt: Date?) throws -> Bool {
@@ -132,7 +101,7 @@ extension SQLPurchaseStore {
     }
 
     /// What the purchase's last revocation took back, per item: its entries (those after the last re-grant) less their
-    /// shortfall, what the balance could not give; an entitlement until the expiry its grants gave. Nil when it wrote
+    /// shortfall, what the balance could not give; an entitlement until the expiry its grants gave (or the store moved it to since). Nil when it wrote
     /// none: revoked before its grant. (Ids order these entries: revocations and re-grants write theirs at once, under
     /// the purchase's lock; only grants' ids are reserved ahead, `applyDeferring`.)
     static func takenBack(_ connection: any SQLConnection, _ key: PurchaseKey) throws -> [GrantItem]? {
@@ -146,9 +115,9 @@ extension SQLPurchaseStore {
             GROUP BY r.store, r.transaction_id, r.item_kind, r.code ORDER BY r.item_kind, r.code
             """, [.text(key.store.rawValue), .text(key.transactionId)])
         guard !rows.isEmpty else { return nil }
-        return rows.compactMap { row in
+        return try withExtendedExpiry(rows.compactMap { row in
             guard let kind = row[0].string.flatMap(GrantItem.Kind.init(rawValue:)), let code = row[1].string, let amount = row[2].int64 else { return nil }
             return GrantItem(kind: kind, code: code, amount: amount, expiresAt: row[3].int64.map(PurchaseTime.date))
-        }
+        }, connection, key)
     }
 }

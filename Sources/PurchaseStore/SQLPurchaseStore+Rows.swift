@@ -266,14 +266,14 @@ extension SQLPurchaseStore {
     /// What a purchase grants now per item: its grants and re-grants less what was taken back (in full: a shortfall
     /// is what the user had spent, not what the purchase still gives).
     static func heldItems(_ connection: any SQLConnection, _ key: PurchaseKey) throws -> [GrantItem] {
-        try connection.query("""
+        try withExtendedExpiry(try connection.query("""
             SELECT item_kind, code, sum(amount), max(expires_at) FROM ledger
             WHERE store = $1 AND transaction_id = $2 AND entry_kind IN ('grant', 'regrant', 'revoke')
             GROUP BY item_kind, code HAVING sum(amount) > 0 ORDER BY item_kind, code
             """, [.text(key.store.rawValue), .text(key.transactionId)]).compactMap { row in
             guard let kind = row[0].string.flatMap(GrantItem.Kind.init(rawValue:)), let code = row[1].string, let amount = row[2].int64 else { return nil }
             return GrantItem(kind: kind, code: code, amount: amount, expiresAt: row[3].int64.map(PurchaseTime.date))
-        }
+        }, connection, key)
     }
 
     static func ledgerItems(_ connection: any SQLConnection, _ key: PurchaseKey, kind: String) throws -> [GrantItem] {

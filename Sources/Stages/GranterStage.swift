@@ -10,7 +10,8 @@ import WorkerRuntime
 /// nothing. `purchase.revoked` carries out the store's later decisions: REFUND and REVOKE reverse the grant (or
 /// leave a tombstone for a purchase not seen yet), REFUND_REVERSED gives back once what the refund took
 /// (`item.granted`, `reinstated`), EXPIRED and GRACE_PERIOD_EXPIRED end what the expired subscription period
-/// gave. `refund.due`, when claw-back is on, reverses the grant.
+/// gave. A subscription period verified again with a later expiry (RENEWAL_EXTENDED) lasts until then.
+/// `refund.due`, when claw-back is on, reverses the grant.
 public struct GranterStage: StoreBackedStage {
     public let name = "granter"
     public let topics: [String]
@@ -89,6 +90,18 @@ public struct GranterStage: StoreBackedStage {
             context.logger.debug("granted", ["transactionId": verified.transactionId, "productId": verified.productId])
             return try context.messages([granted(verified, type: type, items: items, balances: balances, already: false, ledgerEntryId: ids.first)])
         case .alreadyGranted(let original, let balances):
+            // A subscription period signed again with a later expiry (RENEWAL_EXTENDED): the entitlement lasts until then.
+            if type == .autoRenewable, let expiresDate = verified.expiresDate,
+               case .extended(let entitlements) = try await store.extendSubscription(key, to: expiresDate, at: context.now()) {
+                context.logger.info("subscription extended", ["transactionId": verified.transactionId, "entitlements": entitlements.joined(separator: ",")])
+                let items = original.map { item in
+                    guard item.kind == .entitlement, let until = item.expiresAt, until < expiresDate else { return item }
+                    return GrantItem(kind: item.kind, code: item.code, amount: item.amount, expiresAt: expiresDate)
+                }
+                var answer = granted(verified, type: type, items: items, balances: balances, already: true, ledgerEntryId: nil)
+                answer.extendedUntil = expiresDate
+                return try context.messages([answer])
+            }
             return try context.messages([granted(verified, type: type, items: original, balances: balances, already: true, ledgerEntryId: nil)])
         case .notGrantable(let state?):
             return try rejected(verified, reason: state == .refundDue ? "refundDue" : state.rawValue, detail: "purchase is \(state.rawValue)")

@@ -112,10 +112,10 @@ extension PipelineTests {
         let pipeline = try await Self.start(servers: servers, pki: pki, storeURL: try await StoreEngine.sqlite.freshURL())
         let signer = JWSSigner(pki: pki)
         let start = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 - 25 * 86_400).rounded()) // whole milliseconds, as signed
-        func period(_ id: String, from: Date) throws -> String {
+        func period(_ id: String, from: Date, days: Double = 30) throws -> String {
             try signer.sign(AppStorePayloads.transaction(transactionId: id, originalTransactionId: "8300001", productId: "pass.monthly", bundleId: Self.bundle,
                                                          type: .autoRenewable, purchaseDate: from,
-                                                         extra: ["expiresDate": .integer(AppStorePayloads.milliseconds(from.addingTimeInterval(30 * 86_400)))]))
+                                                         extra: ["expiresDate": .integer(AppStorePayloads.milliseconds(from.addingTimeInterval(days * 86_400)))]))
         }
         let first = try period("8300001", from: start)
         let renewal = try period("8300002", from: start.addingTimeInterval(30 * 86_400))
@@ -126,6 +126,17 @@ extension PipelineTests {
         try await send([try notification(pipeline, signer, .didRenew, transaction: renewal)], servers: servers)
         try await waitUntil("extended") { try await pipeline.store.entitlements(of: "user-s")["pass"] == .some(start.addingTimeInterval(60 * 86_400)) }
         #expect(try await pipeline.store.purchase(PurchaseKey(store: .appstore, transactionId: "8300002"))?.userId == "user-s")
+
+        // RENEWAL_EXTENDED: the operator compensated an outage with 14 more days; the period is signed again with its new expiry.
+        let extended = try period("8300002", from: start.addingTimeInterval(30 * 86_400), days: 44)
+        let answers = Recorder()
+        let watcher = RunningConsumer(try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: uniqueName("w"),
+                                                                             topics: [pipeline.codec.topic(.itemGranted)]))) { await answers.record($0) }
+        try await send([try notification(pipeline, signer, .renewalExtended, transaction: extended)], servers: servers)
+        try await waitUntil("extended by the store") { try await pipeline.store.entitlements(of: "user-s")["pass"] == .some(start.addingTimeInterval(74 * 86_400)) }
+        #expect(try await pipeline.store.purchase(PurchaseKey(store: .appstore, transactionId: "8300002"))?.expiresDate == start.addingTimeInterval(74 * 86_400))
+        try await waitUntil("the extension answered") { await answers.messages.contains { $0.header("ce_id")?.hasPrefix("extended:appstore:8300002:") == true } }
+        try await watcher.stop()
 
         try await send([try notification(pipeline, signer, .expired, transaction: renewal)], servers: servers)
         try await waitUntil("ended") { try await pipeline.store.entitlements(of: "user-s").isEmpty }

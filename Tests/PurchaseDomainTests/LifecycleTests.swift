@@ -17,7 +17,7 @@ import Testing
 
     @Test func theTableCoversEveryStateEventAndType() {
         #expect(Self.everyCase.count == PurchaseState.allCases.count * LifecycleEvent.allCases.count * ProductType.allCases.count)
-        #expect(Self.everyCase.count == 8 * 10 * 5)
+        #expect(Self.everyCase.count == 8 * 11 * 5)
     }
 
     @Test func anOutcomeIsAppliedExactlyWhenSomethingChanges() {
@@ -78,6 +78,12 @@ import Testing
         }
         for c in Self.everyCase where c.transition.effects.contains(.transferEntitlement) {
             #expect(c.event == .restoreByAnotherUser(.transfer), "\(c)")
+        }
+        // Only a subscription period that is in force is extended: not a pass, not one revoked, not one not granted yet.
+        let extended = Self.everyCase.filter { $0.transition.effects.contains(.extendEntitlement) }
+        #expect(!extended.isEmpty)
+        for c in extended {
+            #expect(c.event == .renewalExtended && c.type == .autoRenewable && [.granted, .finished].contains(c.state) && c.transition.to == c.state, "\(c)")
         }
         for c in Self.everyCase where c.event == .restoreByAnotherUser(.keep) {
             #expect(c.transition.effects.isEmpty, "keep never moves anything: \(c)")

@@ -108,4 +108,33 @@ import TestSupport
         #expect(try await store.entitlements(of: "user-n", at: Self.day(2)).isEmpty, "ended stays ended")
         #expect(try await store.entitlements(of: "user-o", at: Self.day(2)).isEmpty, "refunded stays refunded")
     }
+    /// RENEWAL_EXTENDED: a monthly period granted until day 31, extended to day 45, is held until then, and keeps the
+    /// extension through a refund and its reversal and a restore by another user. An older copy of the period changes
+    /// nothing, nor does an extension of a period that ended, or of a pass that is not a subscription.
+    @Test(arguments: StoreEngine.available) func aRenewalExtensionMovesThePeriodsExpiryForward(_ engine: StoreEngine) async throws {
+        let store = try await engine.freshStore()
+        let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: "ext-1"), userId: "user-x", productId: "pass.monthly",
+                                    productType: .autoRenewable, quantity: 1, purchaseTime: Self.day(0), originalTransactionId: "ext-1", expiresDate: Self.day(31))
+        #expect(try await store.recordVerified(record, at: Self.day(0)) == .recorded)
+        _ = try await store.grant(record.key, items: [.entitlement("pass", until: Self.day(31))], at: Self.day(0))
+        #expect(try await store.extendSubscription(record.key, to: Self.day(45), at: Self.day(20)) == .extended(entitlements: ["pass"]))
+        #expect(try await store.entitlements(of: "user-x", at: Self.day(40)) == ["pass": Self.day(45)])
+        #expect(try await store.purchase(record.key)?.expiresDate == Self.day(45))
+        #expect(try await store.extendSubscription(record.key, to: Self.day(31), at: Self.day(21)) == .unchanged(state: .granted), "an older copy")
+        #expect(try await store.extendSubscription(record.key, to: Self.day(45), at: Self.day(21)) == .unchanged(state: .granted), "a repeat")
+        #expect(try await store.entitlements(of: "user-x", at: Self.day(40)) == ["pass": Self.day(45)])
+
+        _ = try await store.revoke(record.key, at: Self.day(22))
+        #expect(try await store.extendSubscription(record.key, to: Self.day(50), at: Self.day(22)) == .unchanged(state: .revoked))
+        guard case .reinstated = try await store.reinstate(record.key, items: [], at: Self.day(23)) else { Issue.record("not reinstated"); return }
+        #expect(try await store.entitlements(of: "user-x", at: Self.day(40)) == ["pass": Self.day(45)], "the reversal gives back the extended period")
+        #expect(try await store.transfer(record.key, to: "user-y", policy: .transfer, at: Self.day(24)) != .alreadyOwned)
+        #expect(try await store.entitlements(of: "user-y", at: Self.day(40)) == ["pass": Self.day(45)], "the restore moves the extended period")
+
+        #expect(try await store.expireSubscription(record.key, at: Self.day(30)) == .ended(entitlements: ["pass"]))
+        #expect(try await store.extendSubscription(record.key, to: Self.day(60), at: Self.day(31)) == .unchanged(state: .finished), "an ended period")
+        #expect(try await store.entitlements(of: "user-y", at: Self.day(31)).isEmpty)
+        let season = try await grantPass(store, "season-x", user: "user-x", product: "pass.season", type: .nonRenewing, until: Self.day(90), at: Self.day(0))
+        #expect(try await store.extendSubscription(season, to: Self.day(120), at: Self.day(1)) == .unchanged(state: .granted), "not a subscription period")
+    }
 }

@@ -51,6 +51,7 @@ public struct AppStoreNotificationType: AppStoreStringValue {
     public static let didRenew = Self(rawValue: "DID_RENEW")
     public static let expired = Self(rawValue: "EXPIRED")
     public static let gracePeriodExpired = Self(rawValue: "GRACE_PERIOD_EXPIRED")
+    public static let renewalExtended = Self(rawValue: "RENEWAL_EXTENDED")
 
     /// What the pipeline does with a notification of this type.
     public var pipelineAction: NotificationAction {
@@ -59,7 +60,7 @@ public struct AppStoreNotificationType: AppStoreStringValue {
         case .refundReversed: .restoreGrant
         case .refundDeclined: .recordDecision
         case .consumptionRequest: .reportConsumption
-        case .oneTimeCharge, .subscribed, .didRenew: .recordPurchase
+        case .oneTimeCharge, .subscribed, .didRenew, .renewalExtended: .recordPurchase
         case .expired, .gracePeriodExpired: .endEntitlement
         case .test: .acknowledgeTest
         default: .logOnly
@@ -75,8 +76,9 @@ public enum NotificationAction: String, Sendable, Codable {
     case restoreGrant
     /// Apple asks for consumption information about a refund request.
     case reportConsumption
-    /// A purchase was charged (a one-time charge, a subscription bought or renewed): its transaction is processed
-    /// like a client submission, for the user who owns the subscription.
+    /// A purchase was charged (a one-time charge, a subscription bought or renewed), or its renewal date moved
+    /// (RENEWAL_EXTENDED, the transaction signed again with a later `expiresDate`): its transaction is processed like a
+    /// client submission, for the user who owns the subscription.
     case recordPurchase
     /// A subscription ended (expired, grace period over): its entitlement ends.
     case endEntitlement

@@ -1,0 +1,70 @@
+import Database
+import Foundation
+import PurchaseDomain
+
+/// Subscription periods: the store ends them (EXPIRED, GRACE_PERIOD_EXPIRED) and moves their renewal date
+/// (RENEWAL_EXTENDED). The grant's ledger entry keeps the expiry the period was granted with; an extension is
+/// recorded with the purchase (`purchases.expires_at`), and what the purchase holds is judged with the later of the two.
+extension SQLPurchaseStore {
+    /// A subscription period ended (EXPIRED, GRACE_PERIOD_EXPIRED, naming the transaction that paid for it): the
+    /// entitlements that transaction and the subscription's earlier periods give end now (or at their own expiry, if
+    /// earlier). Not a later period's: an expiry can arrive late, after the user subscribed again and paid for more.
+    public func expireSubscription(_ key: PurchaseKey, at now: Date) async throws -> ExpireOutcome {
+        let dialect = dialect
+        return try await decide(key, on: .expire) { _, connection, current, transition in
+            let store = SQLValue.text(key.store.rawValue)
+            guard transition.effects.contains(.endEntitlement), let named = try connection.query("""
+                      SELECT coalesce(original_transaction_id, transaction_id), purchase_time FROM purchases WHERE store = $1 AND transaction_id = $2
+                      """, [store, .text(key.transactionId)]).first,
+                  let original = named[0].string, let time = named[1].int64 else { return .nothingToEnd(state: current.state) }
+            var ended: Set<String> = []
+            // Latest first (it first), locked on PostgreSQL in that order: every expiry locks the periods it ends in one order.
+            for row in try connection.query("""
+                SELECT transaction_id, state, product_type FROM purchases WHERE store = $1 AND \(Self.ofOriginalCondition) AND purchase_time <= $3
+                ORDER BY purchase_time DESC, transaction_id DESC\(dialect == .postgres ? " FOR UPDATE" : "")
+                """, [store, .text(original), .integer(time)]) {
+                guard let id = row[0].string, let state = row[1].string.flatMap(PurchaseState.init(rawValue:)),
+                      Lifecycle.transition(from: state, on: .expire, type: row[2].string.flatMap(ProductType.init(rawValue:)) ?? .unknown)
+                          .effects.contains(.endEntitlement) else { continue }
+                for entitlement in try connection.query("""
+                    UPDATE entitlements SET active = 0, expires_at = CASE WHEN expires_at IS NULL OR expires_at > $3 THEN $3 ELSE expires_at END
+                    WHERE store = $1 AND transaction_id = $2 AND active = 1 RETURNING entitlement
+                    """, [store, .text(id), .integer(PurchaseTime.milliseconds(now))]) {
+                    if let code = entitlement[0].string { ended.insert(code) }
+                }
+            }
+            return ended.isEmpty ? .nothingToEnd(state: current.state) : .ended(entitlements: ended.sorted())
+        }
+    }
+
+    /// The store moved the renewal date of the period `key` paid for to `expiresDate` (RENEWAL_EXTENDED: the transaction
+    /// signed again with a later `expiresDate`): its active entitlements and its recorded expiry move there. Never earlier:
+    /// an older copy of the transaction changes nothing; an ended period is not revived.
+    public func extendSubscription(_ key: PurchaseKey, to expiresDate: Date, at now: Date) async throws -> ExtendOutcome {
+        try await decide(key, on: .renewalExtended) { _, connection, current, transition in
+            guard transition.effects.contains(.extendEntitlement) else { return .unchanged(state: current.state) }
+            let values: [SQLValue] = [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(expiresDate))]
+            let moved = try connection.query("""
+                UPDATE entitlements SET expires_at = $3 WHERE store = $1 AND transaction_id = $2 AND active = 1 AND expires_at < $3 RETURNING entitlement
+                """, values).compactMap { $0[0].string }
+            guard !moved.isEmpty else { return .unchanged(state: current.state) }
+            try connection.query("""
+                UPDATE purchases SET expires_at = $3 WHERE store = $1 AND transaction_id = $2 AND (expires_at IS NULL OR expires_at < $3)
+                """, values)
+            return .extended(entitlements: moved.sorted())
+        }
+    }
+
+    /// `items` (what `key` granted, from its ledger) with each expiring entitlement of a subscription period until the
+    /// purchase's recorded expiry when that is later: the renewal date the store moved since the grant.
+    static func withExtendedExpiry(_ items: [GrantItem], _ connection: any SQLConnection, _ key: PurchaseKey) throws -> [GrantItem] {
+        guard items.contains(where: { $0.kind == .entitlement && $0.expiresAt != nil }),
+              let row = try connection.query("SELECT expires_at, product_type FROM purchases WHERE store = $1 AND transaction_id = $2",
+                                             [.text(key.store.rawValue), .text(key.transactionId)]).first,
+              let recorded = row[0].int64.map(PurchaseTime.date), row[1].string == ProductType.autoRenewable.rawValue else { return items }
+        return items.map { item in
+            guard item.kind == .entitlement, let expiresAt = item.expiresAt, expiresAt < recorded else { return item }
+            return GrantItem(kind: item.kind, code: item.code, amount: item.amount, expiresAt: recorded)
+        }
+    }
+}
