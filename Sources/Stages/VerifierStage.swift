@@ -300,6 +300,17 @@ public struct VerifierStage: StoreBackedStage {
         case .restoreGrant: reason = .REFUND_REVERSED
         case .endEntitlement: reason = notification.notificationType == .gracePeriodExpired ? .GRACE_PERIOD_EXPIRED : .EXPIRED
         case .recordPurchase: return try await recordCharge(transaction, notification: notification, received: received)
+        case .extendIntoGracePeriod:
+            // The period, signed again, until the grace period ends: its grant (or the repeat of it) extends it like
+            // RENEWAL_EXTENDED, and GRACE_PERIOD_EXPIRED or the recovered renewal (DID_RENEW) ends or follows it.
+            guard let info = notification.renewalInfo, info.originalTransactionId == (transaction.originalTransactionId ?? transaction.transactionId),
+                  let graceEnd = info.gracePeriodExpiresDate else {
+                context.logger.warning("grace period without its end in the renewal info; nothing extended", ["transactionId": transaction.transactionId])
+                return .publish([])
+            }
+            var period = transaction
+            period.expiresDate = max(graceEnd, transaction.expiresDate ?? graceEnd)
+            return try await recordCharge(period, notification: notification, received: received)
         case .reportConsumption: return try await consumptionRequested(transaction, notification: notification)
         case .recordDecision, .acknowledgeTest, .logOnly: return .publish([])
         }

@@ -64,16 +64,32 @@ public enum AppStorePayloads {
     public static func notification(
         type: AppStoreNotificationType, subtype: String? = nil, uuid: String = UUID().uuidString.lowercased(),
         bundleId: String, appAppleId: Int64?, environment: AppStoreEnvironment = .sandbox,
-        signedTransactionInfo: String?, signedDate: Date = Date()
+        signedTransactionInfo: String?, signedRenewalInfo: String? = nil, signedDate: Date = Date()
     ) -> [String: JSONValue] {
         var data: [String: JSONValue] = ["bundleId": .string(bundleId), "environment": .string(environment.rawValue), "bundleVersion": .string("1")]
         if let appAppleId { data["appAppleId"] = .integer(appAppleId) }
         if let signedTransactionInfo { data["signedTransactionInfo"] = .string(signedTransactionInfo) }
+        if let signedRenewalInfo { data["signedRenewalInfo"] = .string(signedRenewalInfo) }
         var payload: [String: JSONValue] = [
             "notificationType": .string(type.rawValue), "notificationUUID": .string(uuid), "version": .string("2.0"),
             "signedDate": .integer(milliseconds(signedDate)), "data": .object(data),
         ]
         if let subtype { payload["subtype"] = .string(subtype) }
+        return payload
+    }
+
+    /// A JWSRenewalInfoDecodedPayload of the subscription `originalTransactionId`, in its billing grace period until
+    /// `gracePeriodExpiresDate` when one is given.
+    public static func renewalInfo(originalTransactionId: String, productId: String, environment: AppStoreEnvironment = .sandbox,
+                                   gracePeriodExpiresDate: Date? = nil, signedDate: Date = Date()) -> [String: JSONValue] {
+        var payload: [String: JSONValue] = [
+            "originalTransactionId": .string(originalTransactionId), "productId": .string(productId), "autoRenewProductId": .string(productId),
+            "autoRenewStatus": .integer(1), "environment": .string(environment.rawValue), "signedDate": .integer(milliseconds(signedDate)),
+        ]
+        if let gracePeriodExpiresDate {
+            payload["gracePeriodExpiresDate"] = .integer(milliseconds(gracePeriodExpiresDate))
+            payload["isInBillingRetryPeriod"] = .bool(true)
+        }
         return payload
     }
 

@@ -19,8 +19,10 @@ extension PipelineTests {
                                                      submittedAt: Date(), source: source, appAccountToken: token), time: Date())
     }
 
-    func notification(_ pipeline: Pipeline, _ signer: JWSSigner, _ type: AppStoreNotificationType, transaction: String) throws -> KafkaProducerMessage {
-        let payload = AppStorePayloads.notification(type: type, bundleId: Self.bundle, appAppleId: nil, signedTransactionInfo: transaction)
+    func notification(_ pipeline: Pipeline, _ signer: JWSSigner, _ type: AppStoreNotificationType, subtype: String? = nil, transaction: String,
+                      renewalInfo: String? = nil) throws -> KafkaProducerMessage {
+        let payload = AppStorePayloads.notification(type: type, subtype: subtype, bundleId: Self.bundle, appAppleId: nil, signedTransactionInfo: transaction,
+                                                    signedRenewalInfo: renewalInfo)
         return try pipeline.codec.message(StoreNotificationReceived(signedPayload: try signer.sign(payload), receivedAt: Date()), time: Date())
     }
 
@@ -137,6 +139,15 @@ extension PipelineTests {
         #expect(try await pipeline.store.purchase(PurchaseKey(store: .appstore, transactionId: "8300002"))?.expiresDate == start.addingTimeInterval(74 * 86_400))
         try await waitUntil("the extension answered") { await answers.messages.contains { $0.header("ce_id")?.hasPrefix("extended:appstore:8300002:") == true } }
         try await watcher.stop()
+
+        // DID_FAIL_TO_RENEW: without a subtype (billing retry) nothing moves; in a billing grace period (GRACE_PERIOD) the
+        // period lasts until the grace period ends, which its renewal info says.
+        let retrying = try signer.sign(AppStorePayloads.renewalInfo(originalTransactionId: "8300001", productId: "pass.monthly"))
+        try await send([try notification(pipeline, signer, .didFailToRenew, transaction: extended, renewalInfo: retrying)], servers: servers)
+        let graceEnd = start.addingTimeInterval(90 * 86_400)
+        let grace = try signer.sign(AppStorePayloads.renewalInfo(originalTransactionId: "8300001", productId: "pass.monthly", gracePeriodExpiresDate: graceEnd))
+        try await send([try notification(pipeline, signer, .didFailToRenew, subtype: "GRACE_PERIOD", transaction: extended, renewalInfo: grace)], servers: servers)
+        try await waitUntil("through the grace period") { try await pipeline.store.entitlements(of: "user-s")["pass"] == .some(graceEnd) }
 
         try await send([try notification(pipeline, signer, .expired, transaction: renewal)], servers: servers)
         try await waitUntil("ended") { try await pipeline.store.entitlements(of: "user-s").isEmpty }

@@ -198,9 +198,12 @@ import JSON
                       ("CONSUMPTION_REQUEST", .reportConsumption), ("ONE_TIME_CHARGE", .recordPurchase), ("TEST", .acknowledgeTest),
                       ("DID_RENEW", .recordPurchase), ("SUBSCRIBED", .recordPurchase), ("EXPIRED", .endEntitlement),
                       ("GRACE_PERIOD_EXPIRED", .endEntitlement), ("REFUND_DECLINED", .recordDecision),
-                      ("SOMETHING_APPLE_ADDS_IN_2030", .logOnly)])
-    func notificationTypesMapToActions(_ type: String, _ action: NotificationAction) throws {
-        let payload = AppStorePayloads.notification(type: AppStoreNotificationType(rawValue: type), bundleId: bundleId,
+                      ("RENEWAL_EXTENDED", .recordPurchase), ("DID_FAIL_TO_RENEW/GRACE_PERIOD", .extendIntoGracePeriod),
+                      ("DID_FAIL_TO_RENEW", .logOnly), ("SOMETHING_APPLE_ADDS_IN_2030", .logOnly)])
+    func notificationTypesMapToActions(_ typeAndSubtype: String, _ action: NotificationAction) throws {
+        let parts = typeAndSubtype.split(separator: "/").map(String.init)
+        let type = parts[0]
+        let payload = AppStorePayloads.notification(type: AppStoreNotificationType(rawValue: type), subtype: parts.dropFirst().first, bundleId: bundleId,
                                                     appAppleId: appAppleId, signedTransactionInfo: nil)
         let notification = try #require(try verifier().verifyNotification(try JWSSigner(pki: sharedPKI).sign(payload)).value)
         #expect(notification.notificationType.rawValue == type)
@@ -214,6 +217,9 @@ import JSON
             "environment": .string("Sandbox"), "signedDate": .integer(AppStorePayloads.milliseconds(Date())),
         ]
         #expect(try verifier().verifyRenewalInfo(try signer.sign(renewal)).value?.autoRenewProductId == "pass.monthly")
+        let graceEnd = Date(timeIntervalSince1970: 1_764_400_000)
+        let inGrace = AppStorePayloads.renewalInfo(originalTransactionId: "1000", productId: "pass.monthly", gracePeriodExpiresDate: graceEnd)
+        #expect(try verifier().verifyRenewalInfo(try signer.sign(inGrace)).value?.gracePeriodExpiresDate == graceEnd)
         let app: [String: JSONValue] = [
             "bundleId": .string(bundleId), "appAppleId": .integer(appAppleId), "receiptType": .string("Sandbox"),
             "applicationVersion": .string("7"), "receiptCreationDate": .integer(AppStorePayloads.milliseconds(Date())),

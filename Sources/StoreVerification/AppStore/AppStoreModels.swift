@@ -62,6 +62,8 @@ public struct AppStoreRenewalInfo: Sendable, Hashable {
     public var autoRenewStatus: Int64?
     public var expirationIntent: Int64?
     public var renewalDate: Date?
+    /// Set while a failed renewal's billing grace period runs (`DID_FAIL_TO_RENEW`, `GRACE_PERIOD`): service continues until then.
+    public var gracePeriodExpiresDate: Date?
     public var signedDate: Date?
     public var environment: AppStoreEnvironment?
     public var raw: [String: JSONValue]
@@ -75,6 +77,7 @@ public struct AppStoreRenewalInfo: Sendable, Hashable {
         autoRenewStatus = json.int("autoRenewStatus")
         expirationIntent = json.int("expirationIntent")
         renewalDate = json.date("renewalDate")
+        gracePeriodExpiresDate = json.date("gracePeriodExpiresDate")
         signedDate = json.date("signedDate")
         environment = json.string("environment").map(AppStoreEnvironment.init(rawValue:))
         raw = fields
@@ -97,7 +100,12 @@ public struct AppStoreNotification: Sendable, Hashable {
     public var raw: [String: JSONValue]
 
     /// What the pipeline does with it.
-    public var action: NotificationAction { notificationType.pipelineAction }
+    public var action: NotificationAction {
+        // A failed renewal in its billing grace period: service continues until the grace period ends. Without one
+        // (no subtype) the subscription is in billing retry, and its period ends at its expiry as it would.
+        if notificationType == .didFailToRenew { return subtype == "GRACE_PERIOD" ? .extendIntoGracePeriod : .logOnly }
+        return notificationType.pipelineAction
+    }
 }
 
 /// A verified, decoded signed AppTransaction (the app's own purchase record).

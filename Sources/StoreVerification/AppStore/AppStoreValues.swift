@@ -52,6 +52,7 @@ public struct AppStoreNotificationType: AppStoreStringValue {
     public static let expired = Self(rawValue: "EXPIRED")
     public static let gracePeriodExpired = Self(rawValue: "GRACE_PERIOD_EXPIRED")
     public static let renewalExtended = Self(rawValue: "RENEWAL_EXTENDED")
+    public static let didFailToRenew = Self(rawValue: "DID_FAIL_TO_RENEW")
 
     /// What the pipeline does with a notification of this type.
     public var pipelineAction: NotificationAction {
@@ -82,6 +83,9 @@ public enum NotificationAction: String, Sendable, Codable {
     case recordPurchase
     /// A subscription ended (expired, grace period over): its entitlement ends.
     case endEntitlement
+    /// A renewal failed and its billing grace period began (DID_FAIL_TO_RENEW, GRACE_PERIOD): the period's
+    /// entitlement lasts until the grace period ends (the renewal info's `gracePeriodExpiresDate`).
+    case extendIntoGracePeriod
     /// The store decided something that changes nothing (a refund request declined): recorded in the log.
     case recordDecision
     /// A TEST notification from App Store Connect.
