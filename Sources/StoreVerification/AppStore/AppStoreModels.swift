@@ -100,12 +100,7 @@ public struct AppStoreNotification: Sendable, Hashable {
     public var raw: [String: JSONValue]
 
     /// What the pipeline does with it.
-    public var action: NotificationAction {
-        // A failed renewal in its billing grace period: service continues until the grace period ends. Without one
-        // (no subtype) the subscription is in billing retry, and its period ends at its expiry as it would.
-        if notificationType == .didFailToRenew { return subtype == "GRACE_PERIOD" ? .extendIntoGracePeriod : .logOnly }
-        return notificationType.pipelineAction
-    }
+    public var action: NotificationAction { notificationType.pipelineAction(subtype: subtype) }
 }
 
 /// A verified, decoded signed AppTransaction (the app's own purchase record).

@@ -53,15 +53,22 @@ public struct AppStoreNotificationType: AppStoreStringValue {
     public static let gracePeriodExpired = Self(rawValue: "GRACE_PERIOD_EXPIRED")
     public static let renewalExtended = Self(rawValue: "RENEWAL_EXTENDED")
     public static let didFailToRenew = Self(rawValue: "DID_FAIL_TO_RENEW")
+    public static let didChangeRenewalPref = Self(rawValue: "DID_CHANGE_RENEWAL_PREF")
+    public static let offerRedeemed = Self(rawValue: "OFFER_REDEEMED")
 
-    /// What the pipeline does with a notification of this type.
-    public var pipelineAction: NotificationAction {
+    /// What the pipeline does with a notification of this type and `subtype`.
+    public func pipelineAction(subtype: String?) -> NotificationAction {
         switch self {
         case .refund, .revoke: .revokeGrant
         case .refundReversed: .restoreGrant
         case .refundDeclined: .recordDecision
         case .consumptionRequest: .reportConsumption
-        case .oneTimeCharge, .subscribed, .didRenew, .renewalExtended: .recordPurchase
+        // An offer redeemed starts or changes a subscription: its transaction is the new period, or the current one again.
+        case .oneTimeCharge, .subscribed, .didRenew, .renewalExtended, .offerRedeemed: .recordPurchase
+        // An upgrade starts a new period of the higher level at once; a downgrade waits for the renewal (a new transaction then).
+        case .didChangeRenewalPref: subtype == "UPGRADE" ? .recordPurchase : .logOnly
+        // In a billing grace period service continues until it ends; in billing retry alone the period ends at its expiry.
+        case .didFailToRenew: subtype == "GRACE_PERIOD" ? .extendIntoGracePeriod : .logOnly
         case .expired, .gracePeriodExpired: .endEntitlement
         case .test: .acknowledgeTest
         default: .logOnly
@@ -77,9 +84,9 @@ public enum NotificationAction: String, Sendable, Codable {
     case restoreGrant
     /// Apple asks for consumption information about a refund request.
     case reportConsumption
-    /// A purchase was charged (a one-time charge, a subscription bought or renewed), or its renewal date moved
-    /// (RENEWAL_EXTENDED, the transaction signed again with a later `expiresDate`): its transaction is processed like a
-    /// client submission, for the user who owns the subscription.
+    /// A purchase was charged (a one-time charge; a subscription bought, renewed, upgraded or started with an offer),
+    /// or its renewal date moved (RENEWAL_EXTENDED, the transaction signed again with a later `expiresDate`): its
+    /// transaction is processed like a client submission, for the user who owns the subscription.
     case recordPurchase
     /// A subscription ended (expired, grace period over): its entitlement ends.
     case endEntitlement
