@@ -88,16 +88,12 @@ extension SQLPurchaseStore {
     /// a later one is recorded: then this one is outdated (false). Nil is not ordered: always taken, nothing recorded.
     static func takeRefundDecision(_ connection: any SQLConnection, _ key: PurchaseKey, decidedAt: Date?) throws -> Bool {
         guard let decidedAt else { return true }
-        let values: [SQLValue] = [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(decidedAt))]
-        if let last = try connection.query("SELECT decided_at FROM refund_decisions WHERE store = $1 AND transaction_id = $2",
-                                           Array(values.prefix(2))).first?[0].int64, last > PurchaseTime.milliseconds(decidedAt) {
-            return false
-        }
+        // One statement: kept unless a later decision is recorded, and then nothing is written.
         try connection.query("""
             INSERT INTO refund_decisions (store, transaction_id, decided_at) VALUES ($1, $2, $3)
-            ON CONFLICT (store, transaction_id) DO UPDATE SET decided_at = excluded.decided_at
-            """, values)
-        return true
+            ON CONFLICT (store, transaction_id) DO UPDATE SET decided_at = excluded.decided_at WHERE refund_decisions.decided_at <= excluded.decided_at
+            """, [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(decidedAt))])
+        return connection.changes > 0
     }
 
     /// What the purchase's last revocation took back, per item: its entries (those after the last re-grant) less their
