@@ -16,15 +16,8 @@ import WorkerRuntime
 /// re-grant's `item.granted` comes, alone and in a batch, before it says `transaction.finished`.
 @Suite struct ReinstatedFinishingTests {
     @Test(arguments: StoreEngine.available) func aPurchaseReinstatedBeforeItsGrantIsFinishedWithTheStore(_ engine: StoreEngine) async throws {
-        let key = try PrivateKey.generateP256()
-        let api = try AppStoreServerAPIStandIn(publicKey: try key.publicKey(), keyId: "K", issuerId: "I", bundleId: PipelineTests.bundle)
-        let store = try SQLPurchaseStore(url: try await engine.freshURL())
-        try await store.migrate()
-        let codec = EventCodec(schemas: PipelineTests.schemas, source: "/test")
-        let now = Date()
-        let stage = FinisherStage(context: StageContext(codec: codec, logger: Logger(stage: "t", minimum: .error), now: { now }), store: store,
-                                  appStoreAPI: AppStoreServerAPIClient(configuration: .init(baseURL: api.baseURL, keyId: "K", issuerId: "I",
-                                                                                            bundleId: PipelineTests.bundle, privateKey: key)))
+        let fixture = try await FinisherFixture(engine)
+        let (store, now, api) = (fixture.store, fixture.now, fixture.production)
         /// Verified, refunded before its grant, the refund reversed: the re-grant's `item.granted`.
         func reinstated(_ id: String, offset: Int64) async throws -> KafkaMessage {
             let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: "u", productId: "coins.100", productType: .consumable,
@@ -34,29 +27,20 @@ import WorkerRuntime
             let outcome = try await store.reinstate(record.key, items: [.currency("coins", 100)], at: now)
             if case .reinstated = outcome {} else { Issue.record("\(id): \(outcome)") }
             #expect(try await store.states(of: [record.key])[record.key] == .finished)
-            let message = try codec.message(ItemGranted(store: .appstore, transactionId: id, userId: "u", productId: "coins.100", productType: "consumable",
-                                                        quantity: 1, items: [GrantedItem(kind: .currency, code: "coins", amount: 100)],
-                                                        alreadyGranted: false, reinstated: true, grantedAt: now), time: now)
-            return KafkaMessage(topic: message.topic, partition: 0, offset: offset, key: message.key, value: message.value, headers: message.headers)
+            return try fixture.message(ItemGranted(store: .appstore, transactionId: id, userId: "u", productId: "coins.100", productType: "consumable",
+                                                   quantity: 1, items: [GrantedItem(kind: .currency, code: "coins", amount: 100)],
+                                                   alreadyGranted: false, reinstated: true, grantedAt: now), offset: offset)
         }
         func expectFinishedEvent(_ result: StageResult) {
             guard case .publish(let outputs) = result, outputs.count == 1 else { Issue.record("\(result)"); return }
-            #expect(outputs[0].topic == codec.topic(.transactionFinished))
+            #expect(outputs[0].topic == fixture.codec.topic(.transactionFinished))
         }
         // Alone.
-        expectFinishedEvent(try await stage.handle(try await reinstated("9201", offset: 0)))
+        expectFinishedEvent(try await fixture.stage.handle(try await reinstated("9201", offset: 0)))
         #expect(api.finished == ["9201"])
         // In a batch, beside a purchase granted the usual way.
-        let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: "9203"), userId: "u", productId: "coins.100", productType: .consumable,
-                                    quantity: 1, purchaseTime: now, environment: AppStoreEnvironment.production.rawValue)
-        #expect(try await store.recordVerified(record, at: now) == .recorded)
-        _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: now)
-        let granted = try codec.message(ItemGranted(store: .appstore, transactionId: "9203", userId: "u", productId: "coins.100", productType: "consumable",
-                                                    quantity: 1, items: [GrantedItem(kind: .currency, code: "coins", amount: 100)],
-                                                    alreadyGranted: false, grantedAt: now), time: now)
-        let batch = [try await reinstated("9202", offset: 1),
-                     KafkaMessage(topic: granted.topic, partition: 0, offset: 2, key: granted.key, value: granted.value, headers: granted.headers)]
-        for result in await stage.handle(batch: batch) {
+        let batch = [try await reinstated("9202", offset: 1), try await fixture.granted("9203", offset: 2)]
+        for result in await fixture.stage.handle(batch: batch) {
             guard case .success(let answer) = result else { Issue.record("\(result)"); continue }
             expectFinishedEvent(answer)
         }
