@@ -69,6 +69,8 @@ public enum LifecycleEffect: String, Hashable, Sendable, CaseIterable, CustomStr
     case endEntitlement
     /// The purchase's entitlement lasts until a later expiry.
     case extendEntitlement
+    /// Remember a later expiry of a revoked subscription period, for its refund's reversal to give back.
+    case recordExpiry
     /// The purchase's entitlement moves to the restoring user.
     case transferEntitlement
 
@@ -150,8 +152,10 @@ public enum Lifecycle {
 
         // Never earlier (an older copy of the transaction changes nothing), never a period that ended (the store extends
         // active subscriptions only), and only what the grant gave: a purchase not granted yet is granted with the later date.
+        // A revoked period keeps the date for its refund's reversal (the refund may be decided after the extension).
         case (.renewalExtended, .granted) where type == .autoRenewable, (.renewalExtended, .finished) where type == .autoRenewable:
             return Transition(to: state, effects: [.extendEntitlement], outcome: .applied)
+        case (.renewalExtended, .revoked) where type == .autoRenewable: return Transition(to: state, effects: [.recordExpiry], outcome: .applied)
         case (.renewalExtended, _): return unchanged(.ignored)
 
         case (.restoreByAnotherUser(let policy), .verified), (.restoreByAnotherUser(let policy), .granted),

@@ -237,7 +237,8 @@ public struct GrantedItem: Codable, Sendable, Hashable {
     }
 }
 
-/// `item.granted`: what a purchase granted, or `alreadyGranted` for a repeat that changed nothing.
+/// `item.granted`: what a purchase granted, or `alreadyGranted` for a repeat that changed nothing (or, for a subscription
+/// period signed again with a later expiry, `ce_id` `extended:…`, that moved its expiry).
 public struct ItemGranted: PipelineEvent, Hashable {
     public static let type = EventType.itemGranted
     public var store: Store
@@ -257,7 +258,8 @@ public struct ItemGranted: PipelineEvent, Hashable {
     public var grantedAt: Date
     /// A repeat that moved the period's expiry (RENEWAL_EXTENDED) to this date. Not in the body (its items carry the new
     /// expiry, and the schema stays as readers know it): in `ce_id`, so that consumers that dedupe by it take the
-    /// extension for an event of its own, not for the first grant again.
+    /// extension for an event of its own, not for the first grant again. Never decoded: a consumer tells an extension by
+    /// its `ce_id` (`extended:…`), and a decoded event has nil here.
     public var extendedUntil: Date?
 
     enum CodingKeys: String, CodingKey {

@@ -240,6 +240,12 @@ enum Migrations {
             (15, """
             ALTER TABLE purchases ADD COLUMN app_account_token TEXT;
             """),
+            // AppCoins' developerPayload is the developer's own text: recorded as an account token by version 15 whatever it
+            // was, it bound purchases to a Unity JSON or an order id. Only a UUID is an account token.
+            (16, """
+            UPDATE purchases SET app_account_token = NULL WHERE store = 'appcoins' AND app_account_token IS NOT NULL
+                AND (length(app_account_token) <> 36 OR app_account_token NOT LIKE '________-____-____-____-____________');
+            """),
         ]
     }
 

@@ -135,9 +135,10 @@ public enum ExpireOutcome: Sendable, Hashable {
 
 /// What RENEWAL_EXTENDED did to a subscription period.
 public enum ExtendOutcome: Sendable, Hashable {
-    /// Its expiry moved later; these active entitlements with it.
+    /// Its expiry moved later (now, or by the same extension before); these active entitlements with it.
     case extended(entitlements: [String])
-    /// Nothing moved: unknown, not a granted subscription period, or extended to that date (or later) already.
+    /// Nothing in force moved: unknown, not a granted subscription period, ended, an older date; or revoked (the date is
+    /// recorded for its refund's reversal).
     case unchanged(state: PurchaseState)
 }
 

@@ -39,19 +39,32 @@ extension SQLPurchaseStore {
 
     /// The store moved the renewal date of the period `key` paid for to `expiresDate` (RENEWAL_EXTENDED: the transaction
     /// signed again with a later `expiresDate`): its active entitlements and its recorded expiry move there. Never earlier:
-    /// an older copy of the transaction changes nothing; an ended period is not revived.
+    /// an older copy of the transaction changes nothing; an ended period is not revived. A repeat (a redelivery, the app
+    /// submitting the extended transaction) answers `extended` again and changes nothing. A period revoked meanwhile
+    /// records the date, for its refund's reversal to give back.
     public func extendSubscription(_ key: PurchaseKey, to expiresDate: Date, at now: Date) async throws -> ExtendOutcome {
         try await decide(key, on: .renewalExtended) { _, connection, current, transition in
-            guard transition.effects.contains(.extendEntitlement) else { return .unchanged(state: current.state) }
             let values: [SQLValue] = [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(expiresDate))]
+            let recordExpiry = "UPDATE purchases SET expires_at = $3 WHERE store = $1 AND transaction_id = $2 AND (expires_at IS NULL OR expires_at < $3)"
+            if transition.effects.contains(.recordExpiry) {
+                try connection.query(recordExpiry, values)
+                return .unchanged(state: current.state)
+            }
+            guard transition.effects.contains(.extendEntitlement) else { return .unchanged(state: current.state) }
             let moved = try connection.query("""
                 UPDATE entitlements SET expires_at = $3 WHERE store = $1 AND transaction_id = $2 AND active = 1 AND expires_at < $3 RETURNING entitlement
                 """, values).compactMap { $0[0].string }
-            guard !moved.isEmpty else { return .unchanged(state: current.state) }
-            try connection.query("""
-                UPDATE purchases SET expires_at = $3 WHERE store = $1 AND transaction_id = $2 AND (expires_at IS NULL OR expires_at < $3)
-                """, values)
-            return .extended(entitlements: moved.sorted())
+            if !moved.isEmpty {
+                try connection.query(recordExpiry, values)
+                return .extended(entitlements: moved.sorted())
+            }
+            // Extended to this date before: in force until then, later than its grant gave.
+            let before = try connection.query("""
+                SELECT e.entitlement FROM entitlements e WHERE e.store = $1 AND e.transaction_id = $2 AND e.active = 1 AND e.expires_at = $3
+                    AND $3 > (SELECT max(l.expires_at) FROM ledger l WHERE l.store = $1 AND l.transaction_id = $2 AND l.item_kind = 'entitlement'
+                              AND l.code = e.entitlement AND l.entry_kind IN ('grant', 'regrant'))
+                """, values).compactMap { $0[0].string }
+            return before.isEmpty ? .unchanged(state: current.state) : .extended(entitlements: before.sorted())
         }
     }
 

@@ -99,7 +99,8 @@ public final class SQLPurchaseStore: Sendable {
             case .repeated:
                 // The balances as they are now, with what the batch's other grants added.
                 try executor.flushDeferred(connection)
-                let original = try Self.ledgerItems(connection, key, kind: "grant")
+                // As granted, with the renewal date the store moved since (RENEWAL_EXTENDED).
+                let original = try Self.withExtendedExpiry(try Self.ledgerItems(connection, key, kind: "grant"), connection, key)
                 let balances = try Self.balances(connection, of: current.userId ?? "").filter { currency, _ in
                     original.contains { $0.kind == .currency && $0.code == currency }
                 }

@@ -104,6 +104,10 @@ public struct GranterStage: StoreBackedStage {
             }
             return try context.messages([granted(verified, type: type, items: original, balances: balances, already: true, ledgerEntryId: nil)])
         case .notGrantable(let state?):
+            if state == .revoked, type == .autoRenewable, let expiresDate = verified.expiresDate {
+                // An extension decided before the refund that revoked the period: kept for the refund's reversal.
+                _ = try await store.extendSubscription(key, to: expiresDate, at: context.now())
+            }
             return try rejected(verified, reason: state == .refundDue ? "refundDue" : state.rawValue, detail: "purchase is \(state.rawValue)")
         case .notGrantable(nil):
             // The verifier records before it emits; a missing row means a store that lost it or is not the same one.

@@ -85,6 +85,9 @@ import Testing
         for c in extended {
             #expect(c.event == .renewalExtended && c.type == .autoRenewable && [.granted, .finished].contains(c.state) && c.transition.to == c.state, "\(c)")
         }
+        for c in Self.everyCase where c.transition.effects.contains(.recordExpiry) {
+            #expect(c.event == .renewalExtended && c.type == .autoRenewable && c.state == .revoked && c.transition.to == .revoked, "\(c)")
+        }
         for c in Self.everyCase where c.event == .restoreByAnotherUser(.keep) {
             #expect(c.transition.effects.isEmpty, "keep never moves anything: \(c)")
         }

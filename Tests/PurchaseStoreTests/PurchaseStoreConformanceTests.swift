@@ -17,7 +17,7 @@ import TestSupport
     func storeAndURL(_ engine: StoreEngine) async throws -> (store: SQLPurchaseStore, url: String) {
         let url = try await engine.freshURL()
         let store = try SQLPurchaseStore(url: url)
-        #expect(try await store.migrate() == Array(1...15))
+        #expect(try await store.migrate() == Array(1...16))
         #expect(try await store.migrate() == [], "migrations apply once")
         return (store, url)
     }
