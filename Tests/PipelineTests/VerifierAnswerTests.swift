@@ -187,14 +187,43 @@ import WorkerRuntime
                                                                       environment: .sandbox, signedDate: signedDate))
         let notification = try signer.sign(AppStorePayloads.notification(type: .refund, bundleId: PipelineTests.bundle, appAppleId: nil,
                                                                          signedTransactionInfo: transaction, signedDate: signedDate))
-        let produced = try codec.message(StoreNotificationReceived(signedPayload: notification, receivedAt: Date()), time: Date())
-        guard case .publish(let events) = try await stage.handle(KafkaMessage(topic: produced.topic, partition: 0, offset: 0, key: produced.key,
-                                                                              value: produced.value, headers: produced.headers)),
+        guard case .publish(let events) = try await notified(notification),
               let value = events.first?.value, case .success(let revoked) = codec.decodeBody(value, as: PurchaseRevokedEvent.self) else {
             Issue.record("no purchase.revoked"); return
         }
         #expect(revoked.reason == .REFUND)
         #expect(abs((revoked.decidedAt ?? .distantPast).timeIntervalSince(signedDate)) < 0.001)
+    }
+
+    /// What the stage answers the signed notification `payload` with.
+    func notified(_ payload: String) async throws -> StageResult {
+        let produced = try codec.message(StoreNotificationReceived(signedPayload: payload, receivedAt: Date()), time: Date())
+        return try await stage.handle(KafkaMessage(topic: produced.topic, partition: 0, offset: 0, key: produced.key, value: produced.value,
+                                                   headers: produced.headers))
+    }
+
+    /// DID_FAIL_TO_RENEW in a billing grace period: the period it names is verified again until the grace period ends, which
+    /// only that subscription's renewal info says; another subscription's renewal info extends nothing.
+    @Test func aGracePeriodIsTakenOnlyFromTheSameSubscriptionsRenewalInfo() async throws {
+        let signer = JWSSigner(pki: Self.pki)
+        let expires = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 + 86_400).rounded())
+        let graceEnd = expires.addingTimeInterval(16 * 86_400)
+        let period = try signer.sign(AppStorePayloads.transaction(transactionId: "500", originalTransactionId: "500", productId: "pass.monthly",
+                                                                 bundleId: PipelineTests.bundle, type: .autoRenewable,
+                                                                 extra: ["expiresDate": .integer(AppStorePayloads.milliseconds(expires))]))
+        #expect(try await answers(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: period, userId: "alice",
+                                                    submittedAt: Date(), source: .client)) == [codec.topic(.purchaseVerified)])
+        func graceNotice(renewalOf original: String) throws -> String {
+            let renewal = try signer.sign(AppStorePayloads.renewalInfo(originalTransactionId: original, productId: "pass.monthly", gracePeriodExpiresDate: graceEnd))
+            return try signer.sign(AppStorePayloads.notification(type: .didFailToRenew, subtype: "GRACE_PERIOD", bundleId: PipelineTests.bundle, appAppleId: nil,
+                                                                 signedTransactionInfo: period, signedRenewalInfo: renewal))
+        }
+        guard case .publish(let foreign) = try await notified(try graceNotice(renewalOf: "999")) else { Issue.record("not answered"); return }
+        #expect(foreign.isEmpty, "another subscription's renewal info")
+        guard case .publish(let events) = try await notified(try graceNotice(renewalOf: "500")), events.count == 1, let value = events[0].value,
+              case .success(let verified) = codec.decodeBody(value, as: PurchaseVerifiedEvent.self) else { Issue.record("no purchase.verified"); return }
+        #expect(verified.transactionId == "500" && verified.userId == "alice")
+        #expect(verified.expiresDate == graceEnd)
     }
 }
 
