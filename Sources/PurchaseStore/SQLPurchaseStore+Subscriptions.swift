@@ -68,18 +68,6 @@ extension SQLPurchaseStore {
         }
     }
 
-    /// The latest period of the App Store subscription `original` bought before `date`, other than `transactionId`: the
-    /// period an upgrade at `date` replaces.
-    public func period(before date: Date, ofOriginal original: String, other transactionId: String) async throws -> PurchaseKey? {
-        try await executor.run { connection in
-            try connection.query("""
-                SELECT transaction_id FROM purchases WHERE store = $1 AND \(Self.ofOriginalCondition) AND purchase_time < $3 AND transaction_id <> $4
-                    AND product_type = 'autoRenewable' ORDER BY purchase_time DESC, transaction_id DESC LIMIT 1
-                """, [.text(Store.appstore.rawValue), .text(original), .integer(PurchaseTime.milliseconds(date)), .text(transactionId)])
-                .first?[0].string.map { PurchaseKey(store: .appstore, transactionId: $0) }
-        }
-    }
-
     /// `items` (what `key` granted, from its ledger) with each expiring entitlement of a subscription period until the
     /// purchase's recorded expiry when that is later: the renewal date the store moved since the grant.
     static func withExtendedExpiry(_ items: [GrantItem], _ connection: any SQLConnection, _ key: PurchaseKey) throws -> [GrantItem] {

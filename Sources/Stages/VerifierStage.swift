@@ -300,16 +300,6 @@ public struct VerifierStage: StoreBackedStage {
         case .restoreGrant: reason = .REFUND_REVERSED
         case .endEntitlement: reason = notification.notificationType == .gracePeriodExpired ? .GRACE_PERIOD_EXPIRED : .EXPIRED
         case .recordPurchase: return try await recordCharge(transaction, notification: notification, received: received)
-        case .recordUpgrade:
-            // Whatever entitlement each level gives, the replaced period's ends: after the new period's grant (one user, one partition).
-            let recorded = try await recordCharge(transaction, notification: notification, received: received)
-            let original = transaction.originalTransactionId ?? transaction.transactionId
-            guard case .publish(let events) = recorded, !events.isEmpty, let start = transaction.purchaseDate,
-                  let replaced = try await store.period(before: start, ofOriginal: original, other: transaction.transactionId),
-                  let held = try await store.purchase(replaced) else { return recorded }
-            return .publish(events + (try context.outputs([PurchaseRevokedEvent(
-                store: .appstore, transactionId: replaced.transactionId, originalTransactionId: original, userId: held.userId, productId: held.productId,
-                reason: .EXPIRED, notificationUUID: notification.notificationUUID, decidedAt: notification.signedDate, revokedAt: context.now())])))
         case .extendIntoGracePeriod:
             // The period, signed again, until the grace period ends: its grant (or the repeat of it) extends it like
             // RENEWAL_EXTENDED, and GRACE_PERIOD_EXPIRED or the recovered renewal (DID_RENEW) ends or follows it.

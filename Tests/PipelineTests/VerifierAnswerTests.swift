@@ -225,29 +225,5 @@ import WorkerRuntime
         #expect(verified.transactionId == "500" && verified.userId == "alice")
         #expect(verified.expiresDate == graceEnd)
     }
-    /// An upgrade (DID_CHANGE_RENEWAL_PREF, UPGRADE) starts the higher level's period at once: it is recorded for the
-    /// subscription's owner, and the period it replaces is ended (EXPIRED) after it, whatever entitlement each level gives.
-    @Test func anUpgradeRecordsTheNewPeriodAndEndsTheOneItReplaces() async throws {
-        let signer = JWSSigner(pki: Self.pki)
-        let start = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 - 10 * 86_400).rounded())
-        func period(_ id: String, _ product: String, from: Date) throws -> String {
-            try signer.sign(AppStorePayloads.transaction(transactionId: id, originalTransactionId: "600", productId: product, bundleId: PipelineTests.bundle,
-                                                         type: .autoRenewable, purchaseDate: from,
-                                                         extra: ["expiresDate": .integer(AppStorePayloads.milliseconds(from.addingTimeInterval(30 * 86_400)))]))
-        }
-        #expect(try await answers(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: try period("600", "pass.monthly", from: start),
-                                                    userId: "alice", submittedAt: Date(), source: .client)) == [codec.topic(.purchaseVerified)])
-        let upgrade = try signer.sign(AppStorePayloads.notification(type: .didChangeRenewalPref, subtype: "UPGRADE", bundleId: PipelineTests.bundle, appAppleId: nil,
-                                                                    signedTransactionInfo: try period("601", "pass.premium", from: start.addingTimeInterval(10 * 86_400))))
-        guard case .publish(let events) = try await notified(upgrade), events.count == 2, let first = events[0].value, let second = events[1].value,
-              case .success(let verified) = codec.decodeBody(first, as: PurchaseVerifiedEvent.self),
-              case .success(let ended) = codec.decodeBody(second, as: PurchaseRevokedEvent.self) else { Issue.record("not answered as an upgrade"); return }
-        #expect(verified.transactionId == "601" && verified.userId == "alice")
-        #expect(ended.transactionId == "600" && ended.reason == .EXPIRED && ended.userId == "alice")
-        // The first level's purchase, before any upgrade, replaces nothing.
-        let firstLevel = try signer.sign(AppStorePayloads.notification(type: .didChangeRenewalPref, subtype: "UPGRADE", bundleId: PipelineTests.bundle, appAppleId: nil,
-                                                                   signedTransactionInfo: try period("600", "pass.monthly", from: start)))
-        guard case .publish(let alone) = try await notified(firstLevel) else { Issue.record("not answered"); return }
-        #expect(alone.map(\.topic) == [codec.topic(.purchaseVerified)])
-    }
 }
+

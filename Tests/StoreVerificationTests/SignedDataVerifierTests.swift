@@ -199,9 +199,8 @@ import JSON
                       ("DID_RENEW", .recordPurchase), ("SUBSCRIBED", .recordPurchase), ("EXPIRED", .endEntitlement),
                       ("GRACE_PERIOD_EXPIRED", .endEntitlement), ("REFUND_DECLINED", .recordDecision),
                       ("RENEWAL_EXTENDED", .recordPurchase), ("DID_FAIL_TO_RENEW/GRACE_PERIOD", .extendIntoGracePeriod),
-                      ("DID_FAIL_TO_RENEW", .logOnly), ("DID_CHANGE_RENEWAL_PREF/UPGRADE", .recordUpgrade),
-                      ("DID_CHANGE_RENEWAL_PREF/DOWNGRADE", .logOnly), ("OFFER_REDEEMED/UPGRADE", .recordUpgrade),
-                      ("OFFER_REDEEMED/INITIAL_BUY", .recordPurchase),
+                      ("DID_FAIL_TO_RENEW", .logOnly), ("DID_CHANGE_RENEWAL_PREF/UPGRADE", .recordPurchase),
+                      ("DID_CHANGE_RENEWAL_PREF/DOWNGRADE", .logOnly), ("OFFER_REDEEMED/UPGRADE", .recordPurchase),
                       ("SOMETHING_APPLE_ADDS_IN_2030", .logOnly)])
     func notificationTypesMapToActions(_ typeAndSubtype: String, _ action: NotificationAction) throws {
         let parts = typeAndSubtype.split(separator: "/").map(String.init)

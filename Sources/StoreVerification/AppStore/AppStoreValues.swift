@@ -63,12 +63,10 @@ public struct AppStoreNotificationType: AppStoreStringValue {
         case .refundReversed: .restoreGrant
         case .refundDeclined: .recordDecision
         case .consumptionRequest: .reportConsumption
-        // An upgrade starts a new period of the higher level at once; a downgrade waits for the renewal (a new transaction
-        // then). An offer redeemed starts or changes a subscription: its transaction is the new period, or the current one again.
-        case .didChangeRenewalPref where subtype == "UPGRADE": .recordUpgrade
-        case .offerRedeemed where subtype == "UPGRADE": .recordUpgrade
-        case .didChangeRenewalPref: .logOnly
+        // An offer redeemed starts or changes a subscription: its transaction is the new period, or the current one again.
         case .oneTimeCharge, .subscribed, .didRenew, .renewalExtended, .offerRedeemed: .recordPurchase
+        // An upgrade starts a new period of the higher level at once; a downgrade waits for the renewal (a new transaction then).
+        case .didChangeRenewalPref: subtype == "UPGRADE" ? .recordPurchase : .logOnly
         // In a billing grace period service continues until it ends; in billing retry alone the period ends at its expiry.
         case .didFailToRenew: subtype == "GRACE_PERIOD" ? .extendIntoGracePeriod : .logOnly
         case .expired, .gracePeriodExpired: .endEntitlement
@@ -86,15 +84,12 @@ public enum NotificationAction: String, Sendable, Codable {
     case restoreGrant
     /// Apple asks for consumption information about a refund request.
     case reportConsumption
-    /// A purchase was charged (a one-time charge; a subscription bought, renewed or started with an offer),
+    /// A purchase was charged (a one-time charge; a subscription bought, renewed, upgraded or started with an offer),
     /// or its renewal date moved (RENEWAL_EXTENDED, the transaction signed again with a later `expiresDate`): its
     /// transaction is processed like a client submission, for the user who owns the subscription.
     case recordPurchase
     /// A subscription ended (expired, grace period over): its entitlement ends.
     case endEntitlement
-    /// A subscription upgraded (DID_CHANGE_RENEWAL_PREF or OFFER_REDEEMED, UPGRADE): the higher level's period is recorded
-    /// like a charge, and the period it replaces ends now (Apple refunds what is left of it).
-    case recordUpgrade
     /// A renewal failed and its billing grace period began (DID_FAIL_TO_RENEW, GRACE_PERIOD): the period's
     /// entitlement lasts until the grace period ends (the renewal info's `gracePeriodExpiresDate`).
     case extendIntoGracePeriod
