@@ -113,7 +113,7 @@ import TestSupport
             let recording = Task { try await recorder.recordVerified(elsewhere, at: Self.t0) }
             let refunding = Task { try await refunder.revoke(refunded.key, at: Self.t0) }
             try await waitUntil("both other workers wait for the batch") {
-                try observer.query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").first?[0].int64 == 2
+                try observer.waitingAdvisoryLocks() == 2
             }
             #expect(try await store.recordVerified(mine, at: Self.t0) == .recorded)
             #expect(try await store.recordVerified(refunded, at: Self.t0) == .recorded)

@@ -105,7 +105,7 @@ import TestSupport
             try await store.readAhead([racing.key, reportedFirst.key, other.key])
             let report = Task { try await reporter.recordConsumed(racing.key, at: Self.t0) }
             try await waitUntil("the report waits for the batch") {
-                try observer.query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").first?[0].int64 == 1
+                try observer.waitingAdvisoryLocks() == 1
             }
             for purchase in [racing, reportedFirst, other] { #expect(try await store.recordVerified(purchase, at: Self.t0) == .recorded) }
             return report

@@ -213,3 +213,14 @@ public func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) asy
         thread.start()
     }
 }
+
+extension PostgresConnection {
+    /// Advisory locks waited for in this connection's database: other tests' databases on the same server have their own,
+    /// which `pg_locks` lists too.
+    public func waitingAdvisoryLocks() throws -> Int64? {
+        try query("""
+            SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+                AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+            """).first?[0].int64
+    }
+}
