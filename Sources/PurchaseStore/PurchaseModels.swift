@@ -66,6 +66,13 @@ public struct GrantItem: Sendable, Hashable, Codable {
         self.amount = amount
         self.expiresAt = expiresAt
     }
+
+    /// An expiring entitlement lasting until `date` when that is later than its expiry (a subscription period the store
+    /// extended); anything else as it is.
+    public func lasting(until date: Date) -> GrantItem {
+        guard kind == .entitlement, let expiresAt, expiresAt < date else { return self }
+        return GrantItem(kind: kind, code: code, amount: amount, expiresAt: date)
+    }
 }
 
 public enum RecordOutcome: Sendable, Hashable {

@@ -75,9 +75,6 @@ extension SQLPurchaseStore {
               let row = try connection.query("SELECT expires_at, product_type FROM purchases WHERE store = $1 AND transaction_id = $2",
                                              [.text(key.store.rawValue), .text(key.transactionId)]).first,
               let recorded = row[0].int64.map(PurchaseTime.date), row[1].string == ProductType.autoRenewable.rawValue else { return items }
-        return items.map { item in
-            guard item.kind == .entitlement, let expiresAt = item.expiresAt, expiresAt < recorded else { return item }
-            return GrantItem(kind: item.kind, code: item.code, amount: item.amount, expiresAt: recorded)
-        }
+        return items.map { $0.lasting(until: recorded) }
     }
 }

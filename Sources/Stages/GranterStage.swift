@@ -94,11 +94,8 @@ public struct GranterStage: StoreBackedStage {
             if type == .autoRenewable, let expiresDate = verified.expiresDate,
                case .extended(let entitlements) = try await store.extendSubscription(key, to: expiresDate, at: context.now()) {
                 context.logger.info("subscription extended", ["transactionId": verified.transactionId, "entitlements": entitlements.joined(separator: ",")])
-                let items = original.map { item in
-                    guard item.kind == .entitlement, let until = item.expiresAt, until < expiresDate else { return item }
-                    return GrantItem(kind: item.kind, code: item.code, amount: item.amount, expiresAt: expiresDate)
-                }
-                var answer = granted(verified, type: type, items: items, balances: balances, already: true, ledgerEntryId: nil)
+                var answer = granted(verified, type: type, items: original.map { $0.lasting(until: expiresDate) }, balances: balances, already: true,
+                                     ledgerEntryId: nil)
                 answer.extendedUntil = expiresDate
                 return try context.messages([answer])
             }
