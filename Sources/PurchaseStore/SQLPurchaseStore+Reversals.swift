@@ -97,8 +97,8 @@ extension SQLPurchaseStore {
     }
 
     /// What the purchase's last revocation took back, per item: its entries (those after the last re-grant) less their
-    /// shortfall, what the balance could not give; an entitlement until the expiry its grants gave (or the store moved it to since). Nil when it wrote
-    /// none: revoked before its grant. (Ids order these entries: revocations and re-grants write theirs at once, under
+    /// shortfall, what the balance could not give; an entitlement until the expiry its grants gave (or the store moved it
+    /// to since). Nil when it wrote none: revoked before its grant. (Ids order these entries: revocations and re-grants write theirs at once, under
     /// the purchase's lock; only grants' ids are reserved ahead, `applyDeferring`.)
     static func takenBack(_ connection: any SQLConnection, _ key: PurchaseKey) throws -> [GrantItem]? {
         let rows = try connection.query("""
@@ -111,9 +111,6 @@ extension SQLPurchaseStore {
             GROUP BY r.store, r.transaction_id, r.item_kind, r.code ORDER BY r.item_kind, r.code
             """, [.text(key.store.rawValue), .text(key.transactionId)])
         guard !rows.isEmpty else { return nil }
-        return try withExtendedExpiry(rows.compactMap { row in
-            guard let kind = row[0].string.flatMap(GrantItem.Kind.init(rawValue:)), let code = row[1].string, let amount = row[2].int64 else { return nil }
-            return GrantItem(kind: kind, code: code, amount: amount, expiresAt: row[3].int64.map(PurchaseTime.date))
-        }, connection, key)
+        return try withExtendedExpiry(rows.compactMap(grantItem), connection, key)
     }
 }

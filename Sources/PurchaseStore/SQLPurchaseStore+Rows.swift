@@ -270,19 +270,19 @@ extension SQLPurchaseStore {
             SELECT item_kind, code, sum(amount), max(expires_at) FROM ledger
             WHERE store = $1 AND transaction_id = $2 AND entry_kind IN ('grant', 'regrant', 'revoke')
             GROUP BY item_kind, code HAVING sum(amount) > 0 ORDER BY item_kind, code
-            """, [.text(key.store.rawValue), .text(key.transactionId)]).compactMap { row in
-            guard let kind = row[0].string.flatMap(GrantItem.Kind.init(rawValue:)), let code = row[1].string, let amount = row[2].int64 else { return nil }
-            return GrantItem(kind: kind, code: code, amount: amount, expiresAt: row[3].int64.map(PurchaseTime.date))
-        }, connection, key)
+            """, [.text(key.store.rawValue), .text(key.transactionId)]).compactMap(grantItem), connection, key)
+    }
+
+    /// A ledger item from `item_kind, code, amount, expires_at` (an amount summed or not).
+    static func grantItem(_ row: [SQLValue]) -> GrantItem? {
+        guard let kind = row[0].string.flatMap(GrantItem.Kind.init(rawValue:)), let code = row[1].string, let amount = row[2].int64 else { return nil }
+        return GrantItem(kind: kind, code: code, amount: amount, expiresAt: row[3].int64.map(PurchaseTime.date))
     }
 
     static func ledgerItems(_ connection: any SQLConnection, _ key: PurchaseKey, kind: String) throws -> [GrantItem] {
         try connection.query("""
             SELECT item_kind, code, amount, expires_at FROM ledger WHERE store = $1 AND transaction_id = $2 AND entry_kind = $3 ORDER BY id
-            """, [.text(key.store.rawValue), .text(key.transactionId), .text(kind)]).compactMap { row in
-            guard let kind = row[0].string.flatMap(GrantItem.Kind.init(rawValue:)), let code = row[1].string, let amount = row[2].int64 else { return nil }
-            return GrantItem(kind: kind, code: code, amount: amount, expiresAt: row[3].int64.map(PurchaseTime.date))
-        }
+            """, [.text(key.store.rawValue), .text(key.transactionId), .text(kind)]).compactMap(grantItem)
     }
 
     /// Runs `body` with a FROM item, `r`, of the rows of `table` (its `columns`, with `lock` appended to the row lookup) whose
