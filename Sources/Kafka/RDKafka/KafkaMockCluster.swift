@@ -45,7 +45,8 @@ public final class KafkaMockCluster: @unchecked Sendable {
         try check(rd_kafka_mock_topic_create(cluster, name, partitions, replicationFactor), "create topic \(name)")
     }
 
-    /// Takes a broker down: its connections are closed and it refuses new ones.
+    /// Takes a broker down: its connections are closed, and each new one is closed as soon as it is made (with
+    /// `deploy/local/patches/librdkafka/0002`, the listener stays open, so that setting it up again binds nothing).
     public func setBrokerDown(_ broker: Int32) throws {
         try check(rd_kafka_mock_broker_set_down(cluster, broker), "broker \(broker) down")
     }
