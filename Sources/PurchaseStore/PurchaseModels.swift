@@ -73,6 +73,13 @@ public struct GrantItem: Sendable, Hashable, Codable {
         guard kind == .entitlement, let expiresAt, expiresAt < date else { return self }
         return GrantItem(kind: kind, code: code, amount: amount, expiresAt: date)
     }
+
+    /// An expiring entitlement ending by `date` when it would last longer (a subscription period another product of the
+    /// subscription replaced then); anything else as it is.
+    public func ending(by date: Date) -> GrantItem {
+        guard kind == .entitlement, let expiresAt, expiresAt > date else { return self }
+        return GrantItem(kind: kind, code: code, amount: amount, expiresAt: date)
+    }
 }
 
 public enum RecordOutcome: Sendable, Hashable {
@@ -84,8 +91,9 @@ public enum RecordOutcome: Sendable, Hashable {
 }
 
 public enum GrantOutcome: Sendable, Hashable {
-    /// `balances`: the user's balance of each currency the grant added to, after it.
-    case granted(ledgerEntryIds: [Int64], balances: [String: Int64])
+    /// `balances`: the user's balance of each currency the grant added to, after it. `endsBy`: a subscription period
+    /// another product of the subscription replaced before it was granted (an upgrade) ends then, before its own expiry.
+    case granted(ledgerEntryIds: [Int64], balances: [String: Int64], endsBy: Date? = nil)
     /// Granted before: nothing changed. The items are those of the original grant, `balances` the user's balance of
     /// their currencies now.
     case alreadyGranted(items: [GrantItem], balances: [String: Int64])

@@ -74,8 +74,9 @@ extension SQLPurchaseStore {
                                      [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(now))])
                 return .tombstoneCleared
             }
-            let granted = (try Self.takenBack(connection, key) ?? items).filter { $0.amount > 0 }
+            var granted = (try Self.takenBack(connection, key) ?? items).filter { $0.amount > 0 }
             let applied = try Self.apply(granted, entry: "regrant", connection, key, userId: current.userId ?? "", at: now, self.dialect)
+            if let end = try Self.endingSupersededPeriods(current, granted, connection, key) { granted = granted.map { $0.ending(by: end) } }
             try Self.setState(connection, key, transition.to, timeColumn: "finished_at", at: now)
             // Revoked before its grant: the re-grant is its grant.
             try connection.query("UPDATE purchases SET granted_at = $3 WHERE store = $1 AND transaction_id = $2 AND granted_at IS NULL",
@@ -111,6 +112,6 @@ extension SQLPurchaseStore {
             GROUP BY r.store, r.transaction_id, r.item_kind, r.code ORDER BY r.item_kind, r.code
             """, [.text(key.store.rawValue), .text(key.transactionId)])
         guard !rows.isEmpty else { return nil }
-        return try withExtendedExpiry(rows.compactMap(grantItem), connection, key)
+        return try withCurrentExpiry(rows.compactMap(grantItem), connection, key)
     }
 }

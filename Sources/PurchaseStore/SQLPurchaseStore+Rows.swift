@@ -266,7 +266,7 @@ extension SQLPurchaseStore {
     /// What a purchase grants now per item: its grants and re-grants less what was taken back (in full: a shortfall
     /// is what the user had spent, not what the purchase still gives).
     static func heldItems(_ connection: any SQLConnection, _ key: PurchaseKey) throws -> [GrantItem] {
-        try withExtendedExpiry(try connection.query("""
+        try withCurrentExpiry(try connection.query("""
             SELECT item_kind, code, sum(amount), max(expires_at) FROM ledger
             WHERE store = $1 AND transaction_id = $2 AND entry_kind IN ('grant', 'regrant', 'revoke')
             GROUP BY item_kind, code HAVING sum(amount) > 0 ORDER BY item_kind, code

@@ -5,6 +5,9 @@ import PurchaseDomain
 /// Subscription periods: the store ends them (EXPIRED, GRACE_PERIOD_EXPIRED) and moves their renewal date
 /// (RENEWAL_EXTENDED). The grant's ledger entry keeps the expiry the period was granted with; an extension is
 /// recorded with the purchase (`purchases.expires_at`), and what the purchase holds is judged with the later of the two.
+/// A period of another product of the same subscription that begins before a period ends (an upgrade, which the App Store
+/// makes take effect at once, refunding the rest of the old period) ends the old period then (`supersededAt`): at the
+/// later period's grant, or at the old period's own when that comes after it.
 extension SQLPurchaseStore {
     /// A subscription period ended (EXPIRED, GRACE_PERIOD_EXPIRED, naming the transaction that paid for it): the
     /// entitlements that transaction and the subscription's earlier periods give end now (or at their own expiry, if
@@ -44,7 +47,10 @@ extension SQLPurchaseStore {
     /// records the date, for its refund's reversal to give back.
     public func extendSubscription(_ key: PurchaseKey, to expiresDate: Date, at now: Date) async throws -> ExtendOutcome {
         try await decide(key, on: .renewalExtended) { _, connection, current, transition in
-            let values: [SQLValue] = [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(expiresDate))]
+            guard transition.effects.contains(.recordExpiry) || transition.effects.contains(.extendEntitlement) else { return .unchanged(state: current.state) }
+            // Never past the start of the period that replaced it.
+            let until = try Self.supersededAt(connection, key).map { min($0, expiresDate) } ?? expiresDate
+            let values: [SQLValue] = [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(until))]
             let recordExpiry = "UPDATE purchases SET expires_at = $3 WHERE store = $1 AND transaction_id = $2 AND (expires_at IS NULL OR expires_at < $3)"
             if transition.effects.contains(.recordExpiry) {
                 try connection.query(recordExpiry, values)
@@ -69,12 +75,68 @@ extension SQLPurchaseStore {
     }
 
     /// `items` (what `key` granted, from its ledger) with each expiring entitlement of a subscription period until the
-    /// purchase's recorded expiry when that is later: the renewal date the store moved since the grant.
-    static func withExtendedExpiry(_ items: [GrantItem], _ connection: any SQLConnection, _ key: PurchaseKey) throws -> [GrantItem] {
-        guard items.contains(where: { $0.kind == .entitlement && $0.expiresAt != nil }),
-              let row = try connection.query("SELECT expires_at, product_type FROM purchases WHERE store = $1 AND transaction_id = $2",
-                                             [.text(key.store.rawValue), .text(key.transactionId)]).first,
-              let recorded = row[0].int64.map(PurchaseTime.date), row[1].string == ProductType.autoRenewable.rawValue else { return items }
-        return items.map { $0.lasting(until: recorded) }
+    /// purchase's recorded expiry when that is later (the renewal date the store moved since the grant), and ending by
+    /// the start of the period that replaced it (`supersededAt`).
+    static func withCurrentExpiry(_ items: [GrantItem], _ connection: any SQLConnection, _ key: PurchaseKey) throws -> [GrantItem] {
+        guard items.contains(where: { $0.kind == .entitlement && $0.expiresAt != nil }), let period = try Period(connection, key) else { return items }
+        var current = items
+        if let recorded = period.recordedExpiry { current = current.map { $0.lasting(until: recorded) } }
+        if let end = try supersededAt(connection, period) { current = current.map { $0.ending(by: end) } }
+        return current
+    }
+
+    /// A subscription period (`autoRenewable`): its subscription, its start, its product, its recorded expiry.
+    struct Period {
+        let key: PurchaseKey, original: String, start: Int64, product: String, recordedExpiry: Date?
+
+        init?(_ connection: any SQLConnection, _ key: PurchaseKey) throws {
+            guard let row = try connection.query("""
+                      SELECT coalesce(original_transaction_id, transaction_id), purchase_time, product_id, expires_at FROM purchases
+                      WHERE store = $1 AND transaction_id = $2 AND product_type = 'autoRenewable'
+                      """, [.text(key.store.rawValue), .text(key.transactionId)]).first,
+                  let original = row[0].string, let start = row[1].int64, let product = row[2].string else { return nil }
+            (self.key, self.original, self.start, self.product, recordedExpiry) = (key, original, start, product, row[3].int64.map(PurchaseTime.date))
+        }
+
+        /// `$1` the store, `$2` the original transaction id (`ofOriginalCondition`), `$3` the start, `$4` the product.
+        var values: [SQLValue] { [.text(key.store.rawValue), .text(original), .integer(start), .text(product)] }
+    }
+
+    /// When the subscription period `key` was replaced: the earliest start of a later period of the same subscription, of
+    /// another product, that was granted (its entitlements given, whatever became of them since), whoever holds it now.
+    /// Nil when none: renewals of the same product, and a downgrade, which begins when the period ends, do not end it early.
+    static func supersededAt(_ connection: any SQLConnection, _ key: PurchaseKey) throws -> Date? {
+        try Period(connection, key).flatMap { try supersededAt(connection, $0) }
+    }
+
+    static func supersededAt(_ connection: any SQLConnection, _ period: Period) throws -> Date? {
+        try connection.query("""
+            SELECT min(p.purchase_time) FROM purchases p WHERE p.store = $1 AND \(ofOriginalCondition) AND p.purchase_time > $3 AND p.product_id <> $4
+                AND EXISTS (SELECT 1 FROM entitlements e WHERE e.store = p.store AND e.transaction_id = p.transaction_id)
+            """, period.values).first?[0].int64.map(PurchaseTime.date)
+    }
+
+    /// At the grant (or re-grant) of subscription period `key`: what earlier periods of the subscription's other products
+    /// still give past its start ends at its start; and it ends by the start of a later one granted before it, which it
+    /// answers (nil: it lasts as granted).
+    static func endSupersededPeriods(_ connection: any SQLConnection, _ key: PurchaseKey) throws -> Date? {
+        guard let period = try Period(connection, key) else { return nil }
+        try connection.query("""
+            UPDATE entitlements SET expires_at = $3 WHERE store = $1 AND active = 1 AND expires_at > $3
+                AND transaction_id IN (SELECT transaction_id FROM purchases WHERE store = $1 AND \(ofOriginalCondition) AND purchase_time < $3
+                                       AND product_id <> $4)
+            """, period.values)
+        guard let end = try supersededAt(connection, period) else { return nil }
+        try connection.query("UPDATE entitlements SET expires_at = $3 WHERE store = $1 AND transaction_id = $2 AND expires_at > $3",
+                             [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(end))])
+        return end
+    }
+
+    /// `endSupersededPeriods` for a grant or re-grant of `items` to the purchase `current`, when it is a subscription
+    /// period's: its answer, else nil at no cost.
+    static func endingSupersededPeriods(_ current: CurrentPurchase, _ items: [GrantItem], _ connection: any SQLConnection,
+                                        _ key: PurchaseKey) throws -> Date? {
+        guard current.type == .autoRenewable, items.contains(where: { $0.kind == .entitlement && $0.expiresAt != nil }) else { return nil }
+        return try endSupersededPeriods(connection, key)
     }
 }

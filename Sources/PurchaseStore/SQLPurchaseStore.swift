@@ -94,13 +94,14 @@ public final class SQLPurchaseStore: Sendable {
             switch transition.outcome {
             case .applied:
                 let applied = try Self.applyDeferring(items, entry: "grant", connection, key, userId: current.userId ?? "", at: now, self.dialect, executor)
+                let endsBy = try Self.endingSupersededPeriods(current, items, connection, key)
                 try executor.write(.setState(key, transition.to, timeColumn: "granted_at", at: now), connection)
-                return .granted(ledgerEntryIds: applied.ledgerEntryIds, balances: applied.balances)
+                return .granted(ledgerEntryIds: applied.ledgerEntryIds, balances: applied.balances, endsBy: endsBy)
             case .repeated:
                 // The balances as they are now, with what the batch's other grants added.
                 try executor.flushDeferred(connection)
                 // As granted, with the renewal date the store moved since (RENEWAL_EXTENDED).
-                let original = try Self.withExtendedExpiry(try Self.ledgerItems(connection, key, kind: "grant"), connection, key)
+                let original = try Self.withCurrentExpiry(try Self.ledgerItems(connection, key, kind: "grant"), connection, key)
                 let balances = try Self.balances(connection, of: current.userId ?? "").filter { currency, _ in
                     original.contains { $0.kind == .currency && $0.code == currency }
                 }

@@ -86,9 +86,11 @@ public struct GranterStage: StoreBackedStage {
         }
         let type = verified.productType.flatMap(ProductType.init(rawValue:)) ?? catalog.product(verified.store, verified.productId)?.type ?? .unknown
         switch try await store.grant(key, items: items, at: context.now()) {
-        case .granted(let ids, let balances):
+        case .granted(let ids, let balances, let endsBy):
             context.logger.debug("granted", ["transactionId": verified.transactionId, "productId": verified.productId])
-            return try context.messages([granted(verified, type: type, items: items, balances: balances, already: false, ledgerEntryId: ids.first)])
+            // A subscription period an upgrade granted before it replaced: what it gives ends at the upgrade.
+            let given = endsBy.map { end in items.map { $0.ending(by: end) } } ?? items
+            return try context.messages([granted(verified, type: type, items: given, balances: balances, already: false, ledgerEntryId: ids.first)])
         case .alreadyGranted(let original, let balances):
             // A subscription period signed again with a later expiry (RENEWAL_EXTENDED): the entitlement lasts until then.
             if type == .autoRenewable, let expiresDate = verified.expiresDate,

@@ -20,9 +20,9 @@ import WorkerRuntime
 
     /// What the granter answers `event` with at `now`.
     @discardableResult
-    func handle(_ event: some PipelineEvent, _ store: SQLPurchaseStore, at now: Date) async throws -> StageResult {
+    func handle(_ event: some PipelineEvent, _ store: SQLPurchaseStore, at now: Date, catalog: ProductCatalog = Self.catalog) async throws -> StageResult {
         let stage = GranterStage(context: StageContext(codec: Self.codec, logger: Logger(stage: "t", minimum: .error), now: { now }), store: store,
-                                 catalog: Self.catalog, clawBackDueRefunds: false)
+                                 catalog: catalog, clawBackDueRefunds: false)
         let message = try Self.codec.message(event, time: now)
         return try await stage.handle(KafkaMessage(topic: message.topic, partition: 0, offset: 0, key: message.key, value: message.value,
                                                    headers: message.headers))
@@ -55,6 +55,30 @@ import WorkerRuntime
         #expect(try await store.entitlements(of: "user-g", at: Self.day(36)) == ["pass": Self.day(65)], "paid to day 65")
         try await handle(expired("sub-2", original: "sub-1", .GRACE_PERIOD_EXPIRED, at: Self.day(40)), store, at: Self.day(40))
         #expect(try await store.entitlements(of: "user-g", at: Self.day(40)).isEmpty, "the period it names ends now")
+    }
+
+    /// An upgrade's period (gold, from day 10) granted before the period it replaced (silver, paid to day 31; partitions,
+    /// retries): silver's `item.granted` says it ends at the upgrade, as the store holds it.
+    @Test(arguments: StoreEngine.available) func aReplacedPeriodGrantedAfterItsUpgradeIsAnnouncedEndingThen(_ engine: StoreEngine) async throws {
+        let store = try SQLPurchaseStore(url: try await engine.freshURL())
+        try await store.migrate()
+        let catalog = try ProductCatalog(json: Data(#"""
+            {"appstore": {"vip.silver": {"type": "autoRenewable", "entitlement": "silver"}, "vip.gold": {"type": "autoRenewable", "entitlement": "gold"}}}
+            """#.utf8), schemas: PipelineTests.schemas)
+        var answer: StageResult?
+        for (id, product, from, until) in [("vip-2", "vip.gold", Self.day(10), Self.day(41)), ("vip-1", "vip.silver", Self.day(0), Self.day(31))] {
+            #expect(try await store.recordVerified(PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: "user-v", productId: product,
+                                                                  productType: .autoRenewable, quantity: 1, purchaseTime: from, originalTransactionId: "vip-1"),
+                                                   at: Self.day(11)) == .recorded)
+            answer = try await handle(PurchaseVerifiedEvent(store: .appstore, transactionId: id, originalTransactionId: "vip-1", productId: product,
+                                                            productType: ProductType.autoRenewable.rawValue, quantity: 1, userId: "user-v", purchaseDate: from,
+                                                            expiresDate: until, source: .client, verifiedAt: Self.day(11)), store, at: Self.day(11), catalog: catalog)
+        }
+        guard case .publish(let out)? = answer, let value = out.first?.value, case .success(let granted) = Self.codec.decodeBody(value, as: ItemGranted.self) else {
+            Issue.record("no item.granted"); return
+        }
+        #expect(granted.items == [GrantedItem(kind: .entitlement, code: "silver", expiresAt: Self.day(10))], "\(granted.items)")
+        #expect(try await store.entitlements(of: "user-v", at: Self.day(5)) == ["silver": Self.day(10), "gold": Self.day(41)])
     }
 
     /// 100 coins granted, 70 spent in the game, then a refund (it takes the 30 left) and its reversal: `item.granted`

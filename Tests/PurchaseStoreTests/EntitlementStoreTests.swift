@@ -15,11 +15,11 @@ import TestSupport
     /// A purchase of `product` by `user`, recorded and granted "pass" until `until` at `at`.
     @discardableResult
     func grantPass(_ store: SQLPurchaseStore, _ id: String, user: String = "user-e", product: String, type: ProductType, original: String? = nil,
-                   until: Date?, at time: Date) async throws -> PurchaseKey {
+                   entitlement: String = "pass", until: Date?, at time: Date) async throws -> PurchaseKey {
         let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: user, productId: product, productType: type,
                                     quantity: 1, purchaseTime: time, originalTransactionId: original)
         #expect(try await store.recordVerified(record, at: time) == .recorded)
-        guard case .granted = try await store.grant(record.key, items: [.entitlement("pass", until: until)], at: time) else {
+        guard case .granted = try await store.grant(record.key, items: [.entitlement(entitlement, until: until)], at: time) else {
             Issue.record("\(id) not granted")
             return record.key
         }
@@ -145,5 +145,64 @@ import TestSupport
         #expect(try await store.entitlements(of: "user-y", at: Self.day(31)).isEmpty)
         let season = try await grantPass(store, "season-x", user: "user-x", product: "pass.season", type: .nonRenewing, until: Self.day(90), at: Self.day(0))
         #expect(try await store.extendSubscription(season, to: Self.day(120), at: Self.day(1)) == .unchanged(state: .granted), "not a subscription period")
+    }
+
+    /// An upgrade (gold from day 10, in the subscription silver began) takes effect at once: silver ends on day 10, not
+    /// on day 31, and stays ended when its grant is repeated, its renewal date extended, its refund reversed, and when it
+    /// is restored to another user before gold is. A renewal of gold, even one that begins early, ends nothing.
+    @Test(arguments: StoreEngine.available) func anUpgradeEndsThePeriodItReplacesAtItsStart(_ engine: StoreEngine) async throws {
+        let store = try await engine.freshStore()
+        let silver = try await grantPass(store, "up-1", user: "user-u", product: "vip.silver", type: .autoRenewable, original: "up-1",
+                                         entitlement: "silver", until: Self.day(31), at: Self.day(0))
+        #expect(try await store.entitlements(of: "user-u", at: Self.day(5)) == ["silver": Self.day(31)])
+        let gold = try await grantPass(store, "up-2", user: "user-u", product: "vip.gold", type: .autoRenewable, original: "up-1",
+                                       entitlement: "gold", until: Self.day(41), at: Self.day(10))
+        #expect(try await store.entitlements(of: "user-u", at: Self.day(5)) == ["silver": Self.day(10), "gold": Self.day(41)])
+        #expect(try await store.entitlements(of: "user-u", at: Self.day(11)) == ["gold": Self.day(41)], "silver ended at the upgrade")
+        try await grantPass(store, "up-3", user: "user-u", product: "vip.gold", type: .autoRenewable, original: "up-1",
+                            entitlement: "gold", until: Self.day(72), at: Self.day(35))
+        #expect(try await store.grantedItems(gold).map(\.expiresAt) == [Self.day(41)], "a renewal ends nothing")
+
+        guard case .alreadyGranted(let items, _) = try await store.grant(silver, items: [.entitlement("silver", until: Self.day(31))], at: Self.day(12)) else {
+            Issue.record("not a repeat"); return
+        }
+        #expect(items.map(\.expiresAt) == [Self.day(10)], "a repeat answers the period as it ended")
+        #expect(try await store.extendSubscription(silver, to: Self.day(50), at: Self.day(12)) == .unchanged(state: .granted),
+                "an extension does not outlast the upgrade")
+        #expect(try await store.revoke(silver, at: Self.day(12)) == .revoked(shortfall: [:]))
+        guard case .reinstated = try await store.reinstate(silver, items: [], at: Self.day(13)) else { Issue.record("not reinstated"); return }
+        #expect(try await store.entitlements(of: "user-u", at: Self.day(11)) == ["gold": Self.day(72)], "the reversal gives silver back as it ended")
+        #expect(try await store.transfer(silver, to: "user-v", policy: .transfer, at: Self.day(14)) == .transferred(from: "user-u", items: [.entitlement("silver", until: Self.day(10))]))
+        #expect(try await store.entitlements(of: "user-v", at: Self.day(11)).isEmpty, "restored as it ended, gold still with its buyer")
+    }
+
+    /// The replaced period's grant arriving after the upgrade's (partitions, retries) ends at the upgrade too, and says so.
+    @Test(arguments: StoreEngine.available) func aReplacedPeriodGrantedLateEndsAtTheUpgrade(_ engine: StoreEngine) async throws {
+        let store = try await engine.freshStore()
+        try await grantPass(store, "late-2", user: "user-l", product: "vip.gold", type: .autoRenewable, original: "late-1",
+                            entitlement: "gold", until: Self.day(41), at: Self.day(10))
+        let silver = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: "late-1"), userId: "user-l", productId: "vip.silver",
+                                    productType: .autoRenewable, quantity: 1, purchaseTime: Self.day(0), originalTransactionId: "late-1")
+        #expect(try await store.recordVerified(silver, at: Self.day(11)) == .recorded)
+        guard case .granted(_, _, let endsBy) = try await store.grant(silver.key, items: [.entitlement("silver", until: Self.day(31))], at: Self.day(11)) else {
+            Issue.record("not granted"); return
+        }
+        #expect(endsBy == Self.day(10))
+        #expect(try await store.entitlements(of: "user-l", at: Self.day(5)) == ["silver": Self.day(10), "gold": Self.day(41)])
+    }
+
+    /// An upgrade refunded before its grant and then reinstated ends the period it replaced when it is given back.
+    @Test(arguments: StoreEngine.available) func aReinstatedUpgradeEndsThePeriodItReplaced(_ engine: StoreEngine) async throws {
+        let store = try await engine.freshStore()
+        try await grantPass(store, "rv-1", user: "user-r", product: "vip.silver", type: .autoRenewable, original: "rv-1",
+                            entitlement: "silver", until: Self.day(31), at: Self.day(0))
+        let gold = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: "rv-2"), userId: "user-r", productId: "vip.gold",
+                                  productType: .autoRenewable, quantity: 1, purchaseTime: Self.day(10), originalTransactionId: "rv-1")
+        #expect(try await store.recordVerified(gold, at: Self.day(10)) == .recorded)
+        _ = try await store.revoke(gold.key, at: Self.day(11))
+        guard case .reinstated = try await store.reinstate(gold.key, items: [.entitlement("gold", until: Self.day(41))], at: Self.day(12)) else {
+            Issue.record("not reinstated"); return
+        }
+        #expect(try await store.entitlements(of: "user-r", at: Self.day(11)) == ["gold": Self.day(41)])
     }
 }

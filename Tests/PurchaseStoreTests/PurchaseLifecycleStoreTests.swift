@@ -237,7 +237,7 @@ import TestSupport
         #expect(before == [.currency("coins", 100)])
         let next = purchase("m-5", user: "user-m")
         _ = try await store.recordVerified(next, at: Self.t0)
-        guard case .granted(let ids, _) = try await store.grant(next.key, items: [.currency("coins", 100)], at: Self.t0) else { Issue.record("not granted"); return }
+        guard case .granted(let ids, _, _) = try await store.grant(next.key, items: [.currency("coins", 100)], at: Self.t0) else { Issue.record("not granted"); return }
         #expect(ids.first.map { $0 > 2 } == true, "ids continue after the migrated rows: \(ids)")
 
         let flagged = try await store.sweepDue(store: .appstore, deadline: 24 * 3600, now: Self.t0.addingTimeInterval(48 * 3600))
