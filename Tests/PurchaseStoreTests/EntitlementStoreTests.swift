@@ -16,13 +16,20 @@ import TestSupport
     @discardableResult
     func grantPass(_ store: SQLPurchaseStore, _ id: String, user: String = "user-e", product: String, type: ProductType, original: String? = nil,
                    entitlement: String = "pass", until: Date?, at time: Date) async throws -> PurchaseKey {
+        let key = try await record(store, id, user: user, product: product, type: type, original: original, at: time)
+        guard case .granted = try await store.grant(key, items: [.entitlement(entitlement, until: until)], at: time) else {
+            Issue.record("\(id) not granted")
+            return key
+        }
+        return key
+    }
+
+    /// A purchase of `product` by `user` at `time`, recorded as the verifier records it (at `recordedAt`, default `time`).
+    func record(_ store: SQLPurchaseStore, _ id: String, user: String, product: String, type: ProductType, original: String?, at time: Date,
+                recordedAt: Date? = nil) async throws -> PurchaseKey {
         let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: user, productId: product, productType: type,
                                     quantity: 1, purchaseTime: time, originalTransactionId: original)
-        #expect(try await store.recordVerified(record, at: time) == .recorded)
-        guard case .granted = try await store.grant(record.key, items: [.entitlement(entitlement, until: until)], at: time) else {
-            Issue.record("\(id) not granted")
-            return record.key
-        }
+        #expect(try await store.recordVerified(record, at: recordedAt ?? time) == .recorded)
         return record.key
     }
 
@@ -181,10 +188,9 @@ import TestSupport
         let store = try await engine.freshStore()
         try await grantPass(store, "late-2", user: "user-l", product: "vip.gold", type: .autoRenewable, original: "late-1",
                             entitlement: "gold", until: Self.day(41), at: Self.day(10))
-        let silver = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: "late-1"), userId: "user-l", productId: "vip.silver",
-                                    productType: .autoRenewable, quantity: 1, purchaseTime: Self.day(0), originalTransactionId: "late-1")
-        #expect(try await store.recordVerified(silver, at: Self.day(11)) == .recorded)
-        guard case .granted(_, _, let endsBy) = try await store.grant(silver.key, items: [.entitlement("silver", until: Self.day(31))], at: Self.day(11)) else {
+        let silver = try await record(store, "late-1", user: "user-l", product: "vip.silver", type: .autoRenewable, original: "late-1", at: Self.day(0),
+                                      recordedAt: Self.day(11))
+        guard case .granted(_, _, let endsBy) = try await store.grant(silver, items: [.entitlement("silver", until: Self.day(31))], at: Self.day(11)) else {
             Issue.record("not granted"); return
         }
         #expect(endsBy == Self.day(10))
@@ -196,11 +202,9 @@ import TestSupport
         let store = try await engine.freshStore()
         try await grantPass(store, "rv-1", user: "user-r", product: "vip.silver", type: .autoRenewable, original: "rv-1",
                             entitlement: "silver", until: Self.day(31), at: Self.day(0))
-        let gold = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: "rv-2"), userId: "user-r", productId: "vip.gold",
-                                  productType: .autoRenewable, quantity: 1, purchaseTime: Self.day(10), originalTransactionId: "rv-1")
-        #expect(try await store.recordVerified(gold, at: Self.day(10)) == .recorded)
-        _ = try await store.revoke(gold.key, at: Self.day(11))
-        guard case .reinstated = try await store.reinstate(gold.key, items: [.entitlement("gold", until: Self.day(41))], at: Self.day(12)) else {
+        let gold = try await record(store, "rv-2", user: "user-r", product: "vip.gold", type: .autoRenewable, original: "rv-1", at: Self.day(10))
+        _ = try await store.revoke(gold, at: Self.day(11))
+        guard case .reinstated = try await store.reinstate(gold, items: [.entitlement("gold", until: Self.day(41))], at: Self.day(12)) else {
             Issue.record("not reinstated"); return
         }
         #expect(try await store.entitlements(of: "user-r", at: Self.day(11)) == ["gold": Self.day(41)])
