@@ -150,8 +150,9 @@ public enum ExpireOutcome: Sendable, Hashable {
 
 /// What RENEWAL_EXTENDED did to a subscription period.
 public enum ExtendOutcome: Sendable, Hashable {
-    /// Its expiry moved later (now, or by the same extension before); these active entitlements with it.
-    case extended(entitlements: [String])
+    /// Its expiry moved later (now, or by the same extension before), `until` then (the date asked for, or the start of
+    /// the period that replaced it, if earlier); these active entitlements with it.
+    case extended(entitlements: [String], until: Date)
     /// Nothing in force moved: unknown, not a granted subscription period, ended, an older date; or revoked (the date is
     /// recorded for its refund's reversal).
     case unchanged(state: PurchaseState)

@@ -62,7 +62,7 @@ extension SQLPurchaseStore {
                 """, values).compactMap { $0[0].string }
             if !moved.isEmpty {
                 try connection.query(recordExpiry, values)
-                return .extended(entitlements: moved.sorted())
+                return .extended(entitlements: moved.sorted(), until: until)
             }
             // Extended to this date before: in force until then, later than its grant gave.
             let before = try connection.query("""
@@ -70,7 +70,7 @@ extension SQLPurchaseStore {
                     AND $3 > (SELECT max(l.expires_at) FROM ledger l WHERE l.store = $1 AND l.transaction_id = $2 AND l.item_kind = 'entitlement'
                               AND l.code = e.entitlement AND l.entry_kind IN ('grant', 'regrant'))
                 """, values).compactMap { $0[0].string }
-            return before.isEmpty ? .unchanged(state: current.state) : .extended(entitlements: before.sorted())
+            return before.isEmpty ? .unchanged(state: current.state) : .extended(entitlements: before.sorted(), until: until)
         }
     }
 

@@ -94,11 +94,11 @@ public struct GranterStage: StoreBackedStage {
         case .alreadyGranted(let original, let balances):
             // A subscription period signed again with a later expiry (RENEWAL_EXTENDED): the entitlement lasts until then.
             if type == .autoRenewable, let expiresDate = verified.expiresDate,
-               case .extended(let entitlements) = try await store.extendSubscription(key, to: expiresDate, at: context.now()) {
+               case .extended(let entitlements, let until) = try await store.extendSubscription(key, to: expiresDate, at: context.now()) {
                 context.logger.info("subscription extended", ["transactionId": verified.transactionId, "entitlements": entitlements.joined(separator: ",")])
-                var answer = granted(verified, type: type, items: original.map { $0.lasting(until: expiresDate) }, balances: balances, already: true,
+                var answer = granted(verified, type: type, items: original.map { $0.lasting(until: until) }, balances: balances, already: true,
                                      ledgerEntryId: nil)
-                answer.extendedUntil = expiresDate
+                answer.extendedUntil = until
                 return try context.messages([answer])
             }
             return try context.messages([granted(verified, type: type, items: original, balances: balances, already: true, ledgerEntryId: nil)])

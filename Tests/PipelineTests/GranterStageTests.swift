@@ -62,23 +62,50 @@ import WorkerRuntime
     @Test(arguments: StoreEngine.available) func aReplacedPeriodGrantedAfterItsUpgradeIsAnnouncedEndingThen(_ engine: StoreEngine) async throws {
         let store = try SQLPurchaseStore(url: try await engine.freshURL())
         try await store.migrate()
-        let catalog = try ProductCatalog(json: Data(#"""
-            {"appstore": {"vip.silver": {"type": "autoRenewable", "entitlement": "silver"}, "vip.gold": {"type": "autoRenewable", "entitlement": "gold"}}}
-            """#.utf8), schemas: PipelineTests.schemas)
         var answer: StageResult?
         for (id, product, from, until) in [("vip-2", "vip.gold", Self.day(10), Self.day(41)), ("vip-1", "vip.silver", Self.day(0), Self.day(31))] {
             #expect(try await store.recordVerified(PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: "user-v", productId: product,
                                                                   productType: .autoRenewable, quantity: 1, purchaseTime: from, originalTransactionId: "vip-1"),
                                                    at: Self.day(11)) == .recorded)
-            answer = try await handle(PurchaseVerifiedEvent(store: .appstore, transactionId: id, originalTransactionId: "vip-1", productId: product,
-                                                            productType: ProductType.autoRenewable.rawValue, quantity: 1, userId: "user-v", purchaseDate: from,
-                                                            expiresDate: until, source: .client, verifiedAt: Self.day(11)), store, at: Self.day(11), catalog: catalog)
+            answer = try await handle(tierPeriod(id, product, from: from, until: until), store, at: Self.day(11), catalog: Self.tiers)
         }
-        guard case .publish(let out)? = answer, let value = out.first?.value, case .success(let granted) = Self.codec.decodeBody(value, as: ItemGranted.self) else {
-            Issue.record("no item.granted"); return
-        }
-        #expect(granted.items == [GrantedItem(kind: .entitlement, code: "silver", expiresAt: Self.day(10))], "\(granted.items)")
+        #expect(itemGranted(answer)?.items == [GrantedItem(kind: .entitlement, code: "silver", expiresAt: Self.day(10))])
         #expect(try await store.entitlements(of: "user-v", at: Self.day(5)) == ["silver": Self.day(10), "gold": Self.day(41)])
+    }
+
+    /// Silver, paid to day 8, signed again with a later expiry (RENEWAL_EXTENDED) after gold began on day 10: extended
+    /// only to gold's start, and announced so.
+    @Test(arguments: StoreEngine.available) func anExtensionPastTheNextProductIsAnnouncedEndingAtIt(_ engine: StoreEngine) async throws {
+        let store = try SQLPurchaseStore(url: try await engine.freshURL())
+        try await store.migrate()
+        for (id, product, from, until) in [("vip-1", "vip.silver", Self.day(0), Self.day(8)), ("vip-2", "vip.gold", Self.day(10), Self.day(41))] {
+            #expect(try await store.recordVerified(PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: "user-v", productId: product,
+                                                                  productType: .autoRenewable, quantity: 1, purchaseTime: from, originalTransactionId: "vip-1"),
+                                                   at: from) == .recorded)
+            try await handle(tierPeriod(id, product, from: from, until: until), store, at: from, catalog: Self.tiers)
+        }
+        let extended = itemGranted(try await handle(tierPeriod("vip-1", "vip.silver", from: Self.day(0), until: Self.day(50)), store, at: Self.day(12),
+                                                    catalog: Self.tiers))
+        #expect(extended?.items == [GrantedItem(kind: .entitlement, code: "silver", expiresAt: Self.day(10))])
+    }
+
+    /// Two tiers of one subscription.
+    static let tiers = try! ProductCatalog(json: Data(#"""
+        {"appstore": {"vip.silver": {"type": "autoRenewable", "entitlement": "silver"}, "vip.gold": {"type": "autoRenewable", "entitlement": "gold"}}}
+        """#.utf8), schemas: PipelineTests.schemas)
+
+    func tierPeriod(_ id: String, _ product: String, from: Date, until: Date) -> PurchaseVerifiedEvent {
+        PurchaseVerifiedEvent(store: .appstore, transactionId: id, originalTransactionId: "vip-1", productId: product,
+                              productType: ProductType.autoRenewable.rawValue, quantity: 1, userId: "user-v", purchaseDate: from,
+                              expiresDate: until, source: .client, verifiedAt: Self.day(11))
+    }
+
+    /// The `item.granted` a stage answered with, if it published one first.
+    func itemGranted(_ answer: StageResult?) -> ItemGranted? {
+        guard case .publish(let out)? = answer, let value = out.first?.value, case .success(let granted) = Self.codec.decodeBody(value, as: ItemGranted.self) else {
+            return nil
+        }
+        return granted
     }
 
     /// 100 coins granted, 70 spent in the game, then a refund (it takes the 30 left) and its reversal: `item.granted`

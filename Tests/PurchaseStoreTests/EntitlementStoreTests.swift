@@ -126,11 +126,11 @@ import TestSupport
                                     productType: .autoRenewable, quantity: 1, purchaseTime: Self.day(0), originalTransactionId: "ext-1", expiresDate: Self.day(31))
         #expect(try await store.recordVerified(record, at: Self.day(0)) == .recorded)
         _ = try await store.grant(record.key, items: [.entitlement("pass", until: Self.day(31))], at: Self.day(0))
-        #expect(try await store.extendSubscription(record.key, to: Self.day(45), at: Self.day(20)) == .extended(entitlements: ["pass"]))
+        #expect(try await store.extendSubscription(record.key, to: Self.day(45), at: Self.day(20)) == .extended(entitlements: ["pass"], until: Self.day(45)))
         #expect(try await store.entitlements(of: "user-x", at: Self.day(40)) == ["pass": Self.day(45)])
         #expect(try await store.purchase(record.key)?.expiresDate == Self.day(45))
         #expect(try await store.extendSubscription(record.key, to: Self.day(31), at: Self.day(21)) == .unchanged(state: .granted), "an older copy")
-        #expect(try await store.extendSubscription(record.key, to: Self.day(45), at: Self.day(21)) == .extended(entitlements: ["pass"]),
+        #expect(try await store.extendSubscription(record.key, to: Self.day(45), at: Self.day(21)) == .extended(entitlements: ["pass"], until: Self.day(45)),
                 "a repeat (a redelivery) answers the same")
         #expect(try await store.entitlements(of: "user-x", at: Self.day(40)) == ["pass": Self.day(45)])
         guard case .alreadyGranted(let items, _) = try await store.grant(record.key, items: [.entitlement("pass", until: Self.day(31))], at: Self.day(21)) else {
@@ -208,5 +208,17 @@ import TestSupport
             Issue.record("not reinstated"); return
         }
         #expect(try await store.entitlements(of: "user-r", at: Self.day(11)) == ["gold": Self.day(41)])
+    }
+
+    /// A renewal-date extension of a period that arrives after another product of the subscription began extends it only
+    /// to that start, and says so.
+    @Test(arguments: StoreEngine.available) func anExtensionEndsAtTheStartOfTheNextProduct(_ engine: StoreEngine) async throws {
+        let store = try await engine.freshStore()
+        let silver = try await grantPass(store, "ex-1", user: "user-n", product: "vip.silver", type: .autoRenewable, original: "ex-1",
+                                         entitlement: "silver", until: Self.day(8), at: Self.day(0))
+        try await grantPass(store, "ex-2", user: "user-n", product: "vip.gold", type: .autoRenewable, original: "ex-1",
+                            entitlement: "gold", until: Self.day(41), at: Self.day(10))
+        #expect(try await store.extendSubscription(silver, to: Self.day(50), at: Self.day(12)) == .extended(entitlements: ["silver"], until: Self.day(10)))
+        #expect(try await store.entitlements(of: "user-n", at: Self.day(9)) == ["silver": Self.day(10), "gold": Self.day(41)])
     }
 }
