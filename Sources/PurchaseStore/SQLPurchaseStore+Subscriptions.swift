@@ -118,9 +118,14 @@ extension SQLPurchaseStore {
 
     /// At the grant (or re-grant) of subscription period `key`: what earlier periods of the subscription's other products
     /// still give past its start ends at its start; and it ends by the start of a later one granted before it, which it
-    /// answers (nil: it lasts as granted).
-    static func endSupersededPeriods(_ connection: any SQLConnection, _ key: PurchaseKey) throws -> Date? {
+    /// answers (nil: it lasts as granted). PostgreSQL: under a lock of the subscription, so that two of its periods granted
+    /// at once (to two users, after a restore: on two partitions) each see the other's entitlements.
+    static func endSupersededPeriods(_ connection: any SQLConnection, _ key: PurchaseKey, _ dialect: Migrations.Dialect) throws -> Date? {
         guard let period = try Period(connection, key) else { return nil }
+        if dialect == .postgres {
+            try connection.query("SELECT pg_advisory_xact_lock(hashtextextended('subscription:' || $1 || ':' || $2, 0))",
+                                 [.text(key.store.rawValue), .text(period.original)])
+        }
         try connection.query("""
             UPDATE entitlements SET expires_at = $3 WHERE store = $1 AND active = 1 AND expires_at > $3
                 AND transaction_id IN (SELECT transaction_id FROM purchases WHERE store = $1 AND \(ofOriginalCondition) AND purchase_time < $3
@@ -135,8 +140,8 @@ extension SQLPurchaseStore {
     /// `endSupersededPeriods` for a grant or re-grant of `items` to the purchase `current`, when it is a subscription
     /// period's: its answer, else nil at no cost.
     static func endingSupersededPeriods(_ current: CurrentPurchase, _ items: [GrantItem], _ connection: any SQLConnection,
-                                        _ key: PurchaseKey) throws -> Date? {
+                                        _ key: PurchaseKey, _ dialect: Migrations.Dialect) throws -> Date? {
         guard current.type == .autoRenewable, items.contains(where: { $0.kind == .entitlement && $0.expiresAt != nil }) else { return nil }
-        return try endSupersededPeriods(connection, key)
+        return try endSupersededPeriods(connection, key, dialect)
     }
 }

@@ -94,7 +94,7 @@ public final class SQLPurchaseStore: Sendable {
             switch transition.outcome {
             case .applied:
                 let applied = try Self.applyDeferring(items, entry: "grant", connection, key, userId: current.userId ?? "", at: now, self.dialect, executor)
-                let endsBy = try Self.endingSupersededPeriods(current, items, connection, key)
+                let endsBy = try Self.endingSupersededPeriods(current, items, connection, key, self.dialect)
                 try executor.write(.setState(key, transition.to, timeColumn: "granted_at", at: now), connection)
                 return .granted(ledgerEntryIds: applied.ledgerEntryIds, balances: applied.balances, endsBy: endsBy)
             case .repeated:
