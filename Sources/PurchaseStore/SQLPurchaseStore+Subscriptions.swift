@@ -56,7 +56,6 @@ extension SQLPurchaseStore {
                 try connection.query(recordExpiry, values)
                 return .unchanged(state: current.state)
             }
-            guard transition.effects.contains(.extendEntitlement) else { return .unchanged(state: current.state) }
             let moved = try connection.query("""
                 UPDATE entitlements SET expires_at = $3 WHERE store = $1 AND transaction_id = $2 AND active = 1 AND expires_at < $3 RETURNING entitlement
                 """, values).compactMap { $0[0].string }
