@@ -127,3 +127,9 @@ let package = Package(
         .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "Metrics", "HTTPServer", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
     ]
 )
+
+// Release builds optimize across module boundaries: generic code of one module (the JSON decoder, the store's
+// executor, the event codec) specialized where another module calls it, not run through metadata and witness tables.
+for target in package.targets where target.type != .system {
+    target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]
+}
