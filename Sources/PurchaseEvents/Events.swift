@@ -238,7 +238,8 @@ public struct GrantedItem: Codable, Sendable, Hashable {
 }
 
 /// `item.granted`: what a purchase granted, or `alreadyGranted` for a repeat that changed nothing (or, for a subscription
-/// period signed again with a later expiry, `ce_id` `extended:…`, that moved its expiry).
+/// period signed again with a later expiry, `ce_id` `extended:…`, that moved its expiry; or, for one an upgrade ended
+/// early, `ce_id` `ended:…`, that moved it to the upgrade's start).
 public struct ItemGranted: PipelineEvent, Hashable {
     public static let type = EventType.itemGranted
     public var store: Store
@@ -261,6 +262,10 @@ public struct ItemGranted: PipelineEvent, Hashable {
     /// extension for an event of its own, not for the first grant again. Never decoded: a consumer tells an extension by
     /// its `ce_id` (`extended:…`), and a decoded event has nil here.
     public var extendedUntil: Date?
+    /// A repeat that tells the holder of this subscription period that an upgrade (a period of another product of the
+    /// subscription) ended it at this date, its start: its items end then. Like `extendedUntil`, only in `ce_id`
+    /// (`ended:…`), and nil in a decoded event.
+    public var endedAt: Date?
 
     enum CodingKeys: String, CodingKey {
         case store, transactionId, userId, productId, productType, quantity, items, alreadyGranted, reinstated, transferredFrom, ledgerEntryId, grantedAt
@@ -268,8 +273,9 @@ public struct ItemGranted: PipelineEvent, Hashable {
 
     public init(store: Store, transactionId: String, userId: String, productId: String, productType: String? = nil, quantity: Int,
                 items: [GrantedItem], alreadyGranted: Bool, reinstated: Bool? = nil, transferredFrom: String? = nil, ledgerEntryId: Int64? = nil,
-                grantedAt: Date, extendedUntil: Date? = nil) {
+                grantedAt: Date, extendedUntil: Date? = nil, endedAt: Date? = nil) {
         self.extendedUntil = extendedUntil
+        self.endedAt = endedAt
         self.transferredFrom = transferredFrom
         self.productType = productType
         self.reinstated = reinstated
@@ -289,6 +295,7 @@ public struct ItemGranted: PipelineEvent, Hashable {
     public var eventID: String {
         if transferredFrom != nil { return "transferred:\(store.rawValue):\(transactionId):\(userId)" }
         if let extendedUntil { return "extended:\(store.rawValue):\(transactionId):\(Int64((extendedUntil.timeIntervalSince1970 * 1000).rounded()))" }
+        if let endedAt { return "ended:\(store.rawValue):\(transactionId):\(Int64((endedAt.timeIntervalSince1970 * 1000).rounded()))" }
         return "\(reinstated == true ? "regranted" : "granted"):\(store.rawValue):\(transactionId)"
     }
 }

@@ -93,12 +93,27 @@ public enum RecordOutcome: Sendable, Hashable {
 public enum GrantOutcome: Sendable, Hashable {
     /// `balances`: the user's balance of each currency the grant added to, after it. `endsBy`: a subscription period
     /// another product of the subscription replaced before it was granted (an upgrade) ends then, before its own expiry.
-    case granted(ledgerEntryIds: [Int64], balances: [String: Int64], endsBy: Date? = nil)
+    /// `ended`: the subscription's earlier periods this one (an upgrade) ended at its start.
+    case granted(ledgerEntryIds: [Int64], balances: [String: Int64], endsBy: Date? = nil, ended: [EndedPeriod] = [])
     /// Granted before: nothing changed. The items are those of the original grant, `balances` the user's balance of
-    /// their currencies now.
-    case alreadyGranted(items: [GrantItem], balances: [String: Int64])
+    /// their currencies now, `ended` what the grant answered as `ended` (the periods an upgrade ended).
+    case alreadyGranted(items: [GrantItem], balances: [String: Int64], ended: [EndedPeriod] = [])
     /// Not in a state that may be granted (e.g. revoked, refund_due), or unknown.
     case notGrantable(state: PurchaseState?)
+}
+
+/// A subscription period that a period of another product of its subscription (an upgrade) ended at that one's start,
+/// before its own expiry, as the App Store does: what its holder is told.
+public struct EndedPeriod: Sendable, Hashable {
+    public let key: PurchaseKey
+    /// Who holds what it gives: its buyer, or the user a restore moved it to.
+    public let userId: String
+    public let productId: String
+    public let quantity: Int
+    /// The upgrade's start.
+    public let endedAt: Date
+    /// What its grant gave, ending at `endedAt`.
+    public let items: [GrantItem]
 }
 
 public enum FinishOutcome: Sendable, Hashable {
@@ -121,8 +136,9 @@ public enum RevokeOutcome: Sendable, Hashable {
 }
 
 public enum ReinstateOutcome: Sendable, Hashable {
-    /// The refund was reversed: what it took back, `items`, is given back and the purchase is finished.
-    case reinstated(items: [GrantItem], ledgerEntryIds: [Int64], balances: [String: Int64])
+    /// The refund was reversed: what it took back, `items`, is given back and the purchase is finished. `ended`: as for a
+    /// grant (`GrantOutcome.granted`), the subscription's earlier periods this one, an upgrade, ended at its start.
+    case reinstated(items: [GrantItem], ledgerEntryIds: [Int64], balances: [String: Int64], ended: [EndedPeriod] = [])
     /// The tombstone of a purchase not seen yet is cleared: it is granted as usual when it arrives.
     case tombstoneCleared
     /// Not revoked (never, or reinstated already): nothing changes. The reversal is remembered: its refund, if it comes

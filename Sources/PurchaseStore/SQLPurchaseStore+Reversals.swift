@@ -76,12 +76,13 @@ extension SQLPurchaseStore {
             }
             var granted = (try Self.takenBack(connection, key) ?? items).filter { $0.amount > 0 }
             let applied = try Self.apply(granted, entry: "regrant", connection, key, userId: current.userId ?? "", at: now, self.dialect)
-            if let end = try Self.endingSupersededPeriods(current, granted, connection, key, self.dialect) { granted = granted.map { $0.ending(by: end) } }
+            let superseded = try Self.endingSupersededPeriods(current, granted, connection, key, self.dialect)
+            if let end = superseded.endsBy { granted = granted.map { $0.ending(by: end) } }
             try Self.setState(connection, key, transition.to, timeColumn: "finished_at", at: now)
             // Revoked before its grant: the re-grant is its grant.
             try connection.query("UPDATE purchases SET granted_at = $3 WHERE store = $1 AND transaction_id = $2 AND granted_at IS NULL",
                                  [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(now))])
-            return .reinstated(items: granted, ledgerEntryIds: applied.ledgerEntryIds, balances: applied.balances)
+            return .reinstated(items: granted, ledgerEntryIds: applied.ledgerEntryIds, balances: applied.balances, ended: superseded.ended)
         }
     }
 

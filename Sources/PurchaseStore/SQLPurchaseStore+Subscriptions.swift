@@ -116,31 +116,65 @@ extension SQLPurchaseStore {
     }
 
     /// At the grant (or re-grant) of subscription period `key`: what earlier periods of the subscription's other products
-    /// still give past its start ends at its start; and it ends by the start of a later one granted before it, which it
-    /// answers (nil: it lasts as granted). PostgreSQL: under a lock of the subscription, so that two of its periods granted
-    /// at once (to two users, after a restore: on two partitions) each see the other's entitlements.
-    static func endSupersededPeriods(_ connection: any SQLConnection, _ key: PurchaseKey, _ dialect: Migrations.Dialect) throws -> Date? {
-        guard let period = try Period(connection, key) else { return nil }
+    /// still give past its start ends at its start, and those periods are answered (`ended`: one for each holder); and it
+    /// ends by the start of a later one granted before it (`endsBy`; nil: it lasts as granted). PostgreSQL: under a lock of
+    /// the subscription, so that two of its periods granted at once (to two users, after a restore: on two partitions) each
+    /// see the other's entitlements.
+    static func endSupersededPeriods(_ connection: any SQLConnection, _ key: PurchaseKey,
+                                     _ dialect: Migrations.Dialect) throws -> (endsBy: Date?, ended: [EndedPeriod]) {
+        guard let period = try Period(connection, key) else { return (nil, []) }
         if dialect == .postgres {
             try connection.query("SELECT pg_advisory_xact_lock(hashtextextended('subscription:' || $1 || ':' || $2, 0))",
                                  [.text(key.store.rawValue), .text(period.original)])
         }
-        try connection.query("""
+        let capped = try connection.query("""
             UPDATE entitlements SET expires_at = $3 WHERE store = $1 AND active = 1 AND expires_at > $3
                 AND transaction_id IN (SELECT transaction_id FROM purchases WHERE store = $1 AND \(ofOriginalCondition) AND purchase_time < $3
                                        AND product_id <> $4)
+            RETURNING transaction_id, user_id
             """, period.values)
-        guard let end = try supersededAt(connection, period) else { return nil }
+        let ended = try endedPeriods(Set(capped.compactMap { row in row[0].string.flatMap { id in row[1].string.map { [id, $0] } } }),
+                                     store: key.store, at: PurchaseTime.date(period.start), connection)
+        guard let end = try supersededAt(connection, period) else { return (nil, ended) }
         try connection.query("UPDATE entitlements SET expires_at = $3 WHERE store = $1 AND transaction_id = $2 AND expires_at > $3",
                              [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(end))])
-        return end
+        return (end, ended)
+    }
+
+    /// The periods the subscription period `key`, an upgrade, ended at its start when it was granted, as that answered them
+    /// (`endSupersededPeriods`): for its repeats, so that a grant whose answers were lost (a worker killed before they were
+    /// acknowledged) answers them again. Periods that ended at that date by themselves are not among them.
+    static func periodsEndedBy(_ connection: any SQLConnection, _ key: PurchaseKey) throws -> [EndedPeriod] {
+        guard let period = try Period(connection, key) else { return [] }
+        let rows = try connection.query("""
+            SELECT e.transaction_id, e.user_id FROM entitlements e WHERE e.store = $1 AND e.active = 1 AND e.expires_at = $3
+                AND e.transaction_id IN (SELECT transaction_id FROM purchases WHERE store = $1 AND \(ofOriginalCondition) AND purchase_time < $3
+                                         AND product_id <> $4)
+                AND (EXISTS (SELECT 1 FROM ledger l WHERE l.store = e.store AND l.transaction_id = e.transaction_id AND l.item_kind = 'entitlement'
+                             AND l.code = e.entitlement AND l.expires_at > $3)
+                     OR EXISTS (SELECT 1 FROM purchases p WHERE p.store = e.store AND p.transaction_id = e.transaction_id AND p.expires_at > $3))
+            """, period.values)
+        return try endedPeriods(Set(rows.compactMap { row in row[0].string.flatMap { id in row[1].string.map { [id, $0] } } }),
+                                store: key.store, at: PurchaseTime.date(period.start), connection)
+    }
+
+    /// The periods (`[transaction id, holder]`) an upgrade beginning at `start` ended: what each one's grant gave, ending then.
+    private static func endedPeriods(_ holders: Set<[String]>, store: Store, at start: Date, _ connection: any SQLConnection) throws -> [EndedPeriod] {
+        try holders.sorted { $0.lexicographicallyPrecedes($1) }.compactMap { holder in
+            let key = PurchaseKey(store: store, transactionId: holder[0])
+            guard let row = try connection.query("SELECT product_id, quantity FROM purchases WHERE store = $1 AND transaction_id = $2",
+                                                 [.text(store.rawValue), .text(key.transactionId)]).first,
+                  let product = row[0].string, let quantity = row[1].int64 else { return nil }
+            let items = try withCurrentExpiry(try ledgerItems(connection, key, kind: "grant"), connection, key).map { $0.ending(by: start) }
+            return EndedPeriod(key: key, userId: holder[1], productId: product, quantity: Int(quantity), endedAt: start, items: items)
+        }
     }
 
     /// `endSupersededPeriods` for a grant or re-grant of `items` to the purchase `current`, when it is a subscription
-    /// period's: its answer, else nil at no cost.
+    /// period's: its answer, else none at no cost.
     static func endingSupersededPeriods(_ current: CurrentPurchase, _ items: [GrantItem], _ connection: any SQLConnection,
-                                        _ key: PurchaseKey, _ dialect: Migrations.Dialect) throws -> Date? {
-        guard current.type == .autoRenewable, items.contains(where: { $0.kind == .entitlement && $0.expiresAt != nil }) else { return nil }
+                                        _ key: PurchaseKey, _ dialect: Migrations.Dialect) throws -> (endsBy: Date?, ended: [EndedPeriod]) {
+        guard current.type == .autoRenewable, items.contains(where: { $0.kind == .entitlement && $0.expiresAt != nil }) else { return (nil, []) }
         return try endSupersededPeriods(connection, key, dialect)
     }
 }

@@ -94,9 +94,9 @@ public final class SQLPurchaseStore: Sendable {
             switch transition.outcome {
             case .applied:
                 let applied = try Self.applyDeferring(items, entry: "grant", connection, key, userId: current.userId ?? "", at: now, self.dialect, executor)
-                let endsBy = try Self.endingSupersededPeriods(current, items, connection, key, self.dialect)
+                let superseded = try Self.endingSupersededPeriods(current, items, connection, key, self.dialect)
                 try executor.write(.setState(key, transition.to, timeColumn: "granted_at", at: now), connection)
-                return .granted(ledgerEntryIds: applied.ledgerEntryIds, balances: applied.balances, endsBy: endsBy)
+                return .granted(ledgerEntryIds: applied.ledgerEntryIds, balances: applied.balances, endsBy: superseded.endsBy, ended: superseded.ended)
             case .repeated:
                 // The balances as they are now, with what the batch's other grants added.
                 try executor.flushDeferred(connection)
@@ -105,7 +105,9 @@ public final class SQLPurchaseStore: Sendable {
                 let balances = try Self.balances(connection, of: current.userId ?? "").filter { currency, _ in
                     original.contains { $0.kind == .currency && $0.code == currency }
                 }
-                return .alreadyGranted(items: original, balances: balances)
+                // An upgrade: the periods it ended, answered again (its first answers may have been lost).
+                let ended = current.type == .autoRenewable ? try Self.periodsEndedBy(connection, key) : []
+                return .alreadyGranted(items: original, balances: balances, ended: ended)
             case .waiting, .refused, .ignored:
                 return .notGrantable(state: current.state.isRecorded ? current.state : nil)
             }

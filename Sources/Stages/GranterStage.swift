@@ -86,12 +86,13 @@ public struct GranterStage: StoreBackedStage {
         }
         let type = verified.productType.flatMap(ProductType.init(rawValue:)) ?? catalog.product(verified.store, verified.productId)?.type ?? .unknown
         switch try await store.grant(key, items: items, at: context.now()) {
-        case .granted(let ids, let balances, let endsBy):
+        case .granted(let ids, let balances, let endsBy, let ended):
             context.logger.debug("granted", ["transactionId": verified.transactionId, "productId": verified.productId])
             // A subscription period an upgrade granted before it replaced: what it gives ends at the upgrade.
             let given = endsBy.map { end in items.map { $0.ending(by: end) } } ?? items
-            return try context.messages([granted(verified, type: type, items: given, balances: balances, already: false, ledgerEntryId: ids.first)])
-        case .alreadyGranted(let original, let balances):
+            return try context.messages([granted(verified, type: type, items: given, balances: balances, already: false, ledgerEntryId: ids.first)]
+                                        + ended.map(endedByUpgrade))
+        case .alreadyGranted(let original, let balances, let ended):
             // A subscription period signed again with a later expiry (RENEWAL_EXTENDED): the entitlement lasts until then.
             if type == .autoRenewable, let expiresDate = verified.expiresDate,
                case .extended(let entitlements, let until) = try await store.extendSubscription(key, to: expiresDate, at: context.now()) {
@@ -101,7 +102,8 @@ public struct GranterStage: StoreBackedStage {
                 answer.extendedUntil = until
                 return try context.messages([answer])
             }
-            return try context.messages([granted(verified, type: type, items: original, balances: balances, already: true, ledgerEntryId: nil)])
+            return try context.messages([granted(verified, type: type, items: original, balances: balances, already: true, ledgerEntryId: nil)]
+                                        + ended.map(endedByUpgrade))
         case .notGrantable(let state?):
             if state == .revoked, type == .autoRenewable, let expiresDate = verified.expiresDate {
                 // An extension decided before the refund that revoked the period: kept for the refund's reversal.
@@ -121,6 +123,13 @@ public struct GranterStage: StoreBackedStage {
                     alreadyGranted: already, ledgerEntryId: ledgerEntryId, grantedAt: context.now())
     }
 
+    /// What the holder of a subscription period an upgrade ended is told: its items, ending at the upgrade's start.
+    private func endedByUpgrade(_ period: EndedPeriod) -> ItemGranted {
+        ItemGranted(store: period.key.store, transactionId: period.key.transactionId, userId: period.userId, productId: period.productId,
+                    productType: ProductType.autoRenewable.rawValue, quantity: period.quantity, items: period.items.map { GrantedItem($0, balances: [:]) },
+                    alreadyGranted: true, grantedAt: context.now(), endedAt: period.endedAt)
+    }
+
     /// REFUND_REVERSED: what the refund took back, given back (or the catalog's items for a purchase revoked before its grant).
     private func reinstate(_ key: PurchaseKey, decidedAt: Date?) async throws -> StageResult {
         guard let record = try await store.purchase(key) else {
@@ -134,12 +143,12 @@ public struct GranterStage: StoreBackedStage {
                                    expiresDate: record.expiresDate) ?? []
         if record.expiresDate == nil, catalog.product(key.store, record.productId)?.type == .autoRenewable { items.removeAll { $0.kind == .entitlement } }
         switch try await store.reinstate(key, items: items, decidedAt: decidedAt, at: context.now()) {
-        case .reinstated(let granted, let ids, let balances):
+        case .reinstated(let granted, let ids, let balances, let ended):
             context.logger.info("refund reversed: granted again", ["transactionId": key.transactionId])
             return try context.messages([ItemGranted(
                 store: key.store, transactionId: key.transactionId, userId: record.userId, productId: record.productId, productType: record.productType.rawValue,
                 quantity: record.quantity, items: granted.map { GrantedItem($0, balances: balances) }, alreadyGranted: false, reinstated: true,
-                ledgerEntryId: ids.first, grantedAt: context.now())])
+                ledgerEntryId: ids.first, grantedAt: context.now())] + ended.map(endedByUpgrade))
         case .tombstoneCleared, .notRevoked:
             return .publish([])
         case .outdated:

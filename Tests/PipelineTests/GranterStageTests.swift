@@ -73,6 +73,27 @@ import WorkerRuntime
         #expect(try await store.entitlements(of: "user-v", at: Self.day(5)) == ["silver": Self.day(10), "gold": Self.day(41)])
     }
 
+    /// Gold granted on day 10 while silver, paid to day 31, is held: besides gold's own `item.granted`, silver's holder is
+    /// told that silver ends at day 10 (`alreadyGranted`, an event of its own by `ce_id`).
+    @Test(arguments: StoreEngine.available) func anUpgradeAnnouncesThePeriodItEnded(_ engine: StoreEngine) async throws {
+        let store = try SQLPurchaseStore(url: try await engine.freshURL())
+        try await store.migrate()
+        var answer: StageResult?
+        for (id, product, from, until) in [("vip-1", "vip.silver", Self.day(0), Self.day(31)), ("vip-2", "vip.gold", Self.day(10), Self.day(41))] {
+            #expect(try await store.recordVerified(PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: "user-v", productId: product,
+                                                                  productType: .autoRenewable, quantity: 1, purchaseTime: from, originalTransactionId: "vip-1"),
+                                                   at: from) == .recorded)
+            answer = try await handle(tierPeriod(id, product, from: from, until: until), store, at: from, catalog: Self.tiers)
+        }
+        guard case .publish(let out)? = answer, out.count == 2, let value = out.last?.value,
+              case .success(let ended) = Self.codec.decodeBody(value, as: ItemGranted.self) else { Issue.record("\(String(describing: answer))"); return }
+        #expect(itemGranted(answer)?.items == [GrantedItem(kind: .entitlement, code: "gold", expiresAt: Self.day(41))])
+        #expect([ended.transactionId, ended.userId, ended.productId] == ["vip-1", "user-v", "vip.silver"])
+        #expect(ended.alreadyGranted && ended.items == [GrantedItem(kind: .entitlement, code: "silver", expiresAt: Self.day(10))])
+        #expect(out.last?.headers.first { $0.key == "ce_id" }?.value.map { String(decoding: $0, as: UTF8.self) }
+                == "ended:appstore:vip-1:\(Int64(Self.day(10).timeIntervalSince1970 * 1000))")
+    }
+
     /// Silver, paid to day 8, signed again with a later expiry (RENEWAL_EXTENDED) after gold began on day 10: extended
     /// only to gold's start, and announced so.
     @Test(arguments: StoreEngine.available) func anExtensionPastTheNextProductIsAnnouncedEndingAtIt(_ engine: StoreEngine) async throws {

@@ -76,7 +76,7 @@ import TestSupport
             try await store.readAhead([verified.key, refunded.key, unseen.key, rejected.key, verified.key])
             #expect(try await store.purchase(verified.key)?.state == .verified)
             #expect(try await store.purchase(unseen.key) == nil)
-            guard case .granted(_, let balances, _) = try await store.grant(verified.key, items: [.currency("coins", 100)], at: Self.t0) else {
+            guard case .granted(_, let balances, _, _) = try await store.grant(verified.key, items: [.currency("coins", 100)], at: Self.t0) else {
                 Issue.record("not granted")
                 return
             }

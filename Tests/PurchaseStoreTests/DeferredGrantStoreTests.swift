@@ -33,7 +33,7 @@ import TestSupport
         var outcomes: [String] = []
         var ids: [PurchaseKey: [Int64]] = [:]
         func note(_ key: PurchaseKey, _ outcome: GrantOutcome) {
-            guard case .granted(let granted, let balances, _) = outcome else { return outcomes.append("\(outcome)") }
+            guard case .granted(let granted, let balances, _, _) = outcome else { return outcomes.append("\(outcome)") }
             ids[key] = granted
             outcomes.append("granted \(granted.count) entries, balances \(balances.sorted { $0.key < $1.key })")
         }

@@ -133,7 +133,7 @@ import TestSupport
         #expect(try await store.extendSubscription(record.key, to: Self.day(45), at: Self.day(21)) == .extended(entitlements: ["pass"], until: Self.day(45)),
                 "a repeat (a redelivery) answers the same")
         #expect(try await store.entitlements(of: "user-x", at: Self.day(40)) == ["pass": Self.day(45)])
-        guard case .alreadyGranted(let items, _) = try await store.grant(record.key, items: [.entitlement("pass", until: Self.day(31))], at: Self.day(21)) else {
+        guard case .alreadyGranted(let items, _, _) = try await store.grant(record.key, items: [.entitlement("pass", until: Self.day(31))], at: Self.day(21)) else {
             Issue.record("not a repeat"); return
         }
         #expect(items.map(\.expiresAt) == [Self.day(45)], "a repeat of the grant answers the period as extended")
@@ -172,7 +172,7 @@ import TestSupport
         #expect(try await store.grantedItems(gold).map(\.expiresAt) == [Self.day(41)], "a renewal ends nothing")
         #expect(try await store.entitlements(of: "user-u", at: Self.day(36)) == ["gold": Self.day(41)], "a renewal ends nothing")
 
-        guard case .alreadyGranted(let items, _) = try await store.grant(silver, items: [.entitlement("silver", until: Self.day(31))], at: Self.day(12)) else {
+        guard case .alreadyGranted(let items, _, _) = try await store.grant(silver, items: [.entitlement("silver", until: Self.day(31))], at: Self.day(12)) else {
             Issue.record("not a repeat"); return
         }
         #expect(items.map(\.expiresAt) == [Self.day(10)], "a repeat answers the period as it ended")
@@ -185,6 +185,43 @@ import TestSupport
         #expect(try await store.entitlements(of: "user-v", at: Self.day(11)).isEmpty, "restored as it ended, gold still with its buyer")
     }
 
+    /// An upgrade answers the periods it ended, each with who holds it (silver was restored to another user): what each
+    /// gave, ending at the upgrade's start. A repeat and a renewal of the same product end nothing more.
+    @Test(arguments: StoreEngine.available) func anUpgradeAnswersThePeriodsItEndedWithTheirHolders(_ engine: StoreEngine) async throws {
+        let store = try await engine.freshStore()
+        let silver = try await grantPass(store, "ah-1", user: "user-a", product: "vip.silver", type: .autoRenewable, original: "ah-1",
+                                         entitlement: "silver", until: Self.day(31), at: Self.day(0))
+        guard case .transferred = try await store.transfer(silver, to: "user-b", policy: .transfer, at: Self.day(2)) else { Issue.record("not restored"); return }
+        let gold = try await record(store, "ah-2", user: "user-a", product: "vip.gold", type: .autoRenewable, original: "ah-1", at: Self.day(10))
+        let goldItems: [GrantItem] = [.entitlement("gold", until: Self.day(41))]
+        guard case .granted(_, _, let endsBy, let ended) = try await store.grant(gold, items: goldItems, at: Self.day(10)) else {
+            Issue.record("not granted"); return
+        }
+        #expect(endsBy == nil)
+        #expect(ended == [EndedPeriod(key: silver, userId: "user-b", productId: "vip.silver", quantity: 1, endedAt: Self.day(10),
+                                      items: [.entitlement("silver", until: Self.day(10))])])
+        guard case .alreadyGranted(_, _, let endedAgain) = try await store.grant(gold, items: goldItems, at: Self.day(11)) else {
+            Issue.record("not a repeat"); return
+        }
+        #expect(endedAgain == ended, "a repeat answers them again, for answers that were lost")
+        let renewal = try await record(store, "ah-3", user: "user-a", product: "vip.gold", type: .autoRenewable, original: "ah-1", at: Self.day(41))
+        guard case .granted(_, _, _, let endedByRenewal) = try await store.grant(renewal, items: [.entitlement("gold", until: Self.day(72))], at: Self.day(41)) else {
+            Issue.record("renewal not granted"); return
+        }
+        #expect(endedByRenewal.isEmpty, "a renewal ends nothing")
+
+        // Gold from the day silver's period ends: not an upgrade, nothing ended, now or in its repeats.
+        try await grantPass(store, "nx-1", user: "user-x", product: "vip.silver", type: .autoRenewable, original: "nx-1",
+                            entitlement: "silver", until: Self.day(10), at: Self.day(0))
+        let next = try await record(store, "nx-2", user: "user-x", product: "vip.gold", type: .autoRenewable, original: "nx-1", at: Self.day(10))
+        for day in [10.0, 11] {
+            switch try await store.grant(next, items: [.entitlement("gold", until: Self.day(41))], at: Self.day(day)) {
+            case .granted(_, _, _, let none), .alreadyGranted(_, _, let none): #expect(none.isEmpty, "day \(day)")
+            case let outcome: Issue.record("\(outcome)")
+            }
+        }
+    }
+
     /// The replaced period's grant arriving after the upgrade's (partitions, retries) ends at the upgrade too, and says so.
     @Test(arguments: StoreEngine.available) func aReplacedPeriodGrantedLateEndsAtTheUpgrade(_ engine: StoreEngine) async throws {
         let store = try await engine.freshStore()
@@ -192,7 +229,7 @@ import TestSupport
                             entitlement: "gold", until: Self.day(41), at: Self.day(10))
         let silver = try await record(store, "late-1", user: "user-l", product: "vip.silver", type: .autoRenewable, original: "late-1", at: Self.day(0),
                                       recordedAt: Self.day(11))
-        guard case .granted(_, _, let endsBy) = try await store.grant(silver, items: [.entitlement("silver", until: Self.day(31))], at: Self.day(11)) else {
+        guard case .granted(_, _, let endsBy, _) = try await store.grant(silver, items: [.entitlement("silver", until: Self.day(31))], at: Self.day(11)) else {
             Issue.record("not granted"); return
         }
         #expect(endsBy == Self.day(10))

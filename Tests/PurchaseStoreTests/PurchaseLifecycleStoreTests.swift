@@ -37,7 +37,7 @@ import TestSupport
         _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: Self.t0)
         #expect(try await store.revoke(record.key, at: Self.t0) == .revoked(shortfall: [:]))
         #expect(try await store.balances(of: "user-rr") == ["coins": 0])
-        guard case .reinstated(let granted, let ids, let balances) = try await store.reinstate(record.key, items: [.currency("coins", 999)], at: Self.t0) else {
+        guard case .reinstated(let granted, let ids, let balances, _) = try await store.reinstate(record.key, items: [.currency("coins", 999)], at: Self.t0) else {
             Issue.record("not reinstated"); return
         }
         #expect(ids.count == 1)
@@ -69,7 +69,7 @@ import TestSupport
         #expect(try await store.revoke(record.key, at: Self.t0) == .revoked(shortfall: ["coins": 70]))
         #expect(try await store.balances(of: "user-sf") == ["coins": 0])
         for round in 1...2 {
-            guard case .reinstated(let items, _, let balances) = try await store.reinstate(record.key, items: [.currency("coins", 100)], at: Self.t0) else {
+            guard case .reinstated(let items, _, let balances, _) = try await store.reinstate(record.key, items: [.currency("coins", 100)], at: Self.t0) else {
                 Issue.record("not reinstated"); return
             }
             #expect(items == [.currency("coins", 30)] && balances == ["coins": 30], "round \(round): what the refund took")
@@ -237,7 +237,7 @@ import TestSupport
         #expect(before == [.currency("coins", 100)])
         let next = purchase("m-5", user: "user-m")
         _ = try await store.recordVerified(next, at: Self.t0)
-        guard case .granted(let ids, _, _) = try await store.grant(next.key, items: [.currency("coins", 100)], at: Self.t0) else { Issue.record("not granted"); return }
+        guard case .granted(let ids, _, _, _) = try await store.grant(next.key, items: [.currency("coins", 100)], at: Self.t0) else { Issue.record("not granted"); return }
         #expect(ids.first.map { $0 > 2 } == true, "ids continue after the migrated rows: \(ids)")
 
         let flagged = try await store.sweepDue(store: .appstore, deadline: 24 * 3600, now: Self.t0.addingTimeInterval(48 * 3600))

@@ -40,7 +40,7 @@ import TestSupport
         #expect(try await store.finish(record.key, at: Self.t0) == .notGranted(state: .verified), "never finish what was not granted")
 
         let items: [GrantItem] = [.currency("coins", 100), .entitlement("adfree")]
-        guard case .granted(let ids, let balances, _) = try await store.grant(record.key, items: items, at: Self.t0) else { Issue.record("not granted"); return }
+        guard case .granted(let ids, let balances, _, _) = try await store.grant(record.key, items: items, at: Self.t0) else { Issue.record("not granted"); return }
         #expect(ids.count == 2)
         #expect(balances == ["coins": 100], "the balance the grant leaves")
         #expect(try await store.grant(record.key, items: items, at: Self.t0) == .alreadyGranted(items: items, balances: ["coins": 100]))
