@@ -62,13 +62,8 @@ import WorkerRuntime
     @Test(arguments: StoreEngine.available) func aReplacedPeriodGrantedAfterItsUpgradeIsAnnouncedEndingThen(_ engine: StoreEngine) async throws {
         let store = try SQLPurchaseStore(url: try await engine.freshURL())
         try await store.migrate()
-        var answer: StageResult?
-        for (id, product, from, until) in [("vip-2", "vip.gold", Self.day(10), Self.day(41)), ("vip-1", "vip.silver", Self.day(0), Self.day(31))] {
-            #expect(try await store.recordVerified(PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: "user-v", productId: product,
-                                                                  productType: .autoRenewable, quantity: 1, purchaseTime: from, originalTransactionId: "vip-1"),
-                                                   at: Self.day(11)) == .recorded)
-            answer = try await handle(tierPeriod(id, product, from: from, until: until), store, at: Self.day(11), catalog: Self.tiers)
-        }
+        let answer = try await grantTiers([("vip-2", "vip.gold", Self.day(10), Self.day(41)), ("vip-1", "vip.silver", Self.day(0), Self.day(31))], store,
+                                          at: Self.day(11))
         #expect(itemGranted(answer)?.items == [GrantedItem(kind: .entitlement, code: "silver", expiresAt: Self.day(10))])
         #expect(try await store.entitlements(of: "user-v", at: Self.day(5)) == ["silver": Self.day(10), "gold": Self.day(41)])
     }
@@ -78,13 +73,7 @@ import WorkerRuntime
     @Test(arguments: StoreEngine.available) func anUpgradeAnnouncesThePeriodItEnded(_ engine: StoreEngine) async throws {
         let store = try SQLPurchaseStore(url: try await engine.freshURL())
         try await store.migrate()
-        var answer: StageResult?
-        for (id, product, from, until) in [("vip-1", "vip.silver", Self.day(0), Self.day(31)), ("vip-2", "vip.gold", Self.day(10), Self.day(41))] {
-            #expect(try await store.recordVerified(PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: "user-v", productId: product,
-                                                                  productType: .autoRenewable, quantity: 1, purchaseTime: from, originalTransactionId: "vip-1"),
-                                                   at: from) == .recorded)
-            answer = try await handle(tierPeriod(id, product, from: from, until: until), store, at: from, catalog: Self.tiers)
-        }
+        let answer = try await grantTiers([("vip-1", "vip.silver", Self.day(0), Self.day(31)), ("vip-2", "vip.gold", Self.day(10), Self.day(41))], store)
         guard case .publish(let out)? = answer, out.count == 2, let value = out.last?.value,
               case .success(let ended) = Self.codec.decodeBody(value, as: ItemGranted.self) else { Issue.record("\(String(describing: answer))"); return }
         #expect(itemGranted(answer)?.items == [GrantedItem(kind: .entitlement, code: "gold", expiresAt: Self.day(41))])
@@ -99,12 +88,7 @@ import WorkerRuntime
     @Test(arguments: StoreEngine.available) func anExtensionPastTheNextProductIsAnnouncedEndingAtIt(_ engine: StoreEngine) async throws {
         let store = try SQLPurchaseStore(url: try await engine.freshURL())
         try await store.migrate()
-        for (id, product, from, until) in [("vip-1", "vip.silver", Self.day(0), Self.day(8)), ("vip-2", "vip.gold", Self.day(10), Self.day(41))] {
-            #expect(try await store.recordVerified(PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: "user-v", productId: product,
-                                                                  productType: .autoRenewable, quantity: 1, purchaseTime: from, originalTransactionId: "vip-1"),
-                                                   at: from) == .recorded)
-            try await handle(tierPeriod(id, product, from: from, until: until), store, at: from, catalog: Self.tiers)
-        }
+        try await grantTiers([("vip-1", "vip.silver", Self.day(0), Self.day(8)), ("vip-2", "vip.gold", Self.day(10), Self.day(41))], store)
         let extended = itemGranted(try await handle(tierPeriod("vip-1", "vip.silver", from: Self.day(0), until: Self.day(50)), store, at: Self.day(12),
                                                     catalog: Self.tiers))
         #expect(extended?.items == [GrantedItem(kind: .entitlement, code: "silver", expiresAt: Self.day(10))])
@@ -114,6 +98,20 @@ import WorkerRuntime
     static let tiers = try! ProductCatalog(json: Data(#"""
         {"appstore": {"vip.silver": {"type": "autoRenewable", "entitlement": "silver"}, "vip.gold": {"type": "autoRenewable", "entitlement": "gold"}}}
         """#.utf8), schemas: PipelineTests.schemas)
+
+    /// Periods (id, product, start, expiry) of subscription vip-1 of user-v, each recorded as the verifier records it and
+    /// granted, at `time` (default: at its start); the last one's answer.
+    @discardableResult
+    func grantTiers(_ periods: [(String, String, Date, Date)], _ store: SQLPurchaseStore, at time: Date? = nil) async throws -> StageResult? {
+        var answer: StageResult?
+        for (id, product, from, until) in periods {
+            #expect(try await store.recordVerified(PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: "user-v", productId: product,
+                                                                  productType: .autoRenewable, quantity: 1, purchaseTime: from, originalTransactionId: "vip-1"),
+                                                   at: time ?? from) == .recorded)
+            answer = try await handle(tierPeriod(id, product, from: from, until: until), store, at: time ?? from, catalog: Self.tiers)
+        }
+        return answer
+    }
 
     func tierPeriod(_ id: String, _ product: String, from: Date, until: Date) -> PurchaseVerifiedEvent {
         PurchaseVerifiedEvent(store: .appstore, transactionId: id, originalTransactionId: "vip-1", productId: product,
