@@ -112,7 +112,7 @@ public struct EndedPeriod: Sendable, Hashable {
     public let quantity: Int
     /// The upgrade's start.
     public let endedAt: Date
-    /// What its grant gave, ending at `endedAt`.
+    /// The entitlements it gives, ending at `endedAt`.
     public let items: [GrantItem]
 }
 

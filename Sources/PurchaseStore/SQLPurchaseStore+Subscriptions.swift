@@ -131,10 +131,9 @@ extension SQLPurchaseStore {
             UPDATE entitlements SET expires_at = $3 WHERE store = $1 AND active = 1 AND expires_at > $3
                 AND transaction_id IN (SELECT transaction_id FROM purchases WHERE store = $1 AND \(ofOriginalCondition) AND purchase_time < $3
                                        AND product_id <> $4)
-            RETURNING transaction_id, user_id
+            RETURNING transaction_id, user_id, entitlement
             """, period.values)
-        let ended = try endedPeriods(Set(capped.compactMap { row in row[0].string.flatMap { id in row[1].string.map { [id, $0] } } }),
-                                     store: key.store, at: PurchaseTime.date(period.start), connection)
+        let ended = try endedPeriods(capped, store: key.store, at: PurchaseTime.date(period.start), connection)
         guard let end = try supersededAt(connection, period) else { return (nil, ended) }
         try connection.query("UPDATE entitlements SET expires_at = $3 WHERE store = $1 AND transaction_id = $2 AND expires_at > $3",
                              [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(end))])
@@ -147,26 +146,32 @@ extension SQLPurchaseStore {
     static func periodsEndedBy(_ connection: any SQLConnection, _ key: PurchaseKey) throws -> [EndedPeriod] {
         guard let period = try Period(connection, key) else { return [] }
         let rows = try connection.query("""
-            SELECT e.transaction_id, e.user_id FROM entitlements e WHERE e.store = $1 AND e.active = 1 AND e.expires_at = $3
+            SELECT e.transaction_id, e.user_id, e.entitlement FROM entitlements e WHERE e.store = $1 AND e.active = 1 AND e.expires_at = $3
                 AND e.transaction_id IN (SELECT transaction_id FROM purchases WHERE store = $1 AND \(ofOriginalCondition) AND purchase_time < $3
                                          AND product_id <> $4)
                 AND (EXISTS (SELECT 1 FROM ledger l WHERE l.store = e.store AND l.transaction_id = e.transaction_id AND l.item_kind = 'entitlement'
                              AND l.code = e.entitlement AND l.expires_at > $3)
                      OR EXISTS (SELECT 1 FROM purchases p WHERE p.store = e.store AND p.transaction_id = e.transaction_id AND p.expires_at > $3))
             """, period.values)
-        return try endedPeriods(Set(rows.compactMap { row in row[0].string.flatMap { id in row[1].string.map { [id, $0] } } }),
-                                store: key.store, at: PurchaseTime.date(period.start), connection)
+        return try endedPeriods(rows, store: key.store, at: PurchaseTime.date(period.start), connection)
     }
 
-    /// The periods (`[transaction id, holder]`) an upgrade beginning at `start` ended: what each one's grant gave, ending then.
-    private static func endedPeriods(_ holders: Set<[String]>, store: Store, at start: Date, _ connection: any SQLConnection) throws -> [EndedPeriod] {
-        try holders.sorted { $0.lexicographicallyPrecedes($1) }.compactMap { holder in
+    /// The periods an upgrade beginning at `start` ended, from their entitlement rows it capped (transaction id, holder,
+    /// entitlement): one for each holder, with those entitlements ending then. From the rows, not the ledger: in a batch the
+    /// period's own grant may have written its rows and not yet its ledger entries, and a period given by a refund's
+    /// reversal has no `grant` entries.
+    private static func endedPeriods(_ rows: [SQLRow], store: Store, at start: Date, _ connection: any SQLConnection) throws -> [EndedPeriod] {
+        var entitlements: [[String]: Set<String>] = [:]
+        for row in rows {
+            if let id = row[0].string, let holder = row[1].string, let code = row[2].string { entitlements[[id, holder], default: []].insert(code) }
+        }
+        return try entitlements.sorted { $0.key.lexicographicallyPrecedes($1.key) }.compactMap { holder, codes in
             let key = PurchaseKey(store: store, transactionId: holder[0])
             guard let row = try connection.query("SELECT product_id, quantity FROM purchases WHERE store = $1 AND transaction_id = $2",
                                                  [.text(store.rawValue), .text(key.transactionId)]).first,
                   let product = row[0].string, let quantity = row[1].int64 else { return nil }
-            let items = try withCurrentExpiry(try ledgerItems(connection, key, kind: "grant"), connection, key).map { $0.ending(by: start) }
-            return EndedPeriod(key: key, userId: holder[1], productId: product, quantity: Int(quantity), endedAt: start, items: items)
+            return EndedPeriod(key: key, userId: holder[1], productId: product, quantity: Int(quantity), endedAt: start,
+                               items: codes.sorted().map { .entitlement($0, until: start) })
         }
     }
 

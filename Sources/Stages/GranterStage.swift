@@ -100,7 +100,7 @@ public struct GranterStage: StoreBackedStage {
                 var answer = granted(verified, type: type, items: original.map { $0.lasting(until: until) }, balances: balances, already: true,
                                      ledgerEntryId: nil)
                 answer.extendedUntil = until
-                return try context.messages([answer])
+                return try context.messages([answer] + ended.map(endedByUpgrade))
             }
             return try context.messages([granted(verified, type: type, items: original, balances: balances, already: true, ledgerEntryId: nil)]
                                         + ended.map(endedByUpgrade))

@@ -81,6 +81,35 @@ import WorkerRuntime
         #expect(ended.alreadyGranted && ended.items == [GrantedItem(kind: .entitlement, code: "silver", expiresAt: Self.day(10))])
         #expect(out.last?.headers.first { $0.key == "ce_id" }?.value.map { String(decoding: $0, as: UTF8.self) }
                 == "ended:appstore:vip-1:\(Int64(Self.day(10).timeIntervalSince1970 * 1000))")
+        // Gold signed again with a later expiry (RENEWAL_EXTENDED), perhaps a redelivery after its answers were lost: silver's
+        // end is told again beside the extension.
+        let extended = try await handle(tierPeriod("vip-2", "vip.gold", from: Self.day(10), until: Self.day(50)), store, at: Self.day(12), catalog: Self.tiers)
+        guard case .publish(let again) = extended, again.count == 2, let last = again.last?.value,
+              case .success(let endedAgain) = Self.codec.decodeBody(last, as: ItemGranted.self) else { Issue.record("\(extended)"); return }
+        #expect(itemGranted(extended)?.items == [GrantedItem(kind: .entitlement, code: "gold", expiresAt: Self.day(50))])
+        #expect(endedAgain.transactionId == "vip-1" && endedAgain.items == ended.items)
+    }
+
+    /// Silver and gold granted in one batch (the app submitting both on launch): gold's answer names silver's entitlement
+    /// ending at gold's start, although silver's ledger entries were still waiting for the batch's end.
+    @Test(arguments: StoreEngine.available) func anUpgradeGrantedInTheBatchOfThePeriodItEndsAnnouncesIt(_ engine: StoreEngine) async throws {
+        let store = try SQLPurchaseStore(url: try await engine.freshURL())
+        try await store.migrate()
+        var messages: [KafkaMessage] = []
+        for (offset, (id, product, from, until)) in [("vip-1", "vip.silver", Self.day(0), Self.day(31)), ("vip-2", "vip.gold", Self.day(10), Self.day(41))].enumerated() {
+            #expect(try await store.recordVerified(PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: "user-v", productId: product,
+                                                                  productType: .autoRenewable, quantity: 1, purchaseTime: from, originalTransactionId: "vip-1"),
+                                                   at: Self.day(11)) == .recorded)
+            let message = try Self.codec.message(tierPeriod(id, product, from: from, until: until), time: Self.day(11))
+            messages.append(KafkaMessage(topic: message.topic, partition: 0, offset: Int64(offset), key: message.key, value: message.value, headers: message.headers))
+        }
+        let stage = GranterStage(context: StageContext(codec: Self.codec, logger: Logger(stage: "t", minimum: .error), now: { Self.day(11) }), store: store,
+                                 catalog: Self.tiers, clawBackDueRefunds: false)
+        let results = await stage.handle(batch: messages)
+        guard results.count == 2, case .success(.publish(let out)) = results[1], out.count == 2, let value = out.last?.value,
+              case .success(let ended) = Self.codec.decodeBody(value, as: ItemGranted.self) else { Issue.record("\(results)"); return }
+        #expect([ended.transactionId, ended.userId] == ["vip-1", "user-v"])
+        #expect(ended.items == [GrantedItem(kind: .entitlement, code: "silver", expiresAt: Self.day(10))])
     }
 
     /// Silver, paid to day 8, signed again with a later expiry (RENEWAL_EXTENDED) after gold began on day 10: extended
