@@ -294,8 +294,9 @@ public struct ItemGranted: PipelineEvent, Hashable {
     /// A re-grant is an event of its own: consumers that dedupe by `ce_id` must not take it for the first grant.
     public var eventID: String {
         if transferredFrom != nil { return "transferred:\(store.rawValue):\(transactionId):\(userId)" }
-        if let extendedUntil { return "extended:\(store.rawValue):\(transactionId):\(Int64((extendedUntil.timeIntervalSince1970 * 1000).rounded()))" }
-        if let endedAt { return "ended:\(store.rawValue):\(transactionId):\(Int64((endedAt.timeIntervalSince1970 * 1000).rounded()))" }
+        func expiryMoved(_ kind: String, _ date: Date) -> String { "\(kind):\(store.rawValue):\(transactionId):\(Int64((date.timeIntervalSince1970 * 1000).rounded()))" }
+        if let extendedUntil { return expiryMoved("extended", extendedUntil) }
+        if let endedAt { return expiryMoved("ended", endedAt) }
         return "\(reinstated == true ? "regranted" : "granted"):\(store.rawValue):\(transactionId)"
     }
 }

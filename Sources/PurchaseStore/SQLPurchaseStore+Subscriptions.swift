@@ -77,7 +77,13 @@ extension SQLPurchaseStore {
     /// purchase's recorded expiry when that is later (the renewal date the store moved since the grant), and ending by
     /// the start of the period that replaced it (`supersededAt`).
     static func withCurrentExpiry(_ items: [GrantItem], _ connection: any SQLConnection, _ key: PurchaseKey) throws -> [GrantItem] {
-        guard items.contains(where: { $0.kind == .entitlement && $0.expiresAt != nil }), let period = try Period(connection, key) else { return items }
+        guard items.contains(where: { $0.kind == .entitlement && $0.expiresAt != nil }) else { return items }
+        return try withCurrentExpiry(items, connection, Period(connection, key))
+    }
+
+    /// `withCurrentExpiry` of the period read already (nil: not a subscription period, `items` as they are).
+    static func withCurrentExpiry(_ items: [GrantItem], _ connection: any SQLConnection, _ period: Period?) throws -> [GrantItem] {
+        guard let period, items.contains(where: { $0.kind == .entitlement && $0.expiresAt != nil }) else { return items }
         var current = items
         if let recorded = period.recordedExpiry { current = current.map { $0.lasting(until: recorded) } }
         if let end = try supersededAt(connection, period) { current = current.map { $0.ending(by: end) } }
@@ -128,9 +134,7 @@ extension SQLPurchaseStore {
                                  [.text(key.store.rawValue), .text(period.original)])
         }
         let capped = try connection.query("""
-            UPDATE entitlements SET expires_at = $3 WHERE store = $1 AND active = 1 AND expires_at > $3
-                AND transaction_id IN (SELECT transaction_id FROM purchases WHERE store = $1 AND \(ofOriginalCondition) AND purchase_time < $3
-                                       AND product_id <> $4)
+            UPDATE entitlements SET expires_at = $3 WHERE store = $1 AND active = 1 AND expires_at > $3 AND \(earlierPeriodsOfOtherProducts("transaction_id"))
             RETURNING transaction_id, user_id, entitlement
             """, period.values)
         let ended = try endedPeriods(capped, store: key.store, at: PurchaseTime.date(period.start), connection)
@@ -140,20 +144,24 @@ extension SQLPurchaseStore {
         return (end, ended)
     }
 
-    /// The periods the subscription period `key`, an upgrade, ended at its start when it was granted, as that answered them
+    /// The periods the subscription period `period`, an upgrade, ended at its start when it was granted, as that answered them
     /// (`endSupersededPeriods`): for its repeats, so that a grant whose answers were lost (a worker killed before they were
     /// acknowledged) answers them again. Periods that ended at that date by themselves are not among them.
-    static func periodsEndedBy(_ connection: any SQLConnection, _ key: PurchaseKey) throws -> [EndedPeriod] {
-        guard let period = try Period(connection, key) else { return [] }
+    static func periodsEndedBy(_ connection: any SQLConnection, _ period: Period) throws -> [EndedPeriod] {
         let rows = try connection.query("""
             SELECT e.transaction_id, e.user_id, e.entitlement FROM entitlements e WHERE e.store = $1 AND e.active = 1 AND e.expires_at = $3
-                AND e.transaction_id IN (SELECT transaction_id FROM purchases WHERE store = $1 AND \(ofOriginalCondition) AND purchase_time < $3
-                                         AND product_id <> $4)
+                AND \(earlierPeriodsOfOtherProducts("e.transaction_id"))
                 AND (EXISTS (SELECT 1 FROM ledger l WHERE l.store = e.store AND l.transaction_id = e.transaction_id AND l.item_kind = 'entitlement'
                              AND l.code = e.entitlement AND l.expires_at > $3)
                      OR EXISTS (SELECT 1 FROM purchases p WHERE p.store = e.store AND p.transaction_id = e.transaction_id AND p.expires_at > $3))
             """, period.values)
-        return try endedPeriods(rows, store: key.store, at: PurchaseTime.date(period.start), connection)
+        return try endedPeriods(rows, store: period.key.store, at: PurchaseTime.date(period.start), connection)
+    }
+
+    /// `column` names a transaction of a period of the subscription that began before the period of `Period.values` and is of
+    /// another product: what that period, an upgrade, ends at its start.
+    private static func earlierPeriodsOfOtherProducts(_ column: String) -> String {
+        "\(column) IN (SELECT transaction_id FROM purchases WHERE store = $1 AND \(ofOriginalCondition) AND purchase_time < $3 AND product_id <> $4)"
     }
 
     /// The periods an upgrade beginning at `start` ended, from their entitlement rows it capped (transaction id, holder,

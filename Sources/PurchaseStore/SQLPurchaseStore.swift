@@ -101,12 +101,13 @@ public final class SQLPurchaseStore: Sendable {
                 // The balances as they are now, with what the batch's other grants added.
                 try executor.flushDeferred(connection)
                 // As granted, with the renewal date the store moved since (RENEWAL_EXTENDED).
-                let original = try Self.withCurrentExpiry(try Self.ledgerItems(connection, key, kind: "grant"), connection, key)
+                let period = current.type == .autoRenewable ? try Period(connection, key) : nil
+                let original = try Self.withCurrentExpiry(try Self.ledgerItems(connection, key, kind: "grant"), connection, period)
                 let balances = try Self.balances(connection, of: current.userId ?? "").filter { currency, _ in
                     original.contains { $0.kind == .currency && $0.code == currency }
                 }
                 // An upgrade: the periods it ended, answered again (its first answers may have been lost).
-                let ended = current.type == .autoRenewable ? try Self.periodsEndedBy(connection, key) : []
+                let ended = try period.map { try Self.periodsEndedBy(connection, $0) } ?? []
                 return .alreadyGranted(items: original, balances: balances, ended: ended)
             case .waiting, .refused, .ignored:
                 return .notGrantable(state: current.state.isRecorded ? current.state : nil)
