@@ -53,6 +53,7 @@ public struct PipelineBooks: Sendable {
         // Every valid purchase granted exactly once, and in the state its story ends in.
         var expectedCoins: [String: Int64] = [:]
         var expectedEntitlements: [String: Set<String>] = [:]
+        var subscriptionPeriods: [PurchaseInput.Purchase] = []
         for purchase in input.unique {
             switch record(purchase.key)?.grantEntries ?? 0 {
             case 1: books.grantedOnce += 1
@@ -78,7 +79,9 @@ public struct PipelineBooks: Sendable {
             }
             if expected != .revoked {
                 expectedCoins[purchase.user, default: 0] += purchase.coins
-                if let entitlement = purchase.product.entitlement { expectedEntitlements[purchase.user, default: []].insert(entitlement) }
+                if let entitlement = purchase.product.entitlement {
+                    if purchase.product.isSubscription { subscriptionPeriods.append(purchase) } else { expectedEntitlements[purchase.user, default: []].insert(entitlement) }
+                }
             }
         }
         for (id, events) in seen.refundDue where !input.unique.contains(where: { $0.transactionId == id && $0.isFlaggedAtDeadline }) {
@@ -96,6 +99,7 @@ public struct PipelineBooks: Sendable {
             let held = Set(try await store.entitlements(of: user).keys)
             if !entitlements.isSubset(of: held) { violation("entitlements bought but not held", "\(user): \(entitlements.subtracting(held).sorted())") }
         }
+        for (kind, example) in try await subscriptionViolations(subscriptionPeriods, of: input, seen: seen, store: store) { violation(kind, example) }
         for mismatch in audit.balanceMismatches { violation("balances not the sum of their ledger entries", mismatch) }
         for key in audit.orphanGrants { violation("grants of purchases not in the store", key.description) }
 
@@ -148,5 +152,45 @@ public struct PipelineBooks: Sendable {
             return "\(kind): \(examples.count) (e.g. \(examples.sorted().prefix(3).joined(separator: ", ")))"
         }
         return books
+    }
+
+    /// What the subscribers hold against what their periods give: each period its tier until its expiry, or until the start of a
+    /// later period of another product of its subscription (an upgrade ends the period it replaces then; a renewal or a
+    /// downgrade, which begins when the period ends, does not), whichever comes first. A period revoked gives nothing but
+    /// still ends the one it replaced. The last `item.granted` of each period gave that end: its grant, when the upgrade came
+    /// first; else the upgrade's answer for the period it ended (`ended:…`).
+    private static func subscriptionViolations(_ periods: [PurchaseInput.Purchase], of input: PurchaseInput, seen: PipelineWatcher.Seen,
+                                               store: SQLPurchaseStore) async throws -> [(String, String)] {
+        let all = input.unique.filter(\.product.isSubscription)
+        let subscriptions = Dictionary(grouping: all) { "\($0.store.rawValue):\($0.originalTransactionId)" }
+        func end(of purchase: PurchaseInput.Purchase) -> Date? {
+            guard let period = purchase.period else { return nil }
+            let upgrades = subscriptions["\(purchase.store.rawValue):\(purchase.originalTransactionId)", default: []].compactMap { other in
+                other.product.id != purchase.product.id ? other.period?.lowerBound : nil
+            }
+            return upgrades.filter { $0 > period.lowerBound }.reduce(period.upperBound, min)
+        }
+        var violations: [(String, String)] = []
+        let checkedAt = Date()
+        var expected: [String: [String: Date]] = [:]
+        for purchase in periods {
+            guard let tier = purchase.product.entitlement, let end = end(of: purchase) else { continue }
+            if end > checkedAt { expected[purchase.user, default: [:]][tier] = max(end, expected[purchase.user]?[tier] ?? end) }
+            let said = seen.lastExpiry[purchase.transactionId]
+            if said.map({ abs($0.timeIntervalSince(end)) < 0.002 }) != true {
+                violations.append(("subscription periods whose last item.granted does not give their end",
+                                   "\(purchase.transactionId): \(said.map { "\($0)" } ?? "no expiry"), ends \(end)"))
+            }
+        }
+        let tiers = Set(all.compactMap(\.product.entitlement))
+        func described(_ held: [String: Date]) -> String { held.isEmpty ? "none" : held.sorted { $0.key < $1.key }.map { "\($0.key) until \($0.value)" }.joined(separator: ", ") }
+        for user in Set(periods.map(\.user)).sorted() {
+            var held: [String: Date] = [:]
+            for (tier, until) in try await store.entitlements(of: user, at: checkedAt) where tiers.contains(tier) { held[tier] = until ?? .distantFuture }
+            let wanted = expected[user] ?? [:]
+            let same = held.count == wanted.count && wanted.allSatisfy { tier, end in held[tier].map { abs($0.timeIntervalSince(end)) < 0.002 } ?? false }
+            if !same { violations.append(("subscription tiers not held as their periods give", "\(user): \(described(held)); expected \(described(wanted))")) }
+        }
+        return violations
     }
 }

@@ -21,6 +21,9 @@ public final class PipelineWatcher: Sendable {
         public var alreadyGrantedAnswers = 0
         /// Transactions with any `item.granted`.
         public var grantedTransactions = Set<String>()
+        /// The expiry of the entitlement in the last `item.granted` of each transaction that gave one with an expiry (a
+        /// subscription period): what a backend mirroring the events holds it until. An upgrade's `ended:…` answer moves it.
+        public var lastExpiry: [String: Date] = [:]
         /// `purchase.rejected` by submission id: the reasons (rejections carry no transaction id from unverified data).
         public var rejected: [String: Set<String>] = [:]
         /// Distinct `purchase.rejected` events by reason.
@@ -56,6 +59,7 @@ public final class PipelineWatcher: Sendable {
                 let eventId = message.header("ce_id") ?? ""
                 let transactionId = fields["transactionId"]?.stringValue ?? ""
                 let reason = fields["reason"]?.stringValue ?? ""
+                let expiry = fields["items"]?.arrayValue?.lazy.compactMap { $0.objectValue?["expiresAt"]?.stringValue.flatMap(RFC3339.parse) }.first
                 let now = Date()
                 box.seen.withLock { seen in
                     seen.records += 1
@@ -69,6 +73,7 @@ public final class PipelineWatcher: Sendable {
                     case .itemGranted:
                         if fields["alreadyGranted"] == .bool(true) { seen.alreadyGrantedAnswers += 1 } else { seen.grantAnswers += 1 }
                         seen.grantedTransactions.insert(transactionId)
+                        if let expiry { seen.lastExpiry[transactionId] = expiry }
                     case .purchaseRejected:
                         seen.rejected[fields["submissionId"]?.stringValue ?? "", default: []].insert(reason)
                         seen.rejectionsByReason[reason, default: []].insert(eventId)

@@ -33,6 +33,10 @@ public struct PurchaseInput: Sendable {
         public var shuffled = true
         /// Whether each transaction carries an `appAccountToken`, as apps that set one send it.
         public var appAccountTokens = false
+        /// Subscriptions, each three periods of one original transaction for one user (`subscriptionPeriods`): a silver month
+        /// that ended 10 days ago, its renewal, and an upgrade to gold 5 days ago that ends the renewal then. Their
+        /// transaction ids follow the valid purchases'.
+        public var subscriptions = 0
         /// What is bought: purchase i buys `products[i % products.count]`. AppCoins products need `make`'s `appCoins`.
         public var products: [Product] = [Product(id: "coins.500", coins: 500), Product(id: "coins.100", coins: 100), Product(id: "coins.100", coins: 100)]
 
@@ -50,6 +54,8 @@ public struct PurchaseInput: Sendable {
             case coins(Int64)
             /// A non-consumable: an entitlement for good, finished at its grant and never flagged.
             case entitlement(String)
+            /// An auto-renewable subscription's tier: an entitlement until each period's expiry, finished at its grant.
+            case subscription(String)
         }
 
         public let id: String
@@ -66,7 +72,14 @@ public struct PurchaseInput: Sendable {
         public init(id: String, coins: Int64) { self.init(id: id, kind: .coins(coins)) }
 
         public var coins: Int64 { if case .coins(let amount) = kind { amount } else { 0 } }
-        public var entitlement: String? { if case .entitlement(let name) = kind { name } else { nil } }
+        /// What it gives other than coins, for good or (a subscription) for a period.
+        public var entitlement: String? {
+            switch kind {
+            case .entitlement(let name), .subscription(let name): name
+            case .coins: nil
+            }
+        }
+        public var isSubscription: Bool { if case .subscription = kind { true } else { false } }
     }
 
     public struct Purchase: Sendable {
@@ -78,6 +91,17 @@ public struct PurchaseInput: Sendable {
         /// The App Store signed transaction (JWS); empty for AppCoins.
         public let jws: String
         public let stale: Bool
+        /// The subscription a period belongs to (its first transaction's id); the transaction's own id otherwise.
+        public var originalTransactionId: String
+        /// A subscription period's start and end (`purchaseDate`, `expiresDate`).
+        public var period: ClosedRange<Date>?
+
+        init(store: Store, transactionId: String, user: String, product: Product, jws: String, stale: Bool,
+             originalTransactionId: String? = nil, period: ClosedRange<Date>? = nil) {
+            (self.store, self.transactionId, self.user, self.product, self.jws, self.stale) = (store, transactionId, user, product, jws, stale)
+            self.originalTransactionId = originalTransactionId ?? transactionId
+            self.period = period
+        }
 
         public var productId: String { product.id }
         /// Whether the sweeper flags it refund-due: a consumable left unconsumed past its deadline (an entitlement is
@@ -90,13 +114,26 @@ public struct PurchaseInput: Sendable {
     /// The catalog the purchases are priced in, as the workers read it (`IAP_CATALOG`).
     public static let catalog = #"""
         {"appstore":{"coins.100":{"type":"consumable","currency":"coins","amount":100},"coins.500":{"type":"consumable","currency":"coins","amount":500},
-        "adfree":{"type":"nonConsumable","entitlement":"adfree"}},
+        "adfree":{"type":"nonConsumable","entitlement":"adfree"},
+        "pass.silver":{"type":"autoRenewable","entitlement":"silver"},"pass.gold":{"type":"autoRenewable","entitlement":"gold"}},
         "appcoins":{"coins.100":{"type":"consumable","currency":"coins","amount":100}}}
         """#
 
     /// Every store and product type the catalog sells: App Store coin packs and an ad-free entitlement, AppCoins coins.
     public static let mixedProducts = [Product(id: "coins.500", coins: 500), Product(id: "coins.100", coins: 100),
                                        Product(id: "adfree", kind: .entitlement("adfree")), Product(id: "coins.100", store: .appcoins, kind: .coins(100))]
+
+    /// The tiers of the plan's subscriptions: the catalog's two auto-renewable products of one subscription group.
+    public static let silver = Product(id: "pass.silver", kind: .subscription("silver"))
+    public static let gold = Product(id: "pass.gold", kind: .subscription("gold"))
+
+    /// One subscription's periods, relative to `now` (whole days): silver from 40 days ago to 10 days ago, renewed
+    /// until 20 days ahead, and upgraded to gold 5 days ago until 25 days ahead. The upgrade ends the renewal at its start;
+    /// the first period had ended by itself.
+    public static func subscriptionPeriods(now: Date) -> [(product: Product, period: ClosedRange<Date>)] {
+        func day(_ days: Double) -> Date { now.addingTimeInterval(days * 86_400) }
+        return [(silver, day(-40)...day(-10)), (silver, day(-10)...day(20)), (gold, day(-5)...day(25))]
+    }
 
     public let plan: Plan
     /// Each valid purchase once, in purchase order.
@@ -144,6 +181,22 @@ public struct PurchaseInput: Sendable {
                     appcoins: .init(packageName: StandInAppCoins.packageName, sku: product.id, purchaseToken: token, purchaseData: signed.purchaseData,
                                     signature: signed.signature),
                     userId: user, submittedAt: now, source: .client, submissionId: UUID().uuidString.lowercased()), time: now))
+            }
+        }
+        for index in 0..<plan.subscriptions {
+            let user = plan.userPrefix + String(plan.randomUsers ? Int.random(in: 1...plan.users, using: &generator) : index % plan.users + 1)
+            let periods = subscriptionPeriods(now: now)
+            let first = plan.firstTransactionId + Int64(plan.unique + periods.count * index)
+            for (offset, (product, period)) in periods.enumerated() {
+                let id = String(first + Int64(offset))
+                let jws = try signer.sign(AppStorePayloads.transaction(
+                    transactionId: id, originalTransactionId: String(first), productId: product.id, bundleId: StandInAppStore.bundleId,
+                    environment: .sandbox, type: .autoRenewable, purchaseDate: period.lowerBound, signedDate: now,
+                    extra: ["expiresDate": .integer(AppStorePayloads.milliseconds(period.upperBound))]))
+                let purchase = Purchase(store: .appstore, transactionId: id, user: user, product: product, jws: jws, stale: false,
+                                        originalTransactionId: String(first), period: period)
+                unique.append(purchase)
+                messages.append(try codec.message(submission(purchase, source: .client, at: now), time: now))
             }
         }
         // A repeat is the same signed transaction from the same user: a retry, a restore, a producer duplicate.

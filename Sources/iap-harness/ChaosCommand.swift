@@ -63,7 +63,9 @@ enum ChaosCommand {
             appCoins.api.server.shutdown()
         }
         let input = try PurchaseInput.make(chaosPlan(total: total, users: users), pki: pki, codec: codec, now: started, appCoins: appCoins)
-        let byStore = Dictionary(grouping: input.unique) { "\($0.store.rawValue) \($0.product.entitlement == nil ? "consumable" : "non-consumable")" }
+        let byStore = Dictionary(grouping: input.unique) { purchase in
+            "\(purchase.store.rawValue) " + (purchase.product.isSubscription ? "subscription period" : purchase.product.entitlement == nil ? "consumable" : "non-consumable")
+        }
         say("chaos: \(total) messages (\(input.unique.count) unique valid: "
             + byStore.sorted { $0.key < $1.key }.map { "\($0.value.count) \($0.key)" }.joined(separator: ", ")
             + "; \(input.plan.duplicates) duplicates, \(input.forged.count) forged, "
@@ -169,14 +171,16 @@ enum ChaosCommand {
         return 0
     }
 
-    /// `total` messages: 20 % duplicates, 1 % forged, 0.5 % malformed, the rest distinct valid purchases of random users, of
-    /// every store and product type the catalog sells (App Store coins and ad-free, AppCoins coins).
+    /// `total` messages: 20 % duplicates, 1 % forged, 0.5 % malformed, 3 % the periods of subscriptions (one in a hundred
+    /// messages: a renewal, then an upgrade that ends it early), the rest distinct valid purchases of random users, of every
+    /// store and other product type the catalog sells (App Store coins and ad-free, AppCoins coins).
     static func chaosPlan(total: Int, users: Int) -> PurchaseInput.Plan {
         var plan = PurchaseInput.Plan(unique: 0, users: users, firstTransactionId: 5_000_000_000_000)
         plan.duplicates = total / 5
         plan.forged = max(1, total / 100)
         plan.malformed = max(1, total / 200)
-        plan.unique = total - plan.duplicates - plan.forged - plan.malformed
+        plan.subscriptions = total / 100
+        plan.unique = total - plan.duplicates - plan.forged - plan.malformed - PurchaseInput.subscriptionPeriods(now: Date()).count * plan.subscriptions
         plan.randomUsers = true
         plan.userPrefix = "chaos-user-"
         plan.products = PurchaseInput.mixedProducts

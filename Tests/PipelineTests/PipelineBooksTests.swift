@@ -93,4 +93,58 @@ import TestSupport
         #expect(violations.contains { $0.hasPrefix("balances not the sum of their purchases") }, "\(violations)")
         #expect(violations.contains { $0.hasPrefix("purchases neither finished nor flagged") }, "the forgery stays granted: \(violations)")
     }
+
+    /// One subscription of the plan (a renewal, then an upgrade that ends it), recorded, granted and finished as the stages
+    /// do it, their answers seen as the granter gives them (the upgrade's for the renewal it ended too): the books balance,
+    /// gold held until its expiry and silver no longer. They name a tier held past the upgrade, and a period whose last
+    /// answer still gives its own expiry (its end not announced).
+    @Test func subscriptionTiersBalanceOnlyAsTheUpgradeEndsThem() async throws {
+        var plan = PurchaseInput.Plan(unique: 0, users: 1, firstTransactionId: 8_000)
+        (plan.subscriptions, plan.shuffled) = (1, false)
+        let codec = EventCodec(schemas: try JSONSchemaRegistry(directory: TestServices.packageRoot.appendingPathComponent("schemas")), source: "/test")
+        let now = Date()
+        let input = try PurchaseInput.make(plan, pki: try TestPKI.make(), codec: codec, now: now)
+        let store = try SQLPurchaseStore(url: try await StoreEngine.sqlite.freshURL())
+        try await store.migrate()
+        var run = Run(input: input, store: store)
+        var announced = 0
+        for purchase in input.unique {
+            let (period, tier) = (try #require(purchase.period), try #require(purchase.product.entitlement))
+            _ = try await store.recordVerified(PurchaseRecord(key: purchase.key, userId: purchase.user, productId: purchase.productId, productType: .autoRenewable,
+                                                              quantity: 1, purchaseTime: period.lowerBound, originalTransactionId: purchase.originalTransactionId,
+                                                              expiresDate: period.upperBound), at: now)
+            let outcome = try await store.grant(purchase.key, items: [.entitlement(tier, until: period.upperBound)], at: now)
+            _ = try await store.finish(purchase.key, at: now)
+            guard case .granted(_, _, let endsBy, let ended) = outcome else { throw BooksTestError("\(purchase.transactionId) not granted: \(outcome)") }
+            run.seen.lastExpiry[purchase.transactionId] = min(period.upperBound, endsBy ?? period.upperBound)
+            for period in ended {
+                run.seen.lastExpiry[period.key.transactionId] = period.endedAt
+                announced += 1
+            }
+            run.seen.grantAnswers += 1
+            run.seen.grantedTransactions.insert(purchase.transactionId)
+            run.seen.finished[purchase.transactionId] = ["finished:appstore:\(purchase.transactionId)"]
+        }
+        #expect(announced == 1, "the upgrade ended the renewal, not the period that had ended by itself")
+        let balanced = try await Self.violations(run)
+        #expect(balanced.isEmpty, "\(balanced)")
+        let user = try #require(input.unique.first?.user)
+        #expect(try await store.entitlements(of: user).keys.sorted() == ["gold"])
+
+        var unannounced = run
+        let renewal = input.unique[1]
+        unannounced.seen.lastExpiry[renewal.transactionId] = renewal.period?.upperBound
+        #expect(try await Self.violations(unannounced).contains { $0.hasPrefix("subscription periods whose last item.granted does not give their end") })
+        // Silver given again for good: held past the upgrade.
+        let extra = PurchaseKey(store: .appstore, transactionId: "8999")
+        _ = try await store.recordVerified(PurchaseRecord(key: extra, userId: user, productId: "pass.silver", productType: .nonConsumable, quantity: 1,
+                                                          purchaseTime: now), at: now)
+        _ = try await store.grant(extra, items: [.entitlement("silver")], at: now)
+        #expect(try await Self.violations(run).contains { $0.hasPrefix("subscription tiers not held as their periods give") })
+    }
+}
+
+struct BooksTestError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }

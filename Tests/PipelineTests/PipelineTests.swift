@@ -75,8 +75,9 @@ struct PipelineTests {
 
     /// - Parameter finishWithAppStoreAPI: false for a finisher without App Store API credentials (consumables then wait
     ///   for the app's consumption report).
+    /// - Parameter catalog: the products' catalog (JSON); nil for `schemas/examples/catalog.json`.
     static func start(servers: String, pki: TestPKI, storeURL: String, appCoinsURL: URL? = nil, finishWithAppStoreAPI: Bool = true,
-                      restorePolicy: RestorePolicy = .transfer, pendingRecheck: Duration = .seconds(60)) async throws -> Pipeline {
+                      restorePolicy: RestorePolicy = .transfer, pendingRecheck: Duration = .seconds(60), catalog: String? = nil) async throws -> Pipeline {
         let prefix = "p\(UUID().uuidString.prefix(6).lowercased())."
         let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers]))
         try await admin.createTopics(EventCodec.pipelineTopics(prefix: prefix), partitions: 4)
@@ -98,7 +99,8 @@ struct PipelineTests {
             "IAP_TOPIC_PREFIX": prefix, "IAP_GROUP_PREFIX": prefix, "IAP_LOG_LEVEL": "error",
             "IAP_SCHEMAS_DIR": TestServices.packageRoot.appendingPathComponent("schemas").path,
             "IAP_BUNDLE_ID": bundle, "IAP_ENVIRONMENT": "Sandbox", "IAP_ROOT_CERTIFICATES": try file("root.pem", pki.root.pemRepresentation),
-            "IAP_CATALOG": TestServices.packageRoot.appendingPathComponent("schemas/examples/catalog.json").path,
+            "IAP_CATALOG": try catalog.map { try file("catalog.json", $0) }
+                ?? TestServices.packageRoot.appendingPathComponent("schemas/examples/catalog.json").path,
             "IAP_RESTORE_POLICY": restorePolicy.rawValue, "IAP_PENDING_RECHECK": String(pendingRecheck.components.seconds),
             "IAP_CLAW_BACK_DUE_REFUNDS": "true",
         ]
@@ -198,18 +200,19 @@ struct PipelineTests {
 
 extension PipelineTests {
     /// The harness's input and books (as the demo, the benchmark and the chaos run use them) on the stages in this
-    /// process: App Store coins and ad-free, AppCoins coins, with repeats, forgeries and malformed messages among 120
+    /// process: App Store coins and ad-free, AppCoins coins, and four subscriptions each renewed and then upgraded (the
+    /// upgrade ending the renewal early, and saying so), with repeats, forgeries and malformed messages among 132
     /// purchases, the granter and the verifier restarted while they flow.
     @Test(arguments: StoreEngine.available)
     func stagesRestartedMidStreamLoseNothingAndGrantNothingTwice(_ engine: StoreEngine) async throws {
         let servers = try TestServices.requireBrokers()
         let pki = try TestPKI.make()
         let appCoinsAPI = try AppCoinsAPIStandIn(purchases: [:])
-        let pipeline = try await Self.start(servers: servers, pki: pki, storeURL: try await engine.freshURL(), appCoinsURL: appCoinsAPI.baseURL)
+        let pipeline = try await Self.start(servers: servers, pki: pki, storeURL: try await engine.freshURL(), appCoinsURL: appCoinsAPI.baseURL,
+                                            catalog: PurchaseInput.catalog)
         var plan = PurchaseInput.Plan(unique: 120, users: 10, firstTransactionId: 5_000_000)
-        (plan.duplicates, plan.forged, plan.malformed) = (20, 3, 3)
-        plan.products = [.init(id: "coins.1000", coins: 1000), .init(id: "coins.100", coins: 100), .init(id: "adfree", kind: .entitlement("adfree")),
-                         .init(id: "coins.100", store: .appcoins, kind: .coins(100))]
+        (plan.duplicates, plan.forged, plan.malformed, plan.subscriptions) = (20, 3, 3, 4)
+        plan.products = PurchaseInput.mixedProducts
         let input = try PurchaseInput.make(plan, pki: pki, codec: pipeline.codec, now: Date(),
                                            appCoins: StandInAppCoins(signer: pipeline.appCoins, api: appCoinsAPI))
         let watcher = try PipelineWatcher(kafka: KafkaConfiguration(["bootstrap.servers": servers]), codec: pipeline.codec,
@@ -230,8 +233,8 @@ extension PipelineTests {
         let books = try await PipelineBooks.check(input: input, seen: watcher.seen, store: pipeline.store, finishCalls: pipeline.appStore.finishTimes)
         #expect(books.violations.isEmpty, "\(books.violations)")
         let outcomes: [Int] = [books.grantedOnce, books.finished, books.rejected, books.deadLettered]
-        #expect(outcomes == [120, 120, 3, 3], "granted once, finished, forgeries rejected, malformed dead-lettered")
-        #expect(books.finishCalls >= 90, "every App Store purchase finished through the API (AppCoins has no such call)")
+        #expect(outcomes == [132, 132, 3, 3], "granted once, finished, forgeries rejected, malformed dead-lettered")
+        #expect(books.finishCalls >= 102, "every App Store purchase finished through the API (AppCoins has no such call)")
     }
 }
 
