@@ -153,10 +153,14 @@ public struct PurchaseInput: Sendable {
         var generator = SystemRandomNumberGenerator()
         var unique: [Purchase] = []
         var messages: [KafkaProducerMessage] = []
+        /// Whom the `index`th purchase (or subscription) goes to.
+        func buyer(_ index: Int) -> String {
+            plan.userPrefix + String(plan.randomUsers ? Int.random(in: 1...plan.users, using: &generator) : index % plan.users + 1)
+        }
         for index in 0..<plan.unique {
             let id = String(plan.firstTransactionId + Int64(index))
             let product = plan.products[index % plan.products.count]
-            let user = plan.userPrefix + String(plan.randomUsers ? Int.random(in: 1...plan.users, using: &generator) : index % plan.users + 1)
+            let user = buyer(index)
             let stale = index >= plan.unique - plan.stale
             let purchased = stale ? now.addingTimeInterval(-48 * 3600) : now
             switch product.store {
@@ -184,7 +188,7 @@ public struct PurchaseInput: Sendable {
             }
         }
         for index in 0..<plan.subscriptions {
-            let user = plan.userPrefix + String(plan.randomUsers ? Int.random(in: 1...plan.users, using: &generator) : index % plan.users + 1)
+            let user = buyer(index)
             let periods = subscriptionPeriods(now: now)
             let first = plan.firstTransactionId + Int64(plan.unique + periods.count * index)
             for (offset, (product, period)) in periods.enumerated() {
