@@ -203,7 +203,7 @@ public enum Workers {
             let sweeper = SweeperService(
                 configuration: .init(deadlines: [.appstore: hours[0] * 3600, .appcoins: hours[1] * 3600],
                                      interval: .milliseconds(Int64((try env.settings.seconds("--interval") ?? 300) * 1000))),
-                store: env.store, producer: try KafkaProducer(configuration: .init(kafka: env.kafka)), context: context, clock: ContinuousClock(),
+                store: env.store, producer: try KafkaProducer(configuration: .init(kafka: env.producerKafka)), context: context, clock: ContinuousClock(),
                 appCoins: try env.settings.string("--appcoins-url").map { text in
                     guard let url = URL(string: text) else { throw SettingsError("--appcoins-url (IAP_APPCOINS_URL) is not a URL") }
                     return AppCoinsVerifier(configuration: .init(baseURL: url))
