@@ -30,6 +30,11 @@ public struct PipelineBooks: Sendable {
     public var finished = 0
     public var refundDue = 0
     public var revoked = 0
+    /// Subscription periods among the valid purchases, those an upgrade ended early, and the subscribers whose tiers were
+    /// checked against them.
+    public var subscriptionPeriods = 0
+    public var periodsEndedByUpgrade = 0
+    public var subscribersChecked = 0
     /// Forgeries rejected, malformed messages dead-lettered.
     public var rejected = 0
     public var deadLettered = 0
@@ -99,7 +104,7 @@ public struct PipelineBooks: Sendable {
             let held = Set(try await store.entitlements(of: user).keys)
             if !entitlements.isSubset(of: held) { violation("entitlements bought but not held", "\(user): \(entitlements.subtracting(held).sorted())") }
         }
-        for (kind, example) in try await subscriptionViolations(subscriptionPeriods, of: input, seen: seen, store: store) { violation(kind, example) }
+        for (kind, example) in try await books.checkSubscriptions(subscriptionPeriods, of: input, store: store) { violation(kind, example) }
         for mismatch in audit.balanceMismatches { violation("balances not the sum of their ledger entries", mismatch) }
         for key in audit.orphanGrants { violation("grants of purchases not in the store", key.description) }
 
@@ -159,8 +164,8 @@ public struct PipelineBooks: Sendable {
     /// downgrade, which begins when the period ends, does not), whichever comes first. A period revoked gives nothing but
     /// still ends the one it replaced. The last `item.granted` of each period gave that end: its grant, when the upgrade came
     /// first; else the upgrade's answer for the period it ended (`ended:…`).
-    private static func subscriptionViolations(_ periods: [PurchaseInput.Purchase], of input: PurchaseInput, seen: PipelineWatcher.Seen,
-                                               store: SQLPurchaseStore) async throws -> [(String, String)] {
+    private mutating func checkSubscriptions(_ periods: [PurchaseInput.Purchase], of input: PurchaseInput,
+                                             store: SQLPurchaseStore) async throws -> [(String, String)] {
         let all = input.unique.filter(\.product.isSubscription)
         let subscriptions = Dictionary(grouping: all) { "\($0.store.rawValue):\($0.originalTransactionId)" }
         func end(of purchase: PurchaseInput.Purchase) -> Date? {
@@ -176,6 +181,8 @@ public struct PipelineBooks: Sendable {
         for purchase in periods {
             guard let tier = purchase.product.entitlement, let end = end(of: purchase) else { continue }
             if end > checkedAt { expected[purchase.user, default: [:]][tier] = max(end, expected[purchase.user]?[tier] ?? end) }
+            subscriptionPeriods += 1
+            if let period = purchase.period, end < period.upperBound { periodsEndedByUpgrade += 1 }
             let said = seen.lastExpiry[purchase.transactionId]
             if said.map({ abs($0.timeIntervalSince(end)) < 0.002 }) != true {
                 violations.append(("subscription periods whose last item.granted does not give their end",
@@ -185,6 +192,7 @@ public struct PipelineBooks: Sendable {
         let tiers = Set(all.compactMap(\.product.entitlement))
         func described(_ held: [String: Date]) -> String { held.isEmpty ? "none" : held.sorted { $0.key < $1.key }.map { "\($0.key) until \($0.value)" }.joined(separator: ", ") }
         for user in Set(periods.map(\.user)).sorted() {
+            subscribersChecked += 1
             var held: [String: Date] = [:]
             for (tier, until) in try await store.entitlements(of: user, at: checkedAt) where tiers.contains(tier) { held[tier] = until ?? .distantFuture }
             let wanted = expected[user] ?? [:]

@@ -11,6 +11,8 @@ extension PipelineBooks {
             "malformed": .integer(Int64(input.malformed.count)),
             "grantedOnce": .integer(Int64(grantedOnce)), "finished": .integer(Int64(finished)), "rejected": .integer(Int64(rejected)),
             "deadLettered": .integer(Int64(deadLettered)),
+            "subscriptionPeriods": .integer(Int64(subscriptionPeriods)), "periodsEndedByUpgrade": .integer(Int64(periodsEndedByUpgrade)),
+            "subscribersChecked": .integer(Int64(subscribersChecked)),
             "grantAnswers": .integer(Int64(seen.grantAnswers)), "alreadyGrantedAnswers": .integer(Int64(seen.alreadyGrantedAnswers)),
             "outputRecords": .integer(Int64(seen.records)),
             "finishTransactionCalls": .integer(Int64(finishCalls)), "repeatedFinishTransactionCalls": .integer(Int64(repeatedFinishCalls)),
@@ -25,6 +27,7 @@ extension PipelineBooks {
         let rows: [(String, String)] = [
             ("submitted", "\(input.messages.count)"),
             ("unique valid → granted once, finished", "\(input.unique.count) → \(grantedOnce), \(finished)"),
+            ("of them subscription periods", "\(subscriptionPeriods) (\(periodsEndedByUpgrade) ended early by an upgrade); \(subscribersChecked) subscribers' tiers checked"),
             ("duplicates", "\(input.plan.duplicates) (grant answers \(seen.grantAnswers), already granted \(seen.alreadyGrantedAnswers))"),
             ("forged → rejected", "\(input.forged.count) → \(rejected)"),
             ("malformed → dead-lettered", "\(input.malformed.count) → \(deadLettered)"),

@@ -126,8 +126,10 @@ import TestSupport
             run.seen.finished[purchase.transactionId] = ["finished:appstore:\(purchase.transactionId)"]
         }
         #expect(announced == 1, "the upgrade ended the renewal, not the period that had ended by itself")
-        let balanced = try await Self.violations(run)
-        #expect(balanced.isEmpty, "\(balanced)")
+        let books = try await PipelineBooks.check(input: run.input, expectations: .init(exactAnswers: true), seen: run.seen, store: run.store)
+        #expect(books.violations.isEmpty, "\(books.violations)")
+        let counts: [Int] = [books.subscriptionPeriods, books.periodsEndedByUpgrade, books.subscribersChecked]
+        #expect(counts == [3, 1, 1], "periods, ended early by the upgrade, subscribers checked")
         let user = try #require(input.unique.first?.user)
         #expect(try await store.entitlements(of: user).keys.sorted() == ["gold"])
 
