@@ -100,9 +100,14 @@ public struct PipelineBooks: Sendable {
             let balance = try await store.balances(of: user)["coins"] ?? 0
             if balance != expectedCoins[user, default: 0] { violation("balances not the sum of their purchases", "\(user): \(balance), expected \(expectedCoins[user, default: 0])") }
         }
-        for (user, entitlements) in expectedEntitlements.sorted(by: { $0.key < $1.key }) {
-            let held = Set(try await store.entitlements(of: user).keys)
+        // Entitlements for good (ad-free): held by each buyer, and no longer by one whose only purchase of it was refunded.
+        let forGood = input.unique.filter { $0.product.entitlement != nil && !$0.product.isSubscription }
+        let namesForGood = Set(forGood.compactMap(\.product.entitlement))
+        for user in Set(forGood.map(\.user)).sorted() {
+            let held = Set(try await store.entitlements(of: user).keys).intersection(namesForGood)
+            let entitlements = expectedEntitlements[user, default: []]
             if !entitlements.isSubset(of: held) { violation("entitlements bought but not held", "\(user): \(entitlements.subtracting(held).sorted())") }
+            if !held.isSubset(of: entitlements) { violation("entitlements held after their purchase was refunded", "\(user): \(held.subtracting(entitlements).sorted())") }
         }
         for (kind, example) in try await books.checkSubscriptions(subscriptionPeriods, of: input, store: store) { violation(kind, example) }
         for mismatch in audit.balanceMismatches { violation("balances not the sum of their ledger entries", mismatch) }

@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 import Kafka
 import PurchaseDomain
 import PurchaseEvents
@@ -237,6 +238,21 @@ public struct PurchaseInput: Sendable {
     public static func submission(_ purchase: Purchase, source: SubmissionSource, at now: Date) -> PurchaseSubmitted {
         PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: purchase.jws, userId: purchase.user,
                           submittedAt: now, source: source, submissionId: UUID().uuidString.lowercased())
+    }
+
+    /// A REFUND notification for App Store `purchase`, as the App Store sends one: its signed transaction again, with
+    /// `revocationDate` (`date`) and `revocationReason`, in a notification signed by `pki`, the chain the purchase was signed by.
+    public static func refundNotification(of purchase: Purchase, pki: TestPKI, at date: Date) throws -> StoreNotificationReceived {
+        let parts = purchase.jws.split(separator: ".")
+        guard purchase.store == .appstore, parts.count == 3, let bytes = Base64URL.decode(parts[1]), var transaction = JSONValue.parse(Array(bytes))?.objectValue else {
+            throw HarnessError("refund of \(purchase.transactionId): not an App Store purchase with a signed transaction")
+        }
+        transaction["revocationDate"] = .integer(AppStorePayloads.milliseconds(date))
+        transaction["revocationReason"] = .integer(0)
+        let signer = JWSSigner(pki: pki)
+        let payload = AppStorePayloads.notification(type: .refund, bundleId: StandInAppStore.bundleId, appAppleId: nil, environment: .sandbox,
+                                                    signedTransactionInfo: try signer.sign(transaction))
+        return StoreNotificationReceived(signedPayload: try signer.sign(payload), receivedAt: date)
     }
 
     /// Messages that end in a distinct outcome: valid purchases, forgeries, malformed messages.

@@ -104,6 +104,13 @@ enum ChaosCommand {
         }
         if rate == nil { try await submitting.value }
 
+        // Refunds of App Store purchases already finished (one in a hundred), in four rounds while the faults happen: each
+        // revokes its purchase once and takes back what it gave.
+        let refundable = Dictionary(uniqueKeysWithValues: input.unique.filter { $0.store == .appstore }.map { ($0.transactionId, $0) })
+        var refunds = RefundPlan(total: input.unique.count / 100)
+        let refundProducer = try KafkaProducer(configuration: .init(kafka: kafka))
+        let store = try SQLPurchaseStore(url: storeURL)
+
         // The faults, at random points of progress (distinct outcomes seen ÷ expected) so that they land mid-run.
         var plan = ChaosPlan(stages: stages, killsPerWorker: killsPerWorker, outage: outage.0 == nil || outageSeconds == 0 ? nil : outageSeconds)
         var replicas = ReplicaPlan(mode: replicaMode)
@@ -113,7 +120,14 @@ enum ChaosCommand {
         while true {
             let done = watcher.outcomes(of: input)
             let progress = Double(done) / Double(input.outcomesExpected)
-            if done >= input.outcomesExpected && plan.isComplete && replicas.isComplete && outageTask == nil { break }
+            if done >= input.outcomesExpected && plan.isComplete && replicas.isComplete && outageTask == nil, refunds.isComplete,
+               try await refunds.revoked(in: store) { break }
+            let due = refunds.due(at: progress) { watcher.read { Set($0.finished.keys) }.filter { refundable[$0] != nil } }
+            if !due.isEmpty {
+                let notifications = try due.map { try codec.message(PurchaseInput.refundNotification(of: refundable[$0]!, pki: pki, at: Date()), time: Date()) }
+                for result in await refundProducer.send(contentsOf: notifications) { _ = try result.get() }
+                say(String(format: "  refunded %d finished purchases at %.0f %%", due.count, progress * 100))
+            }
             try await replicas.perform(at: progress, workers: workers, say: say)
             for name in plan.killsDue(at: progress, lastFault: { replicas.lastEvent[$0] }) {
                 try workers.killAndRestart(name)
@@ -145,20 +159,21 @@ enum ChaosCommand {
             try await Task.sleep(for: .milliseconds(200))
         }
         let seconds = Date().timeIntervalSince(started)
+        await refundProducer.shutdown()
         _ = await submitting.result // cancelled on a timeout: what was sent is what the books count
         await replicas.recordRunning(workers)
         workers.stopAll()
         await watcher.stop()
 
-        var books = try await PipelineBooks.check(input: input, seen: watcher.seen, store: try SQLPurchaseStore(url: storeURL),
+        var books = try await PipelineBooks.check(input: input, expectations: .init(revoked: refunds.refunded), seen: watcher.seen, store: store,
                                                   finishCalls: appStore.api.finishTimes)
         books.violations += replicas.violations
-        var summary = books.chaosSummary(input: input, plan: plan, seconds: seconds)
+        var summary = books.chaosSummary(input: input, plan: plan, refunds: refunds.refunded.count, seconds: seconds)
         if case .object(var fields) = summary {
             fields["replicas"] = replicas.summary
             summary = .object(fields)
         }
-        print(books.chaosTable(input: input, plan: plan, seconds: seconds))
+        print(books.chaosTable(input: input, plan: plan, refunds: refunds.refunded.count, seconds: seconds))
         print("replicas: " + ReplicaPlan.stages.map { "\($0) \(replicas.joins[$0] ?? 0) joins, \(replicas.leaves[$0] ?? 0) leaves, handled by replica "
             + (replicas.handled[$0] ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
             + ", group rejoins \(replicas.groupRejoins(of: $0))" }.joined(separator: "; "))
@@ -257,4 +272,31 @@ struct ChaosPlan {
     }
 
     func outageEnded(now: Date) -> Bool { outageEnd.map { now >= $0 } ?? false }
+}
+
+/// When the chaos run refunds purchases: a quarter of `total` at each of 20, 40, 60 and 80 % of progress, chosen among
+/// those finished by then.
+struct RefundPlan {
+    private var rounds: [Double] = [0.2, 0.4, 0.6, 0.8]
+    private let perRound: Int
+    private(set) var refunded = Set<String>()
+
+    init(total: Int) { perRound = total / 4 }
+
+    var isComplete: Bool { rounds.isEmpty || perRound == 0 }
+
+    /// The transactions to refund now, from those `finished` (read only when a round is due; none refunded before).
+    mutating func due(at progress: Double, finished: () -> Set<String>) -> [String] {
+        guard perRound > 0, let round = rounds.first, round <= progress else { return [] }
+        rounds.removeFirst()
+        let chosen = Array(finished().subtracting(refunded).shuffled().prefix(perRound))
+        refunded.formUnion(chosen)
+        return chosen
+    }
+
+    /// Whether `store` holds every refunded purchase as revoked.
+    func revoked(in store: SQLPurchaseStore) async throws -> Bool {
+        guard !refunded.isEmpty else { return true }
+        return (try await store.statistics().purchasesByState[.revoked] ?? 0) >= refunded.count
+    }
 }

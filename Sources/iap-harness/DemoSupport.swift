@@ -40,13 +40,6 @@ struct DemoPurchases {
 
     /// A REFUND notification for the first consumed purchase, signed like the App Store's.
     func refundNotification(pki: TestPKI) throws -> (event: StoreNotificationReceived, transactionId: String) {
-        let refunded = unique[0]
-        let signer = JWSSigner(pki: pki)
-        let transaction = try signer.sign(AppStorePayloads.transaction(
-            transactionId: refunded.transactionId, productId: refunded.productId, bundleId: StandInAppStore.bundleId, environment: .sandbox,
-            purchaseDate: now, revocationDate: Date()))
-        let payload = AppStorePayloads.notification(type: .refund, bundleId: StandInAppStore.bundleId, appAppleId: nil, environment: .sandbox,
-                                                    signedTransactionInfo: transaction)
-        return (StoreNotificationReceived(signedPayload: try signer.sign(payload), receivedAt: Date()), refunded.transactionId)
+        (try PurchaseInput.refundNotification(of: unique[0], pki: pki, at: Date()), unique[0].transactionId)
     }
 }

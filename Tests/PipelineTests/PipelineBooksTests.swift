@@ -94,6 +94,37 @@ import TestSupport
         #expect(violations.contains { $0.hasPrefix("purchases neither finished nor flagged") }, "the forgery stays granted: \(violations)")
     }
 
+    /// An ad-free purchase refunded after its finish: the books balance once the store revoked it and it is no longer held;
+    /// before that they name both.
+    @Test func aRefundedEntitlementIsRevokedAndNoLongerHeld() async throws {
+        var plan = PurchaseInput.Plan(unique: 2, users: 1, firstTransactionId: 9_000)
+        (plan.products, plan.shuffled) = ([.init(id: "adfree", kind: .entitlement("adfree")), .init(id: "coins.100", coins: 100)], false)
+        let codec = EventCodec(schemas: try JSONSchemaRegistry(directory: TestServices.packageRoot.appendingPathComponent("schemas")), source: "/test")
+        let input = try PurchaseInput.make(plan, pki: try TestPKI.make(), codec: codec, now: Date())
+        let store = try SQLPurchaseStore(url: try await StoreEngine.sqlite.freshURL())
+        try await store.migrate()
+        var seen = PipelineWatcher.Seen()
+        for purchase in input.unique {
+            _ = try await store.recordVerified(PurchaseRecord(key: purchase.key, userId: purchase.user, productId: purchase.productId,
+                                                              productType: purchase.coins > 0 ? .consumable : .nonConsumable, quantity: 1, purchaseTime: Date()), at: Date())
+            _ = try await store.grant(purchase.key, items: purchase.coins > 0 ? [.currency("coins", purchase.coins)] : [.entitlement("adfree")], at: Date())
+            _ = try await store.finish(purchase.key, at: Date())
+            seen.grantAnswers += 1
+            seen.grantedTransactions.insert(purchase.transactionId)
+            seen.finished[purchase.transactionId] = ["finished:appstore:\(purchase.transactionId)"]
+        }
+        let refunded = input.unique[0]
+        func violations() async throws -> [String] {
+            try await PipelineBooks.check(input: input, expectations: .init(revoked: [refunded.transactionId]), seen: seen, store: store).violations
+        }
+        let before = try await violations()
+        #expect(before.contains { $0.hasPrefix("valid purchases not revoked") }, "\(before)")
+        #expect(before.contains { $0.hasPrefix("entitlements held after their purchase was refunded") }, "\(before)")
+        _ = try await store.revoke(refunded.key, at: Date())
+        let after = try await violations()
+        #expect(after.isEmpty, "\(after)")
+    }
+
     /// One subscription of the plan (a renewal, then an upgrade that ends it), recorded, granted and finished as the stages
     /// do it, their answers seen as the granter gives them (the upgrade's for the renewal it ended too): the books balance,
     /// gold held until its expiry and silver no longer. They name a tier held past the upgrade, and a period whose last
