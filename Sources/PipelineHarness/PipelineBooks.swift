@@ -10,14 +10,19 @@ public struct PipelineBooks: Sendable {
     public struct Expectations: Sendable {
         /// Valid purchases refunded by a notification after their grant: revoked, their coins taken back.
         public var revoked: Set<String> = []
+        /// Valid purchases refunded before they were submitted (a REFUND that overtook its purchase): revoked, nothing of
+        /// theirs held; granted not at all (their submission answered `revoked`), or once and taken back when their submission
+        /// overtook the refund after all (they travel on different topics).
+        public var refundedFirst: Set<String> = []
         /// Valid submissions beyond the input's (restores sent later): each answered "already granted".
         public var laterRepeats = 0
         /// Exactly one answer per submission (no worker was killed, so nothing was redelivered after its commit);
         /// else at least one, and a repeat of a purchase revoked or flagged since may be answered with that state.
         public var exactAnswers = false
 
-        public init(revoked: Set<String> = [], laterRepeats: Int = 0, exactAnswers: Bool = false) {
+        public init(revoked: Set<String> = [], refundedFirst: Set<String> = [], laterRepeats: Int = 0, exactAnswers: Bool = false) {
             self.revoked = revoked
+            self.refundedFirst = refundedFirst
             self.laterRepeats = laterRepeats
             self.exactAnswers = exactAnswers
         }
@@ -30,6 +35,8 @@ public struct PipelineBooks: Sendable {
     public var finished = 0
     public var refundDue = 0
     public var revoked = 0
+    /// Purchases refunded before their submission, revoked and granted at most once.
+    public var refundedFirst = 0
     /// Subscription periods among the valid purchases, those an upgrade ended early, and the subscribers whose tiers were
     /// checked against them.
     public var subscriptionPeriods = 0
@@ -55,18 +62,26 @@ public struct PipelineBooks: Sendable {
         func record(_ key: PurchaseKey) -> StoreAudit.Purchase? { audit.purchases[key] }
         func record(_ id: String) -> StoreAudit.Purchase? { record(PurchaseKey(store: .appstore, transactionId: id)) }
 
-        // Every valid purchase granted exactly once, and in the state its story ends in.
+        // Every valid purchase granted exactly once (one refunded before its submission at most once), and in the state its
+        // story ends in.
         var expectedCoins: [String: Int64] = [:]
         var expectedEntitlements: [String: Set<String>] = [:]
         var subscriptionPeriods: [PurchaseInput.Purchase] = []
         for purchase in input.unique {
-            switch record(purchase.key)?.grantEntries ?? 0 {
-            case 1: books.grantedOnce += 1
-            case 0: violation("valid purchases not granted", purchase.transactionId)
+            let refundedFirst = expectations.refundedFirst.contains(purchase.transactionId)
+            switch (record(purchase.key)?.grantEntries ?? 0, refundedFirst) {
+            case (0...1, true): books.refundedFirst += 1
+            case (1, false): books.grantedOnce += 1
+            case (0, false): violation("valid purchases not granted", purchase.transactionId)
             default: violation("valid purchases granted more than once", purchase.transactionId)
             }
-            if seen.grantedTransactions.contains(purchase.transactionId) == false { violation("valid purchases without an item.granted", purchase.transactionId) }
-            let expected: PurchaseState = expectations.revoked.contains(purchase.transactionId) ? .revoked
+            if seen.grantedTransactions.contains(purchase.transactionId) == false {
+                if !refundedFirst { violation("valid purchases without an item.granted", purchase.transactionId) }
+                else if seen.rejectedTransactions[purchase.transactionId]?.contains("revoked") != true {
+                    violation("purchases refunded first answered neither granted nor revoked", purchase.transactionId)
+                }
+            }
+            let expected: PurchaseState = expectations.revoked.contains(purchase.transactionId) || refundedFirst ? .revoked
                 : purchase.isFlaggedAtDeadline ? .refundDue : .finished
             let state = record(purchase.key)?.state
             guard state == expected else {
@@ -80,7 +95,7 @@ public struct PipelineBooks: Sendable {
             case .refundDue:
                 if seen.refundDue[purchase.transactionId]?.count != 1 { violation("stale purchases not flagged exactly once", purchase.transactionId) }
                 books.refundDue += 1
-            default: books.revoked += 1
+            default: if !refundedFirst { books.revoked += 1 }
             }
             if expected != .revoked {
                 expectedCoins[purchase.user, default: 0] += purchase.coins
@@ -121,9 +136,9 @@ public struct PipelineBooks: Sendable {
         for key in input.malformed {
             if seen.deadLettered[key] != nil { books.deadLettered += 1 } else { violation("malformed messages not dead-lettered", key) }
         }
-        let outcomes = books.grantedOnce + books.rejected + books.deadLettered
+        let outcomes = books.grantedOnce + books.refundedFirst + books.rejected + books.deadLettered
         if outcomes != input.outcomesExpected {
-            violation("messages without an outcome", "\(input.outcomesExpected - outcomes) of \(input.outcomesExpected) (granted + rejected + dead-lettered)")
+            violation("messages without an outcome", "\(input.outcomesExpected - outcomes) of \(input.outcomesExpected) (granted + refunded first + rejected + dead-lettered)")
         }
 
         // Every submission answered: repeats "already granted"; no rejection but the forgeries' (after a kill, a repeat of a
@@ -135,7 +150,7 @@ public struct PipelineBooks: Sendable {
                 violation("submissions not answered once", "\(answers), expected \(input.unique.count) + \(repeats)")
             }
             if seen.deadLetterEvents.count != input.malformed.count { violation("dead letters not of the malformed messages", "\(seen.deadLetterEvents.count) for \(input.malformed.count)") }
-        } else if seen.grantAnswers + seen.alreadyGrantedAnswers < input.unique.count + repeats {
+        } else if seen.grantAnswers + seen.alreadyGrantedAnswers + (seen.rejectionsByReason["revoked"]?.count ?? 0) < input.unique.count + repeats {
             violation("submissions not answered", "\(answers), expected at least \(input.unique.count + repeats)")
         }
         let tolerated: Set<String> = expectations.exactAnswers ? [] : ["revoked", "refundDue"]

@@ -26,6 +26,8 @@ public final class PipelineWatcher: Sendable {
         public var lastExpiry: [String: Date] = [:]
         /// `purchase.rejected` by submission id: the reasons (rejections carry no transaction id from unverified data).
         public var rejected: [String: Set<String>] = [:]
+        /// `purchase.rejected` of verified transactions (a repeat of a purchase revoked or flagged), by transaction id: the reasons.
+        public var rejectedTransactions: [String: Set<String>] = [:]
         /// Distinct `purchase.rejected` events by reason.
         public var rejectionsByReason: [String: Set<String>] = [:]
         /// Dead letters by the original message's key: the reasons.
@@ -76,6 +78,7 @@ public final class PipelineWatcher: Sendable {
                         if let expiry { seen.lastExpiry[transactionId] = expiry }
                     case .purchaseRejected:
                         seen.rejected[fields["submissionId"]?.stringValue ?? "", default: []].insert(reason)
+                        if !transactionId.isEmpty { seen.rejectedTransactions[transactionId, default: []].insert(reason) }
                         seen.rejectionsByReason[reason, default: []].insert(eventId)
                     case .deadLetter:
                         let key = fields["key"]?.stringValue.flatMap { Data(base64Encoded: $0) }.map { String(decoding: $0, as: UTF8.self) } ?? ""
@@ -95,11 +98,13 @@ public final class PipelineWatcher: Sendable {
     /// Reads the state under the lock without copying it (for polls of a large run).
     public func read<T>(_ body: (Seen) -> T) -> T { box.seen.withLock { body($0) } }
 
-    /// Distinct outcomes of `input` seen so far: finished or flagged valid purchases, rejected forgeries, dead-lettered
-    /// malformed messages (a run's progress).
-    public func outcomes(of input: PurchaseInput) -> Int {
+    /// Distinct outcomes of `input` seen so far: finished or flagged valid purchases (but those `excluded`, whose outcome
+    /// the topics do not tell), rejected forgeries, dead-lettered malformed messages (a run's progress).
+    public func outcomes(of input: PurchaseInput, excluding excluded: Set<String> = []) -> Int {
         read { seen in
-            input.unique.count(where: { seen.finished[$0.transactionId] != nil || seen.refundDue[$0.transactionId] != nil })
+            input.unique.count(where: {
+                !excluded.contains($0.transactionId) && (seen.finished[$0.transactionId] != nil || seen.refundDue[$0.transactionId] != nil)
+            })
                 + input.forged.keys.count(where: { seen.rejected[$0] != nil }) + input.malformed.count(where: { seen.deadLettered[$0] != nil })
         }
     }

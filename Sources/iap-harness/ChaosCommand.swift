@@ -82,6 +82,16 @@ enum ChaosCommand {
         _ = try await workers.waitUntilReady(Array(stages.prefix(3)), say: say) { watcher.isAssigned ? nil : "watcher not assigned" }
         let producer = try KafkaProducer(configuration: .init(kafka: kafka))
         let messages = input.messages
+        // Refunds of App Store purchases (rule 5: events do not arrive in order): one in five hundred (not subscription
+        // periods) refunded before any submission is sent; then one in a hundred of those finished, in four rounds while the
+        // faults happen. Each revokes its purchase once and takes back what it gave.
+        let refundable = Dictionary(uniqueKeysWithValues: input.unique.filter { $0.store == .appstore }.map { ($0.transactionId, $0) })
+        let refundedFirst = Array(refundable.values.filter { !$0.product.isSubscription }.shuffled().prefix(input.unique.count / 500))
+        var refunds = RefundPlan(total: input.unique.count / 100, first: Set(refundedFirst.map(\.transactionId)))
+        let refundProducer = try KafkaProducer(configuration: .init(kafka: kafka))
+        let first = try refundedFirst.map { try codec.message(PurchaseInput.refundNotification(of: $0, pki: pki, at: Date()), time: Date()) }
+        for result in await refundProducer.send(contentsOf: first) { _ = try result.get() }
+        say("refunded \(first.count) purchases before their submission")
         // All at once, or `rate` per second in tenths of a second, alongside the faults.
         @Sendable func submit() async throws {
             let chunk = rate.map { max(1, $0 / 10) } ?? 5_000
@@ -103,12 +113,6 @@ enum ChaosCommand {
             }
         }
         if rate == nil { try await submitting.value }
-
-        // Refunds of App Store purchases already finished (one in a hundred), in four rounds while the faults happen: each
-        // revokes its purchase once and takes back what it gave.
-        let refundable = Dictionary(uniqueKeysWithValues: input.unique.filter { $0.store == .appstore }.map { ($0.transactionId, $0) })
-        var refunds = RefundPlan(total: input.unique.count / 100)
-        let refundProducer = try KafkaProducer(configuration: .init(kafka: kafka))
         let store = try SQLPurchaseStore(url: storeURL)
 
         // The faults, at random points of progress (distinct outcomes seen ÷ expected) so that they land mid-run.
@@ -118,11 +122,16 @@ enum ChaosCommand {
         var lastReport = Date()
         var outageTask: Task<Void, any Error>?
         while true {
-            let done = watcher.outcomes(of: input)
-            let progress = Double(done) / Double(input.outcomesExpected)
-            if done >= input.outcomesExpected && plan.isComplete && replicas.isComplete && outageTask == nil, refunds.isComplete,
+            // A purchase refunded first has no outcome on the topics when its refund came first (its submission answered
+            // `revoked`), one when its submission overtook the refund: it is counted by the store's revocations instead.
+            let done = watcher.outcomes(of: input, excluding: refunds.first)
+            let expected = input.outcomesExpected - refunds.first.count
+            let progress = Double(done) / Double(expected)
+            if done >= expected && plan.isComplete && replicas.isComplete && outageTask == nil, refunds.isComplete,
                try await refunds.revoked(in: store) { break }
-            let due = refunds.due(at: progress) { watcher.read { Set($0.finished.keys) }.filter { refundable[$0] != nil } }
+            let due = refunds.due(at: progress) { [first = refunds.first] in
+                watcher.read { Set($0.finished.keys) }.filter { refundable[$0] != nil }.subtracting(first)
+            }
             if !due.isEmpty {
                 let notifications = try due.map { try codec.message(PurchaseInput.refundNotification(of: refundable[$0]!, pki: pki, at: Date()), time: Date()) }
                 for result in await refundProducer.send(contentsOf: notifications) { _ = try result.get() }
@@ -165,15 +174,15 @@ enum ChaosCommand {
         workers.stopAll()
         await watcher.stop()
 
-        var books = try await PipelineBooks.check(input: input, expectations: .init(revoked: refunds.refunded), seen: watcher.seen, store: store,
+        var books = try await PipelineBooks.check(input: input, expectations: .init(revoked: refunds.refunded, refundedFirst: refunds.first), seen: watcher.seen, store: store,
                                                   finishCalls: appStore.api.finishTimes)
         books.violations += replicas.violations
-        var summary = books.chaosSummary(input: input, plan: plan, refunds: refunds.refunded.count, seconds: seconds)
+        var summary = books.chaosSummary(input: input, plan: plan, refunds: refunds, seconds: seconds)
         if case .object(var fields) = summary {
             fields["replicas"] = replicas.summary
             summary = .object(fields)
         }
-        print(books.chaosTable(input: input, plan: plan, refunds: refunds.refunded.count, seconds: seconds))
+        print(books.chaosTable(input: input, plan: plan, refunds: refunds, seconds: seconds))
         print("replicas: " + ReplicaPlan.stages.map { "\($0) \(replicas.joins[$0] ?? 0) joins, \(replicas.leaves[$0] ?? 0) leaves, handled by replica "
             + (replicas.handled[$0] ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
             + ", group rejoins \(replicas.groupRejoins(of: $0))" }.joined(separator: "; "))
@@ -274,14 +283,19 @@ struct ChaosPlan {
     func outageEnded(now: Date) -> Bool { outageEnd.map { now >= $0 } ?? false }
 }
 
-/// When the chaos run refunds purchases: a quarter of `total` at each of 20, 40, 60 and 80 % of progress, chosen among
-/// those finished by then.
+/// When the chaos run refunds purchases: `first` before their submission; then a quarter of `total` at each of 20, 40, 60
+/// and 80 % of progress, chosen among those finished by then.
 struct RefundPlan {
     private var rounds: [Double] = [0.2, 0.4, 0.6, 0.8]
     private let perRound: Int
+    let first: Set<String>
+    /// Those refunded after their finish.
     private(set) var refunded = Set<String>()
 
-    init(total: Int) { perRound = total / 4 }
+    init(total: Int, first: Set<String>) {
+        perRound = total / 4
+        self.first = first
+    }
 
     var isComplete: Bool { rounds.isEmpty || perRound == 0 }
 
@@ -296,7 +310,7 @@ struct RefundPlan {
 
     /// Whether `store` holds every refunded purchase as revoked.
     func revoked(in store: SQLPurchaseStore) async throws -> Bool {
-        guard !refunded.isEmpty else { return true }
-        return (try await store.statistics().purchasesByState[.revoked] ?? 0) >= refunded.count
+        guard !refunded.isEmpty || !first.isEmpty else { return true }
+        return (try await store.statistics().purchasesByState[.revoked] ?? 0) >= refunded.count + first.count
     }
 }

@@ -4,13 +4,14 @@ import PipelineHarness
 
 /// The chaos run's report of its books (`PipelineBooks`), its faults and its time.
 extension PipelineBooks {
-    func chaosSummary(input: PurchaseInput, plan: ChaosPlan, refunds: Int, seconds: TimeInterval) -> JSONValue {
+    func chaosSummary(input: PurchaseInput, plan: ChaosPlan, refunds: RefundPlan, seconds: TimeInterval) -> JSONValue {
         .object([
             "submitted": .integer(Int64(input.messages.count)), "uniqueValid": .integer(Int64(input.unique.count)),
             "duplicates": .integer(Int64(input.plan.duplicates)), "forged": .integer(Int64(input.forged.count)),
             "malformed": .integer(Int64(input.malformed.count)),
             "grantedOnce": .integer(Int64(grantedOnce)), "finished": .integer(Int64(finished)), "rejected": .integer(Int64(rejected)),
-            "deadLettered": .integer(Int64(deadLettered)), "refunded": .integer(Int64(refunds)), "revoked": .integer(Int64(revoked)),
+            "deadLettered": .integer(Int64(deadLettered)), "refunded": .integer(Int64(refunds.refunded.count)), "revoked": .integer(Int64(revoked)),
+            "refundedFirst": .integer(Int64(refunds.first.count)), "revokedFirst": .integer(Int64(refundedFirst)),
             "subscriptionPeriods": .integer(Int64(subscriptionPeriods)), "periodsEndedByUpgrade": .integer(Int64(periodsEndedByUpgrade)),
             "subscribersChecked": .integer(Int64(subscribersChecked)),
             "grantAnswers": .integer(Int64(seen.grantAnswers)), "alreadyGrantedAnswers": .integer(Int64(seen.alreadyGrantedAnswers)),
@@ -23,13 +24,14 @@ extension PipelineBooks {
         ])
     }
 
-    func chaosTable(input: PurchaseInput, plan: ChaosPlan, refunds: Int, seconds: TimeInterval) -> String {
+    func chaosTable(input: PurchaseInput, plan: ChaosPlan, refunds: RefundPlan, seconds: TimeInterval) -> String {
         let rows: [(String, String)] = [
             ("submitted", "\(input.messages.count)"),
             ("unique valid → granted once, finished", "\(input.unique.count) → \(grantedOnce), \(finished)"),
             ("of them subscription periods", "\(subscriptionPeriods) (\(periodsEndedByUpgrade) ended early by an upgrade); \(subscribersChecked) subscribers' tiers checked"),
             ("duplicates", "\(input.plan.duplicates) (grant answers \(seen.grantAnswers), already granted \(seen.alreadyGrantedAnswers))"),
-            ("refunded after their finish → revoked", "\(refunds) → \(revoked)"),
+            ("refunded after finish → revoked", "\(refunds.refunded.count) → \(revoked)"),
+            ("refunded before submission → revoked", "\(refunds.first.count) → \(refundedFirst)"),
             ("forged → rejected", "\(input.forged.count) → \(rejected)"),
             ("malformed → dead-lettered", "\(input.malformed.count) → \(deadLettered)"),
             ("Finish Transaction calls", "\(finishCalls) (\(repeatedFinishCalls) repeated after a kill)"),

@@ -125,6 +125,45 @@ import TestSupport
         #expect(after.isEmpty, "\(after)")
     }
 
+    /// A purchase refunded before its submission (rule 5): the store keeps the refund, the submission is answered `revoked`
+    /// and nothing is granted. The books balance with it counted as refunded first, not as granted; they name a refund-first
+    /// purchase whose submission had no answer, and one that was granted and kept.
+    @Test func aPurchaseRefundedBeforeItsSubmissionIsRevokedNeverGrantedAndAnswered() async throws {
+        var plan = PurchaseInput.Plan(unique: 1, users: 1, firstTransactionId: 9_500)
+        plan.shuffled = false
+        let codec = EventCodec(schemas: try JSONSchemaRegistry(directory: TestServices.packageRoot.appendingPathComponent("schemas")), source: "/test")
+        let input = try PurchaseInput.make(plan, pki: try TestPKI.make(), codec: codec, now: Date())
+        let purchase = input.unique[0]
+        let store = try SQLPurchaseStore(url: try await StoreEngine.sqlite.freshURL())
+        try await store.migrate()
+        _ = try await store.revoke(purchase.key, at: Date())
+        let submitted = try await store.recordVerified(PurchaseRecord(key: purchase.key, userId: purchase.user, productId: purchase.productId,
+                                                                      productType: .consumable, quantity: 1, purchaseTime: Date()), at: Date())
+        #expect(submitted == .revokedEarlier)
+        var seen = PipelineWatcher.Seen()
+        seen.rejectedTransactions[purchase.transactionId] = ["revoked"]
+        seen.rejectionsByReason["revoked"] = ["rejected-1"]
+        func check(_ seen: PipelineWatcher.Seen) async throws -> PipelineBooks {
+            try await PipelineBooks.check(input: input, expectations: .init(refundedFirst: [purchase.transactionId]), seen: seen, store: store)
+        }
+        let books = try await check(seen)
+        #expect(books.violations.isEmpty, "\(books.violations)")
+        let counts: [Int] = [books.refundedFirst, books.grantedOnce, books.revoked]
+        #expect(counts == [1, 0, 0], "refunded first, granted once, revoked after their finish")
+
+        let unanswered = try await check(PipelineWatcher.Seen()).violations
+        #expect(unanswered.contains { $0.hasPrefix("purchases refunded first answered neither granted nor revoked") }, "\(unanswered)")
+        // Granted after all, and kept: not revoked, and its coins counted nowhere.
+        let kept = try SQLPurchaseStore(url: try await StoreEngine.sqlite.freshURL())
+        try await kept.migrate()
+        _ = try await kept.recordVerified(PurchaseRecord(key: purchase.key, userId: purchase.user, productId: purchase.productId, productType: .consumable,
+                                                         quantity: 1, purchaseTime: Date()), at: Date())
+        _ = try await kept.grant(purchase.key, items: [.currency("coins", purchase.coins)], at: Date())
+        seen.grantedTransactions.insert(purchase.transactionId)
+        let granted = try await PipelineBooks.check(input: input, expectations: .init(refundedFirst: [purchase.transactionId]), seen: seen, store: kept).violations
+        #expect(granted.contains { $0.hasPrefix("valid purchases not revoked") }, "\(granted)")
+    }
+
     /// One subscription of the plan (a renewal, then an upgrade that ends it), recorded, granted and finished as the stages
     /// do it, their answers seen as the granter gives them (the upgrade's for the renewal it ended too): the books balance,
     /// gold held until its expiry and silver no longer. They name a tier held past the upgrade, and a period whose last
