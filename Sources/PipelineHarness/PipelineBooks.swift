@@ -12,7 +12,8 @@ public struct PipelineBooks: Sendable {
         public var revoked: Set<String> = []
         /// Valid purchases refunded before they were submitted (a REFUND that overtook its purchase): revoked, nothing of
         /// theirs held; granted not at all (their submission answered `revoked`), or once and taken back when their submission
-        /// overtook the refund after all (they travel on different topics).
+        /// overtook the refund after all (they travel on different topics). For runs without `exactAnswers`, which counts
+        /// grant answers only.
         public var refundedFirst: Set<String> = []
         /// Valid submissions beyond the input's (restores sent later): each answered "already granted".
         public var laterRepeats = 0
@@ -37,8 +38,8 @@ public struct PipelineBooks: Sendable {
     public var revoked = 0
     /// Purchases refunded before their submission, revoked and granted at most once.
     public var refundedFirst = 0
-    /// Subscription periods among the valid purchases, those an upgrade ended early, and the subscribers whose tiers were
-    /// checked against them.
+    /// Subscription periods among the valid purchases (not refunded), those an upgrade ended early, and the subscribers whose
+    /// tiers were checked against them.
     public var subscriptionPeriods = 0
     public var periodsEndedByUpgrade = 0
     public var subscribersChecked = 0
@@ -70,7 +71,7 @@ public struct PipelineBooks: Sendable {
         for purchase in input.unique {
             let refundedFirst = expectations.refundedFirst.contains(purchase.transactionId)
             switch (record(purchase.key)?.grantEntries ?? 0, refundedFirst) {
-            case (0...1, true): books.refundedFirst += 1
+            case (0...1, true): break // counted below, once its state is right
             case (1, false): books.grantedOnce += 1
             case (0, false): violation("valid purchases not granted", purchase.transactionId)
             default: violation("valid purchases granted more than once", purchase.transactionId)
@@ -83,6 +84,13 @@ public struct PipelineBooks: Sendable {
             }
             let expected: PurchaseState = expectations.revoked.contains(purchase.transactionId) || refundedFirst ? .revoked
                 : purchase.isFlaggedAtDeadline ? .refundDue : .finished
+            // What it leaves the user, whatever state the store holds it in (a wrong state is its own violation).
+            if expected != .revoked {
+                expectedCoins[purchase.user, default: 0] += purchase.coins
+                if let entitlement = purchase.product.entitlement {
+                    if purchase.product.isSubscription { subscriptionPeriods.append(purchase) } else { expectedEntitlements[purchase.user, default: []].insert(entitlement) }
+                }
+            }
             let state = record(purchase.key)?.state
             guard state == expected else {
                 violation("valid purchases not \(expected.rawValue)", "\(purchase.transactionId) (\(state?.rawValue ?? "not recorded"))")
@@ -95,13 +103,7 @@ public struct PipelineBooks: Sendable {
             case .refundDue:
                 if seen.refundDue[purchase.transactionId]?.count != 1 { violation("stale purchases not flagged exactly once", purchase.transactionId) }
                 books.refundDue += 1
-            default: if !refundedFirst { books.revoked += 1 }
-            }
-            if expected != .revoked {
-                expectedCoins[purchase.user, default: 0] += purchase.coins
-                if let entitlement = purchase.product.entitlement {
-                    if purchase.product.isSubscription { subscriptionPeriods.append(purchase) } else { expectedEntitlements[purchase.user, default: []].insert(entitlement) }
-                }
+            default: if refundedFirst { books.refundedFirst += 1 } else { books.revoked += 1 }
             }
         }
         for (id, events) in seen.refundDue where !input.unique.contains(where: { $0.transactionId == id && $0.isFlaggedAtDeadline }) {
@@ -150,8 +152,8 @@ public struct PipelineBooks: Sendable {
                 violation("submissions not answered once", "\(answers), expected \(input.unique.count) + \(repeats)")
             }
             if seen.deadLetterEvents.count != input.malformed.count { violation("dead letters not of the malformed messages", "\(seen.deadLetterEvents.count) for \(input.malformed.count)") }
-        } else if seen.grantAnswers + seen.alreadyGrantedAnswers + (seen.rejectionsByReason["revoked"]?.count ?? 0) < input.unique.count + repeats {
-            violation("submissions not answered", "\(answers), expected at least \(input.unique.count + repeats)")
+        } else if seen.grantAnswers + seen.alreadyGrantedAnswers + seen.revokedAnswers < input.unique.count + repeats {
+            violation("submissions not answered", "\(answers) + \(seen.revokedAnswers) revoked, expected at least \(input.unique.count + repeats)")
         }
         let tolerated: Set<String> = expectations.exactAnswers ? [] : ["revoked", "refundDue"]
         for (submissionId, reasons) in seen.rejected where input.forged[submissionId] == nil && !reasons.isSubset(of: tolerated) {

@@ -16,9 +16,12 @@ public final class PipelineWatcher: Sendable {
         public var firstFinishedAt: [String: Date] = [:]
         /// When the last first-finish arrived (the end of a throughput run).
         public var lastFirstFinishedAt: Date?
-        /// `item.granted` answers: first grants and "already granted" answers, repeats included.
+        /// `item.granted` answers to submissions: first grants and "already granted" answers, repeats included (not the
+        /// `ended:…` answers an upgrade adds for the periods it ended, which answer no submission).
         public var grantAnswers = 0
         public var alreadyGrantedAnswers = 0
+        /// `purchase.rejected` records (repeats included) with reason `revoked`: submissions of purchases refunded before or since.
+        public var revokedAnswers = 0
         /// Transactions with any `item.granted`.
         public var grantedTransactions = Set<String>()
         /// The expiry of the entitlement in the last `item.granted` of each transaction that gave one with an expiry (a
@@ -73,12 +76,15 @@ public final class PipelineWatcher: Sendable {
                         }
                         seen.finished[transactionId, default: []].insert(eventId)
                     case .itemGranted:
-                        if fields["alreadyGranted"] == .bool(true) { seen.alreadyGrantedAnswers += 1 } else { seen.grantAnswers += 1 }
+                        if !eventId.hasPrefix("ended:") { // an upgrade's answer for a period it ended answers no submission
+                            if fields["alreadyGranted"] == .bool(true) { seen.alreadyGrantedAnswers += 1 } else { seen.grantAnswers += 1 }
+                        }
                         seen.grantedTransactions.insert(transactionId)
                         if let expiry { seen.lastExpiry[transactionId] = expiry }
                     case .purchaseRejected:
                         seen.rejected[fields["submissionId"]?.stringValue ?? "", default: []].insert(reason)
                         if !transactionId.isEmpty { seen.rejectedTransactions[transactionId, default: []].insert(reason) }
+                        if reason == "revoked" { seen.revokedAnswers += 1 }
                         seen.rejectionsByReason[reason, default: []].insert(eventId)
                     case .deadLetter:
                         let key = fields["key"]?.stringValue.flatMap { Data(base64Encoded: $0) }.map { String(decoding: $0, as: UTF8.self) } ?? ""

@@ -128,7 +128,7 @@ enum ChaosCommand {
             let expected = input.outcomesExpected - refunds.first.count
             let progress = Double(done) / Double(expected)
             if done >= expected && plan.isComplete && replicas.isComplete && outageTask == nil, refunds.isComplete,
-               try await refunds.revoked(in: store) { break }
+               refunds.firstAnswered(watcher.seen), try await refunds.revoked(in: store) { break }
             let due = refunds.due(at: progress) { [first = refunds.first] in
                 watcher.read { Set($0.finished.keys) }.filter { refundable[$0] != nil }.subtracting(first)
             }
@@ -156,7 +156,7 @@ enum ChaosCommand {
                 say("  store up again")
             }
             if Date().timeIntervalSince(lastReport) >= 10 {
-                say("  … \(done)/\(input.outcomesExpected) outcomes")
+                say("  … \(done)/\(expected) outcomes")
                 lastReport = Date()
             }
             if let failure = submissionFailure.withLock({ $0 }) { throw UsageError("chaos: submitting failed: \(failure)") }
@@ -308,7 +308,13 @@ struct RefundPlan {
         return chosen
     }
 
-    /// Whether `store` holds every refunded purchase as revoked.
+    /// Whether each purchase refunded first had its submission answered (granted, or rejected as revoked), as `seen`: its
+    /// revocation shows in the store before that answer is published.
+    func firstAnswered(_ seen: PipelineWatcher.Seen) -> Bool {
+        first.allSatisfy { seen.grantedTransactions.contains($0) || seen.rejectedTransactions[$0] != nil }
+    }
+
+    /// Whether `store` holds at least as many purchases revoked as were refunded (nothing else revokes one in a chaos run).
     func revoked(in store: SQLPurchaseStore) async throws -> Bool {
         guard !refunded.isEmpty || !first.isEmpty else { return true }
         return (try await store.statistics().purchasesByState[.revoked] ?? 0) >= refunded.count + first.count

@@ -143,6 +143,7 @@ import TestSupport
         var seen = PipelineWatcher.Seen()
         seen.rejectedTransactions[purchase.transactionId] = ["revoked"]
         seen.rejectionsByReason["revoked"] = ["rejected-1"]
+        seen.revokedAnswers = 1
         func check(_ seen: PipelineWatcher.Seen) async throws -> PipelineBooks {
             try await PipelineBooks.check(input: input, expectations: .init(refundedFirst: [purchase.transactionId]), seen: seen, store: store)
         }
