@@ -135,8 +135,9 @@ public enum WorkerApp {
 
         /// What the workers' producers run with: `kafka`, with their outputs compressed by lz4 unless `compression.type`
         /// is set (`KAFKA_COMPRESSION_TYPE`, `--kafka compression.type=…`). On the local broker that took about a seventh off
-        /// the broker's CPU per purchase and left the workers' as it was (README, "Benchmark"). Not `iap-ingest`'s: the
-        /// verifier would then decompress every fetch of submissions, and its memory is the closest to its limit.
+        /// the broker's CPU per purchase and left the workers' as it was (README, "Benchmark", the twenty-fourth session).
+        /// Not `iap-ingest`'s by default: the verifier would then decompress every fetch of submissions, and its memory is
+        /// the closest to its limit.
         public var producerKafka: KafkaConfiguration {
             var kafka = self.kafka
             if kafka["compression.type"] == nil, kafka["compression.codec"] == nil { kafka["compression.type"] = "lz4" }
