@@ -17,7 +17,7 @@ public final class PipelineWatcher: Sendable {
         /// When the last first-finish arrived (the end of a throughput run).
         public var lastFirstFinishedAt: Date?
         /// `item.granted` answers to submissions: first grants and "already granted" answers, repeats included (not the
-        /// `ended:…` answers an upgrade adds for the periods it ended, which answer no submission).
+        /// `ended:…` answers an upgrade adds for the periods it ended, nor a refund reversal's `regranted:…`).
         public var grantAnswers = 0
         public var alreadyGrantedAnswers = 0
         /// `purchase.rejected` records (repeats included) with reason `revoked`: submissions of purchases refunded before or since.
@@ -76,7 +76,8 @@ public final class PipelineWatcher: Sendable {
                         }
                         seen.finished[transactionId, default: []].insert(eventId)
                     case .itemGranted:
-                        if !eventId.hasPrefix("ended:") { // an upgrade's answer for a period it ended answers no submission
+                        // An upgrade's answer for a period it ended, and a refund reversal's re-grant, answer no submission.
+                        if !eventId.hasPrefix("ended:") && !eventId.hasPrefix("regranted:") {
                             if fields["alreadyGranted"] == .bool(true) { seen.alreadyGrantedAnswers += 1 } else { seen.grantAnswers += 1 }
                         }
                         seen.grantedTransactions.insert(transactionId)

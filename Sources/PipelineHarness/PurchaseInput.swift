@@ -240,18 +240,21 @@ public struct PurchaseInput: Sendable {
                           submittedAt: now, source: source, submissionId: UUID().uuidString.lowercased())
     }
 
-    /// A REFUND notification for App Store `purchase`, as the App Store sends one: its signed transaction again, with
-    /// `revocationDate` (`date`) and `revocationReason`, in a notification signed by `pki`, the chain the purchase was signed by.
-    public static func refundNotification(of purchase: Purchase, pki: TestPKI, at date: Date) throws -> StoreNotificationReceived {
+    /// A notification of the App Store about `purchase` (`REFUND`, `REFUND_REVERSED`), as the App Store sends one: its
+    /// signed transaction again (for a refund with `revocationDate`, `date`, and `revocationReason`), in a notification
+    /// signed at `date` by `pki`, the chain the purchase was signed by.
+    public static func notification(_ type: AppStoreNotificationType, of purchase: Purchase, pki: TestPKI, at date: Date) throws -> StoreNotificationReceived {
         let parts = purchase.jws.split(separator: ".")
         guard purchase.store == .appstore, parts.count == 3, let bytes = Base64URL.decode(parts[1]), var transaction = JSONValue.parse(Array(bytes))?.objectValue else {
-            throw HarnessError("refund of \(purchase.transactionId): not an App Store purchase with a signed transaction")
+            throw HarnessError("\(type.rawValue) of \(purchase.transactionId): not an App Store purchase with a signed transaction")
         }
-        transaction["revocationDate"] = .integer(AppStorePayloads.milliseconds(date))
-        transaction["revocationReason"] = .integer(0)
+        if type == .refund {
+            transaction["revocationDate"] = .integer(AppStorePayloads.milliseconds(date))
+            transaction["revocationReason"] = .integer(0)
+        }
         let signer = JWSSigner(pki: pki)
-        let payload = AppStorePayloads.notification(type: .refund, bundleId: StandInAppStore.bundleId, appAppleId: nil, environment: .sandbox,
-                                                    signedTransactionInfo: try signer.sign(transaction))
+        let payload = AppStorePayloads.notification(type: type, bundleId: StandInAppStore.bundleId, appAppleId: nil, environment: .sandbox,
+                                                    signedTransactionInfo: try signer.sign(transaction), signedDate: date)
         return StoreNotificationReceived(signedPayload: try signer.sign(payload), receivedAt: date)
     }
 

@@ -5,6 +5,7 @@ import JSON
 import JSONSchema
 import Kafka
 import PipelineHarness
+import PurchaseDomain
 import PurchaseEvents
 import PurchaseStore
 import StoreFixtures
@@ -84,12 +85,13 @@ enum ChaosCommand {
         let messages = input.messages
         // Refunds of App Store purchases (rule 5: events do not arrive in order): one in five hundred (not subscription
         // periods) refunded before any submission is sent; then one in a hundred of those finished, in four rounds while the
-        // faults happen. Each revokes its purchase once and takes back what it gave.
+        // faults happen, half of the first two rounds' refunds reversed in the last two. Each refund revokes its purchase once
+        // and takes back what it gave; each reversal gives it back and the purchase is finished again.
         let refundable = Dictionary(uniqueKeysWithValues: input.unique.filter { $0.store == .appstore }.map { ($0.transactionId, $0) })
         let refundedFirst = Array(refundable.values.filter { !$0.product.isSubscription }.shuffled().prefix(input.unique.count / 500))
         var refunds = RefundPlan(total: input.unique.count / 100, first: Set(refundedFirst.map(\.transactionId)))
         let refundProducer = try KafkaProducer(configuration: .init(kafka: kafka))
-        let first = try refundedFirst.map { try codec.message(PurchaseInput.refundNotification(of: $0, pki: pki, at: Date()), time: Date()) }
+        let first = try refundedFirst.map { try codec.message(PurchaseInput.notification(.refund, of: $0, pki: pki, at: Date()), time: Date()) }
         for result in await refundProducer.send(contentsOf: first) { _ = try result.get() }
         say("refunded \(first.count) purchases before their submission")
         // All at once, or `rate` per second in tenths of a second, alongside the faults.
@@ -128,14 +130,15 @@ enum ChaosCommand {
             let expected = input.outcomesExpected - refunds.first.count
             let progress = Double(done) / Double(expected)
             if done >= expected && plan.isComplete && replicas.isComplete && outageTask == nil, refunds.isComplete,
-               refunds.firstAnswered(watcher.seen), try await refunds.revoked(in: store) { break }
+               refunds.firstAnswered(watcher.seen), try await refunds.settled(in: store) { break }
             let due = refunds.due(at: progress) { [first = refunds.first] in
                 watcher.read { Set($0.finished.keys) }.filter { refundable[$0] != nil }.subtracting(first)
             }
-            if !due.isEmpty {
-                let notifications = try due.map { try codec.message(PurchaseInput.refundNotification(of: refundable[$0]!, pki: pki, at: Date()), time: Date()) }
+            if !due.refunds.isEmpty || !due.reversals.isEmpty {
+                let notifications = try due.refunds.map { try codec.message(PurchaseInput.notification(.refund, of: refundable[$0]!, pki: pki, at: Date()), time: Date()) }
+                    + due.reversals.map { try codec.message(PurchaseInput.notification(.refundReversed, of: refundable[$0]!, pki: pki, at: Date()), time: Date()) }
                 for result in await refundProducer.send(contentsOf: notifications) { _ = try result.get() }
-                say(String(format: "  refunded %d finished purchases at %.0f %%", due.count, progress * 100))
+                say(String(format: "  refunded %d finished purchases, reversed %d refunds at %.0f %%", due.refunds.count, due.reversals.count, progress * 100))
             }
             try await replicas.perform(at: progress, workers: workers, say: say)
             for name in plan.killsDue(at: progress, lastFault: { replicas.lastEvent[$0] }) {
@@ -174,7 +177,7 @@ enum ChaosCommand {
         workers.stopAll()
         await watcher.stop()
 
-        var books = try await PipelineBooks.check(input: input, expectations: .init(revoked: refunds.refunded, refundedFirst: refunds.first), seen: watcher.seen, store: store,
+        var books = try await PipelineBooks.check(input: input, expectations: .init(revoked: refunds.refunded.subtracting(refunds.reversed), refundedFirst: refunds.first), seen: watcher.seen, store: store,
                                                   finishCalls: appStore.api.finishTimes)
         books.violations += replicas.violations
         var summary = books.chaosSummary(input: input, plan: plan, refunds: refunds, seconds: seconds)
@@ -284,13 +287,16 @@ struct ChaosPlan {
 }
 
 /// When the chaos run refunds purchases: `first` before their submission; then a quarter of `total` at each of 20, 40, 60
-/// and 80 % of progress, chosen among those finished by then.
+/// and 80 % of progress, chosen among those finished by then; at 60 and 80 % it also reverses half of the refunds of the
+/// round two before (`REFUND_REVERSED`), long after they were made.
 struct RefundPlan {
     private var rounds: [Double] = [0.2, 0.4, 0.6, 0.8]
+    private var earlierRounds: [[String]] = []
     private let perRound: Int
     let first: Set<String>
-    /// Those refunded after their finish.
+    /// Those refunded after their finish, and those of them whose refund was reversed.
     private(set) var refunded = Set<String>()
+    private(set) var reversed = Set<String>()
 
     init(total: Int, first: Set<String>) {
         perRound = total / 4
@@ -299,13 +305,17 @@ struct RefundPlan {
 
     var isComplete: Bool { rounds.isEmpty || perRound == 0 }
 
-    /// The transactions to refund now, from those `finished` (read only when a round is due; none refunded before).
-    mutating func due(at progress: Double, finished: () -> Set<String>) -> [String] {
-        guard perRound > 0, let round = rounds.first, round <= progress else { return [] }
+    /// The transactions to refund now, from those `finished` (read only when a round is due; none refunded before), and the
+    /// refunds to reverse.
+    mutating func due(at progress: Double, finished: () -> Set<String>) -> (refunds: [String], reversals: [String]) {
+        guard perRound > 0, let round = rounds.first, round <= progress else { return ([], []) }
         rounds.removeFirst()
         let chosen = Array(finished().subtracting(refunded).shuffled().prefix(perRound))
         refunded.formUnion(chosen)
-        return chosen
+        earlierRounds.append(chosen)
+        let reversals = earlierRounds.count > 2 ? Array(earlierRounds[earlierRounds.count - 3].prefix(perRound / 2)) : []
+        reversed.formUnion(reversals)
+        return (chosen, reversals)
     }
 
     /// Whether each purchase refunded first had its submission answered (granted, or rejected as revoked), as `seen`: its
@@ -314,9 +324,12 @@ struct RefundPlan {
         first.allSatisfy { seen.grantedTransactions.contains($0) || seen.rejectedTransactions[$0] != nil }
     }
 
-    /// Whether `store` holds at least as many purchases revoked as were refunded (nothing else revokes one in a chaos run).
-    func revoked(in store: SQLPurchaseStore) async throws -> Bool {
-        guard !refunded.isEmpty || !first.isEmpty else { return true }
-        return (try await store.statistics().purchasesByState[.revoked] ?? 0) >= refunded.count + first.count
+    /// Whether `store` holds each refunded purchase revoked, and each reversed one finished again.
+    func settled(in store: SQLPurchaseStore) async throws -> Bool {
+        for id in first.union(refunded) {
+            let state = try await store.purchase(PurchaseKey(store: .appstore, transactionId: id))?.state
+            guard state == (reversed.contains(id) ? .finished : .revoked) else { return false }
+        }
+        return true
     }
 }

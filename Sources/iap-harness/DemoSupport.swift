@@ -40,6 +40,6 @@ struct DemoPurchases {
 
     /// A REFUND notification for the first consumed purchase, signed like the App Store's.
     func refundNotification(pki: TestPKI) throws -> (event: StoreNotificationReceived, transactionId: String) {
-        (try PurchaseInput.refundNotification(of: unique[0], pki: pki, at: Date()), unique[0].transactionId)
+        (try PurchaseInput.notification(.refund, of: unique[0], pki: pki, at: Date()), unique[0].transactionId)
     }
 }
