@@ -189,10 +189,11 @@ public struct PipelineBooks: Sendable {
     private mutating func checkSubscriptions(_ periods: [PurchaseInput.Purchase], of input: PurchaseInput,
                                              store: SQLPurchaseStore) async throws -> [(String, String)] {
         let all = input.unique.filter(\.product.isSubscription)
-        let subscriptions = Dictionary(grouping: all) { "\($0.store.rawValue):\($0.originalTransactionId)" }
+        func subscription(of purchase: PurchaseInput.Purchase) -> String { "\(purchase.store.rawValue):\(purchase.originalTransactionId)" }
+        let subscriptions = Dictionary(grouping: all, by: subscription(of:))
         func end(of purchase: PurchaseInput.Purchase) -> Date? {
             guard let period = purchase.period else { return nil }
-            let upgrades = subscriptions["\(purchase.store.rawValue):\(purchase.originalTransactionId)", default: []].compactMap { other in
+            let upgrades = subscriptions[subscription(of: purchase), default: []].compactMap { other in
                 other.product.id != purchase.product.id ? other.period?.lowerBound : nil
             }
             return upgrades.filter { $0 > period.lowerBound }.reduce(period.upperBound, min)

@@ -9,6 +9,7 @@ import PurchaseDomain
 import PurchaseEvents
 import PurchaseStore
 import StoreFixtures
+import StoreVerification
 import Synchronization
 
 /// `iap-harness chaos --store postgres://… [--purchases N] [--users N] [--kills-per-worker K] [--store-down CMD --store-up CMD]
@@ -91,7 +92,10 @@ enum ChaosCommand {
         let refundedFirst = Array(refundable.values.filter { !$0.product.isSubscription }.shuffled().prefix(input.unique.count / 500))
         var refunds = RefundPlan(total: input.unique.count / 100, first: Set(refundedFirst.map(\.transactionId)))
         let refundProducer = try KafkaProducer(configuration: .init(kafka: kafka))
-        let first = try refundedFirst.map { try codec.message(PurchaseInput.notification(.refund, of: $0, pki: pki, at: Date()), time: Date()) }
+        func notifications(_ type: AppStoreNotificationType, _ purchases: [PurchaseInput.Purchase]) throws -> [KafkaProducerMessage] {
+            try purchases.map { try codec.message(PurchaseInput.notification(type, of: $0, pki: pki, at: Date()), time: Date()) }
+        }
+        let first = try notifications(.refund, refundedFirst)
         for result in await refundProducer.send(contentsOf: first) { _ = try result.get() }
         say("refunded \(first.count) purchases before their submission")
         // All at once, or `rate` per second in tenths of a second, alongside the faults.
@@ -135,9 +139,9 @@ enum ChaosCommand {
                 watcher.read { Set($0.finished.keys) }.filter { refundable[$0] != nil }.subtracting(first)
             }
             if !due.refunds.isEmpty || !due.reversals.isEmpty {
-                let notifications = try due.refunds.map { try codec.message(PurchaseInput.notification(.refund, of: refundable[$0]!, pki: pki, at: Date()), time: Date()) }
-                    + due.reversals.map { try codec.message(PurchaseInput.notification(.refundReversed, of: refundable[$0]!, pki: pki, at: Date()), time: Date()) }
-                for result in await refundProducer.send(contentsOf: notifications) { _ = try result.get() }
+                let sent = try notifications(.refund, due.refunds.compactMap { refundable[$0] })
+                    + notifications(.refundReversed, due.reversals.compactMap { refundable[$0] })
+                for result in await refundProducer.send(contentsOf: sent) { _ = try result.get() }
                 say(String(format: "  refunded %d finished purchases, reversed %d refunds at %.0f %%", due.refunds.count, due.reversals.count, progress * 100))
             }
             try await replicas.perform(at: progress, workers: workers, say: say)
