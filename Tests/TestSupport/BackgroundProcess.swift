@@ -35,6 +35,34 @@ public final class BackgroundProcess: Sendable {
     deinit { stop() }
 }
 
+/// What a server printed when it exited before it listened.
+public struct ExitedBeforeListening: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ output: String) { description = String(output.suffix(2_000)) }
+}
+
+/// Starts a server on ports `freePort()` chose, and again on fresh ones when it exited before it listened: a port
+/// free when chosen can be taken (another test's listener or outgoing connection) before the server binds it.
+/// - Parameter start: starts the server on the ports given and waits until it listens; throws
+///   `ExitedBeforeListening` when it exited instead.
+public func onFreshPorts<Server>(_ count: Int, attempts: Int = 3, _ start: ([Int]) async throws -> Server) async throws -> Server {
+    for attempt in 1... {
+        do {
+            return try await start((0..<count).map { _ in try freePort() })
+        } catch let error as ExitedBeforeListening where attempt < attempts {
+            print("a server exited before it listened, trying other ports: \(error)")
+        }
+    }
+    preconditionFailure("unreachable: the last attempt returns or throws")
+}
+
+/// Whether something on loopback accepts connections on `port`.
+public func isListening(port: Int) -> Bool {
+    let descriptor = rawConnect(port: port, sending: "")
+    if descriptor >= 0 { close(descriptor) }
+    return descriptor >= 0
+}
+
 /// A TCP port free on loopback now (bound, read, released).
 public func freePort() throws -> Int {
     let socket = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

@@ -5,7 +5,7 @@ import Testing
 /// A Tansu broker of the test's own whose topics can grow while clients use them.
 ///
 /// Tansu 0.6 answers CreatePartitions "unsupported" and librdkafka's mock cluster has no handler for it, so this
-/// broker keeps its metadata in S3 storage (moto's server, started by `tansu_s3.py`), where `grow` raises a topic's
+/// broker keeps its metadata in S3 storage (moto's server on a port of the kernel's choice, started by `tansu_s3.py`), where `grow` raises a topic's
 /// partition count as CreatePartitions would: clients see the new count in metadata, produce to the new partitions
 /// and fetch from them. Slower than the in-memory broker of `make test` (every write goes through S3).
 public final class GrowableBroker: Sendable {
@@ -32,32 +32,36 @@ public final class GrowableBroker: Sendable {
         let python = try TestServices.requirePython()
         let tansu = TestServices.packageRoot.appendingPathComponent(".deps/bin/tansu")
         try #require(FileManager.default.isExecutableFile(atPath: tansu.path), "tansu is not installed: make bootstrap")
-        let storagePort = try freePort()
-        let storage = try BackgroundProcess(python, [script, "serve", "\(storagePort)", bucket])
+        let storage = try BackgroundProcess(python, [script, "serve", bucket])
+        let ready = "tansu_s3 ready "
         try await waitUntil("the S3 storage is ready (moto: make bootstrap installs it)") {
-            storage.output.split(separator: "\n").contains("tansu_s3 ready") || !storage.isRunning
+            storage.output.split(separator: "\n").contains { $0.hasPrefix(ready) } || !storage.isRunning
         }
-        try #require(storage.isRunning, "the S3 storage did not start: \(storage.output.suffix(2_000))")
+        let storagePort = try #require(
+            storage.output.split(separator: "\n").first { $0.hasPrefix(ready) }.flatMap { Int($0.dropFirst(ready.count)) },
+            "the S3 storage did not start: \(storage.output.suffix(2_000))")
         let endpoint = "http://127.0.0.1:\(storagePort)"
-        let port = try freePort()
-        let broker = try BackgroundProcess(
-            tansu.path,
-            ["broker", "--listener-url", "tcp://127.0.0.1:\(port)", "--advertised-listener-url", "tcp://127.0.0.1:\(port)",
-             "--storage-engine", "s3://\(bucket)/", "--cluster-id", cluster],
-            environment: ["AWS_ENDPOINT": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
-                          "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"])
-        let servers = "127.0.0.1:\(port)"
-        let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers, "log_level": "0"]))
-        try await waitUntil("the broker on S3 storage answers") {
-            guard broker.isRunning else { return true }
-            do {
-                _ = try await offPool { try admin.metadata(timeout: .seconds(2)) }
-                return true
-            } catch {
-                return false // not listening yet
+        let (broker, servers) = try await onFreshPorts(1) { ports in
+            let broker = try BackgroundProcess(
+                tansu.path,
+                ["broker", "--listener-url", "tcp://127.0.0.1:\(ports[0])", "--advertised-listener-url", "tcp://127.0.0.1:\(ports[0])",
+                 "--storage-engine", "s3://\(bucket)/", "--cluster-id", cluster],
+                environment: ["AWS_ENDPOINT": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+                              "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"])
+            let servers = "127.0.0.1:\(ports[0])"
+            let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers, "log_level": "0"]))
+            try await waitUntil("the broker on S3 storage answers") {
+                guard broker.isRunning else { return true }
+                do {
+                    _ = try await offPool { try admin.metadata(timeout: .seconds(2)) }
+                    return true
+                } catch {
+                    return false // not listening yet
+                }
             }
+            guard broker.isRunning else { throw ExitedBeforeListening(broker.output) }
+            return (broker, servers)
         }
-        try #require(broker.isRunning, "the broker did not start: \(broker.output.suffix(2_000))")
         return GrowableBroker(bootstrapServers: servers, storage: storage, broker: broker, storageEndpoint: endpoint, python: python)
     }
 

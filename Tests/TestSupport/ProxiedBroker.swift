@@ -10,21 +10,24 @@ public final class ProxiedBroker: Sendable {
     public let proxy: BackgroundProcess
     private let broker: BackgroundProcess
 
-    /// Starts the broker and the proxy, and waits until the proxy listens.
+    /// Starts the broker and the proxy, and waits until both listen.
     /// - Parameter tls: the proxy's certificate and key (PEM files), to serve TLS.
     public init(tls: (certificate: String, key: String)? = nil) async throws {
         let python = try TestServices.requirePython()
         let tansu = TestServices.packageRoot.appendingPathComponent(".deps/bin/tansu").path
         try #require(FileManager.default.isExecutableFile(atPath: tansu), "tansu is not installed: make bootstrap")
-        let (brokerPort, port) = (try freePort(), try freePort())
-        bootstrapServers = "127.0.0.1:\(port)"
-        broker = try BackgroundProcess(tansu, ["broker", "--listener-url", "tcp://127.0.0.1:\(brokerPort)",
-                                               "--advertised-listener-url", "tcp://\(bootstrapServers)"])
         let script = TestServices.packageRoot.appendingPathComponent("Tests/TestSupport/broker_proxy.py").path
-        proxy = try BackgroundProcess(python, [script, "\(port)", "\(brokerPort)"] + (tls.map { [$0.certificate, $0.key] } ?? []))
-        let proxy = self.proxy
-        try await waitUntil("the proxy listens") { proxy.output.contains("listening") || !proxy.isRunning }
-        try #require(proxy.isRunning, "the proxy did not start: \(proxy.output.suffix(2_000))")
+        (broker, proxy, bootstrapServers) = try await onFreshPorts(2) { ports in
+            let (brokerPort, port) = (ports[0], ports[1])
+            let broker = try BackgroundProcess(tansu, ["broker", "--listener-url", "tcp://127.0.0.1:\(brokerPort)",
+                                                       "--advertised-listener-url", "tcp://127.0.0.1:\(port)"])
+            let proxy = try BackgroundProcess(python, [script, "\(port)", "\(brokerPort)"] + (tls.map { [$0.certificate, $0.key] } ?? []))
+            try await waitUntil("the broker and its proxy listen") {
+                !proxy.isRunning || !broker.isRunning || (proxy.output.contains("listening") && isListening(port: brokerPort))
+            }
+            guard proxy.isRunning, broker.isRunning else { throw ExitedBeforeListening(proxy.output + broker.output) }
+            return (broker, proxy, "127.0.0.1:\(port)")
+        }
     }
 
     public func stop() {

@@ -1,6 +1,6 @@
 """S3 storage for a Tansu broker whose topics the tests grow (Tansu answers CreatePartitions "unsupported").
 
-  tansu_s3.py serve PORT BUCKET                       an S3 server (moto) on 127.0.0.1:PORT with BUCKET; prints "tansu_s3 ready"
+  tansu_s3.py serve BUCKET                            an S3 server (moto) on 127.0.0.1 with BUCKET; prints "tansu_s3 ready PORT"
   tansu_s3.py grow ENDPOINT BUCKET CLUSTER N TOPIC…   raises each TOPIC to N partitions in the broker's metadata
 
 Tansu keeps a cluster's topics in clusters/CLUSTER/meta.json of its bucket and reads it again (a few seconds'
@@ -16,14 +16,17 @@ import time
 CREDENTIALS = dict(aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1")
 
 
-def serve(port, bucket):
+def serve(bucket):
     import boto3
     from moto.server import ThreadedMotoServer
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(port), verbose=False)
+    # Port 0: the kernel's choice, since a port chosen beforehand can be taken by then, and moto's start() then
+    # waits forever for a server whose thread died on "Address in use".
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
+    _, port = server.get_host_and_port()
     boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", **CREDENTIALS).create_bucket(Bucket=bucket)
-    print("tansu_s3 ready", flush=True)
+    print(f"tansu_s3 ready {port}", flush=True)
     parent = os.getppid()
     while os.getppid() == parent:  # ends with the test process, even if it dies without stopping us
         time.sleep(1)
