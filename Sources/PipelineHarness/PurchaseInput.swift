@@ -240,10 +240,11 @@ public struct PurchaseInput: Sendable {
                           submittedAt: now, source: source, submissionId: UUID().uuidString.lowercased())
     }
 
-    /// A notification of the App Store about `purchase` (`REFUND`, `REFUND_REVERSED`), as the App Store sends one: its
-    /// signed transaction again (for a refund with `revocationDate`, `date`, and `revocationReason`), in a notification
-    /// signed at `date` by `pki`, the chain the purchase was signed by.
-    public static func notification(_ type: AppStoreNotificationType, of purchase: Purchase, pki: TestPKI, at date: Date) throws -> StoreNotificationReceived {
+    /// A notification of the App Store about `purchase` (`REFUND`, `REFUND_REVERSED`, a subscription period's `EXPIRED` or
+    /// `DID_RENEW`, …), as the App Store sends one: its signed transaction again (for a refund with `revocationDate`, `date`,
+    /// and `revocationReason`), in a notification signed at `date` by `pki`, the chain the purchase was signed by.
+    public static func notification(_ type: AppStoreNotificationType, subtype: String? = nil, of purchase: Purchase, pki: TestPKI,
+                                    at date: Date) throws -> StoreNotificationReceived {
         let parts = purchase.jws.split(separator: ".")
         guard purchase.store == .appstore, parts.count == 3, let bytes = Base64URL.decode(parts[1]), var transaction = JSONValue.parse(Array(bytes))?.objectValue else {
             throw HarnessError("\(type.rawValue) of \(purchase.transactionId): not an App Store purchase with a signed transaction")
@@ -253,7 +254,7 @@ public struct PurchaseInput: Sendable {
             transaction["revocationReason"] = .integer(0)
         }
         let signer = JWSSigner(pki: pki)
-        let payload = AppStorePayloads.notification(type: type, bundleId: StandInAppStore.bundleId, appAppleId: nil, environment: .sandbox,
+        let payload = AppStorePayloads.notification(type: type, subtype: subtype, bundleId: StandInAppStore.bundleId, appAppleId: nil, environment: .sandbox,
                                                     signedTransactionInfo: try signer.sign(transaction), signedDate: date)
         return StoreNotificationReceived(signedPayload: try signer.sign(payload), receivedAt: date)
     }

@@ -92,12 +92,16 @@ enum ChaosCommand {
         let refundedFirst = Array(refundable.values.filter { !$0.product.isSubscription }.shuffled().prefix(input.unique.count / 500))
         var refunds = RefundPlan(total: input.unique.count / 100, first: Set(refundedFirst.map(\.transactionId)))
         let refundProducer = try KafkaProducer(configuration: .init(kafka: kafka))
-        func notifications(_ type: AppStoreNotificationType, _ purchases: [PurchaseInput.Purchase]) throws -> [KafkaProducerMessage] {
-            try purchases.map { try codec.message(PurchaseInput.notification(type, of: $0, pki: pki, at: Date()), time: Date()) }
+        func notifications(_ type: AppStoreNotificationType, subtype: String? = nil, _ purchases: [PurchaseInput.Purchase]) throws -> [KafkaProducerMessage] {
+            try purchases.map { try codec.message(PurchaseInput.notification(type, subtype: subtype, of: $0, pki: pki, at: Date()), time: Date()) }
+        }
+        func notifications(_ list: [SubscriptionNotificationPlan.Notification]) throws -> [KafkaProducerMessage] {
+            try list.flatMap { try notifications($0.type, subtype: $0.subtype, [$0.period]) }
         }
         let first = try notifications(.refund, refundedFirst)
-        for result in await refundProducer.send(contentsOf: first) { _ = try result.get() }
-        say("refunded \(first.count) purchases before their submission")
+        var subscriptionNotifications = SubscriptionNotificationPlan(input)
+        for result in await refundProducer.send(contentsOf: try first + notifications(subscriptionNotifications.first)) { _ = try result.get() }
+        say("refunded \(first.count) purchases before their submission; sent \(subscriptionNotifications.first.count) subscription periods' EXPIRED")
         // All at once, or `rate` per second in tenths of a second, alongside the faults.
         @Sendable func submit() async throws {
             let chunk = rate.map { max(1, $0 / 10) } ?? 5_000
@@ -133,8 +137,13 @@ enum ChaosCommand {
             let done = watcher.outcomes(of: input, excluding: refunds.first)
             let expected = input.outcomesExpected - refunds.first.count
             let progress = Double(done) / Double(expected)
-            if done >= expected && plan.isComplete && replicas.isComplete && outageTask == nil, refunds.isComplete,
+            if done >= expected && plan.isComplete && replicas.isComplete && outageTask == nil, refunds.isComplete, subscriptionNotifications.sentMidway,
                refunds.firstAnswered(watcher.seen), try await refunds.settled(in: store) { break }
+            let dueNotifications = subscriptionNotifications.due(at: progress)
+            if !dueNotifications.isEmpty {
+                for result in await refundProducer.send(contentsOf: try notifications(dueNotifications)) { _ = try result.get() }
+                say(String(format: "  sent %d subscription notifications at %.0f %%", dueNotifications.count, progress * 100))
+            }
             let due = refunds.due(at: progress) { [first = refunds.first] in
                 watcher.read { Set($0.finished.keys) }.filter { refundable[$0] != nil }.subtracting(first)
             }
@@ -187,9 +196,11 @@ enum ChaosCommand {
         var summary = books.chaosSummary(input: input, plan: plan, refunds: refunds, seconds: seconds)
         if case .object(var fields) = summary {
             fields["replicas"] = replicas.summary
+            fields["subscriptionNotifications"] = subscriptionNotifications.summary
             summary = .object(fields)
         }
         print(books.chaosTable(input: input, plan: plan, refunds: refunds, seconds: seconds))
+        print("subscription notifications: " + subscriptionNotifications.description)
         print("replicas: " + ReplicaPlan.stages.map { "\($0) \(replicas.joins[$0] ?? 0) joins, \(replicas.leaves[$0] ?? 0) leaves, handled by replica "
             + (replicas.handled[$0] ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
             + ", group rejoins \(replicas.groupRejoins(of: $0))" }.joined(separator: "; "))
