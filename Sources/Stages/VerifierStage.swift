@@ -26,17 +26,23 @@ public struct VerifierStage: StoreBackedStage {
     let catalog: ProductCatalog?
     /// What a restore under another user id does to an entitlement.
     let restorePolicy: RestorePolicy
+    /// Whether a transaction bound to an account token (StoreKit's `appAccountToken`, an AppCoins UUID payload) is refused
+    /// from a submission that names none (`appAccountTokenMissing`), as from one that names another: for apps whose
+    /// backends always name the user's token, so that a leaked signed transaction cannot be submitted under another user
+    /// by leaving the token out. Off: a submission naming none binds nothing (apps without tokens).
+    let requireAccountToken: Bool
     /// When a purchase whose payment is pending at the store is first asked about again (then less and less often).
     let pendingRecheck: Duration
 
     public init(context: StageContext, store: SQLPurchaseStore, appStore: SignedDataVerifier, receipts: ReceiptVerifier? = nil,
                 sandbox: (appStore: SignedDataVerifier, receipts: ReceiptVerifier?)? = nil,
                 appCoins: AppCoinsVerifier? = nil, catalog: ProductCatalog? = nil, restorePolicy: RestorePolicy = .transfer,
-                pendingRecheck: Duration = .seconds(60)) {
+                requireAccountToken: Bool = false, pendingRecheck: Duration = .seconds(60)) {
         self.sandbox = sandbox
         self.pendingRecheck = pendingRecheck
         self.catalog = catalog
         self.restorePolicy = restorePolicy
+        self.requireAccountToken = requireAccountToken
         self.context = context
         self.store = store
         self.appStore = appStore
@@ -138,10 +144,12 @@ public struct VerifierStage: StoreBackedStage {
     }
 
     /// Records each verified purchase of a submission and answers with its event (the messages to publish).
-    private func record(_ purchases: [VerifiedPurchase], for submission: PurchaseSubmitted) async throws -> [KafkaProducerMessage] {
+    /// - Parameter byTheStore: the submission is the store's own charge (a notification), for the subscription's owner: it
+    ///   names no account token, and needs none.
+    private func record(_ purchases: [VerifiedPurchase], for submission: PurchaseSubmitted, byTheStore: Bool = false) async throws -> [KafkaProducerMessage] {
         var events: [KafkaProducerMessage] = []
         for purchase in purchases {
-            if let mismatch = accountTokenMismatch(purchase.appAccountToken, purchase.transactionId, purchase.productId, submission) {
+            if !byTheStore, let mismatch = accountTokenMismatch(purchase.appAccountToken, purchase.transactionId, purchase.productId, submission) {
                 // Bound to another account: a leaked signed transaction cannot move between accounts that use tokens.
                 events += try context.outputs([mismatch])
                 continue
@@ -163,7 +171,8 @@ public struct VerifierStage: StoreBackedStage {
             }
             let record = PurchaseRecord(key: PurchaseKey(store: purchase.store, transactionId: purchase.transactionId),
                                         userId: submission.userId, productId: purchase.productId, productType: type, quantity: purchase.quantity,
-                                        purchaseTime: purchase.purchaseDate ?? submission.submittedAt, environment: purchase.environment,
+                                        // Never later than now: a client's `submittedAt` in the future would keep the purchase from its deadline.
+                                        purchaseTime: purchase.purchaseDate ?? min(submission.submittedAt, context.now()), environment: purchase.environment,
                                         originalTransactionId: purchase.originalTransactionId,
                                         packageName: submission.appcoins?.packageName, purchaseToken: submission.appcoins?.purchaseToken,
                                         storeConsumed: purchase.consumed == true, expiresDate: purchase.expiresDate,
@@ -247,14 +256,21 @@ public struct VerifierStage: StoreBackedStage {
         return (answers, false)
     }
 
-    /// The answer to a submission naming an account token other than the one `held`'s signed transaction was bound to;
-    /// nil when they agree or either names none. A receipt carries no token: the recorded one judges its restores.
+    /// The answer to a submission naming an account token other than the one `held`'s signed transaction was bound to (or,
+    /// with `requireAccountToken`, naming none); nil when they agree or the transaction is bound to none. A receipt carries
+    /// no token: the recorded one judges its restores.
     private func accountTokenMismatch(_ held: PurchaseRecord, _ submission: PurchaseSubmitted) -> PurchaseRejectedEvent? {
         accountTokenMismatch(held.appAccountToken, held.key.transactionId, held.productId, submission)
     }
 
     private func accountTokenMismatch(_ bound: String?, _ transactionId: String, _ productId: String, _ submission: PurchaseSubmitted) -> PurchaseRejectedEvent? {
-        guard let named = submission.appAccountToken, let bound, named.lowercased() != bound.lowercased() else { return nil }
+        guard let bound else { return nil }
+        guard let named = submission.appAccountToken else {
+            guard requireAccountToken else { return nil }
+            return rejection(submission, Rejection(.storeRejected, "the transaction is bound to an appAccountToken and the submission names none"),
+                             reason: "appAccountTokenMissing", transactionId: transactionId, productId: productId)
+        }
+        guard named.lowercased() != bound.lowercased() else { return nil }
         return rejection(submission, Rejection(.storeRejected, "the transaction's appAccountToken is not the submitting user's"),
                          reason: "appAccountTokenMismatch", transactionId: transactionId, productId: productId)
     }
@@ -347,6 +363,6 @@ public struct VerifierStage: StoreBackedStage {
         }
         let submission = PurchaseSubmitted(store: .appstore, kind: .signedTransaction, userId: owner, submittedAt: received.receivedAt, source: .server,
                                            submissionId: "notification:\(notification.notificationUUID)")
-        return .publish(try await record([VerifiedPurchase(transaction)], for: submission))
+        return .publish(try await record([VerifiedPurchase(transaction)], for: submission, byTheStore: true))
     }
 }

@@ -18,12 +18,13 @@ public final class AppCoinsAPIStandIn: Sendable {
         public var purchaseState: Int
         /// 0 not yet consumed, 1 consumed.
         public var consumptionState: Int
-        public var purchaseTime: Date
+        /// Nil: the answer leaves `purchaseTimeMillis` out.
+        public var purchaseTime: Date?
         public var developerPayload: String?
         /// The `productId` the API answers when it is not `sku` (a mismatch the client must refuse).
         public var answeredProductId: String?
 
-        public init(packageName: String, sku: String, orderId: String, purchaseState: Int = 0, consumptionState: Int = 0, purchaseTime: Date = Date(),
+        public init(packageName: String, sku: String, orderId: String, purchaseState: Int = 0, consumptionState: Int = 0, purchaseTime: Date? = Date(),
                     developerPayload: String? = nil, answeredProductId: String? = nil) {
             self.packageName = packageName
             self.sku = sku
@@ -84,12 +85,13 @@ public final class AppCoinsAPIStandIn: Sendable {
                 return HTTPResponse(status: 404, contentType: "application/json", body: #"{"error":{"code":404,"message":"Not found"}}"#)
             }
             var body: [String: JSONValue] = [
-                "kind": .string("androidpublisher#productPurchase"), "purchaseTimeMillis": .string(String(Int64(purchase.purchaseTime.timeIntervalSince1970 * 1000))),
+                "kind": .string("androidpublisher#productPurchase"),
                 "purchaseState": .integer(Int64(purchase.purchaseState)), "consumptionState": .integer(Int64(purchase.consumptionState)),
                 "orderId": .string(purchase.orderId), "acknowledgementState": .integer(0), "purchaseToken": .string(token),
                 "productId": .string(purchase.answeredProductId ?? purchase.sku), "regionCode": .string("PT"), "currency": .string("EUR"),
             ]
             if let payload = purchase.developerPayload { body["developerPayload"] = .string(payload) }
+            if let time = purchase.purchaseTime { body["purchaseTimeMillis"] = .string(String(Int64(time.timeIntervalSince1970 * 1000))) }
             return HTTPResponse(status: 200, headers: ["Content-Type": "application/json"], body: Data(JSONValue.object(body).serializedText.utf8))
         })
     }

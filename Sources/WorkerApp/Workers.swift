@@ -36,6 +36,9 @@ public enum Workers {
         Setting("--restore-policy", env: "IAP_RESTORE_POLICY", default: RestorePolicy.transfer.rawValue,
                 help: "an entitlement restored under another user id: transfer (moves to that user) or keep (stays with the first)"),
         Setting("--pending-recheck", env: "IAP_PENDING_RECHECK", default: "60", help: "seconds before a pending AppCoins payment is asked about again"),
+        Setting("--require-account-token", env: "IAP_REQUIRE_ACCOUNT_TOKEN", default: "false",
+                help: "refuse a submission that names no appAccountToken for a transaction bound to one (apps whose backends always name it)",
+                isSwitch: true),
     ]
 
     public static func verifier() async -> Int32 {
@@ -96,7 +99,7 @@ public enum Workers {
             sandbox: acceptsSandbox ? try verifiers(.sandbox) : nil,
             appCoins: try appCoinsApps(env.settings.list("--appcoins-app")).map { AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL, apps: $0)) },
             catalog: try env.settings.string("--catalog").map { try catalog(at: $0, env) }, restorePolicy: restorePolicy,
-            pendingRecheck: .milliseconds(Int64(pendingRecheck * 1000)))
+            requireAccountToken: env.settings.flag("--require-account-token"), pendingRecheck: .milliseconds(Int64(pendingRecheck * 1000)))
     }
 
     /// The granter's own settings.

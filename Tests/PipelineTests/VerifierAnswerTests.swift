@@ -19,7 +19,7 @@ import WorkerRuntime
     let store: SQLPurchaseStore
     let stage: VerifierStage
 
-    init(restorePolicy: RestorePolicy = .transfer) async throws {
+    init(restorePolicy: RestorePolicy = .transfer, requireAccountToken: Bool = false) async throws {
         store = try SQLPurchaseStore(url: try await StoreEngine.sqlite.freshURL())
         _ = try await store.migrate()
         let pki = Self.pki
@@ -27,11 +27,11 @@ import WorkerRuntime
             context: StageContext(codec: codec, logger: Logger(stage: "verifier", minimum: .error)), store: store,
             appStore: try SignedDataVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: PipelineTests.bundle, environment: .sandbox)),
             receipts: try ReceiptVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: PipelineTests.bundle, environment: .sandbox)),
-            restorePolicy: restorePolicy)
+            restorePolicy: restorePolicy, requireAccountToken: requireAccountToken)
     }
 
     /// Each published event as its type, and for a rejection its reason (`rejected:<reason>`).
-    func answers(_ submission: PurchaseSubmitted) async throws -> [String] {
+    func answers(_ submission: some PipelineEvent) async throws -> [String] {
         let produced = try codec.message(submission, time: Date())
         let message = KafkaMessage(topic: produced.topic, partition: 0, offset: 0, key: produced.key, value: produced.value, headers: produced.headers)
         guard case .publish(let events) = try await stage.handle(message) else { return ["not published"] }
@@ -124,6 +124,67 @@ import WorkerRuntime
         #expect(try await store.purchase(PurchaseKey(store: .appstore, transactionId: "200")) == nil, "nothing recorded for mallory")
         #expect(try await store.entitlements(of: "mallory").isEmpty)
         #expect(try await store.entitlements(of: "alice").keys.sorted() == ["adfree"])
+    }
+
+    /// With `requireAccountToken`, a transaction bound to Alice's account token is refused from a submission that names
+    /// none: Mallory, holding Alice's signed subscription, cannot have it recorded or moved under her id by leaving the token
+    /// out. Alice's own submission naming it is recorded, and the store's renewal (DID_RENEW, which names no token) is
+    /// recorded for her. Without the setting the same submission binds nothing and moves the subscription (`transfer`).
+    @Test func aRequiredAccountTokenRefusesSubmissionsNamingNoneButNotTheStoresRenewal() async throws {
+        let alicesToken = "3f0a2f2e-8a7c-4c1e-9d57-00000000a11c"
+        func period(_ id: String) throws -> String {
+            try JWSSigner(pki: Self.pki).sign(AppStorePayloads.transaction(
+                transactionId: id, originalTransactionId: "500", productId: "pass.gold", bundleId: PipelineTests.bundle, type: .autoRenewable,
+                appAccountToken: alicesToken, extra: ["expiresDate": .integer(AppStorePayloads.milliseconds(Date().addingTimeInterval(86_400)))]))
+        }
+        func submission(_ user: String, token: String?) throws -> PurchaseSubmitted {
+            PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: try period("500"), userId: user, submittedAt: Date(),
+                              source: .client, appAccountToken: token)
+        }
+        let verifier = try await VerifierAnswerTests(requireAccountToken: true)
+        let key = PurchaseKey(store: .appstore, transactionId: "500")
+        #expect(try await verifier.answers(try submission("mallory", token: nil)) == ["rejected:appAccountTokenMissing"])
+        #expect(try await verifier.store.purchase(key) == nil, "nothing recorded for mallory")
+        #expect(try await verifier.answers(try submission("alice", token: alicesToken)) == [codec.topic(.purchaseVerified)])
+        #expect(try await verifier.answers(try submission("mallory", token: nil)) == ["rejected:appAccountTokenMissing"], "nor moved to her")
+        #expect(try await verifier.store.purchase(key)?.userId == "alice")
+
+        let renewal = AppStorePayloads.notification(type: .didRenew, bundleId: PipelineTests.bundle, appAppleId: nil, signedTransactionInfo: try period("501"))
+        let notification = StoreNotificationReceived(signedPayload: try JWSSigner(pki: Self.pki).sign(renewal), receivedAt: Date())
+        #expect(try await verifier.answers(notification) == [codec.topic(.purchaseVerified)])
+        #expect(try await verifier.store.purchase(PurchaseKey(store: .appstore, transactionId: "501"))?.userId == "alice")
+
+        // The control: without the setting, a submission naming no token binds nothing.
+        #expect(try await answers(try submission("alice", token: alicesToken)) == [codec.topic(.purchaseVerified)])
+        #expect(try await answers(try submission("mallory", token: nil)) != ["rejected:appAccountTokenMissing"])
+        #expect(try await store.purchase(key)?.userId == "mallory", "moved under the transfer policy")
+    }
+
+    /// An AppCoins purchase whose API answer carries no purchase time is recorded at its submission's time, but never at one
+    /// later than now: a client's `submittedAt` a month ahead would keep a consumable from its 24 h deadline.
+    @Test func aSubmissionTimeInTheFutureIsNotAnAppCoinsPurchaseTime() async throws {
+        let signer = try AppCoinsSigner()
+        let api = try AppCoinsAPIStandIn(purchases: ["tok-1": .init(packageName: "com.example.coins", sku: "coins.100", orderId: "o-1", purchaseTime: nil)])
+        defer { api.server.shutdown() }
+        let stage = VerifierStage(
+            context: StageContext(codec: codec, logger: Logger(stage: "verifier", minimum: .error)), store: store,
+            appStore: try SignedDataVerifier(configuration: .init(trustedRoots: [Self.pki.root], bundleId: PipelineTests.bundle, environment: .sandbox)),
+            appCoins: AppCoinsVerifier(configuration: .init(baseURL: api.baseURL, apps: ["com.example.coins": try signer.key.publicKey()])))
+        let signed = try signer.sign(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "tok-1", orderId: "o-1")
+        let submission = PurchaseSubmitted(store: .appcoins, kind: .appcoinsPurchase,
+                                           appcoins: .init(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "tok-1",
+                                                           purchaseData: signed.purchaseData, signature: signed.signature),
+                                           userId: "p", submittedAt: Date().addingTimeInterval(30 * 86_400), source: .client)
+        let produced = try codec.message(submission, time: Date())
+        let before = Date()
+        guard case .publish(let events) = try await stage.handle(KafkaMessage(topic: produced.topic, partition: 0, offset: 0, key: produced.key,
+                                                                              value: produced.value, headers: produced.headers)) else {
+            Issue.record("not published")
+            return
+        }
+        #expect(events.map(\.topic) == [codec.topic(.purchaseVerified)])
+        let recorded = try #require(try await store.purchase(PurchaseKey(store: .appcoins, transactionId: "o-1")))
+        #expect(recorded.purchaseTime <= Date() && recorded.purchaseTime >= before.addingTimeInterval(-1), "now, not a month ahead")
     }
 
     /// A production verifier refuses sandbox purchases unless it accepts them (App Review buys in the sandbox): then a
