@@ -50,7 +50,7 @@ public struct GranterStage: StoreBackedStage {
             case .failure(let invalid): return context.deadLetter(invalid)
             case .success(let due):
                 guard clawBackDueRefunds else { return .publish([]) }
-                return try await reverse(PurchaseKey(store: due.store, transactionId: due.transactionId), why: "refundDue")
+                return try await reverse(PurchaseKey(store: due.store, transactionId: due.transactionId), why: "refundDue", onlyIfDue: true)
             }
         default:
             switch context.codec.decode(message, as: PurchaseVerifiedEvent.self) {
@@ -163,8 +163,8 @@ public struct GranterStage: StoreBackedStage {
             reason: reason, retryable: false, detail: detail, rejectedAt: context.now(), causeID: verified.eventID)])
     }
 
-    private func reverse(_ key: PurchaseKey, why: String, decidedAt: Date? = nil) async throws -> StageResult {
-        let outcome = try await store.revoke(key, decidedAt: decidedAt, at: context.now())
+    private func reverse(_ key: PurchaseKey, why: String, decidedAt: Date? = nil, onlyIfDue: Bool = false) async throws -> StageResult {
+        let outcome = try await store.revoke(key, decidedAt: decidedAt, onlyIfDue: onlyIfDue, at: context.now())
         switch outcome {
         case .revoked(let shortfall) where !shortfall.isEmpty:
             // The balance stays at zero; what was spent already is recorded and flagged for operators.

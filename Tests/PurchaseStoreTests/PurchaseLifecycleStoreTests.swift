@@ -30,6 +30,34 @@ import TestSupport
         #expect(try await store.purchase(record.key)?.state == .revoked)
     }
 
+    /// A due refund's claw-back (`refund.due`, with claw-back on) can come late, parked behind the user's other messages:
+    /// by then the store may have refunded the purchase and reversed that refund. It takes back only from a purchase still
+    /// flagged refund-due; what was learned since stands.
+    @Test(arguments: StoreEngine.available) func aLateClawBackLeavesAPurchaseWhoseRefundWasReversed(_ engine: StoreEngine) async throws {
+        let store = try await store(engine)
+        let (late, due) = (purchase("cb-1", user: "user-cb"), purchase("cb-2", user: "user-cb"))
+        for record in [late, due] {
+            _ = try await store.recordVerified(record, at: Self.t0)
+            _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: Self.t0)
+        }
+        let flagged = try await store.sweepDue(store: .appstore, deadline: 24 * 3600, now: Self.t0.addingTimeInterval(25 * 3600))
+        #expect(Set(flagged.map(\.record.key.transactionId)) == ["cb-1", "cb-2"])
+        #expect(try await store.revoke(late.key, decidedAt: Self.t0.addingTimeInterval(26 * 3600), at: Self.t0) == .revoked(shortfall: [:]))
+        guard case .reinstated = try await store.reinstate(late.key, items: [.currency("coins", 100)], decidedAt: Self.t0.addingTimeInterval(27 * 3600),
+                                                           at: Self.t0) else {
+            Issue.record("the reversal did not grant again")
+            return
+        }
+        #expect(try await store.balances(of: "user-cb") == ["coins": 200])
+        #expect(try await store.revoke(late.key, onlyIfDue: true, at: Self.t0) == .notRevocable(state: .finished))
+        #expect(try await store.balances(of: "user-cb") == ["coins": 200], "the reversed refund's coins stay")
+        // The control: a purchase still flagged is clawed back, once.
+        #expect(try await store.revoke(due.key, onlyIfDue: true, at: Self.t0) == .revoked(shortfall: [:]))
+        #expect(try await store.revoke(due.key, onlyIfDue: true, at: Self.t0) == .alreadyRevoked)
+        #expect(try await store.balances(of: "user-cb") == ["coins": 100])
+        #expect(try await store.audit().balanceMismatches.isEmpty)
+    }
+
     @Test(arguments: StoreEngine.available) func aReversedRefundGrantsAgainOnceAndTheLedgerBalances(_ engine: StoreEngine) async throws {
         let store = try await store(engine)
         let record = purchase("rr-1", user: "user-rr")
