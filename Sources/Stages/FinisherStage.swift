@@ -38,6 +38,10 @@ public struct FinisherStage: StoreBackedStage {
         self.topics = [EventType.itemGranted, .purchaseConsumed, .userConsent, .consumptionRequested].map(context.codec.topic)
     }
 
+    /// A consumption report is recorded whatever came before it (kept until its purchase is granted): it does not wait
+    /// behind a grant of the user's parked while the store's API fails, so that its purchase is known consumed by its deadline.
+    public func keepsOrder(_ message: KafkaMessage) -> Bool { context.codec.eventType(ofTopic: message.topic) != .purchaseConsumed }
+
     public func handle(_ message: KafkaMessage) async throws -> StageResult {
         try await handle(message, finishCalls: nil)
     }

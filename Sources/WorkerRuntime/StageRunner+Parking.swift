@@ -44,12 +44,16 @@ extension Parking {
 /// re-checks, and the last one past `parkedBudget`, publish nothing. A crash between that publish and the record
 /// marked answered publishes the answer again (a repeat, which changes nothing), never not at all.
 extension StageRunner {
+    /// The key `message` keeps its order by in the parking ledger; nil when it keeps none (keyless, or not
+    /// `MessageStage.keepsOrder`).
+    func orderingKey(_ message: KafkaMessage) -> String? { stage.keepsOrder(message) ? ParkedRecord.orderingKey(message) : nil }
+
     /// Parks `record` from the input: the ledger entry first (so that a crash before the publish is seen when the
     /// uncommitted input comes again), then the record. A record the broker refuses outright (too large, no such
     /// topic) becomes a dead letter (`parkingRefused`) instead, and the message is done all the same.
     func park(_ record: ParkedRecord, recheck: Bool) async throws {
         guard let parking else { return }
-        let key = recheck ? nil : ParkedRecord.orderingKey(record.original)
+        let key = recheck ? nil : orderingKey(record.original)
         try await parking.withLedger { ledger in
             try await ledger.recordParked(record.origin, key: key, recheck: recheck, token: record.token, reason: record.reason, at: record.parkedAt)
         }
@@ -110,7 +114,7 @@ extension StageRunner {
             if parked.due > Date() { return try await goRound(parked, due: parked.due) }
         }
         let message = parked.original
-        if let key = ParkedRecord.orderingKey(message) {
+        if let key = orderingKey(message) {
             let ahead = try await inPlace { try await parking.withLedger { try await $0.parked(stage: self.stage.name, key: key) } }
             if let first = ahead.first, first != parked.origin, ahead.contains(parked.origin) {
                 return try await goRound(parked, due: Date().addingTimeInterval(configuration.parkedDelay.seconds))
@@ -165,7 +169,7 @@ extension StageRunner {
         try await inPlace { try await self.publish([next.message(topic: parking.topic)]) }
         try await inPlace {
             try await parking.withLedger { ledger in
-                try await ledger.recordParked(next.origin, key: recheck ? nil : ParkedRecord.orderingKey(next.original), recheck: recheck,
+                try await ledger.recordParked(next.origin, key: recheck ? nil : orderingKey(next.original), recheck: recheck,
                                               token: next.token, reason: reason, at: next.parkedAt)
             }
         }

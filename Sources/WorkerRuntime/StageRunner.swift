@@ -44,6 +44,11 @@ public protocol MessageStage: Sendable {
     func handle(batch messages: [KafkaMessage]) async -> [Result<StageResult, any Error>]
     /// Whether `error` is worth retrying. Default: `TransientError` and retriable Kafka errors.
     func isTransient(_ error: any Error) -> Bool
+    /// Whether `message` waits behind a parked message of its key (and, parked itself, holds the key's later ones).
+    /// Default: yes. No for what the stage records whatever came before it, such as a consumption report, which the
+    /// store keeps until its purchase is granted: held behind a grant that fails for hours, it would not be known when
+    /// the purchase's deadline comes.
+    func keepsOrder(_ message: KafkaMessage) -> Bool
 }
 
 extension MessageStage {
@@ -65,6 +70,8 @@ extension MessageStage {
         if let kafka = error as? KafkaError { return kafka.isRetriable }
         return false
     }
+
+    public func keepsOrder(_ message: KafkaMessage) -> Bool { true }
 }
 
 /// Runs a stage on a consumer group: hands each message to the stage, publishes what it returns and waits
@@ -237,7 +244,7 @@ public final class StageRunner: Service {
     /// empty when the first one's key has, or when the ledger cannot tell (the message then goes alone, retried).
     private func unparkedRun(_ messages: ArraySlice<KafkaMessage>) async -> ArraySlice<KafkaMessage> {
         guard let parking else { return messages }
-        let keys = messages.map(ParkedRecord.orderingKey)
+        let keys = messages.map(orderingKey)
         let parked: Set<String>
         do {
             parked = try await parking.withLedger { try await $0.parkedKeys(stage: stage.name, among: Set(keys.compactMap { $0 })) }
@@ -285,7 +292,7 @@ public final class StageRunner: Service {
     /// One attempt at a message from the input: the stage's answer, or `ParkedAhead` when its key has a parked message.
     func attempt(_ message: KafkaMessage) async -> Result<StageResult, any Error> {
         do {
-            if let parking, let key = ParkedRecord.orderingKey(message) {
+            if let parking, let key = orderingKey(message) {
                 let ahead = try await parking.withLedger { try await $0.parked(stage: stage.name, key: key) }
                 if let first = ahead.first { throw ParkedAhead(first: first) }
             }

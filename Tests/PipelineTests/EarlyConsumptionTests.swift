@@ -76,6 +76,20 @@ import WorkerRuntime
         }
     }
 
+    /// A report does not wait behind a grant of the user's parked while the store's API fails (`keepsOrder`): recorded at
+    /// once, its purchase is known consumed by its deadline. The grants and the rest keep their order.
+    @Test func consumptionReportsAloneKeepNoOrderBehindParkedMessages() async throws {
+        let finisher = try await Finisher(.sqlite)
+        func message(_ event: some PipelineEvent) throws -> KafkaMessage {
+            let produced = try finisher.codec.message(event, time: finisher.now)
+            return KafkaMessage(topic: produced.topic, partition: 0, offset: 0, key: produced.key, value: produced.value, headers: produced.headers)
+        }
+        #expect(!finisher.stage.keepsOrder(try message(PurchaseConsumed(store: .appstore, transactionId: "1", userId: "u", consumedAt: finisher.now))))
+        #expect(finisher.stage.keepsOrder(try message(ItemGranted(store: .appstore, transactionId: "1", userId: "u", productId: "coins.100",
+                                                                  productType: "consumable", quantity: 1, items: [], alreadyGranted: false,
+                                                                  grantedAt: finisher.now))))
+    }
+
     /// Reported consumed while only verified, longer ago than the finisher waits for a grant: the report is recorded,
     /// not dead-lettered, and the purchase is finished when its grant comes — not flagged at its deadline.
     @Test(arguments: StoreEngine.available)

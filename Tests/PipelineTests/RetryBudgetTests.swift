@@ -27,6 +27,9 @@ struct RetryBudgetTests {
             handled.withLock { $0.append(value) }
             return .publish([])
         }
+
+        /// Values starting "report" are recorded whatever came before them (as the finisher's consumption reports).
+        func keepsOrder(_ message: KafkaMessage) -> Bool { !(message.value ?? Data()).starts(with: Data("report".utf8)) }
     }
 
     struct Fixture {
@@ -134,6 +137,22 @@ struct RetryBudgetTests {
         #expect(second.counters.withLock { $0["parked"] } == 1)
         second.triggerGracefulShutdown()
         try await secondTask.value
+    }
+
+    /// A message the stage records in any order (`keepsOrder` false, as the finisher's consumption reports) is handled
+    /// at once although its key has a parked message; the key's other messages still wait behind that one.
+    @Test func aMessageThatKeepsNoOrderIsHandledPastItsKeysParkedMessage() async throws {
+        let fixture = try await Fixture(.sqlite)
+        let (runner, task) = try fixture.runner()
+        try await fixture.send([("a", "a1!"), ("a", "report a1"), ("a", "a2")])
+        try await waitUntil("a1 is parked past its budget and a2 behind it") { runner.counters.withLock { $0["parked"] ?? 0 } == 2 }
+        try await waitUntil("the report is handled") { fixture.stage.handled.value.contains("report a1") }
+        #expect(fixture.stage.handled.value == ["report a1"], "a2 waits behind a1")
+        fixture.stage.healed.value = ["a1!"]
+        try await waitUntil("the re-driver hands a1 and a2 back", timeout: .seconds(180)) { fixture.stage.handled.value.count == 3 }
+        #expect(fixture.stage.handled.value == ["report a1", "a1!", "a2"])
+        runner.triggerGracefulShutdown()
+        try await task.value
     }
 
     @Test func aParkedMessageFailingPastTheParkedBudgetIsDeadLetteredWithoutHoldingOthersAndReleasesItsKey() async throws {
