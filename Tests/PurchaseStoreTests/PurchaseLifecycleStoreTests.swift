@@ -18,6 +18,14 @@ import TestSupport
                        purchaseTime: time, originalTransactionId: original)
     }
 
+    /// Records each of `records` verified and grants it 100 coins.
+    func grantCoins(_ records: [PurchaseRecord], in store: SQLPurchaseStore) async throws {
+        for record in records {
+            _ = try await store.recordVerified(record, at: Self.t0)
+            _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: Self.t0)
+        }
+    }
+
     @Test(arguments: StoreEngine.available) func aRefundBeforeItsPurchaseKeepsThePurchaseFromBeingGranted(_ engine: StoreEngine) async throws {
         let store = try await store(engine)
         let record = purchase("r-1")
@@ -36,10 +44,7 @@ import TestSupport
     @Test(arguments: StoreEngine.available) func aLateClawBackLeavesAPurchaseWhoseRefundWasReversed(_ engine: StoreEngine) async throws {
         let store = try await store(engine)
         let (late, due) = (purchase("cb-1", user: "user-cb"), purchase("cb-2", user: "user-cb"))
-        for record in [late, due] {
-            _ = try await store.recordVerified(record, at: Self.t0)
-            _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: Self.t0)
-        }
+        try await grantCoins([late, due], in: store)
         let flagged = try await store.sweepDue(store: .appstore, deadline: 24 * 3600, now: Self.t0.addingTimeInterval(25 * 3600))
         #expect(Set(flagged.map(\.record.key.transactionId)) == ["cb-1", "cb-2"])
         #expect(try await store.revoke(late.key, decidedAt: Self.t0.addingTimeInterval(26 * 3600), at: Self.t0) == .revoked(shortfall: [:]))
@@ -87,10 +92,7 @@ import TestSupport
     @Test(arguments: StoreEngine.available) func aReversedRefundGivesBackWhatTheRefundTookNotWhatWasSpent(_ engine: StoreEngine) async throws {
         let store = try await store(engine)
         let (record, spentAll) = (purchase("sf-1", user: "user-sf"), purchase("sf-2", user: "user-sa"))
-        for record in [record, spentAll] {
-            _ = try await store.recordVerified(record, at: Self.t0)
-            _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: Self.t0)
-        }
+        try await grantCoins([record, spentAll], in: store)
         _ = try await store.executor.run { connection in
             try connection.query("UPDATE balances SET amount = CASE user_id WHEN 'user-sf' THEN 30 ELSE 0 END") // spent in the game
         }
