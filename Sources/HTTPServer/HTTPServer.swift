@@ -136,6 +136,20 @@ public final class HTTPServer: Sendable {
         }
     }
 
+    /// What the accept loop does after `accept` failed with `code`.
+    enum AcceptFailure: Equatable { case retry, backOff, stop }
+
+    /// Interrupted, or a connection gone before it was taken: at once again. The listener closed (shut down): stop. Anything
+    /// else (out of descriptors or kernel memory, a network error Linux passes on): the listener is fine, so again after a
+    /// moment; returning would leave the port dead for good while the process and its probes look healthy.
+    static func afterAcceptFailure(_ code: Int32) -> AcceptFailure {
+        switch code {
+        case EINTR, ECONNABORTED: .retry
+        case EBADF, EINVAL, ENOTSOCK: .stop
+        default: .backOff
+        }
+    }
+
     private func acceptLoop() {
         while state.withLock({ $0.running }) {
             var peer = sockaddr_in()
@@ -144,8 +158,12 @@ public final class HTTPServer: Sendable {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { accept(listener, $0, &peerLength) }
             }
             if connection < 0 {
-                if errno == EINTR || errno == ECONNABORTED { continue }
-                return
+                switch Self.afterAcceptFailure(errno) {
+                case .retry: continue
+                case .backOff: Thread.sleep(forTimeInterval: 0.05)
+                case .stop: return
+                }
+                continue
             }
             let address = peer.sin_addr.s_addr
             let admitted = state.withLock { state -> Bool in

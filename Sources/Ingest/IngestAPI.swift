@@ -78,12 +78,20 @@ public final class IngestAPI: Sendable {
         metrics.declare("iap_ingest_requests_total", .counter, help: "Requests to the ingest API, by route and status.")
     }
 
+    /// Room around the signed payload in a notification's body (`{"signedPayload": "…"}`, whitespace).
+    static let notificationEnvelopeBytes = 1_024
+
     /// Whether the last publish failed for a broker reason within the last 10 seconds.
     public var recentlyFailed: Bool {
         lastFailure.withLock { $0.map { ContinuousClock.now - $0 < .seconds(10) } ?? false }
     }
 
     private func notification(_ request: HTTPRequest) async -> HTTPResponse {
+        // Refused unparsed: a body the verifier would refuse anyway is not worth a parse, whose values (a 256 KiB array of
+        // numbers) take many times its size in memory.
+        guard request.body.count <= configuration.maxNotificationPayloadBytes + Self.notificationEnvelopeBytes else {
+            return Self.error(413, "payloadTooLarge", "the body is larger than a signedPayload of the \(configuration.maxNotificationPayloadBytes) bytes the verifier accepts")
+        }
         let body: [String: JSONValue]
         switch Self.jsonObject(request.body) {
         case .success(let object): body = object

@@ -138,6 +138,10 @@ struct IngestTests {
         let large = Data(#"{"signedPayload":"\#(segment).\#(segment).c2ln"}"#.utf8)
         let answer = try await httpRequest(ingest.base + "/v1/appstore/notifications", method: "POST", body: large)
         #expect(answer.status == 413 && answer.body.contains("payloadTooLarge"), "\(answer.status) \(answer.body)")
+        // Refused before it is parsed: 200 KiB of numbers would take many times that as parsed values.
+        let numbers = Data((#"{"a":["# + String(repeating: "1,", count: 100 * 1024) + #"1]}"#).utf8)
+        let unparsed = try await httpRequest(ingest.base + "/v1/appstore/notifications", method: "POST", body: numbers)
+        #expect(unparsed.status == 413 && unparsed.body.contains("payloadTooLarge"), "\(unparsed.status) \(unparsed.body)")
         #expect(try await ingest.process.terminate() == 0)
     }
 

@@ -2,7 +2,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
-import HTTPServer
+@testable import HTTPServer
 import Testing
 import TestSupport
 
@@ -13,6 +13,15 @@ struct HTTPServerHardeningTests {
         try HTTPServer(configuration: configuration, synchronousHandler: { request in
             HTTPResponse(status: 200, contentType: "text/plain", body: "\(request.method) \(request.path) \(request.body.count)\n")
         })
+    }
+
+    /// Out of descriptors (EMFILE, ENFILE) or kernel memory, or after a network error Linux passes on, the accept loop
+    /// waits a moment and accepts again: returning left the port dead for good while the process and its probes looked
+    /// healthy. Only a closed listener (the server shut down) ends it.
+    @Test func theAcceptLoopOutlivesTransientFailures() {
+        for code in [EMFILE, ENFILE, ENOBUFS, ENOMEM, EPROTO, ENETDOWN, EHOSTUNREACH] { #expect(HTTPServer.afterAcceptFailure(code) == .backOff, "\(code)") }
+        for code in [EINTR, ECONNABORTED] { #expect(HTTPServer.afterAcceptFailure(code) == .retry, "\(code)") }
+        for code in [EBADF, EINVAL, ENOTSOCK] { #expect(HTTPServer.afterAcceptFailure(code) == .stop, "\(code)") }
     }
 
     @Test func theGrammarIsStrictWhereParsersCouldDisagree() async throws {
