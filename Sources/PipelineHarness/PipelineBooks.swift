@@ -188,12 +188,12 @@ public struct PipelineBooks: Sendable {
     /// first; else the upgrade's answer for the period it ended (`ended:…`).
     private mutating func checkSubscriptions(_ periods: [PurchaseInput.Purchase], of input: PurchaseInput,
                                              store: SQLPurchaseStore) async throws -> [(String, String)] {
-        let all = input.unique.filter(\.product.isSubscription)
-        func subscription(of purchase: PurchaseInput.Purchase) -> String { "\(purchase.store.rawValue):\(purchase.originalTransactionId)" }
-        let subscriptions = Dictionary(grouping: all, by: subscription(of:))
+        let all = input.subscriptions
+        // Each period's subscription, by the period's transaction id.
+        let subscriptionOf = Dictionary(uniqueKeysWithValues: all.flatMap { periods in periods.map { ($0.transactionId, periods) } })
         func end(of purchase: PurchaseInput.Purchase) -> Date? {
             guard let period = purchase.period else { return nil }
-            let upgrades = subscriptions[subscription(of: purchase), default: []].compactMap { other in
+            let upgrades = subscriptionOf[purchase.transactionId, default: []].compactMap { other in
                 other.product.id != purchase.product.id ? other.period?.lowerBound : nil
             }
             return upgrades.filter { $0 > period.lowerBound }.reduce(period.upperBound, min)
@@ -212,7 +212,7 @@ public struct PipelineBooks: Sendable {
                                    "\(purchase.transactionId): \(said.map { "\($0)" } ?? "no expiry"), ends \(end)"))
             }
         }
-        let tiers = Set(all.compactMap(\.product.entitlement))
+        let tiers = Set(all.joined().compactMap(\.product.entitlement))
         func described(_ held: [String: Date]) -> String { held.isEmpty ? "none" : held.sorted { $0.key < $1.key }.map { "\($0.key) until \($0.value)" }.joined(separator: ", ") }
         for user in Set(periods.map(\.user)).sorted() {
             subscribersChecked += 1

@@ -259,6 +259,12 @@ public struct PurchaseInput: Sendable {
         return StoreNotificationReceived(signedPayload: try signer.sign(payload), receivedAt: date)
     }
 
+    /// The plan's subscriptions: each one's periods (`subscriptionPeriods`), in the order they begin.
+    public var subscriptions: [[Purchase]] {
+        Dictionary(grouping: unique.filter(\.product.isSubscription)) { "\($0.store.rawValue):\($0.originalTransactionId)" }.values
+            .map { $0.sorted { ($0.period?.lowerBound ?? .distantPast) < ($1.period?.lowerBound ?? .distantPast) } }
+    }
+
     /// Messages that end in a distinct outcome: valid purchases, forgeries, malformed messages.
     public var outcomesExpected: Int { unique.count + forged.count + malformed.count }
 }

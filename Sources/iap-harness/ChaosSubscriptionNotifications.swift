@@ -22,12 +22,10 @@ struct SubscriptionNotificationPlan {
     private(set) var sentMidway = false
 
     init(_ input: PurchaseInput) {
-        let subscriptions = Dictionary(grouping: input.unique.filter { $0.product.isSubscription && $0.store == .appstore }, by: \.originalTransactionId)
         var first: [Notification] = [], midway: [Notification] = []
-        for (index, periods) in subscriptions.values.enumerated() {
-            // In the order of their starts: the first period, its renewal, the upgrade (`PurchaseInput.subscriptionPeriods`).
-            let ordered = periods.sorted { ($0.period?.lowerBound ?? .distantPast) < ($1.period?.lowerBound ?? .distantPast) }
-            guard ordered.count == 3 else { continue }
+        // Each the first period, its renewal, the upgrade (`PurchaseInput.subscriptionPeriods`), App Store purchases all.
+        for (index, ordered) in input.subscriptions.enumerated() {
+            guard ordered.count == 3, ordered[0].store == .appstore else { continue }
             if index % 3 == 0 { first.append((.expired, "VOLUNTARY", ordered[0])) } else { midway.append((.expired, "VOLUNTARY", ordered[0])) }
             midway.append((.didRenew, nil, ordered[1]))
             midway.append((.didChangeRenewalPref, "UPGRADE", ordered[2]))
