@@ -8,8 +8,11 @@ public enum LifecycleEvent: Hashable, Sendable, CaseIterable, CustomStringConver
     case finish
     /// The store's consume deadline passed while the purchase was not finished.
     case deadlinePassed
-    /// REFUND or REVOKE from the store, or a due refund clawed back.
+    /// REFUND or REVOKE from the store.
     case revoke
+    /// A due refund clawed back (`refund.due`, with claw-back on): from a purchase still flagged only. Its event can come
+    /// late, after the store refunded the purchase, or refunded it and reversed the refund: what was learned since stands.
+    case clawBack
     /// REFUND_REVERSED: the store took the refund back; the customer keeps what was bought.
     case refundReversed
     /// REFUND_DECLINED: the store refused the customer's refund request.
@@ -22,7 +25,7 @@ public enum LifecycleEvent: Hashable, Sendable, CaseIterable, CustomStringConver
     /// The purchase is restored by a user other than its owner, under the operator's restore policy.
     case restoreByAnotherUser(RestorePolicy)
 
-    public static let allCases: [LifecycleEvent] = [.verified, .grant, .finish, .deadlinePassed, .revoke, .refundReversed, .refundDeclined, .expire,
+    public static let allCases: [LifecycleEvent] = [.verified, .grant, .finish, .deadlinePassed, .revoke, .clawBack, .refundReversed, .refundDeclined, .expire,
                                                      .renewalExtended, .restoreByAnotherUser(.transfer), .restoreByAnotherUser(.keep)]
 
     public var description: String {
@@ -32,6 +35,7 @@ public enum LifecycleEvent: Hashable, Sendable, CaseIterable, CustomStringConver
         case .finish: "finish"
         case .deadlinePassed: "deadline passed"
         case .revoke: "refund / revoke"
+        case .clawBack: "due refund clawed back"
         case .refundReversed: "refund reversed"
         case .refundDeclined: "refund declined"
         case .expire: "expired"
@@ -138,6 +142,10 @@ public enum Lifecycle {
             return Transition(to: .revoked, effects: [.reverseGrants], outcome: .applied)
         case (.revoke, .revoked), (.revoke, .revokedUnseen): return unchanged(.repeated)
         case (.revoke, .rejected): return unchanged(.ignored)
+
+        case (.clawBack, .refundDue): return Transition(to: .revoked, effects: [.reverseGrants], outcome: .applied)
+        case (.clawBack, .revoked): return unchanged(.repeated)
+        case (.clawBack, _): return unchanged(.ignored)
 
         // The store keeps the money: the customer keeps the items, and nothing is left to finish or flag.
         case (.refundReversed, .revoked): return Transition(to: .finished, effects: [.regrantItems], outcome: .applied)

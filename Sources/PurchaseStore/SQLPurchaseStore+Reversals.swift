@@ -11,13 +11,11 @@ extension SQLPurchaseStore {
     /// - Parameter decidedAt: when the store decided (its notification's `signedDate`): a decision older than one already
     ///   taken about the purchase (a reversal of this refund that came first) is `outdated`. Nil: not ordered (a due refund
     ///   clawed back).
-    /// - Parameter onlyIfDue: a due refund clawed back (`refund.due`): only from a purchase still flagged refund-due. Its
-    ///   event can come late (parked behind the user's other messages), after the store refunded the purchase, or refunded
-    ///   it and reversed the refund: what was learned since stands.
+    /// - Parameter onlyIfDue: a due refund clawed back (`refund.due`, `LifecycleEvent.clawBack`): only from a purchase still
+    ///   flagged refund-due.
     public func revoke(_ key: PurchaseKey, reason: String = "REFUND", decidedAt: Date? = nil, onlyIfDue: Bool = false,
                        at now: Date) async throws -> RevokeOutcome {
-        try await decide(key, on: .revoke) { _, connection, current, transition in
-            if onlyIfDue, current.state != .refundDue { return current.state == .revoked ? .alreadyRevoked : .notRevocable(state: current.state) }
+        try await decide(key, on: onlyIfDue ? .clawBack : .revoke) { _, connection, current, transition in
             guard try Self.takeRefundDecision(connection, key, decidedAt: decidedAt) else { return .outdated }
             switch transition.outcome {
             case .repeated: return .alreadyRevoked

@@ -17,7 +17,19 @@ import Testing
 
     @Test func theTableCoversEveryStateEventAndType() {
         #expect(Self.everyCase.count == PurchaseState.allCases.count * LifecycleEvent.allCases.count * ProductType.allCases.count)
-        #expect(Self.everyCase.count == 8 * 11 * 5)
+        #expect(Self.everyCase.count == 8 * 12 * 5)
+    }
+
+    /// A due refund's claw-back takes back only from a purchase still flagged: one refunded since (revoked), or whose
+    /// refund was reversed since (finished again), stays as the store's decisions left it.
+    @Test func aClawBackTakesOnlyFromAPurchaseStillDue() {
+        for c in Self.everyCase where c.event == .clawBack {
+            switch c.state {
+            case .refundDue: #expect(c.transition == Transition(to: .revoked, effects: [.reverseGrants], outcome: .applied), "\(c)")
+            case .revoked: #expect(c.transition == Transition(to: .revoked, outcome: .repeated), "\(c)")
+            default: #expect(c.transition == Transition(to: c.state, outcome: .ignored), "\(c)")
+            }
+        }
     }
 
     @Test func anOutcomeIsAppliedExactlyWhenSomethingChanges() {
