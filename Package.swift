@@ -42,8 +42,10 @@ let package = Package(
 
         // Kafka: the only module that touches librdkafka (and only in its RDKafka/ folder).
         .target(name: "Kafka", dependencies: ["CRdKafka"], linkerSettings: rdkafkaLinkerSettings),
-        // The domain core: stores, keys, product types, the purchase lifecycle. No I/O, no dependencies.
-        .target(name: "PurchaseDomain"),
+        // Text whose identity is its UTF-8 bytes: every identifier from outside (users, transactions, Kafka keys).
+        .target(name: "Identifiers"),
+        // The domain core: stores, keys, identifiers, product types, the purchase lifecycle. No I/O.
+        .target(name: "PurchaseDomain", dependencies: ["Identifiers"]),
         // OpenSSL: certificates, chains, ECDSA, PKCS#7; the only module that touches libcrypto.
         .target(name: "Crypto", dependencies: ["COpenSSL"]),
         // JSON values and a strict, depth-bounded parser; JSON Schema validation.
@@ -66,12 +68,12 @@ let package = Package(
         // The pipeline's events: typed, CloudEvents headers, validated against schemas/.
         .target(name: "PurchaseEvents", dependencies: ["PurchaseDomain", "Kafka", "JSON", "JSONSchema", "Crypto"]),
         // Lifecycle of long-running services: signals, graceful shutdown.
-        .target(name: "WorkerRuntime", dependencies: ["Crypto", "JSON", "Kafka", "PurchaseEvents", "HTTPServer", "Metrics"]),
+        .target(name: "WorkerRuntime", dependencies: ["Identifiers", "Crypto", "JSON", "Kafka", "PurchaseEvents", "HTTPServer", "Metrics"]),
         // The four stages: verify, grant, finish, sweep.
         .target(name: "Stages", dependencies: ["PurchaseDomain", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreVerification", "JSON", "JSONSchema", "Crypto"]),
 
         // iap-ingest's API: store webhooks and client submissions to events.
-        .target(name: "Ingest", dependencies: ["Crypto", "Database", "HTTPServer", "JSON", "Kafka", "Metrics", "PurchaseEvents", "PurchaseStore", "WorkerRuntime"]),
+        .target(name: "Ingest", dependencies: ["Crypto", "Database", "HTTPServer", "JSON", "Kafka", "Metrics", "PurchaseDomain", "PurchaseEvents", "PurchaseStore", "WorkerRuntime"]),
 
         // glibc's mallopt, which the Glibc module leaves out: the workers keep to two malloc arenas (see MallocArenas).
         .systemLibrary(name: "CMalloc"),

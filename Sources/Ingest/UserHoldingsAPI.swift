@@ -7,6 +7,7 @@ import HTTPServer
 import JSON
 import Metrics
 import PurchaseEvents
+import PurchaseDomain
 import PurchaseStore
 import WorkerRuntime
 
@@ -56,7 +57,7 @@ public final class UserHoldingsAPI: Sendable {
             return IngestAPI.error(400, "invalidUserId", "expected /v1/users/{userId}: one percent-encoded path segment of at most 256 bytes, no control characters")
         }
         do {
-            let holdings = try await store.holdings(of: userId, at: now())
+            let holdings = try await store.holdings(of: UserID(userId), at: now())
             return HTTPResponse(status: 200, headers: ["Content-Type": "application/json", "Cache-Control": "no-store"], body: try Self.encode(holdings))
         } catch let error as DatabaseError where !error.isRetriable {
             logger.error("holdings not readable", ["error": error.description])

@@ -9,19 +9,19 @@ public struct PipelineBooks: Sendable {
     /// What the run did besides submitting its input.
     public struct Expectations: Sendable {
         /// Valid purchases refunded by a notification after their grant: revoked, their coins taken back.
-        public var revoked: Set<String> = []
+        public var revoked: Set<TransactionID> = []
         /// Valid purchases refunded before they were submitted (a REFUND that overtook its purchase): revoked, nothing of
         /// theirs held; granted not at all (their submission answered `revoked`), or once and taken back when their submission
         /// overtook the refund after all (they travel on different topics). For runs without `exactAnswers`, which counts
         /// grant answers only.
-        public var refundedFirst: Set<String> = []
+        public var refundedFirst: Set<TransactionID> = []
         /// Valid submissions beyond the input's (restores sent later): each answered "already granted".
         public var laterRepeats = 0
         /// Exactly one answer per submission (no worker was killed, so nothing was redelivered after its commit);
         /// else at least one, and a repeat of a purchase revoked or flagged since may be answered with that state.
         public var exactAnswers = false
 
-        public init(revoked: Set<String> = [], refundedFirst: Set<String> = [], laterRepeats: Int = 0, exactAnswers: Bool = false) {
+        public init(revoked: Set<TransactionID> = [], refundedFirst: Set<TransactionID> = [], laterRepeats: Int = 0, exactAnswers: Bool = false) {
             self.revoked = revoked
             self.refundedFirst = refundedFirst
             self.laterRepeats = laterRepeats
@@ -55,18 +55,18 @@ public struct PipelineBooks: Sendable {
     /// Checks the books of `input` in `store`, as `seen` and the stand-in's `finishCalls` (transaction id → call times;
     /// nil: the finisher called no API) saw them.
     public static func check(input: PurchaseInput, expectations: Expectations = .init(), seen: PipelineWatcher.Seen, store: SQLPurchaseStore,
-                             finishCalls: [String: [Date]]? = nil) async throws -> PipelineBooks {
+                             finishCalls: [TransactionID: [Date]]? = nil) async throws -> PipelineBooks {
         let audit = try await store.audit()
         var books = PipelineBooks(seen: seen)
         var problems: [String: [String]] = [:]
-        func violation(_ kind: String, _ example: String) { problems[kind, default: []].append(example) }
+        func violation(_ kind: String, _ example: some CustomStringConvertible) { problems[kind, default: []].append(example.description) }
         func record(_ key: PurchaseKey) -> StoreAudit.Purchase? { audit.purchases[key] }
-        func record(_ id: String) -> StoreAudit.Purchase? { record(PurchaseKey(store: .appstore, transactionId: id)) }
+        func record(_ id: TransactionID) -> StoreAudit.Purchase? { record(PurchaseKey(store: .appstore, transactionId: id)) }
 
         // Every valid purchase granted exactly once (one refunded before its submission at most once), and in the state its
         // story ends in.
-        var expectedCoins: [String: Int64] = [:]
-        var expectedEntitlements: [String: Set<String>] = [:]
+        var expectedCoins: [UserID: Int64] = [:]
+        var expectedEntitlements: [UserID: Set<String>] = [:]
         var subscriptionPeriods: [PurchaseInput.Purchase] = []
         for purchase in input.unique {
             let refundedFirst = expectations.refundedFirst.contains(purchase.transactionId)
@@ -200,7 +200,7 @@ public struct PipelineBooks: Sendable {
         }
         var violations: [(String, String)] = []
         let checkedAt = Date()
-        var expected: [String: [String: Date]] = [:]
+        var expected: [UserID: [String: Date]] = [:]
         for purchase in periods {
             guard let tier = purchase.product.entitlement, let end = end(of: purchase) else { continue }
             if end > checkedAt { expected[purchase.user, default: [:]][tier] = max(end, expected[purchase.user]?[tier] ?? end) }

@@ -1,6 +1,7 @@
 import Foundation
 import JSON
 import Kafka
+import PurchaseDomain
 import PurchaseEvents
 import Synchronization
 
@@ -11,9 +12,9 @@ import Synchronization
 public final class PipelineWatcher: Sendable {
     public struct Seen: Sendable {
         /// `transaction.finished` by transaction id: the distinct event ids (one unless a purchase was finished twice).
-        public var finished: [String: Set<String>] = [:]
+        public var finished: [TransactionID: Set<String>] = [:]
         /// When the first `transaction.finished` of each transaction arrived here.
-        public var firstFinishedAt: [String: Date] = [:]
+        public var firstFinishedAt: [TransactionID: Date] = [:]
         /// When the last first-finish arrived (the end of a throughput run).
         public var lastFirstFinishedAt: Date?
         /// `item.granted` answers to submissions: first grants and "already granted" answers, repeats included (not the
@@ -23,14 +24,14 @@ public final class PipelineWatcher: Sendable {
         /// `purchase.rejected` records (repeats included) with reason `revoked`: submissions of purchases refunded before or since.
         public var revokedAnswers = 0
         /// Transactions with any `item.granted`.
-        public var grantedTransactions = Set<String>()
+        public var grantedTransactions = Set<TransactionID>()
         /// The expiry of the entitlement in the last `item.granted` of each transaction that gave one with an expiry (a
         /// subscription period): what a backend mirroring the events holds it until. An upgrade's `ended:…` answer moves it.
-        public var lastExpiry: [String: Date] = [:]
+        public var lastExpiry: [TransactionID: Date] = [:]
         /// `purchase.rejected` by submission id: the reasons (rejections carry no transaction id from unverified data).
         public var rejected: [String: Set<String>] = [:]
         /// `purchase.rejected` of verified transactions (a repeat of a purchase revoked or flagged), by transaction id: the reasons.
-        public var rejectedTransactions: [String: Set<String>] = [:]
+        public var rejectedTransactions: [TransactionID: Set<String>] = [:]
         /// Distinct `purchase.rejected` events by reason.
         public var rejectionsByReason: [String: Set<String>] = [:]
         /// Dead letters by the original message's key: the reasons.
@@ -38,7 +39,7 @@ public final class PipelineWatcher: Sendable {
         /// Distinct dead-letter events.
         public var deadLetterEvents = Set<String>()
         /// `refund.due` by transaction id: the distinct event ids (one: a purchase is flagged once).
-        public var refundDue: [String: Set<String>] = [:]
+        public var refundDue: [TransactionID: Set<String>] = [:]
         /// Output records read, repeats included.
         public var records = 0
 
@@ -62,7 +63,7 @@ public final class PipelineWatcher: Sendable {
                 guard let value = message.value, let fields = JSONValue.parse(Array(value))?.objectValue else { return }
                 let type = message.header("ce_type").flatMap(EventType.init(ceType:))
                 let eventId = message.header("ce_id") ?? ""
-                let transactionId = fields["transactionId"]?.stringValue ?? ""
+                let transactionId = TransactionID(fields["transactionId"]?.stringValue ?? "")
                 let reason = fields["reason"]?.stringValue ?? ""
                 let expiry = fields["items"]?.arrayValue?.lazy.compactMap { $0.objectValue?["expiresAt"]?.stringValue.flatMap(RFC3339.parse) }.first
                 let now = Date()
@@ -84,7 +85,7 @@ public final class PipelineWatcher: Sendable {
                         if let expiry { seen.lastExpiry[transactionId] = expiry }
                     case .purchaseRejected:
                         seen.rejected[fields["submissionId"]?.stringValue ?? "", default: []].insert(reason)
-                        if !transactionId.isEmpty { seen.rejectedTransactions[transactionId, default: []].insert(reason) }
+                        if transactionId.byteCount > 0 { seen.rejectedTransactions[transactionId, default: []].insert(reason) }
                         if reason == "revoked" { seen.revokedAnswers += 1 }
                         seen.rejectionsByReason[reason, default: []].insert(eventId)
                     case .deadLetter:
@@ -107,7 +108,7 @@ public final class PipelineWatcher: Sendable {
 
     /// Distinct outcomes of `input` seen so far: finished or flagged valid purchases (but those `excluded`, whose outcome
     /// the topics do not tell), rejected forgeries, dead-lettered malformed messages (a run's progress).
-    public func outcomes(of input: PurchaseInput, excluding excluded: Set<String> = []) -> Int {
+    public func outcomes(of input: PurchaseInput, excluding excluded: Set<TransactionID> = []) -> Int {
         read { seen in
             input.unique.count(where: {
                 !excluded.contains($0.transactionId) && (seen.finished[$0.transactionId] != nil || seen.refundDue[$0.transactionId] != nil)

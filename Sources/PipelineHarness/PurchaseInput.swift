@@ -59,18 +59,18 @@ public struct PurchaseInput: Sendable {
             case subscription(String)
         }
 
-        public let id: String
+        public let id: ProductID
         public let store: Store
         public let kind: Kind
 
-        public init(id: String, store: Store = .appstore, kind: Kind) {
+        public init(id: ProductID, store: Store = .appstore, kind: Kind) {
             self.id = id
             self.store = store
             self.kind = kind
         }
 
         /// An App Store coin pack.
-        public init(id: String, coins: Int64) { self.init(id: id, kind: .coins(coins)) }
+        public init(id: ProductID, coins: Int64) { self.init(id: id, kind: .coins(coins)) }
 
         public var coins: Int64 { if case .coins(let amount) = kind { amount } else { 0 } }
         /// What it gives other than coins, for good or (a subscription) for a period.
@@ -86,25 +86,25 @@ public struct PurchaseInput: Sendable {
     public struct Purchase: Sendable {
         public let store: Store
         /// The store's transaction id (AppCoins: its order id).
-        public let transactionId: String
-        public let user: String
+        public let transactionId: TransactionID
+        public let user: UserID
         public let product: Product
         /// The App Store signed transaction (JWS); empty for AppCoins.
         public let jws: String
         public let stale: Bool
         /// The subscription a period belongs to (its first transaction's id); the transaction's own id otherwise.
-        public var originalTransactionId: String
+        public var originalTransactionId: TransactionID
         /// A subscription period's start and end (`purchaseDate`, `expiresDate`).
         public var period: ClosedRange<Date>?
 
-        init(store: Store, transactionId: String, user: String, product: Product, jws: String, stale: Bool,
-             originalTransactionId: String? = nil, period: ClosedRange<Date>? = nil) {
+        init(store: Store, transactionId: TransactionID, user: UserID, product: Product, jws: String, stale: Bool,
+             originalTransactionId: TransactionID? = nil, period: ClosedRange<Date>? = nil) {
             (self.store, self.transactionId, self.user, self.product, self.jws, self.stale) = (store, transactionId, user, product, jws, stale)
             self.originalTransactionId = originalTransactionId ?? transactionId
             self.period = period
         }
 
-        public var productId: String { product.id }
+        public var productId: ProductID { product.id }
         /// Whether the sweeper flags it refund-due: a consumable left unconsumed past its deadline (an entitlement is
         /// finished at its grant, never flagged).
         public var isFlaggedAtDeadline: Bool { stale && product.entitlement == nil }
@@ -140,7 +140,7 @@ public struct PurchaseInput: Sendable {
     /// Each valid purchase once, in purchase order.
     public let unique: [Purchase]
     /// The forgeries by submission id, with the transaction id they claim.
-    public let forged: [String: String]
+    public let forged: [String: TransactionID]
     /// Keys of the malformed messages.
     public let malformed: Set<String>
     /// Every submission of the plan, in the plan's order.
@@ -155,8 +155,8 @@ public struct PurchaseInput: Sendable {
         var unique: [Purchase] = []
         var messages: [KafkaProducerMessage] = []
         /// Whom the `index`th purchase (or subscription) goes to.
-        func buyer(_ index: Int) -> String {
-            plan.userPrefix + String(plan.randomUsers ? Int.random(in: 1...plan.users, using: &generator) : index % plan.users + 1)
+        func buyer(_ index: Int) -> UserID {
+            UserID(plan.userPrefix + String(plan.randomUsers ? Int.random(in: 1...plan.users, using: &generator) : index % plan.users + 1))
         }
         for index in 0..<plan.unique {
             let id = String(plan.firstTransactionId + Int64(index))
@@ -167,23 +167,23 @@ public struct PurchaseInput: Sendable {
             switch product.store {
             case .appstore:
                 let jws = try signer.sign(AppStorePayloads.transaction(
-                    transactionId: id, productId: product.id, bundleId: StandInAppStore.bundleId, environment: .sandbox,
+                    transactionId: id, productId: product.id.rawValue, bundleId: StandInAppStore.bundleId, environment: .sandbox,
                     type: product.entitlement == nil ? .consumable : .nonConsumable, purchaseDate: purchased, signedDate: now,
                     appAccountToken: plan.appAccountTokens ? UUID().uuidString.lowercased() : nil))
-                let purchase = Purchase(store: .appstore, transactionId: id, user: user, product: product, jws: jws, stale: stale)
+                let purchase = Purchase(store: .appstore, transactionId: TransactionID(id), user: user, product: product, jws: jws, stale: stale)
                 unique.append(purchase)
                 messages.append(try codec.message(submission(purchase, source: .client, at: now), time: now))
             case .appcoins:
                 guard let appCoins else { throw HarnessError("the plan sells \(product.id) on AppCoins: make needs the stand-in AppCoins store") }
                 let (order, token) = ("appcoins.order.\(id)", "appcoins-token-\(id)")
-                appCoins.api.set(token, .init(packageName: StandInAppCoins.packageName, sku: product.id, orderId: order, consumptionState: 1,
+                appCoins.api.set(token, .init(packageName: StandInAppCoins.packageName, sku: product.id.rawValue, orderId: order, consumptionState: 1,
                                               purchaseTime: purchased))
-                let signed = try appCoins.signer.sign(packageName: StandInAppCoins.packageName, sku: product.id, purchaseToken: token, orderId: order,
+                let signed = try appCoins.signer.sign(packageName: StandInAppCoins.packageName, sku: product.id.rawValue, purchaseToken: token, orderId: order,
                                                       purchaseTime: purchased)
-                unique.append(Purchase(store: .appcoins, transactionId: order, user: user, product: product, jws: "", stale: stale))
+                unique.append(Purchase(store: .appcoins, transactionId: TransactionID(order), user: user, product: product, jws: "", stale: stale))
                 messages.append(try codec.message(PurchaseSubmitted(
                     store: .appcoins, kind: .appcoinsPurchase,
-                    appcoins: .init(packageName: StandInAppCoins.packageName, sku: product.id, purchaseToken: token, purchaseData: signed.purchaseData,
+                    appcoins: .init(packageName: PackageName(StandInAppCoins.packageName), sku: product.id, purchaseToken: PurchaseToken(token), purchaseData: signed.purchaseData,
                                     signature: signed.signature),
                     userId: user, submittedAt: now, source: .client, submissionId: UUID().uuidString.lowercased()), time: now))
             }
@@ -195,11 +195,11 @@ public struct PurchaseInput: Sendable {
             for (offset, (product, period)) in periods.enumerated() {
                 let id = String(first + Int64(offset))
                 let jws = try signer.sign(AppStorePayloads.transaction(
-                    transactionId: id, originalTransactionId: String(first), productId: product.id, bundleId: StandInAppStore.bundleId,
+                    transactionId: id, originalTransactionId: String(first), productId: product.id.rawValue, bundleId: StandInAppStore.bundleId,
                     environment: .sandbox, type: .autoRenewable, purchaseDate: period.lowerBound, signedDate: now,
                     extra: ["expiresDate": .integer(AppStorePayloads.milliseconds(period.upperBound))]))
-                let purchase = Purchase(store: .appstore, transactionId: id, user: user, product: product, jws: jws, stale: false,
-                                        originalTransactionId: String(first), period: period)
+                let purchase = Purchase(store: .appstore, transactionId: TransactionID(id), user: user, product: product, jws: jws, stale: false,
+                                        originalTransactionId: TransactionID(String(first)), period: period)
                 unique.append(purchase)
                 messages.append(try codec.message(submission(purchase, source: .client, at: now), time: now))
             }
@@ -207,16 +207,16 @@ public struct PurchaseInput: Sendable {
         // A repeat is the same signed transaction from the same user: a retry, a restore, a producer duplicate.
         let valid = messages
         for _ in 0..<plan.duplicates { messages.append(valid.randomElement(using: &generator)!) }
-        var forged: [String: String] = [:]
+        var forged: [String: TransactionID] = [:]
         let forger = plan.forged > 0 ? JWSSigner(pki: try TestPKI.make(name: "forger")) : signer
-        let forgedProduct = plan.products.first { $0.store == .appstore }?.id ?? "coins.100"
+        let forgedProduct = plan.products.first { $0.store == .appstore }?.id.rawValue ?? "coins.100"
         for index in 0..<plan.forged {
             let id = String(plan.firstTransactionId + 1_000_000_000_000 + Int64(index))
             let jws = try forger.sign(AppStorePayloads.transaction(transactionId: id, productId: forgedProduct, bundleId: StandInAppStore.bundleId,
                                                                   environment: .sandbox, purchaseDate: now, signedDate: now))
-            let forgery = PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: jws, userId: plan.userPrefix + String(index % plan.users + 1),
+            let forgery = PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: jws, userId: UserID(plan.userPrefix + String(index % plan.users + 1)),
                                             submittedAt: now, source: .client, submissionId: UUID().uuidString.lowercased())
-            forged[forgery.submissionId ?? ""] = id
+            forged[forgery.submissionId ?? ""] = TransactionID(id)
             messages.append(try codec.message(forgery, time: now))
         }
         var malformed = Set<String>()

@@ -9,9 +9,9 @@ public enum Store: String, Codable, Sendable, Hashable, CaseIterable, CustomStri
 /// was recorded and changes nothing.
 public struct PurchaseKey: Hashable, Sendable, CustomStringConvertible {
     public var store: Store
-    public var transactionId: String
+    public var transactionId: TransactionID
 
-    public init(store: Store, transactionId: String) {
+    public init(store: Store, transactionId: TransactionID) {
         self.store = store
         self.transactionId = transactionId
     }

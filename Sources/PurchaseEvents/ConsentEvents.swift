@@ -6,18 +6,18 @@ import PurchaseDomain
 /// their mind; the latest `decidedAt` stands, `false` withdraws. Without a recorded `true`, nothing is shared.
 public struct UserConsent: PipelineEvent, Hashable {
     public static let type = EventType.userConsent
-    public var userId: String
+    public var userId: UserID
     /// Consent to share consumption data with the store when a refund is requested.
     public var consumptionData: Bool
     public var decidedAt: Date
 
-    public init(userId: String, consumptionData: Bool, decidedAt: Date) {
+    public init(userId: UserID, consumptionData: Bool, decidedAt: Date) {
         self.userId = userId
         self.consumptionData = consumptionData
         self.decidedAt = decidedAt
     }
 
-    public var messageKey: Data? { Data(userId.utf8) }
+    public var messageKey: Data? { Data(userId.rawValue.utf8) }
     public var eventID: String { "consent:\(userId):\(Int64((decidedAt.timeIntervalSince1970 * 1000).rounded())):\(consumptionData ? "yes" : "no")" }
 }
 
@@ -27,11 +27,11 @@ public struct UserConsent: PipelineEvent, Hashable {
 public struct ConsumptionRequested: PipelineEvent, Hashable {
     public static let type = EventType.consumptionRequested
     public var store: Store
-    public var transactionId: String
-    public var originalTransactionId: String?
+    public var transactionId: TransactionID
+    public var originalTransactionId: TransactionID?
     /// The user the purchase was recorded for, when the pipeline has seen it.
-    public var userId: String?
-    public var productId: String?
+    public var userId: UserID?
+    public var productId: ProductID?
     /// The store's `consumptionRequestReason` (e.g. `UNINTENDED_PURCHASE`, `FULFILLMENT_ISSUE`), as sent.
     public var requestReason: String?
     /// The transaction's `inAppOwnershipType` (`PURCHASED`, `FAMILY_SHARED`).
@@ -41,7 +41,7 @@ public struct ConsumptionRequested: PipelineEvent, Hashable {
     /// The store's deadline for an answer (App Store: 12 hours after the notification was signed).
     public var answerBy: Date
 
-    public init(store: Store, transactionId: String, originalTransactionId: String? = nil, userId: String? = nil, productId: String? = nil,
+    public init(store: Store, transactionId: TransactionID, originalTransactionId: TransactionID? = nil, userId: UserID? = nil, productId: ProductID? = nil,
                 requestReason: String? = nil, ownershipType: String? = nil, notificationUUID: String, requestedAt: Date, answerBy: Date) {
         self.store = store
         self.transactionId = transactionId

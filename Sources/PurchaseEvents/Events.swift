@@ -22,14 +22,14 @@ public struct PurchaseSubmitted: PipelineEvent, Hashable {
     /// (`purchaseData`, the SDK's original JSON) and its base64 `signature` by the app's key, besides the package,
     /// SKU and token it names.
     public struct AppCoinsPurchase: Codable, Sendable, Hashable {
-        public var packageName: String
-        public var sku: String
-        public var purchaseToken: String
+        public var packageName: PackageName
+        public var sku: ProductID
+        public var purchaseToken: PurchaseToken
         /// Required by the verifier; optional in the schema so that a submission of the earlier shape is answered
         /// `purchase.rejected` (`signatureRequired`) rather than dead-lettered unanswered.
         public var purchaseData: String?
         public var signature: String?
-        public init(packageName: String, sku: String, purchaseToken: String, purchaseData: String?, signature: String?) {
+        public init(packageName: PackageName, sku: ProductID, purchaseToken: PurchaseToken, purchaseData: String?, signature: String?) {
             self.packageName = packageName
             self.sku = sku
             self.purchaseToken = purchaseToken
@@ -43,17 +43,17 @@ public struct PurchaseSubmitted: PipelineEvent, Hashable {
     public var signedTransaction: String?
     public var receipt: String?
     public var appcoins: AppCoinsPurchase?
-    public var userId: String
+    public var userId: UserID
     public var submittedAt: Date
     public var source: SubmissionSource
     public var submissionId: String?
     /// The submitting user's app account token (the UUID the app passed to StoreKit), where the app uses them: a
     /// transaction that carries another token is refused (`appAccountTokenMismatch`).
-    public var appAccountToken: String?
+    public var appAccountToken: AccountToken?
 
     public init(store: Store, kind: SubmissionKind, signedTransaction: String? = nil, receipt: String? = nil,
-                appcoins: AppCoinsPurchase? = nil, userId: String, submittedAt: Date, source: SubmissionSource, submissionId: String? = nil,
-                appAccountToken: String? = nil) {
+                appcoins: AppCoinsPurchase? = nil, userId: UserID, submittedAt: Date, source: SubmissionSource, submissionId: String? = nil,
+                appAccountToken: AccountToken? = nil) {
         self.appAccountToken = appAccountToken
         self.store = store
         self.kind = kind
@@ -66,7 +66,7 @@ public struct PurchaseSubmitted: PipelineEvent, Hashable {
         self.submissionId = submissionId
     }
 
-    public var messageKey: Data? { Data(userId.utf8) }
+    public var messageKey: Data? { Data(userId.rawValue.utf8) }
     /// Producers may set `submissionId`; otherwise the id is derived from the content, so that the same
     /// submission produced twice carries the same id.
     public var eventID: String {
@@ -99,18 +99,18 @@ public struct StoreNotificationReceived: PipelineEvent, Hashable {
 public struct PurchaseConsumed: PipelineEvent, Hashable {
     public static let type = EventType.purchaseConsumed
     public var store: Store
-    public var transactionId: String
-    public var userId: String
+    public var transactionId: TransactionID
+    public var userId: UserID
     public var consumedAt: Date
 
-    public init(store: Store, transactionId: String, userId: String, consumedAt: Date) {
+    public init(store: Store, transactionId: TransactionID, userId: UserID, consumedAt: Date) {
         self.store = store
         self.transactionId = transactionId
         self.userId = userId
         self.consumedAt = consumedAt
     }
 
-    public var messageKey: Data? { Data(userId.utf8) }
+    public var messageKey: Data? { Data(userId.rawValue.utf8) }
     public var eventID: String { "consumed:\(store.rawValue):\(transactionId)" }
 }
 
@@ -118,26 +118,26 @@ public struct PurchaseConsumed: PipelineEvent, Hashable {
 public struct PurchaseVerifiedEvent: PipelineEvent, Hashable {
     public static let type = EventType.purchaseVerified
     public var store: Store
-    public var transactionId: String
-    public var originalTransactionId: String?
-    public var productId: String
+    public var transactionId: TransactionID
+    public var originalTransactionId: TransactionID?
+    public var productId: ProductID
     public var productType: String?
     public var quantity: Int
-    public var userId: String
+    public var userId: UserID
     public var purchaseDate: Date?
     public var expiresDate: Date?
     public var revocationDate: Date?
     public var environment: String?
-    public var appAccountToken: String?
+    public var appAccountToken: AccountToken?
     public var price: Int64?
     public var currency: String?
     public var consumed: Bool?
     public var source: SubmissionSource
     public var verifiedAt: Date
 
-    public init(store: Store, transactionId: String, originalTransactionId: String? = nil, productId: String, productType: String? = nil,
-                quantity: Int, userId: String, purchaseDate: Date? = nil, expiresDate: Date? = nil, revocationDate: Date? = nil,
-                environment: String? = nil, appAccountToken: String? = nil, price: Int64? = nil, currency: String? = nil,
+    public init(store: Store, transactionId: TransactionID, originalTransactionId: TransactionID? = nil, productId: ProductID, productType: String? = nil,
+                quantity: Int, userId: UserID, purchaseDate: Date? = nil, expiresDate: Date? = nil, revocationDate: Date? = nil,
+                environment: String? = nil, appAccountToken: AccountToken? = nil, price: Int64? = nil, currency: String? = nil,
                 consumed: Bool? = nil, source: SubmissionSource, verifiedAt: Date) {
         self.store = store
         self.transactionId = transactionId
@@ -158,7 +158,7 @@ public struct PurchaseVerifiedEvent: PipelineEvent, Hashable {
         self.verifiedAt = verifiedAt
     }
 
-    public var messageKey: Data? { Data(userId.utf8) }
+    public var messageKey: Data? { Data(userId.rawValue.utf8) }
     public var eventID: String { "verified:\(store.rawValue):\(transactionId)" }
 }
 
@@ -166,9 +166,9 @@ public struct PurchaseVerifiedEvent: PipelineEvent, Hashable {
 public struct PurchaseRejectedEvent: PipelineEvent, Hashable {
     public static let type = EventType.purchaseRejected
     public var store: Store
-    public var transactionId: String?
-    public var productId: String?
-    public var userId: String
+    public var transactionId: TransactionID?
+    public var productId: ProductID?
+    public var userId: UserID
     public var reason: String
     public var retryable: Bool
     public var detail: String?
@@ -182,7 +182,7 @@ public struct PurchaseRejectedEvent: PipelineEvent, Hashable {
         case causeID = "causeId"
     }
 
-    public init(store: Store, transactionId: String? = nil, productId: String? = nil, userId: String, reason: String, retryable: Bool,
+    public init(store: Store, transactionId: TransactionID? = nil, productId: ProductID? = nil, userId: UserID, reason: String, retryable: Bool,
                 detail: String? = nil, submissionId: String? = nil, rejectedAt: Date, causeID: String) {
         self.store = store
         self.transactionId = transactionId
@@ -199,9 +199,9 @@ public struct PurchaseRejectedEvent: PipelineEvent, Hashable {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         store = try container.decode(Store.self, forKey: .store)
-        transactionId = try container.decodeIfPresent(String.self, forKey: .transactionId)
-        productId = try container.decodeIfPresent(String.self, forKey: .productId)
-        userId = try container.decode(String.self, forKey: .userId)
+        transactionId = try container.decodeIfPresent(TransactionID.self, forKey: .transactionId)
+        productId = try container.decodeIfPresent(ProductID.self, forKey: .productId)
+        userId = try container.decode(UserID.self, forKey: .userId)
         reason = try container.decode(String.self, forKey: .reason)
         retryable = try container.decode(Bool.self, forKey: .retryable)
         detail = try container.decodeIfPresent(String.self, forKey: .detail)
@@ -209,10 +209,10 @@ public struct PurchaseRejectedEvent: PipelineEvent, Hashable {
         rejectedAt = try container.decode(Date.self, forKey: .rejectedAt)
         // Rejections written before the cause was encoded keep an id of their content.
         causeID = try container.decodeIfPresent(String.self, forKey: .causeID)
-            ?? "\(store.rawValue):\(transactionId ?? submissionId ?? userId):\(reason)"
+            ?? "\(store.rawValue):\(transactionId?.rawValue ?? submissionId ?? userId.rawValue):\(reason)"
     }
 
-    public var messageKey: Data? { Data(userId.utf8) }
+    public var messageKey: Data? { Data(userId.rawValue.utf8) }
     public var eventID: String { "rejected:\(causeID)" }
 }
 
@@ -243,9 +243,9 @@ public struct GrantedItem: Codable, Sendable, Hashable {
 public struct ItemGranted: PipelineEvent, Hashable {
     public static let type = EventType.itemGranted
     public var store: Store
-    public var transactionId: String
-    public var userId: String
-    public var productId: String
+    public var transactionId: TransactionID
+    public var userId: UserID
+    public var productId: ProductID
     /// The domain's product type (`consumable`, `nonConsumable`, `autoRenewable`, `nonRenewing`).
     public var productType: String?
     public var quantity: Int
@@ -254,7 +254,7 @@ public struct ItemGranted: PipelineEvent, Hashable {
     /// Granted again after the store reversed its refund (REFUND_REVERSED).
     public var reinstated: Bool?
     /// A restore under another user id moved the entitlement from this user (restore policy `transfer`).
-    public var transferredFrom: String?
+    public var transferredFrom: UserID?
     public var ledgerEntryId: Int64?
     public var grantedAt: Date
     /// A repeat that moved the period's expiry (RENEWAL_EXTENDED) to this date. Not in the body (its items carry the new
@@ -271,8 +271,8 @@ public struct ItemGranted: PipelineEvent, Hashable {
         case store, transactionId, userId, productId, productType, quantity, items, alreadyGranted, reinstated, transferredFrom, ledgerEntryId, grantedAt
     }
 
-    public init(store: Store, transactionId: String, userId: String, productId: String, productType: String? = nil, quantity: Int,
-                items: [GrantedItem], alreadyGranted: Bool, reinstated: Bool? = nil, transferredFrom: String? = nil, ledgerEntryId: Int64? = nil,
+    public init(store: Store, transactionId: TransactionID, userId: UserID, productId: ProductID, productType: String? = nil, quantity: Int,
+                items: [GrantedItem], alreadyGranted: Bool, reinstated: Bool? = nil, transferredFrom: UserID? = nil, ledgerEntryId: Int64? = nil,
                 grantedAt: Date, extendedUntil: Date? = nil, endedAt: Date? = nil) {
         self.extendedUntil = extendedUntil
         self.endedAt = endedAt
@@ -290,7 +290,7 @@ public struct ItemGranted: PipelineEvent, Hashable {
         self.grantedAt = grantedAt
     }
 
-    public var messageKey: Data? { Data(userId.utf8) }
+    public var messageKey: Data? { Data(userId.rawValue.utf8) }
     /// A re-grant is an event of its own: consumers that dedupe by `ce_id` must not take it for the first grant.
     public var eventID: String {
         if transferredFrom != nil { return "transferred:\(store.rawValue):\(transactionId):\(userId)" }
@@ -308,12 +308,12 @@ public struct TransactionFinished: PipelineEvent, Hashable {
     /// call to make: the app finishes it when it sees the grant).
     public enum Method: String, Codable, Sendable { case appStoreServerAPI, consumedByApp, storeReportedConsumed, entitlementGranted }
     public var store: Store
-    public var transactionId: String
-    public var userId: String
+    public var transactionId: TransactionID
+    public var userId: UserID
     public var method: Method
     public var finishedAt: Date
 
-    public init(store: Store, transactionId: String, userId: String, method: Method, finishedAt: Date) {
+    public init(store: Store, transactionId: TransactionID, userId: UserID, method: Method, finishedAt: Date) {
         self.store = store
         self.transactionId = transactionId
         self.userId = userId
@@ -321,7 +321,7 @@ public struct TransactionFinished: PipelineEvent, Hashable {
         self.finishedAt = finishedAt
     }
 
-    public var messageKey: Data? { Data(userId.utf8) }
+    public var messageKey: Data? { Data(userId.rawValue.utf8) }
     public var eventID: String { "finished:\(store.rawValue):\(transactionId)" }
 }
 
@@ -329,15 +329,15 @@ public struct TransactionFinished: PipelineEvent, Hashable {
 public struct RefundDue: PipelineEvent, Hashable {
     public static let type = EventType.refundDue
     public var store: Store
-    public var transactionId: String
-    public var userId: String
-    public var productId: String
+    public var transactionId: TransactionID
+    public var userId: UserID
+    public var productId: ProductID
     public var state: String?
     public var purchaseDate: Date
     public var deadline: Date
     public var flaggedAt: Date
 
-    public init(store: Store, transactionId: String, userId: String, productId: String, state: String?, purchaseDate: Date,
+    public init(store: Store, transactionId: TransactionID, userId: UserID, productId: ProductID, state: String?, purchaseDate: Date,
                 deadline: Date, flaggedAt: Date) {
         self.store = store
         self.transactionId = transactionId
@@ -349,7 +349,7 @@ public struct RefundDue: PipelineEvent, Hashable {
         self.flaggedAt = flaggedAt
     }
 
-    public var messageKey: Data? { Data(userId.utf8) }
+    public var messageKey: Data? { Data(userId.rawValue.utf8) }
     public var eventID: String { "refunddue:\(store.rawValue):\(transactionId)" }
 }
 
@@ -360,12 +360,12 @@ public struct PurchaseRevokedEvent: PipelineEvent, Hashable {
     public static let type = EventType.purchaseRevoked
     public enum Reason: String, Codable, Sendable, CaseIterable { case REFUND, REVOKE, REFUND_REVERSED, EXPIRED, GRACE_PERIOD_EXPIRED }
     public var store: Store
-    public var transactionId: String
+    public var transactionId: TransactionID
     /// The subscription the transaction belongs to (renewals share it): an expiry's key. An expiry ends what
     /// `transactionId`, the period that expired, and the subscription's earlier periods gave; not a later period's.
-    public var originalTransactionId: String?
-    public var userId: String?
-    public var productId: String?
+    public var originalTransactionId: TransactionID?
+    public var userId: UserID?
+    public var productId: ProductID?
     public var reason: Reason
     public var revocationDate: Date?
     public var notificationUUID: String?
@@ -375,7 +375,7 @@ public struct PurchaseRevokedEvent: PipelineEvent, Hashable {
     public var decidedAt: Date?
     public var revokedAt: Date
 
-    public init(store: Store, transactionId: String, originalTransactionId: String? = nil, userId: String? = nil, productId: String? = nil,
+    public init(store: Store, transactionId: TransactionID, originalTransactionId: TransactionID? = nil, userId: UserID? = nil, productId: ProductID? = nil,
                 reason: Reason, revocationDate: Date? = nil, notificationUUID: String? = nil, decidedAt: Date? = nil, revokedAt: Date) {
         self.originalTransactionId = originalTransactionId
         self.store = store
@@ -397,11 +397,11 @@ public struct PurchaseRevokedEvent: PipelineEvent, Hashable {
         case .REFUND, .REVOKE: "revoked:\(store.rawValue):\(transactionId)"
         case .REFUND_REVERSED: "reinstated:\(store.rawValue):\(transactionId)"
         // A subscription can end more than once (resubscribed in between): one id per notification.
-        case .EXPIRED, .GRACE_PERIOD_EXPIRED: "expired:\(store.rawValue):\(subject):\(notificationUUID ?? transactionId)"
+        case .EXPIRED, .GRACE_PERIOD_EXPIRED: "expired:\(store.rawValue):\(subject):\(notificationUUID ?? transactionId.rawValue)"
         }
     }
 
-    private var subject: String {
+    private var subject: TransactionID {
         reason == .EXPIRED || reason == .GRACE_PERIOD_EXPIRED ? originalTransactionId ?? transactionId : transactionId
     }
 }

@@ -4,8 +4,8 @@ import PurchaseDomain
 /// A purchase as the store keeps it.
 public struct PurchaseRecord: Sendable, Hashable {
     public var key: PurchaseKey
-    public var userId: String
-    public var productId: String
+    public var userId: UserID
+    public var productId: ProductID
     /// What was bought: from the store where it says so, else from the catalog; `unknown` for rows recorded before
     /// types were kept whose product the catalog does not name.
     public var productType: ProductType
@@ -14,10 +14,10 @@ public struct PurchaseRecord: Sendable, Hashable {
     public var state: PurchaseState
     public var environment: String?
     /// The subscription (or restored purchase) this transaction belongs to; renewals share it.
-    public var originalTransactionId: String?
+    public var originalTransactionId: TransactionID?
     /// AppCoins: the package and token to ask the store API again with.
-    public var packageName: String?
-    public var purchaseToken: String?
+    public var packageName: PackageName?
+    public var purchaseToken: PurchaseToken?
     /// The store reported the purchase consumed by the app (AppCoins `consumptionState` 1).
     public var storeConsumed: Bool
     /// The end of the period a subscription's transaction paid for, as verified (nil for other products, and for
@@ -25,11 +25,11 @@ public struct PurchaseRecord: Sendable, Hashable {
     public var expiresDate: Date?
     /// The account the store's signed transaction binds it to (App Store `appAccountToken`); nil for receipts, which
     /// carry none, and for purchases recorded before it was kept.
-    public var appAccountToken: String?
+    public var appAccountToken: AccountToken?
 
-    public init(key: PurchaseKey, userId: String, productId: String, productType: ProductType = .unknown, quantity: Int, purchaseTime: Date,
-                state: PurchaseState = .verified, environment: String? = nil, originalTransactionId: String? = nil, packageName: String? = nil,
-                purchaseToken: String? = nil, storeConsumed: Bool = false, expiresDate: Date? = nil, appAccountToken: String? = nil) {
+    public init(key: PurchaseKey, userId: UserID, productId: ProductID, productType: ProductType = .unknown, quantity: Int, purchaseTime: Date,
+                state: PurchaseState = .verified, environment: String? = nil, originalTransactionId: TransactionID? = nil, packageName: PackageName? = nil,
+                purchaseToken: PurchaseToken? = nil, storeConsumed: Bool = false, expiresDate: Date? = nil, appAccountToken: AccountToken? = nil) {
         self.appAccountToken = appAccountToken
         self.productType = productType
         self.expiresDate = expiresDate
@@ -87,7 +87,7 @@ public enum RecordOutcome: Sendable, Hashable {
     /// The store refunded or revoked it before the pipeline saw it: recorded `revoked`, never to be granted.
     case revokedEarlier
     /// Already known: its current state and the user it was first recorded for.
-    case existing(state: PurchaseState, userId: String)
+    case existing(state: PurchaseState, userId: UserID)
 }
 
 public enum GrantOutcome: Sendable, Hashable {
@@ -107,8 +107,8 @@ public enum GrantOutcome: Sendable, Hashable {
 public struct EndedPeriod: Sendable, Hashable {
     public let key: PurchaseKey
     /// Who holds what it gives: its buyer, or the user a restore moved it to.
-    public let userId: String
-    public let productId: String
+    public let userId: UserID
+    public let productId: ProductID
     public let quantity: Int
     /// The upgrade's start.
     public let endedAt: Date
@@ -150,11 +150,11 @@ public enum ReinstateOutcome: Sendable, Hashable {
 
 public enum TransferOutcome: Sendable, Hashable {
     /// The purchase (and the entitlements it gives, `items`) moved from `from` to the restoring user.
-    case transferred(from: String, items: [GrantItem])
+    case transferred(from: UserID, items: [GrantItem])
     /// The restoring user owns it already: nothing changes.
     case alreadyOwned
     /// It stays with `owner`: a consumable, the `keep` policy, or a purchase no longer in force.
-    case refused(owner: String, state: PurchaseState)
+    case refused(owner: UserID, state: PurchaseState)
 }
 
 public enum ExpireOutcome: Sendable, Hashable {
@@ -206,11 +206,11 @@ public struct StoreStatistics: Sendable, Hashable {
 public struct UserHoldings: Sendable, Hashable, Codable {
     public struct Entitlement: Sendable, Hashable, Codable {
         public var entitlement: String
-        public var productId: String?
+        public var productId: ProductID?
         /// Nil: for good.
         public var expiresAt: Date?
 
-        public init(entitlement: String, productId: String?, expiresAt: Date?) {
+        public init(entitlement: String, productId: ProductID?, expiresAt: Date?) {
             self.entitlement = entitlement
             self.productId = productId
             self.expiresAt = expiresAt
@@ -229,13 +229,13 @@ public struct UserHoldings: Sendable, Hashable, Codable {
 
     public struct Pending: Sendable, Hashable, Codable {
         public var store: Store
-        public var transactionId: String
-        public var productId: String
+        public var transactionId: TransactionID
+        public var productId: ProductID
         public var productType: ProductType
         public var purchasedAt: Date
     }
 
-    public var userId: String
+    public var userId: UserID
     public var balances: [String: Int64]
     public var entitlements: [Entitlement]
     public var pending: [Pending]

@@ -61,7 +61,7 @@ extension SQLPurchaseStore {
             try connection.query("""
                 SELECT user_id, product_type, state, granted_at, consumed_at, store_consumed FROM purchases WHERE store = $1 AND transaction_id = $2
                 """, [.text(key.store.rawValue), .text(key.transactionId)]).first.flatMap { row in
-                guard let user = row[0].string, let state = row[2].string.flatMap(PurchaseState.init(rawValue:)) else { return nil }
+                guard let user = row[0].identifier(UserID.self), let state = row[2].string.flatMap(PurchaseState.init(rawValue:)) else { return nil }
                 return ConsumptionFacts(userId: user, productType: row[1].string.flatMap(ProductType.init(rawValue:)) ?? .unknown, state: state,
                                         delivered: row[3].int64 != nil, consumed: row[4].int64 != nil || row[5].int64 == 1)
             }
@@ -72,7 +72,7 @@ extension SQLPurchaseStore {
     /// decision is recorded already (events may arrive out of order); of two decisions at the same time the
     /// refusal stands. Returns whether this one now stands.
     @discardableResult
-    public func recordConsent(userId: String, consumptionData: Bool, decidedAt: Date, now: Date = Date()) async throws -> Bool {
+    public func recordConsent(userId: UserID, consumptionData: Bool, decidedAt: Date, now: Date = Date()) async throws -> Bool {
         let at = PurchaseTime.milliseconds(min(decidedAt, now))
         let value: Int64 = consumptionData ? 1 : 0
         return try await executor.run { connection in
@@ -87,7 +87,7 @@ extension SQLPurchaseStore {
     }
 
     /// `userId`'s standing answer: nil when never asked.
-    public func consumptionDataConsent(of userId: String) async throws -> Bool? {
+    public func consumptionDataConsent(of userId: UserID) async throws -> Bool? {
         try await executor.run { connection in
             try connection.query("SELECT consumption_data FROM consents WHERE user_id = $1", [.text(userId)]).first?[0].int64.map { $0 == 1 }
         }
@@ -147,7 +147,7 @@ extension SQLPurchaseStore {
 
 /// What a consumption answer may say about a purchase, from the store's books.
 public struct ConsumptionFacts: Sendable, Hashable {
-    public var userId: String
+    public var userId: UserID
     public var productType: ProductType
     public var state: PurchaseState
     /// Granted at some point (whatever happened since).
@@ -155,7 +155,7 @@ public struct ConsumptionFacts: Sendable, Hashable {
     /// The app (or the store) reported it consumed.
     public var consumed: Bool
 
-    public init(userId: String, productType: ProductType, state: PurchaseState, delivered: Bool, consumed: Bool) {
+    public init(userId: UserID, productType: ProductType, state: PurchaseState, delivered: Bool, consumed: Bool) {
         self.userId = userId
         self.productType = productType
         self.state = state

@@ -44,13 +44,14 @@ extension SQLPurchaseStore {
                 entries.append(entry)
             case .insert(let record, let state, let reason, let now):
                 let (at, column) = (String(PurchaseTime.milliseconds(now)), timeColumn(recording: state))
-                records.append([record.key.store.rawValue, record.key.transactionId, record.originalTransactionId, record.userId, record.productId,
+                records.append([record.key.store.rawValue, record.key.transactionId.rawValue, record.originalTransactionId?.rawValue, record.userId.rawValue,
+                                record.productId.rawValue,
                                 record.productType.rawValue, String(record.quantity), String(PurchaseTime.milliseconds(record.purchaseTime)),
                                 record.environment, state.rawValue, reason, column == "verified_at" ? at : nil, column == "rejected_at" ? at : nil,
-                                column == "revoked_at" ? at : nil, record.packageName, record.purchaseToken, record.storeConsumed ? "1" : "0",
-                                record.expiresDate.map { String(PurchaseTime.milliseconds($0)) }, record.appAccountToken])
+                                column == "revoked_at" ? at : nil, record.packageName?.rawValue, record.purchaseToken?.rawValue, record.storeConsumed ? "1" : "0",
+                                record.expiresDate.map { String(PurchaseTime.milliseconds($0)) }, record.appAccountToken?.rawValue])
             case .setState(let key, let state, let column, let now):
-                changes[[column, key.store.rawValue], default: []].append([key.store.rawValue, key.transactionId, state.rawValue,
+                changes[[column, key.store.rawValue], default: []].append([key.store.rawValue, key.transactionId.rawValue, state.rawValue,
                                                                           String(PurchaseTime.milliseconds(now))])
             }
         }

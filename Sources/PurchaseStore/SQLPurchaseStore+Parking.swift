@@ -38,15 +38,15 @@ extension SQLPurchaseStore {
 
     /// Which of `keys` have a message of `stage` parked and not re-driven yet: one look for a batch of messages (see
     /// `matching`).
-    public func parkedKeys(stage: String, among keys: Set<String>) async throws -> Set<String> {
+    /// `keys` and the keys answered are text as the ledger keeps it (the caller compares them by their bytes).
+    public func parkedKeys(stage: String, among keys: [String]) async throws -> [String] {
         guard !keys.isEmpty else { return [] }
-        let sorted = keys.sorted()
         let dialect = dialect
         return try await executor.run { connection in
-            var parked: Set<String> = []
-            try Self.matching(["stage", "message_key"], sorted.map { [stage, $0] }, firstParameter: 1, dialect) { condition, values in
+            var parked: [String] = []
+            try Self.matching(["stage", "message_key"], keys.map { [stage, $0] }, firstParameter: 1, dialect) { condition, values in
                 for row in try connection.query("SELECT DISTINCT message_key FROM parked_messages WHERE \(condition)", values) {
-                    if let key = row[0].string { parked.insert(key) }
+                    if let key = row[0].string { parked.append(key) }
                 }
             }
             return parked

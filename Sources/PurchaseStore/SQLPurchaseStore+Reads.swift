@@ -31,7 +31,7 @@ extension SQLPurchaseStore {
             var states: [PurchaseKey: (state: PurchaseState, environment: String?)] = [:]
             try Self.keyedRows("purchases", "store, transaction_id, state, environment", of: keys, dialect) { source, values in
                 for row in try connection.query("SELECT r.store, r.transaction_id, r.state, r.environment FROM \(source)", values) {
-                    guard let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].string,
+                    guard let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].identifier(TransactionID.self),
                           let state = row[2].string.flatMap(PurchaseState.init(rawValue:)) else { continue }
                     states[PurchaseKey(store: store, transactionId: id)] = (state, row[3].string)
                 }
@@ -49,19 +49,19 @@ extension SQLPurchaseStore {
 
     /// The user of the subscription (or purchase) whose original transaction id is `originalTransactionId`: the
     /// owner a renewal from a notification is granted to.
-    public func owner(store: Store, originalTransactionId: String) async throws -> String? {
+    public func owner(store: Store, originalTransactionId: TransactionID) async throws -> UserID? {
         try await executor.run { connection in
-            try connection.query(Self.ownerQuery, [.text(store.rawValue), .text(originalTransactionId)]).first?[0].string
+            try connection.query(Self.ownerQuery, [.text(store.rawValue), .text(originalTransactionId)]).first?[0].identifier()
         }
     }
 
     /// The purchases under `originalTransactionId` (the original, its renewals and restores) that `userId` holds, oldest
     /// first: what moves when another user restores it under the `transfer` policy.
-    public func purchases(store: Store, originalTransactionId: String, ownedBy userId: String) async throws -> [PurchaseKey] {
+    public func purchases(store: Store, originalTransactionId: TransactionID, ownedBy userId: UserID) async throws -> [PurchaseKey] {
         try await executor.run { connection in
             try connection.query("SELECT transaction_id FROM purchases WHERE store = $1 AND \(Self.ofOriginalCondition) AND user_id = $3 ORDER BY purchase_time",
                                  [.text(store.rawValue), .text(originalTransactionId), .text(userId)])
-                .compactMap { row in row[0].string.map { PurchaseKey(store: store, transactionId: $0) } }
+                .compactMap { row in row[0].identifier().map { PurchaseKey(store: store, transactionId: $0) } }
         }
     }
 
@@ -81,7 +81,7 @@ extension SQLPurchaseStore {
 
     /// What `userId` owns at `now`, read in one transaction: balances, entitlements in force with the product that
     /// gives each, and purchases granted but not finished.
-    public func holdings(of userId: String, at now: Date = Date()) async throws -> UserHoldings {
+    public func holdings(of userId: UserID, at now: Date = Date()) async throws -> UserHoldings {
         let dialect = dialect
         return try await executor.run { connection in
             try Self.transaction(connection, dialect, readOnly: true) {
@@ -101,12 +101,12 @@ extension SQLPurchaseStore {
         """
 
     /// A user's currency balances.
-    public func balances(of userId: String) async throws -> [String: Int64] {
+    public func balances(of userId: UserID) async throws -> [String: Int64] {
         try await executor.run { connection in try Self.balances(connection, of: userId) }
     }
 
     /// A user's entitlements in force at `now` and their expiry (nil: no expiry).
-    public func entitlements(of userId: String, at now: Date = Date()) async throws -> [String: Date?] {
+    public func entitlements(of userId: UserID, at now: Date = Date()) async throws -> [String: Date?] {
         try await executor.run { connection in
             var entitlements: [String: Date?] = [:]
             for entitlement in try Self.entitlementsInForce(connection, of: userId, at: now) {
@@ -117,7 +117,7 @@ extension SQLPurchaseStore {
         }
     }
 
-    static func balances(_ connection: any SQLConnection, of userId: String) throws -> [String: Int64] {
+    static func balances(_ connection: any SQLConnection, of userId: UserID) throws -> [String: Int64] {
         var balances: [String: Int64] = [:]
         for row in try connection.query("SELECT currency, amount FROM balances WHERE user_id = $1", [.text(userId)]) {
             if let currency = row[0].string, let amount = row[1].int64 { balances[currency] = amount }
@@ -127,7 +127,7 @@ extension SQLPurchaseStore {
 
     /// Active and not expired at `now`, once each: until the latest expiry of the purchases that give it (nil, for good,
     /// outlasts any), with the product of that purchase.
-    private static func entitlementsInForce(_ connection: any SQLConnection, of userId: String, at now: Date) throws -> [UserHoldings.Entitlement] {
+    private static func entitlementsInForce(_ connection: any SQLConnection, of userId: UserID, at now: Date) throws -> [UserHoldings.Entitlement] {
         var held: [UserHoldings.Entitlement] = []
         for row in try connection.query("""
             SELECT e.entitlement, p.product_id, e.expires_at FROM entitlements e
@@ -137,7 +137,7 @@ extension SQLPurchaseStore {
             """, [.text(userId), .integer(PurchaseTime.milliseconds(now))]) {
             // The first row of each entitlement is the one that lasts longest.
             guard let code = row[0].string, held.last?.entitlement != code else { continue }
-            held.append(UserHoldings.Entitlement(entitlement: code, productId: row[1].string, expiresAt: row[2].int64.map(PurchaseTime.date)))
+            held.append(UserHoldings.Entitlement(entitlement: code, productId: row[1].identifier(), expiresAt: row[2].int64.map(PurchaseTime.date)))
         }
         return held
     }

@@ -30,7 +30,7 @@ extension SQLPurchaseStore {
     /// A purchase as its lifecycle sees it: its state, owner (nil without a record) and product type.
     struct CurrentPurchase: Sendable {
         var state: PurchaseState
-        var userId: String?
+        var userId: UserID?
         var type: ProductType
     }
 
@@ -42,7 +42,7 @@ extension SQLPurchaseStore {
         /// The purchase of a row whose first columns are state, user and product type; nil for none (no record).
         func recorded(_ row: [SQLValue]?) -> CurrentPurchase? {
             guard let row, let state = row[0].string.flatMap(PurchaseState.init(rawValue:)) else { return nil }
-            return CurrentPurchase(state: state, userId: row[1].string, type: row[2].string.flatMap(ProductType.init(rawValue:)) ?? .unknown)
+            return CurrentPurchase(state: state, userId: row[1].identifier(), type: row[2].string.flatMap(ProductType.init(rawValue:)) ?? .unknown)
         }
         if dialect == .postgres {
             // A recorded purchase is locked by its row: no key lock (and no entry of PostgreSQL's lock table) needed.
@@ -77,7 +77,7 @@ extension SQLPurchaseStore {
         // unnest yields the keys in their order: the locks are taken in it.
         try connection.query("SELECT pg_advisory_xact_lock(hashtextextended(k.s || ':' || k.t, 0)) FROM unnest($1::text[], $2::text[]) AS k(s, t)",
                              [.text(postgresArray(keys.lazy.map { Optional($0.store.rawValue) })),
-                              .text(postgresArray(keys.lazy.map { Optional($0.transactionId) }))])
+                              .text(postgresArray(keys.lazy.map { Optional($0.transactionId.rawValue) }))])
     }
 
     /// What a batch read ahead of a purchase (`readAhead`).
@@ -153,7 +153,7 @@ extension SQLPurchaseStore {
             var refundedFirst: Set<PurchaseKey> = []
             try Self.keyedRows("tombstones", "store, transaction_id, reversed_at", of: unrecorded, lock: lock, dialect) { source, values in
                 for row in try connection.query("SELECT r.store, r.transaction_id FROM \(source) WHERE r.reversed_at IS NULL", values) {
-                    if let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].string {
+                    if let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].identifier(TransactionID.self) {
                         refundedFirst.insert(PurchaseKey(store: store, transactionId: id))
                     }
                 }
@@ -161,7 +161,7 @@ extension SQLPurchaseStore {
             for key in unrecorded { found[key] = .unrecorded(refundedFirst: refundedFirst.contains(key)) }
             executor.setReadAhead(found)
             if ownersBalances {
-                var owners: Set<String> = []
+                var owners: Set<UserID> = []
                 for case .recorded(let record) in found.values where record.state == .verified { owners.insert(record.userId) }
                 for (user, amounts) in try Self.readBalances(connection, of: Array(owners), lock: true, dialect) { executor.setBalances(amounts, of: user) }
             }
@@ -189,7 +189,7 @@ extension SQLPurchaseStore {
     /// The app's consumption report of the purchase named by the two SQL expressions that came before its record
     /// (`recordConsumed`), or NULL: a purchase's record takes it in its insert. (The insert holds the purchase's lock,
     /// which `recordConsumed` takes too: no report falls between.)
-    static func earlyConsumption(store: String, transactionId: String) -> String {
+    static func earlyConsumption(store: String, transactionId: TransactionID) -> String {
         "(SELECT e.consumed_at FROM early_consumption e WHERE e.store = \(store) AND e.transaction_id = \(transactionId))"
     }
 
@@ -199,7 +199,7 @@ extension SQLPurchaseStore {
     }
 
     /// Ledger entries of kind `entry` (`grant` or `regrant`) for `items`, and the balances and entitlements they give.
-    static func apply(_ items: [GrantItem], entry: String, _ connection: any SQLConnection, _ key: PurchaseKey, userId: String, at now: Date,
+    static func apply(_ items: [GrantItem], entry: String, _ connection: any SQLConnection, _ key: PurchaseKey, userId: UserID, at now: Date,
                       _ dialect: Migrations.Dialect) throws -> Applied {
         let at = SQLValue.integer(PurchaseTime.milliseconds(now))
         var applied = Applied()
@@ -232,7 +232,7 @@ extension SQLPurchaseStore {
         """
 
     /// Adds to a user's balance of a currency (the parameters named), answering the new balance.
-    static func addToBalance(user: String, currency: String, amount: String) -> String {
+    static func addToBalance(user: UserID, currency: String, amount: String) -> String {
         """
         INSERT INTO balances (user_id, currency, amount) VALUES (\(user), \(currency), \(amount))
         ON CONFLICT (user_id, currency) DO UPDATE SET amount = balances.amount + excluded.amount RETURNING amount
@@ -255,7 +255,7 @@ extension SQLPurchaseStore {
 
     /// `userId` holds `item`'s entitlement through the purchase `key`, beside what other purchases give of it (a row each,
     /// migration 10: reads take the latest expiry of those in force).
-    static func giveEntitlement(_ connection: any SQLConnection, _ item: GrantItem, to userId: String, from key: PurchaseKey) throws {
+    static func giveEntitlement(_ connection: any SQLConnection, _ item: GrantItem, to userId: UserID, from key: PurchaseKey) throws {
         try connection.query("""
             INSERT INTO entitlements (user_id, entitlement, store, transaction_id, expires_at, active) VALUES ($1, $2, $3, $4, $5, 1)
             ON CONFLICT (user_id, entitlement, store, transaction_id) DO UPDATE SET expires_at = excluded.expires_at, active = 1
@@ -294,14 +294,14 @@ extension SQLPurchaseStore {
                           _ body: (_ source: String, _ values: [SQLValue]) throws -> Void) throws {
         guard !keys.isEmpty else { return }
         guard dialect == .postgres else {
-            return try matching(["store", "transaction_id"], keys.map { [$0.store.rawValue, $0.transactionId] }, firstParameter: 1, dialect) {
+            return try matching(["store", "transaction_id"], keys.map { [$0.store.rawValue, $0.transactionId.rawValue] }, firstParameter: 1, dialect) {
                 condition, values in try body("(SELECT \(columns) FROM \(table) WHERE \(condition)) AS r", values)
             }
         }
         try body("""
             unnest($1::text[], $2::text[]) AS k(store, transaction_id)
             CROSS JOIN LATERAL (SELECT \(columns) FROM \(table) WHERE store = k.store AND transaction_id = k.transaction_id LIMIT 1\(lock)) AS r
-            """, [.text(postgresArray(keys.lazy.map { Optional($0.store.rawValue) })), .text(postgresArray(keys.lazy.map { Optional($0.transactionId) }))])
+            """, [.text(postgresArray(keys.lazy.map { Optional($0.store.rawValue) })), .text(postgresArray(keys.lazy.map { Optional($0.transactionId.rawValue) }))])
     }
 
     /// Runs `body` with a condition that holds for the rows whose `columns` have the values of one of `tuples`, and its
@@ -321,18 +321,19 @@ extension SQLPurchaseStore {
             }
         }
         let leading = columns.dropLast()
-        var groups: [[String]: [String]] = [:] // the last column's values by the leading ones
+        // The last column's values by the leading ones, grouped by their bytes (as the database compares them).
+        var groups: [[[UInt8]]: [String]] = [:]
         var order: [[String]] = []
         for tuple in tuples {
-            let head = Array(tuple.dropLast())
-            if groups[head] == nil { order.append(head) }
-            groups[head, default: []].append(tuple[tuple.count - 1])
+            let head = Array(tuple.dropLast()), bytes = head.map { Array($0.utf8) }
+            if groups[bytes] == nil { order.append(head) }
+            groups[bytes, default: []].append(tuple[tuple.count - 1])
         }
         for head in order {
             var condition = ""
             for (index, column) in leading.enumerated() { condition += "\(column) = $\(firstParameter + index) AND " }
             condition += "\(last) = ANY($\(firstParameter + leading.count)::text[])"
-            try body(condition, head.map(SQLValue.text) + [.text(postgresArray((groups[head] ?? []).lazy.map { Optional($0) }))])
+            try body(condition, head.map(SQLValue.text) + [.text(postgresArray((groups[head.map { Array($0.utf8) }] ?? []).lazy.map { Optional($0) }))])
         }
     }
 
@@ -396,12 +397,13 @@ extension SQLPurchaseStore {
         """
 
     static func record(_ row: [SQLValue]) -> PurchaseRecord? {
-        guard let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].string, let user = row[2].string, let product = row[3].string,
+        guard let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].identifier(TransactionID.self), let user = row[2].identifier(UserID.self),
+              let product = row[3].identifier(ProductID.self),
               let quantity = row[5].int64, let time = row[6].int64, let state = row[7].string.flatMap(PurchaseState.init(rawValue:)) else { return nil }
         return PurchaseRecord(key: PurchaseKey(store: store, transactionId: id), userId: user, productId: product,
                               productType: row[4].string.flatMap(ProductType.init(rawValue:)) ?? .unknown, quantity: Int(quantity),
-                              purchaseTime: PurchaseTime.date(time), state: state, environment: row[8].string, originalTransactionId: row[9].string,
-                              packageName: row[10].string, purchaseToken: row[11].string, storeConsumed: row[12].int64 == 1,
-                              expiresDate: row[13].int64.map(PurchaseTime.date), appAccountToken: row[14].string)
+                              purchaseTime: PurchaseTime.date(time), state: state, environment: row[8].string, originalTransactionId: row[9].identifier(),
+                              packageName: row[10].identifier(), purchaseToken: row[11].identifier(), storeConsumed: row[12].int64 == 1,
+                              expiresDate: row[13].int64.map(PurchaseTime.date), appAccountToken: row[14].identifier())
     }
 }

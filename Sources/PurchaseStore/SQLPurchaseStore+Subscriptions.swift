@@ -26,7 +26,7 @@ extension SQLPurchaseStore {
                 SELECT transaction_id, state, product_type FROM purchases WHERE store = $1 AND \(Self.ofOriginalCondition) AND purchase_time <= $3
                 ORDER BY purchase_time DESC, transaction_id DESC\(dialect == .postgres ? " FOR UPDATE" : "")
                 """, [store, .text(original), .integer(time)]) {
-                guard let id = row[0].string, let state = row[1].string.flatMap(PurchaseState.init(rawValue:)),
+                guard let id = row[0].identifier(TransactionID.self), let state = row[1].string.flatMap(PurchaseState.init(rawValue:)),
                       Lifecycle.transition(from: state, on: .expire, type: row[2].string.flatMap(ProductType.init(rawValue:)) ?? .unknown)
                           .effects.contains(.endEntitlement) else { continue }
                 for entitlement in try connection.query("""
@@ -169,16 +169,19 @@ extension SQLPurchaseStore {
     /// period's own grant may have written its rows and not yet its ledger entries, and a period given by a refund's
     /// reversal has no `grant` entries.
     private static func endedPeriods(_ rows: [SQLRow], store: Store, at start: Date, _ connection: any SQLConnection) throws -> [EndedPeriod] {
-        var entitlements: [[String]: Set<String>] = [:]
+        struct Holding: Hashable { let transactionId: TransactionID, holder: UserID }
+        var entitlements: [Holding: Set<String>] = [:]
         for row in rows {
-            if let id = row[0].string, let holder = row[1].string, let code = row[2].string { entitlements[[id, holder], default: []].insert(code) }
+            if let id = row[0].identifier(TransactionID.self), let holder = row[1].identifier(UserID.self), let code = row[2].string {
+                entitlements[Holding(transactionId: id, holder: holder), default: []].insert(code)
+            }
         }
-        return try entitlements.sorted { $0.key.lexicographicallyPrecedes($1.key) }.compactMap { holder, codes in
-            let key = PurchaseKey(store: store, transactionId: holder[0])
+        return try entitlements.sorted { ($0.key.transactionId, $0.key.holder) < ($1.key.transactionId, $1.key.holder) }.compactMap { holding, codes in
+            let key = PurchaseKey(store: store, transactionId: holding.transactionId)
             guard let row = try connection.query("SELECT product_id, quantity FROM purchases WHERE store = $1 AND transaction_id = $2",
                                                  [.text(store.rawValue), .text(key.transactionId)]).first,
-                  let product = row[0].string, let quantity = row[1].int64 else { return nil }
-            return EndedPeriod(key: key, userId: holder[1], productId: product, quantity: Int(quantity), endedAt: start,
+                  let product = row[0].identifier(ProductID.self), let quantity = row[1].int64 else { return nil }
+            return EndedPeriod(key: key, userId: holding.holder, productId: product, quantity: Int(quantity), endedAt: start,
                                items: codes.sorted().map { .entitlement($0, until: start) })
         }
     }

@@ -5,9 +5,9 @@ import PurchaseDomain
 /// Restores under another user id (a new install of an app without login): the operator's restore policy and the
 /// lifecycle decide whether the purchase's entitlements move. One owner at a time; every move is in the ledger.
 extension SQLPurchaseStore {
-    public func transfer(_ key: PurchaseKey, to newUser: String, policy: RestorePolicy, at now: Date) async throws -> TransferOutcome {
+    public func transfer(_ key: PurchaseKey, to newUser: UserID, policy: RestorePolicy, at now: Date) async throws -> TransferOutcome {
         try await decide(key, on: .restoreByAnotherUser(policy)) { _, connection, current, transition in
-            guard let owner = current.userId else { return .refused(owner: "", state: current.state) }
+            guard let owner = current.userId else { return .refused(owner: UserID(""), state: current.state) }
             if owner == newUser { return .alreadyOwned }
             guard transition.effects.contains(.transferEntitlement) else { return .refused(owner: owner, state: current.state) }
             let store = SQLValue.text(key.store.rawValue), transaction = SQLValue.text(key.transactionId)

@@ -79,7 +79,7 @@ public final class SQLPurchaseStore: Sendable {
                 if connection.changes == 1 { return .recorded }
                 let row = try connection.query("SELECT state, user_id FROM purchases WHERE store = $1 AND transaction_id = $2",
                                                [.text(purchase.key.store.rawValue), .text(purchase.key.transactionId)])
-                guard let state = row.first?[0].string.flatMap(PurchaseState.init(rawValue:)), let user = row.first?[1].string else {
+                guard let state = row.first?[0].string.flatMap(PurchaseState.init(rawValue:)), let user = row.first?[1].identifier(UserID.self) else {
                     throw DatabaseError(code: "state", message: "purchase \(purchase.key) vanished", isRetriable: true)
                 }
                 return .existing(state: state, userId: user)
@@ -131,7 +131,7 @@ public final class SQLPurchaseStore: Sendable {
     /// Names the product type of purchases recorded as `unknown` (rows from before types were kept) from the
     /// catalog's products of `store`; returns how many rows it named.
     @discardableResult
-    public func assignProductTypes(_ types: [String: ProductType], store: Store) async throws -> Int {
+    public func assignProductTypes(_ types: [ProductID: ProductType], store: Store) async throws -> Int {
         let known = types.filter { $0.value != .unknown }
         guard !known.isEmpty else { return 0 }
         let dialect = dialect

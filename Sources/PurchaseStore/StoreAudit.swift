@@ -35,7 +35,7 @@ extension SQLPurchaseStore {
                     WHERE l.store = p.store AND l.transaction_id = p.transaction_id AND l.entry_kind = 'grant'), p.granted_at, p.finished_at, p.product_type
                 FROM purchases p
                 """) {
-                guard let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].string, let state = row[2].string.flatMap(PurchaseState.init(rawValue:)),
+                guard let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].identifier(TransactionID.self), let state = row[2].string.flatMap(PurchaseState.init(rawValue:)),
                       let entries = row[3].int64 else { continue }
                 audit.purchases[PurchaseKey(store: store, transactionId: id)] = StoreAudit.Purchase(
                     state: state, productType: row[6].string.flatMap(ProductType.init(rawValue:)) ?? .unknown, grantEntries: Int(entries), grantedAt: row[4].int64.map(PurchaseTime.date), finishedAt: row[5].int64.map(PurchaseTime.date))
@@ -68,7 +68,7 @@ extension SQLPurchaseStore {
     }
 
     private static func key(_ row: [SQLValue]) -> PurchaseKey? {
-        guard let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].string else { return nil }
+        guard let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].identifier(TransactionID.self) else { return nil }
         return PurchaseKey(store: store, transactionId: id)
     }
 }

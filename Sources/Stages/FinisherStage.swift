@@ -66,7 +66,7 @@ public struct FinisherStage: StoreBackedStage {
             default: break
             }
         }
-        let calls: [String: Result<Void, AppStoreServerAPIClient.Failure>]?
+        let calls: [TransactionID: Result<Void, AppStoreServerAPIClient.Failure>]?
         if let appStoreAPI {
             do {
                 calls = try await finishCalls(for: decoded.values.sorted { $0.transactionId < $1.transactionId }, api: appStoreAPI)
@@ -87,16 +87,16 @@ public struct FinisherStage: StoreBackedStage {
 
     /// Finish Transaction for each App Store purchase of `grants` granted (and not finished) now, by transaction id.
     private func finishCalls(for grants: [ItemGranted], api: AppStoreServerAPIClient) async throws
-        -> [String: Result<Void, AppStoreServerAPIClient.Failure>] {
+        -> [TransactionID: Result<Void, AppStoreServerAPIClient.Failure>] {
         var keys: [PurchaseKey] = []
-        var seen: Set<String> = []
-        var reinstated: Set<String> = []
+        var seen: Set<TransactionID> = []
+        var reinstated: Set<TransactionID> = []
         for granted in grants where granted.store == .appstore {
             if granted.reinstated == true { reinstated.insert(granted.transactionId) }
             if seen.insert(granted.transactionId).inserted { keys.append(PurchaseKey(store: .appstore, transactionId: granted.transactionId)) }
         }
         let found = try await store.statesAndEnvironments(of: keys)
-        var (ids, sandboxIds): ([String], [String]) = ([], [])
+        var (ids, sandboxIds): ([TransactionID], [TransactionID]) = ([], [])
         for key in keys where Self.needsFinishCall(found[key]?.state, reinstated: reinstated.contains(key.transactionId)) {
             if self.api(for: found[key]?.environment, else: api) === api { ids.append(key.transactionId) } else { sandboxIds.append(key.transactionId) }
         }
@@ -122,7 +122,7 @@ public struct FinisherStage: StoreBackedStage {
     /// - Parameter finishCalls: Finish Transaction answers already received, by transaction id, for a batch (nil alone).
     ///   A purchase of the batch granted since they were made has none: it fails the batch, and is finished alone.
     /// - Parameter granted: the message decoded already, when it is an `item.granted`; `consumed`, a `purchase.consumed`.
-    private func handle(_ message: KafkaMessage, finishCalls: [String: Result<Void, AppStoreServerAPIClient.Failure>]?,
+    private func handle(_ message: KafkaMessage, finishCalls: [TransactionID: Result<Void, AppStoreServerAPIClient.Failure>]?,
                         granted decoded: ItemGranted? = nil, consumed reported: PurchaseConsumed? = nil) async throws -> StageResult {
         switch context.codec.eventType(ofTopic: message.topic) {
         case .purchaseConsumed?:
@@ -217,7 +217,7 @@ public struct FinisherStage: StoreBackedStage {
     }
 
     /// - Parameter reportedConsumedAt: for the app's consumption report (recorded already), when it says the purchase was consumed.
-    private func finish(store storeName: Store, transactionId: String, userId: String, method: TransactionFinished.Method,
+    private func finish(store storeName: Store, transactionId: TransactionID, userId: UserID, method: TransactionFinished.Method,
                         reportedConsumedAt: Date? = nil) async throws -> StageResult {
         let key = PurchaseKey(store: storeName, transactionId: transactionId)
         switch try await store.finish(key, at: context.now()) {

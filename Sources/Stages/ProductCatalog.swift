@@ -20,7 +20,7 @@ public struct ProductCatalog: Sendable {
         public var durationDays: Int64?
     }
 
-    public let products: [Store: [String: Product]]
+    public let products: [Store: [ProductID: Product]]
 
     public static let schemaID = "urn:iap-pipeline:schema:catalog:v1"
 
@@ -33,13 +33,24 @@ public struct ProductCatalog: Sendable {
         guard sections["products"] == nil || sections["appstore"] == nil else {
             throw CatalogError("the catalog has both \"products\" and \"appstore\": both name the App Store's products; keep one")
         }
-        var products: [Store: [String: Product]] = [:]
+        var products: [Store: [ProductID: Product]] = [:]
         for (name, section) in sections {
             let store: Store = name == "products" ? .appstore : Store(rawValue: name) ?? .appstore
             for (id, entry) in section.objectValue ?? [:] {
                 guard let fields = entry.objectValue, let type = fields["type"]?.stringValue.flatMap(ProductType.init(rawValue:)) else { continue }
-                products[store, default: [:]][id] = Product(type: type, currency: fields["currency"]?.stringValue, amount: fields["amount"]?.int64Value,
+                products[store, default: [:]][ProductID(id)] = Product(type: type, currency: fields["currency"]?.stringValue, amount: fields["amount"]?.int64Value,
                                                             entitlement: fields["entitlement"]?.stringValue, durationDays: fields["durationDays"]?.int64Value)
+            }
+        }
+        // Item codes key balances and entitlements as `String`s, which take two spellings of one text as equal (é as one
+        // scalar or two); the database takes them as two. The catalog is where they come from: it keeps them apart.
+        var codes: [String: String] = [:]
+        for product in products.values.flatMap(\.values) {
+            for code in [product.currency, product.entitlement].compactMap({ $0 }) {
+                if let spelled = codes[code], !spelled.utf8.elementsEqual(code.utf8) {
+                    throw CatalogError("the item codes '\(spelled)' and '\(code)' are one text in two Unicode spellings: spell them alike, or name two items")
+                }
+                codes[code] = code
             }
         }
         self.products = products
@@ -49,13 +60,13 @@ public struct ProductCatalog: Sendable {
         try self.init(json: try Data(contentsOf: url), schemas: schemas)
     }
 
-    public func product(_ store: Store, _ productId: String) -> Product? { products[store]?[productId] }
+    public func product(_ store: Store, _ productId: ProductID) -> Product? { products[store]?[productId] }
 
     /// The type of every product of `store` (to name the type of purchases recorded before types were kept).
-    public func types(of store: Store) -> [String: ProductType] { (products[store] ?? [:]).mapValues(\.type) }
+    public func types(of store: Store) -> [ProductID: ProductType] { (products[store] ?? [:]).mapValues(\.type) }
 
     /// The items a purchase of `quantity` × `productId` grants; `nil` for a product not in the catalog.
-    public func grants(store: Store, productId: String, quantity: Int, purchaseDate: Date?, expiresDate: Date?) -> [GrantItem]? {
+    public func grants(store: Store, productId: ProductID, quantity: Int, purchaseDate: Date?, expiresDate: Date?) -> [GrantItem]? {
         guard let product = product(store, productId) else { return nil }
         switch product.type {
         case .consumable:

@@ -234,7 +234,7 @@ public struct VerifierStage: StoreBackedStage {
     /// A new transaction under an original that `owner` holds, submitted by another user. `keep`: refused, nothing
     /// recorded. `transfer`: what the owner holds under that original moves first (answered with `item.granted` naming
     /// `transferredFrom`, as for a replay of the original), then the new transaction is recorded for the submitter.
-    private func restoreOriginal(_ original: String, of record: PurchaseRecord, from owner: String,
+    private func restoreOriginal(_ original: TransactionID, of record: PurchaseRecord, from owner: UserID,
                                  submission: PurchaseSubmitted) async throws -> (answers: [any PipelineEvent], refused: Bool) {
         guard restorePolicy == .transfer else {
             return ([rejection(submission, Rejection(.storeRejected, "a restore of original transaction \(original), owned by user \(owner) (restore policy keep)"),
@@ -263,14 +263,14 @@ public struct VerifierStage: StoreBackedStage {
         accountTokenMismatch(held.appAccountToken, held.key.transactionId, held.productId, submission)
     }
 
-    private func accountTokenMismatch(_ bound: String?, _ transactionId: String, _ productId: String, _ submission: PurchaseSubmitted) -> PurchaseRejectedEvent? {
+    private func accountTokenMismatch(_ bound: AccountToken?, _ transactionId: TransactionID, _ productId: ProductID, _ submission: PurchaseSubmitted) -> PurchaseRejectedEvent? {
         guard let bound else { return nil }
         guard let named = submission.appAccountToken else {
             guard requireAccountToken else { return nil }
             return rejection(submission, Rejection(.storeRejected, "the transaction is bound to an appAccountToken and the submission names none"),
                              reason: "appAccountTokenMissing", transactionId: transactionId, productId: productId)
         }
-        guard named.lowercased() != bound.lowercased() else { return nil }
+        guard !named.isSameAccount(as: bound) else { return nil }
         return rejection(submission, Rejection(.storeRejected, "the transaction's appAccountToken is not the submitting user's"),
                          reason: "appAccountTokenMismatch", transactionId: transactionId, productId: productId)
     }
@@ -289,11 +289,11 @@ public struct VerifierStage: StoreBackedStage {
         return message
     }
 
-    private func rejected(_ submission: PurchaseSubmitted, _ rejection: Rejection, transactionId: String?) throws -> StageResult {
+    private func rejected(_ submission: PurchaseSubmitted, _ rejection: Rejection, transactionId: TransactionID?) throws -> StageResult {
         try context.messages([self.rejection(submission, rejection, reason: rejection.reason.rawValue, transactionId: transactionId, productId: nil)])
     }
 
-    private func rejection(_ submission: PurchaseSubmitted, _ rejection: Rejection, reason: String, transactionId: String?, productId: String?) -> PurchaseRejectedEvent {
+    private func rejection(_ submission: PurchaseSubmitted, _ rejection: Rejection, reason: String, transactionId: TransactionID?, productId: ProductID?) -> PurchaseRejectedEvent {
         PurchaseRejectedEvent(store: submission.store, transactionId: transactionId, productId: productId, userId: submission.userId,
                               reason: reason, retryable: rejection.isRetryable, detail: String(rejection.detail.prefix(2000)),
                               submissionId: submission.submissionId, rejectedAt: context.now(),

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import PurchaseDomain
 import HTTPServer
 import JSON
 import Synchronization
@@ -30,9 +31,9 @@ public final class AppStoreServerAPIStandIn: Sendable {
     }
 
     struct State {
-        var finished: [String] = []
-        var finishTimes: [String: [Date]] = [:]
-        var consumptions: [(transactionId: String, body: [String: JSONValue])] = []
+        var finished: [TransactionID] = []
+        var finishTimes: [TransactionID: [Date]] = [:]
+        var consumptions: [(transactionId: TransactionID, body: [String: JSONValue])] = []
         var lastClaims: [String: JSONValue] = [:]
         var requests: [String] = []
         var failure: Failure?
@@ -50,11 +51,11 @@ public final class AppStoreServerAPIStandIn: Sendable {
 
     public var baseURL: URL { URL(string: "http://127.0.0.1:\(server.port)")! }
     /// Transaction ids finished, in order (a repeated call again).
-    public var finished: [String] { recorder.read(\.finished) }
+    public var finished: [TransactionID] { recorder.read(\.finished) }
     /// When each transaction's Finish Transaction calls arrived, by transaction id.
-    public var finishTimes: [String: [Date]] { recorder.read(\.finishTimes) }
+    public var finishTimes: [TransactionID: [Date]] { recorder.read(\.finishTimes) }
     /// Consumption information accepted, in order.
-    public var consumptions: [(transactionId: String, body: [String: JSONValue])] { recorder.read(\.consumptions) }
+    public var consumptions: [(transactionId: TransactionID, body: [String: JSONValue])] { recorder.read(\.consumptions) }
     /// Every authenticated request, as `METHOD path`, whatever its answer.
     public var requests: [String] { recorder.read(\.requests) }
     /// The claims of the last token accepted.
@@ -96,7 +97,7 @@ public final class AppStoreServerAPIStandIn: Sendable {
                     return HTTPResponse(status: status, contentType: "application/json",
                                         body: errorCode.map { #"{"errorCode":\#($0),"errorMessage":"Invalid request."}"# } ?? "")
                 }
-                recorder.update { $0.consumptions.append((path[4], JSONValue.parse(Array(request.body))?.objectValue ?? [:])) }
+                recorder.update { $0.consumptions.append((TransactionID(path[4]), JSONValue.parse(Array(request.body))?.objectValue ?? [:])) }
                 return HTTPResponse(status: 202)
             }
             guard request.method == "POST", path.count == 5, path[0] == "inApps", path[1] == "v1", path[2] == "transactions", path[4] == "finish" else {
@@ -104,8 +105,8 @@ public final class AppStoreServerAPIStandIn: Sendable {
             }
             let now = Date()
             recorder.update {
-                $0.finished.append(path[3])
-                $0.finishTimes[path[3], default: []].append(now)
+                $0.finished.append(TransactionID(path[3]))
+                $0.finishTimes[TransactionID(path[3]), default: []].append(now)
             }
             return HTTPResponse(status: 200)
         })

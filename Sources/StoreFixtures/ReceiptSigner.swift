@@ -33,7 +33,7 @@ public struct ReceiptSigner: Sendable {
             attributes.append(DER.sequence([DER.integer(Int64(type)), DER.integer(1), DER.octetString(value)]))
         }
         add(0, receipt.receiptType.map { DER.utf8String($0) })
-        add(2, receipt.bundleId.map { DER.utf8String($0) })
+        add(2, receipt.bundleId.map { DER.utf8String($0.rawValue) })
         add(3, receipt.appVersion.map { DER.utf8String($0) })
         add(12, receipt.creationDate.map { DER.ia5String(rfc3339($0)) })
         add(19, receipt.originalAppVersion.map { DER.utf8String($0) })
@@ -45,10 +45,10 @@ public struct ReceiptSigner: Sendable {
                 fields.append(DER.sequence([DER.integer(Int64(type)), DER.integer(1), DER.octetString(value)]))
             }
             field(1701, purchase.quantity.map { DER.integer($0) })
-            field(1702, purchase.productId.map { DER.utf8String($0) })
-            field(1703, purchase.transactionId.map { DER.utf8String($0) })
+            field(1702, purchase.productId.map { DER.utf8String($0.rawValue) })
+            field(1703, purchase.transactionId.map { DER.utf8String($0.rawValue) })
             field(1704, purchase.purchaseDate.map { DER.ia5String(rfc3339($0)) })
-            field(1705, purchase.originalTransactionId.map { DER.utf8String($0) })
+            field(1705, purchase.originalTransactionId.map { DER.utf8String($0.rawValue) })
             field(1706, purchase.originalPurchaseDate.map { DER.ia5String(rfc3339($0)) })
             field(1708, purchase.expiresDate.map { DER.ia5String(rfc3339($0)) })
             field(1711, purchase.webOrderLineItemId.map { DER.integer($0) })

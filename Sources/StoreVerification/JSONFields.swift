@@ -7,6 +7,8 @@ struct JSONFields {
     let object: [String: JSONValue]
 
     func string(_ key: String) -> String? { object[key]?.stringValue }
+    /// A string field as an identifier (compared by its bytes).
+    func identifier<Kind>(_ key: String) -> Identifier<Kind>? { object[key]?.stringValue.map { Identifier($0) } }
     func int(_ key: String) -> Int64? { object[key]?.int64Value }
     func bool(_ key: String) -> Bool? { object[key]?.boolValue }
     /// A date in milliseconds since 1970, as the App Store sends them.

@@ -5,16 +5,16 @@ import PurchaseDomain
 /// A purchase whose payment was proven, whatever the store: what the pipeline grants from.
 public struct VerifiedPurchase: Sendable, Hashable, Codable {
     public var store: Store
-    public var transactionId: String
-    public var originalTransactionId: String?
-    public var productId: String
+    public var transactionId: TransactionID
+    public var originalTransactionId: TransactionID?
+    public var productId: ProductID
     /// The store's product type as it said it (App Store: e.g. `Consumable`); nil where the store does not say
     /// (receipts, AppCoins): the catalog says then.
     public var productType: String?
     public var quantity: Int
     public var purchaseDate: Date?
     public var signedDate: Date?
-    public var appAccountToken: String?
+    public var appAccountToken: AccountToken?
     public var environment: String?
     /// In milliunits of `currency`, where the store says.
     public var price: Int64?
@@ -62,21 +62,21 @@ public struct VerifiedPurchase: Sendable, Hashable, Codable {
         expiresDate = purchase.expiresDate
         var raw: [String: JSONValue] = [:]
         if let id = purchase.webOrderLineItemId { raw["webOrderLineItemId"] = .integer(id) }
-        if let bundleId = receipt.bundleId { raw["bundleId"] = .string(bundleId) }
+        if let bundleId = receipt.bundleId { raw["bundleId"] = .string(bundleId.rawValue) }
         self.raw = raw
     }
 
     public init(_ purchase: AppCoinsPurchase) {
         store = .appcoins
         transactionId = purchase.transactionId
-        originalTransactionId = purchase.purchaseToken
+        originalTransactionId = TransactionID(purchase.purchaseToken)
         productId = purchase.productId
         productType = nil
         quantity = 1
         purchaseDate = purchase.purchaseTime
         // The developer's free text (Unity's SDK puts JSON there, others an order id): an account token only when it is
         // one, a UUID as StoreKit's and a submission's are. Any other text would refuse every submission naming a token.
-        appAccountToken = purchase.developerPayload.flatMap { UUID(uuidString: $0) == nil ? nil : $0 }
+        appAccountToken = purchase.developerPayload.flatMap { UUID(uuidString: $0) == nil ? nil : AccountToken($0) }
         currency = purchase.currency
         consumed = purchase.isConsumed
         raw = purchase.raw
@@ -109,17 +109,17 @@ extension VerifiedPurchase {
         // Room for every field and a verdict beside them, made once rather than grown (and rehashed) field by field.
         var fields = [String: JSONValue](minimumCapacity: 20)
         fields["store"] = .string(store.rawValue)
-        fields["transactionId"] = .string(transactionId)
-        fields["productId"] = .string(productId)
+        fields["transactionId"] = .string(transactionId.rawValue)
+        fields["productId"] = .string(productId.rawValue)
         fields["quantity"] = .integer(Int64(quantity))
         fields["raw"] = .object(raw)
         func set(_ key: String, _ value: JSONValue?) { if let value { fields[key] = value } }
         func date(_ value: Date?) -> JSONValue? { value.map { .string(RFC3339.format($0, milliseconds: false)) } }
-        set("originalTransactionId", originalTransactionId.map(JSONValue.string))
+        set("originalTransactionId", originalTransactionId.map { .string($0.rawValue) })
         set("productType", productType.map(JSONValue.string))
         set("purchaseDate", date(purchaseDate))
         set("signedDate", date(signedDate))
-        set("appAccountToken", appAccountToken.map(JSONValue.string))
+        set("appAccountToken", appAccountToken.map { .string($0.rawValue) })
         set("environment", environment.map(JSONValue.string))
         set("price", price.map(JSONValue.integer))
         set("currency", currency.map(JSONValue.string))

@@ -72,7 +72,7 @@ public enum Workers {
         if receiptRoots.isEmpty && !allowUnsigned {
             env.logger.info("no --receipt-root (IAP_RECEIPT_ROOT_CERTIFICATES): every StoreKit 1 app receipt is rejected")
         }
-        let bundleId = try env.settings.required("--bundle-id")
+        let bundleId = BundleID(try env.settings.required("--bundle-id"))
         let online = env.settings.flag("--online-checks")
         let acceptsSandbox = env.settings.flag("--accept-sandbox")
         guard !acceptsSandbox || environment == .production else {
@@ -168,7 +168,7 @@ public enum Workers {
             let key: PrivateKey
             do { key = try PrivateKey(pem: pem) } catch { throw SettingsError("--appstore-private-key (IAP_APPSTORE_PRIVATE_KEY_FILE): \(error)") }
             let (keyId, issuerId, bundleId) = (try env.settings.required("--appstore-key-id"), try env.settings.required("--appstore-issuer-id"),
-                                               try env.settings.required("--bundle-id"))
+                                               BundleID(try env.settings.required("--bundle-id")))
             api = AppStoreServerAPIClient(configuration: .init(baseURL: base, keyId: keyId, issuerId: issuerId, bundleId: bundleId, privateKey: key))
             if let sandboxURL = env.settings.string("--appstore-sandbox-api-url") {
                 guard let sandboxBase = URL(string: sandboxURL) else { throw SettingsError("--appstore-sandbox-api-url is not a URL") }
@@ -221,8 +221,8 @@ public enum Workers {
     }
 
     /// The operator's AppCoins apps (`PACKAGE=FILE`), each with its public key; nil when none is configured.
-    static func appCoinsApps(_ entries: [String]) throws -> [String: PublicKey]? {
-        let apps: [String: PublicKey]
+    static func appCoinsApps(_ entries: [String]) throws -> [PackageName: PublicKey]? {
+        let apps: [PackageName: PublicKey]
         do { apps = try AppCoinsVerifier.Configuration.apps(fromEntries: entries) } catch { throw SettingsError("--appcoins-app (IAP_APPCOINS_APPS): \(error)") }
         return apps.isEmpty ? nil : apps
     }

@@ -1,3 +1,4 @@
+import Identifiers
 import Crypto
 import Foundation
 import Kafka
@@ -26,11 +27,11 @@ public protocol ParkingLedger: Sendable {
     /// Records the message at `origin` as parked by the retry topic's record `token`, under `key` (nil: nothing waits
     /// behind it), `recheck` when it was answered and is only asked about again. For a message parked before, the
     /// record, key and kind are replaced; when it was first parked stays.
-    func recordParked(_ origin: ParkedOrigin, key: String?, recheck: Bool, token: String, reason: String, at: Date) async throws
+    func recordParked(_ origin: ParkedOrigin, key: OrderingKey?, recheck: Bool, token: String, reason: String, at: Date) async throws
     /// The messages of `stage` with `key` parked and not re-driven yet, oldest first.
-    func parked(stage: String, key: String) async throws -> [ParkedOrigin]
+    func parked(stage: String, key: OrderingKey) async throws -> [ParkedOrigin]
     /// Which of `keys` have a message of `stage` parked and not re-driven yet (a batch's messages, looked up at once).
-    func parkedKeys(stage: String, among keys: Set<String>) async throws -> Set<String>
+    func parkedKeys(stage: String, among keys: Set<OrderingKey>) async throws -> Set<OrderingKey>
     /// The token of the current record of the message at `origin`; nil when it is not parked (any more).
     func parkedToken(_ origin: ParkedOrigin) async throws -> String?
     /// Forgets the message at `origin`: re-driven (done or dead-lettered).
@@ -39,8 +40,8 @@ public protocol ParkingLedger: Sendable {
 
 extension ParkingLedger {
     /// One `parked(stage:key:)` per key.
-    public func parkedKeys(stage: String, among keys: Set<String>) async throws -> Set<String> {
-        var parked: Set<String> = []
+    public func parkedKeys(stage: String, among keys: Set<OrderingKey>) async throws -> Set<OrderingKey> {
+        var parked: Set<OrderingKey> = []
         for key in keys where !(try await self.parked(stage: stage, key: key)).isEmpty { parked.insert(key) }
         return parked
     }
@@ -141,10 +142,19 @@ struct ParkedRecord {
     /// The key a message's order is kept by in the ledger: its key as text; `hex:` and its bytes when not UTF-8 or
     /// holding NUL (which PostgreSQL text cannot); `sha256:` and its digest when longer than an index entry should
     /// be; nil when keyless.
-    static func orderingKey(_ message: KafkaMessage) -> String? {
+    static func orderingKey(_ message: KafkaMessage) -> OrderingKey? {
         guard let key = message.key else { return nil }
-        if key.count > 256 { return "sha256:" + sha256(key).lowercaseHex }
-        if !key.contains(0), let text = String(data: key, encoding: .utf8), !text.hasPrefix("hex:"), !text.hasPrefix("sha256:") { return text }
-        return "hex:" + key.lowercaseHex
+        if key.count > 256 { return OrderingKey("sha256:" + sha256(key).lowercaseHex) }
+        if !key.contains(0), !key.starts(with: "hex:".utf8), !key.starts(with: "sha256:".utf8), let text = String(validating: key, as: UTF8.self) {
+            return OrderingKey(text)
+        }
+        return OrderingKey("hex:" + key.lowercaseHex)
     }
 }
+
+/// The kind of `OrderingKey`s.
+public enum MessageKeys {}
+
+/// The text a message's order is kept by (`ParkedRecord.orderingKey`): its Kafka key, compared by its bytes as the
+/// broker and the ledger compare it.
+public typealias OrderingKey = Identifier<MessageKeys>

@@ -46,7 +46,7 @@ extension Parking {
 extension StageRunner {
     /// The key `message` keeps its order by in the parking ledger; nil when it keeps none (keyless, or not
     /// `MessageStage.keepsOrder`).
-    func orderingKey(_ message: KafkaMessage) -> String? { stage.keepsOrder(message) ? ParkedRecord.orderingKey(message) : nil }
+    func orderingKey(_ message: KafkaMessage) -> OrderingKey? { stage.keepsOrder(message) ? ParkedRecord.orderingKey(message) : nil }
 
     /// Parks `record` from the input: the ledger entry first (so that a crash before the publish is seen when the
     /// uncommitted input comes again), then the record. A record the broker refuses outright (too large, no such

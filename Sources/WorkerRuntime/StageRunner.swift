@@ -245,7 +245,7 @@ public final class StageRunner: Service {
     private func unparkedRun(_ messages: ArraySlice<KafkaMessage>) async -> ArraySlice<KafkaMessage> {
         guard let parking else { return messages }
         let keys = messages.map(orderingKey)
-        let parked: Set<String>
+        let parked: Set<OrderingKey>
         do {
             parked = try await parking.withLedger { try await $0.parkedKeys(stage: stage.name, among: Set(keys.compactMap { $0 })) }
         } catch {

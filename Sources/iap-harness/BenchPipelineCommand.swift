@@ -1,3 +1,4 @@
+import PurchaseDomain
 import CommandLineOptions
 import Crypto
 import Foundation
@@ -145,7 +146,7 @@ enum BenchPipelineCommand {
         // 3. Latency at a fixed offered rate.
         let latencyMessages = Array(messages[total...])
         let latencyIds = input.unique[total...].map(\.transactionId)
-        let sentAt = Mutex<[String: Date]>([:])
+        let sentAt = Mutex<[TransactionID: Date]>([:])
         let batch = max(1, rate / 100)
         let latencyStart = ContinuousClock.now
         for (index, start) in stride(from: 0, to: latencyMessages.count, by: batch).enumerated() {

@@ -1,3 +1,4 @@
+import PurchaseDomain
 import CommandLineOptions
 import Crypto
 import ChildProcesses

@@ -306,14 +306,14 @@ struct ChaosPlan {
 /// round two before (`REFUND_REVERSED`), long after they were made.
 struct RefundPlan {
     private var rounds: [Double] = [0.2, 0.4, 0.6, 0.8]
-    private var earlierRounds: [[String]] = []
+    private var earlierRounds: [[TransactionID]] = []
     private let perRound: Int
-    let first: Set<String>
+    let first: Set<TransactionID>
     /// Those refunded after their finish, and those of them whose refund was reversed.
-    private(set) var refunded = Set<String>()
-    private(set) var reversed = Set<String>()
+    private(set) var refunded = Set<TransactionID>()
+    private(set) var reversed = Set<TransactionID>()
 
-    init(total: Int, first: Set<String>) {
+    init(total: Int, first: Set<TransactionID>) {
         perRound = total / 4
         self.first = first
     }
@@ -322,7 +322,7 @@ struct RefundPlan {
 
     /// The transactions to refund now, from those `finished` (read only when a round is due; none refunded before), and the
     /// refunds to reverse.
-    mutating func due(at progress: Double, finished: () -> Set<String>) -> (refunds: [String], reversals: [String]) {
+    mutating func due(at progress: Double, finished: () -> Set<TransactionID>) -> (refunds: [TransactionID], reversals: [TransactionID]) {
         guard perRound > 0, let round = rounds.first, round <= progress else { return ([], []) }
         rounds.removeFirst()
         let chosen = Array(finished().subtracting(refunded).shuffled().prefix(perRound))

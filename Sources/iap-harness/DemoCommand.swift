@@ -154,7 +154,7 @@ enum DemoCommand {
         if case .object(var fields) = summary {
             fields["productTypes"] = DemoProductTypes.countsByType(audit)
             fields["holdingsReadBack"] = .integer(Int64(expected.count))
-            fields["stories"] = .array(types.expected.keys.sorted().map(JSONValue.string))
+            fields["stories"] = .array(types.expected.keys.sorted().map { .string($0.rawValue) })
             fields["secondActSeconds"] = .number((secondAct * 10).rounded() / 10)
             summary = .object(fields)
         }
@@ -162,7 +162,7 @@ enum DemoCommand {
             print(summary.serializedText)
         } else {
             print(books.demoTable(plan: plan, seconds: elapsed))
-            print("\n  second act (\((secondAct * 10).rounded() / 10) s): " + types.expected.keys.sorted().joined(separator: ", "))
+            print("\n  second act (\((secondAct * 10).rounded() / 10) s): " + types.expected.keys.sorted().map(\.rawValue).joined(separator: ", "))
             for (type, states) in audit.purchases.values.reduce(into: [String: [String: Int]](), { $0[$1.productType.rawValue, default: [:]][$1.state.rawValue, default: 0] += 1 })
                 .sorted(by: { $0.key < $1.key }) {
                 print("  \(type.padding(toLength: 40, withPad: " ", startingAt: 0)) " + states.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))

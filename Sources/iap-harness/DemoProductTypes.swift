@@ -38,7 +38,7 @@ struct DemoProductTypes {
     private var renewedUntil: Date { now.addingTimeInterval(30 * 86_400 - 3600) }
 
     /// Each story's user and what `GET /v1/users/{userId}` must answer for them at the end.
-    var expected: [String: Holdings] {
+    var expected: [UserID: Holdings] {
         [
             "adfree-install-1": Holdings(), // restored under the new install's id: moved (restore policy transfer)
             "adfree-install-2": Holdings(entitlements: ["adfree": nil]),
@@ -61,8 +61,8 @@ struct DemoProductTypes {
         let twoDaysAgo = now.addingTimeInterval(-2 * 86_400)
         // A sandbox receipt in Apple's shape (the demo's verifier runs in Sandbox).
         let receipt = try receiptSigner.sign(AppReceipt(
-            receiptType: ReceiptSigner.sandbox, bundleId: DemoCommand.bundleId, appVersion: "1", originalAppVersion: "1.0", creationDate: now,
-            inAppPurchases: [InAppPurchaseReceipt(quantity: 1, productId: "coins.500", transactionId: Self.receipt, originalTransactionId: Self.receipt,
+            receiptType: ReceiptSigner.sandbox, bundleId: BundleID(DemoCommand.bundleId), appVersion: "1", originalAppVersion: "1.0", creationDate: now,
+            inAppPurchases: [InAppPurchaseReceipt(quantity: 1, productId: "coins.500", transactionId: TransactionID(Self.receipt), originalTransactionId: TransactionID(Self.receipt),
                                                   purchaseDate: now.addingTimeInterval(-60), originalPurchaseDate: now.addingTimeInterval(-60))]))
         let appCoins = try appCoinsSigner.sign(packageName: Self.packageName, sku: "coins.100", purchaseToken: Self.appCoinsToken, orderId: Self.appCoinsOrder,
                                                purchaseTime: now)
@@ -73,7 +73,7 @@ struct DemoProductTypes {
             try submission(Self.cancelled, "pass.monthly", .autoRenewable, user: "subscriber-expired", purchased: now.addingTimeInterval(-20 * 86_400),
                            expires: now.addingTimeInterval(10 * 86_400)),
             PurchaseSubmitted(store: .appcoins, kind: .appcoinsPurchase,
-                              appcoins: .init(packageName: Self.packageName, sku: "coins.100", purchaseToken: Self.appCoinsToken,
+                              appcoins: .init(packageName: PackageName(Self.packageName), sku: "coins.100", purchaseToken: PurchaseToken(Self.appCoinsToken),
                                               purchaseData: appCoins.purchaseData, signature: appCoins.signature),
                               userId: "appcoins-player", submittedAt: now, source: .client),
             PurchaseSubmitted(store: .appstore, kind: .appReceipt, receipt: receipt, userId: "receipt-player", submittedAt: now, source: .client),
@@ -91,9 +91,9 @@ struct DemoProductTypes {
                              expires: renewedUntil),
             try notification(.expired, Self.cancelled, "pass.monthly", type: .autoRenewable, purchased: now.addingTimeInterval(-20 * 86_400),
                              expires: now.addingTimeInterval(10 * 86_400)),
-            PurchaseConsumed(store: .appcoins, transactionId: Self.appCoinsOrder, userId: "appcoins-player", consumedAt: now),
-            PurchaseConsumed(store: .appstore, transactionId: Self.receipt, userId: "receipt-player", consumedAt: now),
-            PurchaseConsumed(store: .appstore, transactionId: Self.reversed, userId: "reversal-player", consumedAt: now),
+            PurchaseConsumed(store: .appcoins, transactionId: TransactionID(Self.appCoinsOrder), userId: "appcoins-player", consumedAt: now),
+            PurchaseConsumed(store: .appstore, transactionId: TransactionID(Self.receipt), userId: "receipt-player", consumedAt: now),
+            PurchaseConsumed(store: .appstore, transactionId: TransactionID(Self.reversed), userId: "reversal-player", consumedAt: now),
             try submission(Self.refundedFirst, "coins.100", .consumable, user: "refund-first", purchased: now.addingTimeInterval(-600)),
         ]
     }
@@ -110,7 +110,7 @@ struct DemoProductTypes {
             extra: expires.map { ["expiresDate": .integer(AppStorePayloads.milliseconds($0))] } ?? [:]))
     }
 
-    private func submission(_ id: String, _ product: String, _ type: AppStoreProductType, user: String, purchased: Date, expires: Date? = nil,
+    private func submission(_ id: String, _ product: String, _ type: AppStoreProductType, user: UserID, purchased: Date, expires: Date? = nil,
                             source: SubmissionSource = .client) throws -> PurchaseSubmitted {
         PurchaseSubmitted(store: .appstore, kind: .signedTransaction,
                           signedTransaction: try transaction(id, product, type: type, purchased: purchased, expires: expires, revoked: false),

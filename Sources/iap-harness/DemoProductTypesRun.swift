@@ -13,7 +13,7 @@ extension DemoProductTypes {
     func play(store: SQLPurchaseStore, send: ([any PipelineEvent]) async throws -> Void, say: (String) -> Void) async throws {
         func states(_ ids: [(Store, String)]) async throws -> [PurchaseState] {
             var states: [PurchaseState] = []
-            for (storeName, id) in ids { states.append(try await store.lifecycleState(of: PurchaseKey(store: storeName, transactionId: id))) }
+            for (storeName, id) in ids { states.append(try await store.lifecycleState(of: PurchaseKey(store: storeName, transactionId: TransactionID(id)))) }
             return states
         }
         try await send(try purchases())
@@ -26,10 +26,10 @@ extension DemoProductTypes {
         try await waitFor(say, "restored under the new install, renewed, expired, consumed, the refunded purchase refused", timeout: 300) {
             let now = try await states([(.appstore, Self.renewal), (.appstore, Self.receipt), (.appstore, Self.reversed), (.appcoins, Self.appCoinsOrder),
                                         (.appstore, Self.refundedFirst)])
-            let owner = try await store.purchase(PurchaseKey(store: .appstore, transactionId: Self.adfree))?.userId
+            let owner = try await store.purchase(PurchaseKey(store: .appstore, transactionId: TransactionID(Self.adfree)))?.userId
             let expired = try await store.entitlements(of: "subscriber-expired").isEmpty
             return now == [.finished, .finished, .finished, .finished, .revoked] && owner == "adfree-install-2" && expired
-                ? nil : "states \(now.map(\.rawValue)), ad-free owner \(owner ?? "-"), expired \(expired)"
+                ? nil : "states \(now.map(\.rawValue)), ad-free owner \(owner?.rawValue ?? "-"), expired \(expired)"
         }
         try await send([try refund()])
         try await waitFor(say, "refunded", timeout: 300) {
@@ -45,10 +45,10 @@ extension DemoProductTypes {
 
     /// Each user's holdings as the app's backend reads them (`GET /v1/users/{userId}`, signed), against `expected`:
     /// one line per user that differs.
-    static func holdingsViolations(_ expected: [String: Holdings], ingest: String, secret: Data) async throws -> [String] {
+    static func holdingsViolations(_ expected: [UserID: Holdings], ingest: String, secret: Data) async throws -> [String] {
         var violations: [String] = []
         for (user, holdings) in expected.sorted(by: { $0.key < $1.key }) {
-            let (status, body) = try await UserHoldingsAPI.fetch(user, ingest: ingest, secret: secret)
+            let (status, body) = try await UserHoldingsAPI.fetch(user.rawValue, ingest: ingest, secret: secret)
             guard status == 200, let json = JSONValue.parse(Array(body))?.objectValue else {
                 violations.append("GET /v1/users/\(user) answered \(status)")
                 continue

@@ -1,3 +1,4 @@
+import PurchaseDomain
 import Foundation
 import PipelineHarness
 import PurchaseEvents
@@ -25,8 +26,8 @@ struct DemoPurchases {
     }
 
     /// Every user's coins: the sum of their purchases, each counted once, less the refund.
-    func expectedHoldings(refunded: String) -> [String: DemoProductTypes.Holdings] {
-        var expected: [String: DemoProductTypes.Holdings] = [:]
+    func expectedHoldings(refunded: TransactionID) -> [UserID: DemoProductTypes.Holdings] {
+        var expected: [UserID: DemoProductTypes.Holdings] = [:]
         for purchase in unique where purchase.transactionId != refunded {
             expected[purchase.user, default: .init()].balances["coins", default: 0] += purchase.coins
         }
@@ -39,7 +40,7 @@ struct DemoPurchases {
     }
 
     /// A REFUND notification for the first consumed purchase, signed like the App Store's.
-    func refundNotification(pki: TestPKI) throws -> (event: StoreNotificationReceived, transactionId: String) {
+    func refundNotification(pki: TestPKI) throws -> (event: StoreNotificationReceived, transactionId: TransactionID) {
         (try PurchaseInput.notification(.refund, of: unique[0], pki: pki, at: Date()), unique[0].transactionId)
     }
 }

@@ -25,7 +25,7 @@ enum ProduceCommands {
             return source
         } ?? .server
         let payload = try readCommandInput(options.positional.first ?? "-").trimmingCharacters(in: .whitespacesAndNewlines)
-        var submission = PurchaseSubmitted(store: store, kind: kind, userId: user, submittedAt: Date(), source: source,
+        var submission = PurchaseSubmitted(store: store, kind: kind, userId: UserID(user), submittedAt: Date(), source: source,
                                            submissionId: UUID().uuidString.lowercased())
         switch kind {
         case .signedTransaction: submission.signedTransaction = payload

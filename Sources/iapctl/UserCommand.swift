@@ -1,3 +1,4 @@
+import PurchaseDomain
 import CommandLineOptions
 import Foundation
 import Ingest
@@ -29,7 +30,7 @@ enum UserCommand {
         }
         let password = try (options.string("--password-file") ?? ProcessInfo.processInfo.environment["IAP_STORE_PASSWORD_FILE"])
             .map(SQLPurchaseStore.password(fromFile:))
-        let holdings = try await SQLPurchaseStore(url: url, password: password).holdings(of: userId)
+        let holdings = try await SQLPurchaseStore(url: url, password: password).holdings(of: UserID(userId))
         print(String(decoding: try UserHoldingsAPI.encode(holdings), as: UTF8.self))
         return 0
     }

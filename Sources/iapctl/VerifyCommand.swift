@@ -1,3 +1,4 @@
+import PurchaseDomain
 import CommandLineOptions
 import Crypto
 import Foundation
@@ -112,7 +113,7 @@ enum VerifyCommand {
         }
         let online = options.flags.contains("--online-checks")
         if kind == .receipt {
-            let verifier = try ReceiptVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment, onlineChecks: online,
+            let verifier = try ReceiptVerifier(configuration: .init(trustedRoots: roots, bundleId: BundleID(bundleId), environment: environment, onlineChecks: online,
                                                                     allowsUnsignedTestData: allowUnsigned))
             return { bytes in
                 text(bytes) { payload in
@@ -126,7 +127,7 @@ enum VerifyCommand {
             }
         }
         let verifier = try SignedDataVerifier(configuration: .init(
-            trustedRoots: roots, bundleId: bundleId, environment: environment, appAppleId: appAppleId, onlineChecks: online,
+            trustedRoots: roots, bundleId: BundleID(bundleId), environment: environment, appAppleId: appAppleId, onlineChecks: online,
             allowsUnsignedTestData: allowUnsigned))
         return { bytes in
             switch kind {
@@ -148,7 +149,7 @@ enum VerifyCommand {
 
     private struct ReceiptVerdict: Encodable {
         let receiptType: String?
-        let bundleId: String?
+        let bundleId: BundleID?
         let appVersion: String?
         let creationDate: Date?
         let purchases: [VerifiedPurchase]

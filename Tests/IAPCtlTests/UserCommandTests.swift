@@ -14,7 +14,7 @@ import TestSupport
         let store = try SQLPurchaseStore(url: url)
         try await store.migrate()
         let now = Date()
-        let grants: [(id: String, product: String, type: ProductType, item: GrantItem, finish: Bool)] = [
+        let grants: [(id: TransactionID, product: ProductID, type: ProductType, item: GrantItem, finish: Bool)] = [
             ("u-1", "coins.100", .consumable, .currency("coins", 100), true),
             ("u-2", "coins.100", .consumable, .currency("coins", 100), false),
             ("u-3", "adfree", .nonConsumable, .entitlement("adfree"), true),

@@ -17,9 +17,9 @@ extension PipelineTests {
         let servers = try TestServices.requireBrokers()
         let pipeline = try await Self.start(servers: servers, pki: try TestPKI.make(), storeURL: try await engine.freshURL())
         let now = Date()
-        let ids = (0..<12).map { "\(8_000_000 + $0)" }
+        let ids: [TransactionID] = (0..<12).map { "\(8_000_000 + $0)" }
         let missing = ids[5]
-        func record(_ id: String) -> PurchaseRecord {
+        func record(_ id: TransactionID) -> PurchaseRecord {
             PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: "user-b", productId: "coins.100", productType: .consumable,
                            quantity: 1, purchaseTime: now)
         }

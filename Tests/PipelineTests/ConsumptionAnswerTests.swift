@@ -27,7 +27,7 @@ extension StageRetryClassificationTests {
             _ = try await store.migrate()
             let key = try PrivateKey.generateP256()
             appStore = try AppStoreServerAPIStandIn(publicKey: try key.publicKey(), keyId: "K", issuerId: "I", bundleId: PipelineTests.bundle, failWith: failWith)
-            let api = AppStoreServerAPIClient(configuration: .init(baseURL: appStore.baseURL, keyId: "K", issuerId: "I", bundleId: PipelineTests.bundle,
+            let api = AppStoreServerAPIClient(configuration: .init(baseURL: appStore.baseURL, keyId: "K", issuerId: "I", bundleId: PipelineTests.bundleID,
                                                                    privateKey: key))
             let now = self.now
             stage = FinisherStage(context: StageContext(codec: codec, logger: Logger(stage: "t", minimum: .error), now: { now }), store: store,
@@ -35,7 +35,7 @@ extension StageRetryClassificationTests {
         }
 
         /// A purchase of `user` in `state` (verified, granted or finished), reported consumed or not.
-        func purchase(_ id: String, _ product: String, _ type: ProductType, user: String = "u", granted: Bool = true, consumed: Bool = false) async throws {
+        func purchase(_ id: TransactionID, _ product: ProductID, _ type: ProductType, user: UserID = "u", granted: Bool = true, consumed: Bool = false) async throws {
             let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: user, productId: product, productType: type,
                                         quantity: 1, purchaseTime: now)
             _ = try await store.recordVerified(record, at: now)
@@ -44,7 +44,7 @@ extension StageRetryClassificationTests {
         }
 
         /// Handles a request for `id`; its outcome as recorded (or "retry" when it is to be retried).
-        func request(_ id: String, ownership: String = "PURCHASED", requestedAt: Date? = nil) async throws -> String {
+        func request(_ id: TransactionID, ownership: String = "PURCHASED", requestedAt: Date? = nil) async throws -> String {
             let uuid = UUID().uuidString.lowercased()
             let requested = requestedAt ?? now.addingTimeInterval(-120)
             let event = ConsumptionRequested(store: .appstore, transactionId: id, ownershipType: ownership, notificationUUID: uuid, requestedAt: requested,
@@ -69,7 +69,7 @@ extension StageRetryClassificationTests {
         try await finisher.purchase("4", "coins.100", .consumable, granted: false)
         try await finisher.purchase("5", "pass.monthly", .autoRenewable)
         try await finisher.purchase("6", "coins.100", .consumable, user: "no-consent")
-        for id in ["1", "2", "3", "4", "5"] { #expect(try await finisher.request(id) == "sent", "\(id)") }
+        for id: TransactionID in ["1", "2", "3", "4", "5"] { #expect(try await finisher.request(id) == "sent", "\(id)") }
         #expect(try await finisher.request("3", ownership: "FAMILY_SHARED") == "familyShared")
         #expect(try await finisher.request("6") == "noConsent")
         #expect(try await finisher.request("99") == "unknownPurchase")

@@ -18,7 +18,7 @@ extension PipelineTests {
         let pki = try TestPKI.make()
         let pipeline = try await Self.start(servers: servers, pki: pki, storeURL: try await StoreEngine.sqlite.freshURL())
         let signer = JWSSigner(pki: pki)
-        let purchases: [(id: String, product: String, type: AppStoreProductType, user: String)] = [
+        let purchases: [(id: String, product: String, type: AppStoreProductType, user: UserID)] = [
             ("8500001", "coins.100", .consumable, "user-yes"),
             ("8500002", "coins.100", .consumable, "user-never-asked"),
             ("8500003", "adfree", .nonConsumable, "user-withdrew"),

@@ -32,7 +32,7 @@ import WorkerRuntime
         }
 
         /// A consumable of `store` bought two hours ago, verified.
-        func verified(_ store: Store, _ id: String) async throws -> PurchaseRecord {
+        func verified(_ store: Store, _ id: TransactionID) async throws -> PurchaseRecord {
             let record = PurchaseRecord(key: PurchaseKey(store: store, transactionId: id), userId: "u", productId: "coins.100", productType: .consumable,
                                         quantity: 1, purchaseTime: now.addingTimeInterval(-7200), packageName: store == .appcoins ? "com.example.coins" : nil,
                                         purchaseToken: store == .appcoins ? "token-\(id)" : nil)
@@ -167,7 +167,7 @@ import WorkerRuntime
     func aReportWhileFinishTransactionFailsLeavesTheFinishingToTheCall(_ engine: StoreEngine) async throws {
         let key = try PrivateKey.generateP256()
         let appStore = try AppStoreServerAPIStandIn(publicKey: try key.publicKey(), keyId: "K", issuerId: "I", bundleId: PipelineTests.bundle)
-        let api = AppStoreServerAPIClient(configuration: .init(baseURL: appStore.baseURL, keyId: "K", issuerId: "I", bundleId: PipelineTests.bundle,
+        let api = AppStoreServerAPIClient(configuration: .init(baseURL: appStore.baseURL, keyId: "K", issuerId: "I", bundleId: PipelineTests.bundleID,
                                                                privateKey: key))
         let finisher = try await Finisher(engine, appStoreAPI: api)
         let record = try await finisher.verified(.appstore, "2000000000000001")

@@ -28,7 +28,7 @@ struct FinisherFixture {
             try AppStoreServerAPIStandIn(publicKey: try key.publicKey(), keyId: "K", issuerId: "I", bundleId: PipelineTests.bundle)
         }
         func client(_ standIn: AppStoreServerAPIStandIn) -> AppStoreServerAPIClient {
-            AppStoreServerAPIClient(configuration: .init(baseURL: standIn.baseURL, keyId: "K", issuerId: "I", bundleId: PipelineTests.bundle, privateKey: key))
+            AppStoreServerAPIClient(configuration: .init(baseURL: standIn.baseURL, keyId: "K", issuerId: "I", bundleId: PipelineTests.bundleID, privateKey: key))
         }
         self.key = key
         production = try standIn()
@@ -48,7 +48,7 @@ struct FinisherFixture {
     }
 
     /// A consumable App Store purchase of 100 coins by "u", recorded in `environment` and granted: its `item.granted`.
-    func granted(_ id: String, _ environment: AppStoreEnvironment = .production, offset: Int64 = 0) async throws -> KafkaMessage {
+    func granted(_ id: TransactionID, _ environment: AppStoreEnvironment = .production, offset: Int64 = 0) async throws -> KafkaMessage {
         let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: "u", productId: "coins.100", productType: .consumable,
                                     quantity: 1, purchaseTime: now, environment: environment.rawValue)
         _ = try await store.recordVerified(record, at: now)

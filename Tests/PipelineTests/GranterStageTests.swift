@@ -29,7 +29,7 @@ import WorkerRuntime
     }
 
     /// A period of the monthly pass of subscription `original`, recorded as the verifier records it and granted.
-    func subscribe(_ id: String, original: String, user: String, from: Date, until: Date, _ store: SQLPurchaseStore) async throws {
+    func subscribe(_ id: TransactionID, original: TransactionID, user: UserID, from: Date, until: Date, _ store: SQLPurchaseStore) async throws {
         let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: user, productId: "pass.monthly",
                                     productType: .autoRenewable, quantity: 1, purchaseTime: from, originalTransactionId: original)
         #expect(try await store.recordVerified(record, at: from) == .recorded)
@@ -38,7 +38,7 @@ import WorkerRuntime
                                                expiresDate: until, source: .client, verifiedAt: from), store, at: from)
     }
 
-    func expired(_ id: String, original: String, _ reason: PurchaseRevokedEvent.Reason = .EXPIRED, at now: Date) -> PurchaseRevokedEvent {
+    func expired(_ id: TransactionID, original: TransactionID, _ reason: PurchaseRevokedEvent.Reason = .EXPIRED, at now: Date) -> PurchaseRevokedEvent {
         PurchaseRevokedEvent(store: .appstore, transactionId: id, originalTransactionId: original, productId: "pass.monthly", reason: reason,
                              notificationUUID: UUID().uuidString, revokedAt: now)
     }
@@ -77,7 +77,7 @@ import WorkerRuntime
         guard case .publish(let out)? = answer, out.count == 2, let value = out.last?.value,
               case .success(let ended) = Self.codec.decodeBody(value, as: ItemGranted.self) else { Issue.record("\(String(describing: answer))"); return }
         #expect(itemGranted(answer)?.items == [GrantedItem(kind: .entitlement, code: "gold", expiresAt: Self.day(41))])
-        #expect([ended.transactionId, ended.userId, ended.productId] == ["vip-1", "user-v", "vip.silver"])
+        #expect((ended.transactionId, ended.userId, ended.productId) == ("vip-1", "user-v", "vip.silver"))
         #expect(ended.alreadyGranted && ended.items == [GrantedItem(kind: .entitlement, code: "silver", expiresAt: Self.day(10))])
         #expect(out.last?.headers.first { $0.key == "ce_id" }?.value.map { String(decoding: $0, as: UTF8.self) }
                 == "ended:appstore:vip-1:\(Int64(Self.day(10).timeIntervalSince1970 * 1000))")
@@ -96,7 +96,8 @@ import WorkerRuntime
         let store = try SQLPurchaseStore(url: try await engine.freshURL())
         try await store.migrate()
         var messages: [KafkaMessage] = []
-        for (offset, (id, product, from, until)) in [("vip-1", "vip.silver", Self.day(0), Self.day(31)), ("vip-2", "vip.gold", Self.day(10), Self.day(41))].enumerated() {
+        let periods: [(TransactionID, ProductID, Date, Date)] = [("vip-1", "vip.silver", Self.day(0), Self.day(31)), ("vip-2", "vip.gold", Self.day(10), Self.day(41))]
+        for (offset, (id, product, from, until)) in periods.enumerated() {
             #expect(try await store.recordVerified(PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: "user-v", productId: product,
                                                                   productType: .autoRenewable, quantity: 1, purchaseTime: from, originalTransactionId: "vip-1"),
                                                    at: Self.day(11)) == .recorded)
@@ -108,7 +109,7 @@ import WorkerRuntime
         let results = await stage.handle(batch: messages)
         guard results.count == 2, case .success(.publish(let out)) = results[1], out.count == 2, let value = out.last?.value,
               case .success(let ended) = Self.codec.decodeBody(value, as: ItemGranted.self) else { Issue.record("\(results)"); return }
-        #expect([ended.transactionId, ended.userId] == ["vip-1", "user-v"])
+        #expect((ended.transactionId, ended.userId) == ("vip-1", "user-v"))
         #expect(ended.items == [GrantedItem(kind: .entitlement, code: "silver", expiresAt: Self.day(10))])
     }
 
@@ -131,7 +132,7 @@ import WorkerRuntime
     /// Periods (id, product, start, expiry) of subscription vip-1 of user-v, each recorded as the verifier records it and
     /// granted, at `time` (default: at its start); the last one's answer.
     @discardableResult
-    func grantTiers(_ periods: [(String, String, Date, Date)], _ store: SQLPurchaseStore, at time: Date? = nil) async throws -> StageResult? {
+    func grantTiers(_ periods: [(TransactionID, ProductID, Date, Date)], _ store: SQLPurchaseStore, at time: Date? = nil) async throws -> StageResult? {
         var answer: StageResult?
         for (id, product, from, until) in periods {
             #expect(try await store.recordVerified(PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: "user-v", productId: product,
@@ -142,7 +143,7 @@ import WorkerRuntime
         return answer
     }
 
-    func tierPeriod(_ id: String, _ product: String, from: Date, until: Date) -> PurchaseVerifiedEvent {
+    func tierPeriod(_ id: TransactionID, _ product: ProductID, from: Date, until: Date) -> PurchaseVerifiedEvent {
         PurchaseVerifiedEvent(store: .appstore, transactionId: id, originalTransactionId: "vip-1", productId: product,
                               productType: ProductType.autoRenewable.rawValue, quantity: 1, userId: "user-v", purchaseDate: from,
                               expiresDate: until, source: .client, verifiedAt: Self.day(11))
@@ -187,7 +188,7 @@ import WorkerRuntime
     @Test(arguments: StoreEngine.available) func aRefundAndItsReversalAreCarriedOutInTheOrderTheStoreDecidedThem(_ engine: StoreEngine) async throws {
         let store = try SQLPurchaseStore(url: try await engine.freshURL())
         try await store.migrate()
-        func purchase(_ id: String) async throws -> PurchaseKey {
+        func purchase(_ id: TransactionID) async throws -> PurchaseKey {
             let key = PurchaseKey(store: .appstore, transactionId: id)
             _ = try await store.recordVerified(PurchaseRecord(key: key, userId: "user-o", productId: "coins.100", productType: .consumable, quantity: 1,
                                                               purchaseTime: Self.t0), at: Self.t0)

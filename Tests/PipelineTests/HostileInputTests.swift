@@ -28,10 +28,10 @@ extension PipelineTests {
         let pipeline = try await Self.start(servers: servers, pki: pki, storeURL: try await engine.freshURL(),
                                             appCoinsURL: appCoins.baseURL)
         let signer = JWSSigner(pki: pki)
-        let hostileId = "7000001" + Self.hostile
-        let hostileUser = "user" + Self.hostile
-        func submission(_ transactionId: String, product: String = "coins.100", user: String) throws -> KafkaProducerMessage {
-                let jws = try signer.sign(AppStorePayloads.transaction(transactionId: transactionId, productId: product, bundleId: Self.bundle,
+        let hostileId = TransactionID("7000001" + Self.hostile)
+        let hostileUser = UserID("user" + Self.hostile)
+        func submission(_ transactionId: TransactionID, product: String = "coins.100", user: UserID) throws -> KafkaProducerMessage {
+                let jws = try signer.sign(AppStorePayloads.transaction(transactionId: transactionId.rawValue, productId: product, bundleId: Self.bundle,
                                                                    appAccountToken: UUID().uuidString.lowercased(),
                                                                    currency: Self.hostile + Self.controlCharacters))
             return try pipeline.codec.message(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: jws, userId: user,
@@ -45,8 +45,8 @@ extension PipelineTests {
         let first = [
             try submission(hostileId, user: hostileUser),                      // hostile ids and strings: granted, stored verbatim
             try submission("7000002", product: "coins.100" + Self.hostile, user: "user-2"), // hostile product: rejected unknownProduct
-            try submission("7000003", user: "user-6" + Self.controlCharacters),  // control characters in an id: dead-lettered
-            try submission("7000004" + Self.controlCharacters, user: "user-7"),  // … in a signed id: rejected, not recorded
+            try submission("7000003", user: UserID("user-6" + Self.controlCharacters)),  // control characters in an id: dead-lettered
+            try submission(TransactionID("7000004" + Self.controlCharacters), user: "user-7"),  // … in a signed id: rejected, not recorded
             try submission("7100001", user: "user-3"),                        // App Store twin of the AppCoins order below
             try pipeline.appCoinsSubmission(token: "tok-twin", user: "user-4"),
         ]
@@ -80,7 +80,7 @@ extension PipelineTests {
         #expect(reasons.contains { $0 == ("user-2", "unknownProduct") }, "\(reasons)")
         #expect(reasons.contains { $0 == ("user-5", "transactionOfAnotherUser") }, "\(reasons)")
         #expect(reasons.contains { $0 == ("user-7", "malformedPayload") }, "\(reasons)")
-        #expect(try await !pipeline.store.audit().purchases.keys.contains { $0.transactionId.hasPrefix("7000004") }, "not recorded")
+        #expect(try await !pipeline.store.audit().purchases.keys.contains { $0.transactionId.rawValue.hasPrefix("7000004") }, "not recorded")
         #expect(reasons.contains { $0.1 == "schemaViolation" }, "the control characters' dead letter: \(reasons)")
         #expect(reasons.contains { $0.1 == "storeRefusedFinish" }, "\(reasons)")
         #expect(try await pipeline.store.purchase(hostileKey)?.state == .granted)

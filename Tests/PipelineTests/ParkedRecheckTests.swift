@@ -50,11 +50,11 @@ struct ParkedRecheckTests {
         let ledger: StoreParkingLedger
         let redriving: Gate
 
-        func recordParked(_ origin: ParkedOrigin, key: String?, recheck: Bool, token: String, reason: String, at: Date) async throws {
+        func recordParked(_ origin: ParkedOrigin, key: OrderingKey?, recheck: Bool, token: String, reason: String, at: Date) async throws {
             try await ledger.recordParked(origin, key: key, recheck: recheck, token: token, reason: reason, at: at)
         }
-        func parked(stage: String, key: String) async throws -> [ParkedOrigin] { try await ledger.parked(stage: stage, key: key) }
-        func parkedKeys(stage: String, among keys: Set<String>) async throws -> Set<String> { try await ledger.parkedKeys(stage: stage, among: keys) }
+        func parked(stage: String, key: OrderingKey) async throws -> [ParkedOrigin] { try await ledger.parked(stage: stage, key: key) }
+        func parkedKeys(stage: String, among keys: Set<OrderingKey>) async throws -> Set<OrderingKey> { try await ledger.parkedKeys(stage: stage, among: keys) }
         func parkedToken(_ origin: ParkedOrigin) async throws -> String? {
             await redriving.wait() // only the re-driver asks
             return try await ledger.parkedToken(origin)

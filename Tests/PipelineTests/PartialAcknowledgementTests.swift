@@ -16,7 +16,7 @@ import WorkerRuntime
 @Suite(.timeLimit(.minutes(3)))
 struct PartialAcknowledgementTests {
     struct Output: Sendable {
-        var transactionId: String
+        var transactionId: TransactionID
         var already: Bool
     }
 
@@ -33,7 +33,7 @@ struct PartialAcknowledgementTests {
         let catalog = try ProductCatalog(contentsOf: TestServices.packageRoot.appendingPathComponent("schemas/examples/catalog.json"),
                                          schemas: PipelineTests.schemas)
         let now = Date()
-        let users = (0..<12).map { "user-\($0)" }
+        let users: [UserID] = (0..<12).map { "user-\($0)" }
         for (index, user) in users.enumerated() {
             #expect(try await store.recordVerified(PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: "\(9_000_000 + index)"), userId: user,
                                                                   productId: "coins.100", productType: .consumable, quantity: 1, purchaseTime: now), at: now) == .recorded)

@@ -32,15 +32,15 @@ struct PartitionGrowthTests {
         let watchdog = GroupWatchdog(consumers: consumers, configuration: watch, clock: ContinuousClock(), logger: Logger(stage: "test", minimum: .error),
                                      metrics: metrics, describe: GroupWatchdog<ContinuousClock>.describing(with: try KafkaAdmin(kafka: .init(["bootstrap.servers": servers]))))
         let watching = Task { try await watchdog.run() }
-        let users = (0..<16).map { "grow-user-\($0)" }
-        let refunded = Set((0..<4).map { "\(9_100_000 + $0)" })
+        let users: [UserID] = (0..<16).map { "grow-user-\($0)" }
+        let refunded = Set((0..<4).map { TransactionID("\(9_100_000 + $0)") })
         do {
             let signer = JWSSigner(pki: pki)
             let first = try users.indices.map { try signer.sign(AppStorePayloads.transaction(transactionId: "\(9_100_000 + $0)", productId: "coins.100",
                                                                                                 bundleId: PipelineTests.bundle)) }
             let second = try users.indices.map { try signer.sign(AppStorePayloads.transaction(transactionId: "\(9_200_000 + $0)", productId: "coins.100",
                                                                                                  bundleId: PipelineTests.bundle)) }
-            func submission(_ jws: String, _ user: String, _ source: SubmissionSource = .client) throws -> KafkaProducerMessage {
+            func submission(_ jws: String, _ user: UserID, _ source: SubmissionSource = .client) throws -> KafkaProducerMessage {
                 try pipeline.codec.message(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: jws, userId: user,
                                                              submittedAt: Date(), source: source), time: Date())
             }
@@ -97,7 +97,7 @@ struct PartitionGrowthTests {
         }
         let finished = pipeline.appStore.finished
         #expect(finished.count == Set(finished).count, "no purchase finished twice with the store: \(finished)")
-        let expected = Set(users.indices.map { "\(9_200_000 + $0)" } + (4..<users.count).map { "\(9_100_000 + $0)" })
+        let expected = Set(users.indices.map { TransactionID("\(9_200_000 + $0)") } + (4..<users.count).map { TransactionID("\(9_100_000 + $0)") })
         #expect(expected.isSubset(of: Set(finished)) && Set(finished).subtracting(expected).isSubset(of: refunded))
         let audit = try await pipeline.store.audit()
         #expect(audit.balanceMismatches.isEmpty && audit.finishedWithoutGrant.isEmpty, "\(audit.balanceMismatches) \(audit.finishedWithoutGrant)")

@@ -15,7 +15,7 @@ import TestSupport
         let input: PurchaseInput
         let store: SQLPurchaseStore
         var seen = PipelineWatcher.Seen()
-        var finishCalls: [String: [Date]] = [:]
+        var finishCalls: [TransactionID: [Date]] = [:]
     }
 
     /// Three App Store purchases granted and finished, a forgery rejected, a malformed message dead-lettered.

@@ -22,6 +22,7 @@ import WorkerRuntime
 struct PipelineTests {
     static let schemas = try! JSONSchemaRegistry(directory: TestServices.packageRoot.appendingPathComponent("schemas"))
     static let bundle = "com.example.coins"
+    static let bundleID = BundleID(bundle)
 
     /// The running stages. Used from the test's task only.
     final class Pipeline: @unchecked Sendable {
@@ -58,11 +59,11 @@ struct PipelineTests {
         }
 
         /// A submission of an AppCoins purchase of `com.example.coins`, signed with `signer` (the app's key by default).
-        func appCoinsSubmission(token: String, sku: String = "coins.100", user: String, package: String = "com.example.coins",
+        func appCoinsSubmission(token: String, sku: String = "coins.100", user: UserID, package: String = "com.example.coins",
                                 signer: AppCoinsSigner? = nil) throws -> KafkaProducerMessage {
             let signed = try (signer ?? appCoins).sign(packageName: package, sku: sku, purchaseToken: token, orderId: "order-\(token)")
             return try codec.message(PurchaseSubmitted(store: .appcoins, kind: .appcoinsPurchase,
-                                                       appcoins: .init(packageName: package, sku: sku, purchaseToken: token, purchaseData: signed.purchaseData,
+                                                       appcoins: .init(packageName: PackageName(package), sku: ProductID(sku), purchaseToken: PurchaseToken(token), purchaseData: signed.purchaseData,
                                                                        signature: signed.signature),
                                                        userId: user, submittedAt: Date(), source: .server), time: Date())
         }
@@ -137,9 +138,9 @@ struct PipelineTests {
         let now = Date()
 
         var submissions: [KafkaProducerMessage] = []
-        var signed: [(user: String, jws: String)] = []
+        var signed: [(user: UserID, jws: String)] = []
         for index in 0..<24 {
-            let user = "user-\(index % 6)"
+            let user: UserID = "user-\(index % 6)"
             let jws = try signer.sign(AppStorePayloads.transaction(transactionId: "\(3_000_000 + index)", productId: index % 4 == 0 ? "coins.1000" : "coins.100",
                                                                    bundleId: Self.bundle, purchaseDate: now))
             signed.append((user, jws))
@@ -365,7 +366,7 @@ extension StageRetryClassificationTests {
         let now = Date()
         let stage = GranterStage(context: StageContext(codec: codec, logger: Logger(stage: "t", minimum: .error), now: { now }), store: store,
                                  catalog: catalog, clawBackDueRefunds: false)
-        func grant(_ id: String, _ product: String) async throws -> [GrantedItem] {
+        func grant(_ id: TransactionID, _ product: ProductID) async throws -> [GrantedItem] {
             let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: "u-b", productId: product, quantity: 1, purchaseTime: now)
             _ = try await store.recordVerified(record, at: now)
             let verified = PurchaseVerifiedEvent(store: .appstore, transactionId: id, productId: product, quantity: 1, userId: "u-b", purchaseDate: now,
@@ -399,7 +400,7 @@ extension PipelineTests {
         let old = Date().addingTimeInterval(-30 * 3600)
         for token in ["t-consumed", "t-open", "t-unsure"] {
             let record = PurchaseRecord(key: PurchaseKey(store: .appcoins, transactionId: "o-\(token)"), userId: "p", productId: "coins.100", productType: .consumable,
-                                        quantity: 1, purchaseTime: old, packageName: "com.example.coins", purchaseToken: token)
+                                        quantity: 1, purchaseTime: old, packageName: "com.example.coins", purchaseToken: PurchaseToken(token))
             _ = try await store.recordVerified(record, at: old)
             _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: old)
         }

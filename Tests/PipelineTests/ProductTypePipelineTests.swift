@@ -14,7 +14,7 @@ import WorkerRuntime
 /// What was bought decides what happens, and events in any order are judged right: through the broker, the
 /// verifier, granter and finisher as the workers run them.
 extension PipelineTests {
-    func submission(_ pipeline: Pipeline, _ jws: String, user: String, source: SubmissionSource = .client, token: String? = nil) throws -> KafkaProducerMessage {
+    func submission(_ pipeline: Pipeline, _ jws: String, user: UserID, source: SubmissionSource = .client, token: AccountToken? = nil) throws -> KafkaProducerMessage {
         try pipeline.codec.message(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: jws, userId: user,
                                                      submittedAt: Date(), source: source, appAccountToken: token), time: Date())
     }
@@ -66,7 +66,7 @@ extension PipelineTests {
                                      context: context, clock: ContinuousClock())
         #expect(try await sweeper.sweepOnce() == 1)
         #expect(try await pipeline.store.purchase(PurchaseKey(store: .appstore, transactionId: "8100001"))?.state == .refundDue)
-        for id in ["8100002", "8100003", "8100004"] {
+        for id: TransactionID in ["8100002", "8100003", "8100004"] {
             #expect(try await pipeline.store.purchase(PurchaseKey(store: .appstore, transactionId: id))?.state == .finished, "\(id) never flagged")
         }
     }
@@ -221,7 +221,7 @@ extension PipelineTests {
         let adfree = try signer.sign(AppStorePayloads.transaction(transactionId: "8400001", productId: "adfree", bundleId: Self.bundle,
                                                                   type: .nonConsumable, appAccountToken: token))
         let coins = try signer.sign(AppStorePayloads.transaction(transactionId: "8400002", productId: "coins.100", bundleId: Self.bundle))
-        try await send([try submission(pipeline, adfree, user: "install-1", token: token), try submission(pipeline, coins, user: "install-1")], servers: servers)
+        try await send([try submission(pipeline, adfree, user: "install-1", token: AccountToken(token)), try submission(pipeline, coins, user: "install-1")], servers: servers)
         try await waitUntil("both finished") { try await pipeline.store.statistics().purchasesByState[.finished] == 2 }
 
         // The app reinstalled without login: a new user id restores both. A leaked copy under another account's token is refused.
@@ -231,7 +231,7 @@ extension PipelineTests {
                         try submission(pipeline, adfree, user: "install-2", source: .restore)], servers: servers)
         try await waitUntil("the four restores handled") { pipeline.runners[0].counters.withLock { $0["handled", default: 0] } >= 6 }
         try await pipeline.stop()
-        let owner = policy == .transfer ? "install-2" : "install-1"
+        let owner: UserID = policy == .transfer ? "install-2" : "install-1"
         #expect(try await pipeline.store.entitlements(of: owner).keys.sorted() == ["adfree"])
         #expect(try await pipeline.store.entitlements(of: policy == .transfer ? "install-1" : "install-2").isEmpty, "one owner at a time")
         #expect(try await pipeline.store.entitlements(of: "thief").isEmpty, "another account's token")

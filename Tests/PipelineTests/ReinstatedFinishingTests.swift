@@ -19,7 +19,7 @@ import WorkerRuntime
         let fixture = try await FinisherFixture(engine)
         let (store, now, api) = (fixture.store, fixture.now, fixture.production)
         /// Verified, refunded before its grant, the refund reversed: the re-grant's `item.granted`.
-        func reinstated(_ id: String, offset: Int64) async throws -> KafkaMessage {
+        func reinstated(_ id: TransactionID, offset: Int64) async throws -> KafkaMessage {
             let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: "u", productId: "coins.100", productType: .consumable,
                                         quantity: 1, purchaseTime: now, environment: AppStoreEnvironment.production.rawValue)
             #expect(try await store.recordVerified(record, at: now) == .recorded)

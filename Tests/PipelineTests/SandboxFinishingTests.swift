@@ -35,7 +35,7 @@ import WorkerRuntime
 
         // Consumption requests are answered with the API of the purchase's environment too.
         try await store.recordConsent(userId: "u", consumptionData: true, decidedAt: now.addingTimeInterval(-3600))
-        for id in ["9101", "9102"] {
+        for id: TransactionID in ["9101", "9102"] {
             let requested = ConsumptionRequested(store: .appstore, transactionId: id, ownershipType: "PURCHASED", notificationUUID: UUID().uuidString.lowercased(),
                                                  requestedAt: now.addingTimeInterval(-60), answerBy: now.addingTimeInterval(12 * 3600))
             _ = try await stage.handle(try fixture.message(requested, offset: 4))

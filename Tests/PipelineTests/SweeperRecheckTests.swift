@@ -30,7 +30,7 @@ extension PipelineTests {
         // r0…r4 granted, oldest first; "v" verified only, the newest: no re-check applies to it.
         for (index, token) in (tokens + ["v"]).enumerated() {
             let record = PurchaseRecord(key: key(token), userId: "p", productId: "coins.100", productType: .consumable, quantity: 1,
-                                        purchaseTime: old.addingTimeInterval(Double(index)), packageName: "com.example.coins", purchaseToken: token)
+                                        purchaseTime: old.addingTimeInterval(Double(index)), packageName: "com.example.coins", purchaseToken: PurchaseToken(token))
             _ = try await store.recordVerified(record, at: old)
             if token != "v" { _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: old) }
         }

@@ -25,8 +25,8 @@ import WorkerRuntime
         let pki = Self.pki
         stage = VerifierStage(
             context: StageContext(codec: codec, logger: Logger(stage: "verifier", minimum: .error)), store: store,
-            appStore: try SignedDataVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: PipelineTests.bundle, environment: .sandbox)),
-            receipts: try ReceiptVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: PipelineTests.bundle, environment: .sandbox)),
+            appStore: try SignedDataVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: PipelineTests.bundleID, environment: .sandbox)),
+            receipts: try ReceiptVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: PipelineTests.bundleID, environment: .sandbox)),
             restorePolicy: restorePolicy, requireAccountToken: requireAccountToken)
     }
 
@@ -42,8 +42,8 @@ import WorkerRuntime
         }
     }
 
-    func receiptSubmission(_ purchases: [InAppPurchaseReceipt], user: String = "u-1") throws -> PurchaseSubmitted {
-        let receipt = AppReceipt(receiptType: ReceiptSigner.sandbox, bundleId: PipelineTests.bundle, appVersion: "1", creationDate: Date(),
+    func receiptSubmission(_ purchases: [InAppPurchaseReceipt], user: UserID = "u-1") throws -> PurchaseSubmitted {
+        let receipt = AppReceipt(receiptType: ReceiptSigner.sandbox, bundleId: PipelineTests.bundleID, appVersion: "1", creationDate: Date(),
                                  inAppPurchases: purchases)
         return PurchaseSubmitted(store: .appstore, kind: .appReceipt, receipt: try ReceiptSigner(pki: Self.pki).sign(receipt), userId: user,
                                  submittedAt: Date(), source: .client)
@@ -62,7 +62,7 @@ import WorkerRuntime
         #expect(try await answers(try receiptSubmission([complete])) == [codec.topic(.purchaseVerified)])
     }
 
-    func transactionSubmission(_ id: String, original: String, user: String) throws -> PurchaseSubmitted {
+    func transactionSubmission(_ id: String, original: String, user: UserID) throws -> PurchaseSubmitted {
         let payload = AppStorePayloads.transaction(transactionId: id, originalTransactionId: original, productId: "adfree", bundleId: PipelineTests.bundle,
                                                    type: .nonConsumable)
         return PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: try JWSSigner(pki: Self.pki).sign(payload), userId: user,
@@ -105,15 +105,15 @@ import WorkerRuntime
     /// holds Alice's receipt: submitting it — the transaction itself, or a restore naming it — moves nothing (a receipt
     /// carries no token: the one recorded with the transaction judges it), and nothing is recorded for her.
     @Test func aReceiptDoesNotMoveATransactionBoundToAnotherAccount() async throws {
-        let (alicesToken, mallorysToken) = ("3f0a2f2e-8a7c-4c1e-9d57-00000000a11c", "3f0a2f2e-8a7c-4c1e-9d57-0000000ba11e")
+        let (alicesToken, mallorysToken): (AccountToken, AccountToken) = ("3f0a2f2e-8a7c-4c1e-9d57-00000000a11c", "3f0a2f2e-8a7c-4c1e-9d57-0000000ba11e")
         let payload = AppStorePayloads.transaction(transactionId: "100", originalTransactionId: "100", productId: "adfree", bundleId: PipelineTests.bundle,
-                                                   type: .nonConsumable, appAccountToken: alicesToken)
+                                                   type: .nonConsumable, appAccountToken: alicesToken.rawValue)
         let alices = PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: try JWSSigner(pki: Self.pki).sign(payload),
                                        userId: "alice", submittedAt: Date(), source: .client, appAccountToken: alicesToken)
         #expect(try await answers(alices) == [codec.topic(.purchaseVerified)])
         _ = try await store.grant(PurchaseKey(store: .appstore, transactionId: "100"), items: [.entitlement("adfree")], at: Date())
         let now = Date()
-        for (id, original) in [("100", "100"), ("200", "100")] {
+        for (id, original): (TransactionID, TransactionID) in [("100", "100"), ("200", "100")] {
             var mallorys = try receiptSubmission([InAppPurchaseReceipt(quantity: 1, productId: "adfree", transactionId: id, originalTransactionId: original,
                                                                        purchaseDate: now.addingTimeInterval(-60), originalPurchaseDate: now.addingTimeInterval(-60))],
                                                  user: "mallory")
@@ -131,13 +131,13 @@ import WorkerRuntime
     /// out. Alice's own submission naming it is recorded, and the store's renewal (DID_RENEW, which names no token) is
     /// recorded for her. Without the setting the same submission binds nothing and moves the subscription (`transfer`).
     @Test func aRequiredAccountTokenRefusesSubmissionsNamingNoneButNotTheStoresRenewal() async throws {
-        let alicesToken = "3f0a2f2e-8a7c-4c1e-9d57-00000000a11c"
+        let alicesToken: AccountToken = "3f0a2f2e-8a7c-4c1e-9d57-00000000a11c"
         func period(_ id: String) throws -> String {
             try JWSSigner(pki: Self.pki).sign(AppStorePayloads.transaction(
                 transactionId: id, originalTransactionId: "500", productId: "pass.gold", bundleId: PipelineTests.bundle, type: .autoRenewable,
-                appAccountToken: alicesToken, extra: ["expiresDate": .integer(AppStorePayloads.milliseconds(Date().addingTimeInterval(86_400)))]))
+                appAccountToken: alicesToken.rawValue, extra: ["expiresDate": .integer(AppStorePayloads.milliseconds(Date().addingTimeInterval(86_400)))]))
         }
-        func submission(_ user: String, token: String?) throws -> PurchaseSubmitted {
+        func submission(_ user: UserID, token: AccountToken?) throws -> PurchaseSubmitted {
             PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: try period("500"), userId: user, submittedAt: Date(),
                               source: .client, appAccountToken: token)
         }
@@ -168,7 +168,7 @@ import WorkerRuntime
         defer { api.server.shutdown() }
         let stage = VerifierStage(
             context: StageContext(codec: codec, logger: Logger(stage: "verifier", minimum: .error)), store: store,
-            appStore: try SignedDataVerifier(configuration: .init(trustedRoots: [Self.pki.root], bundleId: PipelineTests.bundle, environment: .sandbox)),
+            appStore: try SignedDataVerifier(configuration: .init(trustedRoots: [Self.pki.root], bundleId: PipelineTests.bundleID, environment: .sandbox)),
             appCoins: AppCoinsVerifier(configuration: .init(baseURL: api.baseURL, apps: ["com.example.coins": try signer.key.publicKey()])))
         let signed = try signer.sign(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "tok-1", orderId: "o-1")
         let submission = PurchaseSubmitted(store: .appcoins, kind: .appcoinsPurchase,
@@ -194,8 +194,8 @@ import WorkerRuntime
         let roots = [Self.pki.root]
         func stage(acceptingSandbox: Bool) -> VerifierStage {
             func verifiers(_ environment: AppStoreEnvironment) throws -> (SignedDataVerifier, ReceiptVerifier) {
-                (try SignedDataVerifier(configuration: .init(trustedRoots: roots, bundleId: PipelineTests.bundle, environment: environment, appAppleId: 42)),
-                 try ReceiptVerifier(configuration: .init(trustedRoots: roots, bundleId: PipelineTests.bundle, environment: environment)))
+                (try SignedDataVerifier(configuration: .init(trustedRoots: roots, bundleId: PipelineTests.bundleID, environment: environment, appAppleId: 42)),
+                 try ReceiptVerifier(configuration: .init(trustedRoots: roots, bundleId: PipelineTests.bundleID, environment: environment)))
             }
             let production = try! verifiers(.production), sandbox = try! verifiers(.sandbox)
             return VerifierStage(context: StageContext(codec: codec, logger: Logger(stage: "verifier", minimum: .error)), store: store,

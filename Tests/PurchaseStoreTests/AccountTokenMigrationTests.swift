@@ -11,8 +11,8 @@ import TestSupport
         let store = try SQLPurchaseStore(url: try await engine.freshURL())
         #expect(try await store.migrate(through: 15) == Array(1...15))
         let uuid = "5D3A0F0E-8A7C-4C1E-9D57-00000000A11C"
-        let tokens: [(Store, String, String)] = [(.appcoins, "a-json", #"{"developerPayload":"x","isFreeTrial":false}"#), (.appcoins, "a-order", "order-2291"),
-                                                 (.appcoins, "a-36", String(repeating: "x", count: 36)), (.appcoins, "a-uuid", uuid),
+        let tokens: [(Store, TransactionID, AccountToken)] = [(.appcoins, "a-json", #"{"developerPayload":"x","isFreeTrial":false}"#), (.appcoins, "a-order", "order-2291"),
+                                                 (.appcoins, "a-36", AccountToken(String(repeating: "x", count: 36))), (.appcoins, "a-uuid", AccountToken(uuid)),
                                                  (.appstore, "s-token", "kept-as-apple-signed-it")]
         let now = Date()
         for (storeName, id, token) in tokens {
@@ -21,10 +21,10 @@ import TestSupport
             #expect(try await store.recordVerified(record, at: now) == .recorded)
         }
         #expect(try await store.migrate() == [16])
-        var left: [String: String] = [:]
+        var left: [TransactionID: AccountToken] = [:]
         for (storeName, id, _) in tokens {
             left[id] = try await store.purchase(PurchaseKey(store: storeName, transactionId: id))?.appAccountToken
         }
-        #expect(left == ["a-uuid": uuid, "s-token": "kept-as-apple-signed-it"])
+        #expect(left == ["a-uuid": AccountToken(uuid), "s-token": "kept-as-apple-signed-it"])
     }
 }

@@ -48,7 +48,7 @@ import TestSupport
     /// it yet), or the store did at verification — is never flagged at its deadline; the others are, once.
     @Test(arguments: StoreEngine.available) func theSweepNeverFlagsAPurchaseKnownConsumed(_ engine: StoreEngine) async throws {
         let store = try await store(engine)
-        func purchase(_ id: String, granted: Bool, appReported: Bool = false, storeReported: Bool = false) async throws {
+        func purchase(_ id: TransactionID, granted: Bool, appReported: Bool = false, storeReported: Bool = false) async throws {
             let record = PurchaseRecord(key: PurchaseKey(store: .appcoins, transactionId: id), userId: "u", productId: "coins.100", productType: .consumable,
                                         quantity: 1, purchaseTime: Self.t0, packageName: "com.example.coins", purchaseToken: "token-\(id)",
                                         storeConsumed: storeReported)
@@ -95,7 +95,7 @@ import TestSupport
         try await store.migrate()
         let reporter = try SQLPurchaseStore(url: url) // another worker: the finisher
         let observer = try PostgresConnection(url: url)
-        func record(_ id: String) -> PurchaseRecord {
+        func record(_ id: TransactionID) -> PurchaseRecord {
             PurchaseRecord(key: PurchaseKey(store: .appcoins, transactionId: id), userId: "u", productId: "coins.100", productType: .consumable,
                            quantity: 1, purchaseTime: Self.t0)
         }

@@ -67,7 +67,7 @@ import TestSupport
         let entries = try await Self.table(batched, "SELECT id, store, transaction_id FROM ledger WHERE entry_kind = 'grant'")
         var idsOfPurchase: [PurchaseKey: [Int64]] = [:]
         for row in entries {
-            guard let id = row[0].int64, let store = row[1].string.flatMap(Store.init(rawValue:)), let transaction = row[2].string else { continue }
+            guard let id = row[0].int64, let store = row[1].string.flatMap(Store.init(rawValue:)), let transaction = row[2].string.map({ TransactionID($0) }) else { continue }
             idsOfPurchase[PurchaseKey(store: store, transactionId: transaction), default: []].append(id)
         }
         #expect(outcomes.ids.count == Self.purchases.count && outcomes.ids.mapValues { $0.sorted() } == idsOfPurchase.mapValues { $0.sorted() })

@@ -14,7 +14,7 @@ import TestSupport
 
     /// A purchase of `product` by `user`, recorded and granted "pass" until `until` at `at`.
     @discardableResult
-    func grantPass(_ store: SQLPurchaseStore, _ id: String, user: String = "user-e", product: String, type: ProductType, original: String? = nil,
+    func grantPass(_ store: SQLPurchaseStore, _ id: TransactionID, user: UserID = "user-e", product: ProductID, type: ProductType, original: TransactionID? = nil,
                    entitlement: String = "pass", until: Date?, at time: Date) async throws -> PurchaseKey {
         let key = try await record(store, id, user: user, product: product, type: type, original: original, at: time)
         guard case .granted = try await store.grant(key, items: [.entitlement(entitlement, until: until)], at: time) else {
@@ -25,7 +25,7 @@ import TestSupport
     }
 
     /// A purchase of `product` by `user` at `time`, recorded as the verifier records it (at `recordedAt`, default `time`).
-    func record(_ store: SQLPurchaseStore, _ id: String, user: String, product: String, type: ProductType, original: String?, at time: Date,
+    func record(_ store: SQLPurchaseStore, _ id: TransactionID, user: UserID, product: ProductID, type: ProductType, original: TransactionID?, at time: Date,
                 recordedAt: Date? = nil) async throws -> PurchaseKey {
         let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: user, productId: product, productType: type,
                                     quantity: 1, purchaseTime: time, originalTransactionId: original)

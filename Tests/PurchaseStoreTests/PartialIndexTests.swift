@@ -1,3 +1,4 @@
+import PurchaseDomain
 import Database
 import Foundation
 @testable import PurchaseStore
@@ -26,7 +27,7 @@ import TestSupport
     }
 
     /// One more App Store purchase, bought at 9,000 ms.
-    func addPurchase(_ store: SQLPurchaseStore, _ id: String, original: String, user: String, product: String, state: String, type: String) async throws {
+    func addPurchase(_ store: SQLPurchaseStore, _ id: TransactionID, original: TransactionID, user: UserID, product: ProductID, state: String, type: String) async throws {
         _ = try await store.executor.run { connection in
             try connection.query("""
                 INSERT INTO purchases (store, transaction_id, original_transaction_id, user_id, product_id, quantity, purchase_time, state, product_type)

@@ -12,8 +12,8 @@ import TestSupport
 
     func store(_ engine: StoreEngine) async throws -> SQLPurchaseStore { try await engine.freshStore() }
 
-    func purchase(_ id: String, user: String = "user-1", product: String = "coins.100", type: ProductType = .consumable,
-                  original: String? = nil, at time: Date = t0) -> PurchaseRecord {
+    func purchase(_ id: TransactionID, user: UserID = "user-1", product: ProductID = "coins.100", type: ProductType = .consumable,
+                  original: TransactionID? = nil, at time: Date = t0) -> PurchaseRecord {
         PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: user, productId: product, productType: type, quantity: 1,
                        purchaseTime: time, originalTransactionId: original)
     }

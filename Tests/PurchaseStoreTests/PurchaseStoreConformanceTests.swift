@@ -27,7 +27,7 @@ import TestSupport
         url.hasPrefix("sqlite:") ? try SQLiteConnection(path: String(url.dropFirst("sqlite:".count))) : try PostgresConnection(url: url)
     }
 
-    func purchase(_ id: String, user: String = "user-1", product: String = "coins.100", type: ProductType = .consumable, at time: Date = t0) -> PurchaseRecord {
+    func purchase(_ id: TransactionID, user: UserID = "user-1", product: ProductID = "coins.100", type: ProductType = .consumable, at time: Date = t0) -> PurchaseRecord {
         PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: user, productId: product, productType: type, quantity: 1, purchaseTime: time)
     }
 
@@ -137,7 +137,7 @@ import TestSupport
     @Test(arguments: engines) func purchasesAskedAboutAgainAreFlaggedOnlyOnceAsked(_ engine: StoreEngine) async throws {
         let store = try await store(engine)
         let now = Self.t0.addingTimeInterval(48 * 3600)
-        func appCoins(_ id: String, token: Bool = true, granted: Bool = true, at time: Date = Self.t0) async throws -> PurchaseKey {
+        func appCoins(_ id: TransactionID, token: Bool = true, granted: Bool = true, at time: Date = Self.t0) async throws -> PurchaseKey {
             let record = PurchaseRecord(key: PurchaseKey(store: .appcoins, transactionId: id), userId: "u", productId: "coins.100", productType: .consumable,
                                         quantity: 1, purchaseTime: time, packageName: "com.example.coins", purchaseToken: token ? "token-\(id)" : nil)
             _ = try await store.recordVerified(record, at: time)
@@ -167,7 +167,7 @@ import TestSupport
 
     @Test(arguments: engines) func hostileStringsAreStoredVerbatim(_ engine: StoreEngine) async throws {
         let store = try await store(engine)
-        let user = "'; DROP TABLE purchases; -- ünï 🪙"
+        let user: UserID = "'; DROP TABLE purchases; -- ünï 🪙"
         let record = purchase("x'); DELETE FROM ledger; --", user: user, product: "coins.100\" OR 1=1")
         #expect(try await store.recordVerified(record, at: Self.t0) == .recorded)
         #expect(try await store.purchase(record.key) == record)

@@ -10,7 +10,7 @@ import TestSupport
 @Suite struct StoreConnectionPoolTests {
     static let t0 = Date(timeIntervalSince1970: 1_764_500_000)
 
-    static func purchase(_ id: String, user: String) -> PurchaseRecord {
+    static func purchase(_ id: TransactionID, user: UserID) -> PurchaseRecord {
         PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: user, productId: "coins.100", productType: .consumable,
                        quantity: 1, purchaseTime: t0)
     }

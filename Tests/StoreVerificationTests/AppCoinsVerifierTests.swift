@@ -1,3 +1,4 @@
+import PurchaseDomain
 import Crypto
 import Foundation
 import StoreFixtures
@@ -29,7 +30,7 @@ import TestSupport
         let api = try Self.api(["tok-1": Self.purchase(payload: payload)])
         let purchase = try #require(await Self.verifier(api).verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "tok-1").value)
         #expect(purchase.developerPayload == payload, "kept as the store said it")
-        #expect(VerifiedPurchase(purchase).appAccountToken == (isToken ? payload : nil))
+        #expect(VerifiedPurchase(purchase).appAccountToken == (isToken ? AccountToken(payload) : nil))
     }
 
     @Test func aPaidPurchaseVerifies() async throws {
@@ -53,7 +54,7 @@ import TestSupport
         let api = try Self.api(["gone": Self.purchase()])
         api.fail(410, token: "gone")
         let token = status == 404 ? "unknown" : "gone"
-        let rejection = try #require(await Self.verifier(api).verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: token).rejection)
+        let rejection = try #require(await Self.verifier(api).verify(packageName: "com.example.coins", sku: "coins.100", purchaseToken: PurchaseToken(token)).rejection)
         #expect(rejection.reason == .storeRejected)
         #expect(!rejection.isRetryable)
     }
@@ -103,13 +104,14 @@ import TestSupport
         let signed = try signer.sign(packageName: "com.example.coins", sku: "caf\u{E9}.100", purchaseToken: "tok-1", orderId: "o")
         let decomposed = "cafe\u{301}.100"
         #expect(decomposed == "caf\u{E9}.100", "Swift takes them as equal")
-        #expect(await verifier.verifySigned(packageName: "com.example.coins", sku: decomposed, purchaseToken: "tok-1", purchaseData: signed.purchaseData,
+        #expect(ProductID(decomposed) != "caf\u{E9}.100", "identifiers do not")
+        #expect(await verifier.verifySigned(packageName: "com.example.coins", sku: ProductID(decomposed), purchaseToken: "tok-1", purchaseData: signed.purchaseData,
                                             signature: signed.signature).rejection?.reason == .malformedPayload)
         let genuine = await verifier.verifySigned(packageName: "com.example.coins", sku: "caf\u{E9}.100", purchaseToken: "tok-1",
                                                   purchaseData: signed.purchaseData, signature: signed.signature)
         #expect(genuine.value != nil, "\(String(describing: genuine.rejection)) \(api.requests)")
         for dots in [".", ".."] {
-            #expect(await verifier.verify(packageName: "com.example.coins", sku: dots, purchaseToken: "tok-1").rejection?.reason == .storeRejected)
+            #expect(await verifier.verify(packageName: "com.example.coins", sku: ProductID(dots), purchaseToken: "tok-1").rejection?.reason == .storeRejected)
         }
         #expect(api.requests.count == 1, "\(api.requests)")
     }
@@ -126,7 +128,7 @@ import TestSupport
         let verifier = AppCoinsVerifier(configuration: .init(baseURL: api.baseURL, apps: ["com.example.coins": key]))
         func verify(_ package: String, _ token: String, by who: AppCoinsSigner, claiming claimed: String? = nil) async throws -> Result<AppCoinsPurchase, Rejection> {
             let signed = try who.sign(packageName: package, sku: "coins.100", purchaseToken: token, orderId: "o")
-            return await verifier.verifySigned(packageName: package, sku: "coins.100", purchaseToken: claimed ?? token,
+            return await verifier.verifySigned(packageName: PackageName(package), sku: "coins.100", purchaseToken: PurchaseToken(claimed ?? token),
                                                purchaseData: signed.purchaseData, signature: signed.signature)
         }
         #expect(try await verify("com.example.coins", "tok-1", by: signer).value?.orderId == "o-1")

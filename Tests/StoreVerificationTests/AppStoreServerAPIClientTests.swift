@@ -1,3 +1,4 @@
+import PurchaseDomain
 import Crypto
 import Foundation
 #if canImport(FoundationNetworking)
@@ -55,7 +56,7 @@ import TestSupport
     @Test func aBatchOfFinishesIsAnsweredInItsOrder() async throws {
         let key = try PrivateKey.generateP256()
         let appStore = try Self.standIn(publicKey: try key.publicKey())
-        var ids = (1...20).map { "200000\($0)" }
+        var ids: [TransactionID] = (1...20).map { "200000\($0)" }
         ids.insert("not/an/id", at: 5)
         let results = await client(appStore.server, key: key).finishTransactions(ids)
         #expect(results.count == 21)

@@ -1,3 +1,4 @@
+import PurchaseDomain
 import Crypto
 import Foundation
 import StoreFixtures
@@ -16,7 +17,7 @@ func verifier(
     now: @escaping @Sendable () -> Date = Date.init
 ) throws -> SignedDataVerifier {
     try SignedDataVerifier(
-        configuration: .init(trustedRoots: roots ?? [pki.root], bundleId: bundleId, environment: environment,
+        configuration: .init(trustedRoots: roots ?? [pki.root], bundleId: BundleID(bundleId), environment: environment,
                              appAppleId: appAppleId, onlineChecks: onlineChecks, ocspTimeout: .seconds(2),
                              allowsUnsignedTestData: allowsUnsignedTestData),
         now: now)

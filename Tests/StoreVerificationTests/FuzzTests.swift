@@ -74,14 +74,14 @@ struct FuzzTests {
     }
 
     @Test func mutatedDERAlwaysEndsInAVerdict() async throws {
-        let receipt = AppReceipt(receiptType: ReceiptSigner.sandbox, bundleId: bundleId, appVersion: "1", creationDate: Date(), inAppPurchases: (0..<3).map {
+        let receipt = AppReceipt(receiptType: ReceiptSigner.sandbox, bundleId: BundleID(bundleId), appVersion: "1", creationDate: Date(), inAppPurchases: (0..<3).map {
             InAppPurchaseReceipt(quantity: 1, productId: "coins.\($0)", transactionId: "10000\($0)", purchaseDate: Date())
         })
         let payload = Array(ReceiptSigner.payload(receipt))
         let count = 400_000
         // Whole signed receipts through OpenSSL's PKCS#7 parser and the verifier.
         let signed = Array(try ReceiptSigner(pki: sharedPKI).signedDER(receipt))
-        let verifier = try ReceiptVerifier(configuration: .init(trustedRoots: [sharedPKI.root], bundleId: bundleId, environment: .sandbox))
+        let verifier = try ReceiptVerifier(configuration: .init(trustedRoots: [sharedPKI.root], bundleId: BundleID(bundleId), environment: .sandbox))
         let original = try #require(verifier.verify(base64: Data(signed).base64EncodedString()).value)
         let (decoded, accepted, forged) = try await offPool {
             var rng = SeededGenerator(state: 0xDE7)

@@ -1,3 +1,4 @@
+import PurchaseDomain
 import Crypto
 import Foundation
 import StoreFixtures
@@ -27,7 +28,7 @@ import Testing
         receipt.expirationDate = created.addingTimeInterval(60) // and long past now: the fixture was made a day ago
         let madeInTime = try signer.sign(receipt)
         #expect(try Self.verifier().verify(base64: madeInTime).value != nil, "made before it expired")
-        let online = try ReceiptVerifier(configuration: .init(trustedRoots: [sharedPKI.root], bundleId: bundleId, environment: .sandbox, onlineChecks: true))
+        let online = try ReceiptVerifier(configuration: .init(trustedRoots: [sharedPKI.root], bundleId: BundleID(bundleId), environment: .sandbox, onlineChecks: true))
         #expect(online.verify(base64: madeInTime).rejection?.reason == .receiptExpired, "online checks judge it now")
     }
 
@@ -66,7 +67,7 @@ import Testing
     // MARK: - Roots, chain and container
 
     @Test func withoutReceiptRootsEveryReceiptIsRejected() throws {
-        let verifier = try ReceiptVerifier(configuration: .init(trustedRoots: [], bundleId: bundleId, environment: .sandbox))
+        let verifier = try ReceiptVerifier(configuration: .init(trustedRoots: [], bundleId: BundleID(bundleId), environment: .sandbox))
         let good = try ReceiptSigner(pki: sharedPKI).sign(Self.receipt(type: ReceiptSigner.sandbox))
         for receipt in [good, "%%%"] {
             let rejection = verifier.verify(base64: receipt).rejection

@@ -1,3 +1,4 @@
+import PurchaseDomain
 import Crypto
 import Foundation
 import StoreFixtures
@@ -9,7 +10,7 @@ import Testing
     static let created = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 - 86_400).rounded(.down))
 
     static func receipt(type: String? = ReceiptSigner.sandbox, bundle: String = bundleId, created: Date = created) -> AppReceipt {
-        AppReceipt(receiptType: type, bundleId: bundle, appVersion: "42", originalAppVersion: "1.0", creationDate: created, inAppPurchases: [
+        AppReceipt(receiptType: type, bundleId: BundleID(bundle), appVersion: "42", originalAppVersion: "1.0", creationDate: created, inAppPurchases: [
             InAppPurchaseReceipt(quantity: 3, productId: "coins.100", transactionId: "1000000001", originalTransactionId: "1000000001",
                                  purchaseDate: created.addingTimeInterval(-60), originalPurchaseDate: created.addingTimeInterval(-60)),
             InAppPurchaseReceipt(quantity: 1, productId: "pass.monthly", transactionId: "1000000002", originalTransactionId: "1000000000",
@@ -21,7 +22,7 @@ import Testing
 
     static func verifier(_ pki: TestPKI = sharedPKI, environment: AppStoreEnvironment = .sandbox, roots: [Certificate]? = nil,
                          allowsUnsignedTestData: Bool = false) throws -> ReceiptVerifier {
-        try ReceiptVerifier(configuration: .init(trustedRoots: roots ?? [pki.root], bundleId: bundleId, environment: environment,
+        try ReceiptVerifier(configuration: .init(trustedRoots: roots ?? [pki.root], bundleId: BundleID(bundleId), environment: environment,
                                                  allowsUnsignedTestData: allowsUnsignedTestData))
     }
 

@@ -1,3 +1,4 @@
+import PurchaseDomain
 import Crypto
 import Foundation
 import StoreFixtures
@@ -11,7 +12,7 @@ import JSON
         let transaction = try #require(try verifier().verifyTransaction(try signedTransaction(sharedPKI, payload)).value)
         #expect(transaction.transactionId == "2000000000000001")
         #expect(transaction.productId == "coins.100")
-        #expect(transaction.bundleId == bundleId)
+        #expect(transaction.bundleId == BundleID(bundleId))
         #expect(transaction.environment == .sandbox)
         #expect(transaction.quantity == 1)
         #expect(transaction.price == 990)

@@ -6,10 +6,10 @@ import PurchaseDomain
 
 /// A purchase as the AppCoins (Aptoide/Catappult) API reports it; the shape follows Google's ProductPurchase.
 public struct AppCoinsPurchase: Sendable, Hashable {
-    public var packageName: String
-    public var productId: String
-    public var purchaseToken: String
-    public var orderId: String?
+    public var packageName: PackageName
+    public var productId: ProductID
+    public var purchaseToken: PurchaseToken
+    public var orderId: TransactionID?
     public var purchaseTime: Date?
     /// 0 purchased, 1 canceled, 2 pending.
     public var purchaseState: Int64
@@ -24,7 +24,7 @@ public struct AppCoinsPurchase: Sendable, Hashable {
     /// Unconsumed AppCoins purchases are refunded automatically after 24 hours.
     public var isConsumed: Bool { consumptionState == 1 }
     /// The id effects are keyed by: the order id, or the token where the API gives none.
-    public var transactionId: String { orderId ?? purchaseToken }
+    public var transactionId: TransactionID { orderId ?? TransactionID(purchaseToken) }
 }
 
 /// Checks AppCoins purchases of the operator's own apps: a submission is verified (`verifySigned`) only for a
@@ -43,11 +43,11 @@ public final class AppCoinsVerifier: Sendable {
         /// Extra request headers (e.g. credentials, when the account requires them).
         public var headers: [String: String]
         /// The operator's apps: package name → the app's public key. Purchases of other packages are refused.
-        public var apps: [String: PublicKey]
+        public var apps: [PackageName: PublicKey]
 
         public static let defaultBaseURL = URL(string: "https://api.catappult.io")!
 
-        public init(baseURL: URL = defaultBaseURL, timeout: Duration = .seconds(10), headers: [String: String] = [:], apps: [String: PublicKey] = [:]) {
+        public init(baseURL: URL = defaultBaseURL, timeout: Duration = .seconds(10), headers: [String: String] = [:], apps: [PackageName: PublicKey] = [:]) {
             self.baseURL = baseURL
             self.timeout = timeout
             self.headers = headers
@@ -70,10 +70,10 @@ public final class AppCoinsVerifier: Sendable {
         return accept + configured.sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
     }
 
-    public func url(packageName: String, sku: String, purchaseToken: String) -> URL {
+    public func url(packageName: PackageName, sku: ProductID, purchaseToken: PurchaseToken) -> URL {
         var url = configuration.baseURL
-        for component in ["productv2", "8.20250505", "google", "inapp", "v3", "applications", packageName,
-                          "purchases", "products", sku, "tokens", purchaseToken] {
+        for component in ["productv2", "8.20250505", "google", "inapp", "v3", "applications", packageName.rawValue,
+                          "purchases", "products", sku.rawValue, "tokens", purchaseToken.rawValue] {
             url.appendPathComponent(component)
         }
         return url
@@ -82,10 +82,10 @@ public final class AppCoinsVerifier: Sendable {
     /// A submitted purchase: the package is one of the operator's apps, `signature` (base64) is that app's key's over
     /// `purchaseData` (the purchase JSON exactly as the billing SDK gave it), which names this package, SKU and
     /// token; then the store's API is asked.
-    public func verifySigned(packageName: String, sku: String, purchaseToken: String, purchaseData: String, signature: String) async
+    public func verifySigned(packageName: PackageName, sku: ProductID, purchaseToken: PurchaseToken, purchaseData: String, signature: String) async
         -> Result<AppCoinsPurchase, Rejection> {
         guard let key = configuration.apps[packageName] else {
-            return .failure(Rejection(.wrongPackage, "'\(packageName.prefix(256))' is not one of this deployment's AppCoins apps"))
+            return .failure(Rejection(.wrongPackage, "'\(packageName.rawValue.prefix(256))' is not one of this deployment's AppCoins apps"))
         }
         guard let signatureBytes = Data(base64Encoded: signature),
               RSADigest.allCases.contains(where: { key.verifyRSA(message: Data(purchaseData.utf8), signature: signatureBytes, digest: $0) }) else {
@@ -94,27 +94,27 @@ public final class AppCoinsVerifier: Sendable {
         guard let signed = Self.names(inPurchaseData: purchaseData) else {
             return .failure(Rejection(.malformedPayload, "the signed purchase data is not a JSON object naming packageName, productId and purchaseToken"))
         }
-        // Byte for byte: Swift's `==` takes canonically equivalent strings (é as one scalar or two) as equal, and the API is
-        // asked with the submission's bytes, not the signed ones.
-        guard signed.packageName.utf8.elementsEqual(packageName.utf8), signed.sku.utf8.elementsEqual(sku.utf8),
-              signed.purchaseToken.utf8.elementsEqual(purchaseToken.utf8) else {
+        // Identifiers compare byte for byte: the API is asked with the submission's bytes, which must be the signed ones.
+        guard signed.packageName == packageName, signed.sku == sku, signed.purchaseToken == purchaseToken else {
             return .failure(Rejection(.malformedPayload, "the signed purchase data names another package, SKU or token than the submission"))
         }
         return await verify(packageName: packageName, sku: sku, purchaseToken: purchaseToken)
     }
 
     /// The package, SKU and token the SDK's purchase JSON names; nil when it is not such a JSON object.
-    public static func names(inPurchaseData purchaseData: String) -> (packageName: String, sku: String, purchaseToken: String)? {
+    public static func names(inPurchaseData purchaseData: String) -> (packageName: PackageName, sku: ProductID, purchaseToken: PurchaseToken)? {
         guard let signed = JSONValue.parse(Array(purchaseData.utf8))?.objectValue.map(JSONFields.init),
-              let package = signed.string("packageName"), let sku = signed.string("productId"), let token = signed.string("purchaseToken") else { return nil }
+              let package: PackageName = signed.identifier("packageName"), let sku: ProductID = signed.identifier("productId"),
+              let token: PurchaseToken = signed.identifier("purchaseToken") else { return nil }
         return (package, sku, token)
     }
 
     /// The store's API's view of a purchase (no signature involved: for re-checks of purchases verified before).
-    public func verify(packageName: String, sku: String, purchaseToken: String) async -> Result<AppCoinsPurchase, Rejection> {
-        for (name, value) in [("package", packageName), ("sku", sku), ("purchase token", purchaseToken)]
+    public func verify(packageName: PackageName, sku: ProductID, purchaseToken: PurchaseToken) async -> Result<AppCoinsPurchase, Rejection> {
+        for (name, value) in [("package", packageName.rawValue), ("sku", sku.rawValue), ("purchase token", purchaseToken.rawValue)]
         // Each is one path segment of the request: "." and ".." would name another path once the URL is normalised.
-        where value.isEmpty || value.utf8.count > 1024 || value.utf8.contains(UInt8(ascii: "/")) || value == "." || value == ".." {
+        where value.isEmpty || value.utf8.count > 1024 || value.utf8.contains(UInt8(ascii: "/")) || value.utf8.elementsEqual(".".utf8)
+            || value.utf8.elementsEqual("..".utf8) {
             return .failure(Rejection(.storeRejected, "invalid \(name)"))
         }
         let request = HTTPClient.Request(method: "GET", url: url(packageName: packageName, sku: sku, purchaseToken: purchaseToken).absoluteString,
@@ -148,13 +148,13 @@ public final class AppCoinsVerifier: Sendable {
             return .failure(Rejection(.storeUnavailable, retryable: true, "AppCoins API: purchaseState missing"))
         }
         let purchase = AppCoinsPurchase(
-            packageName: packageName, productId: json.string("productId") ?? sku,
-            purchaseToken: json.string("purchaseToken") ?? purchaseToken, orderId: json.string("orderId"),
+            packageName: packageName, productId: json.identifier("productId") ?? sku,
+            purchaseToken: json.identifier("purchaseToken") ?? purchaseToken, orderId: json.identifier("orderId"),
             purchaseTime: int("purchaseTimeMillis").flatMap(EpochMilliseconds.date),
             purchaseState: state, consumptionState: int("consumptionState"), acknowledgementState: int("acknowledgementState"),
             developerPayload: json.string("developerPayload"), regionCode: json.string("regionCode"),
             currency: json.string("currency"), raw: fields)
-        guard purchase.productId.utf8.elementsEqual(sku.utf8) else {
+        guard purchase.productId == sku else {
             return .failure(Rejection(.storeRejected, "token belongs to product '\(purchase.productId)', not '\(sku)'"))
         }
         switch state {
@@ -172,21 +172,21 @@ extension Duration {
 extension AppCoinsVerifier.Configuration {
     /// The operator's apps from `PACKAGE=FILE` entries (the file holding the app's public key from the Catappult
     /// back office: base64 or PEM SubjectPublicKeyInfo, RSA of 2048 bits or more). Throws a message naming the entry.
-    public static func apps(fromEntries entries: [String]) throws -> [String: PublicKey] {
-        var apps: [String: PublicKey] = [:]
+    public static func apps(fromEntries entries: [String]) throws -> [PackageName: PublicKey] {
+        var apps: [PackageName: PublicKey] = [:]
         for entry in entries where !entry.isEmpty {
             guard let equals = entry.firstIndex(of: "="), case let package = String(entry[..<equals]), !package.isEmpty,
                   package.utf8.allSatisfy({ $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0)
                       || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else {
                 throw AppCoinsConfigurationError("expected PACKAGE=FILE with a package name of letters, digits, '.' and '_', got '\(entry)'")
             }
-            guard apps[package] == nil else { throw AppCoinsConfigurationError("\(package) is named twice") }
+            guard apps[PackageName(package)] == nil else { throw AppCoinsConfigurationError("\(package) is named twice") }
             let path = String(entry[entry.index(after: equals)...])
             guard let contents = FileManager.default.contents(atPath: path) else { throw AppCoinsConfigurationError("cannot read \(path)") }
             let key: PublicKey
             do { key = try PublicKey(subjectPublicKeyInfo: contents) } catch { throw AppCoinsConfigurationError("\(path): \(error)") }
             guard key.isRSA2048OrMore else { throw AppCoinsConfigurationError("\(path) is not an RSA key of 2048 bits or more") }
-            apps[package] = key
+            apps[PackageName(package)] = key
         }
         return apps
     }

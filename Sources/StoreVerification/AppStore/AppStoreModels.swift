@@ -1,20 +1,21 @@
+import PurchaseDomain
 import Foundation
 import JSON
 
 /// A verified, decoded signed transaction (JWSTransactionDecodedPayload).
 public struct AppStoreTransaction: Sendable, Hashable {
-    public var transactionId: String
-    public var originalTransactionId: String?
+    public var transactionId: TransactionID
+    public var originalTransactionId: TransactionID?
     public var webOrderLineItemId: String?
-    public var bundleId: String
-    public var productId: String
+    public var bundleId: BundleID
+    public var productId: ProductID
     public var type: AppStoreProductType?
     public var quantity: Int
     public var purchaseDate: Date?
     public var originalPurchaseDate: Date?
     public var expiresDate: Date?
     public var signedDate: Date?
-    public var appAccountToken: String?
+    public var appAccountToken: AccountToken?
     public var environment: AppStoreEnvironment?
     public var storefront: String?
     public var price: Int64?
@@ -28,12 +29,12 @@ public struct AppStoreTransaction: Sendable, Hashable {
 
     init?(_ fields: [String: JSONValue]) {
         let json = JSONFields(object: fields)
-        guard let transactionId = json.string("transactionId"), let bundleId = json.string("bundleId"),
-              let productId = json.string("productId") else { return nil }
+        guard let transactionId: TransactionID = json.identifier("transactionId"), let bundleId: BundleID = json.identifier("bundleId"),
+              let productId: ProductID = json.identifier("productId") else { return nil }
         self.transactionId = transactionId
         self.bundleId = bundleId
         self.productId = productId
-        originalTransactionId = json.string("originalTransactionId")
+        originalTransactionId = json.identifier("originalTransactionId")
         webOrderLineItemId = json.string("webOrderLineItemId")
         type = json.string("type").map(AppStoreProductType.init(rawValue:))
         quantity = Int(json.int("quantity") ?? 1)
@@ -41,7 +42,7 @@ public struct AppStoreTransaction: Sendable, Hashable {
         originalPurchaseDate = json.date("originalPurchaseDate")
         expiresDate = json.date("expiresDate")
         signedDate = json.date("signedDate")
-        appAccountToken = json.string("appAccountToken")
+        appAccountToken = json.identifier("appAccountToken")
         environment = json.string("environment").map(AppStoreEnvironment.init(rawValue:))
         storefront = json.string("storefront")
         price = json.int("price")
@@ -56,8 +57,8 @@ public struct AppStoreTransaction: Sendable, Hashable {
 
 /// A verified, decoded signed renewal info (JWSRenewalInfoDecodedPayload).
 public struct AppStoreRenewalInfo: Sendable, Hashable {
-    public var originalTransactionId: String
-    public var productId: String?
+    public var originalTransactionId: TransactionID
+    public var productId: ProductID?
     public var autoRenewProductId: String?
     public var autoRenewStatus: Int64?
     public var expirationIntent: Int64?
@@ -70,9 +71,9 @@ public struct AppStoreRenewalInfo: Sendable, Hashable {
 
     init?(_ fields: [String: JSONValue]) {
         let json = JSONFields(object: fields)
-        guard let originalTransactionId = json.string("originalTransactionId") else { return nil }
+        guard let originalTransactionId: TransactionID = json.identifier("originalTransactionId") else { return nil }
         self.originalTransactionId = originalTransactionId
-        productId = json.string("productId")
+        productId = json.identifier("productId")
         autoRenewProductId = json.string("autoRenewProductId")
         autoRenewStatus = json.int("autoRenewStatus")
         expirationIntent = json.int("expirationIntent")
@@ -92,7 +93,7 @@ public struct AppStoreNotification: Sendable, Hashable {
     public var notificationUUID: String
     public var version: String?
     public var signedDate: Date?
-    public var bundleId: String?
+    public var bundleId: BundleID?
     public var appAppleId: Int64?
     public var environment: AppStoreEnvironment?
     public var transaction: AppStoreTransaction?
@@ -105,7 +106,7 @@ public struct AppStoreNotification: Sendable, Hashable {
 
 /// A verified, decoded signed AppTransaction (the app's own purchase record).
 public struct AppStoreAppTransaction: Sendable, Hashable {
-    public var bundleId: String
+    public var bundleId: BundleID
     public var appAppleId: Int64?
     public var environment: AppStoreEnvironment?
     public var applicationVersion: String?
@@ -117,7 +118,7 @@ public struct AppStoreAppTransaction: Sendable, Hashable {
 
     init?(_ fields: [String: JSONValue]) {
         let json = JSONFields(object: fields)
-        guard let bundleId = json.string("bundleId") else { return nil }
+        guard let bundleId: BundleID = json.identifier("bundleId") else { return nil }
         self.bundleId = bundleId
         appAppleId = json.int("appAppleId")
         environment = json.string("receiptType").map(AppStoreEnvironment.init(rawValue:))

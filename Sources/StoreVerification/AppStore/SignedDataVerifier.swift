@@ -1,3 +1,4 @@
+import PurchaseDomain
 import Crypto
 import Foundation
 import JSON
@@ -18,7 +19,7 @@ public final class SignedDataVerifier: Sendable {
 
     public struct Configuration: Sendable {
         public var trustedRoots: [Certificate]
-        public var bundleId: String
+        public var bundleId: BundleID
         public var environment: AppStoreEnvironment
         /// Required in production; checked on notifications and app transactions.
         public var appAppleId: Int64?
@@ -31,7 +32,7 @@ public final class SignedDataVerifier: Sendable {
         /// `AppStoreEnvironment.isLocallySigned`); required for those environments, refused for the others.
         public var allowsUnsignedTestData: Bool
 
-        public init(trustedRoots: [Certificate], bundleId: String, environment: AppStoreEnvironment, appAppleId: Int64? = nil,
+        public init(trustedRoots: [Certificate], bundleId: BundleID, environment: AppStoreEnvironment, appAppleId: Int64? = nil,
                     onlineChecks: Bool = false, ocspTimeout: Duration = .seconds(5),
                     chainCacheCapacity: Int = 32, chainCacheTimeToLive: Duration = .seconds(15 * 60), allowsUnsignedTestData: Bool = false) {
             self.trustedRoots = trustedRoots
@@ -127,7 +128,7 @@ public final class SignedDataVerifier: Sendable {
             var notification = AppStoreNotification(
                 notificationType: AppStoreNotificationType(rawValue: type), subtype: json.string("subtype"),
                 notificationUUID: uuid, version: json.string("version"), signedDate: json.date("signedDate"),
-                bundleId: data?.string("bundleId"), appAppleId: data?.int("appAppleId"),
+                bundleId: data?.identifier("bundleId"), appAppleId: data?.int("appAppleId"),
                 environment: environment, raw: fields)
             let identity = checkBundleAndEnvironment(notification.bundleId ?? "", notification.environment)
                 .flatMap { checkAppAppleId(notification.appAppleId, environment: notification.environment) }
@@ -232,7 +233,7 @@ public final class SignedDataVerifier: Sendable {
 
     // MARK: - The content
 
-    private func checkBundleAndEnvironment(_ bundleId: String, _ environment: AppStoreEnvironment?) -> Result<Void, Rejection> {
+    private func checkBundleAndEnvironment(_ bundleId: BundleID, _ environment: AppStoreEnvironment?) -> Result<Void, Rejection> {
         guard bundleId == configuration.bundleId else {
             return .failure(Rejection(.wrongBundleId, "signed for '\(bundleId)', expected '\(configuration.bundleId)'"))
         }

@@ -1,3 +1,4 @@
+import PurchaseDomain
 import Crypto
 import Foundation
 import HTTPClient
@@ -11,7 +12,7 @@ public final class AppStoreServerAPIClient: Sendable {
         public var baseURL: URL
         public var keyId: String
         public var issuerId: String
-        public var bundleId: String
+        public var bundleId: BundleID
         public var privateKey: PrivateKey
         /// Token lifetime; Apple accepts at most one hour.
         public var tokenLifetime: TimeInterval
@@ -20,7 +21,7 @@ public final class AppStoreServerAPIClient: Sendable {
         public static let productionURL = URL(string: "https://api.storekit.apple.com")!
         public static let sandboxURL = URL(string: "https://api.storekit-sandbox.apple.com")!
 
-        public init(baseURL: URL, keyId: String, issuerId: String, bundleId: String, privateKey: PrivateKey,
+        public init(baseURL: URL, keyId: String, issuerId: String, bundleId: BundleID, privateKey: PrivateKey,
                     tokenLifetime: TimeInterval = 300, timeout: Duration = .seconds(10)) {
             self.baseURL = baseURL
             self.keyId = keyId
@@ -58,13 +59,13 @@ public final class AppStoreServerAPIClient: Sendable {
     }
 
     /// `POST /inApps/v1/transactions/{transactionId}/finish`: tells the App Store the purchase was delivered.
-    public func finishTransaction(_ transactionId: String) async -> Result<Void, Failure> {
+    public func finishTransaction(_ transactionId: TransactionID) async -> Result<Void, Failure> {
         await send("POST", path: Self.finishPath, transactionId: transactionId, body: nil)
     }
 
     /// Finish Transaction for each of `transactionIds`, at most as many at once as the client has connections; the
     /// answers in their order, returned once all are in.
-    public func finishTransactions(_ transactionIds: [String]) async -> [Result<Void, Failure>] {
+    public func finishTransactions(_ transactionIds: [TransactionID]) async -> [Result<Void, Failure>] {
         let headers = headers(body: nil) // One token for the batch.
         let requests = transactionIds.map { request("POST", path: Self.finishPath, transactionId: $0, body: nil, headers: headers) }
         // Only the requests that could be made are sent; the others keep their failure in `requests`.
@@ -78,12 +79,12 @@ public final class AppStoreServerAPIClient: Sendable {
         }
     }
 
-    private static func finishPath(_ transactionId: String) -> String { "inApps/v1/transactions/\(transactionId)/finish" }
+    private static func finishPath(_ transactionId: TransactionID) -> String { "inApps/v1/transactions/\(transactionId)/finish" }
 
     /// `PUT /inApps/v2/transactions/consumption/{transactionId}` (*Send Consumption Information*): answers a
     /// `CONSUMPTION_REQUEST` with what the customer received; 202 Accepted on success. Send it only with the
     /// customer's consent (`customerConsented` must be true) and within 12 hours of the request.
-    public func sendConsumptionInformation(_ transactionId: String, _ consumption: ConsumptionRequest) async -> Result<Void, Failure> {
+    public func sendConsumptionInformation(_ transactionId: TransactionID, _ consumption: ConsumptionRequest) async -> Result<Void, Failure> {
         guard consumption.customerConsented else {
             return .failure(.refused(status: 0, detail: "no consumption information is sent without the customer's consent"))
         }
@@ -96,7 +97,7 @@ public final class AppStoreServerAPIClient: Sendable {
     }
 
     /// One authenticated call for a transaction, to `path(transactionId)`.
-    private func send(_ method: String, path: (String) -> String, transactionId: String, body: Data?) async -> Result<Void, Failure> {
+    private func send(_ method: String, path: (TransactionID) -> String, transactionId: TransactionID, body: Data?) async -> Result<Void, Failure> {
         switch request(method, path: path, transactionId: transactionId, body: body, headers: headers(body: body)) {
         case .success(let request): Self.outcome(await http.send(request))
         case .failure(let failure): .failure(failure)
@@ -116,10 +117,11 @@ public final class AppStoreServerAPIClient: Sendable {
     }
 
     /// The request of a call for a transaction, or why none can be made (an invalid transaction id, no token).
-    private func request(_ method: String, path: (String) -> String, transactionId: String, body: Data?,
+    private func request(_ method: String, path: (TransactionID) -> String, transactionId: TransactionID, body: Data?,
                          headers: Result<[(name: String, value: String)], Failure>) -> Result<HTTPClient.Request, Failure> {
-        guard !transactionId.isEmpty, transactionId.utf8.count <= 64,
-              transactionId.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else {
+        let id = transactionId.rawValue.utf8
+        guard !id.isEmpty, id.count <= 64,
+              id.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else {
             return .failure(.refused(status: 0, detail: "invalid transaction id"))
         }
         return headers.map { HTTPClient.Request(method: method, url: urlPrefix + path(transactionId), headers: $0, body: body.map(Array.init)) }
@@ -165,7 +167,7 @@ public final class AppStoreServerAPIClient: Sendable {
         let header: [String: JSONValue] = ["alg": .string("ES256"), "kid": .string(configuration.keyId), "typ": .string("JWT")]
         let claims: [String: JSONValue] = [
             "iss": .string(configuration.issuerId), "iat": .integer(issued), "exp": .integer(issued + Int64(configuration.tokenLifetime)),
-            "aud": .string("appstoreconnect-v1"), "bid": .string(configuration.bundleId),
+            "aud": .string("appstoreconnect-v1"), "bid": .string(configuration.bundleId.rawValue),
         ]
         let input = Base64URL.encode(Data(JSONValue.object(header).serialized)) + "." + Base64URL.encode(Data(JSONValue.object(claims).serialized))
         return input + "." + Base64URL.encode(try configuration.privateKey.signES256(Data(input.utf8)))

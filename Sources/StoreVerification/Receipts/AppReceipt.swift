@@ -1,3 +1,4 @@
+import PurchaseDomain
 import Foundation
 import JSON
 
@@ -5,14 +6,14 @@ import JSON
 public struct AppReceipt: Sendable, Hashable {
     /// Field type 0: where the receipt was issued, e.g. `Production`, `ProductionSandbox`, `Xcode`.
     public var receiptType: String?
-    public var bundleId: String?
+    public var bundleId: BundleID?
     public var appVersion: String?
     public var originalAppVersion: String?
     public var creationDate: Date?
     public var expirationDate: Date?
     public var inAppPurchases: [InAppPurchaseReceipt]
 
-    public init(receiptType: String? = nil, bundleId: String? = nil, appVersion: String? = nil, originalAppVersion: String? = nil,
+    public init(receiptType: String? = nil, bundleId: BundleID? = nil, appVersion: String? = nil, originalAppVersion: String? = nil,
                 creationDate: Date? = nil, expirationDate: Date? = nil, inAppPurchases: [InAppPurchaseReceipt] = []) {
         self.receiptType = receiptType
         self.bundleId = bundleId
@@ -39,16 +40,16 @@ public struct AppReceipt: Sendable, Hashable {
 /// One in-app purchase in an app receipt.
 public struct InAppPurchaseReceipt: Sendable, Hashable {
     public var quantity: Int64?
-    public var productId: String?
-    public var transactionId: String?
-    public var originalTransactionId: String?
+    public var productId: ProductID?
+    public var transactionId: TransactionID?
+    public var originalTransactionId: TransactionID?
     public var purchaseDate: Date?
     public var originalPurchaseDate: Date?
     public var expiresDate: Date?
     public var cancellationDate: Date?
     public var webOrderLineItemId: Int64?
 
-    public init(quantity: Int64? = nil, productId: String? = nil, transactionId: String? = nil, originalTransactionId: String? = nil,
+    public init(quantity: Int64? = nil, productId: ProductID? = nil, transactionId: TransactionID? = nil, originalTransactionId: TransactionID? = nil,
                 purchaseDate: Date? = nil, originalPurchaseDate: Date? = nil, expiresDate: Date? = nil,
                 cancellationDate: Date? = nil, webOrderLineItemId: Int64? = nil) {
         self.quantity = quantity
@@ -76,7 +77,7 @@ enum AppReceiptParser {
         try forEachAttribute(in: ArraySlice(payload), budget: budget) { type, value in
             switch type {
             case 0: receipt.receiptType = try string(value)
-            case 2: receipt.bundleId = try string(value)
+            case 2: receipt.bundleId = BundleID(try string(value))
             case 3: receipt.appVersion = try string(value)
             case 12: receipt.creationDate = try date(value)
             case 17: receipt.inAppPurchases.append(try inAppPurchase(value, budget: budget))
@@ -93,10 +94,10 @@ enum AppReceiptParser {
         try forEachAttribute(in: bytes, budget: budget) { type, value in
             switch type {
             case 1701: purchase.quantity = try integer(value)
-            case 1702: purchase.productId = try string(value)
-            case 1703: purchase.transactionId = try string(value)
+            case 1702: purchase.productId = ProductID(try string(value))
+            case 1703: purchase.transactionId = TransactionID(try string(value))
             case 1704: purchase.purchaseDate = try date(value)
-            case 1705: purchase.originalTransactionId = try string(value)
+            case 1705: purchase.originalTransactionId = TransactionID(try string(value))
             case 1706: purchase.originalPurchaseDate = try date(value)
             case 1708: purchase.expiresDate = try date(value)
             case 1711: purchase.webOrderLineItemId = try integer(value)

@@ -1,3 +1,4 @@
+import PurchaseDomain
 import Crypto
 import Foundation
 
@@ -17,7 +18,7 @@ public final class ReceiptVerifier: Sendable {
     public struct Configuration: Sendable {
         /// The roots receipts must chain to; none: receipts are not accepted.
         public var trustedRoots: [Certificate]
-        public var bundleId: String
+        public var bundleId: BundleID
         public var environment: AppStoreEnvironment
         /// Check validity at the current time instead of the receipt's creation date.
         public var onlineChecks: Bool
@@ -25,7 +26,7 @@ public final class ReceiptVerifier: Sendable {
         /// LocalTesting environments, refused for the others.
         public var allowsUnsignedTestData: Bool
 
-        public init(trustedRoots: [Certificate], bundleId: String, environment: AppStoreEnvironment, onlineChecks: Bool = false,
+        public init(trustedRoots: [Certificate], bundleId: BundleID, environment: AppStoreEnvironment, onlineChecks: Bool = false,
                     allowsUnsignedTestData: Bool = false) {
             self.trustedRoots = trustedRoots
             self.bundleId = bundleId

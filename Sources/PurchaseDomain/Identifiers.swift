@@ -1,0 +1,39 @@
+@_exported import Identifiers
+
+/// The kinds of identifiers the pipeline takes from outside: each is an `Identifier`, equal to another only when their
+/// UTF-8 bytes are (never normalized), so that a user, a transaction or a product is the same one here as on the broker
+/// and in the database.
+public enum IdentifierKinds {
+    public enum User {}
+    public enum Transaction {}
+    public enum Product {}
+    public enum AccountToken {}
+    public enum Package {}
+    public enum PurchaseToken {}
+    public enum Bundle {}
+}
+
+/// A user of the operator's app, as the app's backend names them (the Kafka key of their events).
+public typealias UserID = Identifier<IdentifierKinds.User>
+/// A store's transaction id (also an original transaction id).
+public typealias TransactionID = Identifier<IdentifierKinds.Transaction>
+/// A store's product id (an AppCoins SKU).
+public typealias ProductID = Identifier<IdentifierKinds.Product>
+/// The account a store binds a purchase to (App Store `appAccountToken`).
+public typealias AccountToken = Identifier<IdentifierKinds.AccountToken>
+/// An app's package name (AppCoins).
+public typealias PackageName = Identifier<IdentifierKinds.Package>
+/// An AppCoins purchase token.
+public typealias PurchaseToken = Identifier<IdentifierKinds.PurchaseToken>
+/// An App Store app's bundle id.
+public typealias BundleID = Identifier<IdentifierKinds.Bundle>
+
+extension Identifier where Kind == IdentifierKinds.AccountToken {
+    /// Whether two tokens name the same account: equal bytes but for the case of ASCII letters (a UUID's hex digits are
+    /// written in upper case by StoreKit and in lower case by many backends); any other byte must be the same.
+    public func isSameAccount(as other: AccountToken) -> Bool {
+        func folded(_ byte: UInt8) -> UInt8 { (0x41...0x5A).contains(byte) ? byte | 0x20 : byte }
+        let (mine, theirs) = (rawValue.utf8, other.rawValue.utf8)
+        return mine.count == theirs.count && zip(mine, theirs).allSatisfy { folded($0) == folded($1) }
+    }
+}
