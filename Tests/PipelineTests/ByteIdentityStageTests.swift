@@ -1,0 +1,123 @@
+import Foundation
+import Kafka
+import PurchaseDomain
+import PurchaseEvents
+import PurchaseStore
+import Stages
+import TestData
+import Testing
+import TestSupport
+import WorkerRuntime
+
+/// The stages take ids Swift's `String` takes as equal, but whose bytes differ, for different users and transactions:
+/// the granter's batch answers each user with their own balance, and a restore by a user whose id only looks like the
+/// owner's is judged as another user's. Stages driven directly on real stores: no broker.
+@Suite struct ByteIdentityStageTests {
+    static let codec = EventCodec(schemas: PipelineTests.schemas, source: "/test")
+    static let now = Date(timeIntervalSince1970: 1_764_700_000)
+
+    static func freshStore(_ engine: StoreEngine) async throws -> SQLPurchaseStore {
+        let store = try SQLPurchaseStore(url: try await engine.freshURL())
+        try await store.migrate()
+        return store
+    }
+
+    static func granter(_ store: SQLPurchaseStore) -> GranterStage {
+        GranterStage(context: StageContext(codec: codec, logger: Logger(stage: "granter", minimum: .error), now: { now }), store: store,
+                     catalog: GranterStageTests.catalog, clawBackDueRefunds: false)
+    }
+
+    /// `purchase.verified` messages of one partition, in order, for coin packs and ad-free bought by confusable users
+    /// under confusable transaction ids (an AppCoins order id is the store's text), some repeated: recorded, then granted.
+    static func verified(seed: UInt64, count: Int) throws -> (records: [PurchaseRecord], messages: [KafkaMessage]) {
+        var generator = SeededGenerator(seed: seed)
+        let spellings = ConfusableIdentifiers.all
+        var records: [PurchaseRecord] = []
+        for index in 0..<count {
+            let product: ProductID = ["coins.100", "coins.1000", "coins.100"][index % 3]
+            records.append(PurchaseRecord(key: PurchaseKey(store: .appcoins, transactionId: TransactionID(spellings[index % spellings.count] + "/\(index)")),
+                                          userId: UserID(spellings.randomElement(using: &generator)!), productId: product, productType: .consumable,
+                                          quantity: 1, purchaseTime: now))
+        }
+        let repeated = records + (0..<count / 4).map { _ in records.randomElement(using: &generator)! }
+        let messages = try repeated.enumerated().map { offset, record in
+            let produced = try codec.message(PurchaseVerifiedEvent(store: record.key.store, transactionId: record.key.transactionId,
+                                                                   productId: record.productId, productType: "consumable", quantity: 1,
+                                                                   userId: record.userId, purchaseDate: now, source: .client, verifiedAt: now), time: now)
+            return KafkaMessage(topic: produced.topic, partition: 0, offset: Int64(offset), key: produced.key, value: produced.value,
+                                headers: produced.headers)
+        }
+        return (records, messages)
+    }
+
+    /// What the granter published for one message, as bytes: each event's user, transaction and items with their
+    /// balances, without the ledger entry id (a batch reserves ids ahead).
+    static func published(_ result: StageResult) throws -> [[UInt8]] {
+        guard case .publish(let events) = result else { return [Array("\(result)".utf8)] }
+        return try events.map { event in
+            let message = KafkaMessage(topic: event.topic, partition: 0, offset: 0, key: event.key, value: event.value, headers: event.headers)
+            var granted = try codec.decode(message, as: ItemGranted.self).get()
+            granted.ledgerEntryId = nil
+            return Array("\(granted.userId.rawValue)|\(granted.transactionId.rawValue)|\(granted.alreadyGranted)|\(granted.items)".utf8)
+        }
+    }
+
+    @Test(arguments: StoreEngine.available) func theGrantersBatchAnswersAndLeavesWhatMessagesOneByOneDo(_ engine: StoreEngine) async throws {
+        for seed in [21, 22] as [UInt64] {
+            let (records, messages) = try Self.verified(seed: seed, count: 48)
+            let (alone, batched) = (try await Self.freshStore(engine), try await Self.freshStore(engine))
+            for store in [alone, batched] {
+                for record in records { #expect(try await store.recordVerified(record, at: Self.now) == .recorded) }
+            }
+            var expected: [[[UInt8]]] = []
+            for message in messages { expected.append(try Self.published(try await Self.granter(alone).handle(message))) }
+            let results = await Self.granter(batched).handle(batch: messages)
+            #expect(results.count == messages.count, "seed \(seed): one batch answered every message")
+            let answered = try results.map { try Self.published(try $0.get()) }
+            #expect(answered == expected, "seed \(seed): the same item.granted events, balances included")
+            for user in Set(records.map(\.userId)) {
+                #expect(try await batched.balances(of: user) == alone.balances(of: user), "seed \(seed): \(Array(user.rawValue.utf8))")
+            }
+            #expect(try await batched.audit().balanceMismatches.isEmpty, "seed \(seed): the ledger is the balances")
+        }
+    }
+
+    /// Under the `keep` policy, "Kevin" owns ad-free; "\u{212A}evin" (a KELVIN SIGN, which Swift's `String` takes for a
+    /// K) submitting Kevin's transaction is another user, refused; under `transfer` the entitlement moves to that user.
+    @Test func aUserWhoseIdOnlyEqualsTheOwnersAsAStringIsAnotherUser() async throws {
+        let (owner, twin): (UserID, UserID) = ("Kevin", "\u{212A}evin")
+        #expect(owner.rawValue == twin.rawValue, "Swift's String takes them as equal")
+        let keep = try await VerifierAnswerTests(restorePolicy: .keep)
+        #expect(try await keep.answers(try keep.transactionSubmission("100", original: "100", user: owner)) == [keep.codec.topic(.purchaseVerified)])
+        _ = try await keep.store.grant(PurchaseKey(store: .appstore, transactionId: "100"), items: [.entitlement("adfree")], at: Self.now)
+        #expect(try await keep.answers(try keep.transactionSubmission("100", original: "100", user: twin)) == ["rejected:ownedByAnotherUser"])
+        #expect(try await keep.answers(try keep.transactionSubmission("200", original: "100", user: twin)) == ["rejected:ownedByAnotherUser"])
+        #expect(try await keep.store.entitlements(of: twin).isEmpty)
+        #expect(try await keep.store.purchase(PurchaseKey(store: .appstore, transactionId: "100"))?.userId == owner)
+
+        let transfer = try await VerifierAnswerTests(restorePolicy: .transfer)
+        #expect(try await transfer.answers(try transfer.transactionSubmission("100", original: "100", user: owner)) == [transfer.codec.topic(.purchaseVerified)])
+        _ = try await transfer.store.grant(PurchaseKey(store: .appstore, transactionId: "100"), items: [.entitlement("adfree")], at: Self.now)
+        #expect(try await transfer.answers(try transfer.transactionSubmission("100", original: "100", user: twin)) == [transfer.codec.topic(.itemGranted)])
+        #expect(try await transfer.store.entitlements(of: owner).isEmpty, "moved: one owner at a time")
+        #expect(try await transfer.store.entitlements(of: twin).keys.sorted() == ["adfree"])
+    }
+
+    /// Item codes key balances in memory as text: a catalog naming one code in two Unicode spellings is refused with both
+    /// named, and product ids are looked up by their bytes.
+    @Test func aCatalogSpellingOneItemCodeTwoWaysIsRefused() throws {
+        func catalog(_ first: String, _ second: String) throws -> ProductCatalog {
+            try ProductCatalog(json: Data("""
+                {"appstore": {"coins.a": {"type": "consumable", "currency": "\(first)", "amount": 1},
+                              "coins.b": {"type": "consumable", "currency": "\(second)", "amount": 2}}}
+                """.utf8), schemas: PipelineTests.schemas)
+        }
+        #expect(throws: CatalogError.self) { try catalog("caf\u{E9}", "cafe\u{301}") }
+        let alike = try catalog("caf\u{E9}", "caf\u{E9}")
+        #expect(alike.product(.appstore, "coins.b")?.amount == 2)
+        let products = try ProductCatalog(json: Data(#"{"appstore": {"\#u{212A}it": {"type": "nonConsumable", "entitlement": "kit"}}}"#.utf8),
+                                          schemas: PipelineTests.schemas)
+        #expect(products.product(.appstore, "\u{212A}it") != nil)
+        #expect(products.product(.appstore, "Kit") == nil, "a product id is its bytes")
+    }
+}
