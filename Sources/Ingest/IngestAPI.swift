@@ -99,7 +99,7 @@ public final class IngestAPI: Sendable {
         case .refused(let refusal): return refusal
         case .accepted(let payload): event = StoreNotificationReceived(signedPayload: payload, receivedAt: Date())
         }
-        return await publish(event, status: 200)
+        return await publish(consume event, status: 200)
     }
 
     /// The `signedPayload` of a notification's body, or the answer that refuses the body. Not async, so that the parsed
@@ -140,7 +140,7 @@ public final class IngestAPI: Sendable {
         case .refused(let refusal): return refusal
         case .accepted(let submitted): submission = submitted
         }
-        return await publish(submission, status: 202)
+        return await publish(consume submission, status: 202)
     }
 
     /// A submission's body as the event, or the answer that refuses it. Not async, so that the parsed body is gone before
@@ -160,16 +160,19 @@ public final class IngestAPI: Sendable {
         }
     }
 
-    private func publish<Event: PipelineEvent>(_ event: Event, status: Int) async -> HTTPResponse {
+    /// Publishes `event`, which is let go once its message is queued (what a request holds while the broker is slow to
+    /// acknowledge is what bounds the ingest's memory under a flood).
+    private func publish<Event: PipelineEvent>(_ event: consuming Event, status: Int) async -> HTTPResponse {
+        let id = event.eventID
         do {
-            let report = try await publisher.publish(event)
-            return Self.json(status, ["id": .string(event.eventID), "topic": .string(report.topic),
+            let report = try await publisher.publish(consume event)
+            return Self.json(status, ["id": .string(id), "topic": .string(report.topic),
                                       "partition": .integer(Int64(report.partition)), "offset": .integer(report.offset)])
         } catch let invalid as EventPublisher.InvalidEvent {
             return Self.error(400, "schemaViolation", invalid.violations.prefix(5).joined(separator: "; "))
         } catch {
             lastFailure.withLock { $0 = .now }
-            logger.warning("not acknowledged by the broker", ["eventId": event.eventID, "error": "\(error)"])
+            logger.warning("not acknowledged by the broker", ["eventId": id, "error": "\(error)"])
             var response = Self.error(503, "brokerUnavailable", "the event was not acknowledged; retry (the same content keeps the same id)")
             response.headers["Retry-After"] = "5"
             return response
