@@ -41,6 +41,7 @@ public final class IngestAPI: Sendable {
     private let logger: Logger
     private let metrics: MetricsRegistry
     private let lastFailure = Mutex<ContinuousClock.Instant?>(nil)
+    private let answered = Atomic<Int>(0)
 
     public init(configuration: Configuration, publisher: EventPublisher, logger: Logger, metrics: MetricsRegistry) {
         self.configuration = configuration
@@ -70,6 +71,7 @@ public final class IngestAPI: Sendable {
         }
         metrics.increment("iap_ingest_requests_total", ["route": route, "status": String(response.status)])
         metrics.observe("iap_ingest_request_duration_seconds", ["route": route], duration: ContinuousClock.now - started)
+        answered.add(1, ordering: .relaxed)
         return response
     }
 
@@ -87,6 +89,9 @@ public final class IngestAPI: Sendable {
 
     /// The members of a notification's body the pipeline reads (Apple's V2 body has no other).
     static let notificationMembers: Set<String> = ["signedPayload"]
+
+    /// Requests the API routes answered since it started.
+    public var answeredRequests: Int { answered.load(ordering: .relaxed) }
 
     /// Whether the last publish failed for a broker reason within the last 10 seconds.
     public var recentlyFailed: Bool {
