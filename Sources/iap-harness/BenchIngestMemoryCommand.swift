@@ -3,7 +3,7 @@ import Foundation
 import JSON
 import PipelineHarness
 
-/// `iap-harness bench ingest-memory [--requests N] [--brokers HOST:PORT] [--publish-timeout S] [--json]`: the resident memory
+/// `iap-harness bench ingest-memory [--requests N] [--body NAME]… [--brokers HOST:PORT] [--publish-timeout S] [--json]`: the resident memory
 /// of an `iap-ingest` process (its own, from /proc) while `N` requests with the bodies that cost it most are with it at
 /// once, and after they were answered.
 ///
@@ -26,13 +26,15 @@ enum BenchIngestMemoryCommand {
     static let submissionBodyBytes = 256 * 1024
 
     /// The kinds of body: the most JSON values per byte beside a notification's payload, the largest payload a
-    /// notification may carry (it is published), the most values per byte in a submission (no client secret set).
+    /// notification may carry (it is published); in a submission (no client secret set) the most values per byte, and the
+    /// largest receipt (published).
     static let bodies: [Body] = [
         Body(name: "notification-values", path: "/v1/appstore/notifications",
              bytes: nestedArrays(prefix: #"{"signedPayload":"e30.e30.c2ln","extra":"#, total: notificationBodyBytes)),
         Body(name: "notification-payload", path: "/v1/appstore/notifications", bytes: largestPayload()),
         Body(name: "submission-values", path: "/v1/purchases",
              bytes: nestedArrays(prefix: #"{"store":"appstore","kind":"signedTransaction","userId":"u-1","extra":"#, total: submissionBodyBytes)),
+        Body(name: "submission-receipt", path: "/v1/purchases", bytes: largestReceipt()),
     ]
 
     /// `prefix`, then `[[0],[0],…]` and `}`, `total` bytes in all: an array of one-element arrays, each of which is a
@@ -53,6 +55,13 @@ enum BenchIngestMemoryCommand {
         return Array(#"{"signedPayload":""#.utf8) + Array(payload.utf8) + Array(#""}"#.utf8)
     }
 
+    /// An App Store receipt submission of `submissionBodyBytes`, nearly all of it the receipt.
+    static func largestReceipt() -> [UInt8] {
+        let prefix = #"{"store":"appstore","kind":"appReceipt","userId":"u-1","receipt":""#
+        let suffix = #""}"#
+        return Array(prefix.utf8) + [UInt8](repeating: UInt8(ascii: "A"), count: submissionBodyBytes - prefix.utf8.count - suffix.utf8.count) + Array(suffix.utf8)
+    }
+
     /// One kind of body's figures.
     struct Measurement {
         let body: Body
@@ -68,12 +77,13 @@ enum BenchIngestMemoryCommand {
         let requests = try options.int("--requests") ?? 250
         let publishTimeout = try options.int("--publish-timeout") ?? 10
         guard requests >= 1, publishTimeout >= 1 else { throw UsageError("bench ingest-memory: --requests and --publish-timeout must be positive") }
-        let chosen = try options.string("--body").map { name in
+        let names = options.values["--body"] ?? bodies.map(\.name)
+        let chosen = try names.map { name in
             guard let body = bodies.first(where: { $0.name == name }) else {
                 throw UsageError("--body is one of \(bodies.map(\.name).joined(separator: ", "))")
             }
-            return [body]
-        } ?? bodies
+            return body
+        }
         let json = options.flags.contains("--json")
         let say: (String) -> Void = { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
         let brokers = options.string("--brokers") ?? "127.0.0.1:1"

@@ -20,10 +20,11 @@ enum Harness {
           bench codec [--rounds N] [--json]
                                         µs to decode and to encode each event of a purchase's walk, beside
                                         JSONSerialization parsing the same bytes
-          bench ingest-memory [--requests N] [--body NAME] [--brokers HOST:PORT] [--publish-timeout S] [--json]
+          bench ingest-memory [--requests N] [--body NAME]... [--brokers HOST:PORT] [--publish-timeout S] [--json]
                                         iap-ingest's resident memory before, at its peak and after N concurrent
-                                        requests of each costliest body (default 250; without --brokers the
-                                        broker is unreachable, so each request is held --publish-timeout)
+                                        requests (default 250) of each costliest body (notification-values,
+                                        notification-payload, submission-values, submission-receipt); without
+                                        --brokers the broker is unreachable: each request is held --publish-timeout
           chaos --store URL [--purchases N] [--users N] [--kills-per-worker K] [--store-down CMD --store-up CMD]
                 [--outage-seconds S] [--timeout S] [--json]
                                         the four workers killed (SIGKILL) and restarted at random, the store taken
