@@ -1,5 +1,5 @@
 /// A small, strict JSON parser over UTF-8 bytes, with a nesting limit (no recursion bombs) and a limit on the values it
-/// builds (a small body of `[[0],[0],…]` is one value per 4 bytes, each of which takes tens of bytes once built).
+/// builds (a small body of `[[0],[0],…]` is a value per 2 bytes, each of which takes tens of bytes once built).
 /// Integers that fit in `Int64` stay exact; other numbers are `Double`. An object that names a key twice is
 /// refused: parsers disagree on which value wins (Foundation keeps the first, most keep the last), so a schema
 /// could check one value while a decoder uses the other.
