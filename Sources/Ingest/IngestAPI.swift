@@ -41,6 +41,7 @@ public final class IngestAPI: Sendable {
     private let logger: Logger
     private let metrics: MetricsRegistry
     private let lastFailure = Mutex<ContinuousClock.Instant?>(nil)
+    private let answered = Atomic<Int>(0)
 
     public init(configuration: Configuration, publisher: EventPublisher, logger: Logger, metrics: MetricsRegistry) {
         self.configuration = configuration
@@ -70,6 +71,7 @@ public final class IngestAPI: Sendable {
         }
         metrics.increment("iap_ingest_requests_total", ["route": route, "status": String(response.status)])
         metrics.observe("iap_ingest_request_duration_seconds", ["route": route], duration: ContinuousClock.now - started)
+        answered.add(1, ordering: .relaxed)
         return response
     }
 
@@ -81,32 +83,56 @@ public final class IngestAPI: Sendable {
     /// Room around the signed payload in a notification's body (`{"signedPayload": "…"}`, whitespace).
     static let notificationEnvelopeBytes = 1_024
 
+    /// The most JSON values a request body may hold once parsed (a valid submission holds at most 16, a notification
+    /// keeps 2). Unbounded, a body of `[[0],[0],…]` holds a value per 2 bytes, each of which takes tens of bytes.
+    static let maxBodyValues = 256
+
+    /// The members of a notification's body the pipeline reads (Apple's V2 body has no other).
+    static let notificationMembers: Set<String> = ["signedPayload"]
+
+    /// Requests the API routes answered since it started.
+    public var answeredRequests: Int { answered.load(ordering: .relaxed) }
+
     /// Whether the last publish failed for a broker reason within the last 10 seconds.
     public var recentlyFailed: Bool {
         lastFailure.withLock { $0.map { ContinuousClock.now - $0 < .seconds(10) } ?? false }
     }
 
     private func notification(_ request: HTTPRequest) async -> HTTPResponse {
-        // Refused unparsed: a body the verifier would refuse anyway is not worth a parse, whose values (a 256 KiB array of
-        // numbers) take many times its size in memory.
-        guard request.body.count <= configuration.maxNotificationPayloadBytes + Self.notificationEnvelopeBytes else {
-            return Self.error(413, "payloadTooLarge", "the body is larger than a signedPayload of the \(configuration.maxNotificationPayloadBytes) bytes the verifier accepts")
+        let event: StoreNotificationReceived
+        switch notificationPayload(request.body) {
+        case .refused(let refusal): return refusal
+        case .accepted(let payload): event = StoreNotificationReceived(signedPayload: payload, receivedAt: Date())
         }
-        let body: [String: JSONValue]
-        switch Self.jsonObject(request.body) {
-        case .success(let object): body = object
-        case .failure(let refusal): return refusal
+        return await publish(consume event, status: 200)
+    }
+
+    /// The `signedPayload` of a notification's body, or the answer that refuses the body. Not async, so that the parsed
+    /// body is gone before the publish waits for the broker.
+    ///
+    /// The body is reduced to `signedPayload` as it is parsed: other members are checked to be JSON and dropped unbuilt,
+    /// not refused, so that a member Apple adds to the V2 body one day does not turn every notification into a 400 (and
+    /// days of Apple's retries); the event never carried any but the payload.
+    func notificationPayload(_ body: Data) -> Admission<String> {
+        // Refused unparsed: a body the verifier would refuse anyway is not worth a parse.
+        guard body.count <= configuration.maxNotificationPayloadBytes + Self.notificationEnvelopeBytes else {
+            return .refused(Self.error(413, "payloadTooLarge", "the body is larger than a signedPayload of the \(configuration.maxNotificationPayloadBytes) bytes the verifier accepts"))
         }
-        guard let payload = body["signedPayload"]?.stringValue else {
-            return Self.error(400, "missingSignedPayload", "expected {\"signedPayload\": \"<JWS>\"}")
+        let object: [String: JSONValue]
+        switch Self.jsonObject(body, keeping: Self.notificationMembers) {
+        case .accepted(let parsed): object = parsed
+        case .refused(let refusal): return .refused(refusal)
+        }
+        guard let payload = object["signedPayload"]?.stringValue else {
+            return .refused(Self.error(400, "missingSignedPayload", "expected {\"signedPayload\": \"<JWS>\"}"))
         }
         guard payload.utf8.count <= configuration.maxNotificationPayloadBytes else {
-            return Self.error(413, "payloadTooLarge", "signedPayload is larger than the \(configuration.maxNotificationPayloadBytes) bytes the verifier accepts")
+            return .refused(Self.error(413, "payloadTooLarge", "signedPayload is larger than the \(configuration.maxNotificationPayloadBytes) bytes the verifier accepts"))
         }
         guard Self.looksLikeCompactJWS(payload) else {
-            return Self.error(400, "malformedSignedPayload", "signedPayload is not a compact JWS (three base64url segments)")
+            return .refused(Self.error(400, "malformedSignedPayload", "signedPayload is not a compact JWS (three base64url segments)"))
         }
-        return await publish(StoreNotificationReceived(signedPayload: payload, receivedAt: Date()), status: 200)
+        return .accepted(payload)
     }
 
     private func submission(_ request: HTTPRequest) async -> HTTPResponse {
@@ -114,47 +140,63 @@ public final class IngestAPI: Sendable {
            case .failure(let refusal) = RequestSignature.verify(request, secret: secret, tolerance: configuration.signatureTolerance) {
             return Self.error(401, "badSignature", refusal.detail)
         }
-        var body: [String: JSONValue]
-        switch Self.jsonObject(request.body) {
-        case .success(let object): body = object
-        case .failure(let refusal): return refusal
+        let submission: PurchaseSubmitted
+        switch submitted(request.body) {
+        case .refused(let refusal): return refusal
+        case .accepted(let submitted): submission = submitted
+        }
+        return await publish(consume submission, status: 202)
+    }
+
+    /// A submission's body as the event, or the answer that refuses it. Not async, so that the parsed body is gone before
+    /// the publish waits for the broker.
+    func submitted(_ body: Data) -> Admission<PurchaseSubmitted> {
+        var object: [String: JSONValue]
+        switch Self.jsonObject(body) {
+        case .accepted(let parsed): object = parsed
+        case .refused(let refusal): return .refused(refusal)
         }
         // What a client cannot know or need not say: filled in here, then the whole checked against the schema.
-        if body["submittedAt"] == nil { body["submittedAt"] = .string(RFC3339.format(Date())) }
-        if body["source"] == nil { body["source"] = .string(SubmissionSource.client.rawValue) }
-        switch publisher.codec.decode(JSONValue.object(body), as: PurchaseSubmitted.self) {
-        case .failure(let invalid): return Self.error(400, invalid.reason, invalid.detail)
-        case .success(let submission): return await publish(submission, status: 202)
+        if object["submittedAt"] == nil { object["submittedAt"] = .string(RFC3339.format(Date())) }
+        if object["source"] == nil { object["source"] = .string(SubmissionSource.client.rawValue) }
+        switch publisher.codec.decode(JSONValue.object(object), as: PurchaseSubmitted.self) {
+        case .failure(let invalid): return .refused(Self.error(400, invalid.reason, invalid.detail))
+        case .success(let submission): return .accepted(submission)
         }
     }
 
-    private func publish<Event: PipelineEvent>(_ event: Event, status: Int) async -> HTTPResponse {
+    /// Publishes `event`, which is let go once its message is queued (what a request holds while the broker is slow to
+    /// acknowledge is what bounds the ingest's memory under a flood).
+    private func publish<Event: PipelineEvent>(_ event: consuming Event, status: Int) async -> HTTPResponse {
+        let id = event.eventID
         do {
-            let report = try await publisher.publish(event)
-            return Self.json(status, ["id": .string(event.eventID), "topic": .string(report.topic),
+            let report = try await publisher.publish(consume event)
+            return Self.json(status, ["id": .string(id), "topic": .string(report.topic),
                                       "partition": .integer(Int64(report.partition)), "offset": .integer(report.offset)])
         } catch let invalid as EventPublisher.InvalidEvent {
             return Self.error(400, "schemaViolation", invalid.violations.prefix(5).joined(separator: "; "))
         } catch {
             lastFailure.withLock { $0 = .now }
-            logger.warning("not acknowledged by the broker", ["eventId": event.eventID, "error": "\(error)"])
+            logger.warning("not acknowledged by the broker", ["eventId": id, "error": "\(error)"])
             var response = Self.error(503, "brokerUnavailable", "the event was not acknowledged; retry (the same content keeps the same id)")
             response.headers["Retry-After"] = "5"
             return response
         }
     }
 
-    /// A request body read as a JSON object, or the 400 that says why it is not one.
-    enum JSONBody {
-        case success([String: JSONValue])
-        case failure(HTTPResponse)
+    /// What a request brings, or the answer that refuses it.
+    enum Admission<Value> {
+        case accepted(Value)
+        case refused(HTTPResponse)
     }
 
-    static func jsonObject(_ body: Data) -> JSONBody {
-        switch JSONValue.parseDocument(body) {
-        case .success(.object(let object)): return .success(object)
-        case .success: return .failure(error(400, "invalidJSON", "the body must be a JSON object"))
-        case .failure(let parse): return .failure(error(400, parse.reason, "the body must be a JSON object: \(parse)"))
+    /// A request body read as a JSON object of at most `maxBodyValues` values (with `keeping`, only those members), or
+    /// the 400 that says why it is not one.
+    static func jsonObject(_ body: Data, keeping: Set<String>? = nil) -> Admission<[String: JSONValue]> {
+        switch JSONValue.parseDocument(body, maxValues: maxBodyValues, keeping: keeping) {
+        case .success(.object(let object)): return .accepted(object)
+        case .success: return .refused(error(400, "invalidJSON", "the body must be a JSON object"))
+        case .failure(let parse): return .refused(error(400, parse.reason, "the body must be a JSON object: \(parse)"))
         }
     }
 

@@ -1,37 +1,49 @@
-/// A small, strict JSON parser over UTF-8 bytes, with a nesting limit (no recursion bombs).
+/// A small, strict JSON parser over UTF-8 bytes, with a nesting limit (no recursion bombs) and a limit on the values it
+/// builds (a small body of `[[0],[0],…]` is a value per 2 bytes, each of which takes tens of bytes once built).
 /// Integers that fit in `Int64` stay exact; other numbers are `Double`. An object that names a key twice is
 /// refused: parsers disagree on which value wins (Foundation keeps the first, most keep the last), so a schema
 /// could check one value while a decoder uses the other.
 struct JSONParser {
     let bytes: UnsafeBufferPointer<UInt8>
     let maxDepth: Int
+    let maxValues: Int
     var index = 0
+    /// Values that may still be built.
+    private var valuesLeft: Int
     /// Why parsing stopped, when it was for a reason more specific than malformed JSON.
     var failure: JSONParseError?
     /// The members of the objects being parsed, innermost last: one buffer for the document, so that each object's
     /// dictionary is made once at its final size instead of growing, and rehashing, member by member.
     private var members: [(key: String, value: JSONValue)] = []
 
-    init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
+    init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int, maxValues: Int = .max) {
         self.bytes = bytes
         self.maxDepth = maxDepth
+        self.maxValues = maxValues
+        valuesLeft = maxValues
     }
 
-    mutating func parseDocument() -> JSONValue? {
-        guard let value = parseValue(depth: 0) else { return nil }
+    /// The document; with `keeping`, a top-level object holds only the members of those names (see `JSONValue.parseDocument`).
+    mutating func parseDocument(keeping: Set<String>? = nil) -> JSONValue? {
+        guard let value = parseValue(depth: 0, keeping: keeping) else { return nil }
         skipWhitespace()
         return index == bytes.count ? value : nil
     }
 
-    private mutating func parseValue(depth: Int) -> JSONValue? {
+    private mutating func parseValue(depth: Int, keeping: Set<String>? = nil) -> JSONValue? {
         skipWhitespace()
         guard index < bytes.count else { return nil }
         guard depth <= maxDepth else {
             failure = .tooDeep(maxDepth)
             return nil
         }
+        guard valuesLeft > 0 else {
+            failure = .tooManyValues(maxValues)
+            return nil
+        }
+        valuesLeft -= 1
         switch bytes[index] {
-        case UInt8(ascii: "{"): return parseObject(depth: depth + 1)
+        case UInt8(ascii: "{"): return parseObject(depth: depth + 1, keeping: keeping)
         case UInt8(ascii: "["): return parseArray(depth: depth + 1)
         case UInt8(ascii: "\""): return parseString().map(JSONValue.string)
         case UInt8(ascii: "t"): return literal("true", .bool(true))
@@ -41,7 +53,9 @@ struct JSONParser {
         }
     }
 
-    private mutating func parseObject(depth: Int) -> JSONValue? {
+    /// With `keeping`, a member of another name is checked to be JSON and dropped unread: never built, not counted
+    /// against `maxValues`, and not compared with another member of its name (nothing reads either).
+    private mutating func parseObject(depth: Int, keeping: Set<String>?) -> JSONValue? {
         index += 1
         skipWhitespace()
         if consume(UInt8(ascii: "}")) { return .object([:]) }
@@ -51,8 +65,13 @@ struct JSONParser {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), let key = parseString() else { return nil }
             skipWhitespace()
-            guard consume(UInt8(ascii: ":")), let value = parseValue(depth: depth) else { return nil }
-            members.append((key, value))
+            guard consume(UInt8(ascii: ":")) else { return nil }
+            if let keeping, !keeping.contains(key) {
+                guard skipValue(depth: depth) else { return nil }
+            } else {
+                guard let value = parseValue(depth: depth) else { return nil }
+                members.append((key, value))
+            }
             skipWhitespace()
             if consume(UInt8(ascii: ",")) { continue }
             guard consume(UInt8(ascii: "}")) else { return nil }
@@ -76,6 +95,41 @@ struct JSONParser {
             skipWhitespace()
             if consume(UInt8(ascii: ",")) { continue }
             return consume(UInt8(ascii: "]")) ? .array(array) : nil
+        }
+    }
+
+    /// Checks one value as `parseValue` would (grammar, nesting, strings' escapes and UTF-8) without building it.
+    private mutating func skipValue(depth: Int) -> Bool {
+        skipWhitespace()
+        guard index < bytes.count else { return false }
+        guard depth <= maxDepth else {
+            failure = .tooDeep(maxDepth)
+            return false
+        }
+        let open = bytes[index]
+        switch open {
+        case UInt8(ascii: "{"), UInt8(ascii: "["):
+            let close = open == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
+            index += 1
+            skipWhitespace()
+            if consume(close) { return true }
+            while true {
+                if open == UInt8(ascii: "{") {
+                    skipWhitespace()
+                    guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), parseString() != nil else { return false }
+                    skipWhitespace()
+                    guard consume(UInt8(ascii: ":")) else { return false }
+                }
+                guard skipValue(depth: depth + 1) else { return false }
+                skipWhitespace()
+                if consume(UInt8(ascii: ",")) { continue }
+                return consume(close)
+            }
+        case UInt8(ascii: "\""): return parseString() != nil
+        case UInt8(ascii: "t"): return literal("true", .null) != nil
+        case UInt8(ascii: "f"): return literal("false", .null) != nil
+        case UInt8(ascii: "n"): return literal("null", .null) != nil
+        default: return parseNumber() != nil
         }
     }
 
@@ -216,6 +270,8 @@ public enum JSONParseError: Error, Sendable, Hashable, CustomStringConvertible {
     case duplicateKey(String)
     /// Nested deeper than the limit.
     case tooDeep(Int)
+    /// More values (objects, arrays, strings, numbers, literals) than the limit.
+    case tooManyValues(Int)
 
     /// A short reason, as dead letters and HTTP errors carry it.
     public var reason: String {
@@ -223,6 +279,7 @@ public enum JSONParseError: Error, Sendable, Hashable, CustomStringConvertible {
         case .malformed: "invalidJSON"
         case .duplicateKey: "duplicateKey"
         case .tooDeep: "tooDeep"
+        case .tooManyValues: "tooManyValues"
         }
     }
 
@@ -231,6 +288,7 @@ public enum JSONParseError: Error, Sendable, Hashable, CustomStringConvertible {
         case .malformed(let offset): "not JSON (at byte \(offset))"
         case .duplicateKey(let key): "an object names the key '\(key)' twice"
         case .tooDeep(let limit): "nested deeper than \(limit) levels"
+        case .tooManyValues(let limit): "more than \(limit) values"
         }
     }
 }

@@ -18,11 +18,18 @@ public enum JSONValue: Sendable, Hashable, Codable {
     }
 
     /// Parses a JSON document, or says why it is not accepted.
-    public static func parseDocument(_ data: some Collection<UInt8>, maxDepth: Int = 128) -> Result<JSONValue, JSONParseError> {
+    /// - Parameters:
+    ///   - maxValues: the most values (objects, arrays, strings, numbers, literals) the result may hold; more is
+    ///     `tooManyValues`, found before they are all built.
+    ///   - keeping: when the document is an object, the names of the members it keeps; the others are checked to be
+    ///     JSON (grammar, nesting, strings) and dropped unbuilt, however many values they hold, and are not compared
+    ///     with other members of their names. Nil keeps every member.
+    public static func parseDocument(_ data: some Collection<UInt8>, maxDepth: Int = 128, maxValues: Int = .max,
+                                     keeping: Set<String>? = nil) -> Result<JSONValue, JSONParseError> {
         var bytes = Array(data)
         return bytes.withUnsafeMutableBufferPointer { buffer in
-            var parser = JSONParser(bytes: UnsafeBufferPointer(buffer), maxDepth: maxDepth)
-            if let value = parser.parseDocument() { return .success(value) }
+            var parser = JSONParser(bytes: UnsafeBufferPointer(buffer), maxDepth: maxDepth, maxValues: maxValues)
+            if let value = parser.parseDocument(keeping: keeping) { return .success(value) }
             return .failure(parser.failure ?? .malformed(offset: min(parser.index, buffer.count)))
         }
     }

@@ -34,12 +34,14 @@ public final class KafkaProducer: Sendable {
 
     deinit { core.requestStop(flushDeadline: nil) }
 
-    /// Sends one record and returns once the broker acknowledged it (`acks=all`).
+    /// Sends one record and returns once the broker acknowledged it (`acks=all`). Once queued the record is librdkafka's
+    /// copy: `message` is let go then, not held while the acknowledgement is awaited (seconds, when the broker is slow).
     /// - Throws: `KafkaError` (`.produce` when it could not be enqueued, `.delivery` when the broker did not
     ///   acknowledge it within `message.timeout.ms`, `.shutdown` after `shutdown()`).
     @discardableResult
-    public func send(_ message: KafkaProducerMessage) async throws -> KafkaDeliveryReport {
+    public func send(_ message: consuming KafkaProducerMessage) async throws -> KafkaDeliveryReport {
         let id = try await core.enqueue(message)
+        _ = consume message
         return try await core.delivery(of: id)
     }
 

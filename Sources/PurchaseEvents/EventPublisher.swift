@@ -36,10 +36,13 @@ public final class EventPublisher: Sendable {
         return message
     }
 
-    /// Validates, sends, and returns when the broker acknowledged (or throws `InvalidEvent` / `KafkaError`).
+    /// Validates, sends, and returns when the broker acknowledged (or throws `InvalidEvent` / `KafkaError`). Neither the
+    /// event nor its message is held while the acknowledgement is awaited (librdkafka holds a copy of the message).
     @discardableResult
-    public func publish<Event: PipelineEvent>(_ event: Event, time: Date = Date()) async throws -> KafkaDeliveryReport {
-        try await producer.send(try message(for: event, time: time))
+    public func publish<Event: PipelineEvent>(_ event: consuming Event, time: Date = Date()) async throws -> KafkaDeliveryReport {
+        let message = try self.message(for: event, time: time)
+        _ = consume event
+        return try await producer.send(consume message)
     }
 
     /// Flushes what is in flight and stops the producer.

@@ -67,7 +67,9 @@ extension Workers {
                 if let answer = await api.route(request) { return answer }
                 return await holdings?.route(request)
             }
-            var launch = WorkerApp.Launch(services: [probe], readiness: readiness, http: (UInt16(port), http, routes),
+            // A flood of requests leaves its memory with the allocator, free but resident, unless trimmed after.
+            let trimmer = MallocArenas.Trimmer { api.answeredRequests }
+            var launch = WorkerApp.Launch(services: [probe, trimmer], readiness: readiness, http: (UInt16(port), http, routes),
                                           afterStop: { await publisher.shutdown() })
             launch.operationsPort = operationsPort.map(UInt16.init)
             return launch

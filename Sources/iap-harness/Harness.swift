@@ -20,6 +20,11 @@ enum Harness {
           bench codec [--rounds N] [--json]
                                         µs to decode and to encode each event of a purchase's walk, beside
                                         JSONSerialization parsing the same bytes
+          bench ingest-memory [--requests N] [--body NAME]... [--brokers HOST:PORT] [--publish-timeout S] [--json]
+                                        iap-ingest's resident memory before, at its peak and after N concurrent
+                                        requests (default 250) of each costliest body (notification-values,
+                                        notification-payload, submission-values, submission-receipt); without
+                                        --brokers the broker is unreachable: each request is held --publish-timeout
           chaos --store URL [--purchases N] [--users N] [--kills-per-worker K] [--store-down CMD --store-up CMD]
                 [--outage-seconds S] [--timeout S] [--json]
                                         the four workers killed (SIGKILL) and restarted at random, the store taken
@@ -39,6 +44,7 @@ enum Harness {
             case "bench":
                 if rest.first == "verify" { return try BenchVerifyCommand.run(Array(rest.dropFirst())) }
                 if rest.first == "codec" { return try BenchCodecCommand.run(Array(rest.dropFirst())) }
+                if rest.first == "ingest-memory" { return try await BenchIngestMemoryCommand.run(Array(rest.dropFirst())) }
                 return try await BenchPipelineCommand.run(rest)
             default:
                 throw UsageError("unknown command '\(command)'")

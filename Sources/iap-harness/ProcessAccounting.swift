@@ -7,9 +7,15 @@ enum ProcessAccounting {
     static let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
 
     /// Peak resident memory (VmHWM) of `pid` in MiB; nil when it is gone.
-    static func peakRSSMiB(_ pid: Int32) -> Double? {
+    static func peakRSSMiB(_ pid: Int32) -> Double? { statusMiB(pid, "VmHWM:") }
+
+    /// Resident memory now (VmRSS) of `pid` in MiB; nil when it is gone.
+    static func residentMiB(_ pid: Int32) -> Double? { statusMiB(pid, "VmRSS:") }
+
+    /// A field of /proc/PID/status given in kB, in MiB.
+    private static func statusMiB(_ pid: Int32, _ field: String) -> Double? {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
               let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "") else { return nil }
         return kilobytes / 1024
     }

@@ -76,6 +76,8 @@ struct IngestTests {
             ("/v1/appstore/notifications", Data(String(repeating: "[", count: 10_000).utf8), 413, "larger than"),
             ("/v1/appstore/notifications", Data(String(repeating: "[", count: 5_000).utf8), 400, "tooDeep"),
             ("/v1/appstore/notifications", Data(#"{"signedPayload":"a.b.c","signedPayload":"d.e.f"}"#.utf8), 400, "duplicateKey"),
+            // Refused as it parses: a value per 2 bytes would take tens of times the body's size once built.
+            ("/v1/appstore/notifications", Data((#"{"signedPayload":["# + Array(repeating: "[0]", count: 300).joined(separator: ",") + "]}").utf8), 400, "tooManyValues"),
         ]
         for (path, body, status, reason) in bad {
             let answer = try await httpRequest(ingest.base + path, method: "POST", body: body)
@@ -83,6 +85,12 @@ struct IngestTests {
             #expect(answer.body.contains(reason))
         }
         #expect(try await httpRequest(ingest.base + "/v1/appstore/notifications").status == 405)
+        // Members besides signedPayload are checked and dropped unbuilt, not refused, however many values they hold: the
+        // same event as without them.
+        let extra = Data((#"{"version":"2.1","signedPayload":"\#(notification.payload)","x":["# + Array(repeating: "[0]", count: 1_000).joined(separator: ",") + "]}").utf8)
+        let reduced = try await httpRequest(ingest.base + "/v1/appstore/notifications", method: "POST", body: extra)
+        #expect(reduced.status == 200, "\(reduced.body)")
+        #expect(JSONValue.parse(Array(reduced.body.utf8))?.objectValue?["id"]?.stringValue == id, "the same event as without them")
 
         // Slow clients (headers never finished) hold a connection each, not the server.
         let port = Int(ingest.base.split(separator: ":").last!)!
@@ -104,6 +112,9 @@ struct IngestTests {
         #expect(replayed.status == 401 && replayed.body.contains("x-iap-timestamp"), "a captured request replayed outside the window: \(replayed.body)")
         let accepted = try await httpRequest(ingest.base + "/v1/purchases", method: "POST", body: submission, headers: signature(submission))
         #expect(accepted.status == 202, "\(accepted.body)")
+        let flood = Data((#"{"store":"appstore","kind":"signedTransaction","userId":"u-1","x":["# + Array(repeating: "[0]", count: 300).joined(separator: ",") + "]}").utf8)
+        let flooded = try await httpRequest(ingest.base + "/v1/purchases", method: "POST", body: flood, headers: signature(flood))
+        #expect(flooded.status == 400 && flooded.body.contains("tooManyValues"), "refused as it parses, before the schema: \(flooded.body)")
         let invalid = Data(#"{"store":"appstore","kind":"signedTransaction","userId":"u-1"}"#.utf8)
         let refused = try await httpRequest(ingest.base + "/v1/purchases", method: "POST", body: invalid, headers: signature(invalid))
         #expect(refused.status == 400)
@@ -114,7 +125,7 @@ struct IngestTests {
         #expect(submitted.first?["key"] == .string("u-1"))
 
         let metrics = try await httpRequest(ingest.base + "/metrics").body
-        #expect(metrics.contains(#"iap_ingest_requests_total{route="notifications",status="200"} 3"#))
+        #expect(metrics.contains(#"iap_ingest_requests_total{route="notifications",status="200"} 4"#))
         #expect(metrics.contains(#"iap_ingest_requests_total{route="purchases",status="401"} 3"#))
         #expect(!ingest.process.log.contains { $0.contains("s3cret") || $0.contains(notification.payload) }, "no secret or payload in the log")
         #expect(try await ingest.process.terminate() == 0)
