@@ -44,10 +44,12 @@ extension HTTPServer {
         var searchFrom = 0
         while true {
             if let end = Self.headEnd(buffer, from: searchFrom) {
+                // The head is the request line, the headers and the blank line; `maxHeaderBytes` of it at most.
+                guard end + 4 <= configuration.maxHeaderBytes else { return .failure(RequestError(status: 431, message: "headers too large")) }
                 headerEnd = end
                 break
             }
-            if buffer.count > configuration.maxHeaderBytes { return .failure(RequestError(status: 431, message: "headers too large")) }
+            if buffer.count >= configuration.maxHeaderBytes { return .failure(RequestError(status: 431, message: "headers too large")) }
             let count = read(connection, into: &chunk, count: chunk.count, deadline: deadline)
             if count <= 0 { return .failure(RequestError(status: 408, message: "incomplete request")) }
             searchFrom = max(0, buffer.count - 3)
@@ -112,4 +114,15 @@ extension HTTPServer {
                                     body: Data(body.prefix(length)), version: String(decoding: requestLine[2], as: UTF8.self)))
     }
 
+    /// After an error answer the client may still be sending (the rest of a head too large, a refused body): closing
+    /// with its bytes unread makes the kernel reset the connection, which fails the client's sends (most clients then
+    /// never read the answer) and can discard the answer itself. So the answer is followed by the end of the stream
+    /// (FIN), and what the client still sends is read and dropped until it closes, for at most 2 s (a lingering close,
+    /// bounded by time as web servers bound theirs); the connection may be evicted meanwhile.
+    func drainBeforeClosing(_ connection: Int32, chunk: inout [UInt8]) {
+        waitingForHead(connection)
+        Glibc.shutdown(connection, Int32(SHUT_WR))
+        let deadline = ContinuousClock.now + .seconds(2)
+        while read(connection, into: &chunk, count: chunk.count, deadline: deadline) > 0 {}
+    }
 }

@@ -30,6 +30,7 @@ public final class HTTPServer: Sendable {
         public var host: String
         /// 0 picks a free port; read it back from `port`.
         public var port: UInt16
+        /// The longest request head (request line, headers and the blank line); a longer one is answered 431.
         public var maxHeaderBytes: Int
         public var maxBodyBytes: Int
         /// The longest wait for one read.
@@ -203,6 +204,7 @@ public final class HTTPServer: Sendable {
         for served in 1...configuration.maxRequestsPerConnection {
             let response: HTTPResponse
             var keepAlive = false
+            var failed = false
             if served > 1 { waitingForHead(connection) } // the first waits since it was admitted
             switch readRequest(connection, pending: &pending, chunk: &chunk, first: served == 1) {
             case .success(let request):
@@ -215,9 +217,12 @@ public final class HTTPServer: Sendable {
                 return // A kept-alive connection the client closed or left idle: nothing to answer.
             case .failure(let error):
                 response = HTTPResponse(status: error.status, contentType: "text/plain", body: error.message + "\n")
+                failed = true
             }
             // A response not sent whole leaves the client out of step with the connection: it ends there.
-            guard write(connection, response.serialized(keepAlive: keepAlive)), keepAlive else { return }
+            let sent = write(connection, response.serialized(keepAlive: keepAlive))
+            if sent && failed { drainBeforeClosing(connection, chunk: &chunk) }
+            guard sent, keepAlive else { return }
         }
     }
 

@@ -1,0 +1,57 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+@testable import HTTPServer
+import Testing
+import TestSupport
+
+/// The request head as the README documents it: at most `maxHeaderBytes`, with the 431 reaching the client.
+@Suite(.serialized, .timeLimit(.minutes(3)))
+struct HTTPServerHeadTests {
+    /// A whole request head of exactly `size` bytes, blank line included.
+    static func head(size: Int) -> String {
+        let start = "GET /h HTTP/1.1\r\nHost: a\r\nX-Pad: "
+        let end = "\r\n\r\n"
+        return start + String(repeating: "p", count: size - start.utf8.count - end.utf8.count) + end
+    }
+
+    @Test func theHeadLimitIsExact() async throws {
+        let server = try HTTPServerHardeningTests.server()
+        let port = Int(server.port)
+        let limit = server.configuration.maxHeaderBytes
+        let atTheLimit = try await offPool { rawHTTP(port: port, Self.head(size: limit)) }
+        #expect(atTheLimit.hasPrefix("HTTP/1.1 200"), "\(atTheLimit)")
+        // Up to a read's worth past the limit used to pass: the size was looked at only before each read.
+        for size in [limit + 1, limit + 4096, 2 * limit - 1] {
+            let answer = try await offPool { rawHTTP(port: port, Self.head(size: size)) }
+            #expect(answer.hasPrefix("HTTP/1.1 431"), "\(size) bytes: \(answer)")
+        }
+    }
+
+    /// A client still sending a head far past the limit gets the 431: the server reads and drops what the client
+    /// sends before it closes, so its kernel does not reset the connection over unread bytes — a reset fails the
+    /// client's sends (most clients then never read the answer) and ends its reading with an error.
+    @Test func the431ReachesAClientThatIsStillSending() async throws {
+        let server = try HTTPServerHardeningTests.server()
+        let port = Int(server.port)
+        let descriptor = rawConnect(port: port, sending: "GET / HTTP/1.1\r\nHost: a\r\nX-Pad: ")
+        #expect(descriptor >= 0)
+        defer { close(descriptor) }
+        // 2 MiB in one blocking send: more than the socket buffers hold, so it is still going when the 431 is sent.
+        let padding = [UInt8](repeating: UInt8(ascii: "p"), count: 2 << 20)
+        let (sent, failure) = try await offPool { padding.withUnsafeBytes { (send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)), errno) } }
+        #expect(sent == padding.count, "the whole head sent, not cut off by a reset (errno \(failure))")
+        let (answer, ending) = try await offPool { () -> (String, Int) in
+            var answer: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = recv(descriptor, &buffer, buffer.count, 0)
+                if count <= 0 { return (String(decoding: answer, as: UTF8.self), count < 0 ? Int(errno) : 0) }
+                answer += buffer[0..<count]
+            }
+        }
+        #expect(answer.hasPrefix("HTTP/1.1 431"), "\(answer)")
+        #expect(ending == 0, "the stream ends cleanly, not with a reset (errno \(ending))")
+    }
+}
