@@ -42,8 +42,16 @@ extension HTTPServer {
         let deadline = ContinuousClock.now + configuration.requestTimeout
         var headerEnd = 0
         var searchFrom = 0
+        var checked = 0 // the head's bytes found strict so far
         while true {
-            if let end = Self.headEnd(buffer, from: searchFrom) {
+            let end = Self.headEnd(buffer, from: searchFrom)
+            // Each line is checked as it arrives: a head with bare LFs is refused now, not once a CRLFCRLF it will never
+            // send is given up on.
+            guard let strict = Self.strictPrefix(buffer, from: checked, to: end.map { $0 + 4 } ?? buffer.count) else {
+                return .failure(RequestError(status: 400, message: "bare CR or LF, or a control character, in the request head"))
+            }
+            checked = strict
+            if let end {
                 // The head is the request line, the headers and the blank line; `maxHeaderBytes` of it at most.
                 guard end + 4 <= configuration.maxHeaderBytes else { return .failure(RequestError(status: 431, message: "headers too large")) }
                 headerEnd = end
@@ -56,9 +64,6 @@ extension HTTPServer {
             buffer.append(contentsOf: chunk[0..<count])
         }
         headReceived(connection)
-        guard Self.linesAreStrict(buffer[0..<headerEnd]) else {
-            return .failure(RequestError(status: 400, message: "bare CR or LF, or a control character, in the request head"))
-        }
         // On bytes: every line ends in CRLF (checked above), and a CR is never part of another character's UTF-8.
         var lines = Self.lines(buffer[0..<headerEnd])
         let requestLine = lines.removeFirst().split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)

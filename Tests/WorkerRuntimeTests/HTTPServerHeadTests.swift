@@ -6,7 +6,8 @@ import Glibc
 import Testing
 import TestSupport
 
-/// The request head as the README documents it: at most `maxHeaderBytes`, with the 431 reaching the client.
+/// The request head as the README documents it: at most `maxHeaderBytes`, with the 431 reaching the client; a bare LF
+/// refused at once.
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct HTTPServerHeadTests {
     /// A whole request head of exactly `size` bytes, blank line included.
@@ -53,5 +54,16 @@ struct HTTPServerHeadTests {
         }
         #expect(answer.hasPrefix("HTTP/1.1 431"), "\(answer)")
         #expect(ending == 0, "the stream ends cleanly, not with a reset (errno \(ending))")
+    }
+
+    /// A head whose lines end in a bare LF is refused as soon as the LF arrives, not once the CRLFCRLF it will never
+    /// send is given up on (the read and request timeouts here are far longer: a late answer would be a 408).
+    @Test func aBareLineFeedIsRefusedAtOnce() async throws {
+        let server = try HTTPServerHardeningTests.server(.init(readTimeout: .seconds(20), requestTimeout: .seconds(20)))
+        let port = Int(server.port)
+        for request in ["GET / HTTP/1.1\nHost: a\n\n", "GET / HTTP/1.1\r\nHost: a\n\n", "GET / HTTP/1.1\r\nHost: a\r\n\n"] {
+            let answer = try await offPool { rawHTTP(port: port, request) }
+            #expect(answer.hasPrefix("HTTP/1.1 400") && answer.contains("bare CR or LF"), "\(request.debugDescription): \(answer)")
+        }
     }
 }
