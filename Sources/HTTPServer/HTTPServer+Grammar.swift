@@ -54,6 +54,17 @@ extension HTTPServer {
         return index
     }
 
+    /// RFC 9112 §3.2 `Host = uri-host [ ":" port ]`, by its characters: those of a registered name, an IPv4 address or
+    /// a bracketed IP literal, and the colon of a port. Empty is allowed (RFC 3986 reg-name may be).
+    static func isHost(_ value: String.UTF8View) -> Bool {
+        value.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+            default: "-._~%!$&'()*+,;=:[]".utf8.contains(byte)
+            }
+        }
+    }
+
     /// RFC 9110 token: one or more of ALPHA, DIGIT and ``!#$%&'*+-.^_`|~``.
     static func isToken(_ text: ArraySlice<UInt8>) -> Bool {
         !text.isEmpty && text.allSatisfy { byte in

@@ -95,6 +95,12 @@ extension HTTPServer {
                 headers[name] = value
             }
         }
+        // RFC 9112 §3.2: an HTTP/1.1 request names its host (HTTP/1.0 may not), as a host and port.
+        if let host = headers["host"] {
+            guard Self.isHost(host.utf8) else { return .failure(RequestError(status: 400, message: "invalid Host")) }
+        } else if requestLine[2].elementsEqual("HTTP/1.1".utf8) {
+            return .failure(RequestError(status: 400, message: "an HTTP/1.1 request needs a Host header"))
+        }
         if headers["transfer-encoding"] != nil {
             return .failure(RequestError(status: 400, message: "Transfer-Encoding is not supported; send Content-Length"))
         }

@@ -13,9 +13,9 @@ import Glibc
 /// request (headers and body) must arrive within `requestTimeout` however slowly it trickles, at most
 /// `maxConnections` connections are served at once and at most `maxConnectionsPerAddress` from one client address
 /// (more are answered 503 and closed, or, with `evictsWaitingConnections`, take the slot of the one that has waited
-/// longest for its request head). The grammar is strict: header names are tokens, a header appears once,
-/// `Content-Length` is digits, and `Transfer-Encoding` is refused — so no proxy in front can read a different
-/// request boundary than this server.
+/// longest for its request head). The grammar is strict: every line of the head ends in CRLF, header names are
+/// tokens, a header appears once, an HTTP/1.1 request names its `Host`, `Content-Length` is digits, and
+/// `Transfer-Encoding` is refused — so no proxy in front can read a different request boundary than this server.
 public final class HTTPServer: Sendable {
     public typealias Handler = @Sendable (HTTPRequest) async -> HTTPResponse
     /// A handler that answers without suspending; it runs on the connection's thread.

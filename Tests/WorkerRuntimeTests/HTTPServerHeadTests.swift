@@ -7,7 +7,7 @@ import Testing
 import TestSupport
 
 /// The request head as the README documents it: at most `maxHeaderBytes`, with the 431 reaching the client; a bare LF
-/// refused at once.
+/// refused at once; a `Host` on every HTTP/1.1 request.
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct HTTPServerHeadTests {
     /// A whole request head of exactly `size` bytes, blank line included.
@@ -64,6 +64,29 @@ struct HTTPServerHeadTests {
         for request in ["GET / HTTP/1.1\nHost: a\n\n", "GET / HTTP/1.1\r\nHost: a\n\n", "GET / HTTP/1.1\r\nHost: a\r\n\n"] {
             let answer = try await offPool { rawHTTP(port: port, request) }
             #expect(answer.hasPrefix("HTTP/1.1 400") && answer.contains("bare CR or LF"), "\(request.debugDescription): \(answer)")
+        }
+    }
+
+    /// RFC 9112 §3.2: an HTTP/1.1 request without `Host`, or with one that is not a host and port, is answered 400;
+    /// HTTP/1.0 may leave it out.
+    @Test func anHTTP11RequestNamesItsHost() async throws {
+        let server = try HTTPServerHardeningTests.server()
+        let port = Int(server.port)
+        let cases: [(String, String)] = [
+            ("GET / HTTP/1.1\r\n\r\n", "400"),
+            ("GET / HTTP/1.1\r\nX-Host: a\r\n\r\n", "400"),
+            ("GET / HTTP/1.1\r\nHost: a b\r\n\r\n", "400"),
+            ("GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", "400"),
+            ("GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", "400"),
+            ("GET / HTTP/1.0\r\n\r\n", "200"),
+            ("GET / HTTP/1.1\r\nHost: api.example.com:8080\r\n\r\n", "200"),
+            ("GET / HTTP/1.1\r\nhost: 10.0.0.1\r\n\r\n", "200"),
+            ("GET / HTTP/1.1\r\nHost: [::1]:9090\r\n\r\n", "200"),
+            ("GET / HTTP/1.1\r\nHost:\r\n\r\n", "200"), // an empty host is a valid (empty) reg-name
+        ]
+        for (request, status) in cases {
+            let answer = try await offPool { rawHTTP(port: port, request) }
+            #expect(answer.hasPrefix("HTTP/1.1 \(status)"), "\(request.debugDescription): \(answer)")
         }
     }
 }
