@@ -20,7 +20,9 @@ struct HTTPServerSlotsTests {
 
     @Test func aFullServerGivesTheSlotOfTheLongestWaitingHeadToANewConnection() async throws {
         for evicts in [false, true] {
-            let server = try HTTPServerHardeningTests.server(.init(requestTimeout: .seconds(120), maxConnections: 4, evictsWaitingConnections: evicts))
+            // Timeouts far longer than the test: a connection that ends here was evicted, not timed out.
+            let server = try HTTPServerHardeningTests.server(.init(readTimeout: .seconds(120), requestTimeout: .seconds(120), maxConnections: 4,
+                                                                   evictsWaitingConnections: evicts))
             let port = Int(server.port)
             var held: [Int32] = []
             for _ in 0..<4 { held.append(rawConnect(port: port, sending: "GET / HTTP/1.1\r\nHost: a\r\n")) }
@@ -42,7 +44,8 @@ struct HTTPServerSlotsTests {
 
     /// A connection that has sent its head is not evicted while its body arrives; a kept-alive one between requests is.
     @Test func onlyConnectionsWaitingForAHeadAreEvicted() async throws {
-        let server = try HTTPServerHardeningTests.server(.init(requestTimeout: .seconds(120), maxConnections: 2, evictsWaitingConnections: true))
+        let server = try HTTPServerHardeningTests.server(.init(readTimeout: .seconds(120), requestTimeout: .seconds(120), maxConnections: 2,
+                                                               keepAliveTimeout: .seconds(120), evictsWaitingConnections: true))
         let port = Int(server.port)
         let sending = rawConnect(port: port, sending: "POST /body HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\nab")
         defer { close(sending) }
