@@ -12,9 +12,10 @@ import Glibc
 /// Bounded against malformed requests, slow clients and floods: headers and bodies have size limits, the whole
 /// request (headers and body) must arrive within `requestTimeout` however slowly it trickles, at most
 /// `maxConnections` connections are served at once and at most `maxConnectionsPerAddress` from one client address
-/// (more are answered 503 and closed). The grammar is strict: header names are tokens, a header appears once,
-/// `Content-Length` is digits, and `Transfer-Encoding` is refused — so no proxy in front can read a different
-/// request boundary than this server.
+/// (more are answered 503 and closed, or, with `evictsWaitingConnections`, take the slot of the one that has waited
+/// longest for its request head). The grammar is strict: every line of the head ends in CRLF, header names are
+/// tokens, a header appears once, an HTTP/1.1 request names its `Host`, `Content-Length` is digits, and
+/// `Transfer-Encoding` is refused — so no proxy in front can read a different request boundary than this server.
 public final class HTTPServer: Sendable {
     public typealias Handler = @Sendable (HTTPRequest) async -> HTTPResponse
     /// A handler that answers without suspending; it runs on the connection's thread.
@@ -29,6 +30,7 @@ public final class HTTPServer: Sendable {
         public var host: String
         /// 0 picks a free port; read it back from `port`.
         public var port: UInt16
+        /// The longest request head (request line, headers and the blank line); a longer one is answered 431.
         public var maxHeaderBytes: Int
         public var maxBodyBytes: Int
         /// The longest wait for one read.
@@ -41,11 +43,19 @@ public final class HTTPServer: Sendable {
         public var maxRequestsPerConnection: Int
         /// How long a kept-alive connection may wait for its next request before it is closed.
         public var keepAliveTimeout: Duration
+        /// When every slot is taken (or the new connection's address is at its cap), the connection that has waited
+        /// longest for its request head — idle, trickling its head, or kept alive between requests — gives its slot
+        /// to the new one instead of the new one being answered 503. For a port that must answer probes however many
+        /// slow clients connect: a probe sends its whole head at once, so it is never the one waiting longest, and a
+        /// head that had already arrived is answered even so. Connections reading a body or being answered keep theirs.
+        public var evictsWaitingConnections: Bool
 
         public init(host: String = "127.0.0.1", port: UInt16 = 0, maxHeaderBytes: Int = 16 * 1024, maxBodyBytes: Int = 1024 * 1024,
                     readTimeout: Duration = .seconds(10), requestTimeout: Duration = .seconds(15), maxConnections: Int = 256,
-                    maxConnectionsPerAddress: Int? = nil, maxRequestsPerConnection: Int = 1_000, keepAliveTimeout: Duration = .seconds(5)) {
+                    maxConnectionsPerAddress: Int? = nil, maxRequestsPerConnection: Int = 1_000, keepAliveTimeout: Duration = .seconds(5),
+                    evictsWaitingConnections: Bool = false) {
             self.maxRequestsPerConnection = max(1, maxRequestsPerConnection)
+            self.evictsWaitingConnections = evictsWaitingConnections
             self.keepAliveTimeout = keepAliveTimeout
             self.host = host
             self.port = port
@@ -63,14 +73,9 @@ public final class HTTPServer: Sendable {
     public let port: UInt16
     private let listener: Int32
     private let responder: Responder
-    private let state = Mutex(ConnectionState())
-
-    struct ConnectionState {
-        var running = true
-        var connections = 0
-        var accepted = 0
-        var byAddress: [UInt32: Int] = [:]
-    }
+    let state = Mutex(ConnectionState())
+    /// Signalled as each evicted connection ends, for the accept loop waiting to admit one.
+    let evictedEnded = DispatchSemaphore(value: 0)
 
     /// Binds and starts accepting on a thread of its own; `handler` runs as a task per request.
     public convenience init(configuration: Configuration = Configuration(), handler: @escaping Handler) throws {
@@ -119,7 +124,7 @@ public final class HTTPServer: Sendable {
     deinit { shutdown() }
 
     /// Connections being served now.
-    public var activeConnections: Int { state.withLock { $0.connections } }
+    public var activeConnections: Int { state.withLock { $0.connections.count } }
 
     /// Connections served since the server started (to see clients keep theirs alive).
     public var acceptedConnections: Int { state.withLock { $0.accepted } }
@@ -165,30 +170,25 @@ public final class HTTPServer: Sendable {
                 }
                 continue
             }
-            let address = peer.sin_addr.s_addr
-            let admitted = state.withLock { state -> Bool in
-                guard state.connections < configuration.maxConnections,
-                      state.byAddress[address, default: 0] < configuration.maxConnectionsPerAddress else { return false }
-                state.connections += 1
-                state.accepted += 1
-                state.byAddress[address, default: 0] += 1
-                return true
+            var admission = admit(connection, from: peer.sin_addr.s_addr)
+            // Evicted connections still ending: the new one waits for them (the next ones in the backlog), for a second at most.
+            let patience = ContinuousClock.now + .seconds(1)
+            while admission == .afterEvictedEnd && ContinuousClock.now < patience {
+                _ = evictedEnded.wait(timeout: .now() + .milliseconds(10))
+                admission = admit(connection, from: peer.sin_addr.s_addr)
             }
-            guard admitted else {
+            guard admission == .admitted else {
                 write(connection, HTTPResponse(status: 503, contentType: "text/plain", body: "busy\n").serialized())
                 close(connection)
                 continue
             }
             // Socket reads block, and an async handler's answer is awaited by blocking: each connection gets a
-            // thread of its own (at most `maxConnections`). Not a dispatch queue: on Linux Swift's tasks run on
-            // the dispatch pool, so connections blocked there would starve the very handlers they wait for.
+            // thread of its own (at most `maxConnections`, and those evicted until they end). Not a dispatch queue: on
+            // Linux Swift's tasks run on the dispatch pool, so connections blocked there would starve the very handlers
+            // they wait for.
             let thread = Thread { [self] in
                 serve(connection)
-                state.withLock { state in
-                    state.connections -= 1
-                    state.byAddress[address, default: 1] -= 1
-                    if state.byAddress[address] == 0 { state.byAddress[address] = nil }
-                }
+                release(connection)
             }
             thread.stackSize = 512 * 1024
             thread.name = "http-connection"
@@ -197,7 +197,6 @@ public final class HTTPServer: Sendable {
     }
 
     private func serve(_ connection: Int32) {
-        defer { close(connection) }
         var timeout = timeval(tv_sec: Int(configuration.readTimeout.components.seconds), tv_usec: 0)
         setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var pending: [UInt8] = [] // bytes read past the last request: the start of the next
@@ -205,6 +204,8 @@ public final class HTTPServer: Sendable {
         for served in 1...configuration.maxRequestsPerConnection {
             let response: HTTPResponse
             var keepAlive = false
+            var failed = false
+            if served > 1 { waitingForHead(connection) } // the first waits since it was admitted
             switch readRequest(connection, pending: &pending, chunk: &chunk, first: served == 1) {
             case .success(let request):
                 response = respond(to: request)
@@ -216,9 +217,12 @@ public final class HTTPServer: Sendable {
                 return // A kept-alive connection the client closed or left idle: nothing to answer.
             case .failure(let error):
                 response = HTTPResponse(status: error.status, contentType: "text/plain", body: error.message + "\n")
+                failed = true
             }
             // A response not sent whole leaves the client out of step with the connection: it ends there.
-            guard write(connection, response.serialized(keepAlive: keepAlive)), keepAlive else { return }
+            let sent = write(connection, response.serialized(keepAlive: keepAlive))
+            if sent && failed { drainBeforeClosing(connection, chunk: &chunk) }
+            guard sent, keepAlive else { return }
         }
     }
 
@@ -236,112 +240,6 @@ public final class HTTPServer: Sendable {
             done.wait()
             return result.value ?? HTTPResponse(status: 500)
         }
-    }
-
-    private struct RequestError: Error {
-        let status: Int
-        let message: String
-        /// No byte of a next request came on a kept-alive connection: closed without an answer.
-        static let idle = RequestError(status: 0, message: "idle")
-    }
-
-    /// Reads up to `count` bytes into `chunk`, waiting at most the read timeout and never past `deadline`; ≤ 0 when
-    /// the client closed, failed or ran out of time.
-    private func read(_ connection: Int32, into chunk: inout [UInt8], count: Int, deadline: ContinuousClock.Instant) -> Int {
-        while true {
-            let remaining = min(configuration.readTimeout, deadline - ContinuousClock.now)
-            guard remaining > .zero else { return 0 }
-            let (seconds, attoseconds) = remaining.components
-            var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int(max(1, attoseconds / 1_000_000_000_000)))
-            setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            let read = Glibc.read(connection, &chunk, count)
-            // A signal (e.g. SIGCHLD of a child process) interrupts the wait, not the connection.
-            if read < 0 && errno == EINTR { continue }
-            return read
-        }
-    }
-
-    /// Reads one request, all of it within `requestTimeout` (on a kept-alive connection, from its first byte: the wait
-    /// for that is bounded by `readTimeout`). `pending` holds bytes already read, and is left with those read past the
-    /// request; `chunk` is the connection's read buffer.
-    private func readRequest(_ connection: Int32, pending: inout [UInt8], chunk: inout [UInt8], first: Bool) -> Result<HTTPRequest, RequestError> {
-        var buffer = pending
-        pending = []
-        if !first && buffer.isEmpty {
-            let count = read(connection, into: &chunk, count: chunk.count, deadline: ContinuousClock.now + configuration.keepAliveTimeout)
-            if count <= 0 { return .failure(.idle) }
-            buffer.append(contentsOf: chunk[0..<count])
-        }
-        let deadline = ContinuousClock.now + configuration.requestTimeout
-        var headerEnd = 0
-        var searchFrom = 0
-        while true {
-            if let end = Self.headEnd(buffer, from: searchFrom) {
-                headerEnd = end
-                break
-            }
-            if buffer.count > configuration.maxHeaderBytes { return .failure(RequestError(status: 431, message: "headers too large")) }
-            let count = read(connection, into: &chunk, count: chunk.count, deadline: deadline)
-            if count <= 0 { return .failure(RequestError(status: 408, message: "incomplete request")) }
-            searchFrom = max(0, buffer.count - 3)
-            buffer.append(contentsOf: chunk[0..<count])
-        }
-        guard Self.linesAreStrict(buffer[0..<headerEnd]) else {
-            return .failure(RequestError(status: 400, message: "bare CR or LF, or a control character, in the request head"))
-        }
-        // On bytes: every line ends in CRLF (checked above), and a CR is never part of another character's UTF-8.
-        var lines = Self.lines(buffer[0..<headerEnd])
-        let requestLine = lines.removeFirst().split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
-        guard requestLine.count == 3, Self.isToken(requestLine[0]), requestLine[1].first == UInt8(ascii: "/"),
-              requestLine[1].allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }), requestLine[2].elementsEqual("HTTP/1.1".utf8) || requestLine[2].elementsEqual("HTTP/1.0".utf8) else {
-            return .failure(RequestError(status: 400, message: "malformed request line"))
-        }
-        var headers: [String: String] = [:]
-        for line in lines {
-            // name ":" OWS value OWS — the name a token (no spaces, no folding), each name once.
-            guard let colon = line.firstIndex(of: UInt8(ascii: ":")), Self.isToken(line[..<colon]) else {
-                return .failure(RequestError(status: 400, message: "malformed header"))
-            }
-            let name = String(decoding: line[..<colon].map { $0 | (($0 >= 0x41 && $0 <= 0x5A) ? 0x20 : 0) }, as: UTF8.self)
-            var valueBytes = line[(colon + 1)...]
-            while let first = valueBytes.first, first == 0x20 || first == 0x09 { valueBytes = valueBytes.dropFirst() }
-            while let last = valueBytes.last, last == 0x20 || last == 0x09 { valueBytes = valueBytes.dropLast() }
-            guard let value = String(validating: valueBytes, as: UTF8.self) else {
-                return .failure(RequestError(status: 400, message: "headers are not UTF-8"))
-            }
-            if let earlier = headers[name] {
-                // Framing and authentication headers must be unambiguous; list headers (a proxy chain's
-                // X-Forwarded-For, Via) combine as RFC 9110 says.
-                guard !Self.singleHeaders.contains(name), !name.hasPrefix("x-iap-") else {
-                    return .failure(RequestError(status: 400, message: "header \(name) given twice"))
-                }
-                headers[name] = earlier + ", " + value
-            } else {
-                headers[name] = value
-            }
-        }
-        if headers["transfer-encoding"] != nil {
-            return .failure(RequestError(status: 400, message: "Transfer-Encoding is not supported; send Content-Length"))
-        }
-        let declared = headers["content-length"] ?? "0"
-        guard let length = headerDecimal(declared).map(Int.init) else {
-            return .failure(RequestError(status: 400, message: "invalid Content-Length"))
-        }
-        guard length <= configuration.maxBodyBytes else {
-            return .failure(RequestError(status: 413, message: "body larger than \(configuration.maxBodyBytes) bytes"))
-        }
-        var body = Array(buffer[(headerEnd + 4)...])
-        while body.count < length {
-            let count = read(connection, into: &chunk, count: min(chunk.count, length - body.count), deadline: deadline)
-            if count <= 0 { return .failure(RequestError(status: 408, message: "incomplete body")) }
-            body.append(contentsOf: chunk[0..<count])
-        }
-        pending = Array(body.dropFirst(length))
-        let target = requestLine[1]
-        let query = target.firstIndex(of: UInt8(ascii: "?")).map { String(decoding: target[($0 + 1)...], as: UTF8.self) }
-        let path = String(decoding: target.prefix { $0 != UInt8(ascii: "?") }, as: UTF8.self)
-        return .success(HTTPRequest(method: String(decoding: requestLine[0], as: UTF8.self), path: path, query: query, headers: headers,
-                                    body: Data(body.prefix(length)), version: String(decoding: requestLine[2], as: UTF8.self)))
     }
 
     /// Whether all of `data` was sent.

@@ -51,7 +51,10 @@ public enum RequestSignature {
         guard let timestamp = headerDecimal(stamp) else {
             return .failure(.malformedTimestamp)
         }
-        guard abs(Double(timestamp) - now.timeIntervalSince1970) <= tolerance else { return .failure(.expired(tolerance: tolerance)) }
+        // In whole seconds, as the timestamp is: against the fraction of the current second the window would be
+        // -299…+300 s, not ±300 s.
+        let seconds = Int64(now.timeIntervalSince1970.rounded(.down))
+        guard abs(Double(timestamp - seconds)) <= tolerance else { return .failure(.expired(tolerance: tolerance)) }
         guard signature.hasPrefix("v1="), let given = Data(hex: signature.dropFirst(3)) else { return .failure(.mismatch) }
         let expected = hmacSHA256(key: secret, data: canonical(method: request.method, path: request.path, query: request.query,
                                                              timestamp: timestamp, body: request.body))

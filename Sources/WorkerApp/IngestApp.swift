@@ -19,6 +19,8 @@ extension Workers {
                     help: "seconds a client has to send a whole request, headers and body, however slowly; then 408"),
             Setting("--ops-port", env: "IAP_OPS_PORT",
                     help: "port of /metrics, /healthz and /readyz with reasons (0 picks a free port); the API port then answers /readyz without reasons and no /metrics"),
+            Setting("--ops-host", env: "IAP_OPS_HOST",
+                    help: "address of the --ops-port endpoints (unset: --http-host's); e.g. 127.0.0.1 where the probes and the scraper run on the same host"),
             Setting("--publish-timeout", env: "IAP_PUBLISH_TIMEOUT", default: "10",
                     help: "seconds to wait for the broker's acknowledgement before answering 503 (librdkafka message.timeout.ms)"),
             Setting("--client-secret-file", env: "IAP_INGEST_CLIENT_SECRET_FILE",
@@ -72,6 +74,7 @@ extension Workers {
             var launch = WorkerApp.Launch(services: [probe, trimmer], readiness: readiness, http: (UInt16(port), http, routes),
                                           afterStop: { await publisher.shutdown() })
             launch.operationsPort = operationsPort.map(UInt16.init)
+            launch.operationsHost = process.settings.string("--ops-host")
             return launch
         }
     }

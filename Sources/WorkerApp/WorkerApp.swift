@@ -108,6 +108,8 @@ public enum WorkerApp {
         /// A port for the operations endpoints alone; the `http` port then serves them as public-facing (no
         /// `/metrics`, `/readyz` without reasons).
         public var operationsPort: UInt16?
+        /// The address `operationsPort` is bound to; nil: the `http` port's.
+        public var operationsHost: String?
         /// Runs after every service has stopped (e.g. flushing a producer the HTTP routes used).
         public var afterStop: (@Sendable () async -> Void)?
 
@@ -256,8 +258,7 @@ public enum WorkerApp {
             var launch = Launch(services: runners.isEmpty ? services : services + [watchdog], readiness: readiness)
             if let port = try process.settings.int("--http-port") {
                 guard (0...65535).contains(port) else { throw SettingsError("--http-port (IAP_HTTP_PORT) must be 0–65535, got \(port)") }
-                launch.http = (UInt16(port), HTTPServer.Configuration(host: process.settings.string("--http-host") ?? "0.0.0.0",
-                                                                      maxBodyBytes: 0, maxConnections: 32), nil)
+                launch.http = (UInt16(port), OperationsServer.operationsConfiguration(host: process.settings.string("--http-host") ?? "0.0.0.0"), nil)
             }
             return launch
         }
@@ -292,12 +293,11 @@ public enum WorkerApp {
                 logger.info("http endpoints", ["port": Int(server.port), "host": configuration.host])
                 var bound = ["http": Int(server.port)]
                 if let port = launch.operationsPort {
-                    var operations = HTTPServer.Configuration(host: configuration.host, maxBodyBytes: 0, maxConnections: 32)
-                    operations.port = port
+                    let operations = OperationsServer.operationsConfiguration(host: launch.operationsHost ?? configuration.host, port: port)
                     let server: OperationsServer
                     do {
                         server = try OperationsServer(configuration: operations, metrics: process.metrics, readiness: launch.readiness)
-                    } catch { throw SettingsError("--ops-port (IAP_OPS_PORT): \(error)") }
+                    } catch { throw SettingsError("--ops-port, --ops-host (IAP_OPS_PORT, IAP_OPS_HOST): \(error)") }
                     launch.services.append(server)
                     logger.info("operations endpoints", ["port": Int(server.port), "host": operations.host])
                     bound["operations"] = Int(server.port)

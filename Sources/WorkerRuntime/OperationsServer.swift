@@ -26,6 +26,17 @@ public final class OperationsServer: Service {
     /// The port it listens on (useful with port 0).
     public var port: UInt16 { server.port }
 
+    /// The server's configuration for a port of operations endpoints alone (no API), so that slow clients cannot fail
+    /// its probes. Probes and scrapes send their whole head at once: a head has 2 s to arrive, no body is taken, and
+    /// when the 32 slots are taken a new connection takes the slot of the one that has waited longest for its head
+    /// (`evictsWaitingConnections`), so idle or trickling connections, however many, never keep `/healthz` and
+    /// `/readyz` from answering. A per-address cap would not do: the kubelet, Prometheus and a flood may share an
+    /// address (a node's, a NAT's), and then the cap would turn the probes away as well.
+    public static func operationsConfiguration(host: String, port: UInt16 = 0) -> HTTPServer.Configuration {
+        HTTPServer.Configuration(host: host, port: port, maxBodyBytes: 0, requestTimeout: .seconds(2), maxConnections: 32,
+                                 evictsWaitingConnections: true)
+    }
+
     /// Binds now, so that a port in use fails at start with a clear message.
     public init(configuration: HTTPServer.Configuration, metrics: MetricsRegistry, readiness: @escaping @Sendable () async -> Readiness,
                 routes: Routes? = nil, publicFacing: Bool = false) throws {

@@ -29,6 +29,10 @@ enum Harness {
                 [--outage-seconds S] [--timeout S] [--json]
                                         the four workers killed (SIGKILL) and restarted at random, the store taken
                                         down once, then the invariants against the input; exit 0 only without a violation
+          probe-abuse [--port N] [--connections N] [--trickle-ms MS] [--reopen-ms MS] [--seconds S] [--json]
+                                        slow connections held open against an operations port (without --port: a
+                                        started iap-ingest's) while /healthz and /readyz are probed with a 1 s
+                                        timeout; how many probes failed, exit 1 if any
 
         \(CommandOptions.kafkaSettingsHelp)
         """
@@ -41,6 +45,8 @@ enum Harness {
                 return try await DemoCommand.run(rest)
             case "chaos":
                 return try await ChaosCommand.run(rest)
+            case "probe-abuse":
+                return try await ProbeAbuseCommand.run(rest)
             case "bench":
                 if rest.first == "verify" { return try BenchVerifyCommand.run(Array(rest.dropFirst())) }
                 if rest.first == "codec" { return try BenchCodecCommand.run(Array(rest.dropFirst())) }

@@ -131,11 +131,15 @@ struct IngestTests {
         #expect(try await ingest.process.terminate() == 0)
     }
 
-    /// With `--ops-port`, operators get metrics and readiness reasons there; the public port tells only ready or
-    /// not. A notification larger than the verifier accepts is refused at the door.
+    /// With `--ops-port`, operators get metrics and readiness reasons there (on `--ops-host`'s address only); the public
+    /// port tells only ready or not. A notification larger than the verifier accepts is refused at the door.
     @Test func theOperationsPortKeepsReasonsAndMetricsOffThePublicPort() async throws {
-        let ingest = try await Running(brokers: "127.0.0.1:1", ["--ops-port", "0"])
-        let operations = "http://127.0.0.1:\(try await ingest.process.operationsPort())"
+        let ingest = try await Running(brokers: "127.0.0.1:1", ["--ops-port", "0", "--ops-host", "127.0.0.2"])
+        let operationsPort = try await ingest.process.operationsPort()
+        let operations = "http://127.0.0.2:\(operationsPort)"
+        let elsewhere = rawConnect(port: operationsPort, sending: "")
+        if elsewhere >= 0 { close(elsewhere) }
+        #expect(elsewhere < 0, "not bound to --http-host's 127.0.0.1")
         let publicReady = try await httpRequest(ingest.base + "/readyz")
         #expect(publicReady.status == 503 && publicReady.body == "not ready\n", "no internal reasons on the public port: \(publicReady.body)")
         let opsReady = try await httpRequest(operations + "/readyz")
@@ -153,6 +157,23 @@ struct IngestTests {
         let numbers = Data((#"{"a":["# + String(repeating: "1,", count: 100 * 1024) + #"1]}"#).utf8)
         let unparsed = try await httpRequest(ingest.base + "/v1/appstore/notifications", method: "POST", body: numbers)
         #expect(unparsed.status == 413 && unparsed.body.contains("payloadTooLarge"), "\(unparsed.status) \(unparsed.body)")
+        #expect(try await ingest.process.terminate() == 0)
+    }
+
+    /// A few hundred slow connections from one address on the operations port, each holding the start of a head: its
+    /// probes are still answered by their handlers, not refused as busy, so a flood cannot trigger liveness restarts.
+    @Test func slowClientsCannotFailTheOperationsPortsProbes() async throws {
+        let ingest = try await Running(brokers: "127.0.0.1:1", ["--ops-port", "0"])
+        let port = try await ingest.process.operationsPort()
+        let slow = try await offPool { (0..<300).map { _ in rawConnect(port: port, sending: "GET /healthz HTTP/1.1\r\nHost: a\r\nX-Slow: ") } }
+        #expect(slow.allSatisfy { $0 >= 0 })
+        for _ in 0..<10 {
+            let health = try await offPool { rawHTTP(port: port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n") }
+            #expect(health.hasPrefix("HTTP/1.1 200"), "\(health)")
+            let ready = try await offPool { rawHTTP(port: port, "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n") }
+            #expect(ready.hasPrefix("HTTP/1.1 503") && ready.contains("broker"), "not ready, with the readiness's reason: \(ready)")
+        }
+        slow.forEach { close($0) }
         #expect(try await ingest.process.terminate() == 0)
     }
 

@@ -25,3 +25,16 @@ public func rawConnect(port: Int, sending text: String) -> Int32 {
     _ = text.withCString { send(descriptor, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
     return descriptor
 }
+
+/// What the server sends on `descriptor` until it closes its side (or resets the connection).
+public func rawReadToEnd(_ descriptor: Int32) -> String {
+    var answer: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let count = recv(descriptor, &buffer, buffer.count, 0)
+        if count < 0 && errno == EINTR { continue }
+        if count <= 0 { break }
+        answer += buffer[0..<count]
+    }
+    return String(decoding: answer, as: UTF8.self)
+}

@@ -28,27 +28,27 @@ struct HTTPServerHardeningTests {
         let server = try Self.server()
         let port = Int(server.port)
         let refused: [(String, String)] = [
-            ("two Content-Length", "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab"),
-            ("the same Content-Length twice", "POST / HTTP/1.1\r\nContent-Length: 2\r\ncontent-length: 2\r\n\r\nab"),
-            ("Transfer-Encoding", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n"),
-            ("Transfer-Encoding spelled with a space", "POST / HTTP/1.1\r\nTransfer-Encoding : chunked\r\n\r\n"),
-            ("a header name that is not a token", "GET / HTTP/1.1\r\nX Forwarded: a\r\n\r\n"),
-            ("a folded header", "GET / HTTP/1.1\r\nX-A: a\r\n b\r\n\r\n"),
-            ("a signed Content-Length", "POST / HTTP/1.1\r\nContent-Length: +2\r\n\r\nab"),
-            ("a bare LF inside a header", "POST / HTTP/1.1\r\nX-A: a\nContent-Length: 2\r\n\r\nab"),
-            ("a bare CR", "GET / HTTP/1.1\r\nX-A: a\rb\r\n\r\n"),
-            ("a control character in a value", "GET / HTTP/1.1\r\nX-A: a\u{01}b\r\n\r\n"),
-            ("a space in the target", "GET /a b HTTP/1.1\r\n\r\n"),
-            ("a signature header twice", "GET / HTTP/1.1\r\nX-IAP-Signature: v1=a\r\nX-IAP-Signature: v1=b\r\n\r\n"),
-            ("an empty Content-Length", "POST / HTTP/1.1\r\nContent-Length:\r\n\r\n"),
-            ("an absolute target", "GET http://example.com/ HTTP/1.1\r\n\r\n"),
+            ("two Content-Length", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab"),
+            ("the same Content-Length twice", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\ncontent-length: 2\r\n\r\nab"),
+            ("Transfer-Encoding", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n"),
+            ("Transfer-Encoding spelled with a space", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\n\r\n"),
+            ("a header name that is not a token", "GET / HTTP/1.1\r\nHost: a\r\nX Forwarded: a\r\n\r\n"),
+            ("a folded header", "GET / HTTP/1.1\r\nHost: a\r\nX-A: a\r\n b\r\n\r\n"),
+            ("a signed Content-Length", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +2\r\n\r\nab"),
+            ("a bare LF inside a header", "POST / HTTP/1.1\r\nHost: a\r\nX-A: a\nContent-Length: 2\r\n\r\nab"),
+            ("a bare CR", "GET / HTTP/1.1\r\nHost: a\r\nX-A: a\rb\r\n\r\n"),
+            ("a control character in a value", "GET / HTTP/1.1\r\nHost: a\r\nX-A: a\u{01}b\r\n\r\n"),
+            ("a space in the target", "GET /a b HTTP/1.1\r\nHost: a\r\n\r\n"),
+            ("a signature header twice", "GET / HTTP/1.1\r\nHost: a\r\nX-IAP-Signature: v1=a\r\nX-IAP-Signature: v1=b\r\n\r\n"),
+            ("an empty Content-Length", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length:\r\n\r\n"),
+            ("an absolute target", "GET http://example.com/ HTTP/1.1\r\nHost: a\r\n\r\n"),
             ("another protocol", "GET / HTTP/2.0\r\n\r\n"),
         ]
         for (why, request) in refused {
             let answer = try await offPool { rawHTTP(port: port, request) }
-            #expect(answer.hasPrefix("HTTP/1.1 400"), "\(why): \(answer)")
+            #expect(answer.hasPrefix("HTTP/1.1 400") && !answer.contains("Host"), "\(why), not a missing Host: \(answer)")
         }
-        let fine = try await offPool { rawHTTP(port: port, "POST /x HTTP/1.1\r\nContent-Length: 2\r\nX-A:\tb \r\nVia: 1.1 a\r\nVia: 1.1 b\r\n\r\nab") }
+        let fine = try await offPool { rawHTTP(port: port, "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nX-A:\tb \r\nVia: 1.1 a\r\nVia: 1.1 b\r\n\r\nab") }
         #expect(fine.hasPrefix("HTTP/1.1 200") && fine.hasSuffix("POST /x 2\n"), "\(fine)")
     }
 
@@ -70,13 +70,13 @@ struct HTTPServerHardeningTests {
             return String(decoding: answer, as: UTF8.self)
         }
         let four = try await offPool {
-            exchange("GET /a HTTP/1.1\r\n\r\nPOST /b HTTP/1.1\r\nContent-Length: 2\r\n\r\nxyGET /c HTTP/1.1\r\n\r\nGET /d HTTP/1.1\r\n\r\n")
+            exchange("GET /a HTTP/1.1\r\nHost: a\r\n\r\nPOST /b HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nxyGET /c HTTP/1.1\r\nHost: a\r\n\r\nGET /d HTTP/1.1\r\nHost: a\r\n\r\n")
         }
         #expect(four.components(separatedBy: "HTTP/1.1 200").count == 4, "three answers: \(four)")
         #expect(four.contains("GET /a 0\n") && four.contains("POST /b 2\n") && four.contains("GET /c 0\n") && !four.contains("/d"), "\(four)")
         #expect(four.components(separatedBy: "Connection: keep-alive").count == 3 && four.components(separatedBy: "Connection: close").count == 2,
                 "\(four)")
-        let closing = try await offPool { exchange("GET /x HTTP/1.1\r\nConnection: close\r\n\r\nGET /y HTTP/1.1\r\n\r\n") }
+        let closing = try await offPool { exchange("GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\nGET /y HTTP/1.1\r\nHost: a\r\n\r\n") }
         #expect(closing.hasPrefix("HTTP/1.1 200") && closing.contains("GET /x 0\n") && !closing.contains("/y"), "\(closing)")
         let old = try await offPool { exchange("GET /p HTTP/1.0\r\n\r\nGET /q HTTP/1.0\r\n\r\n") }
         #expect(old.contains("GET /p 0\n") && !old.contains("/q"), "HTTP/1.0 closes after each: \(old)")
@@ -109,7 +109,7 @@ struct HTTPServerHardeningTests {
             shutdown(descriptor, Int32(SHUT_RDWR))
             ended.wait()
         }
-        #expect(try await offPool { rawHTTP(port: port, "GET /normal HTTP/1.1\r\n\r\n") }.hasPrefix("HTTP/1.1 200"), "served meanwhile")
+        #expect(try await offPool { rawHTTP(port: port, "GET /normal HTTP/1.1\r\nHost: a\r\n\r\n") }.hasPrefix("HTTP/1.1 200"), "served meanwhile")
         let answer = try await offPool { () -> String in
             var buffer = [UInt8](repeating: 0, count: 1024)
             let count = recv(descriptor, &buffer, buffer.count, 0)
@@ -125,9 +125,9 @@ struct HTTPServerHardeningTests {
         let held = (0..<3).map { _ in rawConnect(port: port, sending: "POST / HTTP/1.1\r\nContent-Length: 10\r\n") }
         #expect(held.allSatisfy { $0 >= 0 })
         try await waitUntil("three held", timeout: .seconds(100)) { server.activeConnections == 3 }
-        #expect(try await offPool { rawHTTP(port: port, "GET / HTTP/1.1\r\n\r\n") }.hasPrefix("HTTP/1.1 503"), "a fourth from the same address")
+        #expect(try await offPool { rawHTTP(port: port, "GET / HTTP/1.1\r\nHost: a\r\n\r\n") }.hasPrefix("HTTP/1.1 503"), "a fourth from the same address")
         held.forEach { close($0) }
         try await waitUntil("released") { server.activeConnections == 0 }
-        #expect(try await offPool { rawHTTP(port: port, "GET / HTTP/1.1\r\n\r\n") }.hasPrefix("HTTP/1.1 200"))
+        #expect(try await offPool { rawHTTP(port: port, "GET / HTTP/1.1\r\nHost: a\r\n\r\n") }.hasPrefix("HTTP/1.1 200"))
     }
 }
