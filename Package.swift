@@ -54,7 +54,7 @@ let package = Package(
         // Store verification: App Store signed data and receipts, AppCoins purchases.
         .target(name: "StoreVerification", dependencies: ["PurchaseDomain", "Crypto", "JSON", "HTTPClient"]),
         // A test PKI and App Store-shaped signed data, built at run time (tests, demo, benchmarks).
-        .target(name: "StoreFixtures", dependencies: ["Crypto", "HTTPServer", "JSON", "StoreVerification"]),
+        .target(name: "StoreFixtures", dependencies: ["Crypto", "HTTPServer", "JSON", "PurchaseDomain", "StoreVerification"]),
         // A small HTTP/1.1 server: health, metrics, webhooks, and stand-in store APIs in tests.
         .target(name: "HTTPServer"),
         // A small HTTP/1.1 client over libcurl for the store APIs: the only module that touches libcurl.

@@ -176,7 +176,7 @@ public struct PurchaseInput: Sendable {
             case .appcoins:
                 guard let appCoins else { throw HarnessError("the plan sells \(product.id) on AppCoins: make needs the stand-in AppCoins store") }
                 let (order, token) = ("appcoins.order.\(id)", "appcoins-token-\(id)")
-                appCoins.api.set(token, .init(packageName: StandInAppCoins.packageName, sku: product.id.rawValue, orderId: order, consumptionState: 1,
+                appCoins.api.set(PurchaseToken(token), .init(packageName: PackageName(StandInAppCoins.packageName), sku: product.id, orderId: TransactionID(order), consumptionState: 1,
                                               purchaseTime: purchased))
                 let signed = try appCoins.signer.sign(packageName: StandInAppCoins.packageName, sku: product.id.rawValue, purchaseToken: token, orderId: order,
                                                       purchaseTime: purchased)

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import HTTPServer
 import JSON
+import PurchaseDomain
 import Synchronization
 
 /// The AppCoins (Catappult) purchase API as tests and the harness play it, over real HTTP with kept-alive connections:
@@ -11,9 +12,9 @@ import Synchronization
 public final class AppCoinsAPIStandIn: Sendable {
     /// One purchase the store knows.
     public struct Purchase: Sendable {
-        public var packageName: String
-        public var sku: String
-        public var orderId: String
+        public var packageName: PackageName
+        public var sku: ProductID
+        public var orderId: TransactionID
         /// 0 purchased, 1 canceled, 2 pending.
         public var purchaseState: Int
         /// 0 not yet consumed, 1 consumed.
@@ -22,10 +23,10 @@ public final class AppCoinsAPIStandIn: Sendable {
         public var purchaseTime: Date?
         public var developerPayload: String?
         /// The `productId` the API answers when it is not `sku` (a mismatch the client must refuse).
-        public var answeredProductId: String?
+        public var answeredProductId: ProductID?
 
-        public init(packageName: String, sku: String, orderId: String, purchaseState: Int = 0, consumptionState: Int = 0, purchaseTime: Date? = Date(),
-                    developerPayload: String? = nil, answeredProductId: String? = nil) {
+        public init(packageName: PackageName, sku: ProductID, orderId: TransactionID, purchaseState: Int = 0, consumptionState: Int = 0, purchaseTime: Date? = Date(),
+                    developerPayload: String? = nil, answeredProductId: ProductID? = nil) {
             self.packageName = packageName
             self.sku = sku
             self.orderId = orderId
@@ -47,14 +48,14 @@ public final class AppCoinsAPIStandIn: Sendable {
         struct Faults {
             /// Status answered for every request (the API down), else by token.
             var all: Int?
-            var byToken: [String: Int] = [:]
-            var stalls: [String: Duration] = [:]
+            var byToken: [PurchaseToken: Int] = [:]
+            var stalls: [PurchaseToken: Duration] = [:]
         }
 
-        let byToken: Mutex<[String: Purchase]>
+        let byToken: Mutex<[PurchaseToken: Purchase]>
         let asked = Mutex<[String]>([])
         let faults = Mutex(Faults())
-        init(_ purchases: [String: Purchase]) { byToken = Mutex(purchases) }
+        init(_ purchases: [PurchaseToken: Purchase]) { byToken = Mutex(purchases) }
     }
 
     /// Every request's path, in order.
@@ -62,8 +63,8 @@ public final class AppCoinsAPIStandIn: Sendable {
 
     public var baseURL: URL { URL(string: "http://127.0.0.1:\(server.port)")! }
 
-    /// `purchases` by purchase token.
-    public init(purchases: [String: Purchase], configuration: HTTPServer.Configuration = .init()) throws {
+    /// `purchases` by purchase token. Tokens, packages and SKUs are matched by their bytes, as the store's API does.
+    public init(purchases: [PurchaseToken: Purchase], configuration: HTTPServer.Configuration = .init()) throws {
         let known = Registry(purchases)
         state = known
         server = try HTTPServer(configuration: configuration, synchronousHandler: { request in
@@ -73,7 +74,7 @@ public final class AppCoinsAPIStandIn: Sendable {
             // Each segment percent-decoded, as the API reads it.
             let parts = request.path.dropFirst(Self.pathPrefix.count).split(separator: "/", omittingEmptySubsequences: false)
                 .map { String($0).removingPercentEncoding ?? String($0) }
-            let token = parts.count == 6 ? parts[5] : ""
+            let token = PurchaseToken(parts.count == 6 ? parts[5] : "")
             let (failure, stall) = known.faults.withLock { ($0.all ?? $0.byToken[token], $0.stalls[token]) }
             // On the connection's own thread: a stall holds this request only, as a slow API would.
             if let stall { Thread.sleep(forTimeInterval: Double(stall.components.seconds) + Double(stall.components.attoseconds) / 1e18) }
@@ -81,14 +82,14 @@ public final class AppCoinsAPIStandIn: Sendable {
                 return HTTPResponse(status: failure, contentType: "application/json", body: #"{"error":{"code":\#(failure),"message":"Injected failure"}}"#)
             }
             guard parts.count == 6, parts[1] == "purchases", parts[2] == "products", parts[4] == "tokens",
-                  let purchase = known.byToken.withLock({ $0[token] }), purchase.packageName == parts[0], purchase.sku == parts[3] else {
+                  let purchase = known.byToken.withLock({ $0[token] }), purchase.packageName == PackageName(parts[0]), purchase.sku == ProductID(parts[3]) else {
                 return HTTPResponse(status: 404, contentType: "application/json", body: #"{"error":{"code":404,"message":"Not found"}}"#)
             }
             var body: [String: JSONValue] = [
                 "kind": .string("androidpublisher#productPurchase"),
                 "purchaseState": .integer(Int64(purchase.purchaseState)), "consumptionState": .integer(Int64(purchase.consumptionState)),
-                "orderId": .string(purchase.orderId), "acknowledgementState": .integer(0), "purchaseToken": .string(token),
-                "productId": .string(purchase.answeredProductId ?? purchase.sku), "regionCode": .string("PT"), "currency": .string("EUR"),
+                "orderId": .string(purchase.orderId.rawValue), "acknowledgementState": .integer(0), "purchaseToken": .string(token.rawValue),
+                "productId": .string((purchase.answeredProductId ?? purchase.sku).rawValue), "regionCode": .string("PT"), "currency": .string("EUR"),
             ]
             if let payload = purchase.developerPayload { body["developerPayload"] = .string(payload) }
             if let time = purchase.purchaseTime { body["purchaseTimeMillis"] = .string(String(Int64(time.timeIntervalSince1970 * 1000))) }
@@ -97,17 +98,17 @@ public final class AppCoinsAPIStandIn: Sendable {
     }
 
     /// Adds or changes the purchase of `token` (e.g. the app consumed it).
-    public func set(_ token: String, _ purchase: Purchase) { state.byToken.withLock { $0[token] = purchase } }
+    public func set(_ token: PurchaseToken, _ purchase: Purchase) { state.byToken.withLock { $0[token] = purchase } }
 
     /// Answers requests for `token` (nil: every request, the API down) with `status` from now on; nil: as documented again.
-    public func fail(_ status: Int?, token: String? = nil) {
+    public func fail(_ status: Int?, token: PurchaseToken? = nil) {
         state.faults.withLock { faults in
             if let token { faults.byToken[token] = status } else { faults.all = status }
         }
     }
 
     /// Holds each request for `token` for `duration` before answering it (longer than a client's timeout: a hung API).
-    public func stall(_ token: String, for duration: Duration) { state.faults.withLock { $0.stalls[token] = duration } }
+    public func stall(_ token: PurchaseToken, for duration: Duration) { state.faults.withLock { $0.stalls[token] = duration } }
 }
 
 /// An AppCoins app's signing key, as the store's billing SDK signs purchase data with it.

@@ -52,8 +52,8 @@ struct DemoProductTypes {
     }
 
     /// The AppCoins purchase as the store knows it.
-    var appCoinsPurchases: [String: AppCoinsAPIStandIn.Purchase] {
-        [Self.appCoinsToken: .init(packageName: Self.packageName, sku: "coins.100", orderId: Self.appCoinsOrder, purchaseTime: now)]
+    var appCoinsPurchases: [PurchaseToken: AppCoinsAPIStandIn.Purchase] {
+        [PurchaseToken(Self.appCoinsToken): .init(packageName: PackageName(Self.packageName), sku: "coins.100", orderId: TransactionID(Self.appCoinsOrder), purchaseTime: now)]
     }
 
     /// Step 1: the purchases, and a REFUND for a purchase not submitted yet.

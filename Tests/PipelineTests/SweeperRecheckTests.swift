@@ -20,7 +20,7 @@ extension PipelineTests {
         let servers = try TestServices.requireBrokers()
         let tokens = (0..<5).map { "r\($0)" }
         let appCoins = try AppCoinsAPIStandIn(purchases: Dictionary(uniqueKeysWithValues: tokens.map { token in
-            (token, AppCoinsAPIStandIn.Purchase(packageName: "com.example.coins", sku: "coins.100", orderId: "o-\(token)",
+            (PurchaseToken(token), AppCoinsAPIStandIn.Purchase(packageName: "com.example.coins", sku: "coins.100", orderId: "o-\(token)",
                                                 consumptionState: token == "r3" ? 1 : 0))
         }))
         let store = try SQLPurchaseStore(url: try await engine.freshURL())

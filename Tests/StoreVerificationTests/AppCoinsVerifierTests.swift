@@ -10,13 +10,13 @@ import TestSupport
 /// the AppCoins API documents: the purchase for a known token, 404 for an unknown one, and injected failures.
 @Suite struct AppCoinsVerifierTests {
     /// The shared stand-in with `purchases` by token, and the client of this suite (its timeout `timeout`).
-    static func api(_ purchases: [String: AppCoinsAPIStandIn.Purchase]) throws -> AppCoinsAPIStandIn { try AppCoinsAPIStandIn(purchases: purchases) }
+    static func api(_ purchases: [PurchaseToken: AppCoinsAPIStandIn.Purchase]) throws -> AppCoinsAPIStandIn { try AppCoinsAPIStandIn(purchases: purchases) }
 
     static func verifier(_ api: AppCoinsAPIStandIn, timeout: Duration = .seconds(10)) -> AppCoinsVerifier {
         AppCoinsVerifier(configuration: .init(baseURL: api.baseURL, timeout: timeout))
     }
 
-    static func purchase(state: Int = 0, consumed: Int = 0, answering product: String? = nil, payload: String = "user-17") -> AppCoinsAPIStandIn.Purchase {
+    static func purchase(state: Int = 0, consumed: Int = 0, answering product: ProductID? = nil, payload: String = "user-17") -> AppCoinsAPIStandIn.Purchase {
         .init(packageName: "com.example.coins", sku: "coins.100", orderId: "catappult.inapp.purchase.ABCDEF", purchaseState: state,
               consumptionState: consumed, purchaseTime: Date(timeIntervalSince1970: 1_764_400_000), developerPayload: payload, answeredProductId: product)
     }
