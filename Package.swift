@@ -91,7 +91,7 @@ let package = Package(
         .executableTarget(
             name: "iapctl",
             dependencies: ["CommandLineOptions", "PurchaseDomain", "Stages", "Ingest", "Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents",
-                           "PurchaseStore", "StoreVerification", "COpenSSL", "CLibPQ", "CSQLite"],
+                           "PurchaseStore", "StoreVerification", "Database"],
             linkerSettings: rdkafkaLinkerSettings
         ),
         // posix_spawn's GNU file actions, and child processes started with them (the harness's workers, the tests' executables).
@@ -104,7 +104,7 @@ let package = Package(
         .executableTarget(
             name: "iap-harness",
             dependencies: ["ChildProcesses", "CommandLineOptions", "PipelineHarness", "PurchaseDomain", "Stages", "Ingest", "Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents",
-                           "PurchaseStore", "StoreVerification", "StoreFixtures", "COpenSSL", "CLibPQ", "CSQLite"],
+                           "PurchaseStore", "StoreVerification", "StoreFixtures"],
             linkerSettings: rdkafkaLinkerSettings
         ),
 

@@ -97,7 +97,7 @@ extension SQLPurchaseStore {
 
     /// A user's purchases granted but not finished, oldest first (from `purchases_granted_by_user`, migrations 8 and 9).
     static let pendingOfUserQuery = """
-        SELECT \(recordColumns) FROM purchases WHERE user_id = $1 AND is_open AND state = 'granted' ORDER BY purchase_time
+        SELECT \(recordColumns) FROM purchases WHERE user_id = $1 AND is_open AND \(LifecycleConditions.state(in: Lifecycle.awaitingFinishStates)) ORDER BY purchase_time
         """
 
     /// A user's currency balances.

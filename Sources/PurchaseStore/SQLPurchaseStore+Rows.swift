@@ -321,19 +321,19 @@ extension SQLPurchaseStore {
             }
         }
         let leading = columns.dropLast()
-        // The last column's values by the leading ones, grouped by their bytes (as the database compares them).
-        var groups: [[[UInt8]]: [String]] = [:]
-        var order: [[String]] = []
+        // The last column's values by the leading ones, grouped as `Identifier`s: by their bytes, as the database compares them.
+        var groups: [[Identifier<SQLValue>]: [String]] = [:]
+        var order: [[Identifier<SQLValue>]] = []
         for tuple in tuples {
-            let head = Array(tuple.dropLast()), bytes = head.map { Array($0.utf8) }
-            if groups[bytes] == nil { order.append(head) }
-            groups[bytes, default: []].append(tuple[tuple.count - 1])
+            let head = tuple.dropLast().map { Identifier<SQLValue>($0) }
+            if groups[head] == nil { order.append(head) }
+            groups[head, default: []].append(tuple[tuple.count - 1])
         }
         for head in order {
             var condition = ""
             for (index, column) in leading.enumerated() { condition += "\(column) = $\(firstParameter + index) AND " }
             condition += "\(last) = ANY($\(firstParameter + leading.count)::text[])"
-            try body(condition, head.map(SQLValue.text) + [.text(postgresArray((groups[head.map { Array($0.utf8) }] ?? []).lazy.map { Optional($0) }))])
+            try body(condition, head.map(SQLValue.text) + [.text(postgresArray((groups[head] ?? []).lazy.map { Optional($0) }))])
         }
     }
 

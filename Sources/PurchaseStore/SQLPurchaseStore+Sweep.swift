@@ -52,7 +52,7 @@ extension SQLPurchaseStore {
             guard transition.effects.contains(.flagRefundDue) else { continue }
             try connection.query("""
                 UPDATE purchases SET state = $4, refund_due_at = $3
-                WHERE store = $1 AND transaction_id = $2 AND state IN ('verified', 'granted') AND \(Self.notKnownConsumed)
+                WHERE store = $1 AND transaction_id = $2 AND \(LifecycleConditions.state(in: Lifecycle.dueStates)) AND \(Self.notKnownConsumed)
                 """, [.text(record.key.store.rawValue), .text(record.key.transactionId), .integer(PurchaseTime.milliseconds(now)),
                       .text(transition.to.rawValue)])
             guard connection.changes == 1 else { continue }
@@ -94,12 +94,15 @@ extension SQLPurchaseStore {
 
     /// Open purchases of a type flagged when unconsumed, not known consumed, purchased before the cutoff ($2).
     static let dueCondition = """
-        is_open AND state IN ('verified', 'granted') AND product_type IN (\(ProductType.allCases.filter(\.isFlaggedWhenUnconsumed)
-            .map { "'\($0.rawValue)'" }.joined(separator: ", "))) AND purchase_time < $2 AND \(notKnownConsumed)
+        is_open AND \(LifecycleConditions.state(in: Lifecycle.dueStates)) AND \(LifecycleConditions.productType(in: Lifecycle.typesFlaggedAtDeadline))
+        AND purchase_time < $2 AND \(notKnownConsumed)
         """
 
     /// What the sweeper may ask the store about again: granted consumables with the store's token.
-    static let recheckable = "state = 'granted' AND product_type = 'consumable' AND purchase_token IS NOT NULL"
+    static let recheckable = """
+        \(LifecycleConditions.state(in: Lifecycle.recheckableStates)) AND \(LifecycleConditions.productType(in: Lifecycle.typesFlaggedAtDeadline)) \
+        AND purchase_token IS NOT NULL
+        """
 
     /// Purchases due (`purchases_open_by_time`).
     static let openPurchasesDueQuery = """
@@ -127,7 +130,7 @@ extension SQLPurchaseStore {
     /// Purchases flagged `refund_due` whose notice is not recorded as sent (`purchases_refund_outbox`; $2 the limit).
     static let unsentRefundNoticesQuery = """
         SELECT \(recordColumns) FROM purchases
-        WHERE store = $1 AND refund_unsent AND state = 'refund_due' AND refund_notified_at IS NULL ORDER BY purchase_time LIMIT $2
+        WHERE store = $1 AND refund_unsent AND \(LifecycleConditions.state(in: [Lifecycle.flaggedState])) AND refund_notified_at IS NULL ORDER BY purchase_time LIMIT $2
         """
 
     /// Records that the `refund.due` events of these purchases were acknowledged by the broker.

@@ -190,8 +190,8 @@ public final class SQLPurchaseStore: Sendable {
     }
 
     // Conditions in both engines' words: SQLite's indexes of open purchases say `state IN (…)` (migration 7), PostgreSQL's `is_open`.
-    static let openPurchasesByStateQuery = "SELECT state, count(*) FROM purchases WHERE is_open AND state IN ('verified', 'granted') GROUP BY state"
-    static let oldestOpenPurchaseQuery = "SELECT min(purchase_time) FROM purchases WHERE is_open AND state IN ('verified', 'granted')"
+    static let openPurchasesByStateQuery = "SELECT state, count(*) FROM purchases WHERE is_open AND \(LifecycleConditions.state(in: Lifecycle.openStates)) GROUP BY state"
+    static let oldestOpenPurchaseQuery = "SELECT min(purchase_time) FROM purchases WHERE is_open AND \(LifecycleConditions.state(in: Lifecycle.openStates))"
     static let unknownProductTypeQuery = "SELECT count(*) FROM purchases WHERE product_type = 'unknown'"
     /// The kept reports whose purchase is not recorded: the table holds few more (the sweeper prunes those taken).
     static let waitingConsumptionReportsQuery = """

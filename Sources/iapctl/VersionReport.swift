@@ -1,6 +1,5 @@
-import CLibPQ
-import COpenSSL
-import CSQLite
+import Crypto
+import Database
 import Kafka
 
 /// The versions of the C libraries this process loaded.
@@ -11,13 +10,7 @@ struct VersionReport {
     var sqlite: String
 
     static func current() -> VersionReport {
-        let pq = Int(PQlibVersion()) // e.g. 150018 for 15.18
-        return VersionReport(
-            librdkafka: KafkaLibrary.version,
-            openSSL: String(cString: OpenSSL_version(OPENSSL_VERSION)),
-            libpq: "\(pq / 10000).\(pq % 10000)",
-            sqlite: String(cString: sqlite3_libversion())
-        )
+        VersionReport(librdkafka: KafkaLibrary.version, openSSL: CryptoLibrary.version, libpq: PostgresLibrary.version, sqlite: SQLiteLibrary.version)
     }
 
     var text: String {

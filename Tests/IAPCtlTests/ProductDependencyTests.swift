@@ -7,8 +7,8 @@ import TestSupport
 /// dump-package`): only `iap-harness` may reach `StoreFixtures`, the signer of Apple-shaped test data, so that no
 /// production binary (and so not the container image, which builds the workers and `iapctl`) can make one.
 @Suite struct ProductDependencyTests {
-    /// Every product's target closure: product name → the targets it links, directly or through another target.
-    static func closures() throws -> [String: Set<String>] {
+    /// The manifest as SwiftPM resolves it: each target's direct dependencies, and each product's targets.
+    static func manifest() throws -> (dependencies: [String: [String]], products: [String: [String]]) {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("dump-package-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(at: scratch) }
         // A scratch path of its own: the running `swift test` holds the package's `.build`.
@@ -26,11 +26,21 @@ import TestSupport
                 dependency.objectValue?.values.first?.arrayValue?.first?.stringValue
             }
         }
-        var closures: [String: Set<String>] = [:]
+        var products: [String: [String]] = [:]
         for product in manifest["products"]?.arrayValue ?? [] {
             guard let object = product.objectValue, let name = object["name"]?.stringValue else { continue }
+            products[name] = (object["targets"]?.arrayValue ?? []).compactMap(\.stringValue)
+        }
+        return (dependencies, products)
+    }
+
+    /// Every product's target closure: product name → the targets it links, directly or through another target.
+    static func closures() throws -> [String: Set<String>] {
+        let (dependencies, products) = try manifest()
+        var closures: [String: Set<String>] = [:]
+        for (name, targets) in products {
             var reached = Set<String>()
-            var pending = (object["targets"]?.arrayValue ?? []).compactMap(\.stringValue)
+            var pending = targets
             while let target = pending.popLast() {
                 guard reached.insert(target).inserted else { continue }
                 pending += dependencies[target] ?? []
@@ -55,5 +65,17 @@ import TestSupport
         }
         let linking = closures.filter { $0.key != "iap-harness" && $0.value.contains("StoreFixtures") }.map(\.key).sorted()
         #expect(linking.isEmpty, "production products linking the test signer: \(linking)")
+    }
+
+    /// Each C library is reached through the one module that wraps it (the C pointers stay in one place): no other
+    /// target, the tools included, depends on it directly.
+    @Test func onlyItsWrapperReachesEachCLibrary() throws {
+        let wrappers = ["CRdKafka": "Kafka", "COpenSSL": "Crypto", "CLibPQ": "Database", "CSQLite": "Database", "CCurl": "HTTPClient"]
+        let (dependencies, _) = try Self.manifest()
+        #expect(dependencies["Crypto"]?.contains("COpenSSL") == true, "the manifest's dependencies are read")
+        for (library, wrapper) in wrappers {
+            let reaching = dependencies.filter { $0.value.contains(library) }.map(\.key).sorted()
+            #expect(reaching == [wrapper], "\(library) is reached by \(reaching), not by \(wrapper) alone")
+        }
     }
 }

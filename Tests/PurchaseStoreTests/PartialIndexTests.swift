@@ -138,4 +138,24 @@ import TestSupport
         }
         #expect(pages == 2)
     }
+
+    /// The generated columns the PostgreSQL indexes select by (`is_open`, `refund_unsent`, written in migration 9's own
+    /// words) say what the lifecycle says: open exactly in `Lifecycle.openStates`, a notice unsent only in its flagged state.
+    @Test(arguments: StoreEngine.available) func theIndexedColumnsAgreeWithTheLifecycle(_ engine: StoreEngine) async throws {
+        let store = try await engine.freshStore()
+        for state in PurchaseState.recorded {
+            try await addPurchase(store, TransactionID(state.rawValue), original: TransactionID(state.rawValue), user: "u", product: "coins.100",
+                                  state: state.rawValue, type: "consumable")
+        }
+        let columns = try await store.executor.run { connection in
+            try connection.query("SELECT state, CASE WHEN is_open THEN 1 ELSE 0 END, CASE WHEN refund_unsent THEN 1 ELSE 0 END FROM purchases")
+                .map { row in (state: row[0].string ?? "", open: row[1].int64 == 1, unsent: row[2].int64 == 1) }
+        }
+        #expect(columns.count == PurchaseState.recorded.count)
+        for column in columns {
+            let state = try #require(PurchaseState(rawValue: column.state))
+            #expect(column.open == Lifecycle.openStates.contains(state), "is_open of \(state)")
+            #expect(column.unsent == (state == Lifecycle.flaggedState), "refund_unsent of \(state)")
+        }
+    }
 }

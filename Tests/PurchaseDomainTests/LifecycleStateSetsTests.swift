@@ -1,0 +1,44 @@
+import PurchaseDomain
+import Testing
+
+/// The state sets the store's queries select by hold together as the queries need them to: each is read off
+/// `Lifecycle.transition`, and these are the relations between them that the sweeper's and the read side's queries and
+/// their partial indexes rely on.
+@Suite struct LifecycleStateSetsTests {
+    @Test func everyDuePurchaseIsOpenAndEveryRecheckableOneIsDue() {
+        #expect(!Lifecycle.dueStates.isEmpty && !Lifecycle.typesFlaggedAtDeadline.isEmpty)
+        // The due queries read the index of open purchases: a due purchase outside it would never be flagged.
+        #expect(Lifecycle.dueStates.allSatisfy(Lifecycle.openStates.contains))
+        #expect(Lifecycle.recheckableStates.allSatisfy(Lifecycle.dueStates.contains))
+        #expect(Lifecycle.awaitingFinishStates.allSatisfy(Lifecycle.openStates.contains), "a user's pending purchases come from the open ones")
+    }
+
+    @Test func aFlaggedPurchaseIsNoLongerOpenAndIsFlaggedOnce() {
+        #expect(!Lifecycle.openStates.contains(Lifecycle.flaggedState))
+        for type in Lifecycle.typesFlaggedAtDeadline {
+            let again = Lifecycle.transition(from: Lifecycle.flaggedState, on: .deadlinePassed, type: type)
+            #expect(!again.effects.contains(.flagRefundDue), "a second deadline flags \(type) again")
+        }
+    }
+
+    /// Each set against the rule it stands for, state by state and type by type.
+    @Test(arguments: PurchaseState.recorded) func eachSetIsTheRuleItNames(_ state: PurchaseState) {
+        let types = ProductType.allCases
+        let grantOrFinish = types.contains { type in
+            Lifecycle.transition(from: state, on: .grant, type: type).outcome == .applied
+                || Lifecycle.transition(from: state, on: .finish, type: type).outcome == .applied
+        }
+        #expect(Lifecycle.openStates.contains(state) == grantOrFinish)
+        let flagged = types.contains { Lifecycle.transition(from: state, on: .deadlinePassed, type: $0).effects.contains(.flagRefundDue) }
+        #expect(Lifecycle.dueStates.contains(state) == flagged)
+        let finishes = types.contains { Lifecycle.transition(from: state, on: .finish, type: $0).outcome == .applied }
+        #expect(Lifecycle.awaitingFinishStates.contains(state) == finishes)
+        #expect(Lifecycle.recheckableStates.contains(state) == (flagged && finishes))
+    }
+
+    @Test(arguments: ProductType.allCases) func onlyTypesTheDeadlineFlagsAreSwept(_ type: ProductType) {
+        let flagged = PurchaseState.recorded.contains { Lifecycle.transition(from: $0, on: .deadlinePassed, type: type).effects.contains(.flagRefundDue) }
+        #expect(Lifecycle.typesFlaggedAtDeadline.contains(type) == flagged)
+        #expect(flagged == type.isFlaggedWhenUnconsumed, "the product type's own word and the lifecycle agree")
+    }
+}
