@@ -22,19 +22,19 @@ test: bootstrap
 demo: bootstrap
 	@bash deploy/local/demo.sh $(ARGS)
 
-# The pipeline's speed on the local broker and PostgreSQL (see README, "Benchmark").
+# The pipeline's speed on the local broker and PostgreSQL (see README, "Benchmark", and docs/benchmarks.md).
 bench: bootstrap
 	@bash deploy/local/bench.sh $(ARGS)
 
-# The pipeline under faults (workers killed, PostgreSQL down), then its invariants (see README, "Chaos run").
+# The pipeline under faults (workers killed, PostgreSQL down), then its invariants (see docs/reliability.md, "Chaos run").
 chaos: bootstrap
 	@bash deploy/local/chaos.sh $(ARGS)
 
-# Replicas joining and leaving while purchases flow: 1 → 2 → 1 per stage (see README, "Scaling out and in").
+# Replicas joining and leaving while purchases flow: 1 → 2 → 1 per stage (see docs/reliability.md, "Scaling out and in").
 scale: bootstrap
 	@bash deploy/local/scale.sh $(ARGS)
 
-# A short pipeline run under LeakSanitizer (see README, "Reliability under faults").
+# A short pipeline run under LeakSanitizer (see docs/reliability.md).
 leaks: bootstrap
 	@bash deploy/local/leaks.sh $(ARGS)
 

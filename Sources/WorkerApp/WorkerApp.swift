@@ -136,8 +136,9 @@ public enum WorkerApp {
         public var metrics: MetricsRegistry { process.metrics }
 
         /// What the workers' producers run with: `kafka`, with their outputs compressed by lz4 unless `compression.type`
-        /// is set (`KAFKA_COMPRESSION_TYPE`, `--kafka compression.type=…`). On the local broker that took about a seventh off
-        /// the broker's CPU per purchase and left the workers' as it was (README, "Benchmark", the twenty-fourth session).
+        /// is set (`KAFKA_COMPRESSION_TYPE`, `--kafka compression.type=…`; `none` turns it off). Compressed batches cost the
+        /// broker less CPU per purchase and the workers no more (docs/benchmarks.md); consumers of the outputs need lz4
+        /// (schemas/README.md, "Reading the pipeline's outputs").
         /// Not `iap-ingest`'s by default: the verifier would then decompress every fetch of submissions, and its memory is
         /// the closest to its limit.
         public var producerKafka: KafkaConfiguration {

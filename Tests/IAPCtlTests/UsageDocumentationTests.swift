@@ -4,7 +4,7 @@ import TestSupport
 
 /// The README names the commands the tools have, and no other: each command of `iapctl help` and `iap-harness help`
 /// is shown in the README as an invocation (`iapctl dlq …` in a code block or span), and every invocation the README
-/// shows is a command of that tool.
+/// or a page under docs/ shows is a command of that tool.
 @Suite struct UsageDocumentationTests {
     /// The commands a tool's usage lists: the lines indented by two spaces under `commands:`.
     static func commands(of tool: String) throws -> Set<String> {
@@ -49,5 +49,11 @@ import TestSupport
         let shown = Self.invocations(of: tool, in: readme)
         #expect(commands.subtracting(shown).isEmpty, "\(tool) commands the README never shows: \(commands.subtracting(shown).sorted())")
         #expect(shown.subtracting(commands).isEmpty, "the README shows \(tool) commands it does not have: \(shown.subtracting(commands).sorted())")
+        let docs = TestServices.packageRoot.appendingPathComponent("docs")
+        for page in try FileManager.default.contentsOfDirectory(atPath: docs.path).filter({ $0.hasSuffix(".md") }).sorted() {
+            let text = try String(contentsOf: docs.appendingPathComponent(page), encoding: .utf8)
+            let shownThere = Self.invocations(of: tool, in: text)
+            #expect(shownThere.subtracting(commands).isEmpty, "docs/\(page) shows \(tool) commands it does not have: \(shownThere.subtracting(commands).sorted())")
+        }
     }
 }

@@ -8,8 +8,8 @@ import Testing
 import TestSupport
 import WorkerRuntime
 
-/// The pipeline's topics grown from 4 to 8 partitions while purchases flow (README: "Adding partitions to a running
-/// deployment"), on a broker whose topics can grow (`GrowableBroker`).
+/// The pipeline's topics grown from 4 to 8 partitions while purchases flow (docs/reliability.md: "Adding partitions to a
+/// running deployment"), on a broker whose topics can grow (`GrowableBroker`).
 @Suite(TestServices.pythonTools, .timeLimit(.minutes(11)))
 struct PartitionGrowthTests {
     /// Users' later submissions land on other partitions than their earlier ones, the stages take the new partitions

@@ -6,7 +6,7 @@ import Glibc
 import Testing
 import TestSupport
 
-/// The request head as the README documents it: at most `maxHeaderBytes`, with the 431 reaching the client; a bare LF
+/// The request head as README.md and docs/http-server.md document it: at most `maxHeaderBytes`, with the 431 reaching the client; a bare LF
 /// refused at once; a `Host` on every HTTP/1.1 request.
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct HTTPServerHeadTests {
@@ -23,7 +23,7 @@ struct HTTPServerHeadTests {
         let limit = server.configuration.maxHeaderBytes
         let atTheLimit = try await offPool { rawHTTP(port: port, Self.head(size: limit)) }
         #expect(atTheLimit.hasPrefix("HTTP/1.1 200"), "\(atTheLimit)")
-        // Up to a read's worth past the limit used to pass: the size was looked at only before each read.
+        // Up to a read's worth past the limit: the size must be checked within a read, not only before each one.
         for size in [limit + 1, limit + 4096, 2 * limit - 1] {
             let answer = try await offPool { rawHTTP(port: port, Self.head(size: size)) }
             #expect(answer.hasPrefix("HTTP/1.1 431"), "\(size) bytes: \(answer)")

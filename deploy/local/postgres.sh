@@ -6,7 +6,7 @@
 # IAP_POSTGRES_INSTANCE=NAME: a cluster of its own beside the default one (`make bench` runs on `bench`).
 # IAP_POSTGRES_FSYNC=on|off (off): on for durable commits, as in production; off keeps tests fast.
 # IAP_POSTGRES_EXTRA: more server options, e.g. "-c shared_preload_libraries=pg_stat_statements" to see which statements
-#   a benchmark's time goes to (with IAP_POSTGRES_INSTANCE=stats; then IAP_STORE_URL=… make bench, see README).
+#   a benchmark's time goes to (with IAP_POSTGRES_INSTANCE=stats; then IAP_STORE_URL=… make bench, see docs/benchmarks.md).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SUFFIX="${IAP_POSTGRES_INSTANCE:+-$IAP_POSTGRES_INSTANCE}"
