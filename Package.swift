@@ -90,7 +90,7 @@ let package = Package(
         // The operator's tool. Links nothing that signs test data (a test walks each product's dependencies).
         .executableTarget(
             name: "iapctl",
-            dependencies: ["CommandLineOptions", "PurchaseDomain", "Stages", "Ingest", "Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents",
+            dependencies: ["CommandLineOptions", "PurchaseDomain", "Ingest", "Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents",
                            "PurchaseStore", "StoreVerification", "Database"],
             linkerSettings: rdkafkaLinkerSettings
         ),

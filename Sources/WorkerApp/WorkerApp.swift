@@ -6,6 +6,7 @@ import Metrics
 import JSON
 import JSONSchema
 import Kafka
+import PurchaseDomain
 import PurchaseEvents
 import PurchaseStore
 import Stages

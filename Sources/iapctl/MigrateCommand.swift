@@ -3,7 +3,6 @@ import Foundation
 import JSONSchema
 import PurchaseDomain
 import PurchaseStore
-import Stages
 
 /// `iapctl migrate --store URL [--password-file F] [--catalog FILE]`: applies the purchase store's missing schema
 /// migrations; with a catalog, names the product type of purchases recorded before types were kept.

@@ -1,10 +1,6 @@
 import Foundation
-import JSON
-import JSONSchema
-import PurchaseDomain
-import PurchaseStore
 
-/// What each product of each store is and grants, from the catalog file (schema-checked when loaded). Products are
+/// What each product of each store is and grants, from the catalog file (`ProductCatalog(contentsOf:schemas:)`, schema-checked). Products are
 /// keyed by store and product id: an AppCoins SKU and an App Store product id are different namespaces.
 ///
 /// - consumable: `amount` of `currency`, times the purchase's quantity;
@@ -18,32 +14,23 @@ public struct ProductCatalog: Sendable {
         public var amount: Int64?
         public var entitlement: String?
         public var durationDays: Int64?
+
+        public init(type: ProductType, currency: String? = nil, amount: Int64? = nil, entitlement: String? = nil, durationDays: Int64? = nil) {
+            self.type = type
+            self.currency = currency
+            self.amount = amount
+            self.entitlement = entitlement
+            self.durationDays = durationDays
+        }
     }
 
     public let products: [Store: [ProductID: Product]]
 
-    public static let schemaID = "urn:iap-pipeline:schema:catalog:v1"
-
-    /// Parses and validates a catalog document.
-    public init(json data: Data, schemas: JSONSchemaRegistry) throws {
-        guard let document = JSONValue.parse(Array(data)) else { throw CatalogError("the catalog is not valid JSON") }
-        let violations = schemas.validate(document, against: Self.schemaID)
-        guard violations.isEmpty else { throw CatalogError("the catalog does not match its schema: \(violations.map(\.description).joined(separator: "; "))") }
-        let sections = document.objectValue ?? [:]
-        guard sections["products"] == nil || sections["appstore"] == nil else {
-            throw CatalogError("the catalog has both \"products\" and \"appstore\": both name the App Store's products; keep one")
-        }
-        var products: [Store: [ProductID: Product]] = [:]
-        for (name, section) in sections {
-            let store: Store = name == "products" ? .appstore : Store(rawValue: name) ?? .appstore
-            for (id, entry) in section.objectValue ?? [:] {
-                guard let fields = entry.objectValue, let type = fields["type"]?.stringValue.flatMap(ProductType.init(rawValue:)) else { continue }
-                products[store, default: [:]][ProductID(id)] = Product(type: type, currency: fields["currency"]?.stringValue, amount: fields["amount"]?.int64Value,
-                                                            entitlement: fields["entitlement"]?.stringValue, durationDays: fields["durationDays"]?.int64Value)
-            }
-        }
-        // Item codes key balances and entitlements as `String`s, which take two spellings of one text as equal (é as one
-        // scalar or two); the database takes them as two. The catalog is where they come from: it keeps them apart.
+    /// The products given, keyed by store and product id. Refuses two item codes that are one text in two Unicode
+    /// spellings (é as one scalar or two): balances and entitlements are keyed by their code's bytes.
+    public init(products: [Store: [ProductID: Product]]) throws {
+        // Item codes key balances and entitlements as `String`s, which take two spellings of one text as equal; the
+        // database takes them as two. The catalog is where they come from: it keeps them apart.
         var codes: [String: String] = [:]
         for product in products.values.flatMap(\.values) {
             for code in [product.currency, product.entitlement].compactMap({ $0 }) {
@@ -54,10 +41,6 @@ public struct ProductCatalog: Sendable {
             }
         }
         self.products = products
-    }
-
-    public init(contentsOf url: URL, schemas: JSONSchemaRegistry) throws {
-        try self.init(json: try Data(contentsOf: url), schemas: schemas)
     }
 
     public func product(_ store: Store, _ productId: ProductID) -> Product? { products[store]?[productId] }
@@ -88,5 +71,5 @@ public struct ProductCatalog: Sendable {
 
 public struct CatalogError: Error, Sendable, CustomStringConvertible {
     public let description: String
-    init(_ description: String) { self.description = description }
+    public init(_ description: String) { self.description = description }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import PurchaseDomain
 
 /// A purchase as the store keeps it.
 public struct PurchaseRecord: Sendable, Hashable {
@@ -114,6 +113,15 @@ public struct EndedPeriod: Sendable, Hashable {
     public let endedAt: Date
     /// The entitlements it gives, ending at `endedAt`.
     public let items: [GrantItem]
+
+    public init(key: PurchaseKey, userId: UserID, productId: ProductID, quantity: Int, endedAt: Date, items: [GrantItem]) {
+        self.key = key
+        self.userId = userId
+        self.productId = productId
+        self.quantity = quantity
+        self.endedAt = endedAt
+        self.items = items
+    }
 }
 
 public enum FinishOutcome: Sendable, Hashable {
@@ -180,26 +188,12 @@ public struct DuePurchase: Sendable, Hashable {
     /// `verified` or `granted` before it was flagged.
     public var previousState: PurchaseState
     public var deadline: Date
-}
 
-/// What `/metrics` reads at each scrape: bounded by the purchases in flight.
-public struct OpenPurchaseStatistics: Sendable, Hashable {
-    /// Purchases verified or granted (not finished, flagged or revoked), by state.
-    public var openPurchasesByState: [PurchaseState: Int]
-    public var oldestUnfinishedPurchase: Date?
-    /// Purchases whose product type is `unknown` (recorded before types were kept, not named by the catalog).
-    public var unknownProductType: Int
-    /// The app's consumption reports kept for purchases not recorded (yet): a report that waits long names a purchase
-    /// that never came (an app sending wrong ids, a submission lost).
-    public var consumptionReportsWaiting: Int = 0
-}
-
-/// Every purchase by state, with the open figures: for the demo's books and tests.
-public struct StoreStatistics: Sendable, Hashable {
-    public var purchasesByState: [PurchaseState: Int]
-    public var oldestUnfinishedPurchase: Date?
-    /// Purchases whose product type is `unknown` (recorded before types were kept, not named by the catalog).
-    public var unknownProductType: Int
+    public init(record: PurchaseRecord, previousState: PurchaseState, deadline: Date) {
+        self.record = record
+        self.previousState = previousState
+        self.deadline = deadline
+    }
 }
 
 /// What a user owns now, as an app asks it: balances, entitlements in force, and purchases granted but not finished.
@@ -233,12 +227,27 @@ public struct UserHoldings: Sendable, Hashable, Codable {
         public var productId: ProductID
         public var productType: ProductType
         public var purchasedAt: Date
+
+        public init(store: Store, transactionId: TransactionID, productId: ProductID, productType: ProductType, purchasedAt: Date) {
+            self.store = store
+            self.transactionId = transactionId
+            self.productId = productId
+            self.productType = productType
+            self.purchasedAt = purchasedAt
+        }
     }
 
     public var userId: UserID
     public var balances: [String: Int64]
     public var entitlements: [Entitlement]
     public var pending: [Pending]
+
+    public init(userId: UserID, balances: [String: Int64], entitlements: [Entitlement], pending: [Pending]) {
+        self.userId = userId
+        self.balances = balances
+        self.entitlements = entitlements
+        self.pending = pending
+    }
 }
 
 /// Where the app's consumption report was recorded (`SQLPurchaseStore.recordConsumed`).

@@ -1,0 +1,35 @@
+import Foundation
+import JSON
+import JSONSchema
+import PurchaseDomain
+
+/// The catalog file an operator writes (`schemas/catalog.v1.schema.json`): one section per store (`appstore`, `appcoins`;
+/// `products` is the App Store's, as in catalogs written before stores had sections), each a map of product ids.
+extension ProductCatalog {
+    public static let schemaID = "urn:iap-pipeline:schema:catalog:v1"
+
+    /// Parses and validates a catalog document.
+    public init(json data: Data, schemas: JSONSchemaRegistry) throws {
+        guard let document = JSONValue.parse(Array(data)) else { throw CatalogError("the catalog is not valid JSON") }
+        let violations = schemas.validate(document, against: Self.schemaID)
+        guard violations.isEmpty else { throw CatalogError("the catalog does not match its schema: \(violations.map(\.description).joined(separator: "; "))") }
+        let sections = document.objectValue ?? [:]
+        guard sections["products"] == nil || sections["appstore"] == nil else {
+            throw CatalogError("the catalog has both \"products\" and \"appstore\": both name the App Store's products; keep one")
+        }
+        var products: [Store: [ProductID: Product]] = [:]
+        for (name, section) in sections {
+            let store: Store = name == "products" ? .appstore : Store(rawValue: name) ?? .appstore
+            for (id, entry) in section.objectValue ?? [:] {
+                guard let fields = entry.objectValue, let type = fields["type"]?.stringValue.flatMap(ProductType.init(rawValue:)) else { continue }
+                products[store, default: [:]][ProductID(id)] = Product(type: type, currency: fields["currency"]?.stringValue, amount: fields["amount"]?.int64Value,
+                                                                       entitlement: fields["entitlement"]?.stringValue, durationDays: fields["durationDays"]?.int64Value)
+            }
+        }
+        try self.init(products: products)
+    }
+
+    public init(contentsOf url: URL, schemas: JSONSchemaRegistry) throws {
+        try self.init(json: try Data(contentsOf: url), schemas: schemas)
+    }
+}
