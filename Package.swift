@@ -70,7 +70,7 @@ let package = Package(
         // Lifecycle of long-running services: signals, graceful shutdown.
         .target(name: "WorkerRuntime", dependencies: ["Identifiers", "Crypto", "JSON", "Kafka", "PurchaseEvents", "HTTPServer", "Metrics"]),
         // The four stages: verify, grant, finish, sweep.
-        .target(name: "Stages", dependencies: ["PurchaseDomain", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreVerification", "JSON", "JSONSchema", "Crypto"]),
+        .target(name: "Stages", dependencies: ["PurchaseDomain", "WorkerRuntime", "Kafka", "PurchaseEvents", "StoreVerification", "JSON"]),
 
         // iap-ingest's API: store webhooks and client submissions to events.
         .target(name: "Ingest", dependencies: ["Crypto", "Database", "HTTPServer", "JSON", "Kafka", "Metrics", "PurchaseDomain", "PurchaseEvents", "PurchaseStore", "WorkerRuntime"]),

@@ -246,3 +246,7 @@ extension SQLPurchaseStore {
         try await executor.batch(begin: dialect == .sqlite ? "BEGIN IMMEDIATE" : "BEGIN", body)
     }
 }
+
+extension SQLPurchaseStore: SweepRepository, ConsumptionRequestRepository {
+    public func isTransient(_ error: any Error) -> Bool { (error as? DatabaseError)?.isRetriable == true }
+}

@@ -1,7 +1,6 @@
 import Foundation
 import PurchaseDomain
 import PurchaseEvents
-import PurchaseStore
 import StoreVerification
 import WorkerRuntime
 

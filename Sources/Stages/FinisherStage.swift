@@ -2,7 +2,6 @@ import Foundation
 import Kafka
 import PurchaseDomain
 import PurchaseEvents
-import PurchaseStore
 import StoreVerification
 import WorkerRuntime
 
@@ -17,7 +16,8 @@ public struct FinisherStage: StoreBackedStage {
     public let name = "finisher"
     public let topics: [String]
     let context: StageContext
-    let store: SQLPurchaseStore
+    let store: any ConsumptionRequestRepository
+    public var repository: any PurchaseRepository { store }
     let appStoreAPI: AppStoreServerAPIClient?
     /// A production deployment's client of the sandbox's API: purchases recorded in the Sandbox environment (App Review's,
     /// which the verifier accepts with `--accept-sandbox`) are finished and answered through it, not through `appStoreAPI`.
@@ -27,7 +27,7 @@ public struct FinisherStage: StoreBackedStage {
     /// How long after the store's request an answer waits for consent decisions still on their way.
     let consentGrace: TimeInterval
 
-    public init(context: StageContext, store: SQLPurchaseStore, appStoreAPI: AppStoreServerAPIClient?, sandboxAPI: AppStoreServerAPIClient? = nil,
+    public init(context: StageContext, store: any ConsumptionRequestRepository, appStoreAPI: AppStoreServerAPIClient?, sandboxAPI: AppStoreServerAPIClient? = nil,
                 sampleContentProvided: Bool = false, consentGrace: TimeInterval = 60) {
         self.sandboxAPI = appStoreAPI == nil ? nil : sandboxAPI
         self.context = context
@@ -54,7 +54,7 @@ public struct FinisherStage: StoreBackedStage {
         let batchable = { (message: KafkaMessage) in
             [.itemGranted, .purchaseConsumed].contains(context.codec.eventType(ofTopic: message.topic))
         }
-        guard messages.count > 1 else { return await handleInOneTransaction(messages, store: store, batchable: batchable) }
+        guard messages.count > 1 else { return await handleInOneTransaction(messages, batchable: batchable) }
         // Decoded once, here: by offset (one partition's messages).
         var decoded: [Int64: ItemGranted] = [:]
         var reported: [Int64: PurchaseConsumed] = [:]
@@ -80,7 +80,7 @@ public struct FinisherStage: StoreBackedStage {
         // report of a purchase not recorded takes its lock: in message order, it could deadlock with a verifier's batch).
         let keys = decoded.values.map { PurchaseKey(store: $0.store, transactionId: $0.transactionId) }
             + reported.values.map { PurchaseKey(store: $0.store, transactionId: $0.transactionId) }
-        return await handleInOneTransaction(messages, store: store, batchable: batchable, readingAhead: keys) { message in
+        return await handleInOneTransaction(messages, batchable: batchable, readingAhead: keys) { message in
             try await handle(message, finishCalls: calls, granted: decoded[message.offset], consumed: reported[message.offset])
         }
     }

@@ -2,7 +2,6 @@ import Foundation
 import Kafka
 import PurchaseDomain
 import PurchaseEvents
-import PurchaseStore
 import WorkerRuntime
 
 /// `iap-granter`: `purchase.verified` → the catalog → one transaction (ledger, balance or entitlement,
@@ -16,11 +15,12 @@ public struct GranterStage: StoreBackedStage {
     public let name = "granter"
     public let topics: [String]
     let context: StageContext
-    let store: SQLPurchaseStore
+    let store: any PurchaseRepository
+    public var repository: any PurchaseRepository { store }
     let catalog: ProductCatalog
     let clawBackDueRefunds: Bool
 
-    public init(context: StageContext, store: SQLPurchaseStore, catalog: ProductCatalog, clawBackDueRefunds: Bool) {
+    public init(context: StageContext, store: any PurchaseRepository, catalog: ProductCatalog, clawBackDueRefunds: Bool) {
         self.context = context
         self.store = store
         self.catalog = catalog
@@ -68,7 +68,7 @@ public struct GranterStage: StoreBackedStage {
             if case .success(let verified) = context.codec.decode(message, as: PurchaseVerifiedEvent.self) { decoded[message.offset] = verified }
         }
         let keys = decoded.values.map { PurchaseKey(store: $0.store, transactionId: $0.transactionId) }
-        return await handleInOneTransaction(messages, store: store, readingAhead: keys, withOwnersBalances: true) { message in
+        return await handleInOneTransaction(messages, readingAhead: keys, withOwnersBalances: true) { message in
             if let verified = decoded[message.offset] { return try await grant(verified) }
             return try await handle(message)
         }

@@ -1,10 +1,8 @@
-import Database
 import Foundation
 import JSON
 import Kafka
 import PurchaseDomain
 import PurchaseEvents
-import PurchaseStore
 import WorkerRuntime
 
 /// What every stage shares: the codec for its events, and the clock.
@@ -40,22 +38,25 @@ public struct StageContext: Sendable {
     }
 }
 
-/// A stage that uses the purchase store: database errors a retry can fix are transient too.
-public protocol StoreBackedStage: MessageStage {}
+/// A stage that uses the purchase store: the store's errors a retry can fix are transient too.
+public protocol StoreBackedStage: MessageStage {
+    /// The purchase store the stage decides with.
+    var repository: any PurchaseRepository { get }
+}
 
 extension StoreBackedStage {
-    /// `handle(_:)` for the leading messages of `messages` that are `batchable`, all in one transaction of `store`
-    /// (`SQLPurchaseStore.batch`): each decided as if alone (a repeat within the batch answers as a repeat), one commit for
+    /// `handle(_:)` for the leading messages of `messages` that are `batchable`, all in one transaction of the repository
+    /// (`PurchaseRepository.batch`): each decided as if alone (a repeat within the batch answers as a repeat), one commit for
     /// all, the outputs published by the runner after it. A message that is not batchable (it calls another service,
     /// which must not happen while the transaction holds the store) is handled alone. When message k fails, everything
     /// is rolled back and the k before it are handled again in a transaction of their own; the runner then hands k to
     /// `handle(_:)` alone (its failure may have been the batch's doing, e.g. locks held longer) and batches the rest.
     /// If that fails too, nothing is answered and the runner takes the messages one at a time.
     /// - Parameter readingAhead: the purchases the batch decides on: those recorded are read (and locked) at its start
-    ///   in one statement (`SQLPurchaseStore.readAhead`) rather than one by one.
+    ///   in one statement (`PurchaseRepository.readAhead`) rather than one by one.
     /// - Parameter withOwnersBalances: their owners' balances are read ahead too (for grants).
     /// - Parameter handle: how each message is handled; `handle(_:)` by default.
-    func handleInOneTransaction(_ messages: [KafkaMessage], store: SQLPurchaseStore, batchable: (KafkaMessage) -> Bool = { _ in true },
+    func handleInOneTransaction(_ messages: [KafkaMessage], batchable: (KafkaMessage) -> Bool = { _ in true },
                                 readingAhead keys: [PurchaseKey] = [], withOwnersBalances: Bool = false,
                                 using handle: ((KafkaMessage) async throws -> StageResult)? = nil) async -> [Result<StageResult, any Error>] {
         let handle = handle ?? { try await self.handle($0) }
@@ -69,6 +70,7 @@ extension StoreBackedStage {
         while true {
             var failure: Int?
             do {
+                let store = repository
                 let results = try await store.batch {
                     try await store.readAhead(keys, ownersBalances: withOwnersBalances)
                     var results: [Result<StageResult, any Error>] = []
@@ -95,8 +97,7 @@ extension StoreBackedStage {
     }
 
     public func isTransient(_ error: any Error) -> Bool {
-        if let database = error as? DatabaseError { return database.isRetriable }
-        return error is TransientError || (error as? KafkaError)?.isRetriable == true
+        repository.isTransient(error) || error is TransientError || (error as? KafkaError)?.isRetriable == true
     }
 }
 
@@ -106,35 +107,5 @@ extension GrantedItem {
         let currency = item.kind == .currency
         self.init(kind: currency ? .currency : .entitlement, code: item.code, amount: currency ? item.amount : nil,
                   expiresAt: item.expiresAt, balance: currency ? balances[item.code] : nil)
-    }
-}
-
-/// The runners' parking ledger, kept in the purchase store so that every replica of a stage sees what was parked.
-public struct StoreParkingLedger: ParkingLedger {
-    let store: SQLPurchaseStore
-
-    public init(store: SQLPurchaseStore) { self.store = store }
-
-    public func recordParked(_ origin: ParkedOrigin, key: OrderingKey?, recheck: Bool, token: String, reason: String, at: Date) async throws {
-        try await store.recordParked(stage: origin.stage, topic: origin.topic, partition: origin.partition, offset: origin.offset,
-                                     key: key?.rawValue, recheck: recheck, token: token, reason: reason, at: at)
-    }
-
-    public func parked(stage: String, key: OrderingKey) async throws -> [ParkedOrigin] {
-        try await store.parkedMessages(stage: stage, key: key.rawValue).map {
-            ParkedOrigin(stage: stage, topic: $0.topic, partition: $0.partition, offset: $0.offset)
-        }
-    }
-
-    public func parkedKeys(stage: String, among keys: Set<OrderingKey>) async throws -> Set<OrderingKey> {
-        Set(try await store.parkedKeys(stage: stage, among: keys.sorted().map(\.rawValue)).map { OrderingKey($0) })
-    }
-
-    public func parkedToken(_ origin: ParkedOrigin) async throws -> String? {
-        try await store.parkedToken(stage: origin.stage, topic: origin.topic, partition: origin.partition, offset: origin.offset)
-    }
-
-    public func releaseParked(_ origin: ParkedOrigin) async throws {
-        try await store.releaseParked(stage: origin.stage, topic: origin.topic, partition: origin.partition, offset: origin.offset)
     }
 }

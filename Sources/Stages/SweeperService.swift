@@ -2,7 +2,6 @@ import Foundation
 import Kafka
 import PurchaseDomain
 import PurchaseEvents
-import PurchaseStore
 import StoreVerification
 import Synchronization
 import WorkerRuntime
@@ -28,7 +27,7 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
     }
 
     private let configuration: Configuration
-    private let store: SQLPurchaseStore
+    private let store: any SweepRepository
     private let producer: KafkaProducer
     private let context: StageContext
     private let clock: C
@@ -37,7 +36,7 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
 
     /// - Parameter appCoins: asked again, before flagging, about AppCoins purchases that are due: one the
     ///   store reports consumed is finished instead.
-    public init(configuration: Configuration, store: SQLPurchaseStore, producer: KafkaProducer, context: StageContext, clock: C,
+    public init(configuration: Configuration, store: any SweepRepository, producer: KafkaProducer, context: StageContext, clock: C,
                 appCoins: AppCoinsVerifier? = nil) {
         self.appCoins = appCoins
         self.configuration = configuration

@@ -2,7 +2,6 @@ import Foundation
 import Kafka
 import PurchaseDomain
 import PurchaseEvents
-import PurchaseStore
 import StoreVerification
 import WorkerRuntime
 
@@ -15,7 +14,8 @@ public struct VerifierStage: StoreBackedStage {
     public let name = "verifier"
     public let topics: [String]
     let context: StageContext
-    let store: SQLPurchaseStore
+    let store: any PurchaseRepository
+    public var repository: any PurchaseRepository { store }
     let appStore: SignedDataVerifier
     let receipts: ReceiptVerifier?
     /// A production deployment's verifiers for the sandbox, when it accepts sandbox purchases too (App Review buys there):
@@ -34,7 +34,7 @@ public struct VerifierStage: StoreBackedStage {
     /// When a purchase whose payment is pending at the store is first asked about again (then less and less often).
     let pendingRecheck: Duration
 
-    public init(context: StageContext, store: SQLPurchaseStore, appStore: SignedDataVerifier, receipts: ReceiptVerifier? = nil,
+    public init(context: StageContext, store: any PurchaseRepository, appStore: SignedDataVerifier, receipts: ReceiptVerifier? = nil,
                 sandbox: (appStore: SignedDataVerifier, receipts: ReceiptVerifier?)? = nil,
                 appCoins: AppCoinsVerifier? = nil, catalog: ProductCatalog? = nil, restorePolicy: RestorePolicy = .transfer,
                 requireAccountToken: Bool = false, pendingRecheck: Duration = .seconds(60)) {
@@ -80,7 +80,7 @@ public struct VerifierStage: StoreBackedStage {
             verified[message.offset] = (submission, verdict)
             if case .success(let purchases) = verdict { keys += purchases.map { PurchaseKey(store: $0.store, transactionId: $0.transactionId) } }
         }
-        return await handleInOneTransaction(messages, store: store, batchable: batchable, readingAhead: keys) { message in
+        return await handleInOneTransaction(messages, batchable: batchable, readingAhead: keys) { message in
             guard let (submission, verdict) = verified[message.offset] else { return try await handle(message) }
             return try await handle(submission, verified: verdict)
         }

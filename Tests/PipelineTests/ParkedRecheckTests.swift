@@ -5,6 +5,7 @@ import PurchaseStore
 import Stages
 import Testing
 import TestSupport
+import WorkerApp
 import WorkerRuntime
 
 /// A message answered `.recheck` (a payment still pending) has that answer published once: the first time the stage

@@ -7,6 +7,7 @@ import PurchaseStore
 import Stages
 import Testing
 import TestSupport
+import WorkerApp
 import WorkerRuntime
 
 /// A message that keeps failing transiently is parked once its retry budget is spent: its partition moves on, later
