@@ -2,6 +2,10 @@
 public enum LifecycleEvent: Hashable, Sendable, CaseIterable, CustomStringConvertible {
     /// The store proved the payment (a first submission, a duplicate or a restore by the same user).
     case verified
+    /// Verification refused a submission whose transaction the store's signed data names (a wrong app or environment):
+    /// recorded for audit, never granted. Never from an id an unverified payload claims: a forgery must not take the
+    /// place of the real purchase.
+    case verificationRefused
     /// The granter asks to give the purchase's items.
     case grant
     /// Completed with the store: finished through its API, consumed in the app, or reported consumed by the store.
@@ -25,12 +29,13 @@ public enum LifecycleEvent: Hashable, Sendable, CaseIterable, CustomStringConver
     /// The purchase is restored by a user other than its owner, under the operator's restore policy.
     case restoreByAnotherUser(RestorePolicy)
 
-    public static let allCases: [LifecycleEvent] = [.verified, .grant, .finish, .deadlinePassed, .revoke, .clawBack, .refundReversed, .refundDeclined, .expire,
+    public static let allCases: [LifecycleEvent] = [.verified, .verificationRefused, .grant, .finish, .deadlinePassed, .revoke, .clawBack, .refundReversed, .refundDeclined, .expire,
                                                      .renewalExtended, .restoreByAnotherUser(.transfer), .restoreByAnotherUser(.keep)]
 
     public var description: String {
         switch self {
         case .verified: "verified"
+        case .verificationRefused: "verification refused"
         case .grant: "grant"
         case .finish: "finish"
         case .deadlinePassed: "deadline passed"
@@ -120,6 +125,10 @@ public enum Lifecycle {
         // The refund came first: the purchase is recorded revoked and never granted.
         case (.verified, .revokedUnseen): return Transition(to: .revoked, effects: [.recordPurchase], outcome: .refused)
         case (.verified, _): return unchanged(.repeated)
+
+        case (.verificationRefused, .unseen): return Transition(to: .rejected, effects: [.recordPurchase], outcome: .applied)
+        // What is recorded stands: a refusal never replaces a proven purchase, nor a refund that came first.
+        case (.verificationRefused, _): return unchanged(.ignored)
 
         case (.grant, .verified): return Transition(to: .granted, effects: [.grantItems], outcome: .applied)
         case (.grant, .granted), (.grant, .finished): return unchanged(.repeated)

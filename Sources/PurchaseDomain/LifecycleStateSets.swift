@@ -36,6 +36,24 @@ extension Lifecycle {
         ProductType.allCases.contains { transition(from: state, on: .finish, type: $0).outcome == .applied }
     }
 
+    /// States a proven payment can be in: those the store's proof (`verified`) leads to, and every state reached from
+    /// them. A purchase in one of them has an owner (a refused verification has none).
+    public static let provenStates: [PurchaseState] = {
+        var reached: [PurchaseState] = []
+        var next = PurchaseState.allCases.filter { !$0.isRecorded }.map { transition(from: $0, on: .verified, type: .unknown).to }
+        while let state = next.popLast() {
+            guard !reached.contains(state) else { continue }
+            reached.append(state)
+            for event in LifecycleEvent.allCases where event != .verificationRefused {
+                for type in ProductType.allCases {
+                    let to = transition(from: state, on: event, type: type).to
+                    if to.isRecorded, !reached.contains(to) { next.append(to) }
+                }
+            }
+        }
+        return PurchaseState.recorded.filter(reached.contains)
+    }()
+
     private static func flagsAtDeadline(_ state: PurchaseState, _ type: ProductType) -> Bool {
         transition(from: state, on: .deadlinePassed, type: type).effects.contains(.flagRefundDue)
     }

@@ -70,7 +70,7 @@ extension SQLPurchaseStore {
     static let ofOriginalCondition = "(transaction_id = $2 OR (original_transaction_id = $2 AND original_transaction_id <> transaction_id))"
 
     static let ownerQuery = """
-        SELECT user_id FROM purchases WHERE store = $1 AND \(ofOriginalCondition) AND state <> 'rejected'
+        SELECT user_id FROM purchases WHERE store = $1 AND \(ofOriginalCondition) AND \(LifecycleConditions.state(in: Lifecycle.provenStates))
         ORDER BY purchase_time DESC LIMIT 1
         """
 

@@ -69,21 +69,15 @@ public final class SQLPurchaseStore: Sendable {
         }
     }
 
-    /// Records a rejected purchase for audit (when its transaction id is known).
+    /// Records a rejected purchase for audit (`LifecycleEvent.verificationRefused`); what is recorded already, or a refund
+    /// that came first, stands.
     public func recordRejected(_ purchase: PurchaseRecord, reason: String, at now: Date) async throws -> RecordOutcome {
-        let dialect = dialect
-        return try await executor.run { connection in
-            try Self.transaction(connection, dialect) {
-                try Self.lockKeys(connection, [purchase.key], dialect) // A batch may have read it ahead as not recorded.
-                try Self.insert(connection, purchase, state: .rejected, reason: reason, at: now)
-                if connection.changes == 1 { return .recorded }
-                let row = try connection.query("SELECT state, user_id FROM purchases WHERE store = $1 AND transaction_id = $2",
-                                               [.text(purchase.key.store.rawValue), .text(purchase.key.transactionId)])
-                guard let state = row.first?[0].string.flatMap(PurchaseState.init(rawValue:)), let user = row.first?[1].identifier(UserID.self) else {
-                    throw DatabaseError(code: "state", message: "purchase \(purchase.key) vanished", isRetriable: true)
-                }
-                return .existing(state: state, userId: user)
+        return try await decide(purchase.key, on: .verificationRefused, type: purchase.productType) { executor, connection, current, transition in
+            guard transition.effects.contains(.recordPurchase) else {
+                return .existing(state: current.state, userId: current.userId ?? purchase.userId)
             }
+            try executor.write(.insert(purchase, state: transition.to, reason: reason, at: now), connection)
+            return .recorded
         }
     }
 

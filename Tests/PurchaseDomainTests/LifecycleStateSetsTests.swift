@@ -13,6 +13,24 @@ import Testing
         #expect(Lifecycle.awaitingFinishStates.allSatisfy(Lifecycle.openStates.contains), "a user's pending purchases come from the open ones")
     }
 
+    /// A proven purchase has an owner; a refused verification never does, and only that event leads to its state.
+    @Test func provenStatesAreThoseAProofLeadsTo() {
+        let refused = Lifecycle.transition(from: .unseen, on: .verificationRefused, type: .consumable)
+        #expect(refused.to == .rejected && refused.effects == [.recordPurchase])
+        #expect(!Lifecycle.provenStates.contains(.rejected))
+        #expect(Lifecycle.provenStates == PurchaseState.recorded.filter { $0 != .rejected })
+        for event in LifecycleEvent.allCases where event != .verificationRefused {
+            for state in PurchaseState.allCases where state != .rejected {
+                for type in ProductType.allCases {
+                    #expect(Lifecycle.transition(from: state, on: event, type: type).to != .rejected, "\(event) from \(state) rejects a \(type)")
+                }
+            }
+        }
+        for state in PurchaseState.recorded {
+            #expect(Lifecycle.transition(from: state, on: .verificationRefused, type: .consumable).to == state, "a refusal replaced a \(state) purchase")
+        }
+    }
+
     @Test func aFlaggedPurchaseIsNoLongerOpenAndIsFlaggedOnce() {
         #expect(!Lifecycle.openStates.contains(Lifecycle.flaggedState))
         for type in Lifecycle.typesFlaggedAtDeadline {
