@@ -306,7 +306,7 @@ public struct TransactionFinished: PipelineEvent, Hashable {
     public static let type = EventType.transactionFinished
     /// How it was completed. `entitlementGranted`: a non-consumable or subscription, complete at its grant (no store
     /// call to make: the app finishes it when it sees the grant).
-    public enum Method: String, Codable, Sendable { case appStoreServerAPI, consumedByApp, storeReportedConsumed, entitlementGranted }
+    public typealias Method = FinishMethod
     public var store: Store
     public var transactionId: TransactionID
     public var userId: UserID

@@ -97,7 +97,7 @@ public struct FinisherStage: StoreBackedStage {
         }
         let found = try await store.statesAndEnvironments(of: keys)
         var (ids, sandboxIds): ([TransactionID], [TransactionID]) = ([], [])
-        for key in keys where Self.needsFinishCall(found[key]?.state, reinstated: reinstated.contains(key.transactionId)) {
+        for key in keys where FinishPolicy.needsStoreAPICall(found[key]?.state, reinstated: reinstated.contains(key.transactionId)) {
             if self.api(for: found[key]?.environment, else: api) === api { ids.append(key.transactionId) } else { sandboxIds.append(key.transactionId) }
         }
         // At once: a slow sandbox API must not hold production's calls.
@@ -105,13 +105,6 @@ public struct FinisherStage: StoreBackedStage {
         var answers = Dictionary(zip(ids, await api.finishTransactions(ids)), uniquingKeysWith: { first, _ in first })
         answers.merge(zip(sandboxIds, await sandboxAnswers), uniquingKeysWith: { first, _ in first })
         return answers
-    }
-
-    /// Whether a purchase in `state` is finished with the App Store now: granted, or `finished` by a re-grant (REFUND_REVERSED).
-    /// A purchase refunded before its grant and then reinstated was never finished with the store; one finished before its
-    /// refund is finished again, which the store answers as the first time.
-    static func needsFinishCall(_ state: PurchaseState?, reinstated: Bool) -> Bool {
-        state == .granted || (state == .finished && reinstated)
     }
 
     /// The API client for a purchase verified in `environment`: the sandbox's for Sandbox when there is one, else `primary`.
@@ -138,15 +131,11 @@ public struct FinisherStage: StoreBackedStage {
                     context.logger.info("consumption reported before the purchase was recorded; finished at its grant", ["transactionId": consumed.transactionId])
                     return .publish([])
                 }
-                if consumed.store == .appstore, appStoreAPI != nil {
-                    // The grant's Finish Transaction call (retried until the store answers) finishes it, never this report:
-                    // finished here, or by `store.finish` after a grant committed meanwhile, it would never be finished
-                    // with the store. Only a purchase finished already is answered, with the same event again.
-                    switch try await store.states(of: [key])[key] {
-                    case .verified?, .granted?: return .publish([])
-                    case .finished?: break
-                    case let state: return Self.notGranted(key, state)
-                    }
+                let state = try await store.states(of: [key])[key]
+                switch FinishPolicy.onConsumptionReport(state, finishesThroughStoreAPI: consumed.store == .appstore && appStoreAPI != nil) {
+                case .nothing: return .publish([])
+                case .refuse: return Self.notGranted(key, state)
+                case .finish, .callStoreAPI, .finishIfConsumptionReported: break
                 }
                 return try await finish(store: consumed.store, transactionId: consumed.transactionId, userId: consumed.userId, method: .consumedByApp,
                                         reportedConsumedAt: consumed.consumedAt)
@@ -167,29 +156,29 @@ public struct FinisherStage: StoreBackedStage {
         case .failure(let invalid): return context.deadLetter(invalid)
         case .success(let granted):
             let key = PurchaseKey(store: granted.store, transactionId: granted.transactionId)
-            guard granted.store == .appstore, let appStoreAPI else {
-                // AppCoins (and App Store without API credentials): the app consumes on the device and reports it,
-                // unless the store already reported it consumed when the purchase was verified; an entitlement is
-                // complete at its grant. Finished already (this finisher was killed before its event was acknowledged,
-                // or the grant is a repeat): the same event again, for the one that may never have reached the topic.
-                guard let record = try await store.purchase(key), record.state == .granted || record.state == .finished else { return .publish([]) }
-                if record.productType.isEntitlement {
-                    return try await finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: .entitlementGranted)
-                }
-                if granted.store == .appcoins, record.storeConsumed {
-                    return try await finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: .storeReportedConsumed)
-                }
+            let appStoreAPI = granted.store == .appstore ? appStoreAPI : nil
+            guard let record = try await store.purchase(key) else {
+                // The verifier records before it emits: a missing row is a store not caught up yet. Without an API call to
+                // make, nothing is owed: the grant that comes with the record finishes it.
+                if appStoreAPI == nil { return .publish([]) }
+                throw TransientError("purchase \(key) not in the store yet")
+            }
+            let finishing = { (method: FinishMethod) in
+                try await self.finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: method)
+            }
+            switch FinishPolicy.onGrant(record, finishesThroughStoreAPI: appStoreAPI != nil, reinstated: granted.reinstated == true) {
+            case .finish(let method):
+                return try await finishing(method)
+            case .finishIfConsumptionReported:
                 // The app's report may have come first (recorded then, whatever the lag): this grant is what it waited for.
                 guard try await store.appReportedConsumption(key) != nil else { return .publish([]) }
-                return try await finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: .consumedByApp)
-            }
-            guard let record = try await store.purchase(key) else { throw TransientError("purchase \(key) not in the store yet") }
-            switch record.state {
-            case .granted, .finished:
-                // Finished already, and not by a re-grant: the same event again (a repeat, or one killed before its ack).
-                guard Self.needsFinishCall(record.state, reinstated: granted.reinstated == true) else {
-                    return try await finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: .appStoreServerAPI)
-                }
+                return try await finishing(.consumedByApp)
+            case .nothing, .refuse:
+                // Revoked or due for refund since it was granted: nothing to finish.
+                context.logger.info("not finishing", ["transactionId": granted.transactionId, "state": record.state.rawValue])
+                return .publish([])
+            case .callStoreAPI:
+                guard let appStoreAPI else { return .publish([]) }
                 let answer: Result<Void, AppStoreServerAPIClient.Failure>
                 if let finishCalls {
                     // In a batch's transaction: no call to the store API while it is open.
@@ -207,11 +196,7 @@ public struct FinisherStage: StoreBackedStage {
                         ? "; a Sandbox purchase: give the finisher the sandbox's API too (--appstore-sandbox-api-url) if this is production's" : ""
                     return .deadLetter(reason: "storeRefusedFinish", detail: "HTTP \(status): \(detail)\(hint)")
                 }
-                return try await finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: .appStoreServerAPI)
-            default:
-                // Revoked or due for refund since it was granted: nothing to finish.
-                context.logger.info("not finishing", ["transactionId": granted.transactionId, "state": record.state.rawValue])
-                return .publish([])
+                return try await finishing(.appStoreServerAPI)
             }
         }
     }
