@@ -44,8 +44,8 @@ public struct KafkaHeader: Hashable, Sendable {
 /// A record consumed from Kafka.
 ///
 /// Its fields live in one immutable box: a message is copied at every step of its way (the partition's buffer, a batch,
-/// the in-flight list, results), and a copy of five reference-counted fields apart (two of them `Data`, copied through
-/// their outlined witnesses) was 2–4 % of a stage's perf samples. Now a copy is one retain; setting a field makes a new box.
+/// the in-flight list, results), and copying five reference-counted fields apart (two of them `Data`, copied through
+/// their outlined witnesses) costs 2–4 % of a stage's perf samples. Boxed, a copy is one retain; setting a field makes a new box.
 public struct KafkaMessage: Sendable {
     private struct Fields: Sendable {
         var topic: String

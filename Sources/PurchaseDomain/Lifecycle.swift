@@ -105,14 +105,49 @@ public struct Transition: Hashable, Sendable, CustomStringConvertible {
     public var to: PurchaseState
     public var effects: [LifecycleEffect]
     public var outcome: LifecycleOutcome
+    /// Why the event was refused: set exactly when `outcome` is `refused`.
+    public var reason: RefusalReason?
 
-    public init(to: PurchaseState, effects: [LifecycleEffect] = [], outcome: LifecycleOutcome) {
+    public init(to: PurchaseState, effects: [LifecycleEffect] = [], outcome: LifecycleOutcome, reason: RefusalReason? = nil) {
         self.to = to
         self.effects = effects
         self.outcome = outcome
+        self.reason = reason
     }
 
-    public var description: String { "→ \(to) \(effects) (\(outcome.rawValue))" }
+    public var description: String { "→ \(to) \(effects) (\(outcome.rawValue)\(reason.map { ": \($0.rawValue)" } ?? ""))" }
+}
+
+/// Why the lifecycle refused an event; the raw value is the `reason` of the `purchase.rejected` (or dead letter) that
+/// answers it.
+public enum RefusalReason: String, Codable, Sendable, Hashable, CaseIterable {
+    /// Verification refused the purchase: nothing of it is granted.
+    case rejected
+    /// The store refunded or revoked it (the refund may have come first).
+    case revoked
+    /// It was flagged at its deadline, unconsumed: the store refunds it.
+    case refundDue
+    /// It was never granted, so it is never finished (rule 1).
+    case notGranted
+    /// An entitlement another user holds, under the `keep` restore policy.
+    case ownedByAnotherUser
+    /// A consumable (or a purchase no longer in force) submitted by a user other than its owner: never granted twice.
+    case transactionOfAnotherUser
+
+    /// Why a restore by another user is refused: the `keep` policy keeps an entitlement with its owner; anything else
+    /// (a consumable, a purchase no longer in force under `transfer`) is a transaction of another user.
+    static func restoreRefusal(type: ProductType, policy: RestorePolicy) -> RefusalReason {
+        type.isEntitlement && policy == .keep ? .ownedByAnotherUser : .transactionOfAnotherUser
+    }
+
+    /// Why a purchase in `state` is not granted.
+    static func notGrantable(_ state: PurchaseState) -> RefusalReason {
+        switch state {
+        case .refundDue: .refundDue
+        case .revoked, .revokedUnseen: .revoked
+        case .unseen, .verified, .granted, .finished, .rejected: .rejected
+        }
+    }
 }
 
 /// The one place that decides what an event means for a purchase. No I/O: the store applies the effects in the
@@ -120,10 +155,11 @@ public struct Transition: Hashable, Sendable, CustomStringConvertible {
 public enum Lifecycle {
     public static func transition(from state: PurchaseState, on event: LifecycleEvent, type: ProductType) -> Transition {
         let unchanged = { (outcome: LifecycleOutcome) in Transition(to: state, outcome: outcome) }
+        let refused = { (reason: RefusalReason) in Transition(to: state, outcome: .refused, reason: reason) }
         switch (event, state) {
         case (.verified, .unseen): return Transition(to: .verified, effects: [.recordPurchase], outcome: .applied)
         // The refund came first: the purchase is recorded revoked and never granted.
-        case (.verified, .revokedUnseen): return Transition(to: .revoked, effects: [.recordPurchase], outcome: .refused)
+        case (.verified, .revokedUnseen): return Transition(to: .revoked, effects: [.recordPurchase], outcome: .refused, reason: .revoked)
         case (.verified, _): return unchanged(.repeated)
 
         case (.verificationRefused, .unseen): return Transition(to: .rejected, effects: [.recordPurchase], outcome: .applied)
@@ -133,13 +169,13 @@ public enum Lifecycle {
         case (.grant, .verified): return Transition(to: .granted, effects: [.grantItems], outcome: .applied)
         case (.grant, .granted), (.grant, .finished): return unchanged(.repeated)
         case (.grant, .unseen): return unchanged(.waiting)
-        case (.grant, _): return unchanged(.refused)
+        case (.grant, _): return refused(.notGrantable(state))
 
         case (.finish, .granted): return Transition(to: .finished, outcome: .applied)
         case (.finish, .finished): return unchanged(.repeated)
         // A consumption report can overtake the grant: it waits for it.
         case (.finish, .unseen), (.finish, .verified): return unchanged(.waiting)
-        case (.finish, _): return unchanged(.refused)
+        case (.finish, _): return refused(.notGranted)
 
         case (.deadlinePassed, .verified) where type.isFlaggedWhenUnconsumed, (.deadlinePassed, .granted) where type.isFlaggedWhenUnconsumed:
             return Transition(to: .refundDue, effects: [.flagRefundDue], outcome: .applied)
@@ -178,10 +214,10 @@ public enum Lifecycle {
         case (.restoreByAnotherUser(let policy), .verified), (.restoreByAnotherUser(let policy), .granted),
              (.restoreByAnotherUser(let policy), .finished):
             // Consumables are never granted twice; an entitlement has one owner at a time.
-            guard type.isEntitlement, policy == .transfer else { return unchanged(.refused) }
+            guard type.isEntitlement, policy == .transfer else { return refused(.restoreRefusal(type: type, policy: policy)) }
             return Transition(to: state, effects: [.transferEntitlement], outcome: .applied)
         case (.restoreByAnotherUser, .unseen): return unchanged(.ignored)
-        case (.restoreByAnotherUser, _): return unchanged(.refused)
+        case (.restoreByAnotherUser(let policy), _): return refused(.restoreRefusal(type: type, policy: policy))
         }
     }
 }

@@ -5,7 +5,7 @@ extension Lifecycle {
     public static func markdownTable() -> String {
         struct Row: Hashable {
             var event: String
-            var outcome: LifecycleOutcome
+            var outcome: String
             var to: String
             var effects: String
             var types: String
@@ -20,7 +20,7 @@ extension Lifecycle {
                     if let index = byTransition.firstIndex(where: { $0.0 == transition }) { byTransition[index].1.append(type) } else { byTransition.append((transition, [type])) }
                 }
                 for (transition, types) in byTransition where transition.outcome != .repeated && transition.outcome != .ignored {
-                    let row = Row(event: event.description, outcome: transition.outcome,
+                    let row = Row(event: event.description, outcome: transition.outcome.rawValue + (transition.reason.map { " (\($0.rawValue))" } ?? ""),
                                   to: transition.to == state ? "(unchanged)" : transition.to.rawValue,
                                   effects: transition.effects.isEmpty ? "—" : transition.effects.map(\.rawValue).joined(separator: ", "),
                                   types: types.count == ProductType.allCases.count ? "any" : types.map(\.rawValue).joined(separator: ", "))
@@ -31,7 +31,7 @@ extension Lifecycle {
         }
         var lines = ["| event | from | product types | to | effects | outcome |", "| --- | --- | --- | --- | --- | --- |"]
         for (row, states) in rows {
-            lines.append("| \(row.event) | \(states.map(\.rawValue).joined(separator: ", ")) | \(row.types) | \(row.to) | \(row.effects) | \(row.outcome.rawValue) |")
+            lines.append("| \(row.event) | \(states.map(\.rawValue).joined(separator: ", ")) | \(row.types) | \(row.to) | \(row.effects) | \(row.outcome) |")
         }
         return lines.joined(separator: "\n")
     }

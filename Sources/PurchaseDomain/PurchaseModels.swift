@@ -161,8 +161,8 @@ public enum TransferOutcome: Sendable, Hashable {
     case transferred(from: UserID, items: [GrantItem])
     /// The restoring user owns it already: nothing changes.
     case alreadyOwned
-    /// It stays with `owner`: a consumable, the `keep` policy, or a purchase no longer in force.
-    case refused(owner: UserID, state: PurchaseState)
+    /// It stays with `owner`, for the lifecycle's `reason`: a consumable, the `keep` policy, or a purchase no longer in force.
+    case refused(owner: UserID, reason: RefusalReason)
 }
 
 public enum ExpireOutcome: Sendable, Hashable {

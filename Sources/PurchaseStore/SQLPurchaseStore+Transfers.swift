@@ -7,9 +7,10 @@ import PurchaseDomain
 extension SQLPurchaseStore {
     public func transfer(_ key: PurchaseKey, to newUser: UserID, policy: RestorePolicy, at now: Date) async throws -> TransferOutcome {
         try await decide(key, on: .restoreByAnotherUser(policy)) { _, connection, current, transition in
-            guard let owner = current.userId else { return .refused(owner: UserID(""), state: current.state) }
+            // Not recorded (yet): nobody to move it from, nothing to grant twice.
+            guard let owner = current.userId else { return .refused(owner: UserID(""), reason: transition.reason ?? .transactionOfAnotherUser) }
             if owner == newUser { return .alreadyOwned }
-            guard transition.effects.contains(.transferEntitlement) else { return .refused(owner: owner, state: current.state) }
+            guard transition.effects.contains(.transferEntitlement) else { return .refused(owner: owner, reason: transition.reason ?? .transactionOfAnotherUser) }
             let store = SQLValue.text(key.store.rawValue), transaction = SQLValue.text(key.transactionId)
             try connection.query("UPDATE purchases SET user_id = $3 WHERE store = $1 AND transaction_id = $2", [store, transaction, .text(newUser)])
             let items = try Self.heldItems(connection, key).filter { $0.kind == .entitlement }

@@ -223,6 +223,6 @@ public struct FinisherStage: StoreBackedStage {
 
     /// A purchase that is not granted (and, unless `state` is verified, never will be) is not finished.
     private static func notGranted(_ key: PurchaseKey, _ state: PurchaseState?) -> StageResult {
-        .deadLetter(reason: "notGranted", detail: "purchase \(key) is \(state?.rawValue ?? "unknown"); it is finished only once granted")
+        .deadLetter(reason: RefusalReason.notGranted.rawValue, detail: "purchase \(key) is \(state?.rawValue ?? "unknown"); it is finished only once granted")
     }
 }

@@ -105,11 +105,13 @@ public struct GranterStage: StoreBackedStage {
             return try context.messages([granted(verified, type: type, items: original, balances: balances, already: true, ledgerEntryId: nil)]
                                         + ended.map(endedByUpgrade))
         case .notGrantable(let state?):
-            if state == .revoked, type == .autoRenewable, let expiresDate = verified.expiresDate {
-                // An extension decided before the refund that revoked the period: kept for the refund's reversal.
+            if type == .autoRenewable, let expiresDate = verified.expiresDate {
+                // An extension decided before the refund that revoked the period is kept for the refund's reversal; the
+                // lifecycle ignores it in any other state.
                 _ = try await store.extendSubscription(key, to: expiresDate, at: context.now())
             }
-            return try rejected(verified, reason: state == .refundDue ? "refundDue" : state.rawValue, detail: "purchase is \(state.rawValue)")
+            let reason = Lifecycle.transition(from: state, on: .grant, type: type).reason ?? .rejected
+            return try rejected(verified, reason: reason.rawValue, detail: "purchase is \(state.rawValue)")
         case .notGrantable(nil):
             // The verifier records before it emits; a missing row means a store that lost it or is not the same one.
             throw TransientError("purchase \(key) is not in the store yet")

@@ -221,13 +221,10 @@ public struct VerifierStage: StoreBackedStage {
             return ItemGranted(store: record.key.store, transactionId: record.key.transactionId, userId: submission.userId, productId: record.productId,
                                productType: record.productType.rawValue, quantity: record.quantity, items: items.map { GrantedItem($0) },
                                alreadyGranted: false, transferredFrom: from, grantedAt: context.now())
-        case .refused(let owner, _) where record.productType.isEntitlement && restorePolicy == .keep:
-            return rejection(submission, Rejection(.storeRejected, "owned by user \(owner) (restore policy keep)"),
-                             reason: "ownedByAnotherUser", transactionId: record.key.transactionId, productId: record.productId)
-        case .refused:
-            // A consumable (or a purchase no longer in force) replayed under another user: never granted twice.
-            return rejection(submission, Rejection(.storeRejected, "transaction belongs to another user"),
-                             reason: "transactionOfAnotherUser", transactionId: record.key.transactionId, productId: record.productId)
+        case .refused(let owner, let reason):
+            let detail = reason == .ownedByAnotherUser ? "owned by user \(owner) (restore policy \(restorePolicy.rawValue))" : "transaction belongs to another user"
+            return rejection(submission, Rejection(.storeRejected, detail), reason: reason.rawValue, transactionId: record.key.transactionId,
+                             productId: record.productId)
         }
     }
 
@@ -236,9 +233,11 @@ public struct VerifierStage: StoreBackedStage {
     /// `transferredFrom`, as for a replay of the original), then the new transaction is recorded for the submitter.
     private func restoreOriginal(_ original: TransactionID, of record: PurchaseRecord, from owner: UserID,
                                  submission: PurchaseSubmitted) async throws -> (answers: [any PipelineEvent], refused: Bool) {
+        // Each held purchase is judged by the lifecycle as it moves (`restore`); under `keep` none would.
         guard restorePolicy == .transfer else {
-            return ([rejection(submission, Rejection(.storeRejected, "a restore of original transaction \(original), owned by user \(owner) (restore policy keep)"),
-                               reason: "ownedByAnotherUser", transactionId: record.key.transactionId, productId: record.productId)], true)
+            let detail = "a restore of original transaction \(original), owned by user \(owner) (restore policy keep)"
+            return ([rejection(submission, Rejection(.storeRejected, detail), reason: RefusalReason.ownedByAnotherUser.rawValue,
+                               transactionId: record.key.transactionId, productId: record.productId)], true)
         }
         var held: [PurchaseRecord] = []
         for key in try await store.purchases(store: record.key.store, originalTransactionId: original, ownedBy: owner) {

@@ -60,3 +60,27 @@ import Testing
         #expect(flagged == type.isFlaggedWhenUnconsumed, "the product type's own word and the lifecycle agree")
     }
 }
+
+/// A refusal says why, so a stage answers with the lifecycle's reason instead of working it out again.
+@Suite struct RefusalReasonTests {
+    @Test(arguments: PurchaseState.allCases) func everyRefusalAndOnlyARefusalCarriesAReason(_ state: PurchaseState) {
+        for event in LifecycleEvent.allCases {
+            for type in ProductType.allCases {
+                let transition = Lifecycle.transition(from: state, on: event, type: type)
+                #expect((transition.reason != nil) == (transition.outcome == .refused), "\(event) from \(state) for a \(type): \(transition)")
+            }
+        }
+    }
+
+    @Test func theReasonNamesWhatStandsInTheWay() {
+        #expect(Lifecycle.transition(from: .refundDue, on: .grant, type: .consumable).reason == .refundDue)
+        #expect(Lifecycle.transition(from: .revoked, on: .grant, type: .consumable).reason == .revoked)
+        #expect(Lifecycle.transition(from: .rejected, on: .grant, type: .consumable).reason == .rejected)
+        #expect(Lifecycle.transition(from: .revokedUnseen, on: .verified, type: .consumable).reason == .revoked)
+        #expect(Lifecycle.transition(from: .rejected, on: .finish, type: .consumable).reason == .notGranted)
+        #expect(Lifecycle.transition(from: .granted, on: .restoreByAnotherUser(.keep), type: .nonConsumable).reason == .ownedByAnotherUser)
+        #expect(Lifecycle.transition(from: .granted, on: .restoreByAnotherUser(.transfer), type: .nonConsumable).reason == nil)
+        #expect(Lifecycle.transition(from: .granted, on: .restoreByAnotherUser(.transfer), type: .consumable).reason == .transactionOfAnotherUser)
+        #expect(Lifecycle.transition(from: .revoked, on: .restoreByAnotherUser(.transfer), type: .autoRenewable).reason == .transactionOfAnotherUser)
+    }
+}

@@ -217,7 +217,7 @@ import TestSupport
             _ = try await store.recordVerified(record, at: Self.t0)
             _ = try await store.grant(record.key, items: [item], at: Self.t0)
         }
-        #expect(try await store.transfer(adfree.key, to: "user-b", policy: .keep, at: Self.t0) == .refused(owner: "user-a", state: .granted))
+        #expect(try await store.transfer(adfree.key, to: "user-b", policy: .keep, at: Self.t0) == .refused(owner: "user-a", reason: .ownedByAnotherUser))
         #expect(try await store.entitlements(of: "user-b", at: Self.t0).isEmpty)
         #expect(try await store.transfer(adfree.key, to: "user-b", policy: .transfer, at: Self.t0) == .transferred(from: "user-a", items: [.entitlement("adfree")]))
         #expect(try await store.transfer(adfree.key, to: "user-b", policy: .transfer, at: Self.t0) == .alreadyOwned, "moved once")
@@ -225,13 +225,13 @@ import TestSupport
         #expect(try await store.entitlements(of: "user-a", at: Self.t0).isEmpty, "one owner at a time")
         #expect(try await store.purchase(adfree.key)?.userId == "user-b")
         // Coins are never granted twice, whatever the policy.
-        #expect(try await store.transfer(coins.key, to: "user-b", policy: .transfer, at: Self.t0) == .refused(owner: "user-a", state: .granted))
+        #expect(try await store.transfer(coins.key, to: "user-b", policy: .transfer, at: Self.t0) == .refused(owner: "user-a", reason: .transactionOfAnotherUser))
         #expect(try await store.balances(of: "user-b").isEmpty)
         #expect(try await store.balances(of: "user-a") == ["coins": 100])
         // A refund after the move takes the entitlement from whoever holds it.
         #expect(try await store.revoke(adfree.key, at: Self.t0) == .revoked(shortfall: [:]))
         #expect(try await store.entitlements(of: "user-b", at: Self.t0).isEmpty)
-        #expect(try await store.transfer(adfree.key, to: "user-a", policy: .transfer, at: Self.t0) == .refused(owner: "user-b", state: .revoked))
+        #expect(try await store.transfer(adfree.key, to: "user-a", policy: .transfer, at: Self.t0) == .refused(owner: "user-b", reason: .transactionOfAnotherUser))
         #expect(try await store.audit().balanceMismatches.isEmpty)
     }
 
