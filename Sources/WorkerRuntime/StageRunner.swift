@@ -100,8 +100,7 @@ public final class StageRunner: Service {
         public var maxBatch = Self.defaultMaxBatch
         /// The workers' default (`--max-batch`): under the benchmark, batches of about ninety-five in the verifier and
         /// seventy downstream, against sixty and fifty with 64, cost PostgreSQL and the broker up to 46 % less CPU per
-        /// purchase, the p99 latency at 1,000/s stays under 2 s, and each worker under 64 MiB (docs/benchmarks.md, "Batch size",
-        /// has the runs).
+        /// purchase, the p99 latency at 1,000/s stays under 2 s, and each worker under 64 MiB (docs/benchmarks.md, "Batch size").
         public static let defaultMaxBatch = 128
         public init() {}
     }
