@@ -1,7 +1,6 @@
 import Foundation
 import Kafka
 import Metrics
-import PurchaseEvents
 import Synchronization
 
 /// What a stage decided about one message.
@@ -86,8 +85,6 @@ public final class StageRunner: Service {
     public struct Configuration: Sendable {
         public var initialBackoff: Duration = .milliseconds(100)
         public var maxBackoff: Duration = .seconds(30)
-        /// How much of a dead-lettered message's value its dead letter keeps (see `DeadLetter.init`).
-        public var deadLetterValueBytes = DeadLetter.maxValueBytes
         /// How long a message failing transiently is retried on its partition before it is parked (with `Parking`).
         public var retryBudget: Duration = .seconds(300)
         /// How long after parking the re-driver first tries a parked message again.
@@ -109,7 +106,8 @@ public final class StageRunner: Service {
     let stage: any MessageStage
     let consumer: KafkaConsumer
     private let producer: KafkaProducer
-    private let codec: EventCodec
+    /// What the dead letters of the stage say.
+    private let deadLetters: any DeadLetterWriter
     let logger: Logger
     let configuration: Configuration
     /// Parks past the retry budget and re-drives what was parked; nil: transient failures are retried in place until done.
@@ -132,13 +130,13 @@ public final class StageRunner: Service {
     /// The stage's name (`verifier`, …).
     public var stageName: String { stage.name }
 
-    public init(stage: any MessageStage, consumer: KafkaConsumer, producer: KafkaProducer, codec: EventCodec, logger: Logger,
+    public init(stage: any MessageStage, consumer: KafkaConsumer, producer: KafkaProducer, deadLetters: any DeadLetterWriter, logger: Logger,
                 configuration: Configuration = Configuration(), metrics: MetricsRegistry = MetricsRegistry(), parking: Parking? = nil) {
         self.parking = parking
         self.stage = stage
         self.consumer = consumer
         self.producer = producer
-        self.codec = codec
+        self.deadLetters = deadLetters
         self.logger = logger
         self.configuration = configuration
         self.metrics = metrics
@@ -377,15 +375,17 @@ public final class StageRunner: Service {
     }
 
     func deadLetter(_ message: KafkaMessage, reason: String, detail: String) async throws {
-        let letter = DeadLetter(reason: reason, detail: detail, stage: stage.name, message: message, failedAt: Date(),
-                                keepValueBytes: configuration.deadLetterValueBytes)
+        let failedAt = Date()
+        func record(stripped: Bool) throws -> KafkaProducerMessage {
+            try deadLetters.record(of: message, stage: stage.name, reason: reason, detail: detail, failedAt: failedAt, stripped: stripped)
+        }
         do {
-            try await publish([try codec.message(letter, time: Date())])
+            try await publish([try record(stripped: false)])
         } catch let error as KafkaError where !error.isRetriable {
             // The broker refuses the record itself (e.g. too large for its limits): keep the reason and the
             // source coordinates, without the original bytes, rather than stop the stage.
             logger.error("dead letter refused; publishing it without the original bytes", ["error": error.description])
-            try await publish([try codec.message(letter.stripped, time: Date())])
+            try await publish([try record(stripped: true)])
         }
         count("deadLettered", reason: reason)
         logger.warning("dead-lettered", ["topic": message.topic, "partition": message.partition, "offset": message.offset, "reason": reason])
