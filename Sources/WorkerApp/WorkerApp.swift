@@ -186,7 +186,7 @@ public enum WorkerApp {
             }
             configuration.retryBudget = .milliseconds(Int64(budget * 1000))
             let codec = process.codec(component: stage.name)
-            // The re-driver: a consumer of the retry topic in a group of the stage's own (see StageRunner+Parking).
+            // The re-driver: a consumer of the retry topic in a group of the stage's own (see StageRunner+Redriver).
             var retryConfiguration = KafkaConsumer.Configuration(kafka: kafka, groupID: groupPrefix + stage.name + "-retry", topics: [codec.retryTopic],
                                                                  shutdownTimeout: process.shutdownTimeout, onEvent: onEvent)
             retryConfiguration.leavesGroupOnShutdown = leavesGroup
