@@ -14,7 +14,8 @@ struct RangeShare {
 
     /// What `member` should hold of `topic`'s `partitions` partitions; nil when it is not a member.
     func share(of member: String, topic: String, partitions: Int) -> Set<TopicPartition>? {
-        guard let k = members.firstIndex(of: member) else { return nil }
+        // By bytes, as librdkafka tells members apart: `String`'s == holds canonically equivalent ids equal.
+        guard let k = members.firstIndex(where: { $0.utf8.elementsEqual(member.utf8) }) else { return nil }
         let (each, extra) = partitions.quotientAndRemainder(dividingBy: members.count)
         let start = k * each + min(k, extra)
         return Set((start..<(start + each + (k < extra ? 1 : 0))).map { TopicPartition(topic: topic, partition: Int32($0)) })

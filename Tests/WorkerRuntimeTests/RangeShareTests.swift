@@ -23,9 +23,13 @@ import Testing
         #expect(Self.share("only", ["only"], 4) == [0, 1, 2, 3])
     }
 
-    /// librdkafka compares the ids' bytes: "Z" (0x5A) before "a" (0x61).
+    /// librdkafka compares the ids' bytes: "Z" (0x5A) before "a" (0x61), and a precomposed "é" (0xC3 0xA9) after "e" + U+0301
+    /// (0x65 0xCC 0x81), which Swift's `String` holds equal.
     @Test func membersAreOrderedByTheBytesOfTheirIds() {
         #expect(Self.share("Z", ["a", "Z"], 2) == [0])
+        let composed = "caf\u{E9}", decomposed = "cafe\u{301}"
+        #expect(Self.share(decomposed, [composed, decomposed], 2) == [0])
+        #expect(Self.share(composed, [decomposed, composed], 2) == [1])
     }
 
     @Test func aMemberHoldingItsShareOfEveryTopicHasNoMismatch() {
