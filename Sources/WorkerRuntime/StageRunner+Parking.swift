@@ -29,6 +29,9 @@ extension Parking {
 /// A message whose own entry is in the ledger (the process stopped between recording and committing) is parked
 /// again under a new token.
 ///
+/// A message the stage answered with `.recheck` is parked too once its answer is published, as a re-check: under no
+/// key (nothing waits behind it), only to be asked about again.
+///
 /// The re-driver (`StageRunner+Redriver.swift`) hands parked messages back to the stage once due.
 extension StageRunner {
     /// The key `message` keeps its order by in the parking ledger; nil when it keeps none (keyless, or not
