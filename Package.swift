@@ -67,8 +67,9 @@ let package = Package(
         .target(name: "PurchaseStore", dependencies: ["PurchaseDomain", "Database"]),
         // The pipeline's events: typed, CloudEvents headers, validated against schemas/.
         .target(name: "PurchaseEvents", dependencies: ["PurchaseDomain", "Kafka", "JSON", "JSONSchema", "Crypto"]),
-        // Lifecycle of long-running services: signals, graceful shutdown.
-        .target(name: "WorkerRuntime", dependencies: ["Identifiers", "Crypto", "JSON", "Kafka", "PurchaseEvents", "HTTPServer", "Metrics"]),
+        // Delivery of a stage's messages (consumption, retries, batches, output order, parking, dead letters, metrics) and the
+        // lifecycle of long-running services (signals, graceful shutdown). Knows nothing of purchases or their events.
+        .target(name: "WorkerRuntime", dependencies: ["Identifiers", "Crypto", "JSON", "Kafka", "HTTPServer", "Metrics"]),
         // The four stages: verify, grant, finish, sweep.
         .target(name: "Stages", dependencies: ["PurchaseDomain", "WorkerRuntime", "Kafka", "PurchaseEvents", "StoreVerification", "JSON"]),
 

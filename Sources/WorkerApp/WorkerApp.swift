@@ -177,7 +177,6 @@ public enum WorkerApp {
             guard let keep = try settings.int("--dead-letter-value-bytes"), keep >= 0 else {
                 throw SettingsError("--dead-letter-value-bytes (IAP_DEAD_LETTER_VALUE_BYTES) must be 0 or more")
             }
-            configuration.deadLetterValueBytes = keep
             guard let maxBatch = try settings.int("--max-batch"), (1...1_000).contains(maxBatch) else {
                 throw SettingsError("--max-batch (IAP_MAX_BATCH) must be 1 to 1000")
             }
@@ -187,13 +186,14 @@ public enum WorkerApp {
             }
             configuration.retryBudget = .milliseconds(Int64(budget * 1000))
             let codec = process.codec(component: stage.name)
-            // The re-driver: a consumer of the retry topic in a group of the stage's own (see StageRunner+Parking).
+            // The re-driver: a consumer of the retry topic in a group of the stage's own (see StageRunner+Redriver).
             var retryConfiguration = KafkaConsumer.Configuration(kafka: kafka, groupID: groupPrefix + stage.name + "-retry", topics: [codec.retryTopic],
                                                                  shutdownTimeout: process.shutdownTimeout, onEvent: onEvent)
             retryConfiguration.leavesGroupOnShutdown = leavesGroup
             let retryConsumer = try KafkaConsumer(configuration: retryConfiguration)
-            return StageRunner(stage: stage, consumer: consumer, producer: producer, codec: codec, logger: logger, configuration: configuration,
-                               metrics: metrics, parking: Parking(ledger: StoreParkingLedger(store: store), consumer: retryConsumer, topic: codec.retryTopic))
+            return StageRunner(stage: stage, consumer: consumer, producer: producer, deadLetters: EventDeadLetters(codec: codec, keepValueBytes: keep),
+                               logger: logger, configuration: configuration, metrics: metrics,
+                               parking: Parking(ledger: StoreParkingLedger(store: store), consumer: retryConsumer, topic: codec.retryTopic))
         }
     }
 

@@ -29,10 +29,34 @@ extension StageRunner {
         case "rechecks": metrics.increment("iap_rechecks_total", ["stage": stage.name])
         case "batches": metrics.increment("iap_batches_total", ["stage": stage.name])
         case "batchesCut": metrics.increment("iap_batches_cut_total", ["stage": stage.name])
-        case "handled": metrics.increment(handled)
+        case "handled": metrics.increment(series.handled)
         default:
             metrics.increment("iap_messages_total", ["stage": stage.name, "outcome": name])
             if let reason { metrics.increment("iap_dead_letters_total", ["stage": stage.name, "reason": reason]) }
+        }
+    }
+}
+
+/// The series of a stage that every message updates, named once.
+struct StageSeries: Sendable {
+    let inFlight, handlerDuration, publishDuration, batchSize: MetricsRegistry.SeriesKey
+    /// `iap_messages_total{outcome="handled"}` (see `StageRunner.count`).
+    let handled: MetricsRegistry.SeriesKey
+
+    init(_ metrics: MetricsRegistry, stage: String) {
+        inFlight = metrics.series("iap_in_flight_messages", ["stage": stage])
+        handlerDuration = metrics.series("iap_handler_duration_seconds", ["stage": stage])
+        publishDuration = metrics.series("iap_publish_duration_seconds", ["stage": stage])
+        batchSize = metrics.series("iap_batch_size", ["stage": stage])
+        handled = metrics.series("iap_messages_total", ["stage": stage, "outcome": "handled"])
+    }
+
+    /// A message taken at `started` is in flight until the returned closure is called, which times it.
+    func begin(_ metrics: MetricsRegistry, started: ContinuousClock.Instant) -> @Sendable () -> Void {
+        metrics.increment(inFlight)
+        return { [inFlight, handlerDuration] in
+            metrics.increment(inFlight, by: -1)
+            metrics.observe(handlerDuration, duration: ContinuousClock.now - started)
         }
     }
 }

@@ -67,6 +67,15 @@ import TestSupport
         #expect(linking.isEmpty, "production products linking the test signer: \(linking)")
     }
 
+    /// The delivery runtime knows no purchase: it reaches neither the purchase domain, nor its events, store or stages. What a
+    /// dead letter says is the stages' (`EventDeadLetters`), handed to the runner.
+    @Test func theRuntimeReachesNothingOfPurchases() throws {
+        let runtime = try #require(try Self.closures()["WorkerRuntime"], "WorkerRuntime is a product")
+        #expect(runtime.contains("Kafka"), "the walk sees the runtime's dependencies")
+        let purchases = runtime.intersection(["PurchaseDomain", "PurchaseEvents", "PurchaseStore", "Stages", "StoreVerification"]).sorted()
+        #expect(purchases.isEmpty, "WorkerRuntime reaches \(purchases)")
+    }
+
     /// Each C library is reached through the one module that wraps it (the C pointers stay in one place): no other
     /// target, the tools included, depends on it directly.
     @Test func onlyItsWrapperReachesEachCLibrary() throws {

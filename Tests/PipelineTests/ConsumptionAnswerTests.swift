@@ -120,13 +120,13 @@ extension StageRetryClassificationTests {
                                   items: [GrantedItem(kind: .currency, code: "coins", amount: 100)], alreadyGranted: false, grantedAt: finisher.now)
         let message = try finisher.codec.message(granted, time: finisher.now)
         let input = KafkaMessage(topic: message.topic, partition: 0, offset: 0, key: message.key, value: message.value, headers: message.headers)
-        for (asked, waited) in [(30, Duration.seconds(30)), (600, StageRunner.maxRetryAfter)] {
+        for (asked, waited) in [(30, Duration.seconds(30)), (600, Backoff.maxRetryAfter)] {
             finisher.appStore.fail(.init(status: 429, times: 1, retryAfterSeconds: asked))
             let error = await #expect(throws: TransientError.self) { try await finisher.stage.handle(input) }
             #expect(error?.retryAfter == .seconds(asked))
-            #expect(StageRunner.retryDelay(backoff: .milliseconds(200), after: try #require(error)) == waited)
+            #expect(Backoff.retryDelay(backoff: .milliseconds(200), after: try #require(error)) == waited)
         }
-        #expect(StageRunner.retryDelay(backoff: .milliseconds(200), after: TransientError("no hint")) == .milliseconds(200))
+        #expect(Backoff.retryDelay(backoff: .milliseconds(200), after: TransientError("no hint")) == .milliseconds(200))
         #expect(finisher.appStore.finished.isEmpty)
         _ = try await finisher.stage.handle(input)
         #expect(finisher.appStore.finished == ["7"], "finished once the API answers again")

@@ -1,6 +1,7 @@
 import Foundation
 @testable import Kafka
 import PurchaseEvents
+import Stages
 import Testing
 import TestSupport
 import WorkerRuntime
@@ -57,8 +58,8 @@ struct OutputOrderTests {
         configuration.maxBatch = 1 // u1 alone: its output is enqueued before u2 is taken
         let outputs = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers, "log_level": "0",
                                                                                         "message.timeout.ms": "1500"])))
-        let runner = StageRunner(stage: stage, consumer: consumer, producer: outputs, codec: codec, logger: Logger(stage: stage.name, minimum: .error),
-                                 configuration: configuration)
+        let runner = StageRunner(stage: stage, consumer: consumer, producer: outputs, deadLetters: EventDeadLetters(codec: codec),
+                                 logger: Logger(stage: stage.name, minimum: .error), configuration: configuration)
         // The outage: every produce request refused (retriable), for longer than a record may wait.
         cluster.pushRequestErrors(.produce, Array(repeating: .notEnoughReplicas, count: 10_000))
         let running = Task { try await runner.run() }

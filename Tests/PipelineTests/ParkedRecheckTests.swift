@@ -94,7 +94,8 @@ struct ParkedRecheckTests {
         let retryConsumer = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: group + "-retry", topics: [codec.retryTopic]))
         let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers, "log_level": "0"])))
         let runner = StageRunner(stage: stage, consumer: try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: group, topics: [input])),
-                                 producer: producer, codec: codec, logger: Logger(stage: stage.name, minimum: .error), configuration: configuration,
+                                 producer: producer, deadLetters: EventDeadLetters(codec: codec), logger: Logger(stage: stage.name, minimum: .error),
+                                 configuration: configuration,
                                  parking: Parking(ledger: GatedLedger(ledger: StoreParkingLedger(store: store), redriving: redriving),
                                                   consumer: retryConsumer, topic: codec.retryTopic))
         let running = Task { try await runner.run() }

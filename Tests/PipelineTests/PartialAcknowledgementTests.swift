@@ -67,7 +67,8 @@ struct PartialAcknowledgementTests {
             let consumer = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: group, topics: stage.topics,
                                                                   maxInFlightPerPartition: 64))
             let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers, "log_level": "0"])))
-            return (StageRunner(stage: stage, consumer: consumer, producer: producer, codec: codec, logger: context.logger), consumer)
+            return (StageRunner(stage: stage, consumer: consumer, producer: producer, deadLetters: EventDeadLetters(codec: codec), logger: context.logger),
+                    consumer)
         }
         /// The offset of the first input whose output has not reached item.granted (the batch's gap).
         func firstUnacknowledged() -> Int64 {

@@ -70,7 +70,7 @@ struct RetryBudgetTests {
             let consumer = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: group, topics: stage.topics,
                                                                   maxInFlightPerPartition: 16))
             let retryConsumer = try KafkaConsumer(configuration: .init(kafka: testConsumerKafka(servers), groupID: group + "-retry", topics: [codec.retryTopic]))
-            let runner = StageRunner(stage: stage, consumer: consumer, producer: try producer(), codec: codec,
+            let runner = StageRunner(stage: stage, consumer: consumer, producer: try producer(), deadLetters: EventDeadLetters(codec: codec),
                                      logger: Logger(stage: stage.name, minimum: .error), configuration: configuration,
                                      parking: Parking(ledger: StoreParkingLedger(store: store), consumer: retryConsumer, topic: codec.retryTopic))
             return (runner, Task { try await runner.run() })

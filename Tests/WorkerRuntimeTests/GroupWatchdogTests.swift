@@ -141,16 +141,4 @@ struct GroupWatchdogTests {
         consumers.forEach { $0.triggerGracefulShutdown() }
         for task in tasks { try await task.value }
     }
-
-    /// `range` as librdkafka does it: members sorted by id, the first P mod n get one partition more.
-    @Test func rangeShareIsLibrdkafkasRangeAssignment() {
-        let share = { (member: String, members: [String], partitions: Int) in
-            GroupWatchdog<ContinuousClock>.rangeShare(of: member, among: members, topic: "t", partitions: partitions).map { Set($0.map(\.partition)) }
-        }
-        #expect(share("b", ["c", "a", "b"], 8) == [3, 4, 5])
-        #expect(share("c", ["c", "a", "b"], 8) == [6, 7])
-        #expect(share("a", ["c", "a", "b"], 2) == [0])
-        #expect(share("c", ["c", "a", "b"], 2) == [])
-        #expect(share("x", ["c", "a", "b"], 8) == nil)
-    }
 }
