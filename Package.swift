@@ -109,11 +109,11 @@ let package = Package(
         ),
 
         .target(name: "TestSupport", dependencies: ["Kafka", "Database", "ChildProcesses", "WorkerRuntime"], path: "Tests/TestSupport", exclude: ["tansu_s3.py", "broker_proxy.py"]),
-        // Test data that needs no service and links nothing: confusable identifiers, a seeded random generator.
+        // Test data that needs no service and links nothing: confusable identifiers, a seeded random generator, byte mutations.
         .target(name: "TestData", path: "Tests/TestData"),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient", "HTTPServer", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "StoreVerificationTests", dependencies: ["PurchaseDomain", "StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestSupport"],
+        .testTarget(name: "StoreVerificationTests", dependencies: ["PurchaseDomain", "StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestData", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "IAPCtlTests", dependencies: ["ChildProcesses", "CommandLineOptions", "PurchaseDomain", "PurchaseStore", "iapctl", "iap-harness", "Kafka", "PurchaseEvents", "JSONSchema", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "Ingest", "JSON",
                                                         "StoreVerification", "StoreFixtures", "TestSupport"], exclude: ["foreign_producer.py", "deploy_check.py"],

@@ -97,6 +97,34 @@ public final class ExecutableProcess {
     }
 }
 
+extension ExecutableProcess {
+    /// How a run to its end went: the exit status and the lines of standard output.
+    public struct Outcome: Sendable {
+        public let status: Int32
+        public let lines: [String]
+    }
+
+    /// Runs the built executable `name` to its end, as an operator would: `input` on its standard input, its standard
+    /// error into the test's. On a thread of its own (see `offPool`).
+    public static func run(_ name: String, _ arguments: [String], input: Data = Data()) async throws -> Outcome {
+        try await offPool { try runBlocking(name, arguments, input: input) }
+    }
+
+    private static func runBlocking(_ name: String, _ arguments: [String], input: Data) throws -> Outcome {
+        let stdin = Pipe()
+        let stdout = Pipe()
+        let process = try ChildProcess(binary(name).path, arguments, standardInput: stdin.fileHandleForReading.fileDescriptor,
+                                       standardOutput: stdout.fileHandleForWriting.fileDescriptor)
+        try stdin.fileHandleForReading.close()
+        try stdout.fileHandleForWriting.close()
+        stdin.fileHandleForWriting.write(input)
+        try stdin.fileHandleForWriting.close()
+        let output = stdout.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Outcome(status: process.terminationStatus, lines: String(decoding: output, as: UTF8.self).split(separator: "\n").map(String.init))
+    }
+}
+
 /// One HTTP exchange over a real connection.
 public func httpRequest(_ url: String, method: String = "GET", body: Data? = nil, headers: [String: String] = [:]) async throws -> (status: Int, body: String) {
     var request = URLRequest(url: URL(string: url)!)
