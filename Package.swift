@@ -128,7 +128,9 @@ let package = Package(
                                                          "StoreVerification", "JSON", "JSONSchema", "Crypto", "HTTPServer", "TestData", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "PurchaseDomainTests", dependencies: ["PurchaseDomain", "TestData"]),
-        .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "Metrics", "HTTPServer", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "Metrics", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(name: "MetricsTests", dependencies: ["Metrics"]),
     ]
 )
 
