@@ -131,6 +131,8 @@ let package = Package(
         .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "Metrics", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "MetricsTests", dependencies: ["Metrics"]),
+        .testTarget(name: "JSONTests", dependencies: ["JSON", "TestData"]),
+        .testTarget(name: "CryptoTests", dependencies: ["Crypto"]),
     ]
 )
 
