@@ -133,6 +133,9 @@ let package = Package(
         .testTarget(name: "MetricsTests", dependencies: ["Metrics"]),
         .testTarget(name: "JSONTests", dependencies: ["JSON", "TestData"]),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"]),
+        // Runs iap-ingest, iapctl and iap-harness as processes: they are built first.
+        .testTarget(name: "IngestTests", dependencies: ["Ingest", "HTTPServer", "JSON", "StoreFixtures", "TestSupport", "iap-ingest", "iapctl", "iap-harness"],
+                    linkerSettings: rdkafkaLinkerSettings),
     ]
 )
 
