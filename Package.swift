@@ -115,7 +115,7 @@ let package = Package(
         .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient", "HTTPServer", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "StoreVerificationTests", dependencies: ["PurchaseDomain", "StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestData", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "IAPCtlTests", dependencies: ["ChildProcesses", "CommandLineOptions", "PurchaseDomain", "PurchaseStore", "iapctl", "iap-harness", "Kafka", "PurchaseEvents", "JSONSchema", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "Ingest", "JSON",
+        .testTarget(name: "IAPCtlTests", dependencies: ["ChildProcesses", "PurchaseDomain", "PurchaseStore", "iapctl", "iap-harness", "Kafka", "PurchaseEvents", "JSONSchema", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "Ingest", "JSON",
                                                         "StoreVerification", "StoreFixtures", "TestSupport"], exclude: ["foreign_producer.py", "deploy_check.py"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "JSONSchemaTests", dependencies: ["JSONSchema", "JSON", "TestSupport"],
@@ -133,9 +133,12 @@ let package = Package(
         .testTarget(name: "MetricsTests", dependencies: ["Metrics"]),
         .testTarget(name: "JSONTests", dependencies: ["JSON", "TestData"]),
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"]),
+        .testTarget(name: "CommandLineOptionsTests", dependencies: ["CommandLineOptions"], linkerSettings: rdkafkaLinkerSettings),
         // Runs iap-ingest, iapctl and iap-harness as processes: they are built first.
         .testTarget(name: "IngestTests", dependencies: ["Ingest", "HTTPServer", "JSON", "StoreFixtures", "TestSupport", "iap-ingest", "iapctl", "iap-harness"],
                     linkerSettings: rdkafkaLinkerSettings),
+        // The manifest itself: what each product links, who reaches each C library.
+        .testTarget(name: "PackageTests", dependencies: ["JSON", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
     ]
 )
 
