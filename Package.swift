@@ -137,7 +137,7 @@ let package = Package(
         // Runs iap-ingest, iapctl and iap-harness as processes: they are built first.
         .testTarget(name: "IngestTests", dependencies: ["Ingest", "HTTPServer", "JSON", "StoreFixtures", "TestSupport", "iap-ingest", "iapctl", "iap-harness"],
                     linkerSettings: rdkafkaLinkerSettings),
-        // The manifest itself: the layers, what each product links, who reaches each C library.
+        // The manifest itself (the layers, what each product links, who reaches each C library) and the unit-test list.
         .testTarget(name: "PackageTests", dependencies: ["JSON", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
     ]
 )

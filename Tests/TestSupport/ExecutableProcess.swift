@@ -22,6 +22,7 @@ public final class ExecutableProcess {
     private let portFile = FileManager.default.temporaryDirectory.appendingPathComponent("iap-ports-\(UUID().uuidString).json")
 
     public init(_ name: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+        try TestServices.allowChildProcess(name)
         let pipe = Pipe()
         process = try ChildProcess(Self.binary(name).path, arguments, environment: ["IAP_HTTP_PORT_FILE": portFile.path].merging(environment) { _, given in given },
                                    standardError: pipe.fileHandleForWriting.fileDescriptor)
@@ -111,6 +112,7 @@ extension ExecutableProcess {
     }
 
     private static func runBlocking(_ name: String, _ arguments: [String], input: Data) throws -> Outcome {
+        try TestServices.allowChildProcess(name)
         let stdin = Pipe()
         let stdout = Pipe()
         let process = try ChildProcess(binary(name).path, arguments, standardInput: stdin.fileHandleForReading.fileDescriptor,
