@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export PKG_CONFIG_PATH := $(CURDIR)/.deps/lib/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
 ARGS ?=
 
-.PHONY: bootstrap build release test demo bench chaos scale leaks clean
+.PHONY: bootstrap build release test test-unit demo bench chaos scale leaks clean
 
 bootstrap:
 	@bash deploy/local/bootstrap.sh
@@ -15,9 +15,14 @@ build: bootstrap
 release: bootstrap
 	swift build -c release
 
-# Starts the local broker and PostgreSQL, runs every test against them, stops them.
+# Starts the local broker and PostgreSQL, runs every test against them, stops them (what CI runs).
 test: bootstrap
 	@bash deploy/local/run-tests.sh
+
+# Only the unit tests, those Tests/unit-tests.txt lists: no broker, no PostgreSQL, no child process; seconds once built.
+# A listed test that needs a service or starts a process fails here (see docs/testing.md). ARGS go to `swift test`.
+test-unit: bootstrap
+	@bash deploy/local/run-unit-tests.sh $(ARGS)
 
 demo: bootstrap
 	@bash deploy/local/demo.sh $(ARGS)

@@ -110,13 +110,13 @@ let package = Package(
         ),
 
         .target(name: "TestSupport", dependencies: ["Kafka", "Database", "ChildProcesses", "WorkerRuntime"], path: "Tests/TestSupport", exclude: ["tansu_s3.py", "broker_proxy.py"]),
-        // Test data that needs no service and links nothing: confusable identifiers, a seeded random generator.
+        // Test data that needs no service and links nothing: confusable identifiers, a seeded random generator, byte mutations.
         .target(name: "TestData", path: "Tests/TestData"),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient", "HTTPServer", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "StoreVerificationTests", dependencies: ["PurchaseDomain", "StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestSupport"],
+        .testTarget(name: "StoreVerificationTests", dependencies: ["PurchaseDomain", "StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestData", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "IAPCtlTests", dependencies: ["ChildProcesses", "CommandLineOptions", "PurchaseDomain", "PurchaseStore", "iapctl", "iap-harness", "Kafka", "PurchaseEvents", "JSONSchema", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "Ingest", "JSON",
+        .testTarget(name: "IAPCtlTests", dependencies: ["ChildProcesses", "PurchaseDomain", "PurchaseStore", "iapctl", "iap-harness", "Kafka", "PurchaseEvents", "JSONSchema", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "Ingest", "JSON",
                                                         "StoreVerification", "StoreFixtures", "TestSupport"], exclude: ["foreign_producer.py", "deploy_check.py"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "JSONSchemaTests", dependencies: ["JSONSchema", "JSON", "TestSupport"],
@@ -129,7 +129,17 @@ let package = Package(
                                                          "StoreVerification", "JSON", "JSONSchema", "Crypto", "HTTPServer", "TestData", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "PurchaseDomainTests", dependencies: ["PurchaseDomain", "TestData"]),
-        .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "Metrics", "HTTPServer", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "Metrics", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(name: "MetricsTests", dependencies: ["Metrics"]),
+        .testTarget(name: "JSONTests", dependencies: ["JSON", "TestData"]),
+        .testTarget(name: "CryptoTests", dependencies: ["Crypto"]),
+        .testTarget(name: "CommandLineOptionsTests", dependencies: ["CommandLineOptions"], linkerSettings: rdkafkaLinkerSettings),
+        // Runs iap-ingest, iapctl and iap-harness as processes: they are built first.
+        .testTarget(name: "IngestTests", dependencies: ["Ingest", "HTTPServer", "JSON", "StoreFixtures", "TestSupport", "iap-ingest", "iapctl", "iap-harness"],
+                    linkerSettings: rdkafkaLinkerSettings),
+        // The manifest itself (the layers, what each product links, who reaches each C library) and the unit-test list.
+        .testTarget(name: "PackageTests", dependencies: ["JSON", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
     ]
 )
 

@@ -1,4 +1,3 @@
-import ChildProcesses
 import Foundation
 import PurchaseDomain
 import StoreFixtures
@@ -9,39 +8,14 @@ import TestSupport
 
 /// Runs the built `iapctl` binary as an operator would.
 @Suite struct VerifyCommandTests {
-    static let binary: URL = {
-        // Tests/IAPCtlTests/ThisFile.swift → package root → the debug build next to the test bundle.
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        return root.appendingPathComponent(".build/debug/iapctl")
-    }()
-
-    struct Outcome {
-        let status: Int32
-        let lines: [String]
-    }
-
-    /// Runs `iapctl` on a thread of its own (see `offPool`) and awaits its end.
-    static func run(_ arguments: [String], input: String) async throws -> Outcome {
-        try await run(arguments, input: Data(input.utf8))
+    /// Runs `iapctl` to its end (see `ExecutableProcess.run`).
+    static func run(_ arguments: [String], input: String) async throws -> ExecutableProcess.Outcome {
+        try await ExecutableProcess.run("iapctl", arguments, input: Data(input.utf8))
     }
 
     /// With input bytes that need not be UTF-8.
-    static func run(_ arguments: [String], input: Data) async throws -> Outcome {
-        try await offPool { try runBlocking(arguments, input: input) }
-    }
-
-    static func runBlocking(_ arguments: [String], input: Data) throws -> Outcome {
-        let stdin = Pipe()
-        let stdout = Pipe()
-        let process = try ChildProcess(binary.path, arguments, standardInput: stdin.fileHandleForReading.fileDescriptor,
-                                       standardOutput: stdout.fileHandleForWriting.fileDescriptor)
-        try stdin.fileHandleForReading.close()
-        try stdout.fileHandleForWriting.close()
-        stdin.fileHandleForWriting.write(input)
-        try stdin.fileHandleForWriting.close()
-        let output = stdout.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Outcome(status: process.terminationStatus, lines: String(decoding: output, as: UTF8.self).split(separator: "\n").map(String.init))
+    static func run(_ arguments: [String], input: Data) async throws -> ExecutableProcess.Outcome {
+        try await ExecutableProcess.run("iapctl", arguments, input: input)
     }
 
     static func fields(_ line: String) -> [String: JSONValue] { JSONValue.parse(Array(line.utf8))?.objectValue ?? [:] }

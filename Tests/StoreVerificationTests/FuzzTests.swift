@@ -2,6 +2,7 @@ import Foundation
 import PurchaseDomain
 import StoreFixtures
 @testable import StoreVerification
+import TestData
 import Testing
 import TestSupport
 import JSON
@@ -10,39 +11,6 @@ import JSON
 /// Deterministic (seeded) so that a failure can be replayed.
 @Suite(.timeLimit(.minutes(10)))
 struct FuzzTests {
-    /// SplitMix64: small, fast, seedable.
-    struct SeededGenerator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
-    /// One to four random edits: flip, overwrite, insert, delete, truncate, duplicate a span.
-    static func mutate(_ input: [UInt8], alphabet: [UInt8]?, using rng: inout SeededGenerator) -> [UInt8] {
-        var bytes = input
-        for _ in 0..<Int.random(in: 1...4, using: &rng) {
-            guard !bytes.isEmpty else { bytes = [0]; continue }
-            let position = Int.random(in: 0..<bytes.count, using: &rng)
-            let byte = alphabet?.randomElement(using: &rng) ?? UInt8.random(in: 0...255, using: &rng)
-            switch Int.random(in: 0..<6, using: &rng) {
-            case 0: bytes[position] ^= UInt8(1) << UInt8.random(in: 0..<8, using: &rng)
-            case 1: bytes[position] = byte
-            case 2: bytes.insert(byte, at: position)
-            case 3: bytes.remove(at: position)
-            case 4: bytes.removeLast(Int.random(in: 0...(bytes.count - position), using: &rng))
-            default:
-                let end = min(bytes.count, position + Int.random(in: 1...16, using: &rng))
-                bytes.insert(contentsOf: bytes[position..<end], at: position)
-            }
-        }
-        return bytes
-    }
-
     /// The loops run off Swift's cooperative pool (`offPool`): minutes of synchronous work on one of its two threads
     /// here, twice, starved every async test running beside them into its timeouts.
     @Test func mutatedJWSStringsAlwaysEndInAVerdict() async throws {
@@ -51,17 +19,17 @@ struct FuzzTests {
         let count = 600_000
         let verifier = try verifier()
         let (parsed, verified) = try await offPool {
-            var rng = SeededGenerator(state: 0x1A9)
+            var rng = SeededGenerator(seed: 0x1A9)
             var parsed = 0
             for iteration in 0..<count {
-                let mutated = Self.mutate(jws, alphabet: iteration % 2 == 0 ? alphabet : nil, using: &rng)
+                let mutated = mutate(jws, alphabet: iteration % 2 == 0 ? alphabet : nil, using: &rng)
                 // Not every mutation is valid UTF-8; the decoder sees what a Kafka consumer would after decoding.
                 if case .success = CompactJWS.parse(String(decoding: mutated, as: UTF8.self)) { parsed += 1 }
             }
             // Through the whole verifier too (fewer: a new chain costs an X.509 verification).
             var verified = 0
             for _ in 0..<20_000 {
-                let mutated = Self.mutate(jws, alphabet: alphabet, using: &rng)
+                let mutated = mutate(jws, alphabet: alphabet, using: &rng)
                 if case .success = verifier.verifyTransaction(String(decoding: mutated, as: UTF8.self)) { verified += 1 }
             }
             return (parsed, verified)
@@ -84,15 +52,15 @@ struct FuzzTests {
         let verifier = try ReceiptVerifier(configuration: .init(trustedRoots: [sharedPKI.root], bundleId: BundleID(bundleId), environment: .sandbox))
         let original = try #require(verifier.verify(base64: Data(signed).base64EncodedString()).value)
         let (decoded, accepted, forged) = try await offPool {
-            var rng = SeededGenerator(state: 0xDE7)
+            var rng = SeededGenerator(seed: 0xDE7)
             var decoded = 0
             for _ in 0..<count {
-                if (try? AppReceiptParser.parse(Data(Self.mutate(payload, alphabet: nil, using: &rng)))) != nil { decoded += 1 }
+                if (try? AppReceiptParser.parse(Data(mutate(payload, alphabet: nil, using: &rng)))) != nil { decoded += 1 }
             }
             var accepted = 0
             var forged = 0
             for _ in 0..<20_000 {
-                if case .success(let verified) = verifier.verify(base64: Data(Self.mutate(signed, alphabet: nil, using: &rng)).base64EncodedString()) {
+                if case .success(let verified) = verifier.verify(base64: Data(mutate(signed, alphabet: nil, using: &rng)).base64EncodedString()) {
                     accepted += 1
                     if verified != original { forged += 1 }
                 }
@@ -117,7 +85,7 @@ struct FuzzTests {
     /// Objects that name a key twice — at any depth, with the same or another value, spelled with escapes — are
     /// refused with the key named; the same objects with distinct keys parse. Seeded random documents.
     @Test func objectsNamingAKeyTwiceAreRefusedWhereverTheyAre() {
-        var rng = SeededGenerator(state: 0xD0B1E)
+        var rng = SeededGenerator(seed: 0xD0B1E)
         func key(_ index: Int) -> String { "k\(index)" }
         func object(depth: Int, duplicate: Bool) -> (text: String, duplicated: String?) {
             let count = Int.random(in: 1...5, using: &rng)

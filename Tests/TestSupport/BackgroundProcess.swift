@@ -10,6 +10,7 @@ public final class BackgroundProcess: Sendable {
     private let outputPipe: Pipe
 
     public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+        try TestServices.allowChildProcess(executable)
         let pipe = Pipe()
         child = try ChildProcess(executable, arguments, environment: environment, standardOutput: pipe.fileHandleForWriting.fileDescriptor,
                                  standardError: pipe.fileHandleForWriting.fileDescriptor)

@@ -22,6 +22,7 @@ public final class ExecutableProcess {
     private let portFile = FileManager.default.temporaryDirectory.appendingPathComponent("iap-ports-\(UUID().uuidString).json")
 
     public init(_ name: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+        try TestServices.allowChildProcess(name)
         let pipe = Pipe()
         process = try ChildProcess(Self.binary(name).path, arguments, environment: ["IAP_HTTP_PORT_FILE": portFile.path].merging(environment) { _, given in given },
                                    standardError: pipe.fileHandleForWriting.fileDescriptor)
@@ -94,6 +95,35 @@ public final class ExecutableProcess {
         public let log: [String]
         public let status: Int32
         public var description: String { "process exited (\(status)); log:\n" + log.suffix(20).joined(separator: "\n") }
+    }
+}
+
+extension ExecutableProcess {
+    /// How a run to its end went: the exit status and the lines of standard output.
+    public struct Outcome: Sendable {
+        public let status: Int32
+        public let lines: [String]
+    }
+
+    /// Runs the built executable `name` to its end, as an operator would: `input` on its standard input, its standard
+    /// error into the test's. On a thread of its own (see `offPool`).
+    public static func run(_ name: String, _ arguments: [String], input: Data = Data()) async throws -> Outcome {
+        try await offPool { try runBlocking(name, arguments, input: input) }
+    }
+
+    private static func runBlocking(_ name: String, _ arguments: [String], input: Data) throws -> Outcome {
+        try TestServices.allowChildProcess(name)
+        let stdin = Pipe()
+        let stdout = Pipe()
+        let process = try ChildProcess(binary(name).path, arguments, standardInput: stdin.fileHandleForReading.fileDescriptor,
+                                       standardOutput: stdout.fileHandleForWriting.fileDescriptor)
+        try stdin.fileHandleForReading.close()
+        try stdout.fileHandleForWriting.close()
+        stdin.fileHandleForWriting.write(input)
+        try stdin.fileHandleForWriting.close()
+        let output = stdout.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Outcome(status: process.terminationStatus, lines: String(decoding: output, as: UTF8.self).split(separator: "\n").map(String.init))
     }
 }
 

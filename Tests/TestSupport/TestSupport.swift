@@ -32,6 +32,20 @@ public enum TestServices {
         try #require(python, "IAP_TEST_PYTHON is not set although IAP_REQUIRE_SERVICES=1")
     }
 
+    /// `make test-unit` runs the unit tests alone (Tests/unit-tests.txt) with IAP_UNIT_TESTS_ONLY=1 and IAP_REQUIRE_SERVICES=1
+    /// but no service, so that a test there which starts a process, or needs a service, fails instead of passing as a unit test.
+    public static let unitTestsOnly = environment["IAP_UNIT_TESTS_ONLY"] == "1"
+
+    /// Throws under `unitTestsOnly`; every child process a test starts through TestSupport asks here first.
+    public static func allowChildProcess(_ executable: String) throws {
+        guard !unitTestsOnly else { throw ChildProcessInUnitTests(executable: executable) }
+    }
+
+    public struct ChildProcessInUnitTests: Error, CustomStringConvertible {
+        public let executable: String
+        public var description: String { "a unit test starts no process, and this one starts \(executable): list it out of Tests/unit-tests.txt" }
+    }
+
     /// The package's root directory (for schemas/ and the built binaries).
     public static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
@@ -154,6 +168,7 @@ public func runPythonSchemaCheck(python: String, instances: URL? = nil) throws -
 /// Runs a program to its end; standard output and error together.
 public func runCommand(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
                        directory: URL? = nil) throws -> (status: Int32, output: String) {
+    try TestServices.allowChildProcess(executable)
     let pipe = Pipe()
     let child = try ChildProcess(executable, arguments, environment: environment, directory: directory?.path,
                                  standardOutput: pipe.fileHandleForWriting.fileDescriptor, standardError: pipe.fileHandleForWriting.fileDescriptor)

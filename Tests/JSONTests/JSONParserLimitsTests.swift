@@ -1,4 +1,5 @@
 import JSON
+import TestData
 import Testing
 
 /// `JSONValue.parseDocument`'s `maxValues` (the most values a parse builds) and `keeping` (a top-level object reduced to
@@ -44,7 +45,7 @@ struct JSONParserLimitsTests {
     /// reason (but for a key named twice inside a dropped member, which only the whole parse looks at), and keeps what the
     /// whole parse finds under the kept names: random documents and random edits of them, seeded.
     @Test func aReducedParseAgreesWithTheWholeParse() {
-        var rng = FuzzTests.SeededGenerator(state: 0x5EED_D80B)
+        var rng = SeededGenerator(seed: 0x5EED_D80B)
         let alphabet = Array(#"{}[]",:0123456789-+.eEtrufalsn\u"kep "#.utf8)
         func value(_ depth: Int) -> String {
             switch Int.random(in: 0..<(depth > 0 ? 8 : 5), using: &rng) {
@@ -61,7 +62,7 @@ struct JSONParserLimitsTests {
         var outcomes: [String: Int] = [:]
         for round in 0..<20_000 {
             var document = Array(#"{"keep":"#.utf8) + Array(value(2).utf8) + Array(#","drop":"#.utf8) + Array(value(5).utf8) + [UInt8(ascii: "}")]
-            if round % 2 == 1 { document = FuzzTests.mutate(document, alphabet: alphabet, using: &rng) }
+            if round % 2 == 1 { document = mutate(document, alphabet: alphabet, using: &rng) }
             let whole = JSONValue.parseDocument(document, maxDepth: 4)
             let reduced = JSONValue.parseDocument(document, maxDepth: 4, keeping: ["keep"])
             let text = String(decoding: document, as: UTF8.self)

@@ -7,8 +7,16 @@ import TestSupport
 /// dump-package`): only `iap-harness` may reach `StoreFixtures`, the signer of Apple-shaped test data, so that no
 /// production binary (and so not the container image, which builds the workers and `iapctl`) can make one.
 @Suite struct ProductDependencyTests {
-    /// The manifest as SwiftPM resolves it: each target's direct dependencies, and each product's targets.
-    static func manifest() throws -> (dependencies: [String: [String]], products: [String: [String]]) {
+    /// The manifest as SwiftPM resolves it: each target's direct dependencies and type (`regular`, `executable`, `system`,
+    /// `test`), and each product's targets.
+    static func manifest() throws -> (dependencies: [String: [String]], types: [String: String], products: [String: [String]]) {
+        try dumped.get()
+    }
+
+    /// Read once per test run: each read compiles the manifest.
+    private static let dumped = Result { try dumpPackage() }
+
+    private static func dumpPackage() throws -> (dependencies: [String: [String]], types: [String: String], products: [String: [String]]) {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("dump-package-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(at: scratch) }
         // A scratch path of its own: the running `swift test` holds the package's `.build`.
@@ -19,8 +27,10 @@ import TestSupport
             throw ManifestUnreadable(output: output)
         }
         var dependencies: [String: [String]] = [:]
+        var types: [String: String] = [:]
         for target in manifest["targets"]?.arrayValue ?? [] {
             guard let object = target.objectValue, let name = object["name"]?.stringValue else { continue }
+            types[name] = object["type"]?.stringValue
             // Each dependency is {"byName": [name, condition]}, {"target": [name, condition]} or {"product": [name, package, …]}.
             dependencies[name] = (object["dependencies"]?.arrayValue ?? []).compactMap { dependency in
                 dependency.objectValue?.values.first?.arrayValue?.first?.stringValue
@@ -31,12 +41,12 @@ import TestSupport
             guard let object = product.objectValue, let name = object["name"]?.stringValue else { continue }
             products[name] = (object["targets"]?.arrayValue ?? []).compactMap(\.stringValue)
         }
-        return (dependencies, products)
+        return (dependencies, types, products)
     }
 
     /// Every product's target closure: product name → the targets it links, directly or through another target.
     static func closures() throws -> [String: Set<String>] {
-        let (dependencies, products) = try manifest()
+        let (dependencies, _, products) = try manifest()
         var closures: [String: Set<String>] = [:]
         for (name, targets) in products {
             var reached = Set<String>()
@@ -77,11 +87,13 @@ import TestSupport
     }
 
     /// Each C library is reached through the one module that wraps it (the C pointers stay in one place): no other
-    /// target, the tools included, depends on it directly.
+    /// target, the tools included, depends on it directly. Every C library of the manifest has its wrapper here.
     @Test func onlyItsWrapperReachesEachCLibrary() throws {
-        let wrappers = ["CRdKafka": "Kafka", "COpenSSL": "Crypto", "CLibPQ": "Database", "CSQLite": "Database", "CCurl": "HTTPClient"]
-        let (dependencies, _) = try Self.manifest()
+        let wrappers = ["CRdKafka": "Kafka", "COpenSSL": "Crypto", "CLibPQ": "Database", "CSQLite": "Database", "CCurl": "HTTPClient",
+                        "CSpawn": "ChildProcesses", "CMalloc": "WorkerApp"]
+        let (dependencies, types, _) = try Self.manifest()
         #expect(dependencies["Crypto"]?.contains("COpenSSL") == true, "the manifest's dependencies are read")
+        #expect(Set(types.filter { $0.value == "system" }.keys) == Set(wrappers.keys), "each C library has one wrapper")
         for (library, wrapper) in wrappers {
             let reaching = dependencies.filter { $0.value.contains(library) }.map(\.key).sorted()
             #expect(reaching == [wrapper], "\(library) is reached by \(reaching), not by \(wrapper) alone")

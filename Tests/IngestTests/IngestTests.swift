@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import Ingest
 #if canImport(FoundationNetworking)
@@ -24,7 +23,7 @@ struct IngestTests {
             prefix = "ing\(UUID().uuidString.prefix(6).lowercased())."
             if brokers == nil {
                 let topics = ["topics", "create", prefix + "iap.store.notification", prefix + "iap.purchase.submitted", "--partitions", "2", "--brokers", servers]
-                #expect(try await VerifyCommandTests.run(topics, input: "").status == 0)
+                #expect(try await ExecutableProcess.run("iapctl", topics).status == 0)
             }
             process = try ExecutableProcess("iap-ingest", ["--brokers", brokers ?? servers, "--topic-prefix", prefix, "--http-port", "0",
                                                            "--http-host", "127.0.0.1"] + extra)
@@ -34,7 +33,7 @@ struct IngestTests {
         /// The events on a topic, as `iapctl tail` prints them.
         func events(_ topic: String, count: Int) async throws -> [[String: JSONValue]] {
             let arguments = ["tail", "--topic", prefix + topic, "--from-beginning", "--max", String(count), "--timeout", "90", "--brokers", servers]
-            return try await VerifyCommandTests.run(arguments, input: "").lines.compactMap { JSONValue.parse(Array($0.utf8))?.objectValue }
+            return try await ExecutableProcess.run("iapctl", arguments).lines.compactMap { JSONValue.parse(Array($0.utf8))?.objectValue }
         }
     }
 

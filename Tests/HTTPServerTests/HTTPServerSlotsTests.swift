@@ -3,10 +3,8 @@ import Foundation
 import Glibc
 #endif
 @testable import HTTPServer
-import Metrics
 import Testing
 import TestSupport
-import WorkerRuntime
 
 /// Connection slots under slow clients: with `evictsWaitingConnections` a new connection takes the slot of the one that
 /// has waited longest for its request head, so probes are answered however many slow connections there are.
@@ -69,24 +67,5 @@ struct HTTPServerSlotsTests {
             return count > 0 ? String(decoding: buffer[0..<count], as: UTF8.self) : ""
         }
         #expect(answer.hasPrefix("HTTP/1.1 200") && answer.hasSuffix("POST /body 4\n"), "the body's sender kept its slot: \(answer)")
-    }
-
-    /// An operations port (`OperationsServer.operationsConfiguration`) with a few hundred slow connections from one
-    /// address, each holding the start of a head: `/healthz` and `/readyz` are answered by their handlers, not 503 busy.
-    @Test func slowConnectionsCannotFailAnOperationsPortsProbes() async throws {
-        let operations = try OperationsServer(configuration: OperationsServer.operationsConfiguration(host: "127.0.0.1"), metrics: MetricsRegistry(),
-                                              readiness: { .notReady("still joining") })
-        let port = Int(operations.port)
-        let slow = try await offPool { (0..<300).map { _ in rawConnect(port: port, sending: "GET /healthz HTTP/1.1\r\nHost: a\r\nX-Slow: ") } }
-        #expect(slow.allSatisfy { $0 >= 0 })
-        for _ in 0..<10 {
-            let health = try await offPool { rawHTTP(port: port, "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n") }
-            #expect(health.hasPrefix("HTTP/1.1 200"), "\(health)")
-            let ready = try await offPool { rawHTTP(port: port, "GET /readyz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n") }
-            #expect(ready.hasPrefix("HTTP/1.1 503") && ready.hasSuffix("still joining\n"), "the readiness's own answer: \(ready)")
-        }
-        slow.forEach { close($0) }
-        operations.triggerGracefulShutdown()
-        await operations.run()
     }
 }

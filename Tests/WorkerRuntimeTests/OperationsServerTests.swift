@@ -1,0 +1,32 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Metrics
+import Testing
+import TestSupport
+import WorkerRuntime
+
+/// The operations port's server: probes stay answered under slow clients (the connection slots themselves are
+/// `HTTPServerSlotsTests`'s).
+@Suite(.timeLimit(.minutes(3)))
+struct OperationsServerTests {
+    /// An operations port (`OperationsServer.operationsConfiguration`) with a few hundred slow connections from one
+    /// address, each holding the start of a head: `/healthz` and `/readyz` are answered by their handlers, not 503 busy.
+    @Test func slowConnectionsCannotFailAnOperationsPortsProbes() async throws {
+        let operations = try OperationsServer(configuration: OperationsServer.operationsConfiguration(host: "127.0.0.1"), metrics: MetricsRegistry(),
+                                              readiness: { .notReady("still joining") })
+        let port = Int(operations.port)
+        let slow = try await offPool { (0..<300).map { _ in rawConnect(port: port, sending: "GET /healthz HTTP/1.1\r\nHost: a\r\nX-Slow: ") } }
+        #expect(slow.allSatisfy { $0 >= 0 })
+        for _ in 0..<10 {
+            let health = try await offPool { rawHTTP(port: port, "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n") }
+            #expect(health.hasPrefix("HTTP/1.1 200"), "\(health)")
+            let ready = try await offPool { rawHTTP(port: port, "GET /readyz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n") }
+            #expect(ready.hasPrefix("HTTP/1.1 503") && ready.hasSuffix("still joining\n"), "the readiness's own answer: \(ready)")
+        }
+        slow.forEach { close($0) }
+        operations.triggerGracefulShutdown()
+        await operations.run()
+    }
+}
