@@ -111,6 +111,8 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["Kafka", "Database", "ChildProcesses", "WorkerRuntime"], path: "Tests/TestSupport", exclude: ["tansu_s3.py", "broker_proxy.py"]),
         // Test data that needs no service and links nothing: confusable identifiers, a seeded random generator.
         .target(name: "TestData", path: "Tests/TestData"),
+        // A purchase repository in memory that keeps the lifecycle as the SQL store does: for unit tests of the stages.
+        .target(name: "InMemoryPurchaseStore", dependencies: ["PurchaseDomain"], path: "Tests/InMemoryPurchaseStore"),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient", "HTTPServer", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "StoreVerificationTests", dependencies: ["PurchaseDomain", "StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestSupport"],
