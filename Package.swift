@@ -123,7 +123,7 @@ let package = Package(
         .testTarget(name: "JSONSchemaTests", dependencies: ["JSONSchema", "JSON", "TestSupport"],
                     exclude: ["schema_check.py"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "DatabaseTests", dependencies: ["Database", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "PurchaseStoreTests", dependencies: ["PurchaseDomain", "PurchaseStore", "Database", "TestData", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(name: "PurchaseStoreTests", dependencies: ["PurchaseDomain", "PurchaseStore", "InMemoryPurchaseStore", "Database", "TestData", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "PurchaseEventsTests", dependencies: ["PurchaseDomain", "PurchaseEvents", "JSON", "JSONSchema", "Kafka", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "PipelineTests", dependencies: ["PipelineHarness", "WorkerApp", "PurchaseDomain", "Stages", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreFixtures",

@@ -60,15 +60,20 @@ extension Tables {
     /// The user of the latest purchase of the subscription that was not rejected.
     func owner(store: Store, originalTransactionId: TransactionID) -> UserID? {
         periods(store, original: originalTransactionId).filter { $0.state != .rejected }
-            .max { ($0.purchaseTime, $0.key.transactionId) < ($1.purchaseTime, $1.key.transactionId) }?.record.userId
+            .max { ($0.purchaseTime, $0.recorded) < ($1.purchaseTime, $1.recorded) }?.record.userId
     }
 
     func purchases(store: Store, originalTransactionId: TransactionID, ownedBy userId: UserID) -> [PurchaseKey] {
         periods(store, original: originalTransactionId).filter { $0.record.userId == userId }.sorted(by: Self.byPurchaseTime).map(\.key)
     }
 
-    /// Oldest first; of purchases at the same time, by transaction id (the database leaves their order open).
+    /// Oldest first; of purchases at the same time, in the order they were recorded (see `PurchaseRow.recorded`).
     static func byPurchaseTime(_ left: PurchaseRow, _ right: PurchaseRow) -> Bool {
+        (left.purchaseTime, left.recorded) < (right.purchaseTime, right.recorded)
+    }
+
+    /// Oldest first, then by transaction id: the order the sweeper pages through purchases in.
+    static func byPurchaseTimeThenId(_ left: PurchaseRow, _ right: PurchaseRow) -> Bool {
         (left.purchaseTime, left.key.transactionId) < (right.purchaseTime, right.key.transactionId)
     }
 }

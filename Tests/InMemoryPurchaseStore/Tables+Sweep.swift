@@ -50,7 +50,7 @@ extension Tables {
         return purchases.values.filter { row in
             row.key.store == store && Self.isDue(row, cutoff: cutoff) && Self.isRecheckable(row)
                 && (row.purchaseTime > position.0 || (row.purchaseTime == position.0 && row.key.transactionId > position.1))
-        }.sorted(by: Self.byPurchaseTime).prefix(limit).map(\.record)
+        }.sorted(by: Self.byPurchaseTimeThenId).prefix(limit).map(\.record)
     }
 
     func unsentRefundNotices(store: Store, deadline: TimeInterval, limit: Int) -> [DuePurchase] {

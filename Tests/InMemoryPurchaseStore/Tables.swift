@@ -5,6 +5,8 @@ import PurchaseDomain
 /// out as the SQL store carries it out. Times are kept as the SQL store keeps them: whole milliseconds since 1970.
 struct Tables: Sendable {
     var purchases: [PurchaseKey: PurchaseRow] = [:]
+    /// How many purchases were ever recorded: each row's place in the order they were (`PurchaseRow.recorded`).
+    var recordedCount: Int64 = 0
     /// In the order the entries were written: their ids increase.
     var ledger: [LedgerEntry] = []
     var nextLedgerId: Int64 = 1
@@ -26,6 +28,9 @@ struct Tables: Sendable {
 struct PurchaseRow: Sendable {
     /// Its state, owner and recorded expiry are kept current; its times are whole milliseconds.
     var record: PurchaseRecord
+    /// Its place in the order purchases were recorded: of purchases at the same time, the SQL store's queries that order by
+    /// time alone answer them in that order (SQLite's rowid, PostgreSQL's heap), and tests rely on it.
+    let recorded: Int64
     var grantedAt: Int64?
     var finishedAt: Int64?
     var consumedAt: Int64?
@@ -128,7 +133,8 @@ extension Tables {
         record.state = state
         record.purchaseTime = purchase.purchaseTime.storedPrecision
         record.expiresDate = purchase.expiresDate?.storedPrecision
-        purchases[purchase.key] = PurchaseRow(record: record, consumedAt: earlyConsumption[purchase.key])
+        recordedCount += 1
+        purchases[purchase.key] = PurchaseRow(record: record, recorded: recordedCount, consumedAt: earlyConsumption[purchase.key])
     }
 
     /// The purchases of `store` whose original transaction is `original` (the one of that id among them).
