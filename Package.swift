@@ -113,6 +113,8 @@ let package = Package(
         .target(name: "TestData", path: "Tests/TestData"),
         // A purchase repository in memory that keeps the lifecycle as the SQL store does: for unit tests of the stages.
         .target(name: "InMemoryPurchaseStore", dependencies: ["PurchaseDomain"], path: "Tests/InMemoryPurchaseStore"),
+        // What tests of the stages share, with a broker or without: schemas, codec, catalog, messages as a consumer hands them over.
+        .target(name: "StageTestSupport", dependencies: ["JSONSchema", "Kafka", "PurchaseDomain", "PurchaseEvents", "WorkerRuntime"], path: "Tests/StageTestSupport"),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient", "HTTPServer", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "StoreVerificationTests", dependencies: ["PurchaseDomain", "StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestSupport"],
@@ -126,8 +128,12 @@ let package = Package(
         .testTarget(name: "PurchaseStoreTests", dependencies: ["PurchaseDomain", "PurchaseStore", "InMemoryPurchaseStore", "Database", "TestData", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "PurchaseEventsTests", dependencies: ["PurchaseDomain", "PurchaseEvents", "JSON", "JSONSchema", "Kafka", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "PipelineTests", dependencies: ["PipelineHarness", "WorkerApp", "PurchaseDomain", "Stages", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreFixtures",
+        .testTarget(name: "PipelineTests", dependencies: ["PipelineHarness", "StageTestSupport", "WorkerApp", "PurchaseDomain", "Stages", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreFixtures",
                                                          "StoreVerification", "JSON", "JSONSchema", "Crypto", "HTTPServer", "TestData", "TestSupport"],
+                    linkerSettings: rdkafkaLinkerSettings),
+        // The stages' decisions on the in-memory repository: no broker, no database.
+        .testTarget(name: "StagesTests", dependencies: ["Stages", "PurchaseDomain", "PurchaseEvents", "InMemoryPurchaseStore", "StageTestSupport", "Kafka",
+                                                       "WorkerRuntime", "JSON", "StoreFixtures", "StoreVerification"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "PurchaseDomainTests", dependencies: ["PurchaseDomain", "TestData"]),
         .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "Metrics", "HTTPServer", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
