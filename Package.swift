@@ -112,6 +112,10 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["Kafka", "Database", "ChildProcesses", "WorkerRuntime"], path: "Tests/TestSupport", exclude: ["tansu_s3.py", "broker_proxy.py"]),
         // Test data that needs no service and links nothing: confusable identifiers, a seeded random generator, byte mutations.
         .target(name: "TestData", path: "Tests/TestData"),
+        // A purchase repository in memory that keeps the lifecycle as the SQL store does: for unit tests of the stages.
+        .target(name: "InMemoryPurchaseStore", dependencies: ["PurchaseDomain"], path: "Tests/InMemoryPurchaseStore"),
+        // What tests of the stages share, with a broker or without: schemas, codec, catalog, messages as a consumer hands them over.
+        .target(name: "StageTestSupport", dependencies: ["JSONSchema", "Kafka", "PurchaseDomain", "PurchaseEvents", "WorkerRuntime"], path: "Tests/StageTestSupport"),
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient", "HTTPServer", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "StoreVerificationTests", dependencies: ["PurchaseDomain", "StoreVerification", "StoreFixtures", "Crypto", "JSON", "HTTPServer", "TestData", "TestSupport"],
@@ -122,11 +126,15 @@ let package = Package(
         .testTarget(name: "JSONSchemaTests", dependencies: ["JSONSchema", "JSON", "TestSupport"],
                     exclude: ["schema_check.py"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "DatabaseTests", dependencies: ["Database", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "PurchaseStoreTests", dependencies: ["PurchaseDomain", "PurchaseStore", "Database", "TestData", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
+        .testTarget(name: "PurchaseStoreTests", dependencies: ["PurchaseDomain", "PurchaseStore", "InMemoryPurchaseStore", "Database", "TestData", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "PurchaseEventsTests", dependencies: ["PurchaseDomain", "PurchaseEvents", "JSON", "JSONSchema", "Kafka", "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "PipelineTests", dependencies: ["PipelineHarness", "WorkerApp", "PurchaseDomain", "Stages", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreFixtures",
+        .testTarget(name: "PipelineTests", dependencies: ["PipelineHarness", "StageTestSupport", "WorkerApp", "PurchaseDomain", "Stages", "WorkerRuntime", "Kafka", "PurchaseEvents", "PurchaseStore", "Database", "StoreFixtures",
                                                          "StoreVerification", "JSON", "JSONSchema", "Crypto", "HTTPServer", "TestData", "TestSupport"],
+                    linkerSettings: rdkafkaLinkerSettings),
+        // The stages' decisions on the in-memory repository: no broker, no database.
+        .testTarget(name: "StagesTests", dependencies: ["Stages", "PurchaseDomain", "PurchaseEvents", "InMemoryPurchaseStore", "StageTestSupport", "Kafka",
+                                                       "WorkerRuntime", "JSON", "StoreFixtures", "StoreVerification"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "PurchaseDomainTests", dependencies: ["PurchaseDomain", "TestData"]),
         .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "Metrics", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),

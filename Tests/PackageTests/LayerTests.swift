@@ -46,7 +46,9 @@ import Testing
         Rule(layer: .harness, targets: ["PipelineHarness"], mayUse: [.infrastructure, .identifiers, .domain, .services, .runtime, .fixtures]),
         Rule(layer: .executables, targets: ["iap-finisher", "iap-granter", "iap-harness", "iap-ingest", "iap-sweeper", "iap-verifier", "iapctl"],
              mayUse: [.infrastructure, .database, .identifiers, .domain, .services, .runtime, .fixtures, .stages, .applications, .harness]),
-        Rule(layer: .testSupport, targets: ["TestData", "TestSupport"], mayUse: [.infrastructure, .database, .runtime]),
+        // What tests share: services to start, test data, a repository in memory, the stages' fixtures. No product links it.
+        Rule(layer: .testSupport, targets: ["InMemoryPurchaseStore", "StageTestSupport", "TestData", "TestSupport"],
+             mayUse: [.infrastructure, .database, .identifiers, .domain, .services, .runtime]),
     ]
 
     /// A dependency of `target` on `dependency`.

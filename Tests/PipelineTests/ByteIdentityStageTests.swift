@@ -4,14 +4,15 @@ import PurchaseDomain
 import PurchaseEvents
 import PurchaseStore
 import Stages
+import StageTestSupport
 import TestData
 import Testing
 import TestSupport
 import WorkerRuntime
 
 /// The stages take ids Swift's `String` takes as equal, but whose bytes differ, for different users and transactions:
-/// the granter's batch answers each user with their own balance, and a restore by a user whose id only looks like the
-/// owner's is judged as another user's. Stages driven directly on real stores: no broker.
+/// the granter's batch answers each user with their own balance (stages driven directly on real stores: no broker). A
+/// restore by a user whose id only looks like the owner's: StagesTests' `VerifierAnswerTests`.
 @Suite struct ByteIdentityStageTests {
     static let codec = EventCodec(schemas: PipelineTests.schemas, source: "/test")
     static let now = Date(timeIntervalSince1970: 1_764_700_000)
@@ -24,7 +25,7 @@ import WorkerRuntime
 
     static func granter(_ store: SQLPurchaseStore) -> GranterStage {
         GranterStage(context: StageContext(codec: codec, logger: Logger(stage: "granter", minimum: .error), now: { now }), store: store,
-                     catalog: GranterStageTests.catalog, clawBackDueRefunds: false)
+                     catalog: StageFixtures.catalog, clawBackDueRefunds: false)
     }
 
     /// `purchase.verified` messages of one partition, in order, for coin packs and ad-free bought by confusable users
@@ -80,27 +81,6 @@ import WorkerRuntime
             }
             #expect(try await batched.audit().balanceMismatches.isEmpty, "seed \(seed): the ledger is the balances")
         }
-    }
-
-    /// Under the `keep` policy, "Kevin" owns ad-free; "\u{212A}evin" (a KELVIN SIGN, which Swift's `String` takes for a
-    /// K) submitting Kevin's transaction is another user, refused; under `transfer` the entitlement moves to that user.
-    @Test func aUserWhoseIdOnlyEqualsTheOwnersAsAStringIsAnotherUser() async throws {
-        let (owner, twin): (UserID, UserID) = ("Kevin", "\u{212A}evin")
-        #expect(owner.rawValue == twin.rawValue, "Swift's String takes them as equal")
-        let keep = try await VerifierAnswerTests(restorePolicy: .keep)
-        #expect(try await keep.answers(try keep.transactionSubmission("100", original: "100", user: owner)) == [keep.codec.topic(.purchaseVerified)])
-        _ = try await keep.store.grant(PurchaseKey(store: .appstore, transactionId: "100"), items: [.entitlement("adfree")], at: Self.now)
-        #expect(try await keep.answers(try keep.transactionSubmission("100", original: "100", user: twin)) == ["rejected:ownedByAnotherUser"])
-        #expect(try await keep.answers(try keep.transactionSubmission("200", original: "100", user: twin)) == ["rejected:ownedByAnotherUser"])
-        #expect(try await keep.store.entitlements(of: twin).isEmpty)
-        #expect(try await keep.store.purchase(PurchaseKey(store: .appstore, transactionId: "100"))?.userId == owner)
-
-        let transfer = try await VerifierAnswerTests(restorePolicy: .transfer)
-        #expect(try await transfer.answers(try transfer.transactionSubmission("100", original: "100", user: owner)) == [transfer.codec.topic(.purchaseVerified)])
-        _ = try await transfer.store.grant(PurchaseKey(store: .appstore, transactionId: "100"), items: [.entitlement("adfree")], at: Self.now)
-        #expect(try await transfer.answers(try transfer.transactionSubmission("100", original: "100", user: twin)) == [transfer.codec.topic(.itemGranted)])
-        #expect(try await transfer.store.entitlements(of: owner).isEmpty, "moved: one owner at a time")
-        #expect(try await transfer.store.entitlements(of: twin).keys.sorted() == ["adfree"])
     }
 
     /// Item codes key balances in memory as text: a catalog naming one code in two Unicode spellings is refused with both

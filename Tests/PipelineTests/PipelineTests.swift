@@ -9,6 +9,7 @@ import PipelineHarness
 import PurchaseEvents
 import PurchaseStore
 import Stages
+import StageTestSupport
 import StoreFixtures
 import StoreVerification
 import Testing
@@ -20,9 +21,9 @@ import WorkerRuntime
 /// real store: verifier → granter → finisher, with a stand-in App Store Server API that checks the finisher's token.
 @Suite(TestServices.broker, .timeLimit(.minutes(5)))
 struct PipelineTests {
-    static let schemas = try! JSONSchemaRegistry(directory: TestServices.packageRoot.appendingPathComponent("schemas"))
-    static let bundle = "com.example.coins"
-    static let bundleID = BundleID(bundle)
+    static let schemas = StageFixtures.schemas
+    static let bundle = StageFixtures.bundle
+    static let bundleID = StageFixtures.bundleID
 
     /// The running stages. Used from the test's task only.
     final class Pipeline: @unchecked Sendable {

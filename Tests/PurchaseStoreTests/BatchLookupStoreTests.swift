@@ -12,8 +12,8 @@ import TestSupport
     func freshStore(_ engine: StoreEngine) async throws -> SQLPurchaseStore { try await engine.freshStore() }
 
     /// 300 keys: more than one group, the last one padded. Every third is recorded, every sixth of those granted too.
-    @Test(arguments: StoreEngine.available) func statesOfManyKeysAnswerEachRecordedKeyAndNoOther(_ engine: StoreEngine) async throws {
-        let store = try await freshStore(engine)
+    @Test(arguments: RepositoryKind.available) func statesOfManyKeysAnswerEachRecordedKeyAndNoOther(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let keys = (0..<300).map { PurchaseKey(store: .appstore, transactionId: "7\($0)") }
         var expected: [PurchaseKey: PurchaseState] = [:]
         for (index, key) in keys.enumerated() where index % 3 == 0 {

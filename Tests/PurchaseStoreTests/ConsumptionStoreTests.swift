@@ -5,14 +5,12 @@ import PurchaseStore
 import Testing
 import TestSupport
 
-/// Consent and consumption requests as the store keeps them, on both engines.
+/// Consent, consumption reports and consumption requests as the repository keeps them, in memory and on both engines.
 @Suite struct ConsumptionStoreTests {
     static let t0 = Date(timeIntervalSince1970: 1_764_400_000)
 
-    func store(_ engine: StoreEngine) async throws -> SQLPurchaseStore { try await engine.freshStore() }
-
-    @Test(arguments: StoreEngine.available) func theLatestConsentStandsAndATieIsARefusal(_ engine: StoreEngine) async throws {
-        let store = try await store(engine)
+    @Test(arguments: RepositoryKind.available) func theLatestConsentStandsAndATieIsARefusal(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         #expect(try await store.consumptionDataConsent(of: "u") == nil, "never asked")
         #expect(try await store.recordConsent(userId: "u", consumptionData: true, decidedAt: Self.t0, now: Self.t0))
         #expect(try await !store.recordConsent(userId: "u", consumptionData: false, decidedAt: Self.t0.addingTimeInterval(-60), now: Self.t0),
@@ -27,8 +25,8 @@ import TestSupport
         #expect(try await store.consumptionDataConsent(of: "u") == false)
     }
 
-    @Test(arguments: StoreEngine.available) func aConsumptionRequestIsClaimedOnceAndAStaleClaimIsTakenOver(_ engine: StoreEngine) async throws {
-        let store = try await store(engine)
+    @Test(arguments: RepositoryKind.available) func aConsumptionRequestIsClaimedOnceAndAStaleClaimIsTakenOver(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let key = PurchaseKey(store: .appstore, transactionId: "c-1")
         #expect(try await store.claimConsumptionRequest(key, notificationUUID: "n-1", at: Self.t0, staleAfter: 300) == .claimed)
         #expect(try await store.claimConsumptionRequest(key, notificationUUID: "n-1", at: Self.t0.addingTimeInterval(10), staleAfter: 300) == .inProgress)
@@ -46,14 +44,14 @@ import TestSupport
 
     /// A consumable known consumed — the app reported it (before its grant, or after it while the finisher had not finished
     /// it yet), or the store did at verification — is never flagged at its deadline; the others are, once.
-    @Test(arguments: StoreEngine.available) func theSweepNeverFlagsAPurchaseKnownConsumed(_ engine: StoreEngine) async throws {
-        let store = try await store(engine)
+    @Test(arguments: RepositoryKind.available) func theSweepNeverFlagsAPurchaseKnownConsumed(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         func purchase(_ id: TransactionID, granted: Bool, appReported: Bool = false, storeReported: Bool = false) async throws {
             let record = PurchaseRecord(key: PurchaseKey(store: .appcoins, transactionId: id), userId: "u", productId: "coins.100", productType: .consumable,
                                         quantity: 1, purchaseTime: Self.t0, packageName: "com.example.coins", purchaseToken: "token-\(id)",
                                         storeConsumed: storeReported)
             #expect(try await store.recordVerified(record, at: Self.t0) == .recorded)
-            if appReported { try await store.recordConsumed(record.key, at: Self.t0) }
+            if appReported { _ = try await store.recordConsumed(record.key, at: Self.t0) }
             if granted { _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: Self.t0) }
         }
         try await purchase("reported-before-grant", granted: false, appReported: true)
@@ -68,8 +66,8 @@ import TestSupport
         #expect(try await store.dueGrantedWithToken(store: .appcoins, deadline: 86_400, now: later).isEmpty, "nothing to ask the store about")
     }
 
-    @Test(arguments: StoreEngine.available) func consumptionFactsTellDeliveryFromConsumption(_ engine: StoreEngine) async throws {
-        let store = try await store(engine)
+    @Test(arguments: RepositoryKind.available) func consumptionFactsTellDeliveryFromConsumption(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: "f-1"), userId: "u", productId: "coins.100", productType: .consumable,
                                     quantity: 1, purchaseTime: Self.t0)
         #expect(try await store.consumptionFacts(record.key) == nil)
@@ -79,7 +77,7 @@ import TestSupport
         _ = try await store.finish(record.key, at: Self.t0)
         #expect(try await store.consumptionFacts(record.key) == ConsumptionFacts(userId: "u", productType: .consumable, state: .finished, delivered: true, consumed: false),
                 "finished with the store is not consumed")
-        try await store.recordConsumed(record.key, at: Self.t0)
+        _ = try await store.recordConsumed(record.key, at: Self.t0)
         #expect(try await store.consumptionFacts(record.key)?.consumed == true)
         _ = try await store.revoke(record.key, at: Self.t0)
         #expect(try await store.consumptionFacts(record.key)?.delivered == true, "refunded since, but it was delivered")
@@ -117,15 +115,15 @@ import TestSupport
     }
 
     /// A report kept for a purchase not recorded is counted as waiting until the record takes it, then pruned (once).
-    @Test(arguments: StoreEngine.available) func aKeptReportWaitsUntilItsRecordTakesItThenIsPruned(_ engine: StoreEngine) async throws {
-        let store = try await store(engine)
+    @Test(arguments: RepositoryKind.available) func aKeptReportWaitsUntilItsRecordTakesItThenIsPruned(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let record = PurchaseRecord(key: PurchaseKey(store: .appcoins, transactionId: "kept-1"), userId: "u", productId: "coins.100",
                                     productType: .consumable, quantity: 1, purchaseTime: Self.t0)
         #expect(try await store.recordConsumed(record.key, at: Self.t0) == .beforeItsPurchase)
-        #expect(try await store.openStatistics().consumptionReportsWaiting == 1)
+        #expect(try await store.consumptionReportsWaiting() == 1)
         #expect(try await store.pruneTakenConsumptionReports() == 0, "not taken yet")
         _ = try await store.recordVerified(record, at: Self.t0)
-        #expect(try await store.openStatistics().consumptionReportsWaiting == 0)
+        #expect(try await store.consumptionReportsWaiting() == 0)
         #expect(try await store.pruneTakenConsumptionReports() == 1)
         #expect(try await store.pruneTakenConsumptionReports() == 0)
         #expect(try await store.appReportedConsumption(record.key) != nil, "the record keeps what it took")

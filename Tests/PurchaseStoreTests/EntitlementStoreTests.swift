@@ -5,16 +5,16 @@ import PurchaseDomain
 import Testing
 import TestSupport
 
-/// An entitlement is held while any purchase that gives it is in force, until the latest of their expiries; taking back
-/// or ending one purchase takes only what that purchase gave. (schemas/examples/catalog.json gives "pass" from both
-/// `pass.season`, 90 days, and `pass.monthly`, a subscription.)
+/// In memory and on both engines: an entitlement is held while any purchase that gives it is in force, until the latest
+/// of their expiries; taking back or ending one purchase takes only what that purchase gave. (schemas/examples/catalog.json
+/// gives "pass" from both `pass.season`, 90 days, and `pass.monthly`, a subscription.)
 @Suite struct EntitlementStoreTests {
     static let t0 = Date(timeIntervalSince1970: 1_764_400_000)
     static func day(_ n: Double) -> Date { t0.addingTimeInterval(n * 86_400) }
 
     /// A purchase of `product` by `user`, recorded and granted "pass" until `until` at `at`.
     @discardableResult
-    func grantPass(_ store: SQLPurchaseStore, _ id: TransactionID, user: UserID = "user-e", product: ProductID, type: ProductType, original: TransactionID? = nil,
+    func grantPass(_ store: any TestedRepository, _ id: TransactionID, user: UserID = "user-e", product: ProductID, type: ProductType, original: TransactionID? = nil,
                    entitlement: String = "pass", until: Date?, at time: Date) async throws -> PurchaseKey {
         let key = try await record(store, id, user: user, product: product, type: type, original: original, at: time)
         guard case .granted = try await store.grant(key, items: [.entitlement(entitlement, until: until)], at: time) else {
@@ -25,7 +25,7 @@ import TestSupport
     }
 
     /// A purchase of `product` by `user` at `time`, recorded as the verifier records it (at `recordedAt`, default `time`).
-    func record(_ store: SQLPurchaseStore, _ id: TransactionID, user: UserID, product: ProductID, type: ProductType, original: TransactionID?, at time: Date,
+    func record(_ store: any TestedRepository, _ id: TransactionID, user: UserID, product: ProductID, type: ProductType, original: TransactionID?, at time: Date,
                 recordedAt: Date? = nil) async throws -> PurchaseKey {
         let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: user, productId: product, productType: type,
                                     quantity: 1, purchaseTime: time, originalTransactionId: original)
@@ -35,8 +35,8 @@ import TestSupport
 
     /// Season pass (90 days), then a monthly subscription (31 days), the monthly refunded on day 2: the season pass,
     /// still paid for, stays, until day 90 (the monthly's grant did not shorten it, nor did its refund end it).
-    @Test(arguments: StoreEngine.available) func aRefundOfOnePurchaseLeavesTheEntitlementAnotherGives(_ engine: StoreEngine) async throws {
-        let store = try await engine.freshStore()
+    @Test(arguments: RepositoryKind.available) func aRefundOfOnePurchaseLeavesTheEntitlementAnotherGives(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         try await grantPass(store, "season-1", product: "pass.season", type: .nonRenewing, until: Self.day(90), at: Self.day(0))
         let monthly = try await grantPass(store, "monthly-1", product: "pass.monthly", type: .autoRenewable, original: "monthly-1",
                                           until: Self.day(32), at: Self.day(1))
@@ -50,8 +50,8 @@ import TestSupport
 
     /// A renewal's grant arriving after the next one's (partitions, retries) does not shorten the subscription; refunding
     /// the later period leaves the earlier one's.
-    @Test(arguments: StoreEngine.available) func aLateGrantOfAnOlderRenewalDoesNotShortenTheEntitlement(_ engine: StoreEngine) async throws {
-        let store = try await engine.freshStore()
+    @Test(arguments: RepositoryKind.available) func aLateGrantOfAnOlderRenewalDoesNotShortenTheEntitlement(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let later = try await grantPass(store, "sub-2", product: "pass.monthly", type: .autoRenewable, original: "sub-1", until: Self.day(60), at: Self.day(30))
         try await grantPass(store, "sub-1", product: "pass.monthly", type: .autoRenewable, original: "sub-1", until: Self.day(30), at: Self.day(0))
         #expect(try await store.entitlements(of: "user-e", at: Self.day(10)) == ["pass": Self.day(60)])
@@ -60,8 +60,8 @@ import TestSupport
     }
 
     /// A permanent grant outlasts any expiry; a restore under another user moves only the purchase restored.
-    @Test(arguments: StoreEngine.available) func aPurchaseForGoodOutlastsExpiriesAndMovesAlone(_ engine: StoreEngine) async throws {
-        let store = try await engine.freshStore()
+    @Test(arguments: RepositoryKind.available) func aPurchaseForGoodOutlastsExpiriesAndMovesAlone(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let forGood = try await grantPass(store, "life-1", product: "pass.lifetime", type: .nonConsumable, until: nil, at: Self.day(0))
         try await grantPass(store, "season-2", product: "pass.season", type: .nonRenewing, until: Self.day(90), at: Self.day(1))
         #expect(try await store.entitlements(of: "user-e", at: Self.day(2)) == ["pass": nil])
@@ -120,8 +120,8 @@ import TestSupport
     /// by a notification that arrives after a refund, its reversal gives it back until day 50, and a restore by another user
     /// moves it so. An older copy of the period changes
     /// nothing, nor does an extension of a period that ended, or of a pass that is not a subscription.
-    @Test(arguments: StoreEngine.available) func aRenewalExtensionMovesThePeriodsExpiryForward(_ engine: StoreEngine) async throws {
-        let store = try await engine.freshStore()
+    @Test(arguments: RepositoryKind.available) func aRenewalExtensionMovesThePeriodsExpiryForward(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: "ext-1"), userId: "user-x", productId: "pass.monthly",
                                     productType: .autoRenewable, quantity: 1, purchaseTime: Self.day(0), originalTransactionId: "ext-1", expiresDate: Self.day(31))
         #expect(try await store.recordVerified(record, at: Self.day(0)) == .recorded)
@@ -157,8 +157,8 @@ import TestSupport
     /// An upgrade (gold from day 10, in the subscription silver began) takes effect at once: silver ends on day 10, not
     /// on day 31, and stays ended when its grant is repeated, its renewal date extended, its refund reversed, and when it
     /// is restored to another user before gold is. A renewal of gold, even one that begins early, ends nothing.
-    @Test(arguments: StoreEngine.available) func anUpgradeEndsThePeriodItReplacesAtItsStart(_ engine: StoreEngine) async throws {
-        let store = try await engine.freshStore()
+    @Test(arguments: RepositoryKind.available) func anUpgradeEndsThePeriodItReplacesAtItsStart(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let silver = try await grantPass(store, "up-1", user: "user-u", product: "vip.silver", type: .autoRenewable, original: "up-1",
                                          entitlement: "silver", until: Self.day(31), at: Self.day(0))
         #expect(try await store.entitlements(of: "user-u", at: Self.day(5)) == ["silver": Self.day(31)])
@@ -187,8 +187,8 @@ import TestSupport
 
     /// An upgrade answers the periods it ended, each with who holds it (silver was restored to another user): what each
     /// gave, ending at the upgrade's start. A repeat and a renewal of the same product end nothing more.
-    @Test(arguments: StoreEngine.available) func anUpgradeAnswersThePeriodsItEndedWithTheirHolders(_ engine: StoreEngine) async throws {
-        let store = try await engine.freshStore()
+    @Test(arguments: RepositoryKind.available) func anUpgradeAnswersThePeriodsItEndedWithTheirHolders(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let silver = try await grantPass(store, "ah-1", user: "user-a", product: "vip.silver", type: .autoRenewable, original: "ah-1",
                                          entitlement: "silver", until: Self.day(31), at: Self.day(0))
         guard case .transferred = try await store.transfer(silver, to: "user-b", policy: .transfer, at: Self.day(2)) else { Issue.record("not restored"); return }
@@ -223,8 +223,8 @@ import TestSupport
     }
 
     /// The replaced period's grant arriving after the upgrade's (partitions, retries) ends at the upgrade too, and says so.
-    @Test(arguments: StoreEngine.available) func aReplacedPeriodGrantedLateEndsAtTheUpgrade(_ engine: StoreEngine) async throws {
-        let store = try await engine.freshStore()
+    @Test(arguments: RepositoryKind.available) func aReplacedPeriodGrantedLateEndsAtTheUpgrade(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         try await grantPass(store, "late-2", user: "user-l", product: "vip.gold", type: .autoRenewable, original: "late-1",
                             entitlement: "gold", until: Self.day(41), at: Self.day(10))
         let silver = try await record(store, "late-1", user: "user-l", product: "vip.silver", type: .autoRenewable, original: "late-1", at: Self.day(0),
@@ -237,8 +237,8 @@ import TestSupport
     }
 
     /// An upgrade refunded before its grant and then reinstated ends the period it replaced when it is given back.
-    @Test(arguments: StoreEngine.available) func aReinstatedUpgradeEndsThePeriodItReplaced(_ engine: StoreEngine) async throws {
-        let store = try await engine.freshStore()
+    @Test(arguments: RepositoryKind.available) func aReinstatedUpgradeEndsThePeriodItReplaced(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         try await grantPass(store, "rv-1", user: "user-r", product: "vip.silver", type: .autoRenewable, original: "rv-1",
                             entitlement: "silver", until: Self.day(31), at: Self.day(0))
         let gold = try await record(store, "rv-2", user: "user-r", product: "vip.gold", type: .autoRenewable, original: "rv-1", at: Self.day(10))
@@ -251,8 +251,8 @@ import TestSupport
 
     /// A renewal-date extension of a period that arrives after another product of the subscription began extends it only
     /// to that start, and says so.
-    @Test(arguments: StoreEngine.available) func anExtensionEndsAtTheStartOfTheNextProduct(_ engine: StoreEngine) async throws {
-        let store = try await engine.freshStore()
+    @Test(arguments: RepositoryKind.available) func anExtensionEndsAtTheStartOfTheNextProduct(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let silver = try await grantPass(store, "ex-1", user: "user-n", product: "vip.silver", type: .autoRenewable, original: "ex-1",
                                          entitlement: "silver", until: Self.day(8), at: Self.day(0))
         try await grantPass(store, "ex-2", user: "user-n", product: "vip.gold", type: .autoRenewable, original: "ex-1",

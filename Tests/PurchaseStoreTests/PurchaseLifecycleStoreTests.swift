@@ -5,12 +5,10 @@ import PurchaseDomain
 import Testing
 import TestSupport
 
-/// The lifecycle as the store carries it out, on both engines: product types, refunds in any order, reversed
-/// refunds, subscriptions ending, and the migration of a store of the previous schema.
+/// The lifecycle as the repository carries it out, in memory and on both engines: product types, refunds in any order,
+/// reversed refunds, subscriptions ending; and the migration of a store of the previous schema.
 @Suite struct PurchaseLifecycleStoreTests {
     static let t0 = Date(timeIntervalSince1970: 1_764_400_000)
-
-    func store(_ engine: StoreEngine) async throws -> SQLPurchaseStore { try await engine.freshStore() }
 
     func purchase(_ id: TransactionID, user: UserID = "user-1", product: ProductID = "coins.100", type: ProductType = .consumable,
                   original: TransactionID? = nil, at time: Date = t0) -> PurchaseRecord {
@@ -19,15 +17,15 @@ import TestSupport
     }
 
     /// Records each of `records` verified and grants it 100 coins.
-    func grantCoins(_ records: [PurchaseRecord], in store: SQLPurchaseStore) async throws {
+    func grantCoins(_ records: [PurchaseRecord], in store: any TestedRepository) async throws {
         for record in records {
             _ = try await store.recordVerified(record, at: Self.t0)
             _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: Self.t0)
         }
     }
 
-    @Test(arguments: StoreEngine.available) func aRefundBeforeItsPurchaseKeepsThePurchaseFromBeingGranted(_ engine: StoreEngine) async throws {
-        let store = try await store(engine)
+    @Test(arguments: RepositoryKind.available) func aRefundBeforeItsPurchaseKeepsThePurchaseFromBeingGranted(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let record = purchase("r-1")
         #expect(try await store.revoke(record.key, at: Self.t0) == .recordedBeforePurchase)
         #expect(try await store.revoke(record.key, at: Self.t0) == .alreadyRevoked, "a repeated refund changes nothing")
@@ -41,8 +39,8 @@ import TestSupport
     /// A due refund's claw-back (`refund.due`, with claw-back on) can come late, parked behind the user's other messages:
     /// by then the store may have refunded the purchase and reversed that refund. It takes back only from a purchase still
     /// flagged refund-due; what was learned since stands.
-    @Test(arguments: StoreEngine.available) func aLateClawBackLeavesAPurchaseWhoseRefundWasReversed(_ engine: StoreEngine) async throws {
-        let store = try await store(engine)
+    @Test(arguments: RepositoryKind.available) func aLateClawBackLeavesAPurchaseWhoseRefundWasReversed(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let (late, due) = (purchase("cb-1", user: "user-cb"), purchase("cb-2", user: "user-cb"))
         try await grantCoins([late, due], in: store)
         let flagged = try await store.sweepDue(store: .appstore, deadline: 24 * 3600, now: Self.t0.addingTimeInterval(25 * 3600))
@@ -60,11 +58,11 @@ import TestSupport
         #expect(try await store.revoke(due.key, onlyIfDue: true, at: Self.t0) == .revoked(shortfall: [:]))
         #expect(try await store.revoke(due.key, onlyIfDue: true, at: Self.t0) == .alreadyRevoked)
         #expect(try await store.balances(of: "user-cb") == ["coins": 100])
-        #expect(try await store.audit().balanceMismatches.isEmpty)
+        #expect(try await store.bookMismatches().isEmpty)
     }
 
-    @Test(arguments: StoreEngine.available) func aReversedRefundGrantsAgainOnceAndTheLedgerBalances(_ engine: StoreEngine) async throws {
-        let store = try await store(engine)
+    @Test(arguments: RepositoryKind.available) func aReversedRefundGrantsAgainOnceAndTheLedgerBalances(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let record = purchase("rr-1", user: "user-rr")
         _ = try await store.recordVerified(record, at: Self.t0)
         _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: Self.t0)
@@ -83,19 +81,18 @@ import TestSupport
         // Refunded again after the reversal: what the purchase gives now is taken back, once more.
         #expect(try await store.revoke(record.key, at: Self.t0) == .revoked(shortfall: [:]))
         #expect(try await store.balances(of: "user-rr") == ["coins": 0])
-        let audit = try await store.audit()
-        #expect(audit.balanceMismatches.isEmpty && audit.finishedWithoutGrant.isEmpty && audit.orphanGrants.isEmpty, "\(audit)")
+        #expect(try await store.bookMismatches() == [])
     }
 
     /// 100 coins granted, 70 spent, the refund takes back the 30 left (shortfall 70): its reversal gives back those 30,
     /// not 100. The user is where they were before the refund; a second refund and reversal take and give the same.
-    @Test(arguments: StoreEngine.available) func aReversedRefundGivesBackWhatTheRefundTookNotWhatWasSpent(_ engine: StoreEngine) async throws {
-        let store = try await store(engine)
+    @Test(arguments: RepositoryKind.available) func aReversedRefundGivesBackWhatTheRefundTookNotWhatWasSpent(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let (record, spentAll) = (purchase("sf-1", user: "user-sf"), purchase("sf-2", user: "user-sa"))
         try await grantCoins([record, spentAll], in: store)
-        _ = try await store.executor.run { connection in
-            try connection.query("UPDATE balances SET amount = CASE user_id WHEN 'user-sf' THEN 30 ELSE 0 END") // spent in the game
-        }
+        // Spent in the game.
+        try await store.setBalance(of: "user-sf", "coins", to: 30)
+        try await store.setBalance(of: "user-sa", "coins", to: 0)
         #expect(try await store.revoke(record.key, at: Self.t0) == .revoked(shortfall: ["coins": 70]))
         #expect(try await store.balances(of: "user-sf") == ["coins": 0])
         for round in 1...2 {
@@ -146,8 +143,8 @@ import TestSupport
         #expect(try await store.states(of: [first.key, second.key]) == [first.key: .revoked, second.key: .revoked])
     }
 
-    @Test(arguments: StoreEngine.available) func aRefundReversedBeforeThePurchaseArrivesLetsItBeGranted(_ engine: StoreEngine) async throws {
-        let store = try await store(engine)
+    @Test(arguments: RepositoryKind.available) func aRefundReversedBeforeThePurchaseArrivesLetsItBeGranted(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let record = purchase("rt-1")
         #expect(try await store.reinstate(record.key, items: [], at: Self.t0) == .notRevoked(state: .unseen), "nothing to reverse yet")
         #expect(try await store.revoke(record.key, at: Self.t0) == .recordedBeforePurchase)
@@ -157,18 +154,18 @@ import TestSupport
         #expect(try await store.balances(of: "user-1") == ["coins": 100])
     }
 
-    @Test(arguments: StoreEngine.available) func aPurchaseRevokedBeforeItsGrantIsReinstatedWithTheCatalogsItems(_ engine: StoreEngine) async throws {
-        let store = try await store(engine)
+    @Test(arguments: RepositoryKind.available) func aPurchaseRevokedBeforeItsGrantIsReinstatedWithTheCatalogsItems(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let record = purchase("rv-1", user: "user-rv", product: "adfree", type: .nonConsumable)
         _ = try await store.recordVerified(record, at: Self.t0)
         #expect(try await store.revoke(record.key, at: Self.t0) == .revoked(shortfall: [:]))
         guard case .reinstated = try await store.reinstate(record.key, items: [.entitlement("adfree")], at: Self.t0) else { Issue.record("not reinstated"); return }
         #expect(try await store.entitlements(of: "user-rv", at: Self.t0).keys.sorted() == ["adfree"])
-        #expect(try await store.audit().finishedWithoutGrant.isEmpty, "the re-grant is its grant")
+        #expect(try await store.bookMismatches() == [], "the re-grant is its grant")
     }
 
-    @Test(arguments: StoreEngine.available) func onlyConsumablesAreFlaggedAtTheDeadline(_ engine: StoreEngine) async throws {
-        let store = try await store(engine)
+    @Test(arguments: RepositoryKind.available) func onlyConsumablesAreFlaggedAtTheDeadline(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let now = Self.t0.addingTimeInterval(48 * 3600)
         let records = ProductType.allCases.map { purchase("t-\($0.rawValue)", product: "p-\($0.rawValue)", type: $0) }
         for record in records {
@@ -184,8 +181,8 @@ import TestSupport
         }
     }
 
-    @Test(arguments: StoreEngine.available) func aSubscriptionEndsWithItsExpiryAndRenewalsExtendIt(_ engine: StoreEngine) async throws {
-        let store = try await store(engine)
+    @Test(arguments: RepositoryKind.available) func aSubscriptionEndsWithItsExpiryAndRenewalsExtendIt(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let first = purchase("sub-1", user: "user-s", product: "pass.monthly", type: .autoRenewable, original: "sub-1")
         let renewal = purchase("sub-2", user: "user-s", product: "pass.monthly", type: .autoRenewable, original: "sub-1", at: Self.t0.addingTimeInterval(30 * 86_400))
         _ = try await store.recordVerified(first, at: Self.t0)
@@ -209,8 +206,8 @@ import TestSupport
         #expect(try await store.entitlements(of: "user-s", at: during).keys.sorted() == ["adfree"])
     }
 
-    @Test(arguments: StoreEngine.available) func aRestoreUnderAnotherUserMovesAnEntitlementOnlyUnderTransfer(_ engine: StoreEngine) async throws {
-        let store = try await store(engine)
+    @Test(arguments: RepositoryKind.available) func aRestoreUnderAnotherUserMovesAnEntitlementOnlyUnderTransfer(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let adfree = purchase("tr-1", user: "user-a", product: "adfree", type: .nonConsumable)
         let coins = purchase("tr-2", user: "user-a")
         for (record, item) in [(adfree, GrantItem.entitlement("adfree")), (coins, .currency("coins", 100))] {
@@ -232,7 +229,7 @@ import TestSupport
         #expect(try await store.revoke(adfree.key, at: Self.t0) == .revoked(shortfall: [:]))
         #expect(try await store.entitlements(of: "user-b", at: Self.t0).isEmpty)
         #expect(try await store.transfer(adfree.key, to: "user-a", policy: .transfer, at: Self.t0) == .refused(owner: "user-b", reason: .transactionOfAnotherUser))
-        #expect(try await store.audit().balanceMismatches.isEmpty)
+        #expect(try await store.bookMismatches().isEmpty)
     }
 
     /// A store of the previous schema (version 3), with purchases and a ledger, migrated: nothing lost, types named

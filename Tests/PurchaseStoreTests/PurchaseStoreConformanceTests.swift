@@ -1,38 +1,27 @@
 import Database
 import Foundation
 import PurchaseDomain
-import PurchaseStore
+@testable import PurchaseStore
 import Testing
 import TestSupport
 
-/// One suite, run against both engines: what the pipeline relies on from its store.
+/// What the pipeline relies on from its repository, run on the in-memory one and on both engines.
 @Suite struct PurchaseStoreConformanceTests {
-    static let engines = StoreEngine.available
+    static let repositories = RepositoryKind.available
     static let t0 = Date(timeIntervalSince1970: 1_764_400_000)
 
-    func store(_ engine: StoreEngine) async throws -> SQLPurchaseStore {
-        try await storeAndURL(engine).store
-    }
-
-    func storeAndURL(_ engine: StoreEngine) async throws -> (store: SQLPurchaseStore, url: String) {
-        let url = try await engine.freshURL()
-        let store = try SQLPurchaseStore(url: url)
+    @Test(arguments: StoreEngine.available) func migrationsApplyOnce(_ engine: StoreEngine) async throws {
+        let store = try SQLPurchaseStore(url: try await engine.freshURL())
         #expect(try await store.migrate() == Array(1...16))
         #expect(try await store.migrate() == [], "migrations apply once")
-        return (store, url)
-    }
-
-    /// A connection of the test's own to the store's database (to play the game spending coins).
-    func rawConnection(_ url: String) throws -> any SQLConnection {
-        url.hasPrefix("sqlite:") ? try SQLiteConnection(path: String(url.dropFirst("sqlite:".count))) : try PostgresConnection(url: url)
     }
 
     func purchase(_ id: TransactionID, user: UserID = "user-1", product: ProductID = "coins.100", type: ProductType = .consumable, at time: Date = t0) -> PurchaseRecord {
         PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: user, productId: product, productType: type, quantity: 1, purchaseTime: time)
     }
 
-    @Test(arguments: engines) func grantBeforeFinishAndEveryRepeatChangesNothing(_ engine: StoreEngine) async throws {
-        let store = try await store(engine)
+    @Test(arguments: repositories) func grantBeforeFinishAndEveryRepeatChangesNothing(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let record = purchase("1001")
         #expect(try await store.finish(record.key, at: Self.t0) == .notGranted(state: nil), "unknown purchase")
         #expect(try await store.recordVerified(record, at: Self.t0) == .recorded)
@@ -54,10 +43,8 @@ import TestSupport
         #expect(try await store.balances(of: "user-1") == ["coins": 100])
     }
 
-    @Test(arguments: engines) func concurrentGrantsOfOnePurchaseGrantOnce(_ engine: StoreEngine) async throws {
-        let url = try await engine.freshURL()
-        let stores = try (0..<4).map { _ in try SQLPurchaseStore(url: url) }
-        try await stores[0].migrate()
+    @Test(arguments: repositories) func concurrentGrantsOfOnePurchaseGrantOnce(_ kind: RepositoryKind) async throws {
+        let stores = try await kind.handles(4)
         let record = purchase("2002", user: "user-2")
         #expect(try await stores[0].recordVerified(record, at: Self.t0) == .recorded)
         let outcomes = try await withThrowingTaskGroup(of: GrantOutcome.self) { group in
@@ -69,8 +56,8 @@ import TestSupport
         #expect(try await stores[0].balances(of: "user-2") == ["coins": 500])
     }
 
-    @Test(arguments: engines) func revocationClawsBackWithoutGoingNegative(_ engine: StoreEngine) async throws {
-        let (store, url) = try await storeAndURL(engine)
+    @Test(arguments: repositories) func revocationClawsBackWithoutGoingNegative(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let first = purchase("3001", user: "user-3")
         let second = purchase("3002", user: "user-3")
         for record in [first, second] {
@@ -82,17 +69,15 @@ import TestSupport
         #expect(try await store.balances(of: "user-3") == ["coins": 100])
         #expect(try await store.revoke(first.key, at: Self.t0) == .alreadyRevoked)
         // The game spent 70 of the second purchase's coins before its refund arrived.
-        try rawConnection(url).query("UPDATE balances SET amount = 30 WHERE user_id = $1", [.text("user-3")])
+        try await store.setBalance(of: "user-3", "coins", to: 30)
         #expect(try await store.revoke(second.key, at: Self.t0) == .revoked(shortfall: ["coins": 70]))
         #expect(try await store.balances(of: "user-3") == ["coins": 0], "never negative; the shortfall is recorded instead")
         #expect(try await store.grant(second.key, items: [.currency("coins", 100)], at: Self.t0) == .notGrantable(state: .revoked))
         #expect(try await store.revoke(PurchaseKey(store: .appstore, transactionId: "unknown"), at: Self.t0) == .recordedBeforePurchase)
     }
 
-    @Test(arguments: engines) func threeConcurrentSweepersFlagEachDuePurchaseOnce(_ engine: StoreEngine) async throws {
-        let url = try await engine.freshURL()
-        let sweepers = try (0..<3).map { _ in try SQLPurchaseStore(url: url) }
-        try await sweepers[0].migrate()
+    @Test(arguments: repositories) func threeConcurrentSweepersFlagEachDuePurchaseOnce(_ kind: RepositoryKind) async throws {
+        let sweepers = try await kind.handles(3)
         let now = Self.t0.addingTimeInterval(48 * 3600)
         // 60 purchases older than 24 h (half granted), 20 recent, 10 finished old ones.
         for index in 0..<90 {
@@ -120,10 +105,10 @@ import TestSupport
         #expect(Set(ids) == Set((0..<60).map { "s\($0)" }))
         #expect(flagged.filter { $0.previousState == .granted }.count == 30)
         #expect(try await sweepers[0].sweepDue(store: .appstore, deadline: 24 * 3600, now: now).isEmpty, "a later sweep finds nothing")
-        let statistics = try await sweepers[0].statistics()
-        #expect(statistics.purchasesByState[.refundDue] == 60)
-        #expect(statistics.purchasesByState[.finished] == 10)
-        #expect(statistics.oldestUnfinishedPurchase == now.addingTimeInterval(-3600))
+        let states = try await sweepers[0].states(of: (0..<90).map { PurchaseKey(store: .appstore, transactionId: "s\($0)") })
+        #expect(states.values.filter { $0 == .refundDue }.count == 60)
+        #expect(states.values.filter { $0 == .finished }.count == 10)
+        #expect((60..<80).allSatisfy { [.verified, .granted].contains(states[PurchaseKey(store: .appstore, transactionId: "s\($0)")]) }, "the recent ones wait")
 
         // The outbox: every flagged purchase is waiting for its event until marked sent.
         let unsent = try await sweepers[1].unsentRefundNotices(store: .appstore, deadline: 24 * 3600, limit: 100)
@@ -134,8 +119,8 @@ import TestSupport
 
     /// What the sweeper asks the store about again (granted consumables with a token) is left by `sweepDue` when it says so,
     /// and flagged by `flagDue` once asked: only while still due, and once.
-    @Test(arguments: engines) func purchasesAskedAboutAgainAreFlaggedOnlyOnceAsked(_ engine: StoreEngine) async throws {
-        let store = try await store(engine)
+    @Test(arguments: repositories) func purchasesAskedAboutAgainAreFlaggedOnlyOnceAsked(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let now = Self.t0.addingTimeInterval(48 * 3600)
         func appCoins(_ id: TransactionID, token: Bool = true, granted: Bool = true, at time: Date = Self.t0) async throws -> PurchaseKey {
             let record = PurchaseRecord(key: PurchaseKey(store: .appcoins, transactionId: id), userId: "u", productId: "coins.100", productType: .consumable,
@@ -154,10 +139,10 @@ import TestSupport
 
         #expect(Set(try await store.sweepDue(store: .appcoins, deadline: 86_400, now: now, limit: 1, leavingRecheckable: true)
             .map(\.record.key.transactionId)) == ["verified-only"])
-        #expect(Set(try await store.sweepDue(store: .appcoins, deadline: 86_400, now: now, leavingRecheckable: true)
+        #expect(Set(try await store.sweepDue(store: .appcoins, deadline: 86_400, now: now, limit: 500, leavingRecheckable: true)
             .map(\.record.key.transactionId)) == ["no-token"], "nothing else, the rest asked about again")
         #expect(try await store.dueGrantedWithToken(store: .appcoins, deadline: 86_400, now: now).map(\.key) == [asked, consumedSince])
-        try await store.recordConsumed(consumedSince, at: now)
+        _ = try await store.recordConsumed(consumedSince, at: now)
         let flagged = try await store.flagDue([asked, consumedSince, finished, recent], deadline: 86_400, now: now)
         #expect(flagged.map(\.record.key) == [asked], "not consumed since it was asked, finished, or not due yet")
         #expect(flagged.first?.previousState == .granted && flagged.first?.deadline == Self.t0.addingTimeInterval(86_400))
@@ -165,8 +150,8 @@ import TestSupport
         #expect(try await store.purchase(asked)?.state == .refundDue)
     }
 
-    @Test(arguments: engines) func hostileStringsAreStoredVerbatim(_ engine: StoreEngine) async throws {
-        let store = try await store(engine)
+    @Test(arguments: repositories) func hostileStringsAreStoredVerbatim(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
         let user: UserID = "'; DROP TABLE purchases; -- ünï 🪙"
         let record = purchase("x'); DELETE FROM ledger; --", user: user, product: "coins.100\" OR 1=1")
         #expect(try await store.recordVerified(record, at: Self.t0) == .recorded)

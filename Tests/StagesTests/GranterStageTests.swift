@@ -1,35 +1,35 @@
-import Database
 import Foundation
+import InMemoryPurchaseStore
 import Kafka
 import PurchaseDomain
 import PurchaseEvents
-import PurchaseStore
 import Stages
+import StageTestSupport
 import Testing
-import TestSupport
 import WorkerRuntime
 
-/// The granter's answers to the store's later decisions (`purchase.revoked`), message by message on a real store of each
-/// engine, at times the test sets: no broker.
+/// The granter's answers to the store's later decisions (`purchase.revoked`) and to upgrades, message by message on the
+/// in-memory repository (which the repository contract tests hold to the SQL store's semantics), at times the test sets.
 @Suite struct GranterStageTests {
-    static let codec = EventCodec(schemas: PipelineTests.schemas, source: "/test")
-    static let catalog = try! ProductCatalog(contentsOf: TestServices.packageRoot.appendingPathComponent("schemas/examples/catalog.json"),
-                                             schemas: PipelineTests.schemas)
+    static let codec = StageFixtures.codec
+    static let catalog = StageFixtures.catalog
     static let t0 = Date(timeIntervalSince1970: 1_764_400_000)
     static func day(_ n: Double) -> Date { t0.addingTimeInterval(n * 86_400) }
 
     /// What the granter answers `event` with at `now`.
     @discardableResult
-    func handle(_ event: some PipelineEvent, _ store: SQLPurchaseStore, at now: Date, catalog: ProductCatalog = Self.catalog) async throws -> StageResult {
-        let stage = GranterStage(context: StageContext(codec: Self.codec, logger: Logger(stage: "t", minimum: .error), now: { now }), store: store,
-                                 catalog: catalog, clawBackDueRefunds: false)
-        let message = try Self.codec.message(event, time: now)
-        return try await stage.handle(KafkaMessage(topic: message.topic, partition: 0, offset: 0, key: message.key, value: message.value,
-                                                   headers: message.headers))
+    func handle(_ event: some PipelineEvent, _ store: InMemoryPurchaseStore, at now: Date, catalog: ProductCatalog = Self.catalog) async throws -> StageResult {
+        try await Self.granter(store, at: now, catalog: catalog).handle(try StageFixtures.message(event, at: now))
+    }
+
+    /// A granter deciding on `store` at `now`.
+    static func granter(_ store: InMemoryPurchaseStore, at now: Date, catalog: ProductCatalog = catalog, clawBack: Bool = false) -> GranterStage {
+        GranterStage(context: StageContext(codec: codec, logger: Logger(stage: "t", minimum: .error), now: { now }), store: store, catalog: catalog,
+                     clawBackDueRefunds: clawBack)
     }
 
     /// A period of the monthly pass of subscription `original`, recorded as the verifier records it and granted.
-    func subscribe(_ id: TransactionID, original: TransactionID, user: UserID, from: Date, until: Date, _ store: SQLPurchaseStore) async throws {
+    func subscribe(_ id: TransactionID, original: TransactionID, user: UserID, from: Date, until: Date, _ store: InMemoryPurchaseStore) async throws {
         let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: user, productId: "pass.monthly",
                                     productType: .autoRenewable, quantity: 1, purchaseTime: from, originalTransactionId: original)
         #expect(try await store.recordVerified(record, at: from) == .recorded)
@@ -45,9 +45,8 @@ import WorkerRuntime
 
     /// The first period ends on day 30, the user subscribes again (paid to day 65), and the first period's EXPIRED arrives
     /// late, on day 36: it ends what the first period gave, not the newer period. The newer period's own expiry ends it.
-    @Test(arguments: StoreEngine.available) func aLateExpiryOfAnEarlierPeriodLeavesTheNewerPeriodPaidFor(_ engine: StoreEngine) async throws {
-        let store = try SQLPurchaseStore(url: try await engine.freshURL())
-        try await store.migrate()
+    @Test func aLateExpiryOfAnEarlierPeriodLeavesTheNewerPeriodPaidFor() async throws {
+        let store = InMemoryPurchaseStore()
         try await subscribe("sub-1", original: "sub-1", user: "user-g", from: Self.day(0), until: Self.day(30), store)
         try await subscribe("sub-2", original: "sub-1", user: "user-g", from: Self.day(30), until: Self.day(65), store)
         #expect(try await store.entitlements(of: "user-g", at: Self.day(36)) == ["pass": Self.day(65)])
@@ -59,9 +58,8 @@ import WorkerRuntime
 
     /// An upgrade's period (gold, from day 10) granted before the period it replaced (silver, paid to day 31; partitions,
     /// retries): silver's `item.granted` says it ends at the upgrade, as the store holds it.
-    @Test(arguments: StoreEngine.available) func aReplacedPeriodGrantedAfterItsUpgradeIsAnnouncedEndingThen(_ engine: StoreEngine) async throws {
-        let store = try SQLPurchaseStore(url: try await engine.freshURL())
-        try await store.migrate()
+    @Test func aReplacedPeriodGrantedAfterItsUpgradeIsAnnouncedEndingThen() async throws {
+        let store = InMemoryPurchaseStore()
         let answer = try await grantTiers([("vip-2", "vip.gold", Self.day(10), Self.day(41)), ("vip-1", "vip.silver", Self.day(0), Self.day(31))], store,
                                           at: Self.day(11))
         #expect(itemGranted(answer)?.items == [GrantedItem(kind: .entitlement, code: "silver", expiresAt: Self.day(10))])
@@ -70,9 +68,8 @@ import WorkerRuntime
 
     /// Gold granted on day 10 while silver, paid to day 31, is held: besides gold's own `item.granted`, silver's holder is
     /// told that silver ends at day 10 (`alreadyGranted`, an event of its own by `ce_id`).
-    @Test(arguments: StoreEngine.available) func anUpgradeAnnouncesThePeriodItEnded(_ engine: StoreEngine) async throws {
-        let store = try SQLPurchaseStore(url: try await engine.freshURL())
-        try await store.migrate()
+    @Test func anUpgradeAnnouncesThePeriodItEnded() async throws {
+        let store = InMemoryPurchaseStore()
         let answer = try await grantTiers([("vip-1", "vip.silver", Self.day(0), Self.day(31)), ("vip-2", "vip.gold", Self.day(10), Self.day(41))], store)
         guard case .publish(let out)? = answer, out.count == 2, let value = out.last?.value,
               case .success(let ended) = Self.codec.decodeBody(value, as: ItemGranted.self) else { Issue.record("\(String(describing: answer))"); return }
@@ -92,21 +89,17 @@ import WorkerRuntime
 
     /// Silver and gold granted in one batch (the app submitting both on launch): gold's answer names silver's entitlement
     /// ending at gold's start, although silver's ledger entries were still waiting for the batch's end.
-    @Test(arguments: StoreEngine.available) func anUpgradeGrantedInTheBatchOfThePeriodItEndsAnnouncesIt(_ engine: StoreEngine) async throws {
-        let store = try SQLPurchaseStore(url: try await engine.freshURL())
-        try await store.migrate()
+    @Test func anUpgradeGrantedInTheBatchOfThePeriodItEndsAnnouncesIt() async throws {
+        let store = InMemoryPurchaseStore()
         var messages: [KafkaMessage] = []
         let periods: [(TransactionID, ProductID, Date, Date)] = [("vip-1", "vip.silver", Self.day(0), Self.day(31)), ("vip-2", "vip.gold", Self.day(10), Self.day(41))]
         for (offset, (id, product, from, until)) in periods.enumerated() {
             #expect(try await store.recordVerified(PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: "user-v", productId: product,
                                                                   productType: .autoRenewable, quantity: 1, purchaseTime: from, originalTransactionId: "vip-1"),
                                                    at: Self.day(11)) == .recorded)
-            let message = try Self.codec.message(tierPeriod(id, product, from: from, until: until), time: Self.day(11))
-            messages.append(KafkaMessage(topic: message.topic, partition: 0, offset: Int64(offset), key: message.key, value: message.value, headers: message.headers))
+            messages.append(try StageFixtures.message(tierPeriod(id, product, from: from, until: until), offset: Int64(offset), at: Self.day(11)))
         }
-        let stage = GranterStage(context: StageContext(codec: Self.codec, logger: Logger(stage: "t", minimum: .error), now: { Self.day(11) }), store: store,
-                                 catalog: Self.tiers, clawBackDueRefunds: false)
-        let results = await stage.handle(batch: messages)
+        let results = await Self.granter(store, at: Self.day(11), catalog: Self.tiers).handle(batch: messages)
         guard results.count == 2, case .success(.publish(let out)) = results[1], out.count == 2, let value = out.last?.value,
               case .success(let ended) = Self.codec.decodeBody(value, as: ItemGranted.self) else { Issue.record("\(results)"); return }
         #expect((ended.transactionId, ended.userId) == ("vip-1", "user-v"))
@@ -115,9 +108,8 @@ import WorkerRuntime
 
     /// Silver, paid to day 8, signed again with a later expiry (RENEWAL_EXTENDED) after gold began on day 10: extended
     /// only to gold's start, and announced so.
-    @Test(arguments: StoreEngine.available) func anExtensionPastTheNextProductIsAnnouncedEndingAtIt(_ engine: StoreEngine) async throws {
-        let store = try SQLPurchaseStore(url: try await engine.freshURL())
-        try await store.migrate()
+    @Test func anExtensionPastTheNextProductIsAnnouncedEndingAtIt() async throws {
+        let store = InMemoryPurchaseStore()
         try await grantTiers([("vip-1", "vip.silver", Self.day(0), Self.day(8)), ("vip-2", "vip.gold", Self.day(10), Self.day(41))], store)
         let extended = itemGranted(try await handle(tierPeriod("vip-1", "vip.silver", from: Self.day(0), until: Self.day(50)), store, at: Self.day(12),
                                                     catalog: Self.tiers))
@@ -127,12 +119,12 @@ import WorkerRuntime
     /// Two tiers of one subscription.
     static let tiers = try! ProductCatalog(json: Data(#"""
         {"appstore": {"vip.silver": {"type": "autoRenewable", "entitlement": "silver"}, "vip.gold": {"type": "autoRenewable", "entitlement": "gold"}}}
-        """#.utf8), schemas: PipelineTests.schemas)
+        """#.utf8), schemas: StageFixtures.schemas)
 
     /// Periods (id, product, start, expiry) of subscription vip-1 of user-v, each recorded as the verifier records it and
     /// granted, at `time` (default: at its start); the last one's answer.
     @discardableResult
-    func grantTiers(_ periods: [(TransactionID, ProductID, Date, Date)], _ store: SQLPurchaseStore, at time: Date? = nil) async throws -> StageResult? {
+    func grantTiers(_ periods: [(TransactionID, ProductID, Date, Date)], _ store: InMemoryPurchaseStore, at time: Date? = nil) async throws -> StageResult? {
         var answer: StageResult?
         for (id, product, from, until) in periods {
             #expect(try await store.recordVerified(PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: "user-v", productId: product,
@@ -159,16 +151,13 @@ import WorkerRuntime
 
     /// 100 coins granted, 70 spent in the game, then a refund (it takes the 30 left) and its reversal: `item.granted`
     /// (`reinstated`) gives back the 30 the refund took, and the balance is what it was before the refund.
-    @Test(arguments: StoreEngine.available) func aReversedRefundAnnouncesWhatTheRefundTook(_ engine: StoreEngine) async throws {
-        let url = try await engine.freshURL()
-        let store = try SQLPurchaseStore(url: url)
-        try await store.migrate()
+    @Test func aReversedRefundAnnouncesWhatTheRefundTook() async throws {
+        let store = InMemoryPurchaseStore()
         _ = try await store.recordVerified(PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: "coins-1"), userId: "user-c", productId: "coins.100",
                                                           productType: .consumable, quantity: 1, purchaseTime: Self.t0), at: Self.t0)
         try await handle(PurchaseVerifiedEvent(store: .appstore, transactionId: "coins-1", productId: "coins.100", quantity: 1, userId: "user-c",
                                                purchaseDate: Self.t0, source: .client, verifiedAt: Self.t0), store, at: Self.t0)
-        let raw: any SQLConnection = url.hasPrefix("sqlite:") ? try SQLiteConnection(path: String(url.dropFirst("sqlite:".count))) : try PostgresConnection(url: url)
-        try raw.query("UPDATE balances SET amount = 30 WHERE user_id = 'user-c'") // 70 spent in the game
+        try await store.setBalance(of: "user-c", "coins", to: 30) // 70 spent in the game
         try await handle(PurchaseRevokedEvent(store: .appstore, transactionId: "coins-1", reason: .REFUND, revokedAt: Self.day(1)), store, at: Self.day(1))
         #expect(try await store.balances(of: "user-c") == ["coins": 0])
         guard case .publish(let out) = try await handle(PurchaseRevokedEvent(store: .appstore, transactionId: "coins-1", reason: .REFUND_REVERSED,
@@ -185,9 +174,8 @@ import WorkerRuntime
     /// `decidedAt`), not the order they arrive in: the reversal first leaves the purchase granted and its refund, arriving
     /// after, changes nothing; a refund arriving again after its reversal changes nothing either; a refund decided later
     /// still takes the coins back. The same for a purchase not seen yet: its refund's reversal first, and it is granted.
-    @Test(arguments: StoreEngine.available) func aRefundAndItsReversalAreCarriedOutInTheOrderTheStoreDecidedThem(_ engine: StoreEngine) async throws {
-        let store = try SQLPurchaseStore(url: try await engine.freshURL())
-        try await store.migrate()
+    @Test func aRefundAndItsReversalAreCarriedOutInTheOrderTheStoreDecidedThem() async throws {
+        let store = InMemoryPurchaseStore()
         func purchase(_ id: TransactionID) async throws -> PurchaseKey {
             let key = PurchaseKey(store: .appstore, transactionId: id)
             _ = try await store.recordVerified(PurchaseRecord(key: key, userId: "user-o", productId: "coins.100", productType: .consumable, quantity: 1,

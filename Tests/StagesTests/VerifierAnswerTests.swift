@@ -3,30 +3,28 @@ import JSON
 import Kafka
 import PurchaseDomain
 import PurchaseEvents
-import PurchaseStore
+import InMemoryPurchaseStore
 import Stages
+import StageTestSupport
 import StoreFixtures
 import StoreVerification
 import Testing
-import TestSupport
 import WorkerRuntime
 
-/// What the verifier answers a submission with, the stage driven directly on a SQLite store: every submission gets
-/// `purchase.verified` or `purchase.rejected` with a reason, never silence.
+/// What the verifier answers a submission with, the stage driven directly on the in-memory repository: every submission
+/// gets `purchase.verified` or `purchase.rejected` with a reason, never silence.
 @Suite struct VerifierAnswerTests {
     static let pki = try! TestPKI.make()
-    let codec = EventCodec(schemas: PipelineTests.schemas, source: "/test")
-    let store: SQLPurchaseStore
+    let codec = StageFixtures.codec
+    let store = InMemoryPurchaseStore()
     let stage: VerifierStage
 
     init(restorePolicy: RestorePolicy = .transfer, requireAccountToken: Bool = false) async throws {
-        store = try SQLPurchaseStore(url: try await StoreEngine.sqlite.freshURL())
-        _ = try await store.migrate()
         let pki = Self.pki
         stage = VerifierStage(
             context: StageContext(codec: codec, logger: Logger(stage: "verifier", minimum: .error)), store: store,
-            appStore: try SignedDataVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: PipelineTests.bundleID, environment: .sandbox)),
-            receipts: try ReceiptVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: PipelineTests.bundleID, environment: .sandbox)),
+            appStore: try SignedDataVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: StageFixtures.bundleID, environment: .sandbox)),
+            receipts: try ReceiptVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: StageFixtures.bundleID, environment: .sandbox)),
             restorePolicy: restorePolicy, requireAccountToken: requireAccountToken)
     }
 
@@ -43,7 +41,7 @@ import WorkerRuntime
     }
 
     func receiptSubmission(_ purchases: [InAppPurchaseReceipt], user: UserID = "u-1") throws -> PurchaseSubmitted {
-        let receipt = AppReceipt(receiptType: ReceiptSigner.sandbox, bundleId: PipelineTests.bundleID, appVersion: "1", creationDate: Date(),
+        let receipt = AppReceipt(receiptType: ReceiptSigner.sandbox, bundleId: StageFixtures.bundleID, appVersion: "1", creationDate: Date(),
                                  inAppPurchases: purchases)
         return PurchaseSubmitted(store: .appstore, kind: .appReceipt, receipt: try ReceiptSigner(pki: Self.pki).sign(receipt), userId: user,
                                  submittedAt: Date(), source: .client)
@@ -63,10 +61,31 @@ import WorkerRuntime
     }
 
     func transactionSubmission(_ id: String, original: String, user: UserID) throws -> PurchaseSubmitted {
-        let payload = AppStorePayloads.transaction(transactionId: id, originalTransactionId: original, productId: "adfree", bundleId: PipelineTests.bundle,
+        let payload = AppStorePayloads.transaction(transactionId: id, originalTransactionId: original, productId: "adfree", bundleId: StageFixtures.bundle,
                                                    type: .nonConsumable)
         return PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: try JWSSigner(pki: Self.pki).sign(payload), userId: user,
                                  submittedAt: Date(), source: .client)
+    }
+
+    /// Under the `keep` policy, "Kevin" owns ad-free; "\u{212A}evin" (a KELVIN SIGN, which Swift's `String` takes for a
+    /// K) submitting Kevin's transaction is another user, refused; under `transfer` the entitlement moves to that user.
+    @Test func aUserWhoseIdOnlyEqualsTheOwnersAsAStringIsAnotherUser() async throws {
+        let (owner, twin): (UserID, UserID) = ("Kevin", "\u{212A}evin")
+        #expect(owner.rawValue == twin.rawValue, "Swift's String takes them as equal")
+        let keep = try await VerifierAnswerTests(restorePolicy: .keep)
+        #expect(try await keep.answers(try keep.transactionSubmission("100", original: "100", user: owner)) == [keep.codec.topic(.purchaseVerified)])
+        _ = try await keep.store.grant(PurchaseKey(store: .appstore, transactionId: "100"), items: [.entitlement("adfree")], at: Date())
+        #expect(try await keep.answers(try keep.transactionSubmission("100", original: "100", user: twin)) == ["rejected:ownedByAnotherUser"])
+        #expect(try await keep.answers(try keep.transactionSubmission("200", original: "100", user: twin)) == ["rejected:ownedByAnotherUser"])
+        #expect(try await keep.store.entitlements(of: twin).isEmpty)
+        #expect(try await keep.store.purchase(PurchaseKey(store: .appstore, transactionId: "100"))?.userId == owner)
+
+        let transfer = try await VerifierAnswerTests(restorePolicy: .transfer)
+        #expect(try await transfer.answers(try transfer.transactionSubmission("100", original: "100", user: owner)) == [transfer.codec.topic(.purchaseVerified)])
+        _ = try await transfer.store.grant(PurchaseKey(store: .appstore, transactionId: "100"), items: [.entitlement("adfree")], at: Date())
+        #expect(try await transfer.answers(try transfer.transactionSubmission("100", original: "100", user: twin)) == [transfer.codec.topic(.itemGranted)])
+        #expect(try await transfer.store.entitlements(of: owner).isEmpty, "moved: one owner at a time")
+        #expect(try await transfer.store.entitlements(of: twin).keys.sorted() == ["adfree"])
     }
 
     /// Alice's ad-free purchase, verified and granted (as the granter would).
@@ -106,7 +125,7 @@ import WorkerRuntime
     /// carries no token: the one recorded with the transaction judges it), and nothing is recorded for her.
     @Test func aReceiptDoesNotMoveATransactionBoundToAnotherAccount() async throws {
         let (alicesToken, mallorysToken): (AccountToken, AccountToken) = ("3f0a2f2e-8a7c-4c1e-9d57-00000000a11c", "3f0a2f2e-8a7c-4c1e-9d57-0000000ba11e")
-        let payload = AppStorePayloads.transaction(transactionId: "100", originalTransactionId: "100", productId: "adfree", bundleId: PipelineTests.bundle,
+        let payload = AppStorePayloads.transaction(transactionId: "100", originalTransactionId: "100", productId: "adfree", bundleId: StageFixtures.bundle,
                                                    type: .nonConsumable, appAccountToken: alicesToken.rawValue)
         let alices = PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: try JWSSigner(pki: Self.pki).sign(payload),
                                        userId: "alice", submittedAt: Date(), source: .client, appAccountToken: alicesToken)
@@ -134,7 +153,7 @@ import WorkerRuntime
         let alicesToken: AccountToken = "3f0a2f2e-8a7c-4c1e-9d57-00000000a11c"
         func period(_ id: String) throws -> String {
             try JWSSigner(pki: Self.pki).sign(AppStorePayloads.transaction(
-                transactionId: id, originalTransactionId: "500", productId: "pass.gold", bundleId: PipelineTests.bundle, type: .autoRenewable,
+                transactionId: id, originalTransactionId: "500", productId: "pass.gold", bundleId: StageFixtures.bundle, type: .autoRenewable,
                 appAccountToken: alicesToken.rawValue, extra: ["expiresDate": .integer(AppStorePayloads.milliseconds(Date().addingTimeInterval(86_400)))]))
         }
         func submission(_ user: UserID, token: AccountToken?) throws -> PurchaseSubmitted {
@@ -149,7 +168,7 @@ import WorkerRuntime
         #expect(try await verifier.answers(try submission("mallory", token: nil)) == ["rejected:appAccountTokenMissing"], "nor moved to her")
         #expect(try await verifier.store.purchase(key)?.userId == "alice")
 
-        let renewal = AppStorePayloads.notification(type: .didRenew, bundleId: PipelineTests.bundle, appAppleId: nil, signedTransactionInfo: try period("501"))
+        let renewal = AppStorePayloads.notification(type: .didRenew, bundleId: StageFixtures.bundle, appAppleId: nil, signedTransactionInfo: try period("501"))
         let notification = StoreNotificationReceived(signedPayload: try JWSSigner(pki: Self.pki).sign(renewal), receivedAt: Date())
         #expect(try await verifier.answers(notification) == [codec.topic(.purchaseVerified)])
         #expect(try await verifier.store.purchase(PurchaseKey(store: .appstore, transactionId: "501"))?.userId == "alice")
@@ -168,7 +187,7 @@ import WorkerRuntime
         defer { api.server.shutdown() }
         let stage = VerifierStage(
             context: StageContext(codec: codec, logger: Logger(stage: "verifier", minimum: .error)), store: store,
-            appStore: try SignedDataVerifier(configuration: .init(trustedRoots: [Self.pki.root], bundleId: PipelineTests.bundleID, environment: .sandbox)),
+            appStore: try SignedDataVerifier(configuration: .init(trustedRoots: [Self.pki.root], bundleId: StageFixtures.bundleID, environment: .sandbox)),
             appCoins: AppCoinsVerifier(configuration: .init(baseURL: api.baseURL, apps: ["com.example.coins": try signer.key.publicKey()])))
         let signed = try signer.sign(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "tok-1", orderId: "o-1")
         let submission = PurchaseSubmitted(store: .appcoins, kind: .appcoinsPurchase,
@@ -184,7 +203,8 @@ import WorkerRuntime
         }
         #expect(events.map(\.topic) == [codec.topic(.purchaseVerified)])
         let recorded = try #require(try await store.purchase(PurchaseKey(store: .appcoins, transactionId: "o-1")))
-        #expect(recorded.purchaseTime <= Date() && recorded.purchaseTime >= before.addingTimeInterval(-1), "now, not a month ahead")
+        // Kept in whole milliseconds: rounded, up to half a millisecond later than the moment it was recorded.
+        #expect(recorded.purchaseTime <= Date().addingTimeInterval(0.001) && recorded.purchaseTime >= before.addingTimeInterval(-1), "now, not a month ahead")
     }
 
     /// A production verifier refuses sandbox purchases unless it accepts them (App Review buys in the sandbox): then a
@@ -194,8 +214,8 @@ import WorkerRuntime
         let roots = [Self.pki.root]
         func stage(acceptingSandbox: Bool) -> VerifierStage {
             func verifiers(_ environment: AppStoreEnvironment) throws -> (SignedDataVerifier, ReceiptVerifier) {
-                (try SignedDataVerifier(configuration: .init(trustedRoots: roots, bundleId: PipelineTests.bundleID, environment: environment, appAppleId: 42)),
-                 try ReceiptVerifier(configuration: .init(trustedRoots: roots, bundleId: PipelineTests.bundleID, environment: environment)))
+                (try SignedDataVerifier(configuration: .init(trustedRoots: roots, bundleId: StageFixtures.bundleID, environment: environment, appAppleId: 42)),
+                 try ReceiptVerifier(configuration: .init(trustedRoots: roots, bundleId: StageFixtures.bundleID, environment: environment)))
             }
             let production = try! verifiers(.production), sandbox = try! verifiers(.sandbox)
             return VerifierStage(context: StageContext(codec: codec, logger: Logger(stage: "verifier", minimum: .error)), store: store,
@@ -211,7 +231,7 @@ import WorkerRuntime
         let signer = JWSSigner(pki: Self.pki)
         func transaction(_ id: String, _ environment: AppStoreEnvironment) throws -> PurchaseSubmitted {
             PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: try signer.sign(AppStorePayloads.transaction(
-                transactionId: id, productId: "coins.100", bundleId: PipelineTests.bundle, environment: environment)), userId: "reviewer",
+                transactionId: id, productId: "coins.100", bundleId: StageFixtures.bundle, environment: environment)), userId: "reviewer",
                 submittedAt: Date(), source: .client)
         }
         let receipt = try receiptSubmission([InAppPurchaseReceipt(quantity: 1, productId: "coins.100", transactionId: "900", originalTransactionId: "900",
@@ -223,9 +243,9 @@ import WorkerRuntime
         #expect(try await answer(stage(acceptingSandbox: true), try transaction("902", .xcode)) == "wrongEnvironment")
         #expect(try await store.purchase(PurchaseKey(store: .appstore, transactionId: "901"))?.environment == "Sandbox")
         // And the sandbox's notifications (a reviewer's refund): refused without, carried out with.
-        let refund = try signer.sign(AppStorePayloads.notification(type: .refund, bundleId: PipelineTests.bundle, appAppleId: nil, environment: .sandbox,
+        let refund = try signer.sign(AppStorePayloads.notification(type: .refund, bundleId: StageFixtures.bundle, appAppleId: nil, environment: .sandbox,
                                                                    signedTransactionInfo: try signer.sign(AppStorePayloads.transaction(
-                                                                       transactionId: "901", productId: "coins.100", bundleId: PipelineTests.bundle))))
+                                                                       transactionId: "901", productId: "coins.100", bundleId: StageFixtures.bundle))))
         func notified(_ stage: VerifierStage) async throws -> String {
             let produced = try codec.message(StoreNotificationReceived(signedPayload: refund, receivedAt: Date()), time: Date())
             switch try await stage.handle(KafkaMessage(topic: produced.topic, partition: 0, offset: 0, key: produced.key, value: produced.value,
@@ -244,9 +264,9 @@ import WorkerRuntime
     @Test func aRefundNotificationSaysWhenTheStoreDecided() async throws {
         let signer = JWSSigner(pki: Self.pki)
         let signedDate = Date().addingTimeInterval(-60) // within the test certificates' validity
-        let transaction = try signer.sign(AppStorePayloads.transaction(transactionId: "2000000000000901", productId: "coins.100", bundleId: PipelineTests.bundle,
+        let transaction = try signer.sign(AppStorePayloads.transaction(transactionId: "2000000000000901", productId: "coins.100", bundleId: StageFixtures.bundle,
                                                                       environment: .sandbox, signedDate: signedDate))
-        let notification = try signer.sign(AppStorePayloads.notification(type: .refund, bundleId: PipelineTests.bundle, appAppleId: nil,
+        let notification = try signer.sign(AppStorePayloads.notification(type: .refund, bundleId: StageFixtures.bundle, appAppleId: nil,
                                                                          signedTransactionInfo: transaction, signedDate: signedDate))
         guard case .publish(let events) = try await notified(notification),
               let value = events.first?.value, case .success(let revoked) = codec.decodeBody(value, as: PurchaseRevokedEvent.self) else {
@@ -270,13 +290,13 @@ import WorkerRuntime
         let expires = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 + 86_400).rounded())
         let graceEnd = expires.addingTimeInterval(16 * 86_400)
         let period = try signer.sign(AppStorePayloads.transaction(transactionId: "500", originalTransactionId: "500", productId: "pass.monthly",
-                                                                 bundleId: PipelineTests.bundle, type: .autoRenewable,
+                                                                 bundleId: StageFixtures.bundle, type: .autoRenewable,
                                                                  extra: ["expiresDate": .integer(AppStorePayloads.milliseconds(expires))]))
         #expect(try await answers(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: period, userId: "alice",
                                                     submittedAt: Date(), source: .client)) == [codec.topic(.purchaseVerified)])
         func graceNotice(renewalOf original: String) throws -> String {
             let renewal = try signer.sign(AppStorePayloads.renewalInfo(originalTransactionId: original, productId: "pass.monthly", gracePeriodExpiresDate: graceEnd))
-            return try signer.sign(AppStorePayloads.notification(type: .didFailToRenew, subtype: "GRACE_PERIOD", bundleId: PipelineTests.bundle, appAppleId: nil,
+            return try signer.sign(AppStorePayloads.notification(type: .didFailToRenew, subtype: "GRACE_PERIOD", bundleId: StageFixtures.bundle, appAppleId: nil,
                                                                  signedTransactionInfo: period, signedRenewalInfo: renewal))
         }
         guard case .publish(let foreign) = try await notified(try graceNotice(renewalOf: "999")) else { Issue.record("not answered"); return }

@@ -1,0 +1,79 @@
+import Foundation
+import PurchaseDomain
+
+/// The hot decisions: record, grant, finish; and the reads that go with them.
+extension Tables {
+    mutating func recordVerified(_ purchase: PurchaseRecord) -> RecordOutcome {
+        let (current, transition) = decide(purchase.key, on: .verified, type: purchase.productType)
+        guard transition.effects.contains(.recordPurchase) else { return .existing(state: current.state, userId: current.userId ?? purchase.userId) }
+        insert(purchase, state: transition.to)
+        return transition.to == .revoked ? .revokedEarlier : .recorded
+    }
+
+    mutating func grant(_ key: PurchaseKey, items: [GrantItem], at now: Date) -> GrantOutcome {
+        let (current, transition) = decide(key, on: .grant)
+        switch transition.outcome {
+        case .applied:
+            let applied = apply(items, entry: .grant, key, userId: current.userId ?? "", at: now)
+            let superseded = endingSupersededPeriods(current, items, key)
+            setState(key, transition.to, at: now, stamping: \.grantedAt)
+            return .granted(ledgerEntryIds: applied.ledgerEntryIds, balances: applied.balances, endsBy: superseded.endsBy, ended: superseded.ended)
+        case .repeated:
+            // As granted, with the renewal date the store moved since; the user's balances of its currencies as they are now.
+            let period = current.type == .autoRenewable ? period(key) : nil
+            let original = withCurrentExpiry(ledgerItems(key, kind: .grant), period)
+            let balances = (balances[current.userId ?? ""] ?? [:]).filter { currency, _ in
+                original.contains { $0.kind == .currency && $0.code == currency }
+            }
+            // An upgrade: the periods it ended, answered again (its first answers may have been lost).
+            return .alreadyGranted(items: original, balances: balances, ended: period.map(periodsEndedBy) ?? [])
+        case .waiting, .refused, .ignored:
+            return .notGrantable(state: current.state.isRecorded ? current.state : nil)
+        }
+    }
+
+    mutating func finish(_ key: PurchaseKey, at now: Date) -> FinishOutcome {
+        let (current, transition) = decide(key, on: .finish)
+        switch transition.outcome {
+        case .applied:
+            setState(key, transition.to, at: now, stamping: \.finishedAt)
+            return .finished
+        case .repeated: return .alreadyFinished
+        case .waiting, .refused, .ignored: return .notGranted(state: current.state.isRecorded ? current.state : nil)
+        }
+    }
+
+    /// Moves the recorded purchase `key` to `state`, stamped `now` in `column` (if any).
+    mutating func setState(_ key: PurchaseKey, _ state: PurchaseState, at now: Date, stamping column: WritableKeyPath<PurchaseRow, Int64?>? = nil) {
+        purchases[key]?.record.state = state
+        if let column { purchases[key]?[keyPath: column] = now.milliseconds }
+    }
+
+    // MARK: Reads
+
+    func statesAndEnvironments(of keys: [PurchaseKey]) -> [PurchaseKey: (state: PurchaseState, environment: String?)] {
+        var found: [PurchaseKey: (state: PurchaseState, environment: String?)] = [:]
+        for key in keys { if let row = purchases[key] { found[key] = (row.state, row.record.environment) } }
+        return found
+    }
+
+    /// The user of the latest purchase of the subscription that was not rejected.
+    func owner(store: Store, originalTransactionId: TransactionID) -> UserID? {
+        periods(store, original: originalTransactionId).filter { $0.state != .rejected }
+            .max { ($0.purchaseTime, $0.recorded) < ($1.purchaseTime, $1.recorded) }?.record.userId
+    }
+
+    func purchases(store: Store, originalTransactionId: TransactionID, ownedBy userId: UserID) -> [PurchaseKey] {
+        periods(store, original: originalTransactionId).filter { $0.record.userId == userId }.sorted(by: Self.byPurchaseTime).map(\.key)
+    }
+
+    /// Oldest first; of purchases at the same time, in the order they were recorded (see `PurchaseRow.recorded`).
+    static func byPurchaseTime(_ left: PurchaseRow, _ right: PurchaseRow) -> Bool {
+        (left.purchaseTime, left.recorded) < (right.purchaseTime, right.recorded)
+    }
+
+    /// Oldest first, then by transaction id: the order the sweeper pages through purchases in.
+    static func byPurchaseTimeThenId(_ left: PurchaseRow, _ right: PurchaseRow) -> Bool {
+        (left.purchaseTime, left.key.transactionId) < (right.purchaseTime, right.key.transactionId)
+    }
+}

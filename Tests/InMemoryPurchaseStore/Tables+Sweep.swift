@@ -1,0 +1,66 @@
+import Foundation
+import PurchaseDomain
+
+/// The sweeper's reads and flags: purchases paid but left unconsumed past their deadline, and the outbox of their
+/// `refund.due` events, selected by the lifecycle's own state sets as `SQLPurchaseStore+Sweep` selects them.
+extension Tables {
+    /// Open, of a type flagged when unconsumed, in a state the deadline flags, purchased before `cutoff`, not known consumed.
+    static func isDue(_ row: PurchaseRow, cutoff: Int64) -> Bool {
+        Lifecycle.openStates.contains(row.state) && Lifecycle.dueStates.contains(row.state) && Lifecycle.typesFlaggedAtDeadline.contains(row.record.productType)
+            && row.purchaseTime < cutoff && !row.knownConsumed
+    }
+
+    /// What the sweeper may ask the store about again: granted consumables with the store's token.
+    static func isRecheckable(_ row: PurchaseRow) -> Bool {
+        Lifecycle.recheckableStates.contains(row.state) && Lifecycle.typesFlaggedAtDeadline.contains(row.record.productType) && row.record.purchaseToken != nil
+    }
+
+    static func cutoff(_ now: Date, _ deadline: TimeInterval) -> Int64 { now.addingTimeInterval(-deadline).milliseconds }
+
+    mutating func sweepDue(store: Store, deadline: TimeInterval, now: Date, limit: Int, leavingRecheckable: Bool) -> [DuePurchase] {
+        let cutoff = Self.cutoff(now, deadline)
+        let due = purchases.values.filter { $0.key.store == store && Self.isDue($0, cutoff: cutoff) && !(leavingRecheckable && Self.isRecheckable($0)) }
+        return flag(Array(due.sorted(by: Self.byPurchaseTime).prefix(limit)), now: now, deadline: deadline)
+    }
+
+    mutating func flagDue(_ keys: [PurchaseKey], deadline: TimeInterval, now: Date) -> [DuePurchase] {
+        let cutoff = Self.cutoff(now, deadline)
+        return flag(keys.compactMap { purchases[$0] }.filter { Self.isDue($0, cutoff: cutoff) }, now: now, deadline: deadline)
+    }
+
+    /// Flags the purchases of `rows` (read as due) the lifecycle flags, each once (a row read twice is flagged by the
+    /// first); those this flagged.
+    private mutating func flag(_ rows: [PurchaseRow], now: Date, deadline: TimeInterval) -> [DuePurchase] {
+        var due: [DuePurchase] = []
+        for row in rows {
+            let transition = Lifecycle.transition(from: row.state, on: .deadlinePassed, type: row.record.productType)
+            guard transition.effects.contains(.flagRefundDue), let still = purchases[row.key], Lifecycle.dueStates.contains(still.state),
+                  !still.knownConsumed else { continue }
+            setState(row.key, transition.to, at: now)
+            var record = row.record
+            record.state = transition.to
+            due.append(DuePurchase(record: record, previousState: row.state, deadline: record.purchaseTime.addingTimeInterval(deadline)))
+        }
+        return due
+    }
+
+    func dueGrantedWithToken(store: Store, deadline: TimeInterval, now: Date, after last: PurchaseRecord?, limit: Int) -> [PurchaseRecord] {
+        let cutoff = Self.cutoff(now, deadline)
+        let position = last.map { ($0.purchaseTime.milliseconds, $0.key.transactionId) } ?? (Int64.min, "")
+        return purchases.values.filter { row in
+            row.key.store == store && Self.isDue(row, cutoff: cutoff) && Self.isRecheckable(row)
+                && (row.purchaseTime > position.0 || (row.purchaseTime == position.0 && row.key.transactionId > position.1))
+        }.sorted(by: Self.byPurchaseTimeThenId).prefix(limit).map(\.record)
+    }
+
+    func unsentRefundNotices(store: Store, deadline: TimeInterval, limit: Int) -> [DuePurchase] {
+        purchases.values.filter { $0.key.store == store && $0.state == Lifecycle.flaggedState && $0.refundNotifiedAt == nil }
+            .sorted(by: Self.byPurchaseTime).prefix(limit).map { row in
+                DuePurchase(record: row.record, previousState: .refundDue, deadline: row.record.purchaseTime.addingTimeInterval(deadline))
+            }
+    }
+
+    mutating func markRefundNoticesSent(_ keys: [PurchaseKey], at now: Date) {
+        for key in keys { purchases[key]?.refundNotifiedAt = now.milliseconds }
+    }
+}
