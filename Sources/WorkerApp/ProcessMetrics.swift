@@ -36,7 +36,7 @@ enum StoreMetrics {
             let time = now()
             do {
                 let open = try await store.openStatistics()
-                let parked = try await store.parkedByStage()
+                let parked = try await StoreParkingLedger(store: store).parkedByStage()
                 // Every stage reported once keeps being reported, at zero when nothing of it is parked any more.
                 for stage in reported.withLock({ $0.formUnion(parked.keys); return $0 }) {
                     metrics.set("iap_parked_messages", ["stage": stage], to: Double(parked[stage]?.count ?? 0))

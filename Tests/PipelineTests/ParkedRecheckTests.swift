@@ -31,7 +31,7 @@ struct ParkedRecheckTests {
         func handle(_ message: KafkaMessage) async throws -> StageResult {
             let value = String(decoding: message.value ?? Data(), as: UTF8.self)
             if failing.contains(value) && !parkedOnce.value.contains(value) {
-                guard try await store.parkedToken(stage: name, topic: message.topic, partition: message.partition, offset: message.offset) != nil else {
+                guard try await StoreParkingLedger(store: store).parkedToken(ParkedOrigin(stage: name, topic: message.topic, partition: message.partition, offset: message.offset)) != nil else {
                     throw TransientError("the AppCoins API is down")
                 }
                 parkedOnce.withLock { _ = $0.insert(value) }

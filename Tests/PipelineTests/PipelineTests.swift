@@ -332,7 +332,7 @@ extension PipelineTests {
         #expect(try await pipeline.store.purchase(pendingKey) == nil)
         appCoins.set("tok-pending", .init(packageName: "com.example.coins", sku: "coins.100", orderId: "order-tok-pending"))
         try await waitUntil("the settled purchase granted on its re-check") { try await pipeline.store.purchase(pendingKey)?.state == .granted }
-        try await waitUntil("the re-check is off the parking ledger") { try await pipeline.store.parkedByStage().isEmpty }
+        try await waitUntil("the re-check is off the parking ledger") { try await StoreParkingLedger(store: pipeline.store).parkedByStage().isEmpty }
         // The app submits it again too: already granted, nothing more.
         let granterHandled = { pipeline.runners[1].counters.withLock { $0["handled"] ?? 0 } }
         let before = granterHandled()

@@ -85,7 +85,7 @@ struct RetryBudgetTests {
             }
         }
 
-        func parked(_ key: String) async throws -> Int { try await store.parkedMessages(stage: stage.name, key: key).count }
+        func parked(_ key: String) async throws -> Int { try await StoreParkingLedger(store: store).parked(stage: stage.name, key: OrderingKey(key)).count }
     }
 
     @Test(arguments: StoreEngine.available)

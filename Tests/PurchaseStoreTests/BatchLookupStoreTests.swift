@@ -41,22 +41,6 @@ import TestSupport
             #expect(try await store.recordVerified(record, at: Self.t0) == .recorded)
         }
         #expect(try await store.states(of: keys + [PurchaseKey(store: .appcoins, transactionId: "a")]) == Dictionary(uniqueKeysWithValues: keys.prefix(4).map { ($0, .verified) }))
-        try await store.recordParked(stage: "granter", topic: "t", partition: 0, offset: 0, key: "x\"y\\", recheck: false, token: "t", reason: "test", at: Self.t0)
-        #expect(try await store.parkedKeys(stage: "granter", among: ["x\"y\\", "x\"y", "NULL"]) == ["x\"y\\"])
-    }
-
-    @Test(arguments: StoreEngine.available) func parkedKeysAmongManyAnswerOnlyTheStagesParkedKeys(_ engine: StoreEngine) async throws {
-        let store = try await freshStore(engine)
-        let keys = (0..<300).map { "user-\($0)" }
-        for index in [0, 17, 255, 256, 299] {
-            try await store.recordParked(stage: "granter", topic: "iap.purchase.verified", partition: 0, offset: Int64(index), key: "user-\(index)",
-                                         recheck: false, token: "t\(index)", reason: "test", at: Self.t0)
-        }
-        try await store.recordParked(stage: "finisher", topic: "iap.item.granted", partition: 0, offset: 1, key: "user-5", recheck: false, token: "f",
-                                     reason: "test", at: Self.t0)
-        #expect(Set(try await store.parkedKeys(stage: "granter", among: keys)) == ["user-0", "user-17", "user-255", "user-256", "user-299"])
-        #expect(try await store.parkedKeys(stage: "finisher", among: keys) == ["user-5"])
-        #expect(try await store.parkedKeys(stage: "granter", among: ["user-1", "user-2", "user-3"]) == [])
     }
 
     func purchase(_ id: TransactionID) -> PurchaseRecord {
