@@ -54,6 +54,8 @@ public enum WorkerApp {
                 help: "true: a graceful shutdown ends with a LeaveGroup, so the group reassigns at once; false: the member goes silently and is expelled when its session ends (10 s), for brokers that mishandle a LeaveGroup during a rebalance (the local Tansu 0.6)"),
         Setting("--group-stall-seconds", env: "IAP_GROUP_STALL_SECONDS", default: "60",
                 help: "seconds (at least 30) a stage may be without partitions (while its group has no more members than partitions), or hold another slice than its share, before it is reported stalled and rejoins"),
+        Setting("--rejoin-stalled-group", env: "IAP_REJOIN_STALLED_GROUP", default: "true",
+                help: "true: a stage whose group stalled past --group-stall-seconds rejoins it as a new member, so the coordinator assigns every partition anew (what the local Tansu 0.6 needs); false: a stall is only reported"),
         Setting("--retry-budget", env: "IAP_RETRY_BUDGET", default: "300",
                 help: "seconds a message failing transiently is retried on its partition before it is parked on iap.retry"),
         Setting("--dead-letter-value-bytes", env: "IAP_DEAD_LETTER_VALUE_BYTES", default: String(DeadLetter.maxValueBytes),
@@ -210,7 +212,7 @@ public enum WorkerApp {
     /// `--leave-group`: whether the stages' consumers leave their groups on a graceful shutdown.
     static func leavesGroup(_ settings: Settings) throws -> Bool { try settings.boolean("--leave-group") ?? true }
 
-    /// The watchdog's bound from `--group-stall-seconds`.
+    /// The watchdog's bound from `--group-stall-seconds`, and whether a stalled member rejoins (`--rejoin-stalled-group`).
     static func groupWatch(_ settings: Settings) throws -> GroupWatchdog<ContinuousClock>.Configuration {
         var configuration = GroupWatchdog<ContinuousClock>.Configuration()
         // A stalled member rejoins; its old self stays in the group until the session timeout (10 s) expels it, and
@@ -219,6 +221,7 @@ public enum WorkerApp {
             throw SettingsError("--group-stall-seconds (IAP_GROUP_STALL_SECONDS) must be at least 30 (three session timeouts)")
         }
         configuration.bound = .milliseconds(Int64(seconds * 1000))
+        configuration.rejoinsWhenStalled = try settings.boolean("--rejoin-stalled-group") ?? true
         configuration.interval = min(configuration.interval, .milliseconds(Int64(seconds * 1000 / 2)))
         return configuration
     }

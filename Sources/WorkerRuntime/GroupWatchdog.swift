@@ -15,7 +15,7 @@ import Synchronization
 ///   by no member, e.g. a coordinator that gave a dead member's slice to no one.
 ///
 /// A stall is reported by `iap_group_stalled{group}` (1), an error log line when it begins (info when it ends), and
-/// readiness false with the reason. Then the member rejoins as a new one (`KafkaConsumer.rejoinGroup()`, at most
+/// readiness false with the reason. Then, unless `rejoinsWhenStalled` is off, the member rejoins as a new one (`KafkaConsumer.rejoinGroup()`, at most
 /// once per bound, counted in `iap_group_rejoins_total`; not when the group could not be described): a new member makes the coordinator start a new generation
 /// and assign every partition anew, which is what the local broker (Tansu 0.6) needs to leave such a state.
 /// The clock paces the looks and times mismatched shares (generic so that tests can drive it); how long a member
@@ -27,6 +27,10 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
         public var bound: Duration = .seconds(60)
         /// How often the groups are looked at.
         public var interval: Duration = .seconds(5)
+        /// Whether a stalled member rejoins its group as a new member. A broker that completes every rebalance never
+        /// needs it; the local broker (Tansu 0.6) does to leave a rebalance it did not complete. Off, a stall is only
+        /// reported.
+        public var rejoinsWhenStalled = true
         public init() {}
     }
 
@@ -135,7 +139,7 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
         if case .stalled(let reason) = status {
             metrics.set("iap_group_stalled", ["group": group], to: 1)
             if outcome.stallBegins { logger.error("consumer group stalled", ["group": group, "reason": reason]) }
-            if outcome.rejoin {
+            if outcome.rejoin, configuration.rejoinsWhenStalled {
                 logger.warning("rejoining the stalled group as a new member", ["group": group])
                 metrics.increment("iap_group_rejoins_total", ["group": group])
                 rejoin(consumer)

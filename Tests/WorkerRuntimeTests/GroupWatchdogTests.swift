@@ -14,9 +14,11 @@ struct GroupWatchdogTests {
     ///     The mock cluster cannot describe groups.
     ///   - rejoin: what a stalled member does; by default nothing here, so that a test sees the stall stay.
     static func watchdog(_ consumers: [KafkaConsumer], bound: Duration, metrics: MetricsRegistry, servers: String,
-                         members: [String]? = nil, rejoin: @escaping @Sendable (KafkaConsumer) -> Void = { _ in }) throws -> GroupWatchdog<ContinuousClock> {
+                         members: [String]? = nil, rejoinsWhenStalled: Bool = true,
+                         rejoin: @escaping @Sendable (KafkaConsumer) -> Void = { _ in }) throws -> GroupWatchdog<ContinuousClock> {
         var configuration = GroupWatchdog<ContinuousClock>.Configuration()
         configuration.bound = bound
+        configuration.rejoinsWhenStalled = rejoinsWhenStalled
         configuration.interval = .milliseconds(200)
         let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers]))
         var describe = GroupWatchdog<ContinuousClock>.describing(with: admin)
@@ -138,6 +140,17 @@ struct GroupWatchdogTests {
         await lied.look(at: watched)
         #expect(rejoins.withLock { $0 } == 1, "one rejoin per bound")
         #expect(metrics.value("iap_group_rejoins_total", ["group": group]) == 1)
+
+        // With the rejoin turned off (`--rejoin-stalled-group false`), the same stall is reported and nothing else.
+        let reportOnly = try Self.watchdog([watched], bound: bound, metrics: MetricsRegistry(), servers: servers, members: [memberID],
+                                           rejoinsWhenStalled: false, rejoin: { _ in rejoins.withLock { $0 += 1 } })
+        try await waitUntil("the mismatch is reported without a rejoin") {
+            await reportOnly.look(at: watched)
+            if case .stalled = reportOnly.status(of: group) { return true }
+            return false
+        }
+        await reportOnly.look(at: watched)
+        #expect(rejoins.withLock { $0 } == 1, "no rejoin when it is turned off")
         consumers.forEach { $0.triggerGracefulShutdown() }
         for task in tasks { try await task.value }
     }
