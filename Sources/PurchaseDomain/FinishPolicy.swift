@@ -55,6 +55,12 @@ public enum FinishPolicy {
         }
     }
 
+    /// Whether a recorded purchase in `state` is not finished yet only because its grant has not come: a report that it
+    /// was consumed is kept for the grant to finish it, not refused.
+    public static func awaitsGrant(_ state: PurchaseState) -> Bool {
+        state.isRecorded && Lifecycle.transition(from: state, on: .finish, type: .unknown).outcome == .waiting
+    }
+
     /// The step for the app's report that a purchase in `state` (recorded with the report) was consumed.
     public static func onConsumptionReport(_ state: PurchaseState?, finishesThroughStoreAPI: Bool) -> Step {
         guard finishesThroughStoreAPI else { return .finish(.consumedByApp) }

@@ -210,7 +210,7 @@ public struct FinisherStage: StoreBackedStage {
             // Emitted again for a repeat: same ce_id, so consumers recognise it.
             return try context.messages([TransactionFinished(store: storeName, transactionId: transactionId, userId: userId,
                                                              method: method, finishedAt: context.now())])
-        case .notGranted(.verified?) where reportedConsumedAt != nil:
+        case .notGranted(let state?) where reportedConsumedAt != nil && FinishPolicy.awaitsGrant(state):
             // The report overtook the grant. Not bad input, and nothing to wait for: it is recorded with the purchase, so the
             // grant's `item.granted` finishes it however late that comes, and the sweeper does not flag it meanwhile. (A grant
             // committed since the report was recorded is seen by that event, or was seen by `store.finish` just now.)

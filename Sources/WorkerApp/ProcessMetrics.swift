@@ -18,7 +18,7 @@ enum StoreMetrics {
     static func register(store: SQLPurchaseStore, metrics: MetricsRegistry, stages: [String], totalsInterval: TimeInterval,
                          now: @escaping @Sendable () -> Date = Date.init) {
         let reported = Mutex(Set(stages))
-        let openStates: [PurchaseState] = [.verified, .granted] // read at each scrape; the others as last counted
+        let openStates = Lifecycle.openStates // read at each scrape; the others as last counted
         // The last count, and the tickets of counts begun and of the one stored: overlapping scrapes keep the latest begun.
         let totals = Mutex<(last: (byState: [PurchaseState: Int], countedAt: Date)?, begun: Int, stored: Int)>((nil, 0, 0))
         metrics.declare("iap_purchases", .gauge,

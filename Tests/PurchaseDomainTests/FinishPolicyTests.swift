@@ -65,6 +65,12 @@ import Testing
         #expect(FinishPolicy.onConsumptionReport(nil, finishesThroughStoreAPI: true) == .refuse)
     }
 
+    /// A report of consumption is kept for the grant exactly where the grant is still to come.
+    @Test(arguments: PurchaseState.allCases) func aReportWaitsOnlyForAGrantStillToCome(_ state: PurchaseState) {
+        let grantToCome = state.isRecorded && Lifecycle.transition(from: state, on: .grant, type: .consumable).outcome == .applied
+        #expect(FinishPolicy.awaitsGrant(state) == grantToCome)
+    }
+
     /// The finish rule does not depend on what was bought: the policy asks it with `unknown` where it knows no type.
     @Test(arguments: PurchaseState.allCases) func theFinishTransitionIsTheSameForEveryType(_ state: PurchaseState) {
         let unknown = Lifecycle.transition(from: state, on: .finish, type: .unknown)
