@@ -109,7 +109,7 @@ public struct PipelineBooks: Sendable {
         for (id, events) in seen.refundDue where !input.unique.contains(where: { $0.transactionId == id && $0.isFlaggedAtDeadline }) {
             violation("purchases flagged refund-due that were not left unconsumed", "\(id) (\(events.count) events)")
         }
-        for (key, purchase) in audit.purchases where purchase.state == .verified || purchase.state == .granted {
+        for (key, purchase) in audit.purchases where Lifecycle.openStates.contains(purchase.state) {
             violation("purchases neither finished nor flagged", "\(key) (\(purchase.state.rawValue))")
         }
         // Each balance is the sum of its purchases (against the input) and of its ledger entries (against the store).

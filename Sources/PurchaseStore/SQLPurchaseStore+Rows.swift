@@ -162,7 +162,10 @@ extension SQLPurchaseStore {
             executor.setReadAhead(found)
             if ownersBalances {
                 var owners: Set<UserID> = []
-                for case .recorded(let record) in found.values where record.state == .verified { owners.insert(record.userId) }
+                for case .recorded(let record) in found.values
+                    where Lifecycle.transition(from: record.state, on: .grant, type: record.productType).effects.contains(.grantItems) {
+                    owners.insert(record.userId)
+                }
                 for (user, amounts) in try Self.readBalances(connection, of: Array(owners), lock: true, dialect) { executor.setBalances(amounts, of: user) }
             }
         }

@@ -80,7 +80,7 @@ extension SQLPurchaseStore {
     public func unsentRefundNotices(store: Store, deadline: TimeInterval, limit: Int = 500) async throws -> [DuePurchase] {
         try await executor.run { connection in
             try connection.query(Self.unsentRefundNoticesQuery, [.text(store.rawValue), .integer(Int64(limit))]).compactMap(Self.record).map { record in
-                DuePurchase(record: record, previousState: .refundDue, deadline: record.purchaseTime.addingTimeInterval(deadline))
+                DuePurchase(record: record, previousState: Lifecycle.flaggedState, deadline: record.purchaseTime.addingTimeInterval(deadline))
             }
         }
     }

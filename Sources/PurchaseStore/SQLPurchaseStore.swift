@@ -64,8 +64,10 @@ public final class SQLPurchaseStore: Sendable {
             guard transition.effects.contains(.recordPurchase) else {
                 return .existing(state: current.state, userId: current.userId ?? purchase.userId)
             }
-            try executor.write(.insert(purchase, state: transition.to, reason: transition.to == .revoked ? "revokedEarlier" : nil, at: now), connection)
-            return transition.to == .revoked ? .revokedEarlier : .recorded
+            // Refused with a reason: its refund or revocation came first; it is recorded in the state the lifecycle says.
+            let revokedEarlier = transition.reason == .revoked
+            try executor.write(.insert(purchase, state: transition.to, reason: revokedEarlier ? "revokedEarlier" : nil, at: now), connection)
+            return revokedEarlier ? .revokedEarlier : .recorded
         }
     }
 

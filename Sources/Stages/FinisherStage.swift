@@ -131,8 +131,10 @@ public struct FinisherStage: StoreBackedStage {
                     context.logger.info("consumption reported before the purchase was recorded; finished at its grant", ["transactionId": consumed.transactionId])
                     return .publish([])
                 }
-                let state = try await store.states(of: [key])[key]
-                switch FinishPolicy.onConsumptionReport(state, finishesThroughStoreAPI: consumed.store == .appstore && appStoreAPI != nil) {
+                let throughAPI = consumed.store == .appstore && appStoreAPI != nil
+                // Only the API's path depends on the state: read only then (a read that is not a decision drops the batch's read-ahead).
+                let state = throughAPI ? try await store.states(of: [key])[key] : nil
+                switch FinishPolicy.onConsumptionReport(state, finishesThroughStoreAPI: throughAPI) {
                 case .nothing: return .publish([])
                 case .refuse: return Self.notGranted(key, state)
                 case .finish, .callStoreAPI, .finishIfConsumptionReported: break

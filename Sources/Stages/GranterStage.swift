@@ -78,7 +78,7 @@ public struct GranterStage: StoreBackedStage {
         let key = PurchaseKey(store: verified.store, transactionId: verified.transactionId)
         // Refunded or revoked before it was granted: nothing to give. Unless that refund was reversed since (taken first).
         if let revocationDate = verified.revocationDate, try await store.revoke(key, decidedAt: revocationDate, at: context.now()) != .outdated {
-            return try rejected(verified, reason: "revoked", detail: "the store reports this transaction revoked")
+            return try rejected(verified, reason: RefusalReason.revoked.rawValue, detail: "the store reports this transaction revoked")
         }
         guard let items = catalog.grants(store: verified.store, productId: verified.productId, quantity: verified.quantity,
                                          purchaseDate: verified.purchaseDate, expiresDate: verified.expiresDate) else {
@@ -105,9 +105,8 @@ public struct GranterStage: StoreBackedStage {
             return try context.messages([granted(verified, type: type, items: original, balances: balances, already: true, ledgerEntryId: nil)]
                                         + ended.map(endedByUpgrade))
         case .notGrantable(let state?):
-            if type == .autoRenewable, let expiresDate = verified.expiresDate {
-                // An extension decided before the refund that revoked the period is kept for the refund's reversal; the
-                // lifecycle ignores it in any other state.
+            if let expiresDate = verified.expiresDate, !Lifecycle.transition(from: state, on: .renewalExtended, type: type).effects.isEmpty {
+                // An extension decided before the refund that revoked the period: kept for the refund's reversal.
                 _ = try await store.extendSubscription(key, to: expiresDate, at: context.now())
             }
             let reason = Lifecycle.transition(from: state, on: .grant, type: type).reason ?? .rejected

@@ -198,7 +198,7 @@ public struct VerifierStage: StoreBackedStage {
             case .revokedEarlier:
                 // Its refund or revocation arrived first: recorded, never granted.
                 events += try context.outputs([rejection(submission, Rejection(.storeRejected, "the store refunded or revoked this transaction before it was submitted"),
-                                                         reason: PurchaseState.revoked.rawValue, transactionId: purchase.transactionId, productId: purchase.productId)])
+                                                         reason: RefusalReason.revoked.rawValue, transactionId: purchase.transactionId, productId: purchase.productId)])
             case .recorded, .existing:
                 events.append(verifiedMessage)
             }

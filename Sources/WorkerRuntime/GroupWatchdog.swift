@@ -135,11 +135,11 @@ public final class GroupWatchdog<C: Clock>: Service where C.Duration == Duration
             (status, mayRejoin) = (await judgeOwnership(consumer), true)
         }
         let now = clock.now
-        let outcome = stall(group) { $0.found(status, mayRejoin: mayRejoin, at: now) }
+        let outcome = stall(group) { $0.found(status, mayRejoin: mayRejoin && configuration.rejoinsWhenStalled, at: now) }
         if case .stalled(let reason) = status {
             metrics.set("iap_group_stalled", ["group": group], to: 1)
             if outcome.stallBegins { logger.error("consumer group stalled", ["group": group, "reason": reason]) }
-            if outcome.rejoin, configuration.rejoinsWhenStalled {
+            if outcome.rejoin {
                 logger.warning("rejoining the stalled group as a new member", ["group": group])
                 metrics.increment("iap_group_rejoins_total", ["group": group])
                 rejoin(consumer)

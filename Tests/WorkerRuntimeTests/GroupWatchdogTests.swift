@@ -151,6 +151,7 @@ struct GroupWatchdogTests {
         }
         await reportOnly.look(at: watched)
         #expect(rejoins.withLock { $0 } == 1, "no rejoin when it is turned off")
+        #expect(reportOnly.readiness != nil, "the stall stays reported: nothing was done that could have ended it")
         consumers.forEach { $0.triggerGracefulShutdown() }
         for task in tasks { try await task.value }
     }
