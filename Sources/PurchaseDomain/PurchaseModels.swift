@@ -85,7 +85,8 @@ public enum RecordOutcome: Sendable, Hashable {
     case recorded
     /// The store refunded or revoked it before the pipeline saw it: recorded `revoked`, never to be granted.
     case revokedEarlier
-    /// Already known: its current state and the user it was first recorded for.
+    /// Already known: its current state and the user it was first recorded for. Only its refund known (a refused
+    /// verification of a purchase refunded first): `revokedUnseen`, with the submitter, as nothing names an owner yet.
     case existing(state: PurchaseState, userId: UserID)
 }
 

@@ -3,6 +3,7 @@ import JSONSchema
 import Kafka
 import PurchaseDomain
 import PurchaseEvents
+import Testing
 import WorkerRuntime
 
 /// What tests of the stages share, with a broker or without: the event schemas and a codec, the example catalog, and
@@ -31,8 +32,17 @@ public enum StageFixtures {
         case .publish(let out)?, .recheck(let out, _)?: messages = out
         case .deadLetter?, nil: return []
         }
+        // An event on the topic that does not decode is the stage's error, recorded: never an event quietly left out.
         return messages.filter { $0.topic == codec.topic(Event.type) }.compactMap { message in
-            message.value.flatMap { try? codec.decodeBody($0, as: type).get() }
+            switch message.value.map({ codec.decodeBody($0, as: type) }) {
+            case .success(let event)?: return event
+            case .failure(let invalid)?:
+                Issue.record("a \(Event.type) the stage published does not decode: \(invalid)")
+                return nil
+            case nil:
+                Issue.record("a \(Event.type) the stage published has no value")
+                return nil
+            }
         }
     }
 }
