@@ -76,8 +76,8 @@ import Testing
         return violations
     }
 
-    @Test func everyTargetButTheTestsHasOneLayerAndEachLayerUsesOnlyLayersBelowIt() throws {
-        let (_, types, _) = try ProductDependencyTests.manifest()
+    @Test func everyTargetButTheTestsHasOneLayerAndEachLayerUsesOnlyLayersBelowIt() async throws {
+        let (_, types, _) = try await ProductDependencyTests.manifest()
         #expect(Self.rules.map(\.layer) == Layer.allCases, "one rule per layer, lowest first")
         for rule in Self.rules {
             let above = rule.mayUse.filter { $0 > rule.layer }
@@ -92,8 +92,8 @@ import Testing
     }
 
     /// No target depends on one of a layer its own may not use, but for the known exceptions.
-    @Test func eachTargetDependsOnlyOnLayersItsOwnMayUse() throws {
-        let (dependencies, types, _) = try ProductDependencyTests.manifest()
+    @Test func eachTargetDependsOnlyOnLayersItsOwnMayUse() async throws {
+        let (dependencies, types, _) = try await ProductDependencyTests.manifest()
         let violations = Self.violations(dependencies, types: types)
         let new = violations.subtracting(Self.knownExceptions).map(\.description).sorted()
         #expect(new.isEmpty, "dependencies across the layers: \(new)")
@@ -106,8 +106,8 @@ import Testing
     /// The rules themselves tell a dependency that breaks them: the known exceptions do, and so do edges that would put a
     /// layer over one above it, the domain over anything but identifiers, the stages over the database, one service over
     /// another, or a module over an executable or test support.
-    @Test func theRulesRefuseWhatTheyAreFor() throws {
-        let (_, types, _) = try ProductDependencyTests.manifest()
+    @Test func theRulesRefuseWhatTheyAreFor() async throws {
+        let (_, types, _) = try await ProductDependencyTests.manifest()
         let refused: [Edge] = Array(Self.knownExceptions) + [
             Edge(target: "PurchaseDomain", dependency: "JSON"),
             Edge(target: "Kafka", dependency: "WorkerRuntime"),
@@ -124,8 +124,8 @@ import Testing
     }
 
     /// The domain core links nothing but identifiers, through any target.
-    @Test func theDomainCoreReachesNothingButIdentifiers() throws {
-        let (dependencies, _, _) = try ProductDependencyTests.manifest()
+    @Test func theDomainCoreReachesNothingButIdentifiers() async throws {
+        let (dependencies, _, _) = try await ProductDependencyTests.manifest()
         var reached = Set<String>()
         var pending = dependencies["PurchaseDomain"] ?? []
         while let target = pending.popLast() {
@@ -136,8 +136,8 @@ import Testing
     }
 
     /// An executable is a program, not a module: no target but a test depends on one.
-    @Test func noTargetButATestDependsOnAnExecutable() throws {
-        let (dependencies, types, _) = try ProductDependencyTests.manifest()
+    @Test func noTargetButATestDependsOnAnExecutable() async throws {
+        let (dependencies, types, _) = try await ProductDependencyTests.manifest()
         #expect(types.values.contains("executable"), "the manifest's types are read")
         let onExecutables = dependencies.filter { types[$0.key] != "test" }
             .flatMap { target, dependencies in dependencies.filter { types[$0] == "executable" }.map { "\(target) → \($0)" } }

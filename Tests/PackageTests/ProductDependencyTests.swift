@@ -9,12 +9,14 @@ import TestSupport
 @Suite struct ProductDependencyTests {
     /// The manifest as SwiftPM resolves it: each target's direct dependencies and type (`regular`, `executable`, `system`,
     /// `test`), and each product's targets.
-    static func manifest() throws -> (dependencies: [String: [String]], types: [String: String], products: [String: [String]]) {
-        try dumped.get()
+    static func manifest() async throws -> (dependencies: [String: [String]], types: [String: String], products: [String: [String]]) {
+        try await dumped.value
     }
 
-    /// Read once per test run: each read compiles the manifest.
-    private static let dumped = Result { try dumpPackage() }
+    /// Read once per test run, on a thread of its own: each read compiles the manifest (tens of seconds on a loaded
+    /// machine), and the tests awaiting it must not hold the cooperative pool's threads meanwhile, which every other
+    /// test running beside them needs.
+    private static let dumped = Task { try await offPool { try dumpPackage() } }
 
     private static func dumpPackage() throws -> (dependencies: [String: [String]], types: [String: String], products: [String: [String]]) {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("dump-package-\(UUID().uuidString.prefix(8))")
@@ -45,8 +47,8 @@ import TestSupport
     }
 
     /// Every product's target closure: product name → the targets it links, directly or through another target.
-    static func closures() throws -> [String: Set<String>] {
-        let (dependencies, _, products) = try manifest()
+    static func closures() async throws -> [String: Set<String>] {
+        let (dependencies, _, products) = try await manifest()
         var closures: [String: Set<String>] = [:]
         for (name, targets) in products {
             var reached = Set<String>()
@@ -65,8 +67,8 @@ import TestSupport
         var description: String { "swift package dump-package: \(output.prefix(2_000))" }
     }
 
-    @Test func onlyTheHarnessLinksTheTestSigner() throws {
-        let closures = try Self.closures()
+    @Test func onlyTheHarnessLinksTheTestSigner() async throws {
+        let closures = try await Self.closures()
         // The walk sees through targets: the harness reaches the signer, and the workers reach the store code.
         #expect(closures["iap-harness"]?.contains("StoreFixtures") == true)
         #expect(closures["iap-verifier"]?.contains("StoreVerification") == true)
@@ -79,8 +81,8 @@ import TestSupport
 
     /// The delivery runtime knows no purchase: it reaches neither the purchase domain, nor its events, store or stages. What a
     /// dead letter says is the stages' (`EventDeadLetters`), handed to the runner.
-    @Test func theRuntimeReachesNothingOfPurchases() throws {
-        let runtime = try #require(try Self.closures()["WorkerRuntime"], "WorkerRuntime is a product")
+    @Test func theRuntimeReachesNothingOfPurchases() async throws {
+        let runtime = try #require(try await Self.closures()["WorkerRuntime"], "WorkerRuntime is a product")
         #expect(runtime.contains("Kafka"), "the walk sees the runtime's dependencies")
         let purchases = runtime.intersection(["PurchaseDomain", "PurchaseEvents", "PurchaseStore", "Stages", "StoreVerification"]).sorted()
         #expect(purchases.isEmpty, "WorkerRuntime reaches \(purchases)")
@@ -88,10 +90,10 @@ import TestSupport
 
     /// Each C library is reached through the one module that wraps it (the C pointers stay in one place): no other
     /// target, the tools included, depends on it directly. Every C library of the manifest has its wrapper here.
-    @Test func onlyItsWrapperReachesEachCLibrary() throws {
+    @Test func onlyItsWrapperReachesEachCLibrary() async throws {
         let wrappers = ["CRdKafka": "Kafka", "COpenSSL": "Crypto", "CLibPQ": "Database", "CSQLite": "Database", "CCurl": "HTTPClient",
                         "CSpawn": "ChildProcesses", "CMalloc": "WorkerApp"]
-        let (dependencies, types, _) = try Self.manifest()
+        let (dependencies, types, _) = try await Self.manifest()
         #expect(dependencies["Crypto"]?.contains("COpenSSL") == true, "the manifest's dependencies are read")
         #expect(Set(types.filter { $0.value == "system" }.keys) == Set(wrappers.keys), "each C library has one wrapper")
         for (library, wrapper) in wrappers {

@@ -19,8 +19,8 @@ import TestSupport
         return try files.contains { try String(contentsOf: $0, encoding: .utf8).contains(declaration) }
     }
 
-    @Test func eachLineNamesATestTargetOrASuiteOfOne() throws {
-        let (_, types, _) = try ProductDependencyTests.manifest()
+    @Test func eachLineNamesATestTargetOrASuiteOfOne() async throws {
+        let (_, types, _) = try await ProductDependencyTests.manifest()
         let entries = try Self.entries()
         #expect(entries.contains("PurchaseDomainTests"), "the list is read")
         #expect(entries.count == Set(entries).count, "a line twice: \(entries)")
