@@ -22,6 +22,10 @@ public struct AppStoreTransaction: Sendable, Hashable {
     public var currency: String?
     public var revocationDate: Date?
     public var revocationReason: Int64?
+    /// `REFUND_FULL`, `REFUND_PRORATED` or `FAMILY_REVOKE` (raw: values Apple adds later are kept).
+    public var revocationType: String?
+    /// The share refunded or revoked, in thousandths of a percent (100000 = all); absent once a refund is reversed.
+    public var revocationPercentage: Int64?
     public var transactionReason: String?
     public var inAppOwnershipType: String?
     /// Every field as signed, including ones this version does not know.
@@ -49,6 +53,8 @@ public struct AppStoreTransaction: Sendable, Hashable {
         currency = json.string("currency")
         revocationDate = json.date("revocationDate")
         revocationReason = json.int("revocationReason")
+        revocationType = json.string("revocationType")
+        revocationPercentage = json.int("revocationPercentage")
         transactionReason = json.string("transactionReason")
         inAppOwnershipType = json.string("inAppOwnershipType")
         raw = fields
@@ -98,6 +104,8 @@ public struct AppStoreNotification: Sendable, Hashable {
     public var environment: AppStoreEnvironment?
     public var transaction: AppStoreTransaction?
     public var renewalInfo: AppStoreRenewalInfo?
+    /// The app transaction of a `RESCIND_CONSENT` notification (`appData.signedAppTransactionInfo`), verified.
+    public var appTransaction: AppStoreAppTransaction?
     public var raw: [String: JSONValue]
 
     /// What the pipeline does with it.

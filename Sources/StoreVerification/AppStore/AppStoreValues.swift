@@ -55,6 +55,18 @@ public struct AppStoreNotificationType: AppStoreStringValue {
     public static let didFailToRenew = Self(rawValue: "DID_FAIL_TO_RENEW")
     public static let didChangeRenewalPref = Self(rawValue: "DID_CHANGE_RENEWAL_PREF")
     public static let offerRedeemed = Self(rawValue: "OFFER_REDEEMED")
+    public static let didChangeRenewalStatus = Self(rawValue: "DID_CHANGE_RENEWAL_STATUS")
+    public static let priceIncrease = Self(rawValue: "PRICE_INCREASE")
+    /// The outcome of a renewal-date extension requested for many subscribers at once (`summary`, or `data` when one failed).
+    public static let renewalExtension = Self(rawValue: "RENEWAL_EXTENSION")
+    /// External purchases (`externalPurchaseToken` instead of `data`).
+    public static let externalPurchaseToken = Self(rawValue: "EXTERNAL_PURCHASE_TOKEN")
+    /// A parent or guardian withdrew consent for a minor's use of the app (`appData` instead of `data`).
+    public static let rescindConsent = Self(rawValue: "RESCIND_CONSENT")
+    /// Advanced Commerce API subscriptions: metadata, a migration, or a price changed.
+    public static let metadataUpdate = Self(rawValue: "METADATA_UPDATE")
+    public static let migration = Self(rawValue: "MIGRATION")
+    public static let priceChange = Self(rawValue: "PRICE_CHANGE")
 
     /// What the pipeline does with a notification of this type and `subtype`.
     public func pipelineAction(subtype: String?) -> NotificationAction {

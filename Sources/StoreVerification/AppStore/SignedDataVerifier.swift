@@ -115,9 +115,9 @@ public final class SignedDataVerifier: Sendable {
             guard let type = json.string("notificationType"), let uuid = json.string("notificationUUID") else {
                 return .failure(Rejection(.malformedPayload, "notificationType or notificationUUID missing"))
             }
-            // The app's identity is in `data` (or `summary` / `externalPurchaseToken` for other kinds).
+            // The app's identity is in `data` (or `summary`, `appData`, `externalPurchaseToken` for other kinds).
             let data: JSONFields?, environment: AppStoreEnvironment?
-            if let found = json.object("data") ?? json.object("summary") {
+            if let found = json.object("data") ?? json.object("summary") ?? json.object("appData") {
                 (data, environment) = (found, found.string("environment").map(AppStoreEnvironment.init(rawValue:)))
             } else if let token = json.object("externalPurchaseToken") {
                 // An external purchase token names no environment: a sandbox token's id starts with "SANDBOX".
@@ -142,6 +142,12 @@ public final class SignedDataVerifier: Sendable {
             if let signed = data?.string("signedRenewalInfo") {
                 switch verifyRenewalInfo(signed) {
                 case .success(let info): notification.renewalInfo = info
+                case .failure(let rejection): return .failure(rejection)
+                }
+            }
+            if let signed = data?.string("signedAppTransactionInfo") {
+                switch verifyAppTransaction(signed) {
+                case .success(let app): notification.appTransaction = app
                 case .failure(let rejection): return .failure(rejection)
                 }
             }
