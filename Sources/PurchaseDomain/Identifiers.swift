@@ -11,6 +11,7 @@ public enum IdentifierKinds {
     public enum Package {}
     public enum PurchaseToken {}
     public enum Bundle {}
+    public enum Notification {}
 }
 
 /// A user of the operator's app, as the app's backend names them (the Kafka key of their events).
@@ -27,6 +28,8 @@ public typealias PackageName = Identifier<IdentifierKinds.Package>
 public typealias PurchaseToken = Identifier<IdentifierKinds.PurchaseToken>
 /// An App Store app's bundle id.
 public typealias BundleID = Identifier<IdentifierKinds.Bundle>
+/// A store notification's own id (App Store `notificationUUID`).
+public typealias NotificationID = Identifier<IdentifierKinds.Notification>
 
 extension Identifier where Kind == IdentifierKinds.AccountToken {
     /// Whether two tokens name the same account: equal bytes but for the case of ASCII letters (a UUID's hex digits are

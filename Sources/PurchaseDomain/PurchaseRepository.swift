@@ -72,6 +72,9 @@ public protocol PurchaseRepository: Sendable {
 
     /// The app reported the purchase consumed at `at`: kept with its record, or until it is recorded.
     func recordConsumed(_ key: PurchaseKey, at: Date) async throws -> ConsumptionReport
+    /// Records that the store's notification `id` was verified and handled (with what it led to, in the same batch), so
+    /// that a reconciliation pass tells the ones that never arrived from those that did.
+    func recordNotificationSeen(_ id: NotificationID, type: String, at now: Date) async throws
 }
 
 extension PurchaseRepository {

@@ -246,8 +246,28 @@ enum Migrations {
             UPDATE purchases SET app_account_token = NULL WHERE store = 'appcoins' AND app_account_token IS NOT NULL
                 AND (length(app_account_token) <> 36 OR app_account_token NOT LIKE '________-____-____-____-____________');
             """),
+            // The store notifications the verifier handled, so that a reconciliation pass over the store's history tells
+            // the lost ones from those that arrived; and how far each history was read, under a lease (one replica at a time).
+            (17, """
+            CREATE TABLE notifications_seen (
+                notification_uuid TEXT PRIMARY KEY,
+                notification_type TEXT NOT NULL,
+                seen_at BIGINT NOT NULL
+            );
+            CREATE INDEX notifications_seen_by_time ON notifications_seen (seen_at);
+            CREATE TABLE reconciliation_checkpoints (
+                name TEXT PRIMARY KEY,
+                position BIGINT,
+                lease_owner TEXT,
+                lease_until BIGINT NOT NULL,
+                updated_at BIGINT NOT NULL
+            );
+            """),
         ]
     }
+
+    /// The newest version.
+    static var latestVersion: Int { scripts(.sqlite).map(\.version).max() ?? 0 }
 
     /// Applies what is missing; returns the versions applied now. Safe to run from several processes
     /// at once: each version is applied in a transaction that also records it.

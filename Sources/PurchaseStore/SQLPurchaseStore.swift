@@ -224,6 +224,11 @@ public final class SQLPurchaseStore: Sendable {
 }
 
 extension SQLPurchaseStore {
+    /// The newest schema version `migrate` brings a store to.
+    public static var schemaVersion: Int { Migrations.latestVersion }
+}
+
+extension SQLPurchaseStore {
     /// The password in a secret file (as Kubernetes and Compose mount them), without a trailing newline.
     public static func password(fromFile path: String) throws -> String {
         guard let data = FileManager.default.contents(atPath: path) else {

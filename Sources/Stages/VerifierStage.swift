@@ -130,7 +130,7 @@ public struct VerifierStage: StoreBackedStage {
     }
 
     /// `verdict`, or, when it is `wrongEnvironment` and sandbox purchases are accepted, the sandbox verifiers' (`inTheSandbox`).
-    private func orInTheSandbox<T>(_ verdict: Result<T, Rejection>, _ inTheSandbox: ((appStore: SignedDataVerifier, receipts: ReceiptVerifier?)) -> Result<T, Rejection>)
+    func orInTheSandbox<T>(_ verdict: Result<T, Rejection>, _ inTheSandbox: ((appStore: SignedDataVerifier, receipts: ReceiptVerifier?)) -> Result<T, Rejection>)
         -> Result<T, Rejection> {
         guard case .failure(let rejection) = verdict, rejection.reason == .wrongEnvironment, let sandbox else { return verdict }
         let second = inTheSandbox(sandbox)
@@ -146,7 +146,7 @@ public struct VerifierStage: StoreBackedStage {
     /// Records each verified purchase of a submission and answers with its event (the messages to publish).
     /// - Parameter byTheStore: the submission is the store's own charge (a notification), for the subscription's owner: it
     ///   names no account token, and needs none.
-    private func record(_ purchases: [VerifiedPurchase], for submission: PurchaseSubmitted, byTheStore: Bool = false) async throws -> [KafkaProducerMessage] {
+    func record(_ purchases: [VerifiedPurchase], for submission: PurchaseSubmitted, byTheStore: Bool = false) async throws -> [KafkaProducerMessage] {
         var events: [KafkaProducerMessage] = []
         for purchase in purchases {
             if !byTheStore, let mismatch = accountTokenMismatch(purchase.appAccountToken, purchase.transactionId, purchase.productId, submission) {
@@ -297,71 +297,5 @@ public struct VerifierStage: StoreBackedStage {
                               reason: reason, retryable: rejection.isRetryable, detail: String(rejection.detail.prefix(2000)),
                               submissionId: submission.submissionId, rejectedAt: context.now(),
                               causeID: transactionId.map { "\(submission.eventID):\($0)" } ?? submission.eventID)
-    }
-
-    private func handle(_ received: StoreNotificationReceived) async throws -> StageResult {
-        let notification: AppStoreNotification
-        switch orInTheSandbox(appStore.verifyNotification(received.signedPayload), { $0.appStore.verifyNotification(received.signedPayload) }) {
-        case .success(let value): notification = value
-        case .failure(let rejection) where rejection.isRetryable: throw TransientError("\(rejection)")
-        case .failure(let rejection): return .deadLetter(reason: "notificationRejected", detail: "\(rejection)")
-        }
-        context.logger.info("notification", ["type": notification.notificationType.rawValue, "action": notification.action.rawValue,
-                                             "transactionId": notification.transaction?.transactionId ?? ""])
-        guard let transaction = notification.transaction else { return .publish([]) }
-        let reason: PurchaseRevokedEvent.Reason
-        switch notification.action {
-        case .revokeGrant: reason = notification.notificationType == .revoke ? .REVOKE : .REFUND
-        case .restoreGrant: reason = .REFUND_REVERSED
-        case .endEntitlement: reason = notification.notificationType == .gracePeriodExpired ? .GRACE_PERIOD_EXPIRED : .EXPIRED
-        case .recordPurchase: return try await recordCharge(transaction, notification: notification, received: received)
-        case .extendIntoGracePeriod:
-            // The period, signed again, until the grace period ends: its grant (or the repeat of it) extends it like
-            // RENEWAL_EXTENDED, and GRACE_PERIOD_EXPIRED or the recovered renewal (DID_RENEW) ends or follows it.
-            guard let info = notification.renewalInfo, info.originalTransactionId == (transaction.originalTransactionId ?? transaction.transactionId),
-                  let graceEnd = info.gracePeriodExpiresDate else {
-                context.logger.warning("grace period without its end in the renewal info; nothing extended", ["transactionId": transaction.transactionId])
-                return .publish([])
-            }
-            var period = transaction
-            period.expiresDate = max(graceEnd, transaction.expiresDate ?? graceEnd)
-            return try await recordCharge(period, notification: notification, received: received)
-        case .reportConsumption: return try await consumptionRequested(transaction, notification: notification)
-        case .recordDecision, .acknowledgeTest, .logOnly: return .publish([])
-        }
-        let owner = try await store.purchase(PurchaseKey(store: .appstore, transactionId: transaction.transactionId))
-        return try context.messages([PurchaseRevokedEvent(
-            store: .appstore, transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId, userId: owner?.userId,
-            productId: transaction.productId, reason: reason, revocationDate: transaction.revocationDate,
-            notificationUUID: notification.notificationUUID, decidedAt: notification.signedDate, revokedAt: context.now())])
-    }
-
-    /// CONSUMPTION_REQUEST: handed to the finisher, which answers with the App Store Server API (with the user's
-    /// consent only) within the 12 hours Apple allows after it signed the notification.
-    private func consumptionRequested(_ transaction: AppStoreTransaction, notification: AppStoreNotification) async throws -> StageResult {
-        let owner = try await store.purchase(PurchaseKey(store: .appstore, transactionId: transaction.transactionId))
-        let requestedAt = notification.signedDate ?? context.now()
-        return try context.messages([ConsumptionRequested(
-            store: .appstore, transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId, userId: owner?.userId,
-            productId: transaction.productId, requestReason: notification.raw["data"]?.objectValue?["consumptionRequestReason"]?.stringValue.map { String($0.prefix(64)) },
-            ownershipType: transaction.inAppOwnershipType.map { String($0.prefix(64)) }, notificationUUID: String(notification.notificationUUID.prefix(64)),
-            requestedAt: requestedAt, answerBy: requestedAt.addingTimeInterval(Self.consumptionAnswerWindow))])
-    }
-
-    /// How long Apple waits for the answer to a CONSUMPTION_REQUEST.
-    static let consumptionAnswerWindow: TimeInterval = 12 * 3600
-
-    /// A renewal, a new subscription or a one-time charge the store announces: recorded and answered like a submission
-    /// for the user who owns the subscription. One nobody owns yet waits for the app's own submission.
-    private func recordCharge(_ transaction: AppStoreTransaction, notification: AppStoreNotification,
-                              received: StoreNotificationReceived) async throws -> StageResult {
-        guard let owner = try await store.owner(store: .appstore, originalTransactionId: transaction.originalTransactionId ?? transaction.transactionId) else {
-            context.logger.info("charge of a subscription nobody owns yet; the app's submission will record it",
-                                ["transactionId": transaction.transactionId, "type": notification.notificationType.rawValue])
-            return .publish([])
-        }
-        let submission = PurchaseSubmitted(store: .appstore, kind: .signedTransaction, userId: owner, submittedAt: received.receivedAt, source: .server,
-                                           submissionId: "notification:\(notification.notificationUUID)")
-        return .publish(try await record([VerifiedPurchase(transaction)], for: submission, byTheStore: true))
     }
 }

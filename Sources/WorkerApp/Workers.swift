@@ -136,16 +136,21 @@ public enum Workers {
         }
     }
 
-    /// The finisher's own settings.
-    public static let finisherSettings = [
+    /// How a worker reaches the App Store Server API (the finisher, the sweeper's reconciliation).
+    static let appStoreAPISettings = [
         Setting("--bundle-id", env: "IAP_BUNDLE_ID", help: "the app's bundle id (for API tokens)"),
-        Setting("--appstore-api-url", env: "IAP_APPSTORE_API_URL", help: "App Store Server API base URL; without it App Store purchases finish when the app reports them consumed"),
+        Setting("--appstore-api-url", env: "IAP_APPSTORE_API_URL",
+                help: "App Store Server API base URL; without it App Store purchases finish when the app reports them consumed, and nothing is reconciled"),
         Setting("--appstore-sandbox-api-url", env: "IAP_APPSTORE_SANDBOX_API_URL",
                 help: "the sandbox's App Store Server API base URL, beside --appstore-api-url, for a production deployment whose verifier accepts "
-                    + "sandbox purchases (--accept-sandbox): purchases verified in the Sandbox are finished and answered there"),
+                    + "sandbox purchases (--accept-sandbox): purchases verified in the Sandbox are finished, answered and reconciled there"),
         Setting("--appstore-key-id", env: "IAP_APPSTORE_KEY_ID", help: "In-App Purchase key id"),
         Setting("--appstore-issuer-id", env: "IAP_APPSTORE_ISSUER_ID", help: "App Store Connect issuer id"),
         Setting("--appstore-private-key", env: "IAP_APPSTORE_PRIVATE_KEY_FILE", help: "the In-App Purchase key (.p8 PEM file)"),
+    ]
+
+    /// The finisher's own settings.
+    public static let finisherSettings = appStoreAPISettings + [
         Setting("--sample-content-provided", env: "IAP_SAMPLE_CONTENT_PROVIDED", default: "false",
                 help: "answers to the App Store's consumption requests say the app gives a free sample or trial before purchase", isSwitch: true),
     ]
@@ -159,6 +164,13 @@ public enum Workers {
 
     /// The finisher's stage from its settings.
     public static func finisherStage(_ env: WorkerApp.Environment) throws -> FinisherStage {
+        let (api, sandboxAPI) = try appStoreAPIs(env)
+        return FinisherStage(context: env.context(stage: "finisher"), store: env.store, appStoreAPI: api, sandboxAPI: sandboxAPI,
+                             sampleContentProvided: env.settings.flag("--sample-content-provided"))
+    }
+
+    /// The App Store Server API clients `appStoreAPISettings` configure: the deployment's environment's and the sandbox's.
+    static func appStoreAPIs(_ env: WorkerApp.Environment) throws -> (api: AppStoreServerAPIClient?, sandbox: AppStoreServerAPIClient?) {
         var api: AppStoreServerAPIClient?
         var sandboxAPI: AppStoreServerAPIClient?
         if let url = env.settings.string("--appstore-api-url") {
@@ -178,46 +190,7 @@ public enum Workers {
         } else if env.settings.string("--appstore-sandbox-api-url") != nil {
             throw SettingsError("--appstore-sandbox-api-url (IAP_APPSTORE_SANDBOX_API_URL) goes with --appstore-api-url (IAP_APPSTORE_API_URL)")
         }
-        return FinisherStage(context: env.context(stage: "finisher"), store: env.store, appStoreAPI: api, sandboxAPI: sandboxAPI,
-                             sampleContentProvided: env.settings.flag("--sample-content-provided"))
-    }
-
-    public static func sweeper() async -> Int32 {
-        let settings = [
-            Setting("--once", env: "IAP_SWEEP_ONCE", default: "false", help: "sweep once and exit (for a Kubernetes CronJob)", isSwitch: true),
-            Setting("--interval", env: "IAP_SWEEP_INTERVAL", default: "300", help: "seconds between sweeps"),
-            Setting("--appstore-deadline-hours", env: "IAP_APPSTORE_DEADLINE_HOURS", default: "24", help: "consume deadline of App Store purchases"),
-            Setting("--appcoins-deadline-hours", env: "IAP_APPCOINS_DEADLINE_HOURS", default: "24", help: "consume deadline of AppCoins purchases"),
-            Setting("--now", env: "IAP_NOW", help: "sweep as if it were this RFC 3339 time (tests, operations)"),
-            Setting("--appcoins-url", env: "IAP_APPCOINS_URL", default: AppCoinsVerifier.Configuration.defaultBaseURL.absoluteString,
-                    help: "AppCoins API base URL, to re-check due AppCoins purchases before flagging them"),
-        ]
-        return await WorkerApp.main(command: "iap-sweeper", summary: "Flags purchases paid but not completed by their deadline.", settings: settings) { env in
-            var now: @Sendable () -> Date = Date.init
-            if let text = env.settings.string("--now") {
-                guard let fixed = RFC3339.parse(text) else { throw SettingsError("--now (IAP_NOW) must be an RFC 3339 time, got '\(text)'") }
-                now = { fixed }
-            }
-            let hours = try ["--appstore-deadline-hours", "--appcoins-deadline-hours"].map { flag -> Double in
-                guard let value = try env.settings.seconds(flag), value > 0 else { throw SettingsError("\(flag) must be positive") }
-                return value
-            }
-            let context = StageContext(codec: env.context(stage: "sweeper").codec, logger: env.logger, now: now)
-            let sweeper = SweeperService(
-                configuration: .init(deadlines: [.appstore: hours[0] * 3600, .appcoins: hours[1] * 3600],
-                                     interval: .milliseconds(Int64((try env.settings.seconds("--interval") ?? 300) * 1000))),
-                store: env.store, producer: try KafkaProducer(configuration: .init(kafka: env.producerKafka)), context: context, clock: ContinuousClock(),
-                appCoins: try env.settings.string("--appcoins-url").map { text in
-                    guard let url = URL(string: text) else { throw SettingsError("--appcoins-url (IAP_APPCOINS_URL) is not a URL") }
-                    return AppCoinsVerifier(configuration: .init(baseURL: url))
-                })
-            if env.settings.flag("--once") {
-                let flagged = try await sweeper.sweepOnce()
-                env.logger.info("swept once", ["flagged": flagged])
-                return []
-            }
-            return [sweeper]
-        }
+        return (api, sandboxAPI)
     }
 
     /// The operator's AppCoins apps (`PACKAGE=FILE`), each with its public key; nil when none is configured.

@@ -22,6 +22,16 @@ struct Tables: Sendable {
     var earlyConsumption: [PurchaseKey: Int64] = [:]
     var consents: [UserID: Consent] = [:]
     var consumptionAnswers: [NotificationID: ConsumptionAnswerRow] = [:]
+    /// The store notifications handled, with when (milliseconds).
+    var notificationsSeen: [NotificationID: Int64] = [:]
+    var checkpoints: [String: Checkpoint] = [:]
+}
+
+/// How far a reconciliation pass read a history, and who holds it until when (milliseconds).
+struct Checkpoint: Sendable {
+    var position: Int64?
+    var leaseOwner: String?
+    var leaseUntil: Int64
 }
 
 /// A purchase's record, with the columns of its row that are not part of `PurchaseRecord`.
@@ -80,10 +90,6 @@ struct Consent: Sendable {
     var consumptionData: Bool
     var decidedAt: Int64
 }
-
-/// A consumption request's notification id, compared by its bytes as the database compares it.
-typealias NotificationID = Identifier<ConsumptionRequestNotification>
-enum ConsumptionRequestNotification {}
 
 struct ConsumptionAnswerRow: Sendable {
     let key: PurchaseKey

@@ -36,9 +36,12 @@ struct PipelineTests {
         /// The key of the AppCoins app `com.example.coins` the verifier knows.
         let appCoins: AppCoinsSigner
         let makeRunner: (Int) async throws -> StageRunner
+        /// The workers' environment variables, for assembling another worker (the sweeper) as they were assembled.
+        let variables: [String: String]
 
-        init(codec: EventCodec, store: SQLPurchaseStore, appStore: AppStoreServerAPIStandIn, appCoins: AppCoinsSigner,
+        init(codec: EventCodec, store: SQLPurchaseStore, appStore: AppStoreServerAPIStandIn, appCoins: AppCoinsSigner, variables: [String: String],
              makeRunner: @escaping (Int) async throws -> StageRunner) async throws {
+            self.variables = variables
             self.codec = codec
             self.store = store
             self.appStore = appStore
@@ -126,7 +129,7 @@ struct PipelineTests {
             return try environment.runner(for: try await worker.stage(environment))
         }
         return try await Pipeline(codec: EventCodec(schemas: schemas, source: "/test/producer", topicPrefix: prefix), store: store, appStore: appStore,
-                            appCoins: appCoinsSigner, makeRunner: makeRunner)
+                            appCoins: appCoinsSigner, variables: variables, makeRunner: makeRunner)
     }
 
     @Test(arguments: StoreEngine.available)

@@ -9,3 +9,6 @@ extension StoreEngine {
         return store
     }
 }
+
+/// The newest schema version: a store migrated from an older one is brought to it.
+let latestSchemaVersion = SQLPurchaseStore.schemaVersion

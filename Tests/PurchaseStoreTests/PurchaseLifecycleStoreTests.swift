@@ -252,7 +252,7 @@ import TestSupport
             """, [.integer(old)])
         try raw.query("INSERT INTO balances (user_id, currency, amount) VALUES ('user-m', 'coins', 200)")
 
-        #expect(try await store.migrate() == Array(4...16))
+        #expect(try await store.migrate() == Array(4...latestSchemaVersion))
         #expect(try await store.assignProductTypes(["coins.100": .consumable, "adfree": .nonConsumable], store: .appstore) == 3)
         #expect(try await store.assignProductTypes(["coins.100": .consumable], store: .appcoins) == 0, "another store's namespace")
         #expect(try await store.purchase(PurchaseKey(store: .appstore, transactionId: "m-2"))?.productType == .nonConsumable)

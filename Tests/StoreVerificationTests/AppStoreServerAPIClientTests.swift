@@ -96,18 +96,40 @@ import TestSupport
         var request = URLRequest(url: appStore.baseURL.appendingPathComponent("inApps/v1/transactions/1/finish"))
         request.httpMethod = "POST"
         request.setValue("Bearer " + (try client.token()), forHTTPHeaderField: "Authorization")
+        let asked = Date()
         let (body, response) = try await URLSession.shared.data(for: request)
+        let answered = Date()
         let limited = try #require(response as? HTTPURLResponse)
-        #expect(limited.statusCode == 429 && limited.value(forHTTPHeaderField: "Retry-After") == "7")
+        // Apple's Retry-After is the UNIX time in milliseconds from which requests are accepted again.
+        let resumesAt = try #require(limited.value(forHTTPHeaderField: "Retry-After").flatMap { Double($0) }.map { $0 / 1000 })
+        #expect(limited.statusCode == 429)
+        #expect(resumesAt >= asked.timeIntervalSince1970 + 6.99 && resumesAt <= answered.timeIntervalSince1970 + 7.01)
         #expect(String(decoding: body, as: UTF8.self) == #"{"errorCode":4290000,"errorMessage":"Rate limit exceeded."}"#)
-        #expect(await client.finishTransaction("1").failure == .unavailable("App Store Server API answered HTTP 429", retryAfter: .seconds(7)),
-                "the wait the API asked for travels with the failure")
+        let calling = Date()
+        let failure = await client.finishTransaction("1").failure
+        let elapsed = Date().timeIntervalSince(calling)
+        guard case .unavailable(let why, let wait?)? = failure else {
+            Issue.record("a 429 is unavailable, with the wait it asked for: \(String(describing: failure))")
+            return
+        }
+        #expect(why == "App Store Server API answered HTTP 429")
+        #expect(wait <= .seconds(7) && wait >= .milliseconds(Int64((7 - elapsed) * 1000) - 10),
+                "the wait the API asked for travels with the failure: \(wait)")
         let before = Date()
         let finished = await client.finishTransaction("1")
         #expect(throws: Never.self) { try finished.get() }
         #expect(appStore.finished == ["1"], "the two refused calls finished nothing")
         #expect(appStore.finishTimes["1"]?.count == 1 && appStore.finishTimes["1"]!.allSatisfy { $0 >= before })
         #expect(appStore.requests.count == 3)
+    }
+
+    /// `Retry-After` as Apple sends it (a time in milliseconds) becomes the wait until then; a wait in seconds stays one.
+    @Test func retryAfterIsReadAsAppleWritesIt() {
+        let now = Date(timeIntervalSince1970: 1_765_000_000)
+        #expect(AppStoreServerAPIClient.wait(.seconds(1_765_000_030_000), now: now) == .seconds(30))
+        #expect(AppStoreServerAPIClient.wait(.seconds(1_764_999_990_000), now: now) == .zero, "a time past: no wait")
+        #expect(AppStoreServerAPIClient.wait(.seconds(120), now: now) == .seconds(120))
+        #expect(AppStoreServerAPIClient.wait(nil, now: now) == nil)
     }
 }
 

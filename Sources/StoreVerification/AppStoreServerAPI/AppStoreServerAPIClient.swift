@@ -75,7 +75,7 @@ public final class AppStoreServerAPIClient: Sendable {
         }
         var answers = (await http.send(all: sent)).makeIterator()
         return requests.map { request in
-            request.flatMap { _ in answers.next().map(Self.outcome) ?? .failure(.unavailable("App Store Server API: no answer")) }
+            request.flatMap { _ in answers.next().map { outcome($0).map { _ in } } ?? .failure(.unavailable("App Store Server API: no answer")) }
         }
     }
 
@@ -99,7 +99,16 @@ public final class AppStoreServerAPIClient: Sendable {
     /// One authenticated call for a transaction, to `path(transactionId)`.
     private func send(_ method: String, path: (TransactionID) -> String, transactionId: TransactionID, body: Data?) async -> Result<Void, Failure> {
         switch request(method, path: path, transactionId: transactionId, body: body, headers: headers(body: body)) {
-        case .success(let request): Self.outcome(await http.send(request))
+        case .success(let request): outcome(await http.send(request)).map { _ in }
+        case .failure(let failure): .failure(failure)
+        }
+    }
+
+    /// One authenticated call to `pathAndQuery` (below the base URL): the answer's body when it succeeded.
+    func call(_ method: String, _ pathAndQuery: String, body: Data?) async -> Result<[UInt8], Failure> {
+        switch headers(body: body) {
+        case .success(let headers):
+            outcome(await http.send(HTTPClient.Request(method: method, url: urlPrefix + pathAndQuery, headers: headers, body: body.map(Array.init))))
         case .failure(let failure): .failure(failure)
         }
     }
@@ -127,24 +136,35 @@ public final class AppStoreServerAPIClient: Sendable {
         return headers.map { HTTPClient.Request(method: method, url: urlPrefix + path(transactionId), headers: $0, body: body.map(Array.init)) }
     }
 
-    /// What an answer means: 2xx is success; what may pass (network, 401/403 — an operator must fix the key —, 429, 5xx)
-    /// is `unavailable`; the rest is `refused` with Apple's `errorCode` and `errorMessage`.
-    private static func outcome(_ answer: Result<HTTPClient.Response, HTTPClient.Failure>) -> Result<Void, Failure> {
+    /// What an answer means: 2xx is success (its body); what may pass (network, 401/403 — an operator must fix the key —,
+    /// 429, 5xx) is `unavailable`; the rest is `refused` with Apple's `errorCode` and `errorMessage`.
+    private func outcome(_ answer: Result<HTTPClient.Response, HTTPClient.Failure>) -> Result<[UInt8], Failure> {
         let response: HTTPClient.Response
         switch answer {
         case .success(let answered): response = answered
         case .failure(let failure): return .failure(.unavailable("App Store Server API: \(failure)"))
         }
         switch response.status {
-        case 200...299: return .success(())
+        case 200...299: return .success(response.body)
         case 401, 403, 408, 429, 500...599, 0:
-            return .failure(.unavailable("App Store Server API answered HTTP \(response.status)", retryAfter: response.retryAfter))
+            return .failure(.unavailable("App Store Server API answered HTTP \(response.status)", retryAfter: Self.wait(response.retryAfter, now: now())))
         default:
             let error = JSONValue.parse(response.body)?.objectValue
             var detail = error?["errorMessage"]?.stringValue ?? "HTTP \(response.status)"
             if let code = error?["errorCode"]?.int64Value { detail += " (errorCode \(code))" }
             return .failure(.refused(status: response.status, detail: detail))
         }
+    }
+
+    /// How long to wait before calling again, from `Retry-After`: Apple sends the UNIX time, in milliseconds, from which
+    /// a request is accepted again (libcurl reads any number as seconds); a proxy's seconds are taken as they are.
+    public static func wait(_ retryAfter: Duration?, now: Date) -> Duration? {
+        guard let retryAfter else { return nil }
+        let value = retryAfter.components.seconds
+        // Beyond 10^10 seconds (over 300 years) the number is a time in milliseconds, not a wait.
+        guard value > 10_000_000_000 else { return retryAfter }
+        let milliseconds = max(0, value - Int64((now.timeIntervalSince1970 * 1000).rounded()))
+        return .milliseconds(milliseconds)
     }
 
     /// The token for a request: reused until half its lifetime has passed (Apple accepts a token for

@@ -1,0 +1,79 @@
+import Foundation
+import PurchaseDomain
+import PurchaseEvents
+import StoreVerification
+import WorkerRuntime
+
+/// `store.notification`: the App Store's notifications, verified, each recorded as handled (so that a reconciliation pass
+/// over the store's history knows it arrived) and turned into what it means for the purchase it is about.
+extension VerifierStage {
+    func handle(_ received: StoreNotificationReceived) async throws -> StageResult {
+        let notification: AppStoreNotification
+        switch orInTheSandbox(appStore.verifyNotification(received.signedPayload), { $0.appStore.verifyNotification(received.signedPayload) }) {
+        case .success(let value): notification = value
+        case .failure(let rejection) where rejection.isRetryable: throw TransientError("\(rejection)")
+        case .failure(let rejection): return .deadLetter(reason: "notificationRejected", detail: "\(rejection)")
+        }
+        context.logger.info("notification", ["type": notification.notificationType.rawValue, "action": notification.action.rawValue,
+                                             "transactionId": notification.transaction?.transactionId ?? ""])
+        // In the batch's transaction with what it leads to: a pass over the store's history then publishes it again only
+        // if it never got here (handled again, it would change nothing, but would cost a verification).
+        try await store.recordNotificationSeen(NotificationID(notification.notificationUUID), type: notification.notificationType.rawValue,
+                                               at: context.now())
+        guard let transaction = notification.transaction else { return .publish([]) }
+        let reason: PurchaseRevokedEvent.Reason
+        switch notification.action {
+        case .revokeGrant: reason = notification.notificationType == .revoke ? .REVOKE : .REFUND
+        case .restoreGrant: reason = .REFUND_REVERSED
+        case .endEntitlement: reason = notification.notificationType == .gracePeriodExpired ? .GRACE_PERIOD_EXPIRED : .EXPIRED
+        case .recordPurchase: return try await recordCharge(transaction, notification: notification, received: received)
+        case .extendIntoGracePeriod:
+            // The period, signed again, until the grace period ends: its grant (or the repeat of it) extends it like
+            // RENEWAL_EXTENDED, and GRACE_PERIOD_EXPIRED or the recovered renewal (DID_RENEW) ends or follows it.
+            guard let info = notification.renewalInfo, info.originalTransactionId == (transaction.originalTransactionId ?? transaction.transactionId),
+                  let graceEnd = info.gracePeriodExpiresDate else {
+                context.logger.warning("grace period without its end in the renewal info; nothing extended", ["transactionId": transaction.transactionId])
+                return .publish([])
+            }
+            var period = transaction
+            period.expiresDate = max(graceEnd, transaction.expiresDate ?? graceEnd)
+            return try await recordCharge(period, notification: notification, received: received)
+        case .reportConsumption: return try await consumptionRequested(transaction, notification: notification)
+        case .recordDecision, .acknowledgeTest, .logOnly: return .publish([])
+        }
+        let owner = try await store.purchase(PurchaseKey(store: .appstore, transactionId: transaction.transactionId))
+        return try context.messages([PurchaseRevokedEvent(
+            store: .appstore, transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId, userId: owner?.userId,
+            productId: transaction.productId, reason: reason, revocationDate: transaction.revocationDate,
+            notificationUUID: notification.notificationUUID, decidedAt: notification.signedDate, revokedAt: context.now())])
+    }
+
+    /// CONSUMPTION_REQUEST: handed to the finisher, which answers with the App Store Server API (with the user's
+    /// consent only) within the 12 hours Apple allows after it signed the notification.
+    private func consumptionRequested(_ transaction: AppStoreTransaction, notification: AppStoreNotification) async throws -> StageResult {
+        let owner = try await store.purchase(PurchaseKey(store: .appstore, transactionId: transaction.transactionId))
+        let requestedAt = notification.signedDate ?? context.now()
+        return try context.messages([ConsumptionRequested(
+            store: .appstore, transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId, userId: owner?.userId,
+            productId: transaction.productId, requestReason: notification.raw["data"]?.objectValue?["consumptionRequestReason"]?.stringValue.map { String($0.prefix(64)) },
+            ownershipType: transaction.inAppOwnershipType.map { String($0.prefix(64)) }, notificationUUID: String(notification.notificationUUID.prefix(64)),
+            requestedAt: requestedAt, answerBy: requestedAt.addingTimeInterval(Self.consumptionAnswerWindow))])
+    }
+
+    /// How long Apple waits for the answer to a CONSUMPTION_REQUEST.
+    static let consumptionAnswerWindow: TimeInterval = 12 * 3600
+
+    /// A renewal, a new subscription or a one-time charge the store announces: recorded and answered like a submission
+    /// for the user who owns the subscription. One nobody owns yet waits for the app's own submission.
+    private func recordCharge(_ transaction: AppStoreTransaction, notification: AppStoreNotification,
+                              received: StoreNotificationReceived) async throws -> StageResult {
+        guard let owner = try await store.owner(store: .appstore, originalTransactionId: transaction.originalTransactionId ?? transaction.transactionId) else {
+            context.logger.info("charge of a subscription nobody owns yet; the app's submission will record it",
+                                ["transactionId": transaction.transactionId, "type": notification.notificationType.rawValue])
+            return .publish([])
+        }
+        let submission = PurchaseSubmitted(store: .appstore, kind: .signedTransaction, userId: owner, submittedAt: received.receivedAt, source: .server,
+                                           submissionId: "notification:\(notification.notificationUUID)")
+        return .publish(try await record([VerifiedPurchase(transaction)], for: submission, byTheStore: true))
+    }
+}

@@ -1,0 +1,108 @@
+import Foundation
+import JSON
+import Kafka
+import Metrics
+import PurchaseDomain
+import PurchaseEvents
+import Stages
+import StoreVerification
+
+extension Workers {
+    /// The sweeper's own settings: its schedule and deadlines, and the App Store Server API it reconciles with.
+    public static let sweeperSettings = [
+        Setting("--once", env: "IAP_SWEEP_ONCE", default: "false", help: "sweep (and reconcile) once and exit (for a Kubernetes CronJob)", isSwitch: true),
+        Setting("--interval", env: "IAP_SWEEP_INTERVAL", default: "300", help: "seconds between sweeps"),
+        Setting("--appstore-deadline-hours", env: "IAP_APPSTORE_DEADLINE_HOURS", default: "24", help: "consume deadline of App Store purchases"),
+        Setting("--appcoins-deadline-hours", env: "IAP_APPCOINS_DEADLINE_HOURS", default: "24", help: "consume deadline of AppCoins purchases"),
+        Setting("--now", env: "IAP_NOW", help: "sweep as if it were this RFC 3339 time (tests, operations)"),
+        Setting("--appcoins-url", env: "IAP_APPCOINS_URL", default: AppCoinsVerifier.Configuration.defaultBaseURL.absoluteString,
+                help: "AppCoins API base URL, to re-check due AppCoins purchases before flagging them"),
+        Setting("--environment", env: "IAP_ENVIRONMENT", default: "Production",
+                help: "the environment --appstore-api-url serves (Production or Sandbox): how long the App Store keeps its notification history"),
+        Setting("--reconcile-interval", env: "IAP_RECONCILE_INTERVAL", default: "900",
+                help: "seconds between passes over the App Store's notification history (with --appstore-api-url)"),
+        Setting("--reconcile-lookback-hours", env: "IAP_RECONCILE_LOOKBACK_HOURS", default: "168",
+                help: "how far back the first pass over the App Store's notification history reads"),
+    ] + appStoreAPISettings
+
+    public static func sweeper() async -> Int32 {
+        await WorkerApp.main(command: "iap-sweeper", summary: "Flags purchases paid but not completed by their deadline; reconciles with the App Store.",
+                             settings: sweeperSettings) { env in
+            let services = try sweeperServices(env)
+            if env.settings.flag("--once") {
+                let flagged = try await services.sweeper.sweepOnce()
+                let recovered = try await services.reconciler?.reconcileOnce().values.reduce(0) { $0 + $1.recovered }
+                env.logger.info("swept once", ["flagged": flagged, "recovered": recovered ?? 0])
+                return []
+            }
+            return [services.sweeper] + (services.reconciler.map { [$0] } ?? [])
+        }
+    }
+
+    /// The sweeper, and the App Store reconciler when the API is configured, from their settings; the reconciler's figures
+    /// are on `/metrics`.
+    public static func sweeperServices(_ env: WorkerApp.Environment) throws
+        -> (sweeper: SweeperService<ContinuousClock>, reconciler: AppStoreReconciler<ContinuousClock>?) {
+        var now: @Sendable () -> Date = Date.init
+        if let text = env.settings.string("--now") {
+            guard let fixed = RFC3339.parse(text) else { throw SettingsError("--now (IAP_NOW) must be an RFC 3339 time, got '\(text)'") }
+            now = { fixed }
+        }
+        let hours = try ["--appstore-deadline-hours", "--appcoins-deadline-hours"].map { flag -> Double in
+            guard let value = try env.settings.seconds(flag), value > 0 else { throw SettingsError("\(flag) must be positive") }
+            return value
+        }
+        let context = StageContext(codec: env.context(stage: "sweeper").codec, logger: env.logger, now: now)
+        let sweeper = SweeperService(
+            configuration: .init(deadlines: [.appstore: hours[0] * 3600, .appcoins: hours[1] * 3600],
+                                 interval: .milliseconds(Int64((try env.settings.seconds("--interval") ?? 300) * 1000))),
+            store: env.store, producer: try KafkaProducer(configuration: .init(kafka: env.producerKafka)), context: context, clock: ContinuousClock(),
+            appCoins: try env.settings.string("--appcoins-url").map { text in
+                guard let url = URL(string: text) else { throw SettingsError("--appcoins-url (IAP_APPCOINS_URL) is not a URL") }
+                return AppCoinsVerifier(configuration: .init(baseURL: url))
+            })
+        return (sweeper, try reconciler(env, context: context))
+    }
+
+    /// The App Store reconciler: one history per API configured (the deployment's environment's, the sandbox's).
+    static func reconciler(_ env: WorkerApp.Environment, context: StageContext) throws -> AppStoreReconciler<ContinuousClock>? {
+        let (api, sandboxAPI) = try appStoreAPIs(env)
+        guard let api else { return nil }
+        let environment = AppStoreEnvironment(rawValue: try env.settings.required("--environment"))
+        guard environment == .production || environment == .sandbox else {
+            throw SettingsError("--environment (IAP_ENVIRONMENT) must be Production or Sandbox to reconcile with the App Store, not \(environment)")
+        }
+        var histories = [AppStoreReconciler<ContinuousClock>.History(environment: environment, api: api)]
+        if let sandboxAPI, environment == .production { histories.append(.init(environment: .sandbox, api: sandboxAPI)) }
+        guard let interval = try env.settings.seconds("--reconcile-interval"), interval > 0,
+              let lookback = try env.settings.seconds("--reconcile-lookback-hours"), lookback > 0 else {
+            throw SettingsError("--reconcile-interval and --reconcile-lookback-hours must be positive")
+        }
+        let reconciler = AppStoreReconciler(
+            configuration: .init(interval: .milliseconds(Int64(interval * 1000)), firstLookback: lookback * 3600), histories: histories,
+            store: env.store, producer: try KafkaProducer(configuration: .init(kafka: env.producerKafka)), context: context, clock: ContinuousClock())
+        ReconcilerMetrics.register(reconciler, metrics: env.metrics, now: context.now)
+        return reconciler
+    }
+}
+
+/// The reconciler's figures on `/metrics`.
+enum ReconcilerMetrics {
+    static func register(_ reconciler: AppStoreReconciler<ContinuousClock>, metrics: MetricsRegistry, now: @escaping @Sendable () -> Date) {
+        metrics.declare("iap_reconciler_recovered_notifications_total", .counter,
+                        help: "Store notifications the pipeline never received, found in the store's history and published (alert on any).")
+        metrics.declare("iap_reconciler_listed_notifications_total", .counter, help: "Notifications the store's history listed to reconciliation passes.")
+        metrics.declare("iap_reconciler_api_calls_total", .counter, help: "Calls to the store's history, by outcome (ok, unavailable, refused).")
+        metrics.declare("iap_reconciler_lag_seconds", .gauge,
+                        help: "How far behind the store's notification history reconciliation is, by environment (time since the last completed pass read to).")
+        metrics.addCollector { metrics in
+            let totals = reconciler.totals
+            metrics.set("iap_reconciler_recovered_notifications_total", to: Double(totals.recovered))
+            metrics.set("iap_reconciler_listed_notifications_total", to: Double(totals.listed))
+            for (outcome, count) in totals.calls { metrics.set("iap_reconciler_api_calls_total", ["outcome": outcome], to: Double(count)) }
+            for (environment, position) in totals.positions {
+                metrics.set("iap_reconciler_lag_seconds", ["environment": environment], to: max(0, now().timeIntervalSince(position)))
+            }
+        }
+    }
+}
