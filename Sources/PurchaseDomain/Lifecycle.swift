@@ -2,6 +2,9 @@
 public enum LifecycleEvent: Hashable, Sendable, CaseIterable, CustomStringConvertible {
     /// The store proved the payment (a first submission, a duplicate or a restore by the same user).
     case verified
+    /// The store announced a charge (a notification) that no user is known for: no submission named it, and its account
+    /// token, if any, is nobody's the pipeline knows.
+    case chargeAnnounced
     /// Verification refused a submission whose transaction the store's signed data names (a wrong app or environment):
     /// recorded for audit, never granted. Never from an id an unverified payload claims: a forgery must not take the
     /// place of the real purchase.
@@ -29,12 +32,13 @@ public enum LifecycleEvent: Hashable, Sendable, CaseIterable, CustomStringConver
     /// The purchase is restored by a user other than its owner, under the operator's restore policy.
     case restoreByAnotherUser(RestorePolicy)
 
-    public static let allCases: [LifecycleEvent] = [.verified, .verificationRefused, .grant, .finish, .deadlinePassed, .revoke, .clawBack, .refundReversed, .refundDeclined, .expire,
+    public static let allCases: [LifecycleEvent] = [.verified, .chargeAnnounced, .verificationRefused, .grant, .finish, .deadlinePassed, .revoke, .clawBack, .refundReversed, .refundDeclined, .expire,
                                                      .renewalExtended, .restoreByAnotherUser(.transfer), .restoreByAnotherUser(.keep)]
 
     public var description: String {
         switch self {
         case .verified: "verified"
+        case .chargeAnnounced: "charge announced, no user known"
         case .verificationRefused: "verification refused"
         case .grant: "grant"
         case .finish: "finish"
@@ -62,6 +66,8 @@ public enum RestorePolicy: String, Codable, Sendable, Hashable, CaseIterable {
 public enum LifecycleEffect: String, Hashable, Sendable, CaseIterable, CustomStringConvertible {
     /// Create the purchase record (in the transition's target state).
     case recordPurchase
+    /// Give an unclaimed purchase the user of the submission that claims it.
+    case claimPurchase
     /// Remember that the store refunded or revoked a transaction the pipeline has not seen.
     case recordTombstone
     /// Forget that tombstone: the refund was reversed.
@@ -145,7 +151,7 @@ public enum RefusalReason: String, Codable, Sendable, Hashable, CaseIterable {
         switch state {
         case .refundDue: .refundDue
         case .revoked, .revokedUnseen: .revoked
-        case .unseen, .verified, .granted, .finished, .rejected: .rejected
+        case .unseen, .unclaimed, .verified, .granted, .finished, .rejected: .rejected
         }
     }
 }
@@ -160,7 +166,14 @@ public enum Lifecycle {
         case (.verified, .unseen): return Transition(to: .verified, effects: [.recordPurchase], outcome: .applied)
         // The refund came first: the purchase is recorded revoked and never granted.
         case (.verified, .revokedUnseen): return Transition(to: .revoked, effects: [.recordPurchase], outcome: .refused, reason: .revoked)
+        // The store announced it first: the first submission claims it, and it goes on as if it had come first.
+        case (.verified, .unclaimed): return Transition(to: .verified, effects: [.claimPurchase], outcome: .applied)
         case (.verified, _): return unchanged(.repeated)
+
+        // Paid, and nobody to give it to yet: kept until a submission claims it, and flagged at its deadline if none does.
+        case (.chargeAnnounced, .unseen): return Transition(to: .unclaimed, effects: [.recordPurchase], outcome: .applied)
+        case (.chargeAnnounced, .revokedUnseen): return Transition(to: .revoked, effects: [.recordPurchase], outcome: .refused, reason: .revoked)
+        case (.chargeAnnounced, _): return unchanged(.repeated)
 
         case (.verificationRefused, .unseen): return Transition(to: .rejected, effects: [.recordPurchase], outcome: .applied)
         // What is recorded stands: a refusal never replaces a proven purchase, nor a refund that came first.
@@ -168,21 +181,22 @@ public enum Lifecycle {
 
         case (.grant, .verified): return Transition(to: .granted, effects: [.grantItems], outcome: .applied)
         case (.grant, .granted), (.grant, .finished): return unchanged(.repeated)
-        case (.grant, .unseen): return unchanged(.waiting)
+        case (.grant, .unseen), (.grant, .unclaimed): return unchanged(.waiting)
         case (.grant, _): return refused(.notGrantable(state))
 
         case (.finish, .granted): return Transition(to: .finished, outcome: .applied)
         case (.finish, .finished): return unchanged(.repeated)
         // A consumption report can overtake the grant: it waits for it.
-        case (.finish, .unseen), (.finish, .verified): return unchanged(.waiting)
+        case (.finish, .unseen), (.finish, .unclaimed), (.finish, .verified): return unchanged(.waiting)
         case (.finish, _): return refused(.notGranted)
 
-        case (.deadlinePassed, .verified) where type.isFlaggedWhenUnconsumed, (.deadlinePassed, .granted) where type.isFlaggedWhenUnconsumed:
+        case (.deadlinePassed, .unclaimed) where type.isFlaggedWhenUnconsumed, (.deadlinePassed, .verified) where type.isFlaggedWhenUnconsumed,
+             (.deadlinePassed, .granted) where type.isFlaggedWhenUnconsumed:
             return Transition(to: .refundDue, effects: [.flagRefundDue], outcome: .applied)
         case (.deadlinePassed, _): return unchanged(.ignored)
 
         case (.revoke, .unseen): return Transition(to: .revokedUnseen, effects: [.recordTombstone], outcome: .applied)
-        case (.revoke, .verified): return Transition(to: .revoked, outcome: .applied)
+        case (.revoke, .unclaimed), (.revoke, .verified): return Transition(to: .revoked, outcome: .applied)
         case (.revoke, .granted), (.revoke, .finished), (.revoke, .refundDue):
             return Transition(to: .revoked, effects: [.reverseGrants], outcome: .applied)
         case (.revoke, .revoked), (.revoke, .revokedUnseen): return unchanged(.repeated)
@@ -216,7 +230,7 @@ public enum Lifecycle {
             // Consumables are never granted twice; an entitlement has one owner at a time.
             guard type.isEntitlement, policy == .transfer else { return refused(.restoreRefusal(type: type, policy: policy)) }
             return Transition(to: state, effects: [.transferEntitlement], outcome: .applied)
-        case (.restoreByAnotherUser, .unseen): return unchanged(.ignored)
+        case (.restoreByAnotherUser, .unseen), (.restoreByAnotherUser, .unclaimed): return unchanged(.ignored)
         case (.restoreByAnotherUser(let policy), _): return refused(.restoreRefusal(type: type, policy: policy))
         }
     }

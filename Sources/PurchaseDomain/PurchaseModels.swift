@@ -1,5 +1,10 @@
 import Foundation
 
+extension UserID {
+    /// The owner of a charge nobody claimed yet (`unclaimed`): the empty id, which no producer can send.
+    public static let nobody: UserID = ""
+}
+
 /// A purchase as the store keeps it.
 public struct PurchaseRecord: Sendable, Hashable {
     public var key: PurchaseKey
@@ -82,6 +87,7 @@ public struct GrantItem: Sendable, Hashable, Codable {
 }
 
 public enum RecordOutcome: Sendable, Hashable {
+    /// Recorded now; or, for a submission of a charge the store announced first (`unclaimed`), claimed for its user now.
     case recorded
     /// The store refunded or revoked it before the pipeline saw it: recorded `revoked`, never to be granted.
     case revokedEarlier

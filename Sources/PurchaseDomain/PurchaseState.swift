@@ -6,6 +6,9 @@
 public enum PurchaseState: String, Codable, Sendable, Hashable, CaseIterable, CustomStringConvertible {
     case unseen
     case revokedUnseen = "revoked_unseen"
+    /// The store announced the charge (its own notification) and no user is known for it yet: nothing is granted; the
+    /// first submission of it claims it for its user.
+    case unclaimed
     /// The store proved the payment; nothing is granted yet.
     case verified
     /// Its items are in the user's balance or entitlements; the store's transaction is not finished yet.

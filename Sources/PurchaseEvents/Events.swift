@@ -330,14 +330,17 @@ public struct RefundDue: PipelineEvent, Hashable {
     public static let type = EventType.refundDue
     public var store: Store
     public var transactionId: TransactionID
-    public var userId: UserID
+    /// Nil for a charge the store announced that no user claimed (`unclaimed`).
+    public var userId: UserID?
     public var productId: ProductID
     public var state: String?
     public var purchaseDate: Date
     public var deadline: Date
     public var flaggedAt: Date
+    /// True when nobody claimed the charge: the user paid and received nothing.
+    public var unclaimed: Bool?
 
-    public init(store: Store, transactionId: TransactionID, userId: UserID, productId: ProductID, state: String?, purchaseDate: Date,
+    public init(store: Store, transactionId: TransactionID, userId: UserID?, productId: ProductID, state: String?, purchaseDate: Date,
                 deadline: Date, flaggedAt: Date) {
         self.store = store
         self.transactionId = transactionId
@@ -347,9 +350,11 @@ public struct RefundDue: PipelineEvent, Hashable {
         self.purchaseDate = purchaseDate
         self.deadline = deadline
         self.flaggedAt = flaggedAt
+        self.unclaimed = userId == nil ? true : nil
     }
 
-    public var messageKey: Data? { Data(userId.rawValue.utf8) }
+    /// The user's key; an unclaimed charge's is its transaction's.
+    public var messageKey: Data? { Data((userId?.rawValue ?? "unclaimed:\(store.rawValue):\(transactionId)").utf8) }
     public var eventID: String { "refunddue:\(store.rawValue):\(transactionId)" }
 }
 

@@ -263,6 +263,57 @@ enum Migrations {
                 updated_at BIGINT NOT NULL
             );
             """),
+            // Charges the store announced that nobody claimed yet ('unclaimed', a state the CHECK did not allow: SQLite cannot
+            // alter a CHECK constraint, so its table is rebuilt as it stands, with the same columns in the same order), with
+            // an index for the sweep, the gauge and its oldest (on PostgreSQL selected by a column derived from the state, as
+            // in version 9, so that a grant stays a heap-only update); and purchases by account token (ASCII case-folded, as
+            // tokens compare), so that such a charge finds the user a token belongs to.
+            (18, (dialect == .postgres ? """
+            ALTER TABLE purchases DROP CONSTRAINT purchases_state_check;
+            ALTER TABLE purchases ADD CONSTRAINT purchases_state_check
+                CHECK (state IN ('unclaimed', 'verified', 'granted', 'finished', 'rejected', 'refund_due', 'revoked'));
+            ALTER TABLE purchases ADD COLUMN is_unclaimed BOOLEAN GENERATED ALWAYS AS (state = 'unclaimed') STORED;
+            CREATE INDEX purchases_unclaimed ON purchases (purchase_time) WHERE is_unclaimed;
+            """ : """
+            CREATE TABLE purchases_v18 (
+                store TEXT NOT NULL,
+                transaction_id TEXT NOT NULL,
+                original_transaction_id TEXT,
+                user_id TEXT NOT NULL,
+                product_id TEXT NOT NULL,
+                quantity BIGINT NOT NULL CHECK (quantity > 0),
+                purchase_time BIGINT NOT NULL,
+                environment TEXT,
+                state TEXT NOT NULL CHECK (state IN ('unclaimed', 'verified', 'granted', 'finished', 'rejected', 'refund_due', 'revoked')),
+                reject_reason TEXT,
+                verified_at BIGINT, granted_at BIGINT, finished_at BIGINT, rejected_at BIGINT, refund_due_at BIGINT, revoked_at BIGINT,
+                refund_notified_at BIGINT, package_name TEXT, purchase_token TEXT, store_consumed BIGINT NOT NULL DEFAULT 0,
+                product_type TEXT NOT NULL DEFAULT 'unknown' CHECK (product_type IN ('consumable', 'nonConsumable', 'autoRenewable', 'nonRenewing', 'unknown')),
+                consumed_at BIGINT,
+                is_open BOOLEAN GENERATED ALWAYS AS (state IN ('verified', 'granted')) VIRTUAL,
+                refund_unsent BOOLEAN GENERATED ALWAYS AS (state = 'refund_due' AND refund_notified_at IS NULL) VIRTUAL,
+                expires_at BIGINT, app_account_token TEXT,
+                is_unclaimed BOOLEAN GENERATED ALWAYS AS (state = 'unclaimed') VIRTUAL,
+                PRIMARY KEY (store, transaction_id)
+            );
+            INSERT INTO purchases_v18 (store, transaction_id, original_transaction_id, user_id, product_id, quantity, purchase_time, environment, state,
+                                       reject_reason, verified_at, granted_at, finished_at, rejected_at, refund_due_at, revoked_at, refund_notified_at,
+                                       package_name, purchase_token, store_consumed, product_type, consumed_at, expires_at, app_account_token)
+                SELECT store, transaction_id, original_transaction_id, user_id, product_id, quantity, purchase_time, environment, state,
+                       reject_reason, verified_at, granted_at, finished_at, rejected_at, refund_due_at, revoked_at, refund_notified_at,
+                       package_name, purchase_token, store_consumed, product_type, consumed_at, expires_at, app_account_token
+                FROM purchases;
+            DROP TABLE purchases;
+            ALTER TABLE purchases_v18 RENAME TO purchases;
+            CREATE INDEX purchases_by_original ON purchases (store, original_transaction_id);
+            CREATE INDEX purchases_open_by_time ON purchases (store, purchase_time) WHERE state IN ('verified', 'granted');
+            CREATE INDEX purchases_refund_outbox ON purchases (store, purchase_time) WHERE state = 'refund_due' AND refund_notified_at IS NULL;
+            CREATE INDEX purchases_granted_by_user ON purchases (user_id, purchase_time) WHERE state = 'granted';
+            CREATE INDEX purchases_of_unknown_type ON purchases (store) WHERE product_type = 'unknown';
+            CREATE INDEX purchases_unclaimed ON purchases (purchase_time) WHERE state = 'unclaimed';
+            """) + """
+            CREATE INDEX purchases_by_account_token ON purchases (lower(app_account_token)) WHERE app_account_token IS NOT NULL;
+            """),
         ]
     }
 

@@ -55,6 +55,16 @@ extension SQLPurchaseStore {
         }
     }
 
+    public func owner(ofAccountToken token: AccountToken) async throws -> UserID? {
+        // The index folds with lower(), which PostgreSQL may apply beyond ASCII: the candidates are checked as tokens compare.
+        try await executor.run { connection in
+            try connection.query("""
+                SELECT user_id, app_account_token FROM purchases WHERE lower(app_account_token) = lower($1) AND app_account_token IS NOT NULL
+                    AND \(LifecycleConditions.state(in: Lifecycle.provenStates)) ORDER BY purchase_time DESC
+                """, [.text(token)]).first { row in (row[1].identifier() as AccountToken?)?.isSameAccount(as: token) == true }?[0].identifier()
+        }
+    }
+
     /// The purchases under `originalTransactionId` (the original, its renewals and restores) that `userId` holds, oldest
     /// first: what moves when another user restores it under the `transfer` policy.
     public func purchases(store: Store, originalTransactionId: TransactionID, ownedBy userId: UserID) async throws -> [PurchaseKey] {

@@ -189,6 +189,16 @@ extension SQLPurchaseStore {
                   purchase.appAccountToken.map(SQLValue.text) ?? .null])
     }
 
+    /// Gives an unclaimed purchase the submitting user (and the account token the submission proved, if the charge named
+    /// none), moving it to `state` as if it had been recorded now.
+    static func claim(_ connection: any SQLConnection, _ purchase: PurchaseRecord, state: PurchaseState, at now: Date) throws {
+        try connection.query("""
+            UPDATE purchases SET user_id = $3, state = $4, verified_at = $5, app_account_token = COALESCE(app_account_token, $6)
+            WHERE store = $1 AND transaction_id = $2
+            """, [.text(purchase.key.store.rawValue), .text(purchase.key.transactionId), .text(purchase.userId), .text(state.rawValue),
+                  .integer(PurchaseTime.milliseconds(now)), purchase.appAccountToken.map(SQLValue.text) ?? .null])
+    }
+
     /// The app's consumption report of the purchase named by the two SQL expressions that came before its record
     /// (`recordConsumed`), or NULL: a purchase's record takes it in its insert. (The insert holds the purchase's lock,
     /// which `recordConsumed` takes too: no report falls between.)

@@ -18,8 +18,12 @@ extension SQLPurchaseStore {
         return try await executor.run { connection in
             try Self.transaction(connection, dialect) {
                 let query = leavingRecheckable ? Self.openPurchasesDueLeavingRecheckableQuery : Self.openPurchasesDueQuery
-                let rows = try connection.query(query + (dialect == .postgres ? " FOR UPDATE SKIP LOCKED" : ""),
-                                                [.text(store.rawValue), .integer(cutoff), .integer(Int64(limit))])
+                let lock = dialect == .postgres ? " FOR UPDATE SKIP LOCKED" : ""
+                var rows = try connection.query(query + lock, [.text(store.rawValue), .integer(cutoff), .integer(Int64(limit))])
+                // Then charges nobody claimed (not open: nothing is owed to a user), from an index of their own.
+                if rows.count < limit, let unclaimed = Self.unclaimedDueQuery {
+                    rows += try connection.query(unclaimed + lock, [.text(store.rawValue), .integer(cutoff), .integer(Int64(limit - rows.count))])
+                }
                 return try Self.flag(rows, connection, now: now, deadline: deadline)
             }
         }
@@ -94,7 +98,7 @@ extension SQLPurchaseStore {
 
     /// Open purchases of a type flagged when unconsumed, not known consumed, purchased before the cutoff ($2).
     static let dueCondition = """
-        is_open AND \(LifecycleConditions.state(in: Lifecycle.dueStates)) AND \(LifecycleConditions.productType(in: Lifecycle.typesFlaggedAtDeadline))
+        is_open AND \(LifecycleConditions.state(in: Lifecycle.dueStates.filter(Lifecycle.openStates.contains))) AND \(LifecycleConditions.productType(in: Lifecycle.typesFlaggedAtDeadline))
         AND purchase_time < $2 AND \(notKnownConsumed)
         """
 
@@ -115,6 +119,17 @@ extension SQLPurchaseStore {
         SELECT \(recordColumns) FROM purchases WHERE store = $1 AND \(dueCondition) AND NOT (\(recheckable))
         ORDER BY purchase_time LIMIT $3
         """
+
+    /// Due purchases that are not open: charges the store announced that nobody claimed (`purchases_unclaimed`; the
+    /// lifecycle's due states are open or unclaimed); nil if the lifecycle flags none such.
+    static let unclaimedDueQuery: String? = {
+        guard Lifecycle.dueStates.contains(.unclaimed) else { return nil }
+        return """
+            SELECT \(recordColumns) FROM purchases WHERE store = $1 AND \(unclaimedCondition)
+                AND \(LifecycleConditions.productType(in: Lifecycle.typesFlaggedAtDeadline)) AND purchase_time < $2 AND \(notKnownConsumed)
+            ORDER BY purchase_time LIMIT $3
+            """
+    }()
 
     /// One purchase ($3) if it is due (by its key).
     static let dueByKeyQuery = "SELECT \(recordColumns) FROM purchases WHERE store = $1 AND transaction_id = $3 AND \(dueCondition)"

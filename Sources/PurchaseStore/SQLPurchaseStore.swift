@@ -61,12 +61,26 @@ public final class SQLPurchaseStore: Sendable {
     /// (a tombstone) is recorded `revoked` and answers `revokedEarlier`.
     public func recordVerified(_ purchase: PurchaseRecord, at now: Date) async throws -> RecordOutcome {
         return try await decide(purchase.key, on: .verified, type: purchase.productType, deferring: true) { executor, connection, current, transition in
+            if transition.effects.contains(.claimPurchase) {
+                try Self.claim(connection, purchase, state: transition.to, at: now)
+                return .recorded
+            }
             guard transition.effects.contains(.recordPurchase) else {
                 return .existing(state: current.state, userId: current.userId ?? purchase.userId)
             }
             // Refused with a reason: its refund or revocation came first; it is recorded in the state the lifecycle says.
             let revokedEarlier = transition.reason == .revoked
             try executor.write(.insert(purchase, state: transition.to, reason: revokedEarlier ? "revokedEarlier" : nil, at: now), connection)
+            return revokedEarlier ? .revokedEarlier : .recorded
+        }
+    }
+
+    public func recordUnclaimed(_ purchase: PurchaseRecord, at now: Date) async throws -> RecordOutcome {
+        let unowned = { var record = purchase; record.userId = .nobody; return record }()
+        return try await decide(purchase.key, on: .chargeAnnounced, type: purchase.productType, deferring: true) { executor, connection, current, transition in
+            guard transition.effects.contains(.recordPurchase) else { return .existing(state: current.state, userId: current.userId ?? .nobody) }
+            let revokedEarlier = transition.reason == .revoked
+            try executor.write(.insert(unowned, state: transition.to, reason: revokedEarlier ? "revokedEarlier" : nil, at: now), connection)
             return revokedEarlier ? .revokedEarlier : .recorded
         }
     }
@@ -189,6 +203,10 @@ public final class SQLPurchaseStore: Sendable {
     static let openPurchasesByStateQuery = "SELECT state, count(*) FROM purchases WHERE is_open AND \(LifecycleConditions.state(in: Lifecycle.openStates)) GROUP BY state"
     static let oldestOpenPurchaseQuery = "SELECT min(purchase_time) FROM purchases WHERE is_open AND \(LifecycleConditions.state(in: Lifecycle.openStates))"
     static let unknownProductTypeQuery = "SELECT count(*) FROM purchases WHERE product_type = 'unknown'"
+    /// Charges nobody claimed, in both engines' words for their partial index (migration 18): PostgreSQL's `is_unclaimed`,
+    /// SQLite's on `state`.
+    static let unclaimedCondition = "is_unclaimed AND \(LifecycleConditions.state(in: [.unclaimed]))"
+    static let unclaimedChargesQuery = "SELECT count(*), min(purchase_time) FROM purchases WHERE \(unclaimedCondition)"
     /// The kept reports whose purchase is not recorded: the table holds few more (the sweeper prunes those taken).
     static let waitingConsumptionReportsQuery = """
         SELECT count(*) FROM early_consumption e WHERE NOT EXISTS (SELECT 1 FROM purchases p WHERE p.store = e.store AND p.transaction_id = e.transaction_id)
@@ -202,9 +220,11 @@ public final class SQLPurchaseStore: Sendable {
         let oldest = try connection.query(oldestOpenPurchaseQuery).first?[0].int64
         let unknown = try connection.query(unknownProductTypeQuery).first?[0].int64 ?? 0
         let waiting = try connection.query(waitingConsumptionReportsQuery).first?[0].int64 ?? 0
+        let unclaimed = try connection.query(unclaimedChargesQuery).first
         return OpenPurchaseStatistics(openPurchasesByState: try countsByState(connection.query(openPurchasesByStateQuery)),
                                       oldestUnfinishedPurchase: oldest.map(PurchaseTime.date), unknownProductType: Int(unknown),
-                                      consumptionReportsWaiting: Int(waiting))
+                                      consumptionReportsWaiting: Int(waiting), unclaimedCharges: Int(unclaimed?[0].int64 ?? 0),
+                                      oldestUnclaimedCharge: unclaimed?[1].int64.map(PurchaseTime.date))
     }
 
     private static func countsByState(_ rows: [SQLRow]) -> [PurchaseState: Int] {

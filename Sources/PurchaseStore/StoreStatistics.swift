@@ -11,6 +11,9 @@ public struct OpenPurchaseStatistics: Sendable, Hashable {
     /// The app's consumption reports kept for purchases not recorded (yet): a report that waits long names a purchase
     /// that never came (an app sending wrong ids, a submission lost).
     public var consumptionReportsWaiting: Int = 0
+    /// Charges the store announced that no user claimed yet (`unclaimed`), and when the oldest was paid.
+    public var unclaimedCharges: Int = 0
+    public var oldestUnclaimedCharge: Date?
 }
 
 /// Every purchase by state, with the open figures: for the demo's books and tests.

@@ -65,7 +65,9 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
             while case let unsent = try await store.unsentRefundNotices(store: storeName, deadline: deadline,
                                                                       limit: configuration.batchSize), !unsent.isEmpty {
                 let events: [any PipelineEvent] = unsent.map {
-                    RefundDue(store: storeName, transactionId: $0.record.key.transactionId, userId: $0.record.userId, productId: $0.record.productId,
+                    // A charge nobody claimed has no user: the notice says so (`unclaimed`).
+                    RefundDue(store: storeName, transactionId: $0.record.key.transactionId, userId: $0.record.userId == .nobody ? nil : $0.record.userId,
+                              productId: $0.record.productId,
                               state: nil, purchaseDate: $0.record.purchaseTime, deadline: $0.deadline, flaggedAt: context.now())
                 }
                 if case .publish(let messages) = try context.messages(events) {

@@ -64,16 +64,21 @@ extension VerifierStage {
     static let consumptionAnswerWindow: TimeInterval = 12 * 3600
 
     /// A renewal, a new subscription or a one-time charge the store announces: recorded and answered like a submission
-    /// for the user who owns the subscription. One nobody owns yet waits for the app's own submission.
+    /// for the user who owns the subscription, or else the user its account token belongs to (known from a purchase
+    /// bound to it). One nobody is known for is recorded unclaimed: the app's submission claims it, or its deadline
+    /// flags it (the user paid and received nothing).
     private func recordCharge(_ transaction: AppStoreTransaction, notification: AppStoreNotification,
                               received: StoreNotificationReceived) async throws -> StageResult {
-        guard let owner = try await store.owner(store: .appstore, originalTransactionId: transaction.originalTransactionId ?? transaction.transactionId) else {
-            context.logger.info("charge of a subscription nobody owns yet; the app's submission will record it",
-                                ["transactionId": transaction.transactionId, "type": notification.notificationType.rawValue])
-            return .publish([])
-        }
-        let submission = PurchaseSubmitted(store: .appstore, kind: .signedTransaction, userId: owner, submittedAt: received.receivedAt, source: .server,
-                                           submissionId: "notification:\(notification.notificationUUID)")
-        return .publish(try await record([VerifiedPurchase(transaction)], for: submission, byTheStore: true))
+        let original = transaction.originalTransactionId ?? transaction.transactionId
+        var owner = try await store.owner(store: .appstore, originalTransactionId: original)
+        if owner == nil, let token = transaction.appAccountToken { owner = try await store.owner(ofAccountToken: token) }
+        let submission = PurchaseSubmitted(store: .appstore, kind: .signedTransaction, userId: owner ?? .nobody, submittedAt: received.receivedAt,
+                                           source: .server, submissionId: "notification:\(notification.notificationUUID)")
+        guard owner == nil else { return .publish(try await record([VerifiedPurchase(transaction)], for: submission, byTheStore: true)) }
+        let purchase = VerifiedPurchase(transaction)
+        let outcome = try await store.recordUnclaimed(purchaseRecord(purchase, type: productType(of: purchase), for: submission), at: context.now())
+        context.logger.info("charge nobody claimed yet: kept for the app's submission", ["transactionId": transaction.transactionId,
+                                                                                        "type": notification.notificationType.rawValue, "outcome": "\(outcome)"])
+        return .publish([])
     }
 }

@@ -169,14 +169,7 @@ public struct VerifierStage: StoreBackedStage {
                                                          reason: RejectionReason.malformedPayload.rawValue, transactionId: nil, productId: nil)])
                 continue
             }
-            let record = PurchaseRecord(key: PurchaseKey(store: purchase.store, transactionId: purchase.transactionId),
-                                        userId: submission.userId, productId: purchase.productId, productType: type, quantity: purchase.quantity,
-                                        // Never later than now: a client's `submittedAt` in the future would keep the purchase from its deadline.
-                                        purchaseTime: purchase.purchaseDate ?? min(submission.submittedAt, context.now()), environment: purchase.environment,
-                                        originalTransactionId: purchase.originalTransactionId,
-                                        packageName: submission.appcoins?.packageName, purchaseToken: submission.appcoins?.purchaseToken,
-                                        storeConsumed: purchase.consumed == true, expiresDate: purchase.expiresDate,
-                                        appAccountToken: purchase.appAccountToken)
+            let record = purchaseRecord(purchase, type: type, for: submission)
             // A restore (StoreKit 1, receipts) has a transaction id of its own beside the original's. Under an original
             // another user holds, the restore policy judges it as it judges a replay of the original itself.
             if let original = purchase.originalTransactionId, original != purchase.transactionId,
@@ -204,6 +197,18 @@ public struct VerifierStage: StoreBackedStage {
             }
         }
         return events
+    }
+
+    /// The record of a purchase `submission` proves, of product type `type`.
+    func purchaseRecord(_ purchase: VerifiedPurchase, type: ProductType, for submission: PurchaseSubmitted) -> PurchaseRecord {
+        PurchaseRecord(key: PurchaseKey(store: purchase.store, transactionId: purchase.transactionId),
+                       userId: submission.userId, productId: purchase.productId, productType: type, quantity: purchase.quantity,
+                       // Never later than now: a client's `submittedAt` in the future would keep the purchase from its deadline.
+                       purchaseTime: purchase.purchaseDate ?? min(submission.submittedAt, context.now()), environment: purchase.environment,
+                       originalTransactionId: purchase.originalTransactionId,
+                       packageName: submission.appcoins?.packageName, purchaseToken: submission.appcoins?.purchaseToken,
+                       storeConsumed: purchase.consumed == true, expiresDate: purchase.expiresDate,
+                       appAccountToken: purchase.appAccountToken)
     }
 
     /// A transaction submitted under a user other than its owner: an entitlement moves under the `transfer`

@@ -30,6 +30,9 @@ enum StoreMetrics {
                         help: "Purchases whose product type is unknown (recorded before types were kept; never flagged): name them in the catalog.")
         metrics.declare("iap_consumption_reports_waiting", .gauge,
                         help: "The app's consumption reports kept for purchases not recorded yet (alert when one stays: wrong ids, or a lost submission).")
+        metrics.declare("iap_unclaimed_charges", .gauge,
+                        help: "Charges the store announced that no submission claimed yet (an app that died after the payment); flagged at their deadline.")
+        metrics.declare("iap_oldest_unclaimed_charge_age_seconds", .gauge, help: "Age of the oldest unclaimed charge (0 when none).")
         metrics.declare("iap_parked_messages", .gauge, help: "Messages parked on the retry topic and not re-driven yet, by stage (alert when above 0).")
         metrics.declare("iap_oldest_parked_message_age_seconds", .gauge, help: "Age of the oldest parked message, by stage (0 when none).")
         metrics.addCollector { metrics in
@@ -50,6 +53,8 @@ enum StoreMetrics {
                             to: open.oldestUnfinishedPurchase.map { max(0, time.timeIntervalSince($0)) } ?? 0)
                 metrics.set("iap_purchases_unknown_product_type", to: Double(open.unknownProductType))
                 metrics.set("iap_consumption_reports_waiting", to: Double(open.consumptionReportsWaiting))
+                metrics.set("iap_unclaimed_charges", to: Double(open.unclaimedCharges))
+                metrics.set("iap_oldest_unclaimed_charge_age_seconds", to: open.oldestUnclaimedCharge.map { max(0, time.timeIntervalSince($0)) } ?? 0)
                 metrics.set("iap_store_up", to: 1)
             } catch {
                 // Keep the last values; the outage itself is the series to alert on.

@@ -32,7 +32,15 @@ extension InMemoryPurchaseStore: SweepRepository, ConsumptionRequestRepository {
     // MARK: Decisions
 
     public func recordVerified(_ purchase: PurchaseRecord, at now: Date) async throws -> RecordOutcome {
-        try await withTables([purchase.key]) { $0.recordVerified(purchase) }
+        try await withTables([purchase.key]) { $0.recordVerified(purchase, at: now) }
+    }
+
+    public func recordUnclaimed(_ purchase: PurchaseRecord, at now: Date) async throws -> RecordOutcome {
+        try await withTables([purchase.key]) { $0.recordUnclaimed(purchase) }
+    }
+
+    public func owner(ofAccountToken token: AccountToken) async throws -> UserID? {
+        try await withTables { $0.owner(ofAccountToken: token) }
     }
 
     public func grant(_ key: PurchaseKey, items: [GrantItem], at now: Date) async throws -> GrantOutcome {

@@ -3,11 +3,32 @@ import PurchaseDomain
 
 /// The hot decisions: record, grant, finish; and the reads that go with them.
 extension Tables {
-    mutating func recordVerified(_ purchase: PurchaseRecord) -> RecordOutcome {
+    mutating func recordVerified(_ purchase: PurchaseRecord, at now: Date) -> RecordOutcome {
         let (current, transition) = decide(purchase.key, on: .verified, type: purchase.productType)
+        if transition.effects.contains(.claimPurchase) {
+            purchases[purchase.key]?.record.userId = purchase.userId
+            purchases[purchase.key]?.record.state = transition.to
+            if purchases[purchase.key]?.record.appAccountToken == nil { purchases[purchase.key]?.record.appAccountToken = purchase.appAccountToken }
+            return .recorded
+        }
         guard transition.effects.contains(.recordPurchase) else { return .existing(state: current.state, userId: current.userId ?? purchase.userId) }
         insert(purchase, state: transition.to)
         return transition.to == .revoked ? .revokedEarlier : .recorded
+    }
+
+    mutating func recordUnclaimed(_ purchase: PurchaseRecord) -> RecordOutcome {
+        let (current, transition) = decide(purchase.key, on: .chargeAnnounced, type: purchase.productType)
+        guard transition.effects.contains(.recordPurchase) else { return .existing(state: current.state, userId: current.userId ?? .nobody) }
+        var unowned = purchase
+        unowned.userId = .nobody
+        insert(unowned, state: transition.to)
+        return transition.to == .revoked ? .revokedEarlier : .recorded
+    }
+
+    /// The owner of the latest proven purchase bound to `token`.
+    func owner(ofAccountToken token: AccountToken) -> UserID? {
+        purchases.values.filter { row in Lifecycle.provenStates.contains(row.state) && row.record.appAccountToken?.isSameAccount(as: token) == true }
+            .max { ($0.purchaseTime, $0.recorded) < ($1.purchaseTime, $1.recorded) }?.record.userId
     }
 
     mutating func grant(_ key: PurchaseKey, items: [GrantItem], at now: Date) -> GrantOutcome {
@@ -57,9 +78,9 @@ extension Tables {
         return found
     }
 
-    /// The user of the latest purchase of the subscription that was not rejected.
+    /// The user of the latest proven purchase of the subscription (neither rejected nor unclaimed).
     func owner(store: Store, originalTransactionId: TransactionID) -> UserID? {
-        periods(store, original: originalTransactionId).filter { $0.state != .rejected }
+        periods(store, original: originalTransactionId).filter { Lifecycle.provenStates.contains($0.state) }
             .max { ($0.purchaseTime, $0.recorded) < ($1.purchaseTime, $1.recorded) }?.record.userId
     }
 

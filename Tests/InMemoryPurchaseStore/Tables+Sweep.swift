@@ -4,9 +4,9 @@ import PurchaseDomain
 /// The sweeper's reads and flags: purchases paid but left unconsumed past their deadline, and the outbox of their
 /// `refund.due` events, selected by the lifecycle's own state sets as `SQLPurchaseStore+Sweep` selects them.
 extension Tables {
-    /// Open, of a type flagged when unconsumed, in a state the deadline flags, purchased before `cutoff`, not known consumed.
+    /// Of a type flagged when unconsumed, in a state the deadline flags, purchased before `cutoff`, not known consumed.
     static func isDue(_ row: PurchaseRow, cutoff: Int64) -> Bool {
-        Lifecycle.openStates.contains(row.state) && Lifecycle.dueStates.contains(row.state) && Lifecycle.typesFlaggedAtDeadline.contains(row.record.productType)
+        Lifecycle.dueStates.contains(row.state) && Lifecycle.typesFlaggedAtDeadline.contains(row.record.productType)
             && row.purchaseTime < cutoff && !row.knownConsumed
     }
 
@@ -19,13 +19,17 @@ extension Tables {
 
     mutating func sweepDue(store: Store, deadline: TimeInterval, now: Date, limit: Int, leavingRecheckable: Bool) -> [DuePurchase] {
         let cutoff = Self.cutoff(now, deadline)
+        // Open ones first, then charges nobody claimed, as the SQL store reads them.
         let due = purchases.values.filter { $0.key.store == store && Self.isDue($0, cutoff: cutoff) && !(leavingRecheckable && Self.isRecheckable($0)) }
-        return flag(Array(due.sorted(by: Self.byPurchaseTime).prefix(limit)), now: now, deadline: deadline)
+        let (open, unclaimed) = (due.filter { Lifecycle.openStates.contains($0.state) }, due.filter { !Lifecycle.openStates.contains($0.state) })
+        let read = open.sorted(by: Self.byPurchaseTime).prefix(limit) + unclaimed.sorted(by: Self.byPurchaseTime).prefix(max(0, limit - open.count))
+        return flag(Array(read), now: now, deadline: deadline)
     }
 
     mutating func flagDue(_ keys: [PurchaseKey], deadline: TimeInterval, now: Date) -> [DuePurchase] {
         let cutoff = Self.cutoff(now, deadline)
-        return flag(keys.compactMap { purchases[$0] }.filter { Self.isDue($0, cutoff: cutoff) }, now: now, deadline: deadline)
+        return flag(keys.compactMap { purchases[$0] }.filter { Lifecycle.openStates.contains($0.state) && Self.isDue($0, cutoff: cutoff) },
+                    now: now, deadline: deadline)
     }
 
     /// Flags the purchases of `rows` (read as due) the lifecycle flags, each once (a row read twice is flagged by the

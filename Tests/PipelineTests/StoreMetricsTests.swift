@@ -39,18 +39,20 @@ import TestSupport
 
         try await record(.verified, 2)
         try await record(.finished, 3)
-        #expect(await scrape(after: 0) == [.verified: 2, .granted: 0, .finished: 3, .rejected: 0, .refundDue: 0, .revoked: 0])
+        try await record(.unclaimed, 1)
+        #expect(await scrape(after: 0) == [.unclaimed: 1, .verified: 2, .granted: 0, .finished: 3, .rejected: 0, .refundDue: 0, .revoked: 0])
         #expect(metrics.value("iap_oldest_unfinished_purchase_age_seconds") == 1_000)
+        #expect(metrics.value("iap_unclaimed_charges") == 1 && metrics.value("iap_oldest_unclaimed_charge_age_seconds") == 1_000)
 
         try await record(.granted, 1)
         try await record(.finished, 2)
         try await record(.revoked, 1)
-        #expect(await scrape(after: 299) == [.verified: 2, .granted: 1, .finished: 3, .rejected: 0, .refundDue: 0, .revoked: 0],
+        #expect(await scrape(after: 299) == [.unclaimed: 1, .verified: 2, .granted: 1, .finished: 3, .rejected: 0, .refundDue: 0, .revoked: 0],
                 "open purchases as they are, the others as counted 299 s ago")
-        #expect(await scrape(after: 1) == [.verified: 2, .granted: 1, .finished: 5, .rejected: 0, .refundDue: 0, .revoked: 1],
+        #expect(await scrape(after: 1) == [.unclaimed: 1, .verified: 2, .granted: 1, .finished: 5, .rejected: 0, .refundDue: 0, .revoked: 1],
                 "counted again once the interval has passed")
         try await record(.rejected, 1)
-        #expect(await scrape(after: -3_600) == [.verified: 2, .granted: 1, .finished: 5, .rejected: 1, .refundDue: 0, .revoked: 1],
+        #expect(await scrape(after: -3_600) == [.unclaimed: 1, .verified: 2, .granted: 1, .finished: 5, .rejected: 1, .refundDue: 0, .revoked: 1],
                 "a clock set back past the last count counts again")
         #expect(metrics.value("iap_store_up") == 1)
     }

@@ -65,9 +65,10 @@ import Testing
         #expect(FinishPolicy.onConsumptionReport(nil, finishesThroughStoreAPI: true) == .refuse)
     }
 
-    /// A report of consumption is kept for the grant exactly where the grant is still to come.
+    /// A report of consumption is kept for the grant exactly where the grant is still to come (now, or once a submission
+    /// claims the charge).
     @Test(arguments: PurchaseState.allCases) func aReportWaitsOnlyForAGrantStillToCome(_ state: PurchaseState) {
-        let grantToCome = state.isRecorded && Lifecycle.transition(from: state, on: .grant, type: .consumable).outcome == .applied
+        let grantToCome = state.isRecorded && [.applied, .waiting].contains(Lifecycle.transition(from: state, on: .grant, type: .consumable).outcome)
         #expect(FinishPolicy.awaitsGrant(state) == grantToCome)
     }
 

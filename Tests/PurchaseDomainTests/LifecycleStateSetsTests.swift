@@ -5,20 +5,22 @@ import Testing
 /// `Lifecycle.transition`, and these are the relations between them that the sweeper's and the read side's queries and
 /// their partial indexes rely on.
 @Suite struct LifecycleStateSetsTests {
-    @Test func everyDuePurchaseIsOpenAndEveryRecheckableOneIsDue() {
+    @Test func everyDuePurchaseIsOpenOrUnclaimedAndEveryRecheckableOneIsDue() {
         #expect(!Lifecycle.dueStates.isEmpty && !Lifecycle.typesFlaggedAtDeadline.isEmpty)
-        // The due queries read the index of open purchases: a due purchase outside it would never be flagged.
-        #expect(Lifecycle.dueStates.allSatisfy(Lifecycle.openStates.contains))
+        // The due queries read the index of open purchases, and that of unclaimed charges: a due purchase outside both
+        // would never be flagged.
+        #expect(Lifecycle.dueStates.allSatisfy { Lifecycle.openStates.contains($0) || $0 == .unclaimed })
         #expect(Lifecycle.recheckableStates.allSatisfy(Lifecycle.dueStates.contains))
         #expect(Lifecycle.awaitingFinishStates.allSatisfy(Lifecycle.openStates.contains), "a user's pending purchases come from the open ones")
     }
 
-    /// A proven purchase has an owner; a refused verification never does, and only that event leads to its state.
+    /// A proven purchase has an owner; a refused verification never does, and only that event leads to its state; nor
+    /// does a charge the store announced until a submission claims it.
     @Test func provenStatesAreThoseAProofLeadsTo() {
         let refused = Lifecycle.transition(from: .unseen, on: .verificationRefused, type: .consumable)
         #expect(refused.to == .rejected && refused.effects == [.recordPurchase])
-        #expect(!Lifecycle.provenStates.contains(.rejected))
-        #expect(Lifecycle.provenStates == PurchaseState.recorded.filter { $0 != .rejected })
+        #expect(!Lifecycle.provenStates.contains(.rejected) && !Lifecycle.provenStates.contains(.unclaimed))
+        #expect(Lifecycle.provenStates == PurchaseState.recorded.filter { $0 != .rejected && $0 != .unclaimed })
         for event in LifecycleEvent.allCases where event != .verificationRefused {
             for state in PurchaseState.allCases where state != .rejected {
                 for type in ProductType.allCases {

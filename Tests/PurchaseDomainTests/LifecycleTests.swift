@@ -17,7 +17,7 @@ import Testing
 
     @Test func theTableCoversEveryStateEventAndType() {
         #expect(Self.everyCase.count == PurchaseState.allCases.count * LifecycleEvent.allCases.count * ProductType.allCases.count)
-        #expect(Self.everyCase.count == 8 * 13 * 5)
+        #expect(Self.everyCase.count == 9 * 14 * 5)
     }
 
     /// A due refund's claw-back takes back only from a purchase still flagged: one refunded since (revoked), or whose
@@ -60,7 +60,8 @@ import Testing
         let flagged = Self.everyCase.filter { $0.transition.effects.contains(.flagRefundDue) }
         #expect(!flagged.isEmpty)
         for c in flagged {
-            #expect(c.type == .consumable && c.event == .deadlinePassed && [.verified, .granted].contains(c.state) && c.transition.to == .refundDue, "\(c)")
+            #expect(c.type == .consumable && c.event == .deadlinePassed && [.unclaimed, .verified, .granted].contains(c.state) && c.transition.to == .refundDue,
+                    "\(c)")
         }
         for c in Self.everyCase where c.event == .deadlinePassed && c.type != .consumable {
             #expect(c.transition == Transition(to: c.state, outcome: .ignored), "a \(c.type) is never flagged: \(c)")
@@ -103,7 +104,8 @@ import Testing
         for c in Self.everyCase where c.event == .restoreByAnotherUser(.keep) {
             #expect(c.transition.effects.isEmpty, "keep never moves anything: \(c)")
         }
-        for c in Self.everyCase where c.event == .restoreByAnotherUser(.transfer) && c.state.isRecorded && !c.type.isEntitlement {
+        // An unclaimed charge has no owner to restore it from: its submission claims it.
+        for c in Self.everyCase where c.event == .restoreByAnotherUser(.transfer) && c.state.isRecorded && c.state != .unclaimed && !c.type.isEntitlement {
             #expect(c.transition.outcome == .refused, "a consumable is never granted again: \(c)")
         }
     }
@@ -115,9 +117,10 @@ import Testing
         for c in Self.everyCase where c.transition.to == .unseen && c.state != .unseen {
             #expect(c.state == .revokedUnseen && c.event == .refundReversed && c.transition.effects == [.clearTombstone], "\(c)")
         }
-        // No purchase record is ever created except by a verdict: the store's proof, or a refusal of it.
+        // No purchase record is ever created except by a verdict (the store's proof, or a refusal of it) or the store's own
+        // announcement of the charge.
         for c in Self.everyCase where !c.state.isRecorded && c.transition.to.isRecorded {
-            #expect([.verified, .verificationRefused].contains(c.event) && c.transition.effects == [.recordPurchase], "\(c)")
+            #expect([.verified, .verificationRefused, .chargeAnnounced].contains(c.event) && c.transition.effects == [.recordPurchase], "\(c)")
         }
     }
 
@@ -155,5 +158,26 @@ import Testing
         #expect(reversed == (.finished, [.applied, .applied, .applied, .applied, .ignored]))
         // A declined refund changes nothing.
         #expect(walk([.verified, .grant, .refundDeclined]) == (.granted, [.applied, .applied, .ignored]))
+    }
+}
+
+extension LifecycleTests {
+    /// A charge the store announced with no user known is kept, owned by nobody, until the first submission claims it;
+    /// meanwhile nothing is granted or finished, its refund ends it, and a consumable is flagged at its deadline.
+    @Test func aChargeNobodyClaimedWaitsForItsSubmission() {
+        for type in ProductType.allCases {
+            #expect(Lifecycle.transition(from: .unseen, on: .chargeAnnounced, type: type) == Transition(to: .unclaimed, effects: [.recordPurchase], outcome: .applied))
+            #expect(Lifecycle.transition(from: .revokedUnseen, on: .chargeAnnounced, type: type)
+                    == Transition(to: .revoked, effects: [.recordPurchase], outcome: .refused, reason: .revoked), "its refund came first")
+            #expect(Lifecycle.transition(from: .unclaimed, on: .verified, type: type) == Transition(to: .verified, effects: [.claimPurchase], outcome: .applied))
+            #expect(Lifecycle.transition(from: .unclaimed, on: .chargeAnnounced, type: type).outcome == .repeated)
+            #expect(Lifecycle.transition(from: .verified, on: .chargeAnnounced, type: type).outcome == .repeated, "submitted first: the announcement changes nothing")
+            #expect(Lifecycle.transition(from: .unclaimed, on: .grant, type: type).outcome == .waiting)
+            #expect(Lifecycle.transition(from: .unclaimed, on: .finish, type: type).outcome == .waiting)
+            #expect(Lifecycle.transition(from: .unclaimed, on: .revoke, type: type) == Transition(to: .revoked, outcome: .applied), "nothing to take back")
+            let deadline = Lifecycle.transition(from: .unclaimed, on: .deadlinePassed, type: type)
+            #expect(deadline.effects.contains(.flagRefundDue) == (type == .consumable), "\(type)")
+        }
+        #expect(Lifecycle.dueStates.contains(.unclaimed) && !Lifecycle.openStates.contains(.unclaimed))
     }
 }

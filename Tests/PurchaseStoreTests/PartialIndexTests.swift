@@ -55,6 +55,8 @@ import TestSupport
         #expect(withToken.contains("purchases_open_by_time"), "\(withToken)")
         let notices = try await plan(store, engine, SQLPurchaseStore.unsentRefundNoticesQuery, [.text("appstore"), .integer(500)])
         #expect(notices.contains("purchases_refund_outbox"), "\(notices)")
+        let unclaimed = try await plan(store, engine, try #require(SQLPurchaseStore.unclaimedDueQuery), due)
+        #expect(unclaimed.contains("purchases_unclaimed"), "\(unclaimed)")
 
         // And they find what they did before.
         let withTokenDue = try await store.dueGrantedWithToken(store: .appstore, deadline: 0, now: Date(timeIntervalSince1970: 1_000), limit: 3)
@@ -119,6 +121,8 @@ import TestSupport
         }
         let unknown = try await plan(store, engine, SQLPurchaseStore.unknownProductTypeQuery, [])
         #expect(unknown.contains("purchases_of_unknown_type"), "\(unknown)")
+        let unclaimed = try await plan(store, engine, SQLPurchaseStore.unclaimedChargesQuery, [])
+        #expect(unclaimed.contains("purchases_unclaimed"), "\(unclaimed)")
 
         // And they count what a count of every purchase does.
         let open = try await store.openStatistics()
@@ -140,7 +144,8 @@ import TestSupport
     }
 
     /// The generated columns the PostgreSQL indexes select by (`is_open`, `refund_unsent`, written in migration 9's own
-    /// words) say what the lifecycle says: open exactly in `Lifecycle.openStates`, a notice unsent only in its flagged state.
+    /// words, and 18's `is_unclaimed`) say what the lifecycle says: open exactly in `Lifecycle.openStates`, a notice unsent
+    /// only in its flagged state.
     @Test(arguments: StoreEngine.available) func theIndexedColumnsAgreeWithTheLifecycle(_ engine: StoreEngine) async throws {
         let store = try await engine.freshStore()
         for state in PurchaseState.recorded {
@@ -148,14 +153,17 @@ import TestSupport
                                   state: state.rawValue, type: "consumable")
         }
         let columns = try await store.executor.run { connection in
-            try connection.query("SELECT state, CASE WHEN is_open THEN 1 ELSE 0 END, CASE WHEN refund_unsent THEN 1 ELSE 0 END FROM purchases")
-                .map { row in (state: row[0].string ?? "", open: row[1].int64 == 1, unsent: row[2].int64 == 1) }
+            try connection.query("""
+                SELECT state, CASE WHEN is_open THEN 1 ELSE 0 END, CASE WHEN refund_unsent THEN 1 ELSE 0 END, CASE WHEN is_unclaimed THEN 1 ELSE 0 END
+                FROM purchases
+                """).map { row in (state: row[0].string ?? "", open: row[1].int64 == 1, unsent: row[2].int64 == 1, unclaimed: row[3].int64 == 1) }
         }
         #expect(columns.count == PurchaseState.recorded.count)
         for column in columns {
             let state = try #require(PurchaseState(rawValue: column.state))
             #expect(column.open == Lifecycle.openStates.contains(state), "is_open of \(state)")
             #expect(column.unsent == (state == Lifecycle.flaggedState), "refund_unsent of \(state)")
+            #expect(column.unclaimed == (state == .unclaimed), "is_unclaimed of \(state)")
         }
     }
 }

@@ -9,7 +9,6 @@ import Stages
 import StageTestSupport
 import StoreFixtures
 import StoreVerification
-import Synchronization
 import Testing
 import WorkerRuntime
 
@@ -48,20 +47,10 @@ import WorkerRuntime
                                                       environment: .production, signedTransactionInfo: nil, signedDate: date))
     }
 
-    /// The `store.notification` messages published so far, in order (read by a fresh consumer from the start).
+    /// The `store.notification` events published so far, in order, each with the event id the ingest gives it.
     func published(atLeast count: Int) async throws -> [StoreNotificationReceived] {
-        let seen = Mutex<[KafkaMessage]>([])
-        let consumer = try KafkaConsumer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": cluster.bootstrapServers]),
-                                                              groupID: "reader-\(UUID().uuidString)", topics: [StageFixtures.codec.topic(.storeNotification)]))
-        let task = Task { try await consumer.run { message in seen.withLock { $0.append(message) } } }
-        let deadline = ContinuousClock.now + .seconds(30)
-        while seen.withLock({ $0.count }) < count, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        consumer.triggerGracefulShutdown()
-        try await task.value
-        return try seen.withLock { $0 }.map { message in
-            guard case .success(let event) = StageFixtures.codec.decode(message, as: StoreNotificationReceived.self) else { throw CancellationError() }
-            #expect(message.headers.first { $0.key == "ce_id" }.map { String(decoding: $0.value ?? Data(), as: UTF8.self) } == event.eventID,
-                    "the event id the notification has when the ingest publishes it")
+        try await StageFixtures.events(StoreNotificationReceived.self, atLeast: count, at: cluster.bootstrapServers).map { event, message in
+            #expect(message.header("ce_id") == event.eventID, "the event id the notification has when the ingest publishes it")
             return event
         }
     }

@@ -58,6 +58,20 @@ import WorkerRuntime
         #expect(try await sweeper.sweepOnce() == 0, "flagged once")
     }
 
+    /// A charge the store announced that nobody claimed is flagged at its deadline like any unconsumed consumable, once;
+    /// its notice names no user and says so.
+    @Test func anUnclaimedChargeIsFlaggedAtItsDeadlineWithANoticeThatNamesNoUser() async throws {
+        let key = PurchaseKey(store: .appstore, transactionId: "unclaimed-1")
+        _ = try await store.recordUnclaimed(PurchaseRecord(key: key, userId: .nobody, productId: "coins.100", productType: .consumable, quantity: 1,
+                                                           purchaseTime: Self.t0), at: Self.t0)
+        let sweeper = try sweeper(now: Self.t0.addingTimeInterval(2 * 86_400))
+        #expect(try await sweeper.sweepOnce() == 1)
+        #expect(try await sweeper.sweepOnce() == 0, "once")
+        let notices = try await StageFixtures.events(RefundDue.self, atLeast: 1, at: cluster.bootstrapServers).map(\.event)
+        #expect(notices.map(\.transactionId) == ["unclaimed-1"])
+        #expect(notices.first?.userId == nil && notices.first?.unclaimed == true)
+    }
+
     /// A sweep the store fails for flags nothing and sends nothing; the next one does it all.
     @Test func aFailedSweepLeavesItAllToTheNext() async throws {
         let now = Self.t0.addingTimeInterval(2 * 86_400)

@@ -1,0 +1,63 @@
+import Foundation
+import PurchaseDomain
+@testable import PurchaseStore
+import Testing
+import TestSupport
+
+/// Charges the store announced with no user known, on every repository: kept unclaimed and owned by nobody, claimed once
+/// by a submission, flagged at their deadline if unconsumed consumables, ended by their refund.
+@Suite struct UnclaimedChargeContractTests {
+    static let t0 = Date(timeIntervalSince1970: 1_764_700_000)
+
+    func charge(_ id: TransactionID, type: ProductType = .consumable, token: AccountToken? = nil, user: UserID = .nobody) -> PurchaseRecord {
+        PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: user, productId: type == .consumable ? "coins.100" : "adfree",
+                       productType: type, quantity: 1, purchaseTime: Self.t0, appAccountToken: token)
+    }
+
+    @Test(arguments: RepositoryKind.available) func aChargeIsKeptUnclaimedThenClaimedOnce(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
+        #expect(try await store.recordUnclaimed(charge("c1", user: "ignored"), at: Self.t0) == .recorded)
+        let kept = try #require(try await store.purchase(PurchaseKey(store: .appstore, transactionId: "c1")))
+        #expect(kept.state == .unclaimed && kept.userId == .nobody, "owned by nobody whatever the record said")
+        #expect(try await store.recordUnclaimed(charge("c1"), at: Self.t0) == .existing(state: .unclaimed, userId: .nobody))
+        #expect(try await store.owner(store: .appstore, originalTransactionId: "c1") == nil)
+        guard case .notGrantable = try await store.grant(kept.key, items: [.currency("coins", 100)], at: Self.t0) else {
+            Issue.record("an unclaimed charge was granted")
+            return
+        }
+        #expect(try await store.recordVerified(charge("c1", token: "t-1", user: "u-1"), at: Self.t0) == .recorded, "claimed")
+        let claimed = try #require(try await store.purchase(kept.key))
+        #expect(claimed.state == .verified && claimed.userId == "u-1" && claimed.appAccountToken == "t-1")
+        #expect(try await store.recordVerified(charge("c1", user: "u-2"), at: Self.t0) == .existing(state: .verified, userId: "u-1"), "once")
+        #expect(try await store.owner(ofAccountToken: "T-1") == "u-1", "tokens compare with ASCII letters folded")
+        #expect(try await store.owner(ofAccountToken: "t-2") == nil)
+    }
+
+    @Test(arguments: RepositoryKind.available) func anUnclaimedConsumableIsFlaggedAtItsDeadlineOnce(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
+        _ = try await store.recordUnclaimed(charge("c2"), at: Self.t0)
+        _ = try await store.recordUnclaimed(charge("c3", type: .nonConsumable), at: Self.t0)
+        _ = try await store.recordUnclaimed(charge("c4"), at: Self.t0)
+        _ = try await store.revoke(PurchaseKey(store: .appstore, transactionId: "c4"), at: Self.t0)
+        #expect(try await store.purchase(PurchaseKey(store: .appstore, transactionId: "c4"))?.state == .revoked, "its refund ends it")
+        let later = Self.t0.addingTimeInterval(86_401)
+        #expect(try await store.sweepDue(store: .appstore, deadline: 86_400, now: Self.t0.addingTimeInterval(3600)).isEmpty, "not due yet")
+        let due = try await store.sweepDue(store: .appstore, deadline: 86_400, now: later)
+        #expect(due.map(\.record.key.transactionId) == ["c2"] && due.first?.previousState == .unclaimed, "the consumable only")
+        #expect(try await store.sweepDue(store: .appstore, deadline: 86_400, now: later).isEmpty, "once")
+        let notices = try await store.unsentRefundNotices(store: .appstore, deadline: 86_400)
+        #expect(notices.map(\.record.userId) == [.nobody])
+    }
+
+    @Test(arguments: StoreEngine.available) func theGaugeCountsUnclaimedChargesAndTheOldest(_ engine: StoreEngine) async throws {
+        let store = try await engine.freshStore()
+        #expect(try await store.openStatistics().unclaimedCharges == 0)
+        _ = try await store.recordUnclaimed(charge("c5"), at: Self.t0)
+        var later = charge("c6")
+        later.purchaseTime = Self.t0.addingTimeInterval(60)
+        _ = try await store.recordUnclaimed(later, at: Self.t0)
+        let open = try await store.openStatistics()
+        #expect(open.unclaimedCharges == 2 && open.oldestUnclaimedCharge == Self.t0)
+        #expect(open.openPurchasesByState.isEmpty, "not open: nothing is owed to a user yet")
+    }
+}
