@@ -11,14 +11,12 @@ import Synchronization
 /// - `POST /inApps/v1/transactions/{transactionId}/finish` → 200, recorded with the time it arrived.
 /// - `PUT /inApps/v2/transactions/consumption/{transactionId}` with a `ConsumptionRequest` checked as Apple
 ///   documents it → 202, recorded; else 400 with Apple's `errorCode` (none when malformed).
-/// - `POST /inApps/v1/notifications/history[?paginationToken=…]` → the notifications recorded with `recordNotification`
-///   in the request's timespan, oldest first, `historyPageSize` a page (Apple: 20); 400 with Apple's error code for a
-///   start before the history kept (180 days), a start not before the end, or a token of another request.
+/// - Notification history and test notifications: see `AppStoreServerAPIStandIn+Notifications`.
 /// Errors are injected on demand (`fail`): authenticated requests are then answered with that status and Apple's
 /// error code for it, and `Retry-After` when given.
 public final class AppStoreServerAPIStandIn: Sendable {
     public let server: HTTPServer
-    private let recorder = Recorder()
+    let recorder = Recorder()
 
     /// What authenticated requests are answered with instead, and how many more times (nil: until `fail(nil)`).
     public struct Failure: Sendable {
@@ -41,6 +39,10 @@ public final class AppStoreServerAPIStandIn: Sendable {
         /// Notifications the App Store attempted to send, with when.
         var history: [(signedPayload: String, at: Date)] = []
         var historyPageSize = 20
+        /// Where requested test notifications are posted, and how they are signed (by notification UUID).
+        var testNotificationTarget: (url: URL, sign: @Sendable (String) throws -> String)?
+        /// Test notifications requested, by token: as sent, and each attempt to post it.
+        var testNotifications: [String: (signedPayload: String, attempts: [(date: Date, result: String)])] = [:]
         var requests: [String] = []
         var failure: Failure?
         /// Tokens whose signature and claims were checked, with their claims: a client signs one token and sends it
@@ -66,14 +68,6 @@ public final class AppStoreServerAPIStandIn: Sendable {
     public var requests: [String] { recorder.read(\.requests) }
     /// The claims of the last token accepted.
     public var lastClaims: [String: JSONValue] { recorder.read(\.lastClaims) }
-
-    /// Adds a notification to the history as sent at `date` (whether or not anybody received it).
-    public func recordNotification(_ signedPayload: String, at date: Date = Date()) {
-        recorder.update { $0.history.append((signedPayload, date)) }
-    }
-
-    /// How many notifications a page of history holds.
-    public func setHistoryPageSize(_ size: Int) { recorder.update { $0.historyPageSize = max(1, size) } }
 
     /// Answers authenticated requests with `failure` from now on (nil: as documented again).
     public func fail(_ failure: Failure?) { recorder.update { $0.failure = failure } }
@@ -105,9 +99,7 @@ public final class AppStoreServerAPIStandIn: Sendable {
             }
             if let failure { return Self.answer(failure) }
             let path = request.path.split(separator: "/").map(String.init)
-            if request.method == "POST", path == ["inApps", "v1", "notifications", "history"] {
-                return recorder.read { Self.history(request, $0.history, pageSize: $0.historyPageSize) }
-            }
+            if let answer = Self.notificationRoutes(request, path, recorder) { return answer }
             if request.method == "PUT", path.count == 5, path[0] == "inApps", path[1] == "v2", path[2] == "transactions", path[3] == "consumption" {
                 let (status, errorCode) = Self.checkConsumption(request)
                 guard status == 202 else {
@@ -142,40 +134,6 @@ public final class AppStoreServerAPIStandIn: Sendable {
         // Apple's form: the UNIX time, in milliseconds, from which requests are accepted again.
         if let seconds = failure.retryAfterSeconds { headers["Retry-After"] = String(Int64((Date().timeIntervalSince1970 + Double(seconds)) * 1000)) }
         return HTTPResponse(status: failure.status, headers: headers, body: Data(#"{"errorCode":\#(code),"errorMessage":"\#(message)"}"#.utf8))
-    }
-
-    /// A page of notification history as Apple answers it (`NotificationHistoryResponse`), or its error.
-    static func history(_ request: HTTPRequest, _ history: [(signedPayload: String, at: Date)], pageSize: Int) -> HTTPResponse {
-        func error(_ code: Int, _ message: String) -> HTTPResponse {
-            HTTPResponse(status: 400, contentType: "application/json", body: #"{"errorCode":\#(code),"errorMessage":"\#(message)"}"#)
-        }
-        guard let body = JSONValue.parse(Array(request.body))?.objectValue, let start = body["startDate"]?.int64Value,
-              let requestedEnd = body["endDate"]?.int64Value else { return error(4000000, "Invalid request.") }
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        guard start >= now - 180 * 86_400_000 else { return error(4000012, "Invalid request. The start date is earlier than the allowed start date.") }
-        guard start < requestedEnd else { return error(4000013, "Invalid request. The end date precedes the start date or the dates are the same.") }
-        let end = min(requestedEnd, now) // an end in the future is taken as now
-        var offset = 0
-        if let token = request.query?.split(separator: "&").first(where: { $0.hasPrefix("paginationToken=") })?.dropFirst("paginationToken=".count) {
-            // The token names the request it continues: another request's is refused.
-            let parts = token.split(separator: ".")
-            guard parts.count == 3, Int64(parts[0]) == start, Int64(parts[1]) == requestedEnd, let next = Int(parts[2]), next >= 0 else {
-                return error(4000014, "Invalid request. The pagination token is invalid.")
-            }
-            offset = next
-        }
-        let matching = history.filter { let at = Int64($0.at.timeIntervalSince1970 * 1000); return at >= start && at < end }
-            .sorted { $0.at < $1.at }
-        let page = matching.dropFirst(offset).prefix(pageSize)
-        let more = offset + page.count < matching.count
-        var response: [String: JSONValue] = [
-            "notificationHistory": .array(page.map { .object(["signedPayload": .string($0.signedPayload),
-                                                             "sendAttemptResults": .array([.object(["attemptDate": .integer(Int64($0.at.timeIntervalSince1970 * 1000)),
-                                                                                                   "sendAttemptResult": .string("NO_RESPONSE")])])]) }),
-            "hasMore": .bool(more),
-        ]
-        if more { response["paginationToken"] = .string("\(start).\(requestedEnd).\(offset + page.count)") }
-        return HTTPResponse(status: 200, contentType: "application/json", body: String(decoding: JSONValue.object(response).serialized, as: UTF8.self))
     }
 
     /// A bearer token's claims when the developer key signed it and they are what Apple requires; else nil.

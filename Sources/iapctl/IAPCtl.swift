@@ -29,6 +29,8 @@ enum IAPCtl {
                                         apply the purchase store's schema migrations (sqlite:PATH or postgres://…);
                                         --catalog names the product type of purchases recorded before types were kept
           lifecycle                     the purchase lifecycle by product type, as a Markdown table
+          appstore test-notification [--api-url URL] [--key-id ID] [--issuer-id ID] [--private-key FILE] [--bundle-id ID] [--timeout S]
+                                        ask the App Store to send a TEST notification to the server URL; report whether it arrived
           user USER (--store URL [--password-file F] | --ingest URL [--read-secret-file F])
                                         what a user owns: balances, entitlements in force, purchases granted not finished
                                         (from the store, or from iap-ingest's GET /v1/users/{userId} as apps ask it)
@@ -66,6 +68,12 @@ enum IAPCtl {
             case "lifecycle":
                 print(Lifecycle.markdownTable())
                 return 0
+            case "appstore":
+                if rest.contains("--help") {
+                    print(AppStoreCommand.usage)
+                    return 0
+                }
+                return try await AppStoreCommand.run(rest)
             case "dlq":
                 return try await DeadLetterCommand.run(rest)
             default:

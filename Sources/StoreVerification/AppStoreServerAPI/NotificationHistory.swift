@@ -24,7 +24,7 @@ extension AppStoreServerAPIClient {
         let body: [String: JSONValue] = ["startDate": .integer(Self.milliseconds(start)), "endDate": .integer(Self.milliseconds(end))]
         var path = "inApps/v1/notifications/history"
         if let paginationToken {
-            guard let escaped = paginationToken.addingPercentEncoding(withAllowedCharacters: Self.queryValueCharacters) else {
+            guard let escaped = paginationToken.addingPercentEncoding(withAllowedCharacters: Self.unreservedCharacters) else {
                 return .failure(.refused(status: 0, detail: "the pagination token cannot be sent"))
             }
             path += "?paginationToken=" + escaped
@@ -41,6 +41,6 @@ extension AppStoreServerAPIClient {
 
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
 
-    /// Unreserved characters (RFC 3986): anything else in a query value is percent-encoded.
-    private static let queryValueCharacters = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+    /// Unreserved characters (RFC 3986): anything else in a query value or a path segment is percent-encoded.
+    static let unreservedCharacters = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 }
