@@ -5,10 +5,13 @@ import JSON
 import JSONSchema
 import Kafka
 import PipelineHarness
+import PurchaseDomain
 import PurchaseEvents
 import PurchaseStore
+import Stages
 import StoreFixtures
 import StoreVerification
+import WorkerRuntime
 
 /// `iap-harness demo`: the whole pipeline as four worker processes and the ingest on a broker and a store. The first
 /// act feeds signed coin purchases (duplicates, restores, forgeries, a malformed message, a refund, purchases left
@@ -137,9 +140,25 @@ enum DemoCommand {
             for result in await producer.send(contentsOf: try events.map { try codec.message($0, time: Date()) }) { _ = try result.get() }
         }, say: say)
         let secondAct = Date().timeIntervalSince(started) - elapsed
+
+        // The third act: the webhook was down, and the store's history is read back.
+        let appStore = try StandInAppStore()
+        let api = AppStoreServerAPIClient(configuration: .init(baseURL: appStore.api.baseURL, keyId: StandInAppStore.keyId, issuerId: appStore.issuerId,
+                                                               bundleId: BundleID(bundleId), privateKey: appStore.key))
+        let reconciler = AppStoreReconciler(configuration: .init(callsPerSecond: 50), histories: [.init(environment: .sandbox, api: api)], store: store,
+                                            producer: try KafkaProducer(configuration: .init(kafka: kafka)),
+                                            context: StageContext(codec: codec, logger: Logger(stage: "reconciler", minimum: .warning)), clock: ContinuousClock())
+        let webhookDown = DemoWebhookDown(now: types.now, signer: JWSSigner(pki: pki))
+        let lost = try webhookDown.lostNotifications().count
+        let passes = try await webhookDown.play(store: store, reconciler: reconciler, history: appStore.api, send: { events in
+            for result in await producer.send(contentsOf: try events.map { try codec.message($0, time: Date()) }) { _ = try result.get() }
+        }, say: say)
         let ingest = "http://127.0.0.1:\(try await workers.port(of: "iap-ingest"))"
         let expected = purchases.expectedHoldings(refunded: refund.transactionId).merging(types.expected) { _, story in story }
+            .merging(webhookDown.expected) { _, story in story }
         books.violations += try await DemoProductTypes.holdingsViolations(expected, ingest: ingest, secret: readSecret)
+        if passes.first?.recovered != lost { books.violations.append("the first pass over the store's history published \(passes.first?.recovered ?? 0) of \(lost) lost notifications") }
+        if passes.second?.recovered != 0 { books.violations.append("a second pass published \(passes.second?.recovered ?? -1) notifications again") }
         let audit = try await store.audit()
         let flagged = Set(audit.purchases.filter { $0.value.state == .refundDue }.keys.map(\.transactionId))
         let stale = Set(purchases.unique.suffix(plan.stale).map(\.transactionId))
@@ -156,6 +175,9 @@ enum DemoCommand {
             fields["holdingsReadBack"] = .integer(Int64(expected.count))
             fields["stories"] = .array(types.expected.keys.sorted().map { .string($0.rawValue) })
             fields["secondActSeconds"] = .number((secondAct * 10).rounded() / 10)
+            fields["webhookDown"] = .object(["lost": .integer(Int64(lost)), "recovered": .integer(Int64(passes.first?.recovered ?? 0)),
+                                             "secondPassRecovered": .integer(Int64(passes.second?.recovered ?? -1)),
+                                             "stories": .array(webhookDown.expected.keys.sorted().map { .string($0.rawValue) })])
             summary = .object(fields)
         }
         if json {
@@ -167,6 +189,8 @@ enum DemoCommand {
                 .sorted(by: { $0.key < $1.key }) {
                 print("  \(type.padding(toLength: 40, withPad: " ", startingAt: 0)) " + states.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
             }
+            print("  third act, the webhook was down: \(lost) notifications lost; a pass over the store's history published "
+                  + "\(passes.first?.recovered ?? 0), a second pass \(passes.second?.recovered ?? -1): " + webhookDown.expected.keys.sorted().map(\.rawValue).joined(separator: ", "))
             print("  holdings read back by GET /v1/users/{id}: \(expected.count) users")
         }
         return books.violations.isEmpty ? 0 : 1

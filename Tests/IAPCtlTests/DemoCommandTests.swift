@@ -32,10 +32,15 @@ struct DemoCommandTests {
         // The second act: what was bought decides what happens; every user's holdings read back over HTTP.
         let types = summary["productTypes"]?.objectValue ?? [:]
         #expect(types["nonConsumable"] == .object(["finished": .integer(1)]), "ad-free finished at its grant, never flagged, moved by the restore")
-        #expect(types["autoRenewable"] == .object(["finished": .integer(3)]), "two subscriptions and a renewal, never flagged")
-        #expect(types["consumable"] == .object(["finished": .integer(181), "refund_due": .integer(2), "revoked": .integer(2)]),
-                "only unconsumed consumables flagged; the early refund and the first act's refund revoked")
-        #expect(summary["holdingsReadBack"] == .integer(28), "20 users and 8 stories")
+        #expect(types["autoRenewable"] == .object(["finished": .integer(7)]), "five subscriptions and two renewals, never flagged")
+        #expect(types["consumable"] == .object(["finished": .integer(182), "granted": .integer(1), "refund_due": .integer(2), "revoked": .integer(3),
+                                                "unclaimed": .integer(1)]),
+                "only unconsumed consumables flagged; three refunds; the charge of a known token granted, the other kept unclaimed")
+        #expect(summary["holdingsReadBack"] == .integer(33), "20 users and 13 stories")
+        // The third act: the webhook was down; one pass over the store's history recovers every lost notification, once.
+        #expect(summary["webhookDown"]?.objectValue?["lost"] == .integer(6))
+        #expect(summary["webhookDown"]?.objectValue?["recovered"] == .integer(6))
+        #expect(summary["webhookDown"]?.objectValue?["secondPassRecovered"] == .integer(0))
     }
 
     /// Workers killed with SIGKILL mid-stream and restarted: redelivered inputs are answered again, and the
