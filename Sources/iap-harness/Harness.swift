@@ -25,6 +25,9 @@ enum Harness {
                                         requests (default 250) of each costliest body (notification-values,
                                         notification-payload, submission-values, submission-receipt); without
                                         --brokers the broker is unreachable: each request is held --publish-timeout
+          bench reconcile [--notifications N] [--seen-share F] [--store URL] [--brokers HOST:PORT] [--json]
+                                        one reconciliation pass over a stand-in App Store notification history: time
+                                        and CPU a page, and the defaults' calls an hour at 1,000,000 notifications a day
           chaos --store URL [--purchases N] [--users N] [--kills-per-worker K] [--store-down CMD --store-up CMD]
                 [--outage-seconds S] [--timeout S] [--json]
                                         the four workers killed (SIGKILL) and restarted at random, the store taken
@@ -51,6 +54,7 @@ enum Harness {
                 if rest.first == "verify" { return try BenchVerifyCommand.run(Array(rest.dropFirst())) }
                 if rest.first == "codec" { return try BenchCodecCommand.run(Array(rest.dropFirst())) }
                 if rest.first == "ingest-memory" { return try await BenchIngestMemoryCommand.run(Array(rest.dropFirst())) }
+                if rest.first == "reconcile" { return try await BenchReconcileCommand.run(Array(rest.dropFirst())) }
                 return try await BenchPipelineCommand.run(rest)
             default:
                 throw UsageError("unknown command '\(command)'")
