@@ -22,14 +22,15 @@ public final class AppStoreReconciler<C: Clock>: Service where C.Duration == Dur
         public var overlap: TimeInterval
         /// How far back the first pass reads (Apple stops retrying a notification about three days after it was sent).
         public var firstLookback: TimeInterval
-        /// How long a replica's claim on a history lasts without being renewed (each page renews it).
+        /// How long a replica's claim on a history lasts without being renewed (each page renews it): how long a replica
+        /// that died mid-pass keeps the others from the history. A page takes well under a second.
         public var lease: TimeInterval
         /// At most this many calls a second (Apple allows 50 to Get Notification History in production, a tenth of it in
         /// the sandbox).
         public var callsPerSecond: Double
 
         public init(interval: Duration = .seconds(900), overlap: TimeInterval = 3600, firstLookback: TimeInterval = 7 * 86_400,
-                    lease: TimeInterval = 600, callsPerSecond: Double = 4) {
+                    lease: TimeInterval = 60, callsPerSecond: Double = 4) {
             self.interval = interval
             self.overlap = overlap
             self.firstLookback = firstLookback
@@ -113,7 +114,12 @@ public final class AppStoreReconciler<C: Clock>: Service where C.Duration == Dur
         var pass = Pass()
         let now = context.now()
         if let notBefore = state.withLock({ $0.notBefore[history.checkpoint] }), now < notBefore { return pass } // as the API asked
-        guard case .claimed(let position) = try await claim(history, now: now) else {
+        let claim = try await claim(history, now: now)
+        guard case .claimed(let position) = claim else {
+            if case .heldByAnother(let holder, let until) = claim {
+                context.logger.info("notification history read by another replica", ["environment": history.environment.rawValue, "holder": holder,
+                                                                                     "until": RFC3339.format(until)])
+            }
             pass.skipped = true
             return pass
         }
@@ -185,7 +191,7 @@ public final class AppStoreReconciler<C: Clock>: Service where C.Duration == Dur
     /// Publishes those of `payloads` the verifier has not handled, in their order; how many. One whose id cannot be read
     /// is published too: the verifier says what is wrong with it.
     private func publishUnseen(_ payloads: [String]) async throws -> Int {
-        let ids = payloads.map(Self.notificationID)
+        let ids = payloads.map { StoreNotificationReceived(signedPayload: $0, receivedAt: context.now()).notificationID }
         let unseen = try await store.unseenNotifications(ids.compactMap { $0 })
         var published: Set<NotificationID> = []
         var events: [any PipelineEvent] = []
@@ -199,14 +205,6 @@ public final class AppStoreReconciler<C: Clock>: Service where C.Duration == Dur
         }
         state.withLock { $0.totals.recovered += events.count }
         return events.count
-    }
-
-    /// The `notificationUUID` of a signed payload, read without verifying it (only to tell whether it was handled).
-    static func notificationID(_ signedPayload: String) -> NotificationID? {
-        let segments = signedPayload.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        guard segments.count == 3, let payload = Base64URL.decode(ArraySlice(segments[1])),
-              let uuid = JSONValue.parse(payload)?.objectValue?["notificationUUID"]?.stringValue else { return nil }
-        return NotificationID(uuid)
     }
 
     public func run() async throws {

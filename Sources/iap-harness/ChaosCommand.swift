@@ -27,7 +27,7 @@ enum ChaosCommand {
     static func run(_ arguments: [String]) async throws -> Int32 {
         let options = try CommandOptions(arguments, valued: ["--brokers", "--kafka", "--store", "--purchases", "--users", "--kills-per-worker",
                                                              "--store-down", "--store-up", "--outage-seconds", "--timeout", "--replicas",
-                                                             "--partitions", "--rate"], flags: ["--json"])
+                                                             "--partitions", "--rate", "--lose-notifications"], flags: ["--json"])
         let total = try options.int("--purchases") ?? 50_000
         let users = try options.int("--users") ?? 5_000
         let killsPerWorker = try options.int("--kills-per-worker") ?? 5
@@ -35,6 +35,10 @@ enum ChaosCommand {
         let timeout = try options.int("--timeout") ?? 1_200
         let partitions = try options.int("--partitions") ?? 4
         let rate = try options.int("--rate")
+        // A share of the App Store's notifications never reaches the pipeline (the webhook down): the store keeps them in
+        // its history, which the sweeper's reconciliation reads.
+        let loseShare = options.string("--lose-notifications").flatMap(Double.init) ?? 0.1
+        guard (0...1).contains(loseShare) else { throw UsageError("--lose-notifications must be a share within 0…1") }
         guard total >= 1_000, users >= 1, killsPerWorker >= 0, outageSeconds >= 0, partitions >= 1, (rate ?? 1) >= 1,
               let replicaMode = ReplicaPlan.Mode(rawValue: options.string("--replicas") ?? ReplicaPlan.Mode.churn.rawValue) else {
             throw UsageError("chaos: --purchases ≥ 1000, --users ≥ 1, --kills-per-worker and --outage-seconds ≥ 0, --partitions and --rate ≥ 1, "
@@ -76,7 +80,7 @@ enum ChaosCommand {
         let workers = try WorkerProcesses.withStandInStores(
             directory: work, kafka: kafka, storeURL: storeURL, prefix: prefix, pki: pki, schemas: schemas, catalog: PurchaseInput.catalog,
             // The workers' own group settings: a killed member's partitions move once its session (10 s) ends.
-            appStore: appStore, appCoins: appCoins, environment: ["IAP_SWEEP_INTERVAL": "2"])
+            appStore: appStore, appCoins: appCoins, environment: ["IAP_SWEEP_INTERVAL": "2", "IAP_RECONCILE_INTERVAL": "5"])
         defer { workers.stopAll() }
         for name in stages { try workers.start(name) }
         let watcher = try PipelineWatcher(kafka: kafka, codec: codec, groupID: prefix + "chaos-watcher")
@@ -92,8 +96,14 @@ enum ChaosCommand {
         let refundedFirst = Array(refundable.values.filter { !$0.product.isSubscription }.shuffled().prefix(input.unique.count / 500))
         var refunds = RefundPlan(total: input.unique.count / 100, first: Set(refundedFirst.map(\.transactionId)))
         let refundProducer = try KafkaProducer(configuration: .init(kafka: kafka))
+        var lost = LostNotifications(share: loseShare)
+        // The messages of the notifications that reach the pipeline; the others are only in the store's history.
         func notifications(_ type: AppStoreNotificationType, subtype: String? = nil, _ purchases: [PurchaseInput.Purchase]) throws -> [KafkaProducerMessage] {
-            try purchases.map { try codec.message(PurchaseInput.notification(type, subtype: subtype, of: $0, pki: pki, at: Date()), time: Date()) }
+            try purchases.compactMap { purchase in
+                let notification = try PurchaseInput.notification(type, subtype: subtype, of: purchase, pki: pki, at: Date())
+                guard lost.delivers(notification, to: appStore.api) else { return nil }
+                return try codec.message(notification, time: Date())
+            }
         }
         func notifications(_ list: [SubscriptionNotificationPlan.Notification]) throws -> [KafkaProducerMessage] {
             try list.flatMap { try notifications($0.type, subtype: $0.subtype, [$0.period]) }
@@ -138,7 +148,7 @@ enum ChaosCommand {
             let expected = input.outcomesExpected - refunds.first.count
             let progress = Double(done) / Double(expected)
             if done >= expected && plan.isComplete && replicas.isComplete && outageTask == nil, refunds.isComplete, subscriptionNotifications.sentMidway,
-               refunds.firstAnswered(watcher.seen), try await refunds.settled(in: store) { break }
+               refunds.firstAnswered(watcher.seen), try await lost.allHandled(by: store), try await refunds.settled(in: store) { break }
             let dueNotifications = subscriptionNotifications.due(at: progress)
             if !dueNotifications.isEmpty {
                 for result in await refundProducer.send(contentsOf: try notifications(dueNotifications)) { _ = try result.get() }
@@ -193,14 +203,19 @@ enum ChaosCommand {
         var books = try await PipelineBooks.check(input: input, expectations: .init(revoked: refunds.refunded.subtracting(refunds.reversed), refundedFirst: refunds.first), seen: watcher.seen, store: store,
                                                   finishCalls: appStore.api.finishTimes)
         books.violations += replicas.violations
+        // What a further pass over the store's history would publish: nothing, once every notification was handled.
+        let unhandled = try await lost.unhandled(by: store)
+        if unhandled > 0 { books.violations.append("\(unhandled) of the store's \(lost.sent.count) notifications were never handled (\(lost.lost.count) lost)") }
         var summary = books.chaosSummary(input: input, plan: plan, refunds: refunds, seconds: seconds)
         if case .object(var fields) = summary {
             fields["replicas"] = replicas.summary
             fields["subscriptionNotifications"] = subscriptionNotifications.summary
+            fields["notifications"] = lost.summary
             summary = .object(fields)
         }
         print(books.chaosTable(input: input, plan: plan, refunds: refunds, seconds: seconds))
         print("subscription notifications: " + subscriptionNotifications.description)
+        print("notifications: \(lost.sent.count) sent by the store, \(lost.lost.count) never delivered and read back from its history by the reconciler")
         print("replicas: " + ReplicaPlan.stages.map { "\($0) \(replicas.joins[$0] ?? 0) joins, \(replicas.leaves[$0] ?? 0) leaves, handled by replica "
             + (replicas.handled[$0] ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
             + ", group rejoins \(replicas.groupRejoins(of: $0))" }.joined(separator: "; "))

@@ -1,0 +1,37 @@
+import JSON
+import PurchaseDomain
+import PurchaseEvents
+import PurchaseStore
+import StoreFixtures
+
+/// The App Store notifications of a chaos run as the store keeps them: every one in its history (a stand-in App Store
+/// Server API), and a share of them (`--lose-notifications`, spread evenly) never delivered to the pipeline, as when its
+/// webhook is down; the sweeper's reconciliation reads them back from the history.
+struct LostNotifications {
+    let share: Double
+    /// Every notification the store sent, and those of them lost.
+    private(set) var sent: [NotificationID] = []
+    private(set) var lost: [NotificationID] = []
+
+    init(share: Double) { self.share = share }
+
+    /// Puts `notification` in the store's history; whether it is also delivered.
+    mutating func delivers(_ notification: StoreNotificationReceived, to history: AppStoreServerAPIStandIn) -> Bool {
+        history.recordNotification(notification.signedPayload, at: notification.receivedAt)
+        guard let id = notification.notificationID else { return true }
+        let count = Double(sent.count)
+        sent.append(id)
+        // The n-th is lost when the share of n reaches a new whole one: exactly that share, spread evenly.
+        guard ((count + 1) * share).rounded(.down) > (count * share).rounded(.down) else { return true }
+        lost.append(id)
+        return false
+    }
+
+    /// Whether the verifier has handled every lost notification (the reconciliation published them).
+    func allHandled(by store: SQLPurchaseStore) async throws -> Bool { try await store.unseenNotifications(lost).isEmpty }
+
+    /// Those of all the store sent that the verifier never handled: what another pass over the history would publish.
+    func unhandled(by store: SQLPurchaseStore) async throws -> Int { try await store.unseenNotifications(sent).count }
+
+    var summary: JSONValue { .object(["sent": .integer(Int64(sent.count)), "lost": .integer(Int64(lost.count))]) }
+}
