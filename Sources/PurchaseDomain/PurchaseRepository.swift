@@ -60,8 +60,9 @@ public protocol PurchaseRepository: Sendable {
     func finish(_ key: PurchaseKey, at now: Date) async throws -> FinishOutcome
 
     /// The store refunded or revoked the purchase (`LifecycleEvent.revoke`), or with `onlyIfDue`, a due refund is clawed
-    /// back (`LifecycleEvent.clawBack`). `decidedAt`: when the store decided it, to order it against its reversal.
-    func revoke(_ key: PurchaseKey, reason: String, decidedAt: Date?, onlyIfDue: Bool, at now: Date) async throws -> RevokeOutcome
+    /// back (`LifecycleEvent.clawBack`). `decidedAt`: when the store decided it, to order it against its reversal. `share`:
+    /// a prorated refund's, which takes back that share of each currency (`RefundShare`); nil: all of it.
+    func revoke(_ key: PurchaseKey, reason: String, decidedAt: Date?, onlyIfDue: Bool, share: Int64?, at now: Date) async throws -> RevokeOutcome
 
     /// The store reversed its refund (`LifecycleEvent.refundReversed`): `items` (what the purchase grants) are given back.
     func reinstate(_ key: PurchaseKey, items: [GrantItem], decidedAt: Date?, at now: Date) async throws -> ReinstateOutcome
@@ -85,8 +86,9 @@ public protocol PurchaseRepository: Sendable {
 extension PurchaseRepository {
     public func readAhead(_ keys: [PurchaseKey]) async throws { try await readAhead(keys, ownersBalances: false) }
 
-    public func revoke(_ key: PurchaseKey, reason: String = "REFUND", decidedAt: Date? = nil, onlyIfDue: Bool = false, at now: Date) async throws -> RevokeOutcome {
-        try await revoke(key, reason: reason, decidedAt: decidedAt, onlyIfDue: onlyIfDue, at: now)
+    public func revoke(_ key: PurchaseKey, reason: String = "REFUND", decidedAt: Date? = nil, onlyIfDue: Bool = false, share: Int64? = nil,
+                       at now: Date) async throws -> RevokeOutcome {
+        try await revoke(key, reason: reason, decidedAt: decidedAt, onlyIfDue: onlyIfDue, share: share, at: now)
     }
 
     public func reinstate(_ key: PurchaseKey, items: [GrantItem], at now: Date) async throws -> ReinstateOutcome {

@@ -13,7 +13,7 @@ extension SQLPurchaseStore {
     ///   clawed back).
     /// - Parameter onlyIfDue: a due refund clawed back (`refund.due`, `LifecycleEvent.clawBack`): only from a purchase still
     ///   flagged refund-due.
-    public func revoke(_ key: PurchaseKey, reason: String = "REFUND", decidedAt: Date? = nil, onlyIfDue: Bool = false,
+    public func revoke(_ key: PurchaseKey, reason: String = "REFUND", decidedAt: Date? = nil, onlyIfDue: Bool = false, share: Int64? = nil,
                        at now: Date) async throws -> RevokeOutcome {
         try await decide(key, on: onlyIfDue ? .clawBack : .revoke) { _, connection, current, transition in
             guard try Self.takeRefundDecision(connection, key, decidedAt: decidedAt) else { return .outdated }
@@ -32,7 +32,9 @@ extension SQLPurchaseStore {
             }
             var shortfall: [String: Int64] = [:]
             if transition.effects.contains(.reverseGrants), let userId = current.userId {
-                for item in try Self.heldItems(connection, key) {
+                for held in try Self.heldItems(connection, key) {
+                    var item = held
+                    if item.kind == .currency { item.amount = RefundShare.takenBack(item.amount, share: share) }
                     var missing: Int64 = 0
                     switch item.kind {
                     case .currency:

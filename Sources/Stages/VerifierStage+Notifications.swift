@@ -45,6 +45,7 @@ extension VerifierStage {
         return try context.messages([PurchaseRevokedEvent(
             store: .appstore, transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId, userId: owner?.userId,
             productId: transaction.productId, reason: reason, revocationDate: transaction.revocationDate,
+            refundShare: reason == .REFUND ? RefundShare.of(revocationType: transaction.revocationType, revocationPercentage: transaction.revocationPercentage) : nil,
             notificationUUID: notification.notificationUUID, decidedAt: notification.signedDate, revokedAt: context.now())])
     }
 
