@@ -7,6 +7,9 @@ extension UserID {
 
 /// A purchase as the store keeps it.
 public struct PurchaseRecord: Sendable, Hashable {
+    /// The user who owns it; nil while nobody has claimed it (`UserID.nobody`, an unclaimed charge).
+    public var owner: UserID? { userId == .nobody ? nil : userId }
+
     public var key: PurchaseKey
     public var userId: UserID
     public var productId: ProductID

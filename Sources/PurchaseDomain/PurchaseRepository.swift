@@ -50,7 +50,8 @@ public protocol PurchaseRepository: Sendable {
     /// Records a charge the store announced that no user is known for (`LifecycleEvent.chargeAnnounced`), owned by
     /// `UserID.nobody`: kept `unclaimed` until a submission of it claims it (`recordVerified`).
     func recordUnclaimed(_ purchase: PurchaseRecord, at now: Date) async throws -> RecordOutcome
-    /// The user of the latest proven purchase bound to `token` (compared as `AccountToken.isSameAccount`), if any.
+    /// The user of the latest proven purchase bound to `token` (compared as `AccountToken.isSameAccount`) that is still its
+    /// first owner's (not restored by another user under `transfer`), if any.
     func owner(ofAccountToken token: AccountToken) async throws -> UserID?
 
     /// Gives `items` for a verified purchase (`LifecycleEvent.grant`); one granted before answers with its original items.

@@ -57,10 +57,15 @@ extension SQLPurchaseStore {
 
     public func owner(ofAccountToken token: AccountToken) async throws -> UserID? {
         // The index folds with lower(), which PostgreSQL may apply beyond ASCII: the candidates are checked as tokens compare.
+        // A purchase another user restored under `transfer` (a ledger `transfer` entry) no longer says whose the token is;
+        // one nobody claimed never did.
         try await executor.run { connection in
             try connection.query("""
                 SELECT user_id, app_account_token FROM purchases WHERE lower(app_account_token) = lower($1) AND app_account_token IS NOT NULL
-                    AND \(LifecycleConditions.state(in: Lifecycle.provenStates)) ORDER BY purchase_time DESC
+                    AND \(LifecycleConditions.state(in: Lifecycle.provenStates)) AND user_id <> ''
+                    AND NOT EXISTS (SELECT 1 FROM ledger l WHERE l.store = purchases.store AND l.transaction_id = purchases.transaction_id
+                                    AND l.entry_kind = 'transfer')
+                ORDER BY purchase_time DESC
                 """, [.text(token)]).first { row in (row[1].identifier() as AccountToken?)?.isSameAccount(as: token) == true }?[0].identifier()
         }
     }
@@ -81,7 +86,7 @@ extension SQLPurchaseStore {
 
     static let ownerQuery = """
         SELECT user_id FROM purchases WHERE store = $1 AND \(ofOriginalCondition) AND \(LifecycleConditions.state(in: Lifecycle.provenStates))
-        ORDER BY purchase_time DESC LIMIT 1
+            AND user_id <> '' ORDER BY purchase_time DESC LIMIT 1
         """
 
     /// What a purchase grants now: its grants and re-grants less what was taken back.

@@ -103,7 +103,12 @@ public final class AppStoreReconciler<C: Clock>: Service where C.Duration == Dur
     @discardableResult
     public func reconcileOnce() async throws -> [AppStoreEnvironment: Pass] {
         var passes: [AppStoreEnvironment: Pass] = [:]
-        for history in histories { passes[history.environment] = try await reconcile(history) }
+        var failure: (any Error)?
+        // Each history on its own: one that fails (its store unreachable) leaves the others their pass.
+        for history in histories {
+            do { passes[history.environment] = try await reconcile(history) } catch { failure = failure ?? error }
+        }
+        if let failure { throw failure }
         // Handled notifications older than any history Apple keeps are never listed again.
         let oldest = histories.map(\.kept).max() ?? 0
         _ = try await store.pruneSeenNotifications(before: context.now().addingTimeInterval(-oldest - 86_400))

@@ -41,9 +41,9 @@ extension VerifierStage {
         case .reportConsumption: return try await consumptionRequested(transaction, notification: notification)
         case .recordDecision, .acknowledgeTest, .logOnly: return .publish([])
         }
-        let owner = try await store.purchase(PurchaseKey(store: .appstore, transactionId: transaction.transactionId))
+        let held = try await store.purchase(PurchaseKey(store: .appstore, transactionId: transaction.transactionId))
         return try context.messages([PurchaseRevokedEvent(
-            store: .appstore, transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId, userId: owner?.userId,
+            store: .appstore, transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId, userId: held?.owner,
             productId: transaction.productId, reason: reason, revocationDate: transaction.revocationDate,
             refundShare: reason == .REFUND ? RefundShare.of(revocationType: transaction.revocationType, revocationPercentage: transaction.revocationPercentage) : nil,
             notificationUUID: notification.notificationUUID, decidedAt: notification.signedDate, revokedAt: context.now())])
@@ -52,10 +52,10 @@ extension VerifierStage {
     /// CONSUMPTION_REQUEST: handed to the finisher, which answers with the App Store Server API (with the user's
     /// consent only) within the 12 hours Apple allows after it signed the notification.
     private func consumptionRequested(_ transaction: AppStoreTransaction, notification: AppStoreNotification) async throws -> StageResult {
-        let owner = try await store.purchase(PurchaseKey(store: .appstore, transactionId: transaction.transactionId))
+        let held = try await store.purchase(PurchaseKey(store: .appstore, transactionId: transaction.transactionId))
         let requestedAt = notification.signedDate ?? context.now()
         return try context.messages([ConsumptionRequested(
-            store: .appstore, transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId, userId: owner?.userId,
+            store: .appstore, transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId, userId: held?.owner,
             productId: transaction.productId, requestReason: notification.raw["data"]?.objectValue?["consumptionRequestReason"]?.stringValue.map { String($0.prefix(64)) },
             ownershipType: transaction.inAppOwnershipType.map { String($0.prefix(64)) }, notificationUUID: String(notification.notificationUUID.prefix(64)),
             requestedAt: requestedAt, answerBy: requestedAt.addingTimeInterval(Self.consumptionAnswerWindow))])

@@ -61,7 +61,9 @@ extension Workers {
                 guard let url = URL(string: text) else { throw SettingsError("--appcoins-url (IAP_APPCOINS_URL) is not a URL") }
                 return AppCoinsVerifier(configuration: .init(baseURL: url))
             })
-        return (sweeper, try reconciler(env, context: context))
+        // The store's history is read up to the real time, whatever `--now` says: a checkpoint in the future would stop
+        // every later pass until that time came.
+        return (sweeper, try reconciler(env, context: StageContext(codec: context.codec, logger: env.logger)))
     }
 
     /// The App Store reconciler: one history per API configured (the deployment's environment's, the sandbox's).

@@ -27,8 +27,9 @@ struct LostNotifications {
         return false
     }
 
-    /// Whether the verifier has handled every lost notification (the reconciliation published them).
-    func allHandled(by store: SQLPurchaseStore) async throws -> Bool { try await store.unseenNotifications(lost).isEmpty }
+    /// Whether the verifier has handled every notification the store sent: those delivered, and those lost (the
+    /// reconciliation published them).
+    func allHandled(by store: SQLPurchaseStore) async throws -> Bool { try await store.unseenNotifications(sent).isEmpty }
 
     /// Those of all the store sent that the verifier never handled: what another pass over the history would publish.
     func unhandled(by store: SQLPurchaseStore) async throws -> Int { try await store.unseenNotifications(sent).count }

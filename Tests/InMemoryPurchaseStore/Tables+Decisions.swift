@@ -25,9 +25,13 @@ extension Tables {
         return transition.to == .revoked ? .revokedEarlier : .recorded
     }
 
-    /// The owner of the latest proven purchase bound to `token`.
+    /// The owner of the latest proven purchase bound to `token`, neither unclaimed nor restored by another user since.
     func owner(ofAccountToken token: AccountToken) -> UserID? {
-        purchases.values.filter { row in Lifecycle.provenStates.contains(row.state) && row.record.appAccountToken?.isSameAccount(as: token) == true }
+        let transferred = Set(ledger.filter { $0.kind == .transfer }.map(\.key))
+        return purchases.values.filter { row in
+            Lifecycle.provenStates.contains(row.state) && row.record.appAccountToken?.isSameAccount(as: token) == true && row.record.userId != .nobody
+                && !transferred.contains(row.key)
+        }
             .max { ($0.purchaseTime, $0.recorded) < ($1.purchaseTime, $1.recorded) }?.record.userId
     }
 
@@ -80,7 +84,7 @@ extension Tables {
 
     /// The user of the latest proven purchase of the subscription (neither rejected nor unclaimed).
     func owner(store: Store, originalTransactionId: TransactionID) -> UserID? {
-        periods(store, original: originalTransactionId).filter { Lifecycle.provenStates.contains($0.state) }
+        periods(store, original: originalTransactionId).filter { Lifecycle.provenStates.contains($0.state) && $0.record.userId != .nobody }
             .max { ($0.purchaseTime, $0.recorded) < ($1.purchaseTime, $1.recorded) }?.record.userId
     }
 

@@ -31,6 +31,26 @@ import TestSupport
         #expect(try await store.recordVerified(charge("c1", user: "u-2"), at: Self.t0) == .existing(state: .verified, userId: "u-1"), "once")
         #expect(try await store.owner(ofAccountToken: "T-1") == "u-1", "tokens compare with ASCII letters folded")
         #expect(try await store.owner(ofAccountToken: "t-2") == nil)
+
+        // Nobody's charges, flagged or refunded, name no owner of their token or subscription.
+        _ = try await store.recordUnclaimed(charge("c7", token: "t-7"), at: Self.t0)
+        _ = try await store.revoke(PurchaseKey(store: .appstore, transactionId: "c7"), at: Self.t0)
+        #expect(try await store.owner(ofAccountToken: "t-7") == nil)
+        #expect(try await store.owner(store: .appstore, originalTransactionId: "c7") == nil)
+    }
+
+    /// A purchase another user restored under `transfer` no longer says whose its token is.
+    @Test(arguments: RepositoryKind.available) func aTransferredPurchaseNoLongerNamesItsTokensUser(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
+        let adfree = charge("e1", type: .nonConsumable, token: "t-a", user: "user-a")
+        #expect(try await store.recordVerified(adfree, at: Self.t0) == .recorded)
+        _ = try await store.grant(adfree.key, items: [.entitlement("adfree")], at: Self.t0)
+        #expect(try await store.owner(ofAccountToken: "t-a") == "user-a")
+        guard case .transferred = try await store.transfer(adfree.key, to: "user-b", policy: .transfer, at: Self.t0) else {
+            Issue.record("not transferred")
+            return
+        }
+        #expect(try await store.owner(ofAccountToken: "t-a") == nil, "the token is user-a's, the purchase user-b's now")
     }
 
     @Test(arguments: RepositoryKind.available) func anUnclaimedConsumableIsFlaggedAtItsDeadlineOnce(_ kind: RepositoryKind) async throws {

@@ -61,6 +61,33 @@ import WorkerRuntime
         #expect(try await store.purchase(key("703"))?.state == .unclaimed)
     }
 
+    /// A refund of a charge nobody claimed names no user (the schema wants a real one or none), is carried out by the
+    /// granter, and the app's late submission of it is refused: never granted.
+    @Test func aRefundOfAnUnclaimedChargeEndsItAndItsLateSubmissionIsRefused() async throws {
+        #expect(try await verifier.answers(try charge("706")) == [])
+        let refunded = try signer.sign(AppStorePayloads.transaction(transactionId: "706", productId: "coins.100", bundleId: StageFixtures.bundle,
+                                                                    revocationDate: Date()))
+        let refund = StoreNotificationReceived(signedPayload: try signer.sign(AppStorePayloads.notification(
+            type: .refund, bundleId: StageFixtures.bundle, appAppleId: nil, signedTransactionInfo: refunded)), receivedAt: Date())
+        let revoked = try #require(StageFixtures.published(try await verifier.stage.handle(try StageFixtures.message(refund)),
+                                                           as: PurchaseRevokedEvent.self).first)
+        #expect(revoked.userId == nil, "nobody's: no user named")
+        _ = try await GranterStageTests.granter(store, at: Date()).handle(try StageFixtures.message(revoked))
+        #expect(try await store.purchase(key("706"))?.state == .revoked)
+        #expect(try await verifier.answers(try submission("706", user: "u-late")) == ["rejected:transactionOfAnotherUser"], "refunded: never granted")
+        #expect(try await store.balances(of: "u-late").isEmpty)
+    }
+
+    /// A charge with the token of an earlier charge nobody claimed (since refunded or flagged) is nobody's too: kept
+    /// unclaimed, not recorded for the empty owner.
+    @Test func aTokenOnlyUnclaimedChargesCarriedNamesNobody() async throws {
+        let token = "3f0a2f2e-8a7c-4c1e-9d57-0000000000cc"
+        #expect(try await verifier.answers(try charge("707", token: token)) == [])
+        _ = try await store.revoke(key("707"), at: Date())
+        #expect(try await verifier.answers(try charge("708", token: token)) == [])
+        #expect(try await store.purchase(key("708"))?.state == .unclaimed)
+    }
+
     @Test func aChargeRefundedBeforeItWasAnnouncedIsRecordedRevoked() async throws {
         _ = try await store.revoke(key("704"), at: Date())
         #expect(try await verifier.answers(try charge("704")) == [])

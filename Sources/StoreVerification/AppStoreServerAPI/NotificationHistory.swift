@@ -34,8 +34,12 @@ extension AppStoreServerAPIClient {
                 return .failure(.unavailable("App Store Server API: a notification history that is not a NotificationHistoryResponse"))
             }
             let payloads = records.compactMap { $0.objectValue?["signedPayload"]?.stringValue }
-            let more = fields["hasMore"]?.boolValue == true
-            return .success(NotificationHistoryPage(signedPayloads: payloads, paginationToken: more ? fields["paginationToken"]?.stringValue : nil))
+            guard fields["hasMore"]?.boolValue == true else { return .success(NotificationHistoryPage(signedPayloads: payloads, paginationToken: nil)) }
+            // More to read and no way to ask for it: not the end of the history.
+            guard let token = fields["paginationToken"]?.stringValue, !token.isEmpty else {
+                return .failure(.unavailable("App Store Server API: a notification history page with more to read and no pagination token"))
+            }
+            return .success(NotificationHistoryPage(signedPayloads: payloads, paginationToken: token))
         }
     }
 
