@@ -148,7 +148,7 @@ enum DemoCommand {
         let reconciler = AppStoreReconciler(configuration: .init(callsPerSecond: 50), histories: [.init(environment: .sandbox, api: api)], store: store,
                                             producer: try KafkaProducer(configuration: .init(kafka: kafka)),
                                             context: StageContext(codec: codec, logger: Logger(stage: "reconciler", minimum: .warning)), clock: ContinuousClock())
-        let webhookDown = DemoWebhookDown(now: types.now, signer: JWSSigner(pki: pki))
+        let webhookDown = DemoWebhookDown(appStore: types.appStore)
         let lost = try webhookDown.lostNotifications().count
         let passes = try await webhookDown.play(store: store, reconciler: reconciler, history: appStore.api, send: { events in
             for result in await producer.send(contentsOf: try events.map { try codec.message($0, time: Date()) }) { _ = try result.get() }

@@ -22,7 +22,7 @@ struct DemoProductTypes {
     static let appCoinsToken = "demo-appcoins-token-1", appCoinsOrder = "demo.appcoins.order.1"
 
     let now: Date
-    let signer: JWSSigner
+    let appStore: DemoAppStoreData
     let receiptSigner: ReceiptSigner
     /// The demo app's AppCoins key: the verifier is given its public half, as from the store's back office.
     let appCoinsSigner: AppCoinsSigner
@@ -30,7 +30,7 @@ struct DemoProductTypes {
     init(pki: TestPKI, now: Date) throws {
         // Whole seconds: expiries are compared with what the store kept, in milliseconds.
         self.now = Date(timeIntervalSince1970: now.timeIntervalSince1970.rounded(.down))
-        signer = JWSSigner(pki: pki)
+        appStore = DemoAppStoreData(signer: JWSSigner(pki: pki), now: self.now)
         receiptSigner = ReceiptSigner(pki: pki)
         appCoinsSigner = try AppCoinsSigner()
     }
@@ -67,17 +67,17 @@ struct DemoProductTypes {
         let appCoins = try appCoinsSigner.sign(packageName: Self.packageName, sku: "coins.100", purchaseToken: Self.appCoinsToken, orderId: Self.appCoinsOrder,
                                                purchaseTime: now)
         return [
-            try submission(Self.adfree, "adfree", .nonConsumable, user: "adfree-install-1", purchased: twoDaysAgo),
-            try submission(Self.subscribed, "pass.monthly", .autoRenewable, user: "subscriber-renewed", purchased: now.addingTimeInterval(-30 * 86_400 - 3600),
+            try appStore.submission(Self.adfree, "adfree", .nonConsumable, user: "adfree-install-1", purchased: twoDaysAgo),
+            try appStore.submission(Self.subscribed, "pass.monthly", .autoRenewable, user: "subscriber-renewed", purchased: now.addingTimeInterval(-30 * 86_400 - 3600),
                            expires: now.addingTimeInterval(-3600)),
-            try submission(Self.cancelled, "pass.monthly", .autoRenewable, user: "subscriber-expired", purchased: now.addingTimeInterval(-20 * 86_400),
+            try appStore.submission(Self.cancelled, "pass.monthly", .autoRenewable, user: "subscriber-expired", purchased: now.addingTimeInterval(-20 * 86_400),
                            expires: now.addingTimeInterval(10 * 86_400)),
             PurchaseSubmitted(store: .appcoins, kind: .appcoinsPurchase,
                               appcoins: .init(packageName: PackageName(Self.packageName), sku: "coins.100", purchaseToken: PurchaseToken(Self.appCoinsToken),
                                               purchaseData: appCoins.purchaseData, signature: appCoins.signature),
                               userId: "appcoins-player", submittedAt: now, source: .client),
             PurchaseSubmitted(store: .appstore, kind: .appReceipt, receipt: receipt, userId: "receipt-player", submittedAt: now, source: .client),
-            try submission(Self.reversed, "coins.100", .consumable, user: "reversal-player", purchased: now),
+            try appStore.submission(Self.reversed, "coins.100", .consumable, user: "reversal-player", purchased: now),
             try notification(.refund, Self.refundedFirst, "coins.100", revoked: true),
         ]
     }
@@ -86,7 +86,7 @@ struct DemoProductTypes {
     /// and the refunded purchase's late submission.
     func followUps() throws -> [any PipelineEvent] {
         [
-            try submission(Self.adfree, "adfree", .nonConsumable, user: "adfree-install-2", purchased: now.addingTimeInterval(-2 * 86_400), source: .restore),
+            try appStore.submission(Self.adfree, "adfree", .nonConsumable, user: "adfree-install-2", purchased: now.addingTimeInterval(-2 * 86_400), source: .restore),
             try notification(.didRenew, Self.renewal, "pass.monthly", original: Self.subscribed, type: .autoRenewable, purchased: now.addingTimeInterval(-3600),
                              expires: renewedUntil),
             try notification(.expired, Self.cancelled, "pass.monthly", type: .autoRenewable, purchased: now.addingTimeInterval(-20 * 86_400),
@@ -94,7 +94,7 @@ struct DemoProductTypes {
             PurchaseConsumed(store: .appcoins, transactionId: TransactionID(Self.appCoinsOrder), userId: "appcoins-player", consumedAt: now),
             PurchaseConsumed(store: .appstore, transactionId: TransactionID(Self.receipt), userId: "receipt-player", consumedAt: now),
             PurchaseConsumed(store: .appstore, transactionId: TransactionID(Self.reversed), userId: "reversal-player", consumedAt: now),
-            try submission(Self.refundedFirst, "coins.100", .consumable, user: "refund-first", purchased: now.addingTimeInterval(-600)),
+            try appStore.submission(Self.refundedFirst, "coins.100", .consumable, user: "refund-first", purchased: now.addingTimeInterval(-600)),
         ]
     }
 
@@ -102,28 +102,12 @@ struct DemoProductTypes {
     func refund() throws -> any PipelineEvent { try notification(.refund, Self.reversed, "coins.100", revoked: true) }
     func refundReversed() throws -> any PipelineEvent { try notification(.refundReversed, Self.reversed, "coins.100") }
 
-    private func transaction(_ id: String, _ product: String, original: String? = nil, type: AppStoreProductType, purchased: Date, expires: Date?,
-                             revoked: Bool) throws -> String {
-        try signer.sign(AppStorePayloads.transaction(
-            transactionId: id, originalTransactionId: original, productId: product, bundleId: DemoCommand.bundleId, environment: .sandbox, type: type,
-            purchaseDate: purchased, revocationDate: revoked ? now : nil,
-            extra: expires.map { ["expiresDate": .integer(AppStorePayloads.milliseconds($0))] } ?? [:]))
-    }
-
-    private func submission(_ id: String, _ product: String, _ type: AppStoreProductType, user: UserID, purchased: Date, expires: Date? = nil,
-                            source: SubmissionSource = .client) throws -> PurchaseSubmitted {
-        PurchaseSubmitted(store: .appstore, kind: .signedTransaction,
-                          signedTransaction: try transaction(id, product, type: type, purchased: purchased, expires: expires, revoked: false),
-                          userId: user, submittedAt: now, source: source)
-    }
-
+    /// The store's notification of `type` about the transaction `id`, as it arrives now (refunded now with `revoked`).
     private func notification(_ type: AppStoreNotificationType, _ id: String, _ product: String, original: String? = nil,
                               type productType: AppStoreProductType = .consumable, purchased: Date? = nil, expires: Date? = nil,
                               revoked: Bool = false) throws -> StoreNotificationReceived {
-        let signed = try transaction(id, product, original: original, type: productType, purchased: purchased ?? now.addingTimeInterval(-600),
-                                     expires: expires, revoked: revoked)
-        let payload = AppStorePayloads.notification(type: type, bundleId: DemoCommand.bundleId, appAppleId: nil, environment: .sandbox,
-                                                    signedTransactionInfo: signed)
-        return StoreNotificationReceived(signedPayload: try signer.sign(payload), receivedAt: Date())
+        let signed = try appStore.transaction(id, product, productType, original: original, purchased: purchased ?? now.addingTimeInterval(-600),
+                                              expires: expires, revokedAt: revoked ? now : nil)
+        return StoreNotificationReceived(signedPayload: try appStore.notification(type, transaction: signed), receivedAt: Date())
     }
 }

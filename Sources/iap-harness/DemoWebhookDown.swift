@@ -19,8 +19,8 @@ struct DemoWebhookDown {
     static let lapsed = "3200000000031", earlier = "3200000000041", charged = "3200000000042", nobodys = "3200000000051"
     static let token = "5e0c2a31-7d4f-4b8e-9a61-00000000d1ed"
 
-    let now: Date
-    let signer: JWSSigner
+    let appStore: DemoAppStoreData
+    var now: Date { appStore.now }
 
     private var renewedUntil: Date { now.addingTimeInterval(30 * 86_400 - 3600) }
     private var graceEnd: Date { now.addingTimeInterval(6 * 86_400) }
@@ -39,14 +39,14 @@ struct DemoWebhookDown {
     /// Step 1, delivered as usual: the purchases the lost notifications are about, and the apps' consumption reports.
     func purchases() throws -> [any PipelineEvent] {
         [
-            try submission(Self.refunded, "coins.100", .consumable, user: "webhook-refund", purchased: now.addingTimeInterval(-7200)),
-            try submission(Self.subscribed, "pass.monthly", .autoRenewable, user: "webhook-renewal", purchased: now.addingTimeInterval(-30 * 86_400 - 3600),
+            try appStore.submission(Self.refunded, "coins.100", .consumable, user: "webhook-refund", purchased: now.addingTimeInterval(-7200)),
+            try appStore.submission(Self.subscribed, "pass.monthly", .autoRenewable, user: "webhook-renewal", purchased: now.addingTimeInterval(-30 * 86_400 - 3600),
                            expires: now.addingTimeInterval(-3600)),
-            try submission(Self.expiring, "pass.monthly", .autoRenewable, user: "webhook-expired", purchased: now.addingTimeInterval(-20 * 86_400),
+            try appStore.submission(Self.expiring, "pass.monthly", .autoRenewable, user: "webhook-expired", purchased: now.addingTimeInterval(-20 * 86_400),
                            expires: now.addingTimeInterval(10 * 86_400)),
-            try submission(Self.lapsed, "pass.monthly", .autoRenewable, user: "webhook-grace", purchased: now.addingTimeInterval(-30 * 86_400 - 3600),
+            try appStore.submission(Self.lapsed, "pass.monthly", .autoRenewable, user: "webhook-grace", purchased: now.addingTimeInterval(-30 * 86_400 - 3600),
                            expires: now.addingTimeInterval(-3600)),
-            try submission(Self.earlier, "coins.100", .consumable, user: "app-died", purchased: now.addingTimeInterval(-7200), token: Self.token),
+            try appStore.submission(Self.earlier, "coins.100", .consumable, user: "app-died", purchased: now.addingTimeInterval(-7200), token: Self.token),
             PurchaseConsumed(store: .appstore, transactionId: TransactionID(Self.refunded), userId: "webhook-refund", consumedAt: now),
             PurchaseConsumed(store: .appstore, transactionId: TransactionID(Self.earlier), userId: "app-died", consumedAt: now),
         ]
@@ -54,7 +54,7 @@ struct DemoWebhookDown {
 
     /// The notifications the App Store sent half an hour ago and the ingest never received, as its history lists them.
     func lostNotifications() throws -> [String] {
-        let renewalInfo = try signer.sign(AppStorePayloads.renewalInfo(originalTransactionId: Self.lapsed, productId: "pass.monthly",
+        let renewalInfo = try appStore.signer.sign(AppStorePayloads.renewalInfo(originalTransactionId: Self.lapsed, productId: "pass.monthly",
                                                                        gracePeriodExpiresDate: graceEnd))
         return [
             try notification(.refund, transaction: try transaction(Self.refunded, "coins.100", .consumable, purchased: now.addingTimeInterval(-7200),
@@ -102,22 +102,12 @@ struct DemoWebhookDown {
 
     private func transaction(_ id: String, _ product: String, _ type: AppStoreProductType, original: String? = nil, purchased: Date,
                              expires: Date? = nil, revoked: Bool = false, token: String? = nil) throws -> String {
-        try signer.sign(AppStorePayloads.transaction(
-            transactionId: id, originalTransactionId: original, productId: product, bundleId: DemoCommand.bundleId, environment: .sandbox, type: type,
-            purchaseDate: purchased, appAccountToken: token, revocationDate: revoked ? now.addingTimeInterval(-1800) : nil,
-            extra: expires.map { ["expiresDate": .integer(AppStorePayloads.milliseconds($0))] } ?? [:]))
+        try appStore.transaction(id, product, type, original: original, purchased: purchased, expires: expires,
+                                 revokedAt: revoked ? now.addingTimeInterval(-1800) : nil, token: token)
     }
 
-    private func submission(_ id: String, _ product: String, _ type: AppStoreProductType, user: UserID, purchased: Date, expires: Date? = nil,
-                            token: String? = nil) throws -> PurchaseSubmitted {
-        PurchaseSubmitted(store: .appstore, kind: .signedTransaction,
-                          signedTransaction: try transaction(id, product, type, purchased: purchased, expires: expires, token: token),
-                          userId: user, submittedAt: now, source: .client, appAccountToken: token.map { AccountToken($0) })
-    }
-
+    /// Sent half an hour ago.
     private func notification(_ type: AppStoreNotificationType, subtype: String? = nil, transaction: String, renewalInfo: String? = nil) throws -> String {
-        try signer.sign(AppStorePayloads.notification(type: type, subtype: subtype, bundleId: DemoCommand.bundleId, appAppleId: nil, environment: .sandbox,
-                                                      signedTransactionInfo: transaction, signedRenewalInfo: renewalInfo,
-                                                      signedDate: now.addingTimeInterval(-1800)))
+        try appStore.notification(type, subtype: subtype, transaction: transaction, renewalInfo: renewalInfo, signedDate: now.addingTimeInterval(-1800))
     }
 }
