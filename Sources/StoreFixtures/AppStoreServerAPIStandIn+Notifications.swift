@@ -38,7 +38,7 @@ extension AppStoreServerAPIStandIn {
             guard let sent = recorder.read({ $0.testNotifications[path[4]] }) else {
                 return error(404, 4040008, "Either the test notification token is expired or the notification and status are not yet available.")
             }
-            let attempts = sent.attempts.map { JSONValue.object(["attemptDate": .integer(Int64($0.date.timeIntervalSince1970 * 1000)),
+            let attempts = sent.attempts.map { JSONValue.object(["attemptDate": .integer(AppStorePayloads.milliseconds($0.date)),
                                                                  "sendAttemptResult": .string($0.result)]) }
             return HTTPResponse(status: 200, contentType: "application/json", body: String(decoding: JSONValue.object([
                 "signedPayload": .string(sent.signedPayload), "sendAttemptResults": .array(attempts)]).serialized, as: UTF8.self))
@@ -72,16 +72,12 @@ extension AppStoreServerAPIStandIn {
         }.resume()
     }
 
-    static func error(_ status: Int, _ code: Int, _ message: String) -> HTTPResponse {
-        HTTPResponse(status: status, contentType: "application/json", body: #"{"errorCode":\#(code),"errorMessage":"\#(message)"}"#)
-    }
-
     /// A page of notification history as Apple answers it (`NotificationHistoryResponse`), or its error.
     static func history(_ request: HTTPRequest, _ history: [(signedPayload: String, at: Date)], pageSize: Int) -> HTTPResponse {
         func error(_ code: Int, _ message: String) -> HTTPResponse { Self.error(400, code, message) }
         guard let body = JSONValue.parse(Array(request.body))?.objectValue, let start = body["startDate"]?.int64Value,
               let requestedEnd = body["endDate"]?.int64Value else { return error(4000000, "Invalid request.") }
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let now = AppStorePayloads.milliseconds(Date())
         guard start >= now - 180 * 86_400_000 else { return error(4000012, "Invalid request. The start date is earlier than the allowed start date.") }
         guard start < requestedEnd else { return error(4000013, "Invalid request. The end date precedes the start date or the dates are the same.") }
         let end = min(requestedEnd, now) // an end in the future is taken as now
@@ -94,13 +90,13 @@ extension AppStoreServerAPIStandIn {
             }
             offset = next
         }
-        let matching = history.filter { let at = Int64($0.at.timeIntervalSince1970 * 1000); return at >= start && at < end }
+        let matching = history.filter { let at = AppStorePayloads.milliseconds($0.at); return at >= start && at < end }
             .sorted { $0.at < $1.at }
         let page = matching.dropFirst(offset).prefix(pageSize)
         let more = offset + page.count < matching.count
         var response: [String: JSONValue] = [
             "notificationHistory": .array(page.map { .object(["signedPayload": .string($0.signedPayload),
-                                                             "sendAttemptResults": .array([.object(["attemptDate": .integer(Int64($0.at.timeIntervalSince1970 * 1000)),
+                                                             "sendAttemptResults": .array([.object(["attemptDate": .integer(AppStorePayloads.milliseconds($0.at)),
                                                                                                    "sendAttemptResult": .string("NO_RESPONSE")])])]) }),
             "hasMore": .bool(more),
         ]

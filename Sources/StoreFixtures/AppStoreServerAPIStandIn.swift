@@ -83,7 +83,7 @@ public final class AppStoreServerAPIStandIn: Sendable {
             let token = request.header("authorization").flatMap { $0.hasPrefix("Bearer ") ? $0.dropFirst(7) : nil }
             let known = token.flatMap { token in recorder.read { $0.acceptedTokens[token] } }
             guard let token, let claims = known ?? Self.claims(token, publicKey: publicKey, keyId: keyId, issuerId: issuerId, bundleId: bundleId) else {
-                return HTTPResponse(status: 401, contentType: "application/json", body: #"{"errorCode":4010000,"errorMessage":"Unauthenticated"}"#)
+                return Self.error(401, 4010000, "Unauthenticated")
             }
             let failure = recorder.update { state -> Failure? in
                 if known == nil {
@@ -103,8 +103,7 @@ public final class AppStoreServerAPIStandIn: Sendable {
             if request.method == "PUT", path.count == 5, path[0] == "inApps", path[1] == "v2", path[2] == "transactions", path[3] == "consumption" {
                 let (status, errorCode) = Self.checkConsumption(request)
                 guard status == 202 else {
-                    return HTTPResponse(status: status, contentType: "application/json",
-                                        body: errorCode.map { #"{"errorCode":\#($0),"errorMessage":"Invalid request."}"# } ?? "")
+                    return errorCode.map { Self.error(status, $0, "Invalid request.") } ?? HTTPResponse(status: status, contentType: "application/json", body: "")
                 }
                 recorder.update { $0.consumptions.append((TransactionID(path[4]), JSONValue.parse(Array(request.body))?.objectValue ?? [:])) }
                 return HTTPResponse(status: 202)
@@ -130,10 +129,15 @@ public final class AppStoreServerAPIStandIn: Sendable {
         case 503: (5000001, "An unknown retryable error occurred. Please try again.")
         default: (5000000, "An unknown error occurred.")
         }
-        var headers = ["Content-Type": "application/json"]
+        var response = error(failure.status, code, message)
         // Apple's form: the UNIX time, in milliseconds, from which requests are accepted again.
-        if let seconds = failure.retryAfterSeconds { headers["Retry-After"] = String(Int64((Date().timeIntervalSince1970 + Double(seconds)) * 1000)) }
-        return HTTPResponse(status: failure.status, headers: headers, body: Data(#"{"errorCode":\#(code),"errorMessage":"\#(message)"}"#.utf8))
+        if let seconds = failure.retryAfterSeconds { response.headers["Retry-After"] = String(Int64((Date().timeIntervalSince1970 + Double(seconds)) * 1000)) }
+        return response
+    }
+
+    /// An error as the App Store answers it: its status, and a body with Apple's `errorCode` and `errorMessage`.
+    static func error(_ status: Int, _ code: Int, _ message: String) -> HTTPResponse {
+        HTTPResponse(status: status, contentType: "application/json", body: #"{"errorCode":\#(code),"errorMessage":"\#(message)"}"#)
     }
 
     /// A bearer token's claims when the developer key signed it and they are what Apple requires; else nil.

@@ -163,7 +163,7 @@ public final class AppStoreServerAPIClient: Sendable {
         let value = retryAfter.components.seconds
         // Beyond 10^10 seconds (over 300 years) the number is a time in milliseconds, not a wait.
         guard value > 10_000_000_000 else { return retryAfter }
-        let milliseconds = max(0, value - Int64((now.timeIntervalSince1970 * 1000).rounded()))
+        let milliseconds = max(0, value - EpochMilliseconds.milliseconds(now))
         return .milliseconds(milliseconds)
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import JSON
+import PurchaseDomain
 
 /// One page of *Get Notification History*: the notifications the App Store attempted to send in a timespan.
 public struct NotificationHistoryPage: Sendable, Equatable {
@@ -21,7 +22,7 @@ extension AppStoreServerAPIClient {
     /// `POST /inApps/v1/notifications/history` (*Get Notification History*): the version 2 notifications the App Store
     /// attempted to send between `start` and `end` (at most 20 a page), the next page named by `paginationToken`.
     public func notificationHistory(from start: Date, to end: Date, paginationToken: String? = nil) async -> Result<NotificationHistoryPage, Failure> {
-        let body: [String: JSONValue] = ["startDate": .integer(Self.milliseconds(start)), "endDate": .integer(Self.milliseconds(end))]
+        let body: [String: JSONValue] = ["startDate": .integer(EpochMilliseconds.milliseconds(start)), "endDate": .integer(EpochMilliseconds.milliseconds(end))]
         var path = "inApps/v1/notifications/history"
         if let paginationToken {
             guard let escaped = paginationToken.addingPercentEncoding(withAllowedCharacters: Self.unreservedCharacters) else {
@@ -42,8 +43,6 @@ extension AppStoreServerAPIClient {
             return .success(NotificationHistoryPage(signedPayloads: payloads, paginationToken: token))
         }
     }
-
-    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
 
     /// Unreserved characters (RFC 3986): anything else in a query value or a path segment is percent-encoded.
     static let unreservedCharacters = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
