@@ -36,9 +36,9 @@ enum BenchCodecCommand {
             let (decodeNs, encodeNs, foundationNs) = (median(decode), median(encode), median(foundation))
             rows.append(.object([
                 "event": .string(benchCase.name), "bytes": .integer(Int64(benchCase.body.count)),
-                "decodeMicroseconds": .number(rounded(decodeNs / 1000)), "encodeMicroseconds": .number(rounded(encodeNs / 1000)),
-                "foundationParseMicroseconds": .number(rounded(foundationNs / 1000)),
-                "decodeToFoundationParse": .number(rounded(decodeNs / foundationNs)), "encodeToFoundationParse": .number(rounded(encodeNs / foundationNs)),
+                "decodeMicroseconds": .number(thousandths(decodeNs / 1000)), "encodeMicroseconds": .number(thousandths(encodeNs / 1000)),
+                "foundationParseMicroseconds": .number(thousandths(foundationNs / 1000)),
+                "decodeToFoundationParse": .number(thousandths(decodeNs / foundationNs)), "encodeToFoundationParse": .number(thousandths(encodeNs / foundationNs)),
             ]))
             if !options.flags.contains("--json") {
                 print(String(format: "%@ %5d bytes  decode %6.1f µs  encode %6.1f µs  JSONSerialization parse %6.1f µs  (decode %.2f ×, encode %.2f ×)",
@@ -85,5 +85,4 @@ enum BenchCodecCommand {
     /// Nanoseconds per call of `body`, over about 0.2 s.
     private static func measure(_ body: () -> Void) -> Double { 1e9 / BenchVerifyCommand.measure(seconds: 0.2, body) }
     private static func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
-    private static func rounded(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
 }

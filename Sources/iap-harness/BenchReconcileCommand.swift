@@ -71,13 +71,13 @@ enum BenchReconcileCommand {
         let passesPerHour = 3600 / Double(defaults.interval.components.seconds)
         let result: [String: JSONValue] = [
             "notifications": .integer(Int64(count)), "handledBefore": .integer(Int64(handled)), "pages": .integer(Int64(pass.pages)),
-            "published": .integer(Int64(pass.recovered)), "seconds": .number(rounded(seconds)), "cpuSeconds": .number(rounded(cpu)),
-            "millisecondsPerPage": .number(rounded(seconds * 1000 / Double(pass.pages))), "cpuMillisecondsPerPage": .number(rounded(cpu * 1000 / Double(pass.pages))),
+            "published": .integer(Int64(pass.recovered)), "seconds": .number(thousandths(seconds)), "cpuSeconds": .number(thousandths(cpu)),
+            "millisecondsPerPage": .number(thousandths(seconds * 1000 / Double(pass.pages))), "cpuMillisecondsPerPage": .number(thousandths(cpu * 1000 / Double(pass.pages))),
             "at1MillionADay": .object([
                 "notificationsPerPass": .integer(Int64(perPass)), "callsPerPass": .integer(Int64(pagesPerPass)),
                 "callsPerHour": .integer(Int64(pagesPerPass * passesPerHour)), "appleLimitPerHour": .integer(50 * 3600),
-                "passSecondsAtDefaultRate": .number(rounded(pagesPerPass / defaults.callsPerSecond)),
-                "cpuSecondsPerPass": .number(rounded(cpu / Double(pass.pages) * pagesPerPass)),
+                "passSecondsAtDefaultRate": .number(thousandths(pagesPerPass / defaults.callsPerSecond)),
+                "cpuSecondsPerPass": .number(thousandths(cpu / Double(pass.pages) * pagesPerPass)),
             ]),
         ]
         if options.flags.contains("--json") {
@@ -90,6 +90,4 @@ enum BenchReconcileCommand {
         }
         return 0
     }
-
-    private static func rounded(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
 }

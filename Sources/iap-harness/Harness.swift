@@ -64,3 +64,6 @@ enum Harness {
         }
     }
 }
+
+/// A figure for a report, to three decimals.
+func thousandths(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
