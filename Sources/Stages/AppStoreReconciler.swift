@@ -196,13 +196,15 @@ public final class AppStoreReconciler<C: Clock>: Service where C.Duration == Dur
     /// Publishes those of `payloads` the verifier has not handled, in their order; how many. One whose id cannot be read
     /// is published too: the verifier says what is wrong with it.
     private func publishUnseen(_ payloads: [String]) async throws -> Int {
-        let ids = payloads.map { StoreNotificationReceived(signedPayload: $0, receivedAt: context.now()).notificationID }
+        let receivedAt = context.now()
+        let received = payloads.map { StoreNotificationReceived(signedPayload: $0, receivedAt: receivedAt) }
+        let ids = received.map(\.notificationID)
         let unseen = try await store.unseenNotifications(ids.compactMap { $0 })
         var published: Set<NotificationID> = []
         var events: [any PipelineEvent] = []
-        for (payload, id) in zip(payloads, ids) {
+        for (notification, id) in zip(received, ids) {
             if let id { guard unseen.contains(id), published.insert(id).inserted else { continue } }
-            events.append(StoreNotificationReceived(signedPayload: payload, receivedAt: context.now()))
+            events.append(notification)
         }
         guard !events.isEmpty else { return 0 }
         if case .publish(let messages) = try context.messages(events) {

@@ -148,7 +148,7 @@ enum ChaosCommand {
             let expected = input.outcomesExpected - refunds.first.count
             let progress = Double(done) / Double(expected)
             if done >= expected && plan.isComplete && replicas.isComplete && outageTask == nil, refunds.isComplete, subscriptionNotifications.sentMidway,
-               refunds.firstAnswered(watcher.seen), try await lost.allHandled(by: store), try await refunds.settled(in: store) { break }
+               refunds.firstAnswered(watcher.seen), try await lost.unhandled(by: store) == 0, try await refunds.settled(in: store) { break }
             let dueNotifications = subscriptionNotifications.due(at: progress)
             if !dueNotifications.isEmpty {
                 for result in await refundProducer.send(contentsOf: try notifications(dueNotifications)) { _ = try result.get() }

@@ -27,11 +27,8 @@ struct LostNotifications {
         return false
     }
 
-    /// Whether the verifier has handled every notification the store sent: those delivered, and those lost (the
-    /// reconciliation published them).
-    func allHandled(by store: SQLPurchaseStore) async throws -> Bool { try await store.unseenNotifications(sent).isEmpty }
-
-    /// Those of all the store sent that the verifier never handled: what another pass over the history would publish.
+    /// Those of all the store sent (delivered, or lost and published by the reconciliation) that the verifier has not
+    /// handled: what another pass over the history would publish.
     func unhandled(by store: SQLPurchaseStore) async throws -> Int { try await store.unseenNotifications(sent).count }
 
     var summary: JSONValue { .object(["sent": .integer(Int64(sent.count)), "lost": .integer(Int64(lost.count))]) }
