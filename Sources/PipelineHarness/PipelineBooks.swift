@@ -20,12 +20,17 @@ public struct PipelineBooks: Sendable {
         /// Exactly one answer per submission (no worker was killed, so nothing was redelivered after its commit);
         /// else at least one, and a repeat of a purchase revoked or flagged since may be answered with that state.
         public var exactAnswers = false
+        /// Charges the store announced that no app submitted: each with a token granted once to its user, each without
+        /// one flagged once at its deadline and granted to nobody.
+        public var unsubmitted: UnsubmittedCharges?
 
-        public init(revoked: Set<TransactionID> = [], refundedFirst: Set<TransactionID> = [], laterRepeats: Int = 0, exactAnswers: Bool = false) {
+        public init(revoked: Set<TransactionID> = [], refundedFirst: Set<TransactionID> = [], laterRepeats: Int = 0, exactAnswers: Bool = false,
+                    unsubmitted: UnsubmittedCharges? = nil) {
             self.revoked = revoked
             self.refundedFirst = refundedFirst
             self.laterRepeats = laterRepeats
             self.exactAnswers = exactAnswers
+            self.unsubmitted = unsubmitted
         }
     }
 
@@ -43,6 +48,9 @@ public struct PipelineBooks: Sendable {
     public var subscriptionPeriods = 0
     public var periodsEndedByUpgrade = 0
     public var subscribersChecked = 0
+    /// Charges nobody submitted: granted to the user their account token names, and flagged unclaimed at their deadline.
+    public var chargesGrantedByToken = 0
+    public var chargesFlaggedUnclaimed = 0
     /// Forgeries rejected, malformed messages dead-lettered.
     public var rejected = 0
     public var deadLettered = 0
@@ -106,7 +114,29 @@ public struct PipelineBooks: Sendable {
             default: if refundedFirst { books.refundedFirst += 1 } else { books.revoked += 1 }
             }
         }
-        for (id, events) in seen.refundDue where !input.unique.contains(where: { $0.transactionId == id && $0.isFlaggedAtDeadline }) {
+        // Charges nobody submitted: one with a token is its user's, once (the balances below say whose); one without is
+        // flagged, once.
+        for (charge, _) in expectations.unsubmitted?.withToken ?? [] {
+            let held = record(charge.key)
+            guard held?.grantEntries == 1, held?.state == .finished, seen.grantedTransactions.contains(charge.transactionId) else {
+                violation("charges with a known account token not granted once", "\(charge.transactionId) (\(held?.state.rawValue ?? "not recorded"), "
+                          + "\(held?.grantEntries ?? 0) grants)")
+                continue
+            }
+            expectedCoins[charge.user, default: 0] += charge.coins
+            books.chargesGrantedByToken += 1
+        }
+        let unclaimed = Set((expectations.unsubmitted?.withoutToken ?? []).map(\.transactionId))
+        for charge in expectations.unsubmitted?.withoutToken ?? [] {
+            let held = record(charge.key)
+            guard held?.state == .refundDue, held?.grantEntries == 0, seen.refundDue[charge.transactionId]?.count == 1 else {
+                violation("charges nobody claimed not flagged exactly once", "\(charge.transactionId) (\(held?.state.rawValue ?? "not recorded"), "
+                          + "\(held?.grantEntries ?? 0) grants, \(seen.refundDue[charge.transactionId]?.count ?? 0) refund.due)")
+                continue
+            }
+            books.chargesFlaggedUnclaimed += 1
+        }
+        for (id, events) in seen.refundDue where !unclaimed.contains(id) && !input.unique.contains(where: { $0.transactionId == id && $0.isFlaggedAtDeadline }) {
             violation("purchases flagged refund-due that were not left unconsumed", "\(id) (\(events.count) events)")
         }
         for (key, purchase) in audit.purchases where Lifecycle.openStates.contains(purchase.state) {

@@ -32,7 +32,7 @@ public struct PurchaseInput: Sendable {
         public var firstTransactionId: Int64
         /// Whether the submissions are shuffled (repeats may come before their original) or in purchase order.
         public var shuffled = true
-        /// Whether each transaction carries an `appAccountToken`, as apps that set one send it.
+        /// Whether each transaction carries its buyer's `appAccountToken` (one per user, as apps that set one send it).
         public var appAccountTokens = false
         /// Subscriptions, each three periods of one original transaction for one user (`subscriptionPeriods`): a silver month
         /// that ended 10 days ago, its renewal, and an upgrade to gold 5 days ago that ends the renewal then. Their
@@ -143,6 +143,8 @@ public struct PurchaseInput: Sendable {
     public let forged: [String: TransactionID]
     /// Keys of the malformed messages.
     public let malformed: Set<String>
+    /// Each user's account token, when the plan's transactions carry them (`Plan.appAccountTokens`).
+    public let accountTokens: [UserID: String]
     /// Every submission of the plan, in the plan's order.
     public let messages: [KafkaProducerMessage]
 
@@ -154,6 +156,14 @@ public struct PurchaseInput: Sendable {
         var generator = SystemRandomNumberGenerator()
         var unique: [Purchase] = []
         var messages: [KafkaProducerMessage] = []
+        var accountTokens: [UserID: String] = [:]
+        func accountToken(of user: UserID) -> String? {
+            guard plan.appAccountTokens else { return nil }
+            if let token = accountTokens[user] { return token }
+            let token = UUID().uuidString.lowercased()
+            accountTokens[user] = token
+            return token
+        }
         /// Whom the `index`th purchase (or subscription) goes to.
         func buyer(_ index: Int) -> UserID {
             UserID(plan.userPrefix + String(plan.randomUsers ? Int.random(in: 1...plan.users, using: &generator) : index % plan.users + 1))
@@ -169,7 +179,7 @@ public struct PurchaseInput: Sendable {
                 let jws = try signer.sign(AppStorePayloads.transaction(
                     transactionId: id, productId: product.id.rawValue, bundleId: StandInAppStore.bundleId, environment: .sandbox,
                     type: product.entitlement == nil ? .consumable : .nonConsumable, purchaseDate: purchased, signedDate: now,
-                    appAccountToken: plan.appAccountTokens ? UUID().uuidString.lowercased() : nil))
+                    appAccountToken: accountToken(of: user)))
                 let purchase = Purchase(store: .appstore, transactionId: TransactionID(id), user: user, product: product, jws: jws, stale: stale)
                 unique.append(purchase)
                 messages.append(try codec.message(submission(purchase, source: .client, at: now), time: now))
@@ -231,7 +241,7 @@ public struct PurchaseInput: Sendable {
                                                  headers: valid.first?.headers ?? []))
         }
         if plan.shuffled { messages.shuffle(using: &generator) }
-        return PurchaseInput(plan: plan, unique: unique, forged: forged, malformed: malformed, messages: messages)
+        return PurchaseInput(plan: plan, unique: unique, forged: forged, malformed: malformed, accountTokens: accountTokens, messages: messages)
     }
 
     /// App Store `purchase` submitted again by its user from `source` (a restore, a retry), under a submission id of its own.

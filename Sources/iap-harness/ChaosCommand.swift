@@ -13,8 +13,8 @@ import StoreVerification
 import Synchronization
 
 /// `iap-harness chaos --store postgres://… [--purchases N] [--users N] [--kills-per-worker K] [--store-down CMD --store-up CMD]
-/// [--outage-seconds S] [--replicas churn|one-two-one|none] [--partitions P] [--rate R] [--timeout S] [--json]`: the
-/// pipeline under faults, then its books.
+/// [--outage-seconds S] [--replicas churn|one-two-one|none] [--partitions P] [--rate R] [--lose-notifications SHARE]
+/// [--unsubmitted SHARE] [--timeout S] [--json]`: the pipeline under faults, then its books.
 ///
 /// Submits N messages (20 % duplicates, 1 % forged, 0.5 % malformed; all at once, or R per second) to the four
 /// worker processes; while they work, kills each with SIGKILL K times at random moments and restarts it, takes the
@@ -27,7 +27,7 @@ enum ChaosCommand {
     static func run(_ arguments: [String]) async throws -> Int32 {
         let options = try CommandOptions(arguments, valued: ["--brokers", "--kafka", "--store", "--purchases", "--users", "--kills-per-worker",
                                                              "--store-down", "--store-up", "--outage-seconds", "--timeout", "--replicas",
-                                                             "--partitions", "--rate", "--lose-notifications"], flags: ["--json"])
+                                                             "--partitions", "--rate", "--lose-notifications", "--unsubmitted"], flags: ["--json"])
         let total = try options.int("--purchases") ?? 50_000
         let users = try options.int("--users") ?? 5_000
         let killsPerWorker = try options.int("--kills-per-worker") ?? 5
@@ -39,6 +39,10 @@ enum ChaosCommand {
         // its history, which the sweeper's reconciliation reads.
         let loseShare = options.string("--lose-notifications").flatMap(Double.init) ?? 0.1
         guard (0...1).contains(loseShare) else { throw UsageError("--lose-notifications must be a share within 0…1") }
+        // A share of the App Store's consumable charges no app ever submits (it died after the payment): the store's
+        // ONE_TIME_CHARGE is all the pipeline learns of them.
+        let unsubmittedShare = options.string("--unsubmitted").flatMap(Double.init) ?? 0.05
+        guard (0..<1).contains(unsubmittedShare) else { throw UsageError("--unsubmitted must be a share within 0…1 (less than 1)") }
         guard total >= 1_000, users >= 1, killsPerWorker >= 0, outageSeconds >= 0, partitions >= 1, (rate ?? 1) >= 1,
               let replicaMode = ReplicaPlan.Mode(rawValue: options.string("--replicas") ?? ReplicaPlan.Mode.churn.rawValue) else {
             throw UsageError("chaos: --purchases ≥ 1000, --users ≥ 1, --kills-per-worker and --outage-seconds ≥ 0, --partitions and --rate ≥ 1, "
@@ -69,13 +73,17 @@ enum ChaosCommand {
             appCoins.api.server.shutdown()
         }
         let input = try PurchaseInput.make(chaosPlan(total: total, users: users), pki: pki, codec: codec, now: started, appCoins: appCoins)
+        let submittedConsumables = input.unique.count { $0.store == .appstore && $0.product.entitlement == nil }
+        var unsubmitted = UnsubmittedChargePlan(try UnsubmittedCharges.make(
+            count: Int((Double(submittedConsumables) * unsubmittedShare / (1 - unsubmittedShare)).rounded()), of: input, pki: pki, now: started,
+            firstTransactionId: input.plan.firstTransactionId + 2_000_000_000_000))
         let byStore = Dictionary(grouping: input.unique) { purchase in
             "\(purchase.store.rawValue) " + (purchase.product.isSubscription ? "subscription period" : purchase.product.entitlement == nil ? "consumable" : "non-consumable")
         }
         say("chaos: \(total) messages (\(input.unique.count) unique valid: "
             + byStore.sorted { $0.key < $1.key }.map { "\($0.value.count) \($0.key)" }.joined(separator: ", ")
             + "; \(input.plan.duplicates) duplicates, \(input.forged.count) forged, "
-            + "\(input.malformed.count) malformed) for \(users) users; workers \(prefix)*; signed in \(Int(Date().timeIntervalSince(started))) s")
+            + "\(input.malformed.count) malformed; \(unsubmitted.charges.count) App Store consumables paid and never submitted) for \(users) users; workers \(prefix)*; signed in \(Int(Date().timeIntervalSince(started))) s")
 
         let workers = try WorkerProcesses.withStandInStores(
             directory: work, kafka: kafka, storeURL: storeURL, prefix: prefix, pki: pki, schemas: schemas, catalog: PurchaseInput.catalog,
@@ -110,8 +118,10 @@ enum ChaosCommand {
         }
         let first = try notifications(.refund, refundedFirst)
         var subscriptionNotifications = SubscriptionNotificationPlan(input)
-        for result in await refundProducer.send(contentsOf: try first + notifications(subscriptionNotifications.first)) { _ = try result.get() }
-        say("refunded \(first.count) purchases before their submission; sent \(subscriptionNotifications.first.count) subscription periods' EXPIRED")
+        for result in await refundProducer.send(contentsOf: try first + notifications(subscriptionNotifications.first)
+                                                  + notifications(.oneTimeCharge, unsubmitted.charges.withoutToken)) { _ = try result.get() }
+        say("refunded \(first.count) purchases before their submission; sent \(subscriptionNotifications.first.count) subscription periods' EXPIRED "
+            + "and \(unsubmitted.charges.withoutToken.count) ONE_TIME_CHARGE without an account token")
         // All at once, or `rate` per second in tenths of a second, alongside the faults.
         @Sendable func submit() async throws {
             let chunk = rate.map { max(1, $0 / 10) } ?? 5_000
@@ -148,7 +158,12 @@ enum ChaosCommand {
             let expected = input.outcomesExpected - refunds.first.count
             let progress = Double(done) / Double(expected)
             if done >= expected && plan.isComplete && replicas.isComplete && outageTask == nil, refunds.isComplete, subscriptionNotifications.sentMidway,
-               refunds.firstAnswered(watcher.seen), try await lost.unhandled(by: store) == 0, try await refunds.settled(in: store) { break }
+               refunds.firstAnswered(watcher.seen), unsubmitted.allAnnounced, try await lost.unhandled(by: store) == 0, try await refunds.settled(in: store),
+               try await unsubmitted.settled(in: store) { break }
+            let charges = unsubmitted.due(granted: watcher.read(\.grantedTransactions))
+            if !charges.isEmpty {
+                for result in await refundProducer.send(contentsOf: try notifications(.oneTimeCharge, charges)) { _ = try result.get() }
+            }
             let dueNotifications = subscriptionNotifications.due(at: progress)
             if !dueNotifications.isEmpty {
                 for result in await refundProducer.send(contentsOf: try notifications(dueNotifications)) { _ = try result.get() }
@@ -200,7 +215,8 @@ enum ChaosCommand {
         workers.stopAll()
         await watcher.stop()
 
-        var books = try await PipelineBooks.check(input: input, expectations: .init(revoked: refunds.refunded.subtracting(refunds.reversed), refundedFirst: refunds.first), seen: watcher.seen, store: store,
+        var books = try await PipelineBooks.check(input: input, expectations: .init(revoked: refunds.refunded.subtracting(refunds.reversed), refundedFirst: refunds.first,
+                                                                                     unsubmitted: unsubmitted.charges), seen: watcher.seen, store: store,
                                                   finishCalls: appStore.api.finishTimes)
         books.violations += replicas.violations
         // What a further pass over the store's history would publish: nothing, once every notification was handled.
@@ -211,11 +227,18 @@ enum ChaosCommand {
             fields["replicas"] = replicas.summary
             fields["subscriptionNotifications"] = subscriptionNotifications.summary
             fields["notifications"] = lost.summary
+            if case .object(var charges) = unsubmitted.summary {
+                charges["grantedByToken"] = .integer(Int64(books.chargesGrantedByToken))
+                charges["flaggedUnclaimed"] = .integer(Int64(books.chargesFlaggedUnclaimed))
+                fields["unsubmittedCharges"] = .object(charges)
+            }
             summary = .object(fields)
         }
         print(books.chaosTable(input: input, plan: plan, refunds: refunds, seconds: seconds))
         print("subscription notifications: " + subscriptionNotifications.description)
         print("notifications: \(lost.sent.count) sent by the store, \(lost.lost.count) never delivered and read back from its history by the reconciler")
+        print("charges never submitted: \(unsubmitted.charges.withToken.count) with a known account token → \(books.chargesGrantedByToken) granted to its user "
+              + "once; \(unsubmitted.charges.withoutToken.count) without → \(books.chargesFlaggedUnclaimed) flagged unclaimed once at their deadline")
         print("replicas: " + ReplicaPlan.stages.map { "\($0) \(replicas.joins[$0] ?? 0) joins, \(replicas.leaves[$0] ?? 0) leaves, handled by replica "
             + (replicas.handled[$0] ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
             + ", group rejoins \(replicas.groupRejoins(of: $0))" }.joined(separator: "; "))
@@ -239,6 +262,7 @@ enum ChaosCommand {
         plan.subscriptions = total / 100
         plan.unique = total - plan.duplicates - plan.forged - plan.malformed - PurchaseInput.subscriptionPeriods(now: Date()).count * plan.subscriptions
         plan.randomUsers = true
+        plan.appAccountTokens = true
         plan.userPrefix = "chaos-user-"
         plan.products = PurchaseInput.mixedProducts
         return plan

@@ -1,0 +1,46 @@
+import Foundation
+import PurchaseDomain
+import StoreFixtures
+
+/// App Store consumables paid for that the app never submitted (it died right after the payment, or was deleted): the
+/// store announces each with `ONE_TIME_CHARGE`, and nothing else comes. A charge carrying the account token of a user
+/// the pipeline knows goes to that user, once; one without a token stays unclaimed until its deadline flags it, once
+/// (`refund.due` with `unclaimed: true`: the user paid and received nothing).
+public struct UnsubmittedCharges: Sendable {
+    /// Charges carrying their buyer's account token, paid now, each with the buyer's submitted purchase that bound the
+    /// token (its grant makes the token known).
+    public let withToken: [(charge: PurchaseInput.Purchase, binding: TransactionID)]
+    /// Charges without a token, paid two days ago (past the consume deadline).
+    public let withoutToken: [PurchaseInput.Purchase]
+
+    /// `count` charges of `input`'s App Store consumables, half of them with a token (of users with an App Store purchase
+    /// of their own in `input`), their transaction ids from `firstTransactionId`, signed by `pki`.
+    public static func make(count: Int, of input: PurchaseInput, pki: TestPKI, now: Date, firstTransactionId: Int64) throws -> UnsubmittedCharges {
+        guard let product = input.plan.products.first(where: { $0.store == .appstore && $0.entitlement == nil }) else {
+            throw HarnessError("unsubmitted charges: the plan sells no App Store consumable")
+        }
+        // Each user's first App Store purchase that carries the user's token.
+        var bindings: [UserID: TransactionID] = [:]
+        for purchase in input.unique where purchase.store == .appstore && input.accountTokens[purchase.user] != nil && bindings[purchase.user] == nil {
+            bindings[purchase.user] = purchase.transactionId
+        }
+        let buyers = bindings.keys.sorted()
+        guard count == 0 || !buyers.isEmpty else { throw HarnessError("unsubmitted charges: no user of the plan has an account token") }
+        let signer = JWSSigner(pki: pki)
+        var withToken: [(PurchaseInput.Purchase, TransactionID)] = [], withoutToken: [PurchaseInput.Purchase] = []
+        for index in 0..<count {
+            let id = String(firstTransactionId + Int64(index))
+            let tokened = index % 2 == 0
+            let user = tokened ? buyers[(index / 2) % buyers.count] : UserID.nobody
+            let purchased = tokened ? now : now.addingTimeInterval(-48 * 3600)
+            let jws = try signer.sign(AppStorePayloads.transaction(
+                transactionId: id, productId: product.id.rawValue, bundleId: StandInAppStore.bundleId, environment: .sandbox,
+                type: .consumable, purchaseDate: purchased, signedDate: now, appAccountToken: tokened ? input.accountTokens[user] : nil))
+            let charge = PurchaseInput.Purchase(store: .appstore, transactionId: TransactionID(id), user: user, product: product, jws: jws, stale: !tokened)
+            if tokened, let binding = bindings[user] { withToken.append((charge, binding)) } else { withoutToken.append(charge) }
+        }
+        return UnsubmittedCharges(withToken: withToken, withoutToken: withoutToken)
+    }
+
+    public var count: Int { withToken.count + withoutToken.count }
+}

@@ -1,0 +1,42 @@
+import JSON
+import PipelineHarness
+import PurchaseDomain
+import PurchaseStore
+
+/// When the chaos run's charges nobody submitted (`--unsubmitted`, a share of the App Store's consumable charges) are
+/// announced by the store (`ONE_TIME_CHARGE`, lost like any notification and then read back from the history): those
+/// without a token with the first notifications; each with a token once the purchase that bound its user's token was
+/// granted, so that the token is known when the charge arrives.
+struct UnsubmittedChargePlan {
+    let charges: UnsubmittedCharges
+    private var waiting: [(charge: PurchaseInput.Purchase, binding: TransactionID)]
+
+    init(_ charges: UnsubmittedCharges) {
+        self.charges = charges
+        waiting = charges.withToken
+    }
+
+    /// The charges with a token to announce now: those whose binding purchase is among `granted`.
+    mutating func due(granted: Set<TransactionID>) -> [PurchaseInput.Purchase] {
+        var due: [PurchaseInput.Purchase] = []
+        waiting.removeAll { pending in
+            guard granted.contains(pending.binding) else { return false }
+            due.append(pending.charge)
+            return true
+        }
+        return due
+    }
+
+    var allAnnounced: Bool { waiting.isEmpty }
+
+    /// Whether `store` holds every charge as its story ends: with a token finished, without one flagged.
+    func settled(in store: SQLPurchaseStore) async throws -> Bool {
+        for (charge, _) in charges.withToken where try await store.purchase(charge.key)?.state != .finished { return false }
+        for charge in charges.withoutToken where try await store.purchase(charge.key)?.state != .refundDue { return false }
+        return true
+    }
+
+    var summary: JSONValue {
+        .object(["withToken": .integer(Int64(charges.withToken.count)), "withoutToken": .integer(Int64(charges.withoutToken.count))])
+    }
+}
