@@ -113,6 +113,13 @@ public final class AppStoreServerAPIClient: Sendable {
         }
     }
 
+    /// One authenticated `GET` of `pathAndQuery(transactionId)` (below the base URL): the answer's body when it succeeded;
+    /// refused without a request when the transaction id cannot be sent.
+    func get(for transactionId: TransactionID, _ pathAndQuery: (TransactionID) -> String) async -> Result<[UInt8], Failure> {
+        if let invalid = Self.invalid(transactionId) { return .failure(invalid) }
+        return await call("GET", pathAndQuery(transactionId), body: nil)
+    }
+
     /// The headers of calls made now: the API token, and the body's type when there is one.
     private func headers(body: Data?) -> Result<[(name: String, value: String)], Failure> {
         var headers: [(name: String, value: String)] = []
@@ -128,12 +135,18 @@ public final class AppStoreServerAPIClient: Sendable {
     /// The request of a call for a transaction, or why none can be made (an invalid transaction id, no token).
     private func request(_ method: String, path: (TransactionID) -> String, transactionId: TransactionID, body: Data?,
                          headers: Result<[(name: String, value: String)], Failure>) -> Result<HTTPClient.Request, Failure> {
+        if let invalid = Self.invalid(transactionId) { return .failure(invalid) }
+        return headers.map { HTTPClient.Request(method: method, url: urlPrefix + path(transactionId), headers: $0, body: body.map(Array.init)) }
+    }
+
+    /// Why `transactionId` cannot be sent in a path (it must be 1 to 64 ASCII letters and digits), or nil when it can.
+    static func invalid(_ transactionId: TransactionID) -> Failure? {
         let id = transactionId.rawValue.utf8
         guard !id.isEmpty, id.count <= 64,
               id.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else {
-            return .failure(.refused(status: 0, detail: "invalid transaction id"))
+            return .refused(status: 0, detail: "invalid transaction id")
         }
-        return headers.map { HTTPClient.Request(method: method, url: urlPrefix + path(transactionId), headers: $0, body: body.map(Array.init)) }
+        return nil
     }
 
     /// What an answer means: 2xx is success (its body); what may pass (network, 401/403 — an operator must fix the key —,
