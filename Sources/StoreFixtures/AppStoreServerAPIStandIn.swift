@@ -12,6 +12,7 @@ import Synchronization
 /// - `PUT /inApps/v2/transactions/consumption/{transactionId}` with a `ConsumptionRequest` checked as Apple
 ///   documents it → 202, recorded; else 400 with Apple's `errorCode` (none when malformed).
 /// - Notification history and test notifications: see `AppStoreServerAPIStandIn+Notifications`.
+/// - Transaction info and history, refund history, subscription statuses: see `AppStoreServerAPIStandIn+Transactions`.
 /// Errors are injected on demand (`fail`): authenticated requests are then answered with that status and Apple's
 /// error code for it, and `Retry-After` when given.
 public final class AppStoreServerAPIStandIn: Sendable {
@@ -48,6 +49,7 @@ public final class AppStoreServerAPIStandIn: Sendable {
         /// Tokens whose signature and claims were checked, with their claims: a client signs one token and sends it
         /// with many requests, and checking it once keeps the stand-in's cost out of what benchmarks measure.
         var acceptedTokens: [Substring: [String: JSONValue]] = [:]
+        var transactionRecords = TransactionRecords()
     }
 
     /// What the server saw; the handler records into it before `self` exists.
@@ -100,6 +102,7 @@ public final class AppStoreServerAPIStandIn: Sendable {
             if let failure { return Self.answer(failure) }
             let path = request.path.split(separator: "/").map(String.init)
             if let answer = Self.notificationRoutes(request, path, recorder) { return answer }
+            if let answer = Self.transactionRoutes(request, path, recorder, bundleId: bundleId) { return answer }
             if request.method == "PUT", path.count == 5, path[0] == "inApps", path[1] == "v2", path[2] == "transactions", path[3] == "consumption" {
                 let (status, errorCode) = Self.checkConsumption(request)
                 guard status == 202 else {
