@@ -74,7 +74,8 @@ let package = Package(
         .target(name: "Stages", dependencies: ["PurchaseDomain", "WorkerRuntime", "Kafka", "PurchaseEvents", "StoreVerification", "JSON"]),
 
         // iap-ingest's API: store webhooks and client submissions to events.
-        .target(name: "Ingest", dependencies: ["Crypto", "Database", "HTTPServer", "JSON", "Kafka", "Metrics", "PurchaseDomain", "PurchaseEvents", "PurchaseStore", "WorkerRuntime"]),
+        .target(name: "Ingest", dependencies: ["Crypto", "Database", "HTTPServer", "JSON", "Kafka", "Metrics", "PurchaseDomain", "PurchaseEvents", "PurchaseStore",
+                                               "StoreVerification", "WorkerRuntime"]),
 
         // glibc's mallopt, which the Glibc module leaves out: the workers keep to two malloc arenas (see MallocArenas).
         .systemLibrary(name: "CMalloc"),
@@ -134,7 +135,7 @@ let package = Package(
                     linkerSettings: rdkafkaLinkerSettings),
         // The stages' decisions on the in-memory repository: no broker, no database.
         .testTarget(name: "StagesTests", dependencies: ["Stages", "PurchaseDomain", "PurchaseEvents", "InMemoryPurchaseStore", "StageTestSupport", "Kafka",
-                                                       "WorkerRuntime", "JSON", "StoreFixtures", "StoreVerification"],
+                                                       "WorkerRuntime", "JSON", "StoreFixtures", "StoreVerification", "Crypto"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "PurchaseDomainTests", dependencies: ["PurchaseDomain", "TestData"]),
         .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "Metrics", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),

@@ -51,6 +51,8 @@ public struct PipelineBooks: Sendable {
     /// Charges nobody submitted: granted to the user their account token names, and flagged unclaimed at their deadline.
     public var chargesGrantedByToken = 0
     public var chargesFlaggedUnclaimed = 0
+    /// Charges the store refunded without a notification: revoked when the sweeper asked before flagging them.
+    public var chargesRevokedBeforeFlagging = 0
     /// Forgeries rejected, malformed messages dead-lettered.
     public var rejected = 0
     public var deadLettered = 0
@@ -125,6 +127,16 @@ public struct PipelineBooks: Sendable {
             }
             expectedCoins[charge.user, default: 0] += charge.coins
             books.chargesGrantedByToken += 1
+        }
+        // Refunded at the store with no notification sent: the sweeper asked before flagging, and revoked it instead.
+        for (charge, _) in expectations.unsubmitted?.refundedUnannounced ?? [] {
+            let held = record(charge.key)
+            guard held?.state == .revoked, held?.grantEntries == 0, seen.refundDue[charge.transactionId] == nil else {
+                violation("charges the store refunded unannounced not revoked (or flagged)", "\(charge.transactionId) (\(held?.state.rawValue ?? "not recorded"), "
+                          + "\(seen.refundDue[charge.transactionId]?.count ?? 0) refund.due)")
+                continue
+            }
+            books.chargesRevokedBeforeFlagging += 1
         }
         let unclaimed = Set((expectations.unsubmitted?.withoutToken ?? []).map(\.transactionId))
         for charge in expectations.unsubmitted?.withoutToken ?? [] {

@@ -255,18 +255,28 @@ public struct PurchaseInput: Sendable {
     /// and `revocationReason`), in a notification signed at `date` by `pki`, the chain the purchase was signed by.
     public static func notification(_ type: AppStoreNotificationType, subtype: String? = nil, of purchase: Purchase, pki: TestPKI,
                                     at date: Date) throws -> StoreNotificationReceived {
-        let parts = purchase.jws.split(separator: ".")
-        guard purchase.store == .appstore, parts.count == 3, let bytes = Base64URL.decode(parts[1]), var transaction = JSONValue.parse(Array(bytes))?.objectValue else {
-            throw HarnessError("\(type.rawValue) of \(purchase.transactionId): not an App Store purchase with a signed transaction")
-        }
-        if type == .refund {
-            transaction["revocationDate"] = .integer(AppStorePayloads.milliseconds(date))
-            transaction["revocationReason"] = .integer(0)
-        }
         let signer = JWSSigner(pki: pki)
+        let transaction = try type == .refund ? refundedTransaction(of: purchase, pki: pki, at: date) : signer.sign(try transactionPayload(of: purchase))
         let payload = AppStorePayloads.notification(type: type, subtype: subtype, bundleId: StandInAppStore.bundleId, appAppleId: nil, environment: .sandbox,
-                                                    signedTransactionInfo: try signer.sign(transaction), signedDate: date)
+                                                    signedTransactionInfo: transaction, signedDate: date)
         return StoreNotificationReceived(signedPayload: try signer.sign(payload), receivedAt: date)
+    }
+
+    /// App Store `purchase`'s transaction as the store signs it once refunded at `date` (`revocationDate`, `revocationReason`).
+    public static func refundedTransaction(of purchase: Purchase, pki: TestPKI, at date: Date) throws -> String {
+        var transaction = try transactionPayload(of: purchase)
+        transaction["revocationDate"] = .integer(AppStorePayloads.milliseconds(date))
+        transaction["revocationReason"] = .integer(0)
+        return try JWSSigner(pki: pki).sign(transaction)
+    }
+
+    /// The payload of App Store `purchase`'s signed transaction.
+    private static func transactionPayload(of purchase: Purchase) throws -> [String: JSONValue] {
+        let parts = purchase.jws.split(separator: ".")
+        guard purchase.store == .appstore, parts.count == 3, let bytes = Base64URL.decode(parts[1]), let transaction = JSONValue.parse(Array(bytes))?.objectValue else {
+            throw HarnessError("\(purchase.transactionId): not an App Store purchase with a signed transaction")
+        }
+        return transaction
     }
 
     /// The plan's subscriptions: each one's periods (`subscriptionPeriods`), in the order they begin.

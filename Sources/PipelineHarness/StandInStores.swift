@@ -21,6 +21,17 @@ public struct StandInAppStore: Sendable {
     }
 }
 
+extension StandInAppStore {
+    /// Makes App Store `purchases` known to the stand-in API as the store keeps them (*Get Transaction Info*, the history
+    /// of the customer: their user).
+    public func record(_ purchases: [PurchaseInput.Purchase]) {
+        for purchase in purchases where purchase.store == .appstore {
+            api.recordTransaction(purchase.jws, transactionId: purchase.transactionId, originalTransactionId: purchase.originalTransactionId,
+                                  customer: purchase.user.rawValue)
+        }
+    }
+}
+
 /// The AppCoins store of `bench` and `chaos`: the shared stand-in API, and the app key its purchases are signed with
 /// (the workers are given its public half, as from the store's back office).
 public struct StandInAppCoins: Sendable {

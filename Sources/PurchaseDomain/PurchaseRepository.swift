@@ -114,6 +114,10 @@ public protocol SweepRepository: PurchaseRepository {
     /// again, by purchase time (then transaction id): the page of `limit` after `last`, the last purchase of the page before.
     func dueGrantedWithToken(store: Store, deadline: TimeInterval, now: Date, after last: PurchaseRecord?, limit: Int) async throws -> [PurchaseRecord]
 
+    /// Every purchase of `store` the deadline flags (open ones and charges nobody claimed), not flagged, by purchase time
+    /// (then transaction id): the page of `limit` after `last`. For a store asked about each before it is flagged (`flagDue`).
+    func dueToAsk(store: Store, deadline: TimeInterval, now: Date, after last: PurchaseRecord?, limit: Int) async throws -> [PurchaseRecord]
+
     /// Flags those of `keys` that are still due as `sweepDue` would (exactly once, however many sweepers run): for
     /// purchases the store was asked about again and answered not consumed. Returns those this call flagged.
     func flagDue(_ keys: [PurchaseKey], deadline: TimeInterval, now: Date) async throws -> [DuePurchase]

@@ -71,12 +71,22 @@ extension SQLPurchaseStore {
     /// again, by purchase time (then transaction id): the page of `limit` after `last`, the last purchase of the page before.
     public func dueGrantedWithToken(store: Store, deadline: TimeInterval, now: Date, after last: PurchaseRecord? = nil,
                                     limit: Int = 500) async throws -> [PurchaseRecord] {
+        try await duePage(Self.grantedWithTokenDueQuery, store: store, deadline: deadline, now: now, after: last, limit: limit)
+    }
+
+    /// Every purchase of `store` the deadline flags (open ones and charges nobody claimed), not flagged, by purchase time
+    /// (then transaction id): the page of `limit` after `last`. For a store asked about each before it is flagged (`flagDue`).
+    public func dueToAsk(store: Store, deadline: TimeInterval, now: Date, after last: PurchaseRecord? = nil, limit: Int = 500) async throws -> [PurchaseRecord] {
+        try await duePage(Self.dueToAskQuery, store: store, deadline: deadline, now: now, after: last, limit: limit)
+    }
+
+    /// A page of `query` ($1 store, $2 cutoff, $3 limit, $4 and $5 the position after `last`).
+    private func duePage(_ query: String, store: Store, deadline: TimeInterval, now: Date, after last: PurchaseRecord?, limit: Int) async throws -> [PurchaseRecord] {
         let cutoff = PurchaseTime.milliseconds(now.addingTimeInterval(-deadline))
         let position: [SQLValue] = last.map { [.integer(PurchaseTime.milliseconds($0.purchaseTime)), .text($0.key.transactionId)] }
             ?? [.integer(.min), .text("")]
         return try await executor.run { connection in
-            try connection.query(Self.grantedWithTokenDueQuery, [.text(store.rawValue), .integer(cutoff), .integer(Int64(limit))] + position)
-                .compactMap(Self.record)
+            try connection.query(query, [.text(store.rawValue), .integer(cutoff), .integer(Int64(limit))] + position).compactMap(Self.record)
         }
     }
 
@@ -122,17 +132,28 @@ extension SQLPurchaseStore {
 
     /// Due purchases that are not open: charges the store announced that nobody claimed (`purchases_unclaimed`; the
     /// lifecycle's due states are open or unclaimed); nil if the lifecycle flags none such.
-    static let unclaimedDueQuery: String? = {
-        guard Lifecycle.dueStates.contains(.unclaimed) else { return nil }
-        return """
-            SELECT \(recordColumns) FROM purchases WHERE store = $1 AND \(unclaimedCondition)
-                AND \(LifecycleConditions.productType(in: Lifecycle.typesFlaggedAtDeadline)) AND purchase_time < $2 AND \(notKnownConsumed)
-            ORDER BY purchase_time LIMIT $3
-            """
-    }()
+    static let unclaimedDueQuery: String? = unclaimedDueCondition.map { condition in
+        "SELECT \(recordColumns) FROM purchases WHERE store = $1 AND \(condition) ORDER BY purchase_time LIMIT $3"
+    }
+
+    /// Charges nobody claimed, of a type flagged when unconsumed, not known consumed, paid before the cutoff ($2); nil if
+    /// the lifecycle flags none such.
+    static let unclaimedDueCondition: String? = Lifecycle.dueStates.contains(.unclaimed)
+        ? "\(unclaimedCondition) AND \(LifecycleConditions.productType(in: Lifecycle.typesFlaggedAtDeadline)) AND purchase_time < $2 AND \(notKnownConsumed)"
+        : nil
+
+    /// Whatever the deadline flags: open purchases due, and charges nobody claimed that are due.
+    static let anyDueCondition = "((\(dueCondition))" + (unclaimedDueCondition.map { " OR (\($0))" } ?? "") + ")"
 
     /// One purchase ($3) if it is due (by its key).
-    static let dueByKeyQuery = "SELECT \(recordColumns) FROM purchases WHERE store = $1 AND transaction_id = $3 AND \(dueCondition)"
+    static let dueByKeyQuery = "SELECT \(recordColumns) FROM purchases WHERE store = $1 AND transaction_id = $3 AND \(anyDueCondition)"
+
+    /// Every purchase due, after the purchase time $4 and transaction id $5: those of a store asked about each before it is flagged.
+    static let dueToAskQuery = """
+        SELECT \(recordColumns) FROM purchases
+        WHERE store = $1 AND \(anyDueCondition) AND (purchase_time > $4 OR (purchase_time = $4 AND transaction_id > $5))
+        ORDER BY purchase_time, transaction_id LIMIT $3
+        """
 
     /// Purchases due that the store is asked about again, after the purchase time $4 and transaction id $5
     /// (`purchases_open_by_time`).

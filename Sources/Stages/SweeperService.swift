@@ -8,7 +8,8 @@ import WorkerRuntime
 
 /// `iap-sweeper`: finds consumables paid but neither finished nor known consumed whose purchase time is older than
 /// the consume deadline, marks them `refund_due` — exactly once, however many sweepers run — and emits `refund.due`.
-/// Non-consumables and subscriptions are never flagged (the lifecycle decides).
+/// Non-consumables and subscriptions are never flagged (the lifecycle decides). Where the store can be asked, it is
+/// asked first (AppCoins: consumed since?; the App Store: refunded already?).
 /// The event goes through an outbox: sent after the flag, re-sent (same `ce_id`) until recorded as sent,
 /// so a crash between the two loses nothing. Runs on a schedule, or once (a Kubernetes CronJob).
 /// Generic over `Clock` so that tests drive time.
@@ -26,19 +27,23 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
         }
     }
 
-    private let configuration: Configuration
-    private let store: any SweepRepository
-    private let producer: KafkaProducer
-    private let context: StageContext
+    let configuration: Configuration
+    let store: any SweepRepository
+    let producer: KafkaProducer
+    let context: StageContext
     private let clock: C
     private let appCoins: AppCoinsVerifier?
+    private let appStore: [AppStoreEnvironment: AppStoreLookup]
     private let state = Mutex<(stopped: Bool, sleeper: Task<Void, Never>?)>((false, nil))
 
     /// - Parameter appCoins: asked again, before flagging, about AppCoins purchases that are due: one the
     ///   store reports consumed is finished instead.
+    /// - Parameter appStore: the App Store of each environment, asked before flagging about App Store purchases that are
+    ///   due: one it reports refunded is revoked instead (`recheckAppStore`).
     public init(configuration: Configuration, store: any SweepRepository, producer: KafkaProducer, context: StageContext, clock: C,
-                appCoins: AppCoinsVerifier? = nil) {
+                appCoins: AppCoinsVerifier? = nil, appStore: [AppStoreEnvironment: AppStoreLookup] = [:]) {
         self.appCoins = appCoins
+        self.appStore = appStore
         self.configuration = configuration
         self.store = store
         self.producer = producer
@@ -53,6 +58,12 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
         try await store.pruneTakenConsumptionReports()
         for (storeName, deadline) in configuration.deadlines.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
             let now = context.now()
+            if storeName == .appstore && !appStore.isEmpty {
+                // Every due purchase is asked about, and flagged (or revoked) by that alone.
+                flagged += try await recheckAppStore(deadline: deadline, now: now, lookups: appStore)
+                try await sendRefundNotices(store: storeName, deadline: deadline)
+                continue
+            }
             let rechecking = storeName == .appcoins && appCoins != nil
             if rechecking, let appCoins { flagged += try await recheckAppCoins(deadline: deadline, now: now, with: appCoins) }
             // What the re-check asks about is flagged by it alone, once the store answered: never here, unasked (one it
@@ -62,21 +73,24 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
                 flagged += due.count
                 context.logger.info("flagged refund due", ["store": storeName.rawValue, "count": due.count])
             }
-            while case let unsent = try await store.unsentRefundNotices(store: storeName, deadline: deadline,
-                                                                      limit: configuration.batchSize), !unsent.isEmpty {
-                let events: [any PipelineEvent] = unsent.map {
-                    // A charge nobody claimed has no user: the notice says so (`unclaimed`).
-                    RefundDue(store: storeName, transactionId: $0.record.key.transactionId, userId: $0.record.userId == .nobody ? nil : $0.record.userId,
-                              productId: $0.record.productId,
-                              state: nil, purchaseDate: $0.record.purchaseTime, deadline: $0.deadline, flaggedAt: context.now())
-                }
-                if case .publish(let messages) = try context.messages(events) {
-                    for result in await producer.send(contentsOf: messages) { _ = try result.get() }
-                }
-                try await store.markRefundNoticesSent(unsent.map(\.record.key), at: context.now())
-            }
+            try await sendRefundNotices(store: storeName, deadline: deadline)
         }
         return flagged
+    }
+
+    /// Sends the outbox of `store`'s `refund.due` events.
+    private func sendRefundNotices(store storeName: Store, deadline: TimeInterval) async throws {
+        while case let unsent = try await store.unsentRefundNotices(store: storeName, deadline: deadline, limit: configuration.batchSize), !unsent.isEmpty {
+            let events: [any PipelineEvent] = unsent.map {
+                // A charge nobody claimed has no user: the notice says so (`unclaimed`).
+                RefundDue(store: storeName, transactionId: $0.record.key.transactionId, userId: $0.record.owner, productId: $0.record.productId,
+                          state: nil, purchaseDate: $0.record.purchaseTime, deadline: $0.deadline, flaggedAt: context.now())
+            }
+            if case .publish(let messages) = try context.messages(events) {
+                for result in await producer.send(contentsOf: messages) { _ = try result.get() }
+            }
+            try await store.markRefundNoticesSent(unsent.map(\.record.key), at: context.now())
+        }
     }
 
     /// Asks the AppCoins API about every granted purchase that is due, a page at a time: one it reports consumed is

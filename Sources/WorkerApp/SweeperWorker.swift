@@ -23,7 +23,7 @@ extension Workers {
                 help: "seconds between passes over the App Store's notification history (with --appstore-api-url)"),
         Setting("--reconcile-lookback-hours", env: "IAP_RECONCILE_LOOKBACK_HOURS", default: "168",
                 help: "how far back the first pass over the App Store's notification history reads"),
-    ] + appStoreAPISettings
+    ] + appStoreAPISettings + appStoreTrustSettings
 
     public static func sweeper() async -> Int32 {
         await WorkerApp.main(command: "iap-sweeper", summary: "Flags purchases paid but not completed by their deadline; reconciles with the App Store.",
@@ -60,10 +60,31 @@ extension Workers {
             appCoins: try env.settings.string("--appcoins-url").map { text in
                 guard let url = URL(string: text) else { throw SettingsError("--appcoins-url (IAP_APPCOINS_URL) is not a URL") }
                 return AppCoinsVerifier(configuration: .init(baseURL: url))
-            })
+            },
+            appStore: try appStoreLookups(env))
         // The store's history is read up to the real time, whatever `--now` says: a checkpoint in the future would stop
         // every later pass until that time came.
         return (sweeper, try reconciler(env, context: StageContext(codec: context.codec, logger: env.logger)))
+    }
+
+    /// The App Store of each environment the API is configured for, with the verifier of its answers: asked before an App
+    /// Store purchase is flagged. None without `--appstore-api-url`; with it, `--root` is required (an answer is trusted no
+    /// more than an app's submission).
+    static func appStoreLookups(_ env: WorkerApp.Environment) throws -> [AppStoreEnvironment: AppStoreLookup] {
+        let (api, sandboxAPI) = try appStoreAPIs(env)
+        guard let api else { return [:] }
+        let environment = AppStoreEnvironment(rawValue: try env.settings.required("--environment"))
+        guard environment == .production || environment == .sandbox else {
+            throw SettingsError("--environment (IAP_ENVIRONMENT) must be Production or Sandbox to ask the App Store Server API, not \(environment)")
+        }
+        guard !env.settings.list("--root").isEmpty else {
+            throw SettingsError("--appstore-api-url (IAP_APPSTORE_API_URL) needs --root (IAP_ROOT_CERTIFICATES): the App Store's answers are verified")
+        }
+        var lookups = [environment: AppStoreLookup(api: api, verifier: try signedDataVerifier(env, environment: environment))]
+        if let sandboxAPI, environment == .production {
+            lookups[.sandbox] = AppStoreLookup(api: sandboxAPI, verifier: try signedDataVerifier(env, environment: .sandbox))
+        }
+        return lookups
     }
 
     /// The App Store reconciler: one history per API configured (the deployment's environment's, the sandbox's).

@@ -11,13 +11,31 @@ import WorkerRuntime
 
 /// The four workers' own settings and wiring; each executable's `main.swift` calls one of these.
 public enum Workers {
+    /// What the App Store's signed data is checked against: the app's Apple id and the roots its chains must reach.
+    static let appStoreTrustSettings = [
+        Setting("--app-apple-id", env: "IAP_APP_APPLE_ID", help: "the app's Apple id (required for Production)"),
+        Setting("--root", env: "IAP_ROOT_CERTIFICATES",
+                help: "root certificate file signed data (JWS) must chain to (repeat or comma-separate); Apple Root CA - G3 in production", isList: true),
+    ]
+
+    /// The verifier of the App Store's signed data in `environment`, from `appStoreTrustSettings` and `--bundle-id`.
+    static func signedDataVerifier(_ env: WorkerApp.Environment, environment: AppStoreEnvironment, onlineChecks: Bool = false,
+                                   allowsUnsignedTestData: Bool = false) throws -> SignedDataVerifier {
+        let appAppleId = try env.settings.string("--app-apple-id").map { text -> Int64 in
+            guard let id = Int64(text) else { throw SettingsError("--app-apple-id (IAP_APP_APPLE_ID) must be a number") }
+            return id
+        }
+        let roots = try WorkerApp.certificates(env.settings.list("--root"), setting: "--root (IAP_ROOT_CERTIFICATES)")
+        return try SignedDataVerifier(configuration: .init(trustedRoots: roots, bundleId: BundleID(try env.settings.required("--bundle-id")),
+                                                           environment: environment, appAppleId: appAppleId, onlineChecks: onlineChecks,
+                                                           allowsUnsignedTestData: allowsUnsignedTestData))
+    }
+
     /// The verifier's own settings.
     public static let verifierSettings = [
         Setting("--bundle-id", env: "IAP_BUNDLE_ID", help: "the app's bundle id (required)"),
         Setting("--environment", env: "IAP_ENVIRONMENT", default: "Production", help: "Production, Sandbox, Xcode or LocalTesting"),
-        Setting("--app-apple-id", env: "IAP_APP_APPLE_ID", help: "the app's Apple id (required for Production)"),
-        Setting("--root", env: "IAP_ROOT_CERTIFICATES",
-                help: "root certificate file signed data (JWS) must chain to (repeat or comma-separate); Apple Root CA - G3 in production", isList: true),
+    ] + appStoreTrustSettings + [
         Setting("--receipt-root", env: "IAP_RECEIPT_ROOT_CERTIFICATES",
                 help: "root certificate file StoreKit 1 app receipts must chain to (repeat or comma-separate); Apple Inc. Root in production; none: every receipt is rejected",
                 isList: true),
@@ -63,11 +81,6 @@ public enum Workers {
         case .permissionMisplaced?:
             throw SettingsError("--allow-unsigned-test-data (IAP_ALLOW_UNSIGNED_TEST_DATA) is only for --environment Xcode or LocalTesting, not \(environment)")
         }
-        let appAppleId = try env.settings.string("--app-apple-id").map { text -> Int64 in
-            guard let id = Int64(text) else { throw SettingsError("--app-apple-id (IAP_APP_APPLE_ID) must be a number") }
-            return id
-        }
-        let roots = try WorkerApp.certificates(env.settings.list("--root"), setting: "--root (IAP_ROOT_CERTIFICATES)")
         let receiptRoots = try WorkerApp.certificates(env.settings.list("--receipt-root"), setting: "--receipt-root (IAP_RECEIPT_ROOT_CERTIFICATES)")
         if receiptRoots.isEmpty && !allowUnsigned {
             env.logger.info("no --receipt-root (IAP_RECEIPT_ROOT_CERTIFICATES): every StoreKit 1 app receipt is rejected")
@@ -88,8 +101,7 @@ public enum Workers {
         // One environment's verifiers; the sandbox's beside production's are the same but for it (unsigned test data is
         // refused in both, above).
         func verifiers(_ environment: AppStoreEnvironment) throws -> (appStore: SignedDataVerifier, receipts: ReceiptVerifier) {
-            (try SignedDataVerifier(configuration: .init(trustedRoots: roots, bundleId: bundleId, environment: environment, appAppleId: appAppleId,
-                                                         onlineChecks: online, allowsUnsignedTestData: allowUnsigned)),
+            (try signedDataVerifier(env, environment: environment, onlineChecks: online, allowsUnsignedTestData: allowUnsigned),
              try ReceiptVerifier(configuration: .init(trustedRoots: receiptRoots, bundleId: bundleId, environment: environment, onlineChecks: online,
                                                       allowsUnsignedTestData: allowUnsigned)))
         }
@@ -171,23 +183,27 @@ public enum Workers {
 
     /// The App Store Server API clients `appStoreAPISettings` configure: the deployment's environment's and the sandbox's.
     static func appStoreAPIs(_ env: WorkerApp.Environment) throws -> (api: AppStoreServerAPIClient?, sandbox: AppStoreServerAPIClient?) {
+        try appStoreAPIs(env.settings)
+    }
+
+    static func appStoreAPIs(_ settings: Settings) throws -> (api: AppStoreServerAPIClient?, sandbox: AppStoreServerAPIClient?) {
         var api: AppStoreServerAPIClient?
         var sandboxAPI: AppStoreServerAPIClient?
-        if let url = env.settings.string("--appstore-api-url") {
+        if let url = settings.string("--appstore-api-url") {
             guard let base = URL(string: url) else { throw SettingsError("--appstore-api-url is not a URL") }
-            let keyPath = try env.settings.required("--appstore-private-key")
+            let keyPath = try settings.required("--appstore-private-key")
             guard let pem = FileManager.default.contents(atPath: keyPath) else { throw SettingsError("--appstore-private-key: cannot read \(keyPath)") }
             let key: PrivateKey
             do { key = try PrivateKey(pem: pem) } catch { throw SettingsError("--appstore-private-key (IAP_APPSTORE_PRIVATE_KEY_FILE): \(error)") }
-            let (keyId, issuerId, bundleId) = (try env.settings.required("--appstore-key-id"), try env.settings.required("--appstore-issuer-id"),
-                                               BundleID(try env.settings.required("--bundle-id")))
+            let (keyId, issuerId, bundleId) = (try settings.required("--appstore-key-id"), try settings.required("--appstore-issuer-id"),
+                                               BundleID(try settings.required("--bundle-id")))
             api = AppStoreServerAPIClient(configuration: .init(baseURL: base, keyId: keyId, issuerId: issuerId, bundleId: bundleId, privateKey: key))
-            if let sandboxURL = env.settings.string("--appstore-sandbox-api-url") {
+            if let sandboxURL = settings.string("--appstore-sandbox-api-url") {
                 guard let sandboxBase = URL(string: sandboxURL) else { throw SettingsError("--appstore-sandbox-api-url is not a URL") }
                 sandboxAPI = AppStoreServerAPIClient(configuration: .init(baseURL: sandboxBase, keyId: keyId, issuerId: issuerId, bundleId: bundleId,
                                                                           privateKey: key))
             }
-        } else if env.settings.string("--appstore-sandbox-api-url") != nil {
+        } else if settings.string("--appstore-sandbox-api-url") != nil {
             throw SettingsError("--appstore-sandbox-api-url (IAP_APPSTORE_SANDBOX_API_URL) goes with --appstore-api-url (IAP_APPSTORE_API_URL)")
         }
         return (api, sandboxAPI)

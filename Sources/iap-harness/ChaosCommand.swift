@@ -73,10 +73,12 @@ enum ChaosCommand {
             appCoins.api.server.shutdown()
         }
         let input = try PurchaseInput.make(chaosPlan(total: total, users: users), pki: pki, codec: codec, now: started, appCoins: appCoins)
+        appStore.record(input.unique)
         let submittedConsumables = input.unique.count { $0.store == .appstore && $0.product.entitlement == nil }
         var unsubmitted = UnsubmittedChargePlan(try UnsubmittedCharges.make(
             count: Int((Double(submittedConsumables) * unsubmittedShare / (1 - unsubmittedShare)).rounded()), of: input, pki: pki, now: started,
             firstTransactionId: input.plan.firstTransactionId + 2_000_000_000_000))
+        unsubmitted.charges.record(in: appStore)
         let byStore = Dictionary(grouping: input.unique) { purchase in
             "\(purchase.store.rawValue) " + (purchase.product.isSubscription ? "subscription period" : purchase.product.entitlement == nil ? "consumable" : "non-consumable")
         }
@@ -119,9 +121,11 @@ enum ChaosCommand {
         let first = try notifications(.refund, refundedFirst)
         var subscriptionNotifications = SubscriptionNotificationPlan(input)
         for result in await refundProducer.send(contentsOf: try first + notifications(subscriptionNotifications.first)
-                                                  + notifications(.oneTimeCharge, unsubmitted.charges.withoutToken)) { _ = try result.get() }
+                                                  + notifications(.oneTimeCharge, unsubmitted.charges.withoutToken + unsubmitted.charges.refundedUnannounced.map(\.charge))) {
+            _ = try result.get()
+        }
         say("refunded \(first.count) purchases before their submission; sent \(subscriptionNotifications.first.count) subscription periods' EXPIRED "
-            + "and \(unsubmitted.charges.withoutToken.count) ONE_TIME_CHARGE without an account token")
+            + "and \(unsubmitted.charges.withoutToken.count + unsubmitted.charges.refundedUnannounced.count) ONE_TIME_CHARGE without an account token")
         // All at once, or `rate` per second in tenths of a second, alongside the faults.
         @Sendable func submit() async throws {
             let chunk = rate.map { max(1, $0 / 10) } ?? 5_000
@@ -230,6 +234,7 @@ enum ChaosCommand {
             if case .object(var charges) = unsubmitted.summary {
                 charges["grantedByToken"] = .integer(Int64(books.chargesGrantedByToken))
                 charges["flaggedUnclaimed"] = .integer(Int64(books.chargesFlaggedUnclaimed))
+                charges["revokedBeforeFlagging"] = .integer(Int64(books.chargesRevokedBeforeFlagging))
                 fields["unsubmittedCharges"] = .object(charges)
             }
             summary = .object(fields)
@@ -238,7 +243,8 @@ enum ChaosCommand {
         print("subscription notifications: " + subscriptionNotifications.description)
         print("notifications: \(lost.sent.count) sent by the store, \(lost.lost.count) never delivered and read back from its history by the reconciler")
         print("charges never submitted: \(unsubmitted.charges.withToken.count) with a known account token → \(books.chargesGrantedByToken) granted to its user "
-              + "once; \(unsubmitted.charges.withoutToken.count) without → \(books.chargesFlaggedUnclaimed) flagged unclaimed once at their deadline")
+              + "once; \(unsubmitted.charges.withoutToken.count) without → \(books.chargesFlaggedUnclaimed) flagged unclaimed once at their deadline; "
+              + "\(unsubmitted.charges.refundedUnannounced.count) refunded at the store unannounced → \(books.chargesRevokedBeforeFlagging) revoked, not flagged")
         print("replicas: " + ReplicaPlan.stages.map { "\($0) \(replicas.joins[$0] ?? 0) joins, \(replicas.leaves[$0] ?? 0) leaves, handled by replica "
             + (replicas.handled[$0] ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
             + ", group rejoins \(replicas.groupRejoins(of: $0))" }.joined(separator: "; "))

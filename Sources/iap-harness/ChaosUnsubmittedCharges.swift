@@ -5,7 +5,7 @@ import PurchaseStore
 
 /// When the chaos run's charges nobody submitted (`--unsubmitted`, a share of the App Store's consumable charges) are
 /// announced by the store (`ONE_TIME_CHARGE`, lost like any notification and then read back from the history): those
-/// without a token with the first notifications; each with a token once the purchase that bound its user's token was
+/// without a token with the first notifications (a few refunded at the store since, unannounced); each with a token once the purchase that bound its user's token was
 /// granted, so that the token is known when the charge arrives.
 struct UnsubmittedChargePlan {
     let charges: UnsubmittedCharges
@@ -33,10 +33,12 @@ struct UnsubmittedChargePlan {
     func settled(in store: SQLPurchaseStore) async throws -> Bool {
         for (charge, _) in charges.withToken where try await store.purchase(charge.key)?.state != .finished { return false }
         for charge in charges.withoutToken where try await store.purchase(charge.key)?.state != .refundDue { return false }
+        for (charge, _) in charges.refundedUnannounced where try await store.purchase(charge.key)?.state != .revoked { return false }
         return true
     }
 
     var summary: JSONValue {
-        .object(["withToken": .integer(Int64(charges.withToken.count)), "withoutToken": .integer(Int64(charges.withoutToken.count))])
+        .object(["withToken": .integer(Int64(charges.withToken.count)), "withoutToken": .integer(Int64(charges.withoutToken.count)),
+                 "refundedUnannounced": .integer(Int64(charges.refundedUnannounced.count))])
     }
 }

@@ -93,6 +93,10 @@ extension InMemoryPurchaseStore: SweepRepository, ConsumptionRequestRepository {
         try await withTables { $0.dueGrantedWithToken(store: store, deadline: deadline, now: now, after: last, limit: limit) }
     }
 
+    public func dueToAsk(store: Store, deadline: TimeInterval, now: Date, after last: PurchaseRecord?, limit: Int) async throws -> [PurchaseRecord] {
+        try await withTables { $0.dueToAsk(store: store, deadline: deadline, now: now, after: last, limit: limit) }
+    }
+
     public func flagDue(_ keys: [PurchaseKey], deadline: TimeInterval, now: Date) async throws -> [DuePurchase] {
         try await withTables(keys) { $0.flagDue(keys, deadline: deadline, now: now) }
     }

@@ -28,8 +28,7 @@ extension Tables {
 
     mutating func flagDue(_ keys: [PurchaseKey], deadline: TimeInterval, now: Date) -> [DuePurchase] {
         let cutoff = Self.cutoff(now, deadline)
-        return flag(keys.compactMap { purchases[$0] }.filter { Lifecycle.openStates.contains($0.state) && Self.isDue($0, cutoff: cutoff) },
-                    now: now, deadline: deadline)
+        return flag(keys.compactMap { purchases[$0] }.filter { Self.isDue($0, cutoff: cutoff) }, now: now, deadline: deadline)
     }
 
     /// Flags the purchases of `rows` (read as due) the lifecycle flags, each once (a row read twice is flagged by the
@@ -49,10 +48,20 @@ extension Tables {
     }
 
     func dueGrantedWithToken(store: Store, deadline: TimeInterval, now: Date, after last: PurchaseRecord?, limit: Int) -> [PurchaseRecord] {
+        duePage(store: store, deadline: deadline, now: now, after: last, limit: limit, where: Self.isRecheckable)
+    }
+
+    func dueToAsk(store: Store, deadline: TimeInterval, now: Date, after last: PurchaseRecord?, limit: Int) -> [PurchaseRecord] {
+        duePage(store: store, deadline: deadline, now: now, after: last, limit: limit) { _ in true }
+    }
+
+    /// The due purchases of `store` that pass `filter`, the page of `limit` after `last`.
+    private func duePage(store: Store, deadline: TimeInterval, now: Date, after last: PurchaseRecord?, limit: Int,
+                         where filter: (PurchaseRow) -> Bool) -> [PurchaseRecord] {
         let cutoff = Self.cutoff(now, deadline)
         let position = last.map { ($0.purchaseTime.milliseconds, $0.key.transactionId) } ?? (Int64.min, "")
         return purchases.values.filter { row in
-            row.key.store == store && Self.isDue(row, cutoff: cutoff) && Self.isRecheckable(row)
+            row.key.store == store && Self.isDue(row, cutoff: cutoff) && filter(row)
                 && (row.purchaseTime > position.0 || (row.purchaseTime == position.0 && row.key.transactionId > position.1))
         }.sorted(by: Self.byPurchaseTimeThenId).prefix(limit).map(\.record)
     }

@@ -150,6 +150,39 @@ import TestSupport
         #expect(try await store.purchase(asked)?.state == .refundDue)
     }
 
+    /// Every App Store purchase the deadline flags (granted, verified, a charge nobody claimed) is listed for asking, a page
+    /// at a time in purchase order, without being flagged; `flagDue` then flags each once, the unclaimed charge included.
+    @Test(arguments: repositories) func everyDuePurchaseIsListedForAskingThenFlaggedOnce(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
+        let now = Self.t0.addingTimeInterval(48 * 3600)
+        func appStore(_ id: TransactionID, type: ProductType = .consumable, granted: Bool = true, unclaimed: Bool = false,
+                      at time: Date) async throws -> PurchaseKey {
+            let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: id), userId: unclaimed ? .nobody : "u", productId: "coins.100",
+                                        productType: type, quantity: 1, purchaseTime: time)
+            if unclaimed { _ = try await store.recordUnclaimed(record, at: time); return record.key }
+            _ = try await store.recordVerified(record, at: time)
+            if granted { _ = try await store.grant(record.key, items: [type.isEntitlement ? .entitlement("adfree") : .currency("coins", 100)], at: time) }
+            return record.key
+        }
+        let due = [try await appStore("a-granted", at: Self.t0), try await appStore("b-verified", granted: false, at: Self.t0.addingTimeInterval(1)),
+                   try await appStore("c-unclaimed", unclaimed: true, at: Self.t0.addingTimeInterval(2))]
+        let consumed = try await appStore("consumed", at: Self.t0)
+        _ = try await store.recordConsumed(consumed, at: Self.t0)
+        _ = try await appStore("adfree", type: .nonConsumable, at: Self.t0)
+        _ = try await appStore("recent", at: now.addingTimeInterval(-3600))
+        _ = try await appStore("recent-unclaimed", unclaimed: true, at: now.addingTimeInterval(-3600))
+
+        let first = try await store.dueToAsk(store: .appstore, deadline: 86_400, now: now, after: nil, limit: 2)
+        let second = try await store.dueToAsk(store: .appstore, deadline: 86_400, now: now, after: first.last, limit: 2)
+        #expect((first + second).map(\.key) == due, "in purchase order, nothing else")
+        #expect(try await store.states(of: due).values.allSatisfy { $0 != .refundDue }, "listing flags nothing")
+        let flagged = try await store.flagDue(due + [consumed], deadline: 86_400, now: now)
+        #expect(Set(flagged.map(\.record.key)) == Set(due))
+        #expect(flagged.first { $0.record.key == due[2] }?.previousState == .unclaimed)
+        #expect(try await store.flagDue(due, deadline: 86_400, now: now).isEmpty, "once")
+        #expect(try await store.dueToAsk(store: .appstore, deadline: 86_400, now: now, after: nil, limit: 10).isEmpty)
+    }
+
     @Test(arguments: repositories) func hostileStringsAreStoredVerbatim(_ kind: RepositoryKind) async throws {
         let store = try await kind.fresh()
         let user: UserID = "'; DROP TABLE purchases; -- ünï 🪙"

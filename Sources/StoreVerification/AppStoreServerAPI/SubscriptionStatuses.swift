@@ -3,7 +3,7 @@ import JSON
 import PurchaseDomain
 
 /// The status of an auto-renewable subscription, as *Get All Subscription Statuses* numbers it.
-public enum SubscriptionStatus: Int, Sendable, CaseIterable {
+public enum AppStoreSubscriptionStatus: Int, Sendable, CaseIterable {
     /// The subscription is active.
     case active = 1
     /// The subscription expired.
@@ -22,7 +22,7 @@ public struct SubscriptionStatusEntry: Sendable, Equatable {
     public var subscriptionGroupIdentifier: String
     /// The subscription's original transaction id.
     public var originalTransactionId: TransactionID
-    /// `status` as the App Store sent it, kept even when it is none of `SubscriptionStatus`'s cases.
+    /// `status` as the App Store sent it, kept even when it is none of `AppStoreSubscriptionStatus`'s cases.
     public var rawStatus: Int
     /// The subscription's latest transaction (a `JWSTransaction`), not yet verified: verify it with
     /// `SignedDataVerifier.verifyTransaction`.
@@ -32,7 +32,7 @@ public struct SubscriptionStatusEntry: Sendable, Equatable {
     public var signedRenewalInfo: String
 
     /// `rawStatus` as a case; nil for a status Apple added that this type does not know yet.
-    public var status: SubscriptionStatus? { SubscriptionStatus(rawValue: rawStatus) }
+    public var status: AppStoreSubscriptionStatus? { AppStoreSubscriptionStatus(rawValue: rawStatus) }
 
     public init(subscriptionGroupIdentifier: String, originalTransactionId: TransactionID, rawStatus: Int,
                 signedTransactionInfo: String, signedRenewalInfo: String) {
