@@ -206,7 +206,8 @@ public struct DuePurchase: Sendable, Hashable {
     }
 }
 
-/// What a user owns now, as an app asks it: balances, entitlements in force, and purchases granted but not finished.
+/// What a user owns now, as an app asks it: balances, entitlements in force, purchases granted but not finished, and the
+/// statuses of their subscriptions.
 public struct UserHoldings: Sendable, Hashable, Codable {
     public struct Entitlement: Sendable, Hashable, Codable {
         public var entitlement: String
@@ -251,12 +252,15 @@ public struct UserHoldings: Sendable, Hashable, Codable {
     public var balances: [String: Int64]
     public var entitlements: [Entitlement]
     public var pending: [Pending]
+    /// The statuses of the subscriptions the user owns (`SubscriptionStatusRepository.subscriptionStatuses(of:)`).
+    public var subscriptions: [SubscriptionStatus]
 
-    public init(userId: UserID, balances: [String: Int64], entitlements: [Entitlement], pending: [Pending]) {
+    public init(userId: UserID, balances: [String: Int64], entitlements: [Entitlement], pending: [Pending], subscriptions: [SubscriptionStatus] = []) {
         self.userId = userId
         self.balances = balances
         self.entitlements = entitlements
         self.pending = pending
+        self.subscriptions = subscriptions
     }
 }
 

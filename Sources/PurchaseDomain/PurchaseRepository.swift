@@ -163,3 +163,18 @@ public protocol ConsumptionRequestRepository: PurchaseRepository {
     /// Records what became of the request.
     func recordConsumptionAnswer(notificationUUID: String, outcome: String, detail: String?, at now: Date) async throws
 }
+
+/// What keeping the store's subscription statuses asks of the store (`SubscriptionStatus`).
+public protocol SubscriptionStatusRepository: PurchaseRepository {
+    /// Records `status` as `SubscriptionStatus.update` decides against the one stored for its subscription, in one
+    /// transaction (or the batch's): a change or a newer `asOf` is kept, stale information changes nothing. Answers
+    /// what it decided. A status may be recorded before any purchase of its subscription is.
+    func recordSubscriptionStatus(_ status: SubscriptionStatus) async throws -> SubscriptionStatusUpdate
+
+    /// The status recorded for the subscription whose original transaction is `originalTransactionId`, if any.
+    func subscriptionStatus(store: Store, originalTransactionId: TransactionID) async throws -> SubscriptionStatus?
+
+    /// The statuses of the subscriptions `userId` owns (see `owner(store:originalTransactionId:)`), by store and
+    /// original transaction id.
+    func subscriptionStatuses(of userId: UserID) async throws -> [SubscriptionStatus]
+}
