@@ -314,6 +314,28 @@ enum Migrations {
             """) + """
             CREATE INDEX purchases_by_account_token ON purchases (lower(app_account_token)) WHERE app_account_token IS NOT NULL;
             """),
+            // What the store last said of each subscription's renewal (will it renew, to which product, a billing issue, its
+            // grace period, a price increase, why it expired, the offer), by store and original transaction id, recorded
+            // before any purchase of it may be; and a user's subscription purchases, which the read side finds theirs by
+            // (partial: only subscriptions pay for the entry, and a grant changes neither column).
+            (19, """
+            CREATE TABLE subscription_statuses (
+                store TEXT NOT NULL,
+                original_transaction_id TEXT NOT NULL,
+                product_id TEXT,
+                will_renew BIGINT,
+                pending_product_id TEXT,
+                billing_issue_since BIGINT,
+                grace_period_ends_at BIGINT,
+                price_increase_status BIGINT,
+                expiration_reason BIGINT,
+                offer_type BIGINT,
+                offer_identifier TEXT,
+                as_of BIGINT NOT NULL,
+                PRIMARY KEY (store, original_transaction_id)
+            );
+            CREATE INDEX purchases_subscriptions_by_user ON purchases (user_id) WHERE product_type = 'autoRenewable';
+            """),
         ]
     }
 

@@ -95,7 +95,7 @@ extension SQLPurchaseStore {
     }
 
     /// What `userId` owns at `now`, read in one transaction: balances, entitlements in force with the product that
-    /// gives each, and purchases granted but not finished.
+    /// gives each, purchases granted but not finished, and the statuses of their subscriptions.
     public func holdings(of userId: UserID, at now: Date = Date()) async throws -> UserHoldings {
         let dialect = dialect
         return try await executor.run { connection in
@@ -105,7 +105,8 @@ extension SQLPurchaseStore {
                                          purchasedAt: $0.purchaseTime)
                 }
                 return UserHoldings(userId: userId, balances: try Self.balances(connection, of: userId),
-                                    entitlements: try Self.entitlementsInForce(connection, of: userId, at: now), pending: pending)
+                                    entitlements: try Self.entitlementsInForce(connection, of: userId, at: now), pending: pending,
+                                    subscriptions: try Self.subscriptionStatuses(connection, of: userId))
             }
         }
     }

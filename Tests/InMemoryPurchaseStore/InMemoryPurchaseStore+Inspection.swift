@@ -20,7 +20,8 @@ extension InMemoryPurchaseStore {
         return entitlements
     }
 
-    /// What `userId` owns at `now`: balances, entitlements in force, and purchases granted but not finished.
+    /// What `userId` owns at `now`: balances, entitlements in force, purchases granted but not finished, and the statuses of
+    /// their subscriptions.
     public func holdings(of userId: UserID, at now: Date = Date()) async throws -> UserHoldings {
         try await withTables { tables in
             let pending = tables.purchases.values.filter { row in
@@ -30,7 +31,7 @@ extension InMemoryPurchaseStore {
                                      productType: row.record.productType, purchasedAt: row.record.purchaseTime)
             }
             return UserHoldings(userId: userId, balances: tables.balances[userId] ?? [:], entitlements: tables.entitlementsInForce(of: userId, at: now),
-                                pending: pending)
+                                pending: pending, subscriptions: tables.subscriptionStatuses(of: userId))
         }
     }
 

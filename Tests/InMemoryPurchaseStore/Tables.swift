@@ -25,6 +25,8 @@ struct Tables: Sendable {
     /// The store notifications handled, with when (milliseconds).
     var notificationsSeen: [NotificationID: Int64] = [:]
     var checkpoints: [String: Checkpoint] = [:]
+    /// The store's latest word on each subscription, by its original transaction (`PurchaseKey` of the original).
+    var subscriptionStatuses: [PurchaseKey: SubscriptionStatus] = [:]
 }
 
 /// How far a reconciliation pass read a history, and who holds it until when (milliseconds).

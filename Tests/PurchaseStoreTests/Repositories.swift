@@ -8,7 +8,7 @@ import TestSupport
 
 /// A repository the contract tests run on, with what they read and do beyond the repository's calls: both stores have
 /// these, under the same names.
-protocol TestedRepository: SweepRepository, ConsumptionRequestRepository, ReconciliationRepository {
+protocol TestedRepository: SweepRepository, ConsumptionRequestRepository, ReconciliationRepository, SubscriptionStatusRepository {
     func balances(of userId: UserID) async throws -> [String: Int64]
     func entitlements(of userId: UserID, at now: Date) async throws -> [String: Date?]
     func holdings(of userId: UserID, at now: Date) async throws -> UserHoldings

@@ -1,0 +1,44 @@
+import Foundation
+import PurchaseDomain
+
+/// Subscription statuses, as `SQLPurchaseStore+SubscriptionStatus` keeps them: replaced only by newer information.
+extension InMemoryPurchaseStore: SubscriptionStatusRepository {
+    public func recordSubscriptionStatus(_ status: SubscriptionStatus) async throws -> SubscriptionStatusUpdate {
+        try await withTables { tables in
+            let update = SubscriptionStatus.update(tables.subscriptionStatuses[status.subscription], with: status)
+            if let standing = update.standing { tables.subscriptionStatuses[status.subscription] = standing.keptToTheMillisecond }
+            return update
+        }
+    }
+
+    public func subscriptionStatus(store: Store, originalTransactionId: TransactionID) async throws -> SubscriptionStatus? {
+        try await withTables { $0.subscriptionStatuses[PurchaseKey(store: store, transactionId: originalTransactionId)] }
+    }
+
+    public func subscriptionStatuses(of userId: UserID) async throws -> [SubscriptionStatus] {
+        try await withTables { $0.subscriptionStatuses(of: userId) }
+    }
+}
+
+extension Tables {
+    /// The statuses of the subscriptions `userId` owns: those of which they hold a subscription purchase and whose owner
+    /// they are, in read order.
+    func subscriptionStatuses(of userId: UserID) -> [SubscriptionStatus] {
+        subscriptionStatuses.values.filter { status in
+            purchases.values.contains { $0.record.userId == userId && $0.record.productType == .autoRenewable && $0.key.store == status.store
+                                        && $0.original == status.originalTransactionId }
+                && owner(store: status.store, originalTransactionId: status.originalTransactionId) == userId
+        }.sorted(by: SubscriptionStatus.inReadOrder)
+    }
+}
+
+extension SubscriptionStatus {
+    /// Its times in whole milliseconds, as the SQL store keeps them.
+    var keptToTheMillisecond: SubscriptionStatus {
+        var kept = self
+        kept.billingIssueSince = billingIssueSince.map { Date(milliseconds: $0.milliseconds) }
+        kept.gracePeriodEndsAt = gracePeriodEndsAt.map { Date(milliseconds: $0.milliseconds) }
+        kept.asOf = Date(milliseconds: asOf.milliseconds)
+        return kept
+    }
+}
