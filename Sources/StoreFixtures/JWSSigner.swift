@@ -79,9 +79,10 @@ public enum AppStorePayloads {
     }
 
     /// A JWSRenewalInfoDecodedPayload of the subscription `originalTransactionId`, in its billing grace period until
-    /// `gracePeriodExpiresDate` when one is given.
+    /// `gracePeriodExpiresDate` when one is given; `extra` entries replace or add fields (`autoRenewStatus`,
+    /// `priceIncreaseStatus`, `offerType`, …).
     public static func renewalInfo(originalTransactionId: String, productId: String, environment: AppStoreEnvironment = .sandbox,
-                                   gracePeriodExpiresDate: Date? = nil, signedDate: Date = Date()) -> [String: JSONValue] {
+                                   gracePeriodExpiresDate: Date? = nil, signedDate: Date = Date(), extra: [String: JSONValue] = [:]) -> [String: JSONValue] {
         var payload: [String: JSONValue] = [
             "originalTransactionId": .string(originalTransactionId), "productId": .string(productId), "autoRenewProductId": .string(productId),
             "autoRenewStatus": .integer(1), "environment": .string(environment.rawValue), "signedDate": .integer(milliseconds(signedDate)),
@@ -90,7 +91,7 @@ public enum AppStorePayloads {
             payload["gracePeriodExpiresDate"] = .integer(milliseconds(gracePeriodExpiresDate))
             payload["isInBillingRetryPeriod"] = .bool(true)
         }
-        return payload
+        return payload.merging(extra) { _, new in new }
     }
 
     public static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }

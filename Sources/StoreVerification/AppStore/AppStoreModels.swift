@@ -71,6 +71,14 @@ public struct AppStoreRenewalInfo: Sendable, Hashable {
     public var renewalDate: Date?
     /// Set while a failed renewal's billing grace period runs (`DID_FAIL_TO_RENEW`, `GRACE_PERIOD`): service continues until then.
     public var gracePeriodExpiresDate: Date?
+    /// Whether the App Store is still trying to renew a subscription whose renewal failed on billing.
+    public var isInBillingRetryPeriod: Bool?
+    /// 0: the customer has not responded to a price increase; 1: consented, or was notified of one that needs no consent.
+    public var priceIncreaseStatus: Int64?
+    /// 1 introductory, 2 promotional, 3 offer code, 4 win-back (raw: values Apple adds later are kept).
+    public var offerType: Int64?
+    /// The promotional offer's, offer code's or win-back offer's identifier.
+    public var offerIdentifier: String?
     public var signedDate: Date?
     public var environment: AppStoreEnvironment?
     public var raw: [String: JSONValue]
@@ -85,6 +93,10 @@ public struct AppStoreRenewalInfo: Sendable, Hashable {
         expirationIntent = json.int("expirationIntent")
         renewalDate = json.date("renewalDate")
         gracePeriodExpiresDate = json.date("gracePeriodExpiresDate")
+        isInBillingRetryPeriod = json.bool("isInBillingRetryPeriod")
+        priceIncreaseStatus = json.int("priceIncreaseStatus")
+        offerType = json.int("offerType")
+        offerIdentifier = json.string("offerIdentifier")
         signedDate = json.date("signedDate")
         environment = json.string("environment").map(AppStoreEnvironment.init(rawValue:))
         raw = fields
