@@ -11,6 +11,7 @@ public enum EventType: String, Sendable, CaseIterable {
     case purchaseRevoked = "purchase.revoked"
     case userConsent = "user.consent"
     case consumptionRequested = "consumption.requested"
+    case subscriptionStatus = "subscription.status"
     case deadLetter = "deadletter"
 
     /// The default topic name (`iap.` + type); deployments may prefix all topics.
