@@ -5,7 +5,8 @@ import StoreVerification
 import WorkerRuntime
 
 /// `store.notification`: the App Store's notifications, verified, each recorded as handled (so that a reconciliation pass
-/// over the store's history knows it arrived) and turned into what it means for the purchase it is about.
+/// over the store's history knows it arrived) and turned into what it means for the purchase it is about, and for the
+/// subscription's status (`VerifierStage+SubscriptionStatus.swift`).
 extension VerifierStage {
     func handle(_ received: StoreNotificationReceived) async throws -> StageResult {
         let notification: AppStoreNotification
@@ -20,6 +21,13 @@ extension VerifierStage {
         // if it never got here (handled again, it would change nothing, but would cost a verification).
         try await store.recordNotificationSeen(NotificationID(notification.notificationUUID), type: notification.notificationType.rawValue,
                                                at: context.now())
+        let result = try await carryOut(notification, received: received)
+        guard case .publish(let messages) = result else { return result }
+        return .publish(messages + (try await announceSubscriptionStatus(of: notification)))
+    }
+
+    /// What the verified `notification` means for the purchase it is about.
+    private func carryOut(_ notification: AppStoreNotification, received: StoreNotificationReceived) async throws -> StageResult {
         guard let transaction = notification.transaction else { return .publish([]) }
         let reason: PurchaseRevokedEvent.Reason
         switch notification.action {

@@ -9,12 +9,13 @@ import WorkerRuntime
 /// `purchase.verified` or `purchase.rejected` (`revoked` when its refund came first); `store.notification` →
 /// verified notification → `purchase.revoked` for REFUND, REVOKE, REFUND_REVERSED, EXPIRED and
 /// GRACE_PERIOD_EXPIRED, the transaction of a renewal or one-time charge recorded for its owner like a submission,
-/// other types logged.
+/// other types logged; and of any of them that carries a renewal info, the subscription's status recorded and, when it
+/// changed, `subscription.status`.
 public struct VerifierStage: StoreBackedStage {
     public let name = "verifier"
     public let topics: [String]
     let context: StageContext
-    let store: any PurchaseRepository
+    let store: any SubscriptionStatusRepository
     public var repository: any PurchaseRepository { store }
     let appStore: SignedDataVerifier
     let receipts: ReceiptVerifier?
@@ -34,7 +35,7 @@ public struct VerifierStage: StoreBackedStage {
     /// When a purchase whose payment is pending at the store is first asked about again (then less and less often).
     let pendingRecheck: Duration
 
-    public init(context: StageContext, store: any PurchaseRepository, appStore: SignedDataVerifier, receipts: ReceiptVerifier? = nil,
+    public init(context: StageContext, store: any SubscriptionStatusRepository, appStore: SignedDataVerifier, receipts: ReceiptVerifier? = nil,
                 sandbox: (appStore: SignedDataVerifier, receipts: ReceiptVerifier?)? = nil,
                 appCoins: AppCoinsVerifier? = nil, catalog: ProductCatalog? = nil, restorePolicy: RestorePolicy = .transfer,
                 requireAccountToken: Bool = false, pendingRecheck: Duration = .seconds(60)) {

@@ -301,8 +301,10 @@ import WorkerRuntime
         }
         guard case .publish(let foreign) = try await notified(try graceNotice(renewalOf: "999")) else { Issue.record("not answered"); return }
         #expect(foreign.isEmpty, "another subscription's renewal info")
-        guard case .publish(let events) = try await notified(try graceNotice(renewalOf: "500")), events.count == 1, let value = events[0].value,
-              case .success(let verified) = codec.decodeBody(value, as: PurchaseVerifiedEvent.self) else { Issue.record("no purchase.verified"); return }
+        // Beside the subscription's status (`SubscriptionStatusStageTests`): one purchase.verified.
+        let answered = try await notified(try graceNotice(renewalOf: "500"))
+        guard case .publish(let events) = answered, events.filter({ $0.topic == codec.topic(.purchaseVerified) }).count == 1,
+              let verified = StageFixtures.published(answered, as: PurchaseVerifiedEvent.self).first else { Issue.record("no purchase.verified"); return }
         #expect(verified.transactionId == "500" && verified.userId == "alice")
         #expect(verified.expiresDate == graceEnd)
     }
