@@ -14,7 +14,7 @@ import WorkerRuntime
 /// The read side of `iap-ingest`: `GET /v1/users/{userId}` answers what a user owns now, read from the purchase
 /// store in one transaction —
 /// `{"userId", "balances": {currency: amount}, "entitlements": [{"entitlement", "productId", "expiresAt" | null}],
-/// "pending": [purchases granted but not finished]}`.
+/// "pending": [purchases granted but not finished], "subscriptions": [the statuses of the user's subscriptions]}`.
 ///
 /// With a secret, every request must carry a `RequestSignature`; without one the executable refuses to start
 /// unless it is bound to a private address (see `PrivateAddress`) — and then whatever reaches that address (an

@@ -27,6 +27,10 @@ import TestSupport
             _ = try await store.grant(record.key, items: [grant.item], at: now)
             if grant.finish { _ = try await store.finish(record.key, at: now) }
         }
+        // The pass's subscription will not renew; another subscription's status nobody owns yet is no one's.
+        _ = try await store.recordSubscriptionStatus(SubscriptionStatus(store: .appstore, originalTransactionId: "u-4", productId: "pass.monthly", willRenew: false,
+                                                                        gracePeriodEndsAt: now.addingTimeInterval(86_400), asOf: now))
+        _ = try await store.recordSubscriptionStatus(SubscriptionStatus(store: .appstore, originalTransactionId: "u-9", productId: "pass.monthly", asOf: now))
         let result = try await VerifyCommandTests.run(["user", "user-7", "--store", url], input: "")
         #expect(result.status == 0)
         let json = try #require(result.lines.last.flatMap { JSONValue.parse(Array($0.utf8)) }?.objectValue, "\(result.lines)")
@@ -38,6 +42,10 @@ import TestSupport
         #expect(entitlements.first?.objectValue?["productId"]?.stringValue == "adfree")
         #expect(entitlements.first?.objectValue?["expiresAt"] == .null, "for good: null, not missing")
         #expect(json["pending"]?.arrayValue?.compactMap { $0.objectValue?["transactionId"]?.stringValue } == ["u-2"])
+        let subscription = try #require(json["subscriptions"]?.arrayValue?.first?.objectValue, "\(json)")
+        #expect(json["subscriptions"]?.arrayValue?.count == 1)
+        #expect(subscription["originalTransactionId"]?.stringValue == "u-4" && subscription["willRenew"] == .bool(false))
+        #expect(subscription["gracePeriodEndsAt"]?.stringValue.flatMap(RFC3339.parse) != nil, "times as RFC 3339")
         #expect(try await VerifyCommandTests.run(["user", "--store", url], input: "").status == 2, "a user id is required")
 
         try await readSideAnswersTheSameSignedAndRefusesTheRest(url: url, expected: result.lines.last ?? "")
