@@ -145,7 +145,9 @@ let package = Package(
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"]),
         .testTarget(name: "CommandLineOptionsTests", dependencies: ["CommandLineOptions"], linkerSettings: rdkafkaLinkerSettings),
         // Runs iap-ingest, iapctl and iap-harness as processes: they are built first.
-        .testTarget(name: "IngestTests", dependencies: ["Ingest", "HTTPServer", "JSON", "StoreFixtures", "TestSupport", "iap-ingest", "iapctl", "iap-harness"],
+        .testTarget(name: "IngestTests", dependencies: ["Ingest", "HTTPServer", "JSON", "StoreFixtures", "TestSupport", "iap-ingest", "iapctl", "iap-harness",
+                                                       "Crypto", "Kafka", "PurchaseDomain", "PurchaseEvents", "PurchaseStore", "StageTestSupport",
+                                                       "StoreVerification"],
                     linkerSettings: rdkafkaLinkerSettings),
         // The manifest itself (the layers, what each product links, who reaches each C library) and the unit-test list.
         .testTarget(name: "PackageTests", dependencies: ["JSON", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),

@@ -16,6 +16,11 @@ import WorkerRuntime
 /// `{"userId", "balances": {currency: amount}, "entitlements": [{"entitlement", "productId", "expiresAt" | null}],
 /// "pending": [purchases granted but not finished], "subscriptions": [the statuses of the user's subscriptions]}`.
 ///
+/// With the App Store Server API configured, `POST /v1/users/{userId}/sync` syncs the user with the App Store
+/// (`AppStoreUserSync`) and answers 202 `{"userId", "transactionId", "listed", "submitted"}` once what it found is
+/// submitted (read the holdings again once the pipeline has granted it); 404 `noAppStoreTransaction` when the user owns
+/// none, 429 within a minute of the user's last sync, 503 (`Retry-After`) when the App Store or the broker cannot be reached.
+///
 /// With a secret, every request must carry a `RequestSignature`; without one the executable refuses to start
 /// unless it is bound to a private address (see `PrivateAddress`) — and then whatever reaches that address (an
 /// ingress forwarding every path) reads any user's holdings: put the secret on anything public.
@@ -27,8 +32,11 @@ public final class UserHoldingsAPI: Sendable {
     private let logger: Logger
     private let metrics: MetricsRegistry
     private let now: @Sendable () -> Date
+    private let sync: AppStoreUserSync?
 
-    public init(store: SQLPurchaseStore, secret: Data?, logger: Logger, metrics: MetricsRegistry, now: @escaping @Sendable () -> Date = Date.init) {
+    public init(store: SQLPurchaseStore, secret: Data?, logger: Logger, metrics: MetricsRegistry, sync: AppStoreUserSync? = nil,
+                now: @escaping @Sendable () -> Date = Date.init) {
+        self.sync = sync
         self.store = store
         self.secret = secret
         self.logger = logger
@@ -37,27 +45,80 @@ public final class UserHoldingsAPI: Sendable {
         IngestAPI.declareRequestMetrics(metrics)
     }
 
-    /// Answers `GET /v1/users/{userId}`; nil for other paths.
+    /// Answers `GET /v1/users/{userId}` and `POST /v1/users/{userId}/sync`; nil for other paths.
     public func route(_ request: HTTPRequest) async -> HTTPResponse? {
         guard request.path.hasPrefix(Self.pathPrefix) else { return nil }
-        let response = await answer(request)
-        metrics.increment("iap_ingest_requests_total", ["route": "users", "status": String(response.status)])
+        let syncing = request.path.hasSuffix(Self.syncSuffix)
+        let response = syncing ? await answerSync(request) : await answer(request)
+        metrics.increment("iap_ingest_requests_total", ["route": syncing ? "sync" : "users", "status": String(response.status)])
         return response
     }
 
-    private func answer(_ request: HTTPRequest) async -> HTTPResponse {
-        guard request.method == "GET" else { return IngestAPI.error(405, "methodNotAllowed", "use GET") }
+    static let syncSuffix = "/sync"
+
+    /// The user a request names (`{userId}` after the prefix, before `suffix`), or the answer that refuses it: a method
+    /// but `method`, a bad signature, an id the producer contract does not allow.
+    private func user(of request: HTTPRequest, method: String, suffix: String = "") -> Result<UserID, Refusal> {
+        guard request.method == method else { return .failure(Refusal(IngestAPI.error(405, "methodNotAllowed", "use \(method)"))) }
         if let secret, case .failure(let refusal) = RequestSignature.verify(request, secret: secret, now: now()) {
-            return IngestAPI.error(401, "badSignature", refusal.detail)
+            return .failure(Refusal(IngestAPI.error(401, "badSignature", refusal.detail)))
         }
-        let encoded = request.path.dropFirst(Self.pathPrefix.count)
+        let encoded = request.path.dropFirst(Self.pathPrefix.count).dropLast(suffix.count)
         // User ids are what the producer contract allows: no control characters, at most 256 bytes.
         guard !encoded.isEmpty, !encoded.contains("/"), let userId = String(encoded).removingPercentEncoding, !userId.isEmpty,
               userId.utf8.count <= 256, !userId.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            return IngestAPI.error(400, "invalidUserId", "expected /v1/users/{userId}: one percent-encoded path segment of at most 256 bytes, no control characters")
+            return .failure(Refusal(IngestAPI.error(400, "invalidUserId", "expected /v1/users/{userId}\(suffix): one percent-encoded path segment "
+                                                    + "of at most 256 bytes, no control characters")))
+        }
+        return .success(UserID(userId))
+    }
+
+    struct Refusal: Error {
+        let response: HTTPResponse
+        init(_ response: HTTPResponse) { self.response = response }
+    }
+
+    private func answerSync(_ request: HTTPRequest) async -> HTTPResponse {
+        let userId: UserID
+        switch user(of: request, method: "POST", suffix: Self.syncSuffix) {
+        case .success(let user): userId = user
+        case .failure(let refusal): return refusal.response
+        }
+        guard let sync else { return IngestAPI.error(404, "syncNotConfigured", "syncing with the App Store needs the App Store Server API (--appstore-api-url)") }
+        func retry(_ response: HTTPResponse, after wait: Duration?) -> HTTPResponse {
+            var response = response
+            response.headers["Retry-After"] = String(max(1, wait?.components.seconds ?? 5))
+            return response
+        }
+        switch await sync.sync(userId) {
+        case .success(let report):
+            logger.info("user synced with the App Store", ["userId": userId, "listed": report.listed, "submitted": report.submitted])
+            return IngestAPI.json(202, ["userId": .string(userId.rawValue), "transactionId": .string(report.transactionId.rawValue),
+                                        "listed": .integer(Int64(report.listed)), "submitted": .integer(Int64(report.submitted))])
+        case .failure(.noTransaction):
+            return IngestAPI.error(404, "noAppStoreTransaction", "the user owns no App Store transaction: submit one first")
+        case .failure(.tooSoon(let wait)):
+            return retry(IngestAPI.error(429, "syncedRecently", "this user was synced less than a minute ago"), after: wait)
+        case .failure(.storeUnavailable(let detail, let wait)):
+            logger.warning("App Store sync unavailable", ["userId": userId, "detail": detail])
+            return retry(IngestAPI.error(503, "storeUnavailable", "the App Store could not be asked now; retry"), after: wait)
+        case .failure(.storeRefused(let detail)):
+            logger.error("App Store sync refused", ["userId": userId, "detail": detail])
+            return IngestAPI.error(502, "storeRefused", detail)
+        case .failure(.publishFailed(let detail)):
+            logger.warning("App Store sync not published", ["userId": userId, "detail": detail])
+            return retry(IngestAPI.error(503, "brokerUnavailable", "what the App Store listed was not all acknowledged; retry"), after: nil)
+        }
+    }
+
+    private func answer(_ request: HTTPRequest) async -> HTTPResponse {
+        let userId: UserID
+        switch user(of: request, method: "GET") {
+        case .success(let user): userId = user
+        case .failure(let refusal): return refusal.response
         }
         do {
-            let holdings = try await store.holdings(of: UserID(userId), at: now())
+            let holdings = try await store.holdings(of: userId, at: now())
             return HTTPResponse(status: 200, headers: ["Content-Type": "application/json", "Cache-Control": "no-store"], body: try Self.encode(holdings))
         } catch let error as DatabaseError where !error.isRetriable {
             logger.error("holdings not readable", ["error": error.description])
@@ -97,17 +158,18 @@ public enum PrivateAddress {
 
 extension UserHoldingsAPI {
     /// The client side, as an app's backend (or `iapctl user --ingest`) asks:
-    /// `GET {ingest}/v1/users/{userId}`, signed with `secret` when given: the status and the body.
-    public static func fetch(_ userId: String, ingest: String, secret: Data?) async throws -> (status: Int, body: Data) {
+    /// `GET {ingest}/v1/users/{userId}` (with `sync`, `POST …/sync`), signed with `secret` when given: the status and the body.
+    public static func fetch(_ userId: String, ingest: String, secret: Data?, sync: Bool = false) async throws -> (status: Int, body: Data) {
         var allowed = CharacterSet.urlPathAllowed
         allowed.remove("/")
         guard let segment = userId.addingPercentEncoding(withAllowedCharacters: allowed),
-              let url = URL(string: ingest.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + pathPrefix + segment) else {
+              let url = URL(string: ingest.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + pathPrefix + segment + (sync ? syncSuffix : "")) else {
             throw URLError(.badURL, userInfo: [NSLocalizedDescriptionKey: "not a URL: \(ingest)"])
         }
         var request = URLRequest(url: url)
+        request.httpMethod = sync ? "POST" : "GET"
         if let secret {
-            for (name, value) in RequestSignature.headers(secret: secret, method: "GET", path: pathPrefix + segment) {
+            for (name, value) in RequestSignature.headers(secret: secret, method: request.httpMethod ?? "GET", path: pathPrefix + segment + (sync ? syncSuffix : "")) {
                 request.setValue(value, forHTTPHeaderField: name)
             }
         }

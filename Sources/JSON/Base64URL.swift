@@ -59,6 +59,14 @@ public enum Base64URL {
         }
     }
 
+    /// The payload (middle segment) of a compact JWS as a JSON object, read without verifying anything: to tell what it is
+    /// about, never to act on.
+    public static func unverifiedJWSPayload(_ jws: String) -> [String: JSONValue]? {
+        let segments = jws.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard segments.count == 3, let payload = decode(ArraySlice(segments[1])) else { return nil }
+        return JSONValue.parse(payload)?.objectValue
+    }
+
     /// The bytes of a base64url string (e.g. one segment of a JWS).
     public static func decode(_ text: some StringProtocol) -> Data? {
         decode(ArraySlice(text.utf8)).map { Data($0) }

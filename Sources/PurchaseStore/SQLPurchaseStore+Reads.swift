@@ -89,6 +89,20 @@ extension SQLPurchaseStore {
             AND user_id <> '' ORDER BY purchase_time DESC LIMIT 1
         """
 
+    /// The App Store transaction `userId` was granted last and still owns, with its environment: where the App Store's
+    /// history of the user's Apple account is read from. Nil when the user owns none.
+    public func latestAppStoreTransaction(of userId: UserID) async throws -> (key: PurchaseKey, environment: String?)? {
+        try await executor.run { connection in
+            // From the user's ledger (indexed by user): a purchase another user restored since is no longer theirs.
+            guard let row = try connection.query("""
+                SELECT p.transaction_id, p.environment FROM ledger l JOIN purchases p ON p.store = l.store AND p.transaction_id = l.transaction_id
+                WHERE l.user_id = $1 AND l.store = $2 AND l.entry_kind <> 'revoke' AND p.user_id = $1
+                ORDER BY l.id DESC LIMIT 1
+                """, [.text(userId), .text(Store.appstore.rawValue)]).first, let id: TransactionID = row[0].identifier() else { return nil }
+            return (PurchaseKey(store: .appstore, transactionId: id), row[1].string)
+        }
+    }
+
     /// What a purchase grants now: its grants and re-grants less what was taken back.
     public func grantedItems(_ key: PurchaseKey) async throws -> [GrantItem] {
         try await executor.run { connection in try Self.heldItems(connection, key) }

@@ -4,6 +4,7 @@ import Ingest
 import Kafka
 import PurchaseEvents
 import PurchaseStore
+import StoreVerification
 import WorkerRuntime
 
 extension Workers {
@@ -31,7 +32,9 @@ extension Workers {
             Setting("--store-password-file", env: "IAP_STORE_PASSWORD_FILE", help: "file holding the PostgreSQL password; else PGPASSWORD or ~/.pgpass"),
             Setting("--read-secret-file", env: "IAP_INGEST_READ_SECRET_FILE",
                     help: "file with the shared secret that signs GET /v1/users requests (or IAP_INGEST_READ_SECRET); required with --read-side unless --http-host is a private address"),
-        ]
+            Setting("--environment", env: "IAP_ENVIRONMENT", default: "Production",
+                    help: "the environment --appstore-api-url serves (Production or Sandbox), for POST /v1/users/{userId}/sync"),
+        ] + appStoreAPISettings
         return await WorkerApp.launch(command: "iap-ingest", summary: "Publishes App Store notifications and client submissions as pipeline events.",
                                       settings: settings) { process in
             var kafka = process.kafka
@@ -55,7 +58,7 @@ extension Workers {
             let publisher = try EventPublisher(codec: process.codec(component: "ingest"), kafka: kafka)
             let api = IngestAPI(configuration: .init(clientSecret: secret), publisher: publisher, logger: process.logger, metrics: process.metrics)
             let host = process.settings.string("--http-host") ?? "0.0.0.0"
-            let holdings = try readSide(process, host: host)
+            let holdings = try readSide(process, host: host, publisher: publisher)
             let probe = try BrokerProbe(kafka: process.kafka)
             let readiness: @Sendable () async -> Readiness = {
                 let broker = probe.status
@@ -94,7 +97,8 @@ extension Workers {
 
     /// `GET /v1/users/{userId}` with `--read-side` (an explicit choice: deployments hand `IAP_STORE_URL` to every
     /// executable); refused without a secret on an address others can reach.
-    private static func readSide(_ process: WorkerApp.ProcessEnvironment, host: String) throws -> UserHoldingsAPI? {
+    /// With the App Store Server API (`appStoreAPISettings`), it also syncs a user with the App Store on request.
+    private static func readSide(_ process: WorkerApp.ProcessEnvironment, host: String, publisher: EventPublisher) throws -> UserHoldingsAPI? {
         guard process.settings.flag("--read-side") else { return nil }
         guard let url = process.settings.string("--store") else { throw SettingsError("--read-side needs --store (IAP_STORE_URL)") }
         let secret = try secret(process.settings, file: "--read-secret-file", variable: "IAP_INGEST_READ_SECRET")
@@ -102,6 +106,18 @@ extension Workers {
             throw SettingsError("--read-side serves what users own: set --read-secret-file (IAP_INGEST_READ_SECRET_FILE) or bind --http-host to a private address (now \(host))")
         }
         let password = try process.settings.string("--store-password-file").map(SQLPurchaseStore.password(fromFile:))
-        return UserHoldingsAPI(store: try SQLPurchaseStore(url: url, password: password), secret: secret, logger: process.logger, metrics: process.metrics)
+        let store = try SQLPurchaseStore(url: url, password: password)
+        var apis: [AppStoreEnvironment: AppStoreServerAPIClient] = [:]
+        let (api, sandboxAPI) = try appStoreAPIs(process.settings)
+        if let api {
+            let environment = AppStoreEnvironment(rawValue: try process.settings.required("--environment"))
+            guard environment == .production || environment == .sandbox else {
+                throw SettingsError("--environment (IAP_ENVIRONMENT) must be Production or Sandbox to sync users with the App Store, not \(environment)")
+            }
+            apis[environment] = api
+            if let sandboxAPI, environment == .production { apis[.sandbox] = sandboxAPI }
+        }
+        return UserHoldingsAPI(store: store, secret: secret, logger: process.logger, metrics: process.metrics,
+                               sync: apis.isEmpty ? nil : AppStoreUserSync(store: store, apis: apis, publisher: publisher))
     }
 }

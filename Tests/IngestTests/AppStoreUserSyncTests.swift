@@ -1,0 +1,109 @@
+import Crypto
+import Foundation
+import Ingest
+import JSON
+import Kafka
+import PurchaseDomain
+import PurchaseEvents
+import PurchaseStore
+import StageTestSupport
+import StoreFixtures
+import StoreVerification
+import Testing
+
+/// "Sync this user" against a stand-in App Store Server API over real HTTP, a SQLite store and librdkafka's mock cluster:
+/// the history of the account behind a transaction the user owns, every page, and a `purchase.submitted` for each
+/// transaction the pipeline has not recorded or holds unclaimed — nothing else, and never from another user's account.
+@Suite struct AppStoreUserSyncTests {
+    static let t0 = Date(timeIntervalSince1970: 1_765_000_000)
+    let cluster: KafkaMockCluster
+    let pki: TestPKI
+    let key: PrivateKey
+    let api: AppStoreServerAPIStandIn
+    let store: SQLPurchaseStore
+
+    init() async throws {
+        cluster = try KafkaMockCluster(brokers: 1)
+        try cluster.createTopic(StageFixtures.codec.topic(.purchaseSubmitted), partitions: 1)
+        pki = try TestPKI.make(name: "user sync")
+        key = try PrivateKey.generateP256()
+        api = try AppStoreServerAPIStandIn(publicKey: try key.publicKey(), keyId: "KEY1", issuerId: "issuer", bundleId: StageFixtures.bundleID.rawValue)
+        api.setTransactionPageSize(2)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("user-sync-\(UUID().uuidString).sqlite")
+        store = try SQLPurchaseStore(url: "sqlite:\(file.path)")
+        try await store.migrate()
+    }
+
+    func sync(minimumInterval: Duration = .seconds(60)) throws -> AppStoreUserSync {
+        let client = AppStoreServerAPIClient(configuration: .init(baseURL: api.baseURL, keyId: "KEY1", issuerId: "issuer", bundleId: StageFixtures.bundleID,
+                                                                  privateKey: key))
+        let publisher = try EventPublisher(codec: StageFixtures.codec, kafka: KafkaConfiguration(["bootstrap.servers": cluster.bootstrapServers]))
+        return AppStoreUserSync(store: store, apis: [.sandbox: client], publisher: publisher, minimumInterval: minimumInterval, now: { Self.t0 })
+    }
+
+    /// A transaction of `customer`'s Apple account at the stand-in store; recorded in the pipeline's store as `recorded` says.
+    enum Recorded { case no, grantedTo(UserID), unclaimed }
+    @discardableResult
+    func transaction(_ id: TransactionID, customer: String, recorded: Recorded = .no) async throws -> String {
+        let signed = try JWSSigner(pki: pki).sign(AppStorePayloads.transaction(
+            transactionId: id.rawValue, productId: "coins.100", bundleId: StageFixtures.bundleID.rawValue, environment: .sandbox,
+            purchaseDate: Self.t0, signedDate: Self.t0))
+        api.recordTransaction(signed, transactionId: id, originalTransactionId: id, customer: customer)
+        let key = PurchaseKey(store: .appstore, transactionId: id)
+        switch recorded {
+        case .no: break
+        case .grantedTo(let user):
+            _ = try await store.recordVerified(PurchaseRecord(key: key, userId: user, productId: "coins.100", productType: .consumable, quantity: 1,
+                                                              purchaseTime: Self.t0, environment: "Sandbox"), at: Self.t0)
+            _ = try await store.grant(key, items: [.currency("coins", 100)], at: Self.t0)
+        case .unclaimed:
+            _ = try await store.recordUnclaimed(PurchaseRecord(key: key, userId: .nobody, productId: "coins.100", productType: .consumable, quantity: 1,
+                                                               purchaseTime: Self.t0, environment: "Sandbox"), at: Self.t0)
+        }
+        return signed
+    }
+
+    @Test func theUsersAccountHistoryIsSubmittedForWhatThePipelineHasNotRecorded() async throws {
+        try await transaction("1001", customer: "account-a", recorded: .grantedTo("user-1"))
+        try await transaction("1002", customer: "account-a", recorded: .grantedTo("user-1"))
+        let unseen = try await transaction("1003", customer: "account-a")
+        let unclaimed = try await transaction("1004", customer: "account-a", recorded: .unclaimed)
+        try await transaction("1005", customer: "account-a")
+        try await transaction("2001", customer: "account-b", recorded: .grantedTo("user-2"))
+        try await transaction("2002", customer: "account-b")
+
+        let report = try await sync().sync("user-1").get()
+        #expect(report.listed == 5 && report.submitted == 3, "every page read; the two recorded skipped")
+        #expect(report.transactionId == "1002", "the newest transaction the user owns opens the history")
+        let submitted = try await StageFixtures.events(PurchaseSubmitted.self, atLeast: 3, at: cluster.bootstrapServers).map(\.event)
+        #expect(Set(submitted.compactMap(\.signedTransaction)).isSuperset(of: [unseen, unclaimed]))
+        #expect(Set(submitted.compactMap { $0.signedTransaction.flatMap { Base64URL.unverifiedJWSPayload($0)?["transactionId"]?.stringValue } }) == ["1003", "1004", "1005"],
+                "never account-b's")
+        #expect(submitted.allSatisfy { $0.userId == "user-1" && $0.source == .server && $0.kind == .signedTransaction })
+    }
+
+    @Test func aUserWithoutAnAppStoreTransactionCannotSyncAndNobodySyncsTwiceWithinTheInterval() async throws {
+        let sync = try sync()
+        #expect(await sync.sync("stranger") == .failure(.noTransaction))
+        try await transaction("3001", customer: "account-c", recorded: .grantedTo("user-3"))
+        #expect(try await sync.sync("user-3").get().submitted == 0)
+        guard case .failure(.tooSoon(let wait)) = await sync.sync("user-3") else {
+            Issue.record("a second sync within the interval was not refused")
+            return
+        }
+        #expect(wait == .seconds(60))
+    }
+
+    @Test func anAppStoreThatCannotBeAskedSubmitsNothingAndSaysWhenToRetry() async throws {
+        try await transaction("4001", customer: "account-d", recorded: .grantedTo("user-4"))
+        try await transaction("4002", customer: "account-d")
+        api.fail(.init(status: 429, retryAfterSeconds: 30))
+        guard case .failure(.storeUnavailable(_, let wait)) = try await sync(minimumInterval: .zero).sync("user-4") else {
+            Issue.record("a 429 was not reported unavailable")
+            return
+        }
+        #expect(wait.map { $0 > .seconds(20) && $0 <= .seconds(30) } == true)
+        api.fail(nil)
+        #expect(try await sync(minimumInterval: .zero).sync("user-4").get().submitted == 1)
+    }
+}
