@@ -177,4 +177,27 @@ public protocol SubscriptionStatusRepository: PurchaseRepository {
     /// The statuses of the subscriptions `userId` owns (see `owner(store:originalTransactionId:)`), by store and
     /// original transaction id.
     func subscriptionStatuses(of userId: UserID) async throws -> [SubscriptionStatus]
+
+    /// Subscriptions of `store` whose latest period in force (granted or finished, owned by a user) expired within
+    /// `expiredWithin`, with no later period recorded and no status signed after that expiry: neither a renewal nor the
+    /// store's word on why not reached the pipeline. At most `limit`, the earliest expiry first.
+    func lapsedSubscriptions(store: Store, expiredWithin: ClosedRange<Date>, limit: Int) async throws -> [LapsedSubscription]
+}
+
+/// A subscription whose latest period expired with nothing heard of it since (`lapsedSubscriptions`).
+public struct LapsedSubscription: Sendable, Hashable {
+    /// Its latest period.
+    public var key: PurchaseKey
+    public var originalTransactionId: TransactionID
+    public var userId: UserID
+    public var environment: String?
+    public var expiresDate: Date
+
+    public init(key: PurchaseKey, originalTransactionId: TransactionID, userId: UserID, environment: String?, expiresDate: Date) {
+        self.key = key
+        self.originalTransactionId = originalTransactionId
+        self.userId = userId
+        self.environment = environment
+        self.expiresDate = expiresDate
+    }
 }

@@ -336,6 +336,10 @@ enum Migrations {
             );
             CREATE INDEX purchases_subscriptions_by_user ON purchases (user_id) WHERE product_type = 'autoRenewable';
             """),
+            // Subscription periods by expiry: the sweeper's question of which lapsed with nothing heard since.
+            (20, """
+            CREATE INDEX purchases_subscription_expiry ON purchases (store, expires_at) WHERE product_type = 'autoRenewable';
+            """),
         ]
     }
 

@@ -41,6 +41,35 @@ extension SQLPurchaseStore: SubscriptionStatusRepository {
         }
     }
 
+    public func lapsedSubscriptions(store: Store, expiredWithin: ClosedRange<Date>, limit: Int) async throws -> [LapsedSubscription] {
+        try await executor.run { connection in
+            try connection.query(Self.lapsedSubscriptionsQuery, [.text(store.rawValue), .integer(PurchaseTime.milliseconds(expiredWithin.lowerBound)),
+                                                                 .integer(PurchaseTime.milliseconds(expiredWithin.upperBound)), .integer(Int64(limit))])
+                .compactMap { row in
+                    guard let id: TransactionID = row[0].identifier(), let original: TransactionID = row[1].identifier(), let user: UserID = row[2].identifier(),
+                          let expires = row[4].int64 else { return nil }
+                    return LapsedSubscription(key: PurchaseKey(store: store, transactionId: id), originalTransactionId: original, userId: user,
+                                              environment: row[3].string, expiresDate: PurchaseTime.date(expires))
+                }
+        }
+    }
+
+    /// Latest periods in force that expired between $2 and $3 (`purchases_subscription_expiry`), with no later period of
+    /// their subscription and no status signed after their expiry ($4 the limit).
+    static let lapsedSubscriptionsQuery = """
+        SELECT p.transaction_id, COALESCE(p.original_transaction_id, p.transaction_id), p.user_id, p.environment, p.expires_at FROM purchases p
+        WHERE p.store = $1 AND product_type = 'autoRenewable' AND p.expires_at >= $2 AND p.expires_at <= $3
+            AND \(LifecycleConditions.state(in: [.granted, .finished])) AND p.user_id <> ''
+            AND NOT EXISTS (SELECT 1 FROM purchases later WHERE later.store = p.store AND later.product_type = 'autoRenewable'
+                            AND (later.transaction_id = COALESCE(p.original_transaction_id, p.transaction_id)
+                                 OR (later.original_transaction_id = COALESCE(p.original_transaction_id, p.transaction_id)
+                                     AND later.original_transaction_id <> later.transaction_id))
+                            AND later.expires_at > p.expires_at AND \(LifecycleConditions.state(in: Lifecycle.provenStates)))
+            AND NOT EXISTS (SELECT 1 FROM subscription_statuses s WHERE s.store = p.store
+                            AND s.original_transaction_id = COALESCE(p.original_transaction_id, p.transaction_id) AND s.as_of > p.expires_at)
+        ORDER BY p.expires_at LIMIT $4
+        """
+
     /// The statuses of the subscriptions `userId` owns: those of which they hold a subscription purchase
     /// (`purchases_subscriptions_by_user`) and whose owner they are (`ownerQuery`), in read order.
     static func subscriptionStatuses(_ connection: any SQLConnection, of userId: UserID) throws -> [SubscriptionStatus] {

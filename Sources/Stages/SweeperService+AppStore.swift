@@ -69,10 +69,15 @@ extension SweeperService {
         }
     }
 
-    /// What the App Store of `record`'s environment says of it (the deployment's own when the record names none).
+    /// The App Store of `environment` (the deployment's own when a record names none).
+    private func lookup(_ environment: String?, in lookups: [AppStoreEnvironment: AppStoreLookup]) -> AppStoreLookup? {
+        let environment = environment.map(AppStoreEnvironment.init(rawValue:))
+        return environment.flatMap { lookups[$0] } ?? (environment == nil && lookups.count == 1 ? lookups.values.first : nil)
+    }
+
+    /// What the App Store of `record`'s environment says of it.
     private func ask(about record: PurchaseRecord, lookups: [AppStoreEnvironment: AppStoreLookup]) async -> AppStoreAnswer {
-        let environment = record.environment.map(AppStoreEnvironment.init(rawValue:))
-        guard let lookup = environment.flatMap({ lookups[$0] }) ?? (environment == nil && lookups.count == 1 ? lookups.values.first : nil) else {
+        guard let lookup = lookup(record.environment, in: lookups) else {
             return .notRefunded // No API of its environment to ask: flagged, as without a re-check.
         }
         switch await lookup.api.transactionInfo(record.key.transactionId) {
@@ -96,5 +101,86 @@ extension SweeperService {
                                                                                               "status": status, "detail": detail])
             return .notRefunded
         }
+    }
+}
+
+extension SweeperService {
+    /// Asks *Get All Subscription Statuses* about each subscription whose latest period expired between
+    /// `Configuration.lapseLookback` and `lapseMargin` ago with nothing heard since (no later period, no status signed
+    /// after the expiry: a `DID_RENEW` or an `EXPIRED` that never arrived, and not in the history either). A later period
+    /// the store lists is submitted for the subscription's owner with the store's signed transaction (the verifier records
+    /// and grants it once; `source: server`); one the store revoked is revoked; one in its billing grace period lasts
+    /// until the grace ends (its `purchase.verified` with that expiry, as the verifier extends it from the notification);
+    /// the renewal info's status is recorded —
+    /// which settles the subscription, so it is asked about once — and announced (`subscription.status`) when it
+    /// changed. Answers that do not verify settle nothing; an API that cannot be asked ends the round. Returns how many
+    /// subscriptions it settled.
+    func settleLapsedSubscriptions(now: Date, lookups: [AppStoreEnvironment: AppStoreLookup]) async throws -> Int {
+        let lapsed = try await store.lapsedSubscriptions(store: .appstore, expiredWithin: now.addingTimeInterval(-configuration.lapseLookback)...now
+            .addingTimeInterval(-configuration.lapseMargin), limit: configuration.batchSize)
+        var settled = 0
+        for subscription in lapsed {
+            guard let lookup = lookup(subscription.environment, in: lookups) else { continue }
+            let entries: [SubscriptionStatusEntry]
+            switch await lookup.api.subscriptionStatuses(of: subscription.key.transactionId) {
+            case .success(let answered): entries = answered
+            case .failure(.unavailable(let detail, _)):
+                context.logger.warning("App Store Server API unavailable; lapsed subscriptions wait for the next sweep", ["detail": detail])
+                return settled
+            case .failure(.refused(let status, let detail)):
+                context.logger.warning("the App Store refused the statuses of a lapsed subscription", ["originalTransactionId": subscription.originalTransactionId,
+                                                                                                      "status": status, "detail": detail])
+                continue
+            }
+            guard let entry = entries.first(where: { $0.originalTransactionId == subscription.originalTransactionId }),
+                  case .success(let transaction) = lookup.verifier.verifyTransaction(entry.signedTransactionInfo),
+                  case .success(let renewal) = lookup.verifier.verifyRenewalInfo(entry.signedRenewalInfo),
+                  (transaction.originalTransactionId ?? transaction.transactionId) == subscription.originalTransactionId,
+                  renewal.originalTransactionId == subscription.originalTransactionId else {
+                context.logger.error("the App Store's statuses of a lapsed subscription are missing or do not verify; not settled",
+                                     ["originalTransactionId": subscription.originalTransactionId])
+                continue
+            }
+            var events: [any PipelineEvent] = []
+            if let revoked = transaction.revocationDate {
+                events.append(PurchaseRevokedEvent(store: .appstore, transactionId: transaction.transactionId, originalTransactionId: subscription.originalTransactionId,
+                                                   userId: subscription.userId, productId: transaction.productId, reason: .REFUND, revocationDate: revoked,
+                                                   refundShare: RefundShare.of(revocationType: transaction.revocationType,
+                                                                               revocationPercentage: transaction.revocationPercentage),
+                                                   decidedAt: revoked, revokedAt: context.now()))
+            } else if transaction.transactionId != subscription.key.transactionId, (transaction.expiresDate ?? .distantPast) > subscription.expiresDate {
+                // A period the pipeline never received: submitted as the app would have, for the owner.
+                events.append(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: entry.signedTransactionInfo,
+                                                userId: subscription.userId, submittedAt: context.now(), source: .server,
+                                                submissionId: UUID().uuidString.lowercased()))
+            } else if transaction.transactionId == subscription.key.transactionId, let graceEnd = renewal.gracePeriodExpiresDate,
+                      graceEnd > subscription.expiresDate {
+                // In its billing grace period (a DID_FAIL_TO_RENEW that never arrived): the period lasts until the grace
+                // ends, as the verifier extends it from that notification; the granter extends the entitlement, once.
+                events.append(PurchaseVerifiedEvent(store: .appstore, transactionId: transaction.transactionId,
+                                                    originalTransactionId: subscription.originalTransactionId, productId: transaction.productId,
+                                                    productType: ProductType.autoRenewable.rawValue, quantity: 1, userId: subscription.userId,
+                                                    purchaseDate: transaction.purchaseDate, expiresDate: graceEnd, environment: subscription.environment,
+                                                    source: .server, verifiedAt: context.now()))
+            }
+            // What it leads to first: stopped before the status is recorded, the subscription is asked about again.
+            if !events.isEmpty, case .publish(let messages) = try context.messages(events) {
+                for result in await producer.send(contentsOf: messages) { _ = try result.get() }
+            }
+            let status = SubscriptionStatus(renewal, productId: transaction.productId, asOf: max(renewal.signedDate ?? context.now(), subscription.expiresDate
+                .addingTimeInterval(0.001)))
+            if case .changed(let standing, let fields) = try await store.recordSubscriptionStatus(status),
+               case .publish(let messages) = try context.messages([SubscriptionStatusChanged(standing, userId: subscription.userId, changed: fields,
+                                                                                            notificationType: nil, notificationSubtype: nil,
+                                                                                            announcedAt: context.now())]) {
+                for result in await producer.send(contentsOf: messages) { _ = try result.get() }
+            }
+            settled += 1
+            context.logger.info("lapsed subscription settled with the App Store", [
+                "originalTransactionId": subscription.originalTransactionId, "status": entry.rawStatus,
+                "outcome": events.first.map { $0 is PurchaseSubmitted ? "renewal submitted" : $0 is PurchaseVerifiedEvent ? "grace period" : "revoked" }
+                    ?? "status recorded"])
+        }
+        return settled
     }
 }

@@ -19,16 +19,23 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
         public var deadlines: [Store: TimeInterval]
         public var interval: Duration
         public var batchSize: Int
+        /// A subscription whose latest period expired more than `lapseMargin` and less than `lapseLookback` ago with
+        /// nothing heard since is asked about (with the App Store's API).
+        public var lapseMargin: TimeInterval
+        public var lapseLookback: TimeInterval
 
-        public init(deadlines: [Store: TimeInterval] = [.appstore: 86_400, .appcoins: 86_400], interval: Duration = .seconds(300), batchSize: Int = 500) {
+        public init(deadlines: [Store: TimeInterval] = [.appstore: 86_400, .appcoins: 86_400], interval: Duration = .seconds(300), batchSize: Int = 500,
+                    lapseMargin: TimeInterval = 3_600, lapseLookback: TimeInterval = 3 * 86_400) {
             self.deadlines = deadlines
             self.interval = interval
             self.batchSize = batchSize
+            self.lapseMargin = lapseMargin
+            self.lapseLookback = lapseLookback
         }
     }
 
     let configuration: Configuration
-    let store: any SweepRepository
+    let store: any SweepRepository & SubscriptionStatusRepository
     let producer: KafkaProducer
     let context: StageContext
     private let clock: C
@@ -40,7 +47,7 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
     ///   store reports consumed is finished instead.
     /// - Parameter appStore: the App Store of each environment, asked before flagging about App Store purchases that are
     ///   due: one it reports refunded is revoked instead (`recheckAppStore`).
-    public init(configuration: Configuration, store: any SweepRepository, producer: KafkaProducer, context: StageContext, clock: C,
+    public init(configuration: Configuration, store: any SweepRepository & SubscriptionStatusRepository, producer: KafkaProducer, context: StageContext, clock: C,
                 appCoins: AppCoinsVerifier? = nil, appStore: [AppStoreEnvironment: AppStoreLookup] = [:]) {
         self.appCoins = appCoins
         self.appStore = appStore
@@ -62,6 +69,8 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
                 // Every due purchase is asked about, and flagged (or revoked) by that alone.
                 flagged += try await recheckAppStore(deadline: deadline, now: now, lookups: appStore)
                 try await sendRefundNotices(store: storeName, deadline: deadline)
+                let settled = try await settleLapsedSubscriptions(now: now, lookups: appStore)
+                if settled > 0 { context.logger.info("lapsed subscriptions settled", ["count": settled]) }
                 continue
             }
             let rechecking = storeName == .appcoins && appCoins != nil

@@ -18,6 +18,10 @@ extension InMemoryPurchaseStore: SubscriptionStatusRepository {
     public func subscriptionStatuses(of userId: UserID) async throws -> [SubscriptionStatus] {
         try await withTables { $0.subscriptionStatuses(of: userId) }
     }
+
+    public func lapsedSubscriptions(store: Store, expiredWithin: ClosedRange<Date>, limit: Int) async throws -> [LapsedSubscription] {
+        try await withTables { $0.lapsedSubscriptions(store: store, expiredWithin: expiredWithin, limit: limit) }
+    }
 }
 
 extension Tables {
@@ -29,6 +33,25 @@ extension Tables {
                                         && $0.original == status.originalTransactionId }
                 && owner(store: status.store, originalTransactionId: status.originalTransactionId) == userId
         }.sorted(by: SubscriptionStatus.inReadOrder)
+    }
+}
+
+extension Tables {
+    /// As `SQLPurchaseStore.lapsedSubscriptionsQuery` selects them.
+    func lapsedSubscriptions(store: Store, expiredWithin: ClosedRange<Date>, limit: Int) -> [LapsedSubscription] {
+        let (from, to) = (expiredWithin.lowerBound.milliseconds, expiredWithin.upperBound.milliseconds)
+        let periods = purchases.values.filter { $0.key.store == store && $0.record.productType == .autoRenewable }
+        return periods.compactMap { row -> LapsedSubscription? in
+            guard let expires = row.record.expiresDate?.milliseconds, (from...to).contains(expires), [.granted, .finished].contains(row.state),
+                  row.record.userId != .nobody else { return nil }
+            let later = periods.contains { other in
+                other.original == row.original && (other.record.expiresDate?.milliseconds ?? .min) > expires && Lifecycle.provenStates.contains(other.state)
+            }
+            let heardSince = subscriptionStatuses[PurchaseKey(store: store, transactionId: row.original)].map { $0.asOf.milliseconds > expires } ?? false
+            guard !later, !heardSince else { return nil }
+            return LapsedSubscription(key: row.key, originalTransactionId: row.original, userId: row.record.userId, environment: row.record.environment,
+                                      expiresDate: Date(milliseconds: expires))
+        }.sorted { ($0.expiresDate, $0.key.transactionId) < ($1.expiresDate, $1.key.transactionId) }.prefix(limit).map { $0 }
     }
 }
 

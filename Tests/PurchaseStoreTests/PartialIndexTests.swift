@@ -57,6 +57,12 @@ import TestSupport
         #expect(notices.contains("purchases_refund_outbox"), "\(notices)")
         let unclaimed = try await plan(store, engine, try #require(SQLPurchaseStore.unclaimedDueQuery), due)
         #expect(unclaimed.contains("purchases_unclaimed"), "\(unclaimed)")
+        // Every due purchase, for a store asked before flagging: not a scan of every purchase.
+        let toAsk = try await plan(store, engine, SQLPurchaseStore.dueToAskQuery, due + [.integer(2), .text("t2")])
+        #expect(!toAsk.contains("SCAN purchases") && !toAsk.contains("Seq Scan on purchases"), "\(toAsk)")
+        // Subscriptions by expiry (migration 20).
+        let lapsed = try await plan(store, engine, SQLPurchaseStore.lapsedSubscriptionsQuery, [.text("appstore"), .integer(0), .integer(1_000_000), .integer(500)])
+        #expect(lapsed.contains("purchases_subscription_expiry"), "\(lapsed)")
 
         // And they find what they did before.
         let withTokenDue = try await store.dueGrantedWithToken(store: .appstore, deadline: 0, now: Date(timeIntervalSince1970: 1_000), limit: 3)

@@ -33,6 +33,40 @@ import Testing
         #expect(try await store.subscriptionStatus(store: .appstore, originalTransactionId: "2000") == stillFailing)
     }
 
+    /// Subscriptions whose latest period in force expired within the window with nothing heard since: not one renewed (a
+    /// later period recorded), revoked, heard of after its expiry, expired outside the window, or owned by nobody.
+    @Test(arguments: RepositoryKind.available) func lapsedSubscriptionsAreThoseHeardOfNeitherRenewedNorSinceTheirExpiry(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
+        func period(_ id: TransactionID, of original: TransactionID, user: UserID = "u", expires offset: TimeInterval, granted: Bool = true) async throws {
+            let expires = Self.t0.addingTimeInterval(offset)
+            let key = PurchaseKey(store: .appstore, transactionId: id)
+            _ = try await store.recordVerified(PurchaseRecord(key: key, userId: user, productId: "pass.monthly", productType: .autoRenewable, quantity: 1,
+                                                              purchaseTime: expires.addingTimeInterval(-30 * 86_400), environment: "Sandbox",
+                                                              originalTransactionId: original, expiresDate: expires), at: Self.t0)
+            if granted { _ = try await store.grant(key, items: [.entitlement("monthly", until: expires)], at: Self.t0) }
+        }
+        try await period("100", of: "100", expires: -2 * 86_400)                 // lapsed
+        try await period("200", of: "200", expires: -3 * 86_400)                 // renewed since:
+        try await period("201", of: "200", expires: 27 * 86_400)
+        try await period("300", of: "300", expires: -86_400)                     // heard of since its expiry
+        _ = try await store.recordSubscriptionStatus(Self.status("300", at: -3_600, willRenew: false))
+        try await period("400", of: "400", expires: -86_400)                     // heard of before its expiry only: lapsed
+        _ = try await store.recordSubscriptionStatus(Self.status("400", at: -2 * 86_400))
+        try await period("500", of: "500", expires: -10 * 86_400)                // outside the window
+        try await period("600", of: "600", expires: -86_400, granted: false)     // never in force
+        try await period("700", of: "700", expires: -86_400)                     // revoked
+        _ = try await store.revoke(PurchaseKey(store: .appstore, transactionId: "700"), decidedAt: Self.t0, at: Self.t0)
+
+        let window = Self.t0.addingTimeInterval(-3 * 86_400)...Self.t0.addingTimeInterval(-3_600)
+        let lapsed = try await store.lapsedSubscriptions(store: .appstore, expiredWithin: window, limit: 10)
+        #expect(lapsed.map(\.originalTransactionId) == ["100", "400"], "the earliest expiry first")
+        #expect(lapsed.first == LapsedSubscription(key: PurchaseKey(store: .appstore, transactionId: "100"), originalTransactionId: "100", userId: "u",
+                                                   environment: "Sandbox", expiresDate: Self.t0.addingTimeInterval(-2 * 86_400)))
+        #expect(try await store.lapsedSubscriptions(store: .appstore, expiredWithin: window, limit: 1).count == 1)
+        _ = try await store.recordSubscriptionStatus(Self.status("100", at: 0, willRenew: false))
+        #expect(try await store.lapsedSubscriptions(store: .appstore, expiredWithin: window, limit: 10).map(\.originalTransactionId) == ["400"])
+    }
+
     @Test(arguments: RepositoryKind.available) func everyValueIsKeptAsGivenAndIdentifiersAreTheirBytes(_ kind: RepositoryKind) async throws {
         let store = try await kind.fresh()
         let composed: TransactionID = "caf\u{E9}-1", decomposed: TransactionID = "cafe\u{301}-1"
