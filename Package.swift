@@ -146,7 +146,7 @@ let package = Package(
         .testTarget(name: "CommandLineOptionsTests", dependencies: ["CommandLineOptions"], linkerSettings: rdkafkaLinkerSettings),
         // Runs iap-ingest, iapctl and iap-harness as processes: they are built first.
         .testTarget(name: "IngestTests", dependencies: ["Ingest", "HTTPServer", "JSON", "StoreFixtures", "TestSupport", "iap-ingest", "iapctl", "iap-harness",
-                                                       "Crypto", "Kafka", "PurchaseDomain", "PurchaseEvents", "PurchaseStore", "StageTestSupport",
+                                                       "Crypto", "Kafka", "Metrics", "PurchaseDomain", "PurchaseEvents", "PurchaseStore", "StageTestSupport", "WorkerRuntime",
                                                        "StoreVerification"],
                     linkerSettings: rdkafkaLinkerSettings),
         // The manifest itself (the layers, what each product links, who reaches each C library) and the unit-test list.

@@ -7,14 +7,18 @@ import StoreVerification
 import Synchronization
 
 /// "Sync this user", what an app's *Restore Purchases* should call: reads the App Store's transaction history of the
-/// Apple account behind the newest App Store transaction the user owns (*Get Transaction History*, every page), and
+/// Apple account behind the newest App Store transaction the user owns (*Get Transaction History*, newest first), and
 /// submits each transaction the pipeline has not recorded — or holds as a charge nobody claimed — for that user, with
 /// the store's own signed transaction (`purchase.submitted`, `source: server`). The verifier verifies and records each as
 /// it would an app's submission, so a purchase made on another device, or paid and never submitted, is granted once; one
-/// recorded already is not submitted again.
+/// recorded already is not submitted again. Reading stops at the first page the pipeline holds all of (what it misses is
+/// newer than what it recorded), or after `maximumPages`.
 ///
-/// Only a transaction the user owns opens the history: a user cannot name another's Apple account. One sync per user at
-/// a time in a process, and not again within `minimumInterval` (Apple rate-limits the API per app).
+/// Only a transaction the user owns opens the history: a user cannot name another's Apple account. Several app users may
+/// share one Apple account: a transaction bound to an account token other than the user's own (the one their
+/// transactions carry) is not theirs and is left alone — the submission names the user's token, so the verifier refuses
+/// it too (`appAccountTokenMismatch`). One sync per user at a time in a process, and not again within `minimumInterval`
+/// of one that succeeded (Apple rate-limits the API per app).
 public final class AppStoreUserSync: Sendable {
     /// What a sync did.
     public struct Report: Sendable, Equatable {
@@ -24,6 +28,8 @@ public final class AppStoreUserSync: Sendable {
         /// Transactions the history listed, and those of them submitted.
         public var listed: Int
         public var submitted: Int
+        /// Whether every page was read (else it stopped at a page the pipeline held all of, or at `maximumPages`).
+        public var complete: Bool
     }
 
     public enum Failure: Error, Sendable, Equatable {
@@ -42,81 +48,119 @@ public final class AppStoreUserSync: Sendable {
     private let apis: [AppStoreEnvironment: AppStoreServerAPIClient]
     private let publisher: EventPublisher
     private let minimumInterval: Duration
+    private let maximumPages: Int
     private let now: @Sendable () -> Date
-    /// When each user's last sync began (nil while it runs), by user id bytes.
-    private let started = Mutex<[UserID: Date?]>([:])
+    /// Who synced when (nil while it runs), pruned oldest first (`SyncTimes`).
+    private let started = Mutex(SyncTimes())
 
     /// - Parameter apis: the App Store Server API of each environment: a purchase is synced through its own environment's.
     public init(store: SQLPurchaseStore, apis: [AppStoreEnvironment: AppStoreServerAPIClient], publisher: EventPublisher,
-                minimumInterval: Duration = .seconds(60), now: @escaping @Sendable () -> Date = Date.init) {
+                minimumInterval: Duration = .seconds(60), maximumPages: Int = 25, now: @escaping @Sendable () -> Date = Date.init) {
         self.store = store
         self.apis = apis
         self.publisher = publisher
         self.minimumInterval = minimumInterval
+        self.maximumPages = maximumPages
         self.now = now
     }
 
     public func sync(_ userId: UserID) async -> Result<Report, Failure> {
         let begun = now()
         let interval = TimeInterval(minimumInterval.components.seconds)
-        let refusal = started.withLock { started -> Failure? in
-            if let last = started[userId] {
-                guard let last else { return .tooSoon(retryAfter: .seconds(1)) }
-                let wait = interval - begun.timeIntervalSince(last)
-                if wait > 0 { return .tooSoon(retryAfter: .seconds(Int64(wait.rounded(.up)))) }
-            }
-            if started.count >= 100_000 { started = started.filter { $0.value.map { begun.timeIntervalSince($0) < interval } ?? true } }
-            started[userId] = .some(nil)
-            return nil
-        }
-        if let refusal { return .failure(refusal) }
+        let refusal = started.withLock { $0.begin(userId, at: begun, interval: interval) }
+        if let refusal { return .failure(.tooSoon(retryAfter: refusal)) }
         let result = await run(userId)
         // A sync that failed may be tried again at once (the store's own wait aside, which the answer names).
-        started.withLock { started in
-            if case .success = result { started[userId] = .some(begun) } else { started[userId] = nil }
-        }
+        let succeeded = if case .success = result { true } else { false }
+        started.withLock { $0.end(userId, at: begun, succeeded: succeeded) }
         return result
     }
 
     private func run(_ userId: UserID) async -> Result<Report, Failure> {
-        let owned: (key: PurchaseKey, environment: String?)?
+        let owned: (key: PurchaseKey, environment: String?, accountToken: AccountToken?)?
         do { owned = try await store.latestAppStoreTransaction(of: userId) } catch { return .failure(.storeUnavailable("the purchase store: \(error)", retryAfter: nil)) }
         guard let owned else { return .failure(.noTransaction) }
         let environment = owned.environment.map(AppStoreEnvironment.init(rawValue:))
         guard let api = environment.flatMap({ apis[$0] }) ?? (environment == nil && apis.count == 1 ? apis.values.first : nil) else {
             return .failure(.storeRefused("no App Store Server API is configured for the \(owned.environment ?? "unknown") environment"))
         }
-        var report = Report(userId: userId, transactionId: owned.key.transactionId, listed: 0, submitted: 0)
+        var report = Report(userId: userId, transactionId: owned.key.transactionId, listed: 0, submitted: 0, complete: false)
         var revision: String?
-        repeat {
+        for _ in 0..<maximumPages {
             let page: SignedTransactionsPage
-            switch await api.transactionHistory(of: owned.key.transactionId, revision: revision) {
+            switch await api.transactionHistory(of: owned.key.transactionId, revision: revision, order: .descending) {
             case .success(let answered): page = answered
             case .failure(.unavailable(let detail, let retryAfter)): return .failure(.storeUnavailable(detail, retryAfter: retryAfter))
             case .failure(.refused(_, let detail)): return .failure(.storeRefused(detail))
             }
             report.listed += page.signedTransactions.count
-            do { report.submitted += try await submitUnrecorded(page.signedTransactions, for: userId) } catch {
+            let submitted: Int
+            do { submitted = try await submitUnrecorded(page.signedTransactions, for: userId, token: owned.accountToken) } catch {
                 return .failure(.publishFailed("\(error)"))
             }
+            report.submitted += submitted
             revision = page.revision
-        } while revision != nil
+            if revision == nil { report.complete = true }
+            if revision == nil || (submitted == 0 && !page.signedTransactions.isEmpty) { break }
+        }
         return .success(report)
     }
 
-    /// Submits those of `signed` the store has not recorded, or holds unclaimed; returns how many.
-    private func submitUnrecorded(_ signed: [String], for userId: UserID) async throws -> Int {
-        // The ids are read unverified, only to skip what is recorded: the verifier verifies what is submitted.
-        let named = signed.compactMap { jws in
-            Base64URL.unverifiedJWSPayload(jws)?["transactionId"]?.stringValue.map { (PurchaseKey(store: .appstore, transactionId: TransactionID($0)), jws) }
+    /// Submits those of `signed` the store has not recorded, or holds unclaimed, and that are not bound to an account
+    /// token other than `token` (the user's); returns how many.
+    private func submitUnrecorded(_ signed: [String], for userId: UserID, token: AccountToken?) async throws -> Int {
+        // Read unverified, only to skip what is recorded or not the user's: the verifier verifies what is submitted.
+        let named = signed.compactMap { jws -> (PurchaseKey, String)? in
+            guard let payload = Base64URL.unverifiedJWSPayload(jws), let id = payload["transactionId"]?.stringValue else { return nil }
+            if let bound = payload["appAccountToken"]?.stringValue.map({ AccountToken($0) }), token.map(bound.isSameAccount) != true { return nil }
+            return (PurchaseKey(store: .appstore, transactionId: TransactionID(id)), jws)
         }
         let states = try await store.states(of: named.map(\.0))
         var submitted = 0
         for (key, jws) in named where states[key] == nil || states[key] == .unclaimed {
             _ = try await publisher.publish(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: jws, userId: userId,
-                                                              submittedAt: now(), source: .server, submissionId: UUID().uuidString.lowercased()))
+                                                              submittedAt: now(), source: .server, submissionId: UUID().uuidString.lowercased(),
+                                                              appAccountToken: token))
             submitted += 1
         }
         return submitted
+    }
+}
+
+/// When each user last synced, for `AppStoreUserSync`'s interval: a map by user id bytes, and the order entries were
+/// made in, pruned from the oldest once past the interval (amortized constant work a request), at most `capacity` users.
+struct SyncTimes {
+    /// When each user's last sync that succeeded began; nil while one runs.
+    private var times: [UserID: Date?] = [:]
+    private var order: [(user: UserID, at: Date)] = []
+    private var head = 0
+    static let capacity = 100_000
+
+    /// Starts `user`'s sync at `now`, or says how long to wait.
+    mutating func begin(_ user: UserID, at now: Date, interval: TimeInterval) -> Duration? {
+        while head < order.count, now.timeIntervalSince(order[head].at) >= interval {
+            let (old, at) = order[head]
+            if case .some(.some(let last)) = times[old], last == at { times[old] = nil }
+            head += 1
+        }
+        if head > 1_024 && head * 2 > order.count {
+            order.removeFirst(head)
+            head = 0
+        }
+        if let last = times[user] {
+            guard let last else { return .seconds(1) } // one runs
+            let wait = interval - now.timeIntervalSince(last)
+            if wait > 0 { return .seconds(Int64(wait.rounded(.up))) }
+        }
+        guard times.count < Self.capacity else { return .seconds(1) }
+        times[user] = .some(nil)
+        return nil
+    }
+
+    /// Ends `user`'s sync begun at `begun`: remembered if it succeeded, forgotten if not.
+    mutating func end(_ user: UserID, at begun: Date, succeeded: Bool) {
+        guard succeeded else { times[user] = nil; return }
+        times[user] = .some(begun)
+        order.append((user, begun))
     }
 }

@@ -20,6 +20,7 @@ import WorkerRuntime
 /// (`AppStoreUserSync`) and answers 202 `{"userId", "transactionId", "listed", "submitted"}` once what it found is
 /// submitted (read the holdings again once the pipeline has granted it); 404 `noAppStoreTransaction` when the user owns
 /// none, 429 within a minute of the user's last sync, 503 (`Retry-After`) when the App Store or the broker cannot be reached.
+/// It submits purchases for the user, so it is served only with a secret (`IngestApp` leaves it off without one).
 ///
 /// With a secret, every request must carry a `RequestSignature`; without one the executable refuses to start
 /// unless it is bound to a private address (see `PrivateAddress`) — and then whatever reaches that address (an
@@ -48,7 +49,9 @@ public final class UserHoldingsAPI: Sendable {
     /// Answers `GET /v1/users/{userId}` and `POST /v1/users/{userId}/sync`; nil for other paths.
     public func route(_ request: HTTPRequest) async -> HTTPResponse? {
         guard request.path.hasPrefix(Self.pathPrefix) else { return nil }
-        let syncing = request.path.hasSuffix(Self.syncSuffix)
+        // `{userId}/sync`, not a user whose id is `sync`.
+        let syncing = request.path.dropFirst(Self.pathPrefix.count).split(separator: "/", omittingEmptySubsequences: false).count == 2
+            && request.path.hasSuffix(Self.syncSuffix)
         let response = syncing ? await answerSync(request) : await answer(request)
         metrics.increment("iap_ingest_requests_total", ["route": syncing ? "sync" : "users", "status": String(response.status)])
         return response
@@ -98,7 +101,7 @@ public final class UserHoldingsAPI: Sendable {
         case .failure(.noTransaction):
             return IngestAPI.error(404, "noAppStoreTransaction", "the user owns no App Store transaction: submit one first")
         case .failure(.tooSoon(let wait)):
-            return retry(IngestAPI.error(429, "syncedRecently", "this user was synced less than a minute ago"), after: wait)
+            return retry(IngestAPI.error(429, "syncedRecently", "this user is being synced or was synced recently; retry after the time given"), after: wait)
         case .failure(.storeUnavailable(let detail, let wait)):
             logger.warning("App Store sync unavailable", ["userId": userId, "detail": detail])
             return retry(IngestAPI.error(503, "storeUnavailable", "the App Store could not be asked now; retry"), after: wait)

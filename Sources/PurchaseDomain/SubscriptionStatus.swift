@@ -123,17 +123,21 @@ public struct SubscriptionStatus: Sendable, Hashable, Codable {
     /// What `received` does to `stored` (nil: nothing is stored for the subscription). Events arrive in any order: only
     /// information signed later than what is stored applies; of two signed at the same millisecond the stored one stands.
     /// The information is the subscription's whole status, with one exception: a billing issue that goes on keeps the
-    /// time it was first reported (`billingIssueSince`).
-    public static func update(_ stored: SubscriptionStatus?, with received: SubscriptionStatus) -> SubscriptionStatusUpdate {
+    /// time it was first reported (`billingIssueSince`). The same information again (a redelivery, a notification sent
+    /// twice) is a repeat: `announced`, what the stored status's announcement named, is announced again (same event id),
+    /// so that an announcement lost between the store's commit and the broker is not lost for good.
+    public static func update(_ stored: SubscriptionStatus?, announced: [Field] = [], with received: SubscriptionStatus) -> SubscriptionStatusUpdate {
         guard let stored else {
             let changed = received.fields(differingFrom: SubscriptionStatus(store: received.store, originalTransactionId: received.originalTransactionId,
                                                                             asOf: received.asOf))
             return changed.isEmpty ? .unchanged(received) : .changed(received, fields: changed)
         }
-        guard EpochMilliseconds.milliseconds(received.asOf) > EpochMilliseconds.milliseconds(stored.asOf) else { return .stale }
         var next = received
         if let since = stored.billingIssueSince, received.billingIssueSince != nil { next.billingIssueSince = since }
         let changed = next.fields(differingFrom: stored)
+        let (receivedAt, storedAt) = (EpochMilliseconds.milliseconds(received.asOf), EpochMilliseconds.milliseconds(stored.asOf))
+        if receivedAt == storedAt && changed.isEmpty { return .repeated(stored, fields: announced) }
+        guard receivedAt > storedAt else { return .stale }
         return changed.isEmpty ? .unchanged(next) : .changed(next, fields: changed)
     }
 }
@@ -144,14 +148,31 @@ public enum SubscriptionStatusUpdate: Sendable, Hashable {
     case changed(SubscriptionStatus, fields: [SubscriptionStatus.Field])
     /// Newer (or the first) but saying what is stored: `status`, with its later `asOf`, now stands; nothing to announce.
     case unchanged(SubscriptionStatus)
-    /// Signed no later than what is stored: nothing changes.
+    /// What is stored, again (signed at the same time, saying the same): nothing changes; `fields` are what its
+    /// announcement named (none: it had none), to announce again.
+    case repeated(SubscriptionStatus, fields: [SubscriptionStatus.Field])
+    /// Signed no later than what is stored, and not the same: nothing changes.
     case stale
 
     /// The status to keep, when there is one.
     public var standing: SubscriptionStatus? {
         switch self {
         case .changed(let status, _), .unchanged(let status): status
-        case .stale: nil
+        case .repeated, .stale: nil
         }
+    }
+
+    /// What is to be announced (`subscription.status`): a change, or the repeat of one.
+    public var announcement: (status: SubscriptionStatus, fields: [SubscriptionStatus.Field])? {
+        switch self {
+        case .changed(let status, let fields): (status, fields)
+        case .repeated(let status, let fields) where !fields.isEmpty: (status, fields)
+        default: nil
+        }
+    }
+
+    /// The fields an announcement of the status this update keeps names: recorded with it (`repeated`).
+    public var announcedFields: [SubscriptionStatus.Field] {
+        if case .changed(_, let fields) = self { fields } else { [] }
     }
 }

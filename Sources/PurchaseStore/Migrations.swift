@@ -340,6 +340,11 @@ enum Migrations {
             (20, """
             CREATE INDEX purchases_subscription_expiry ON purchases (store, expires_at) WHERE product_type = 'autoRenewable';
             """),
+            // What the announcement of each stored status named (comma-separated fields; empty: it had none), so that the
+            // same information again announces it again, under the same id.
+            (21, """
+            ALTER TABLE subscription_statuses ADD COLUMN announced TEXT NOT NULL DEFAULT '';
+            """),
         ]
     }
 

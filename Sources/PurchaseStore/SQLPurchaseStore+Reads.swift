@@ -89,17 +89,20 @@ extension SQLPurchaseStore {
             AND user_id <> '' ORDER BY purchase_time DESC LIMIT 1
         """
 
-    /// The App Store transaction `userId` was granted last and still owns, with its environment: where the App Store's
-    /// history of the user's Apple account is read from. Nil when the user owns none.
-    public func latestAppStoreTransaction(of userId: UserID) async throws -> (key: PurchaseKey, environment: String?)? {
+    /// The App Store transaction `userId` was granted last and still owns, with its environment — where the App Store's
+    /// history of the user's Apple account is read from — and the account token the newest of the user's transactions that
+    /// carries one is bound to. Nil when the user owns none.
+    public func latestAppStoreTransaction(of userId: UserID) async throws -> (key: PurchaseKey, environment: String?, accountToken: AccountToken?)? {
         try await executor.run { connection in
             // From the user's ledger (indexed by user): a purchase another user restored since is no longer theirs.
-            guard let row = try connection.query("""
-                SELECT p.transaction_id, p.environment FROM ledger l JOIN purchases p ON p.store = l.store AND p.transaction_id = l.transaction_id
+            let owned = try connection.query("""
+                SELECT p.transaction_id, p.environment, p.app_account_token FROM ledger l
+                    JOIN purchases p ON p.store = l.store AND p.transaction_id = l.transaction_id
                 WHERE l.user_id = $1 AND l.store = $2 AND l.entry_kind <> 'revoke' AND p.user_id = $1
-                ORDER BY l.id DESC LIMIT 1
-                """, [.text(userId), .text(Store.appstore.rawValue)]).first, let id: TransactionID = row[0].identifier() else { return nil }
-            return (PurchaseKey(store: .appstore, transactionId: id), row[1].string)
+                ORDER BY l.id DESC LIMIT 100
+                """, [.text(userId), .text(Store.appstore.rawValue)])
+            guard let newest = owned.first, let id: TransactionID = newest[0].identifier() else { return nil }
+            return (PurchaseKey(store: .appstore, transactionId: id), newest[1].string, owned.lazy.compactMap { $0[2].identifier() as AccountToken? }.first)
         }
     }
 

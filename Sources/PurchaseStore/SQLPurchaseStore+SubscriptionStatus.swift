@@ -11,18 +11,18 @@ extension SQLPurchaseStore: SubscriptionStatusRepository {
         return try await executor.run(usingReadAhead: true, inCallingTask: true) { connection in
             try Self.transaction(connection, dialect) {
                 let lock = dialect == .postgres ? " FOR UPDATE" : ""
-                let stored = try Self.subscriptionStatus(connection, status.subscription, lock: lock)
-                let update = SubscriptionStatus.update(stored, with: status)
+                let stored = try Self.storedStatus(connection, status.subscription, lock: lock)
+                let update = SubscriptionStatus.update(stored?.status, announced: stored?.announced ?? [], with: status)
                 guard let standing = update.standing else { return update }
                 guard stored == nil else {
-                    try connection.query(Self.updateStatement, Self.columnValues(standing))
+                    try connection.query(Self.updateStatement, Self.columnValues(standing, announced: update.announcedFields))
                     return update
                 }
                 // New: unless another writer recorded it meanwhile (then decided against what it recorded).
-                if try !connection.query(Self.insertStatement, Self.columnValues(standing)).isEmpty { return update }
-                let recorded = try Self.subscriptionStatus(connection, status.subscription, lock: lock)
-                let again = SubscriptionStatus.update(recorded, with: status)
-                if let standing = again.standing { try connection.query(Self.updateStatement, Self.columnValues(standing)) }
+                if try !connection.query(Self.insertStatement, Self.columnValues(standing, announced: update.announcedFields)).isEmpty { return update }
+                let recorded = try Self.storedStatus(connection, status.subscription, lock: lock)
+                let again = SubscriptionStatus.update(recorded?.status, announced: recorded?.announced ?? [], with: status)
+                if let standing = again.standing { try connection.query(Self.updateStatement, Self.columnValues(standing, announced: again.announcedFields)) }
                 return again
             }
         }
@@ -83,6 +83,16 @@ extension SQLPurchaseStore: SubscriptionStatusRepository {
         }.sorted(by: SubscriptionStatus.inReadOrder)
     }
 
+    /// The status stored for `subscription`, with what its announcement named (migration 21).
+    private static func storedStatus(_ connection: any SQLConnection, _ subscription: PurchaseKey,
+                                     lock: String) throws -> (status: SubscriptionStatus, announced: [SubscriptionStatus.Field])? {
+        guard let row = try connection.query("SELECT \(statusColumns), announced FROM subscription_statuses WHERE store = $1 AND original_transaction_id = $2\(lock)",
+                                             [.text(subscription.store.rawValue), .text(subscription.transactionId)]).first,
+              let status = status(row) else { return nil }
+        let announced = (row[12].string ?? "").split(separator: ",").compactMap { SubscriptionStatus.Field(rawValue: String($0)) }
+        return (status, announced)
+    }
+
     private static func subscriptionStatus(_ connection: any SQLConnection, _ subscription: PurchaseKey, lock: String) throws -> SubscriptionStatus? {
         try connection.query("SELECT \(statusColumns) FROM subscription_statuses WHERE store = $1 AND original_transaction_id = $2\(lock)",
                              [.text(subscription.store.rawValue), .text(subscription.transactionId)]).first.flatMap(status)
@@ -94,24 +104,26 @@ extension SQLPurchaseStore: SubscriptionStatusRepository {
         """
 
     private static let insertStatement = """
-        INSERT INTO subscription_statuses (\(statusColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+        INSERT INTO subscription_statuses (\(statusColumns), announced) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
         ON CONFLICT (store, original_transaction_id) DO NOTHING RETURNING store
         """
 
     private static let updateStatement = """
         UPDATE subscription_statuses SET product_id = $3, will_renew = $4, pending_product_id = $5, billing_issue_since = $6,
-            grace_period_ends_at = $7, price_increase_status = $8, expiration_reason = $9, offer_type = $10, offer_identifier = $11, as_of = $12
+            grace_period_ends_at = $7, price_increase_status = $8, expiration_reason = $9, offer_type = $10, offer_identifier = $11, as_of = $12,
+            announced = $13
         WHERE store = $1 AND original_transaction_id = $2
         """
 
-    /// `status` as the values of `statusColumns`, in their order.
-    private static func columnValues(_ status: SubscriptionStatus) -> [SQLValue] {
+    /// `status` as the values of `statusColumns`, in their order, then what its announcement names.
+    private static func columnValues(_ status: SubscriptionStatus, announced: [SubscriptionStatus.Field]) -> [SQLValue] {
         func integer(_ value: Int64?) -> SQLValue { value.map(SQLValue.integer) ?? .null }
         func time(_ date: Date?) -> SQLValue { integer(date.map(PurchaseTime.milliseconds)) }
         return [.text(status.store.rawValue), .text(status.originalTransactionId), status.productId.map { .text($0) } ?? .null,
                 integer(status.willRenew.map { $0 ? 1 : 0 }), status.pendingProductId.map { .text($0) } ?? .null, time(status.billingIssueSince),
                 time(status.gracePeriodEndsAt), integer(status.rawPriceIncreaseStatus), integer(status.rawExpirationReason), integer(status.rawOfferType),
-                status.offerIdentifier.map { .text($0) } ?? .null, .integer(PurchaseTime.milliseconds(status.asOf))]
+                status.offerIdentifier.map { .text($0) } ?? .null, .integer(PurchaseTime.milliseconds(status.asOf)),
+                .text(announced.map(\.rawValue).joined(separator: ","))]
     }
 
     /// The status a row of `statusColumns` holds (nil for a row this version cannot read).

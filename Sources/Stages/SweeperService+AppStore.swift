@@ -22,10 +22,22 @@ extension SweeperService {
         /// Refunded or revoked: its revocation, not a flag.
         case revoked(AppStoreTransaction)
         /// Not refunded (or unknown to the store: nothing says it was refunded): flagged.
-        case notRefunded
-        /// Not asked, or its answer not trusted: neither, until the next sweep.
-        case unavailable
+        case notRefunded(unknown: Bool)
+        /// Not asked (`untrusted`: its answer did not verify): neither, until the next sweep.
+        case unavailable(untrusted: Bool)
+
+        /// Its name in `storeChecks`.
+        var outcome: String {
+            switch self {
+            case .revoked: "refunded"
+            case .notRefunded(let unknown): unknown ? "unknownToTheStore" : "notRefunded"
+            case .unavailable(let untrusted): untrusted ? "untrusted" : "unavailable"
+            }
+        }
     }
+
+    /// Counts one check of the App Store by what came of it (`storeChecks`).
+    func count(_ outcome: String) { checks.withLock { $0[outcome, default: 0] += 1 } }
 
     /// Asks *Get Transaction Info* about every App Store purchase that is due, a page at a time: one the store reports
     /// refunded or revoked is revoked (its `purchase.revoked`, which the granter applies as the store's notification would
@@ -40,7 +52,9 @@ extension SweeperService {
             var revocations: [any PipelineEvent] = []
             var unavailable = 0
             for record in page {
-                switch await ask(about: record, lookups: lookups) {
+                let answer = await ask(about: record, lookups: lookups)
+                count(answer.outcome)
+                switch answer {
                 case .revoked(let transaction):
                     revocations.append(PurchaseRevokedEvent(
                         store: .appstore, transactionId: record.key.transactionId, originalTransactionId: transaction.originalTransactionId,
@@ -78,13 +92,13 @@ extension SweeperService {
     /// What the App Store of `record`'s environment says of it.
     private func ask(about record: PurchaseRecord, lookups: [AppStoreEnvironment: AppStoreLookup]) async -> AppStoreAnswer {
         guard let lookup = lookup(record.environment, in: lookups) else {
-            return .notRefunded // No API of its environment to ask: flagged, as without a re-check.
+            return .notRefunded(unknown: false) // No API of its environment to ask: flagged, as without a re-check.
         }
         switch await lookup.api.transactionInfo(record.key.transactionId) {
         case .success(let signed):
             switch lookup.verifier.verifyTransaction(signed) {
             case .success(let transaction) where transaction.transactionId == record.key.transactionId:
-                return transaction.revocationDate == nil ? .notRefunded : .revoked(transaction)
+                return transaction.revocationDate == nil ? .notRefunded(unknown: false) : .revoked(transaction)
             case .success(let transaction):
                 context.logger.error("the App Store answered about another transaction; not flagging it this round",
                                      ["transactionId": record.key.transactionId, "answered": transaction.transactionId])
@@ -92,14 +106,14 @@ extension SweeperService {
                 context.logger.error("the App Store's answer did not verify; not flagging it this round",
                                      ["transactionId": record.key.transactionId, "reason": rejection.reason.rawValue, "detail": "\(rejection)"])
             }
-            return .unavailable
+            return .unavailable(untrusted: true)
         case .failure(.unavailable):
-            return .unavailable
+            return .unavailable(untrusted: false)
         case .failure(.refused(let status, let detail)):
             // Unknown to the store (404 TransactionIdNotFoundError): nothing says it was refunded.
             context.logger.warning("the App Store does not know a due purchase; flagging it", ["transactionId": record.key.transactionId,
                                                                                               "status": status, "detail": detail])
-            return .notRefunded
+            return .notRefunded(unknown: true)
         }
     }
 }
@@ -125,6 +139,7 @@ extension SweeperService {
             switch await lookup.api.subscriptionStatuses(of: subscription.key.transactionId) {
             case .success(let answered): entries = answered
             case .failure(.unavailable(let detail, _)):
+                count("unavailable")
                 context.logger.warning("App Store Server API unavailable; lapsed subscriptions wait for the next sweep", ["detail": detail])
                 return settled
             case .failure(.refused(let status, let detail)):
@@ -137,6 +152,7 @@ extension SweeperService {
                   case .success(let renewal) = lookup.verifier.verifyRenewalInfo(entry.signedRenewalInfo),
                   (transaction.originalTransactionId ?? transaction.transactionId) == subscription.originalTransactionId,
                   renewal.originalTransactionId == subscription.originalTransactionId else {
+                count("untrusted")
                 context.logger.error("the App Store's statuses of a lapsed subscription are missing or do not verify; not settled",
                                      ["originalTransactionId": subscription.originalTransactionId])
                 continue
@@ -169,13 +185,14 @@ extension SweeperService {
             }
             let status = SubscriptionStatus(renewal, productId: transaction.productId, asOf: max(renewal.signedDate ?? context.now(), subscription.expiresDate
                 .addingTimeInterval(0.001)))
-            if case .changed(let standing, let fields) = try await store.recordSubscriptionStatus(status),
+            if let (standing, fields) = try await store.recordSubscriptionStatus(status).announcement,
                case .publish(let messages) = try context.messages([SubscriptionStatusChanged(standing, userId: subscription.userId, changed: fields,
                                                                                             notificationType: nil, notificationSubtype: nil,
                                                                                             announcedAt: context.now())]) {
                 for result in await producer.send(contentsOf: messages) { _ = try result.get() }
             }
             settled += 1
+            count("subscriptionSettled")
             context.logger.info("lapsed subscription settled with the App Store", [
                 "originalTransactionId": subscription.originalTransactionId, "status": entry.rawStatus,
                 "outcome": events.first.map { $0 is PurchaseSubmitted ? "renewal submitted" : $0 is PurchaseVerifiedEvent ? "grace period" : "revoked" }

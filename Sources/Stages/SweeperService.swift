@@ -42,6 +42,14 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
     private let appCoins: AppCoinsVerifier?
     private let appStore: [AppStoreEnvironment: AppStoreLookup]
     private let state = Mutex<(stopped: Bool, sleeper: Task<Void, Never>?)>((false, nil))
+    /// What asking the App Store decided, since the service started (`storeChecks`).
+    let checks = Mutex<[String: Int]>([:])
+
+    /// How many times the App Store was asked about a due purchase or a lapsed subscription, by what came of it:
+    /// `refunded`, `notRefunded`, `unknownToTheStore`, `unavailable` (not asked: the API down, rate-limited or its key
+    /// refused), `untrusted` (an answer that did not verify), `subscriptionSettled`. Due purchases wait unflagged while
+    /// `unavailable` or `untrusted` grow: alert on them.
+    public var storeChecks: [String: Int] { checks.withLock { $0 } }
 
     /// - Parameter appCoins: asked again, before flagging, about AppCoins purchases that are due: one the
     ///   store reports consumed is finished instead.

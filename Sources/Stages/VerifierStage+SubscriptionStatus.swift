@@ -13,7 +13,8 @@ extension VerifierStage {
     /// the announcement of it when it changed.
     func announceSubscriptionStatus(of notification: AppStoreNotification) async throws -> [KafkaProducerMessage] {
         guard let status = notification.subscriptionStatus else { return [] }
-        guard case .changed(let standing, let fields) = try await store.recordSubscriptionStatus(status) else { return [] }
+        // A change, or the repeat of one (a redelivery after the commit, its announcement maybe never acknowledged: same id).
+        guard let (standing, fields) = try await store.recordSubscriptionStatus(status).announcement else { return [] }
         let owner = try await store.owner(store: standing.store, originalTransactionId: standing.originalTransactionId)
         let event = SubscriptionStatusChanged(standing, userId: owner, changed: fields, notificationType: String(notification.notificationType.rawValue.prefix(64)),
                                               notificationSubtype: notification.subtype.map { String($0.prefix(64)) }, announcedAt: context.now())

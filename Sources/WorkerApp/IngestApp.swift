@@ -109,7 +109,10 @@ extension Workers {
         let store = try SQLPurchaseStore(url: url, password: password)
         var apis: [AppStoreEnvironment: AppStoreServerAPIClient] = [:]
         let (api, sandboxAPI) = try appStoreAPIs(process.settings)
-        if let api {
+        if api != nil && secret == nil {
+            // A write (it submits purchases for the user), where the read side may be open to a private network.
+            process.logger.warning("POST /v1/users/{userId}/sync is off: it needs --read-secret-file (IAP_INGEST_READ_SECRET_FILE)")
+        } else if let api {
             let environment = AppStoreEnvironment(rawValue: try process.settings.required("--environment"))
             guard environment == .production || environment == .sandbox else {
                 throw SettingsError("--environment (IAP_ENVIRONMENT) must be Production or Sandbox to sync users with the App Store, not \(environment)")

@@ -5,8 +5,12 @@ import PurchaseDomain
 extension InMemoryPurchaseStore: SubscriptionStatusRepository {
     public func recordSubscriptionStatus(_ status: SubscriptionStatus) async throws -> SubscriptionStatusUpdate {
         try await withTables { tables in
-            let update = SubscriptionStatus.update(tables.subscriptionStatuses[status.subscription], with: status)
-            if let standing = update.standing { tables.subscriptionStatuses[status.subscription] = standing.keptToTheMillisecond }
+            let update = SubscriptionStatus.update(tables.subscriptionStatuses[status.subscription],
+                                                   announced: tables.subscriptionAnnouncements[status.subscription] ?? [], with: status)
+            if let standing = update.standing {
+                tables.subscriptionStatuses[status.subscription] = standing.keptToTheMillisecond
+                tables.subscriptionAnnouncements[status.subscription] = update.announcedFields
+            }
             return update
         }
     }

@@ -27,6 +27,8 @@ struct Tables: Sendable {
     var checkpoints: [String: Checkpoint] = [:]
     /// The store's latest word on each subscription, by its original transaction (`PurchaseKey` of the original).
     var subscriptionStatuses: [PurchaseKey: SubscriptionStatus] = [:]
+    /// What each stored status's announcement named.
+    var subscriptionAnnouncements: [PurchaseKey: [SubscriptionStatus.Field]] = [:]
 }
 
 /// How far a reconciliation pass read a history, and who holds it until when (milliseconds).

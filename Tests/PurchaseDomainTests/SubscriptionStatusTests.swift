@@ -32,6 +32,9 @@ import Testing
         let stored = Self.status(at: 60, willRenew: false)
         #expect(SubscriptionStatus.update(stored, with: Self.status(at: 0)) == .stale, "signed earlier: arrived late")
         #expect(SubscriptionStatus.update(stored, with: Self.status(at: 60)) == .stale, "signed at the same millisecond: the stored one stands")
+        #expect(SubscriptionStatus.update(stored, announced: [.willRenew], with: Self.status(at: 60, willRenew: false)) == .repeated(stored, fields: [.willRenew]),
+                "the same information again: its announcement again")
+        #expect(SubscriptionStatus.update(stored, with: Self.status(at: 60, willRenew: false)).announcement == nil, "one that had none: none")
         #expect(SubscriptionStatus.update(stored, with: Self.status(at: 60.0004)) == .stale, "times compare as they are kept, to the millisecond")
     }
 

@@ -17,7 +17,8 @@ import Testing
     @Test(arguments: RepositoryKind.available) func onlyNewerInformationApplies(_ kind: RepositoryKind) async throws {
         let store = try await kind.fresh()
         #expect(try await store.recordSubscriptionStatus(Self.status(at: 0)) == .changed(Self.status(at: 0), fields: [.productId, .willRenew]))
-        #expect(try await store.recordSubscriptionStatus(Self.status(at: 0)) == .stale, "the same again")
+        #expect(try await store.recordSubscriptionStatus(Self.status(at: 0)) == .repeated(Self.status(at: 0), fields: [.productId, .willRenew]),
+                "the same again: what its announcement named, recorded with it")
         let disabled = Self.status(at: 120, willRenew: false)
         #expect(try await store.recordSubscriptionStatus(disabled) == .changed(disabled, fields: [.willRenew]))
         #expect(try await store.recordSubscriptionStatus(Self.status(at: 60)) == .stale, "signed earlier, arrived later")

@@ -85,6 +85,7 @@ import WorkerRuntime
         let notices = try await StageFixtures.events(RefundDue.self, atLeast: 3, at: cluster.bootstrapServers).map(\.event)
         #expect(Set(notices.map(\.transactionId)) == Set(kept.map(\.transactionId)))
         #expect(api.requests.count { $0.hasPrefix("GET /inApps/v1/transactions/") } == 5, "each asked about once")
+        #expect(sweeper.storeChecks == ["refunded": 2, "notRefunded": 2, "unknownToTheStore": 1])
     }
 
     /// While the API is down nothing is flagged nor revoked, and one page of asking ends the round; once it is back the
@@ -96,6 +97,7 @@ import WorkerRuntime
         #expect(try await sweeper.sweepOnce() == 0)
         #expect(try await store.states(of: keys).values.allSatisfy { $0 == .granted })
         #expect(api.requests.count == 2, "a page none of which could be asked ends the round")
+        #expect(sweeper.storeChecks == ["unavailable": 2], "what an alert watches")
         api.fail(nil)
         #expect(try await sweeper.sweepOnce() == 3)
     }
@@ -106,5 +108,6 @@ import WorkerRuntime
         let sweeper = try sweeper()
         #expect(try await sweeper.sweepOnce() == 0)
         #expect(try await store.states(of: [forged])[forged] == .granted)
+        #expect(sweeper.storeChecks == ["untrusted": 1])
     }
 }
