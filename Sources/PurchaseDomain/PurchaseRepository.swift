@@ -114,6 +114,10 @@ public protocol SweepRepository: PurchaseRepository {
     /// again, by purchase time (then transaction id): the page of `limit` after `last`, the last purchase of the page before.
     func dueGrantedWithToken(store: Store, deadline: TimeInterval, now: Date, after last: PurchaseRecord?, limit: Int) async throws -> [PurchaseRecord]
 
+    /// Charges of `store` nobody claimed (`unclaimed`), by purchase time (then transaction id): the page of `limit` after
+    /// `last`. For the sweeper to give each to a user the store learned of since (`owner(ofAccountToken:)`, `owner(store:originalTransactionId:)`).
+    func unclaimedCharges(store: Store, after last: PurchaseRecord?, limit: Int) async throws -> [PurchaseRecord]
+
     /// Every purchase of `store` the deadline flags (open ones and charges nobody claimed), not flagged, by purchase time
     /// (then transaction id): the page of `limit` after `last`. For a store asked about each before it is flagged (`flagDue`).
     func dueToAsk(store: Store, deadline: TimeInterval, now: Date, after last: PurchaseRecord?, limit: Int) async throws -> [PurchaseRecord]

@@ -121,11 +121,11 @@ enum ChaosCommand {
         let first = try notifications(.refund, refundedFirst)
         var subscriptionNotifications = SubscriptionNotificationPlan(input)
         for result in await refundProducer.send(contentsOf: try first + notifications(subscriptionNotifications.first)
-                                                  + notifications(.oneTimeCharge, unsubmitted.charges.withoutToken + unsubmitted.charges.refundedUnannounced.map(\.charge))) {
+                                                  + notifications(.oneTimeCharge, unsubmitted.early)) {
             _ = try result.get()
         }
         say("refunded \(first.count) purchases before their submission; sent \(subscriptionNotifications.first.count) subscription periods' EXPIRED "
-            + "and \(unsubmitted.charges.withoutToken.count + unsubmitted.charges.refundedUnannounced.count) ONE_TIME_CHARGE without an account token")
+            + "and \(unsubmitted.early.count) ONE_TIME_CHARGE of charges nobody is known for yet")
         // All at once, or `rate` per second in tenths of a second, alongside the faults.
         @Sendable func submit() async throws {
             let chunk = rate.map { max(1, $0 / 10) } ?? 5_000

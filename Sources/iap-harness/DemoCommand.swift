@@ -69,6 +69,11 @@ enum DemoCommand {
         let readSecretFile = work.appendingPathComponent("read-secret")
         try readSecret.write(to: readSecretFile)
 
+        // The App Store Server API of the third act (its history, a sync), which the ingest's read side asks too.
+        let appStore = try StandInAppStore()
+        let apiKey = work.appendingPathComponent("api-key.p8")
+        try Data(try appStore.key.pemRepresentation().utf8).write(to: apiKey)
+
         let workers = try WorkerProcesses(directory: work, environment: [
             "KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrapServers ?? "", "IAP_STORE_URL": storeURL, "IAP_TOPIC_PREFIX": prefix,
             "IAP_GROUP_PREFIX": prefix, "IAP_BUNDLE_ID": bundleId, "IAP_ENVIRONMENT": "Sandbox", "IAP_ROOT_CERTIFICATES": root.path,
@@ -83,7 +88,9 @@ enum DemoCommand {
         for name in ["iap-verifier", "iap-granter", "iap-finisher"] { try workers.start(name) }
         // The read side, as apps' backends ask it.
         try workers.start("iap-ingest", arguments: ["--http-port", "0", "--http-host", "127.0.0.1", "--log-level", "info", "--read-side",
-                                                    "--read-secret-file", readSecretFile.path])
+                                                    "--read-secret-file", readSecretFile.path, "--appstore-api-url", appStore.api.baseURL.absoluteString,
+                                                    "--appstore-key-id", StandInAppStore.keyId, "--appstore-issuer-id", appStore.issuerId,
+                                                    "--appstore-private-key", apiKey.path])
 
         let purchases = try DemoPurchases.make(plan: plan, users: users, pki: pki, codec: codec, now: started)
         let producer = try KafkaProducer(configuration: .init(kafka: kafka))
@@ -142,7 +149,6 @@ enum DemoCommand {
         let secondAct = Date().timeIntervalSince(started) - elapsed
 
         // The third act: the webhook was down, and the store's history is read back.
-        let appStore = try StandInAppStore()
         let api = AppStoreServerAPIClient(configuration: .init(baseURL: appStore.api.baseURL, keyId: StandInAppStore.keyId, issuerId: appStore.issuerId,
                                                                bundleId: BundleID(bundleId), privateKey: appStore.key))
         let reconciler = AppStoreReconciler(configuration: .init(callsPerSecond: 50), histories: [.init(environment: .sandbox, api: api)], store: store,
@@ -150,10 +156,14 @@ enum DemoCommand {
                                             context: StageContext(codec: codec, logger: Logger(stage: "reconciler", minimum: .warning)), clock: ContinuousClock())
         let webhookDown = DemoWebhookDown(appStore: types.appStore)
         let lost = try webhookDown.lostNotifications().count
+        let ingest = "http://127.0.0.1:\(try await workers.port(of: "iap-ingest"))"
         let passes = try await webhookDown.play(store: store, reconciler: reconciler, history: appStore.api, send: { events in
             for result in await producer.send(contentsOf: try events.map { try codec.message($0, time: Date()) }) { _ = try result.get() }
         }, say: say)
-        let ingest = "http://127.0.0.1:\(try await workers.port(of: "iap-ingest"))"
+        let restored = try await webhookDown.restore(store: store, history: appStore.api, ingest: ingest, secret: readSecret, send: { events in
+            for result in await producer.send(contentsOf: try events.map { try codec.message($0, time: Date()) }) { _ = try result.get() }
+        }, say: say)
+        books.violations += restored.violations
         let expected = purchases.expectedHoldings(refunded: refund.transactionId).merging(types.expected) { _, story in story }
             .merging(webhookDown.expected) { _, story in story }
         books.violations += try await DemoProductTypes.holdingsViolations(expected, ingest: ingest, secret: readSecret)

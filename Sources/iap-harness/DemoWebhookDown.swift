@@ -1,4 +1,6 @@
 import Foundation
+import Ingest
+import JSON
 import Kafka
 import PipelineHarness
 import PurchaseDomain
@@ -13,11 +15,14 @@ import WorkerRuntime
 /// ingest — a refund, a renewal, an expiry, a billing grace period — and an app dies right after the payment of a charge
 /// the store announces (one whose account token an earlier purchase bound to its user, one nobody's). The store keeps
 /// them in its history (a stand-in App Store Server API in the demo process); one reconciliation pass publishes them,
-/// and each user's holdings read back as the store says; a second pass publishes nothing.
+/// and each user's holdings read back as the store says; a second pass publishes nothing. Then a player taps *Restore
+/// Purchases* for coins bought on another device that no app submitted and no notification announced: the ingest's sync
+/// reads the store's history of the player's account and the pipeline grants them, once (a second sync at once is refused: 429).
 struct DemoWebhookDown {
     static let refunded = "3200000000001", subscribed = "3200000000011", renewal = "3200000000012", expiring = "3200000000021"
     static let lapsed = "3200000000031", earlier = "3200000000041", charged = "3200000000042", nobodys = "3200000000051"
     static let token = "5e0c2a31-7d4f-4b8e-9a61-00000000d1ed"
+    static let restoreFirst = "3200000000061", restoreOtherDevice = "3200000000062", restoreToken = "5e0c2a31-7d4f-4b8e-9a61-0000000e5701"
 
     let appStore: DemoAppStoreData
     var now: Date { appStore.now }
@@ -33,6 +38,7 @@ struct DemoWebhookDown {
             "webhook-expired": .init(),
             "webhook-grace": .init(entitlements: ["pass": graceEnd]),
             "app-died": .init(balances: ["coins": 600]), // 100 bought before, 500 the charge its app never submitted
+            "restore-player": .init(balances: ["coins": 600]), // 100 submitted, 500 bought on another device and restored
         ]
     }
 
@@ -98,6 +104,39 @@ struct DemoWebhookDown {
         }
         let second = try await reconciler.reconcileOnce()[.sandbox]
         return (first, second)
+    }
+
+    /// The restore: the player's first purchase submitted as usual; the one on another device only in the store's records;
+    /// the sync (`POST /v1/users/{userId}/sync`, signed), then a second. Violations, if any.
+    func restore(store: SQLPurchaseStore, history: AppStoreServerAPIStandIn, ingest: String, secret: Data, send: ([any PipelineEvent]) async throws -> Void,
+                 say: (String) -> Void) async throws -> (violations: [String], submitted: Int) {
+        let purchased = now.addingTimeInterval(-3 * 3600)
+        let first = try transaction(Self.restoreFirst, "coins.100", .consumable, purchased: purchased, token: Self.restoreToken)
+        let otherDevice = try transaction(Self.restoreOtherDevice, "coins.500", .consumable, purchased: purchased.addingTimeInterval(3600), token: Self.restoreToken)
+        history.recordTransaction(first, transactionId: TransactionID(Self.restoreFirst), originalTransactionId: TransactionID(Self.restoreFirst), customer: "restore")
+        history.recordTransaction(otherDevice, transactionId: TransactionID(Self.restoreOtherDevice), originalTransactionId: TransactionID(Self.restoreOtherDevice),
+                                  customer: "restore")
+        try await send([PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: first, userId: "restore-player", submittedAt: now,
+                                          source: .client, appAccountToken: AccountToken(Self.restoreToken))])
+        func granted(_ id: String) async throws -> Bool {
+            [.granted, .finished].contains(try await store.lifecycleState(of: PurchaseKey(store: .appstore, transactionId: TransactionID(id))))
+        }
+        try await waitFor(say, "restore: the player's first purchase granted", timeout: 300) { try await granted(Self.restoreFirst) ? nil : "not yet" }
+        func sync() async throws -> (status: Int, submitted: Int?) {
+            let (status, body) = try await UserHoldingsAPI.fetch("restore-player", ingest: ingest, secret: secret, sync: true)
+            return (status, JSONValue.parse(Array(body))?.objectValue?["submitted"]?.int64Value.map { Int($0) })
+        }
+        let synced = try await sync()
+        try await waitFor(say, "restore: the purchase made on another device granted", timeout: 300) {
+            try await granted(Self.restoreOtherDevice) ? nil : "not yet"
+        }
+        say("restore purchases: a sync with the App Store submitted \(synced.submitted ?? 0) purchase made on another device; granted")
+        var violations: [String] = []
+        if synced.status != 202 || synced.submitted != 1 { violations.append("the restore's sync answered \(synced.status) and submitted \(synced.submitted ?? -1), expected 202 and 1") }
+        // A second sync at once is refused (429): one per user a minute.
+        let again = try await sync()
+        if again.status != 429 { violations.append("a second sync within a minute answered \(again.status), expected 429") }
+        return (violations, synced.submitted ?? 0)
     }
 
     private func transaction(_ id: String, _ product: String, _ type: AppStoreProductType, original: String? = nil, purchased: Date,

@@ -33,10 +33,10 @@ struct DemoCommandTests {
         let types = summary["productTypes"]?.objectValue ?? [:]
         #expect(types["nonConsumable"] == .object(["finished": .integer(1)]), "ad-free finished at its grant, never flagged, moved by the restore")
         #expect(types["autoRenewable"] == .object(["finished": .integer(7)]), "five subscriptions and two renewals, never flagged")
-        #expect(types["consumable"] == .object(["finished": .integer(182), "granted": .integer(1), "refund_due": .integer(2), "revoked": .integer(3),
+        #expect(types["consumable"] == .object(["finished": .integer(182), "granted": .integer(3), "refund_due": .integer(2), "revoked": .integer(3),
                                                 "unclaimed": .integer(1)]),
-                "only unconsumed consumables flagged; three refunds; the charge of a known token granted, the other kept unclaimed")
-        #expect(summary["holdingsReadBack"] == .integer(33), "20 users and 13 stories")
+                "only unconsumed consumables flagged; three refunds; the charge of a known token granted, the other kept unclaimed; the restored two granted")
+        #expect(summary["holdingsReadBack"] == .integer(34), "20 users and 14 stories")
         // The third act: the webhook was down; one pass over the store's history recovers every lost notification, once.
         #expect(summary["webhookDown"]?.objectValue?["lost"] == .integer(6))
         #expect(summary["webhookDown"]?.objectValue?["recovered"] == .integer(6))
