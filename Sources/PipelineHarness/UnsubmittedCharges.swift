@@ -9,7 +9,7 @@ import StoreFixtures
 /// without a notification anybody received: the sweeper asks the store before it flags, and revokes it instead.
 public struct UnsubmittedCharges: Sendable {
     /// Charges carrying their buyer's account token, paid now, each with the buyer's submitted purchase that bound the
-    /// token (its grant makes the token known).
+    /// token (once it is recorded, the token is known).
     public let withToken: [(charge: PurchaseInput.Purchase, binding: TransactionID)]
     /// Charges without a token, paid two days ago (past the consume deadline).
     public let withoutToken: [PurchaseInput.Purchase]

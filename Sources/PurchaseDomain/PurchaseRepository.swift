@@ -51,8 +51,14 @@ public protocol PurchaseRepository: Sendable {
     /// `UserID.nobody`: kept `unclaimed` until a submission of it claims it (`recordVerified`).
     func recordUnclaimed(_ purchase: PurchaseRecord, at now: Date) async throws -> RecordOutcome
     /// The user of the latest proven purchase bound to `token` (compared as `AccountToken.isSameAccount`) that is still its
-    /// first owner's (not restored by another user under `transfer`), if any.
+    /// first owner's (not restored by another user under `transfer`), else the user it was registered for
+    /// (`registerAccountToken`), if any.
     func owner(ofAccountToken token: AccountToken) async throws -> UserID?
+
+    /// Registers `token` as `userId`'s (`user.token`, the app's backend made it for them): the first registration of a
+    /// token stands, and a token a purchase of another user is bound to is that user's. Answers whose the token is now:
+    /// `userId`, or the other user it is refused for.
+    func registerAccountToken(_ token: AccountToken, for userId: UserID, at now: Date) async throws -> UserID
 
     /// Gives `items` for a verified purchase (`LifecycleEvent.grant`); one granted before answers with its original items.
     func grant(_ key: PurchaseKey, items: [GrantItem], at now: Date) async throws -> GrantOutcome

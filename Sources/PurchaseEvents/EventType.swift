@@ -12,6 +12,7 @@ public enum EventType: String, Sendable, CaseIterable {
     case userConsent = "user.consent"
     case consumptionRequested = "consumption.requested"
     case subscriptionStatus = "subscription.status"
+    case userToken = "user.token"
     case deadLetter = "deadletter"
 
     /// The default topic name (`iap.` + type); deployments may prefix all topics.

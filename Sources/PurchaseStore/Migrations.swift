@@ -345,6 +345,16 @@ enum Migrations {
             (21, """
             ALTER TABLE subscription_statuses ADD COLUMN announced TEXT NOT NULL DEFAULT '';
             """),
+            // Account tokens the apps' backends registered for their users (`user.token`), by the token with its ASCII
+            // letters in lower case (one spelling per account): the first registration stands.
+            (22, """
+            CREATE TABLE account_tokens (
+                token_folded TEXT PRIMARY KEY,
+                app_account_token TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                registered_at BIGINT NOT NULL
+            );
+            """),
         ]
     }
 

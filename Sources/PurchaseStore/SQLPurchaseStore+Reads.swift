@@ -56,18 +56,37 @@ extension SQLPurchaseStore {
     }
 
     public func owner(ofAccountToken token: AccountToken) async throws -> UserID? {
+        try await executor.run { connection in try Self.owner(connection, ofAccountToken: token) }
+    }
+
+    public func registerAccountToken(_ token: AccountToken, for userId: UserID, at now: Date) async throws -> UserID {
+        let dialect = dialect
+        return try await executor.run { connection in
+            try Self.transaction(connection, dialect) {
+                if let owner = try Self.owner(connection, ofAccountToken: token) { return owner }
+                try connection.query("""
+                    INSERT INTO account_tokens (token_folded, app_account_token, user_id, registered_at) VALUES ($1, $2, $3, $4)
+                    ON CONFLICT (token_folded) DO NOTHING
+                    """, [.text(token.folded), .text(token), .text(userId), .integer(PurchaseTime.milliseconds(now))])
+                return try Self.owner(connection, ofAccountToken: token) ?? userId
+            }
+        }
+    }
+
+    /// Whose `token` is: the latest purchase bound to it says, else its registration (migration 22).
+    static func owner(_ connection: any SQLConnection, ofAccountToken token: AccountToken) throws -> UserID? {
         // The index folds with lower(), which PostgreSQL may apply beyond ASCII: the candidates are checked as tokens compare.
         // A purchase another user restored under `transfer` (a ledger `transfer` entry) no longer says whose the token is;
         // one nobody claimed never did.
-        try await executor.run { connection in
-            try connection.query("""
-                SELECT user_id, app_account_token FROM purchases WHERE lower(app_account_token) = lower($1) AND app_account_token IS NOT NULL
-                    AND \(LifecycleConditions.state(in: Lifecycle.provenStates)) AND user_id <> ''
-                    AND NOT EXISTS (SELECT 1 FROM ledger l WHERE l.store = purchases.store AND l.transaction_id = purchases.transaction_id
-                                    AND l.entry_kind = 'transfer')
-                ORDER BY purchase_time DESC
-                """, [.text(token)]).first { row in (row[1].identifier() as AccountToken?)?.isSameAccount(as: token) == true }?[0].identifier()
-        }
+        let bound: UserID? = try connection.query("""
+            SELECT user_id, app_account_token FROM purchases WHERE lower(app_account_token) = lower($1) AND app_account_token IS NOT NULL
+                AND \(LifecycleConditions.state(in: Lifecycle.provenStates)) AND user_id <> ''
+                AND NOT EXISTS (SELECT 1 FROM ledger l WHERE l.store = purchases.store AND l.transaction_id = purchases.transaction_id
+                                AND l.entry_kind = 'transfer')
+            ORDER BY purchase_time DESC
+            """, [.text(token)]).first { row in (row[1].identifier() as AccountToken?)?.isSameAccount(as: token) == true }?[0].identifier()
+        if let bound { return bound }
+        return try connection.query("SELECT user_id FROM account_tokens WHERE token_folded = $1", [.text(token.folded)]).first?[0].identifier()
     }
 
     /// The purchases under `originalTransactionId` (the original, its renewals and restores) that `userId` holds, oldest

@@ -91,3 +91,16 @@ extension VerifierStage {
         return .publish([])
     }
 }
+
+extension VerifierStage {
+    /// `user.token`: the account token the app's backend made for a user; a charge the store announces with it goes to
+    /// them (`recordCharge`). Another user's token is refused: dead-lettered, nothing recorded.
+    func register(_ registration: UserAccountTokenRegistered) async throws -> StageResult {
+        let owner = try await store.registerAccountToken(registration.appAccountToken, for: registration.userId, at: context.now())
+        guard owner == registration.userId else {
+            context.logger.warning("account token of another user not registered", ["userId": registration.userId])
+            return .deadLetter(reason: "accountTokenOfAnotherUser", detail: "this account token is bound to another user; the first registration stands")
+        }
+        return .publish([])
+    }
+}

@@ -49,15 +49,22 @@ public struct VerifierStage: StoreBackedStage {
         self.appStore = appStore
         self.receipts = receipts
         self.appCoins = appCoins
-        self.topics = [context.codec.topic(.purchaseSubmitted), context.codec.topic(.storeNotification)]
+        self.topics = [context.codec.topic(.purchaseSubmitted), context.codec.topic(.storeNotification), context.codec.topic(.userToken)]
     }
 
     public func handle(_ message: KafkaMessage) async throws -> StageResult {
-        if context.codec.eventType(ofTopic: message.topic) == .storeNotification {
+        switch context.codec.eventType(ofTopic: message.topic) {
+        case .storeNotification?:
             switch context.codec.decode(message, as: StoreNotificationReceived.self) {
             case .failure(let invalid): return context.deadLetter(invalid)
             case .success(let notification): return try await handle(notification)
             }
+        case .userToken?:
+            switch context.codec.decode(message, as: UserAccountTokenRegistered.self) {
+            case .failure(let invalid): return context.deadLetter(invalid)
+            case .success(let registration): return try await register(registration)
+            }
+        default: break
         }
         switch context.codec.decode(message, as: PurchaseSubmitted.self) {
         case .failure(let invalid): return context.deadLetter(invalid)

@@ -164,7 +164,8 @@ enum ChaosCommand {
             if done >= expected && plan.isComplete && replicas.isComplete && outageTask == nil, refunds.isComplete, subscriptionNotifications.sentMidway,
                refunds.firstAnswered(watcher.seen), unsubmitted.allAnnounced, try await lost.unhandled(by: store) == 0, try await refunds.settled(in: store),
                try await unsubmitted.settled(in: store) { break }
-            let charges = unsubmitted.due(granted: watcher.read(\.grantedTransactions))
+            // A binding refunded before its submission is answered `revoked`, never granted: it still names its user.
+            let charges = unsubmitted.due(answered: watcher.read { $0.grantedTransactions.union($0.rejectedTransactions.keys) })
             if !charges.isEmpty {
                 for result in await refundProducer.send(contentsOf: try notifications(.oneTimeCharge, charges)) { _ = try result.get() }
             }

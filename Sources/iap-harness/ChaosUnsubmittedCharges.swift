@@ -8,7 +8,8 @@ import PurchaseStore
 /// first notifications, before any submission, those without a token (a few refunded at the store since, unannounced)
 /// and half of those with one — nobody is known for their token yet: each waits unclaimed until its user's first purchase
 /// is recorded, then the sweeper gives it to them (rule 5); the other half once the purchase that bound the token was
-/// granted, so that the verifier grants them as they arrive.
+/// answered (granted, or refused because the store refunded it first: recorded all the same), so that the verifier grants
+/// them as they arrive.
 struct UnsubmittedChargePlan {
     let charges: UnsubmittedCharges
     /// Announced first; of them, those with a token.
@@ -24,11 +25,11 @@ struct UnsubmittedChargePlan {
         earlyWithToken = halves[true]?.count ?? 0
     }
 
-    /// The charges with a token to announce now: those whose binding purchase is among `granted`.
-    mutating func due(granted: Set<TransactionID>) -> [PurchaseInput.Purchase] {
+    /// The charges with a token to announce now: those whose binding purchase is among `answered`.
+    mutating func due(answered: Set<TransactionID>) -> [PurchaseInput.Purchase] {
         var due: [PurchaseInput.Purchase] = []
         waiting.removeAll { pending in
-            guard granted.contains(pending.binding) else { return false }
+            guard answered.contains(pending.binding) else { return false }
             due.append(pending.charge)
             return true
         }

@@ -43,6 +43,10 @@ extension InMemoryPurchaseStore: SweepRepository, ConsumptionRequestRepository {
         try await withTables { $0.owner(ofAccountToken: token) }
     }
 
+    public func registerAccountToken(_ token: AccountToken, for userId: UserID, at now: Date) async throws -> UserID {
+        try await withTables { $0.registerAccountToken(token, for: userId) }
+    }
+
     public func grant(_ key: PurchaseKey, items: [GrantItem], at now: Date) async throws -> GrantOutcome {
         try await withTables([key]) { $0.grant(key, items: items, at: now) }
     }

@@ -25,14 +25,22 @@ extension Tables {
         return transition.to == .revoked ? .revokedEarlier : .recorded
     }
 
-    /// The owner of the latest proven purchase bound to `token`, neither unclaimed nor restored by another user since.
+    /// The owner of the latest proven purchase bound to `token`, neither unclaimed nor restored by another user since;
+    /// else the user it was registered for.
     func owner(ofAccountToken token: AccountToken) -> UserID? {
         let transferred = Set(ledger.filter { $0.kind == .transfer }.map(\.key))
         return purchases.values.filter { row in
             Lifecycle.provenStates.contains(row.state) && row.record.appAccountToken?.isSameAccount(as: token) == true && row.record.userId != .nobody
                 && !transferred.contains(row.key)
         }
-            .max { ($0.purchaseTime, $0.recorded) < ($1.purchaseTime, $1.recorded) }?.record.userId
+            .max { ($0.purchaseTime, $0.recorded) < ($1.purchaseTime, $1.recorded) }?.record.userId ?? accountTokens[token.folded]
+    }
+
+    /// The first registration of a token stands; one a purchase of another user is bound to is theirs.
+    mutating func registerAccountToken(_ token: AccountToken, for userId: UserID) -> UserID {
+        if let owner = owner(ofAccountToken: token) { return owner }
+        accountTokens[token.folded] = userId
+        return userId
     }
 
     mutating func grant(_ key: PurchaseKey, items: [GrantItem], at now: Date) -> GrantOutcome {

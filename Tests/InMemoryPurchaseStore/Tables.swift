@@ -27,6 +27,8 @@ struct Tables: Sendable {
     var checkpoints: [String: Checkpoint] = [:]
     /// The store's latest word on each subscription, by its original transaction (`PurchaseKey` of the original).
     var subscriptionStatuses: [PurchaseKey: SubscriptionStatus] = [:]
+    /// Registered account tokens (`user.token`) by their folded spelling.
+    var accountTokens: [AccountToken: UserID] = [:]
     /// What each stored status's announcement named.
     var subscriptionAnnouncements: [PurchaseKey: [SubscriptionStatus.Field]] = [:]
 }

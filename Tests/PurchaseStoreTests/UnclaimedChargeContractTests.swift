@@ -80,4 +80,22 @@ import TestSupport
         #expect(open.unclaimedCharges == 2 && open.oldestUnclaimedCharge == Self.t0)
         #expect(open.openPurchasesByState.isEmpty, "not open: nothing is owed to a user yet")
     }
+
+    /// A token the app's backend registered (`user.token`) names its user before any purchase does: the first registration
+    /// stands (whatever the case of its letters), and a token a purchase of another user is bound to is that user's.
+    @Test(arguments: RepositoryKind.available) func aRegisteredTokenNamesItsUserAndTheFirstRegistrationStands(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
+        let token: AccountToken = "5e0c2a31-7d4f-4b8e-9a61-0000000000aa"
+        #expect(try await store.owner(ofAccountToken: token) == nil)
+        #expect(try await store.registerAccountToken(token, for: "u-1", at: Self.t0) == "u-1")
+        #expect(try await store.owner(ofAccountToken: AccountToken(token.rawValue.uppercased())) == "u-1", "one account, whatever its letters' case")
+        #expect(try await store.registerAccountToken(AccountToken(token.rawValue.uppercased()), for: "u-2", at: Self.t0) == "u-1", "another user's: refused")
+        #expect(try await store.registerAccountToken(token, for: "u-1", at: Self.t0) == "u-1", "the same again")
+        #expect(try await store.owner(ofAccountToken: token) == "u-1")
+
+        let bound: AccountToken = "5e0c2a31-7d4f-4b8e-9a61-0000000000bb"
+        #expect(try await store.recordVerified(charge("p1", token: bound, user: "u-3"), at: Self.t0) == .recorded)
+        #expect(try await store.registerAccountToken(bound, for: "u-4", at: Self.t0) == "u-3", "a purchase of another user is bound to it")
+        #expect(try await store.owner(ofAccountToken: bound) == "u-3")
+    }
 }

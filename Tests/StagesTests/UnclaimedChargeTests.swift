@@ -61,6 +61,27 @@ import WorkerRuntime
         #expect(try await store.purchase(key("703"))?.state == .unclaimed)
     }
 
+    /// A token the app's backend registered for its user (`user.token`) before any purchase names the user of a charge
+    /// that carries it: theirs at once. Another user's registration of that token is dead-lettered, and changes nothing.
+    @Test func aRegisteredTokenNamesTheUserOfACharge() async throws {
+        let token = "3f0a2f2e-8a7c-4c1e-9d57-0000000000cc"
+        let registration = UserAccountTokenRegistered(userId: "u-registered", appAccountToken: AccountToken(token), registeredAt: Date())
+        #expect(try await verifier.answers(registration) == [], "recorded, nothing to answer")
+        #expect(try await verifier.answers(try charge("708", token: token.uppercased())) == [verifier.codec.topic(.purchaseVerified)])
+        #expect(try await store.purchase(key("708"))?.userId == "u-registered")
+
+        let stolen = UserAccountTokenRegistered(userId: "u-other", appAccountToken: AccountToken(token), registeredAt: Date())
+        let produced = try verifier.codec.message(stolen, time: Date())
+        let result = try await verifier.stage.handle(KafkaMessage(topic: produced.topic, partition: 0, offset: 1, key: produced.key, value: produced.value,
+                                                                  headers: produced.headers))
+        guard case .deadLetter(let reason, _) = result else {
+            Issue.record("another user's registration of a token was not dead-lettered: \(result)")
+            return
+        }
+        #expect(reason == "accountTokenOfAnotherUser")
+        #expect(try await store.owner(ofAccountToken: AccountToken(token)) == "u-registered", "the first registration stands")
+    }
+
     /// A refund of a charge nobody claimed names no user (the schema wants a real one or none), is carried out by the
     /// granter, and the app's late submission of it is refused: never granted.
     @Test func aRefundOfAnUnclaimedChargeEndsItAndItsLateSubmissionIsRefused() async throws {
