@@ -74,7 +74,7 @@ let package = Package(
         .target(name: "Stages", dependencies: ["PurchaseDomain", "WorkerRuntime", "Kafka", "PurchaseEvents", "StoreVerification", "JSON"]),
 
         // iap-ingest's API: store webhooks and client submissions to events.
-        .target(name: "Ingest", dependencies: ["Crypto", "Database", "HTTPServer", "JSON", "Kafka", "Metrics", "PurchaseDomain", "PurchaseEvents", "PurchaseStore",
+        .target(name: "Ingest", dependencies: ["Crypto", "Database", "HTTPClient", "HTTPServer", "JSON", "Kafka", "Metrics", "PurchaseDomain", "PurchaseEvents", "PurchaseStore",
                                                "StoreVerification", "WorkerRuntime"]),
 
         // glibc's mallopt, which the Glibc module leaves out: the workers keep to two malloc arenas (see MallocArenas).
@@ -100,7 +100,7 @@ let package = Package(
         .systemLibrary(name: "CSpawn"),
         .target(name: "ChildProcesses", dependencies: ["CSpawn"]),
         // The pieces of every run on stand-ins: worker processes, input, the stand-in App Store, the watcher, the books.
-        .target(name: "PipelineHarness", dependencies: ["ChildProcesses", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "Kafka", "PurchaseDomain", "PurchaseEvents", "PurchaseStore",
+        .target(name: "PipelineHarness", dependencies: ["ChildProcesses", "WorkerRuntime", "Crypto", "HTTPClient", "JSON", "JSONSchema", "Kafka", "PurchaseDomain", "PurchaseEvents", "PurchaseStore",
                                                         "StoreFixtures", "StoreVerification"]),
         // Demo, benchmarks and chaos on stand-in stores, with test data signed at run time: for developers and CI only.
         .executableTarget(
@@ -110,7 +110,7 @@ let package = Package(
             linkerSettings: rdkafkaLinkerSettings
         ),
 
-        .target(name: "TestSupport", dependencies: ["Kafka", "Database", "ChildProcesses", "WorkerRuntime"], path: "Tests/TestSupport", exclude: ["tansu_s3.py", "broker_proxy.py"]),
+        .target(name: "TestSupport", dependencies: ["Kafka", "Database", "ChildProcesses", "HTTPClient", "WorkerRuntime"], path: "Tests/TestSupport", exclude: ["tansu_s3.py", "broker_proxy.py"]),
         // Test data that needs no service and links nothing: confusable identifiers, a seeded random generator, byte mutations.
         .target(name: "TestData", path: "Tests/TestData"),
         // A purchase repository in memory that keeps the lifecycle as the SQL store does: for unit tests of the stages.

@@ -3,6 +3,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import HTTPClient
 import HTTPServer
 import JSON
 import Metrics
@@ -169,14 +170,14 @@ extension UserHoldingsAPI {
               let url = URL(string: ingest.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + pathPrefix + segment + (sync ? syncSuffix : "")) else {
             throw URLError(.badURL, userInfo: [NSLocalizedDescriptionKey: "not a URL: \(ingest)"])
         }
-        var request = URLRequest(url: url)
-        request.httpMethod = sync ? "POST" : "GET"
-        if let secret {
-            for (name, value) in RequestSignature.headers(secret: secret, method: request.httpMethod ?? "GET", path: pathPrefix + segment + (sync ? syncSuffix : "")) {
-                request.setValue(value, forHTTPHeaderField: name)
-            }
+        let method = sync ? "POST" : "GET"
+        let headers: [String: String] = secret.map { RequestSignature.headers(secret: $0, method: method, path: pathPrefix + segment + (sync ? syncSuffix : "")) } ?? [:]
+        // The client the store APIs use (libcurl on a thread of its own), not URLSession, which drives libcurl through
+        // dispatch sources on its sockets.
+        switch await HTTPClient(timeout: .seconds(60), maxConnections: 1).send(HTTPClient.Request(method: method, url: url.absoluteString,
+                                                                                                headers: headers.map { (name: $0.key, value: $0.value) })) {
+        case .success(let response): return (response.status, Data(response.body))
+        case .failure(let failure): throw URLError(.cannotConnectToHost, userInfo: [NSLocalizedDescriptionKey: failure.description])
         }
-        let (data, response) = try await URLSession.shared.data(for: request)
-        return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import HTTPClient
 
 /// A run of the harness that cannot go on: a worker that did not start, a condition not met in time.
 public struct HarnessError: Error, Sendable, CustomStringConvertible {
@@ -31,6 +32,10 @@ public func waitFor(_ say: (String) -> Void, _ what: String, timeout: TimeInterv
 
 /// `GET http://127.0.0.1:port/path`: the status and body, or status 0 when nothing answered.
 public func localHTTPGet(port: Int, path: String) async -> (status: Int, body: String) {
-    guard let (data, response) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)\(path)")!) else { return (0, "") }
-    return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+    // The product's own client (libcurl on a thread of its own), not URLSession, which drives libcurl through dispatch
+    // sources on its sockets.
+    switch await HTTPClient(timeout: .seconds(30), maxConnections: 1).send(HTTPClient.Request(method: "GET", url: "http://127.0.0.1:\(port)\(path)")) {
+    case .success(let response): return (response.status, String(decoding: response.body, as: UTF8.self))
+    case .failure: return (0, "")
+    }
 }

@@ -46,10 +46,9 @@ extension SweeperService {
     /// - Parameter claimed: charges just submitted for the user they turned out to be of (`claimUnclaimedCharges`): not
     ///   flagged this round, the verifier claims them.
     func recheckAppStore(deadline: TimeInterval, now: Date, lookups: [AppStoreEnvironment: AppStoreLookup], claimed: Set<PurchaseKey> = []) async throws -> Int {
-        var flagged = 0
-        var last: PurchaseRecord?
-        while true {
-            let page = try await store.dueToAsk(store: .appstore, deadline: deadline, now: now, after: last, limit: configuration.batchSize)
+        try await recheck(.appstore, deadline: deadline, now: now, api: "App Store Server API", page: { last in
+            try await store.dueToAsk(store: .appstore, deadline: deadline, now: now, after: last, limit: configuration.batchSize)
+        }) { page in
             var notRefunded: [PurchaseKey] = []
             var revocations: [any PipelineEvent] = []
             var unavailable = 0
@@ -71,17 +70,7 @@ extension SweeperService {
                 for result in await producer.send(contentsOf: messages) { _ = try result.get() }
                 context.logger.info("due purchases the App Store refunded: revoked, not flagged", ["count": revocations.count])
             }
-            let due = try await store.flagDue(notRefunded, deadline: deadline, now: now)
-            if !due.isEmpty {
-                flagged += due.count
-                context.logger.info("flagged refund due", ["store": Store.appstore.rawValue, "count": due.count])
-            }
-            if !page.isEmpty && unavailable == page.count {
-                context.logger.warning("App Store Server API unavailable; asking about the rest next sweep", ["asked": page.count])
-                return flagged
-            }
-            guard page.count == configuration.batchSize, let next = page.last else { return flagged }
-            last = next
+            return (notRefunded, unavailable)
         }
     }
 

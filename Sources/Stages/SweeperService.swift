@@ -116,10 +116,9 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
     /// unavailable) is neither, and is asked again next sweep. A page none of which could be asked about ends the round:
     /// the API is down, and the rest wait for the next sweep too, rather than each for its timeout. Returns how many it flagged.
     private func recheckAppCoins(deadline: TimeInterval, now: Date, with appCoins: AppCoinsVerifier) async throws -> Int {
-        var flagged = 0
-        var last: PurchaseRecord?
-        while true {
-            let page = try await store.dueGrantedWithToken(store: .appcoins, deadline: deadline, now: now, after: last, limit: configuration.batchSize)
+        try await recheck(.appcoins, deadline: deadline, now: now, api: "AppCoins API", page: { last in
+            try await store.dueGrantedWithToken(store: .appcoins, deadline: deadline, now: now, after: last, limit: configuration.batchSize)
+        }) { page in
             var unconsumed: [PurchaseKey] = []
             var unavailable = 0
             for record in page {
@@ -152,16 +151,30 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
                     unconsumed.append(record.key) // The store no longer knows it (e.g. refunded): due.
                 }
             }
-            let due = try await store.flagDue(unconsumed, deadline: deadline, now: now)
+            return (unconsumed, unavailable)
+        }
+    }
+
+    /// A re-check's round: each page `page` lists after the last (a page at a time), `decide`d — what to flag, and how
+    /// many could not be asked — and flagged. A page none of which could be asked about ends the round: the `api` is down,
+    /// and the rest wait for the next sweep too, rather than each for its timeout. Returns how many it flagged.
+    func recheck(_ storeName: Store, deadline: TimeInterval, now: Date, api: String, page: (PurchaseRecord?) async throws -> [PurchaseRecord],
+                 decide: ([PurchaseRecord]) async throws -> (flag: [PurchaseKey], unavailable: Int)) async throws -> Int {
+        var flagged = 0
+        var last: PurchaseRecord?
+        while true {
+            let records = try await page(last)
+            let (toFlag, unavailable) = try await decide(records)
+            let due = try await store.flagDue(toFlag, deadline: deadline, now: now)
             if !due.isEmpty {
                 flagged += due.count
-                context.logger.info("flagged refund due", ["store": Store.appcoins.rawValue, "count": due.count])
+                context.logger.info("flagged refund due", ["store": storeName.rawValue, "count": due.count])
             }
-            if !page.isEmpty && unavailable == page.count {
-                context.logger.warning("AppCoins API unavailable; re-checking the rest next sweep", ["asked": page.count])
+            if !records.isEmpty && unavailable == records.count {
+                context.logger.warning("\(api) unavailable; asking about the rest next sweep", ["asked": records.count])
                 return flagged
             }
-            guard page.count == configuration.batchSize, let next = page.last else { return flagged }
+            guard records.count == configuration.batchSize, let next = records.last else { return flagged }
             last = next
         }
     }

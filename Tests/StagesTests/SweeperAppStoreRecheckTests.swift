@@ -18,29 +18,15 @@ import WorkerRuntime
 @Suite struct SweeperAppStoreRecheckTests {
     static let t0 = Date(timeIntervalSince1970: 1_765_000_000)
     static let now = t0.addingTimeInterval(2 * 86_400)
-    let store = InMemoryPurchaseStore()
-    let cluster: KafkaMockCluster
-    let pki: TestPKI
-    let key: PrivateKey
-    let api: AppStoreServerAPIStandIn
+    let fixture: SweeperAppStoreFixture
+    var store: InMemoryPurchaseStore { fixture.store }
+    var cluster: KafkaMockCluster { fixture.cluster }
+    var pki: TestPKI { fixture.pki }
+    var api: AppStoreServerAPIStandIn { fixture.api }
 
-    init() throws {
-        cluster = try KafkaMockCluster(brokers: 1)
-        for type in [EventType.refundDue, .purchaseRevoked, .purchaseSubmitted] { try cluster.createTopic(StageFixtures.codec.topic(type), partitions: 1) }
-        pki = try TestPKI.make(name: "sweeper recheck")
-        key = try PrivateKey.generateP256()
-        api = try AppStoreServerAPIStandIn(publicKey: try key.publicKey(), keyId: "KEY1", issuerId: "issuer", bundleId: StageFixtures.bundleID.rawValue)
-    }
+    init() throws { fixture = try SweeperAppStoreFixture(name: "sweeper recheck") }
 
-    func sweeper() throws -> SweeperService<ContinuousClock> {
-        let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": cluster.bootstrapServers])))
-        let client = AppStoreServerAPIClient(configuration: .init(baseURL: api.baseURL, keyId: "KEY1", issuerId: "issuer", bundleId: StageFixtures.bundleID,
-                                                                  privateKey: key))
-        let verifier = try SignedDataVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: StageFixtures.bundleID, environment: .sandbox))
-        return SweeperService(configuration: .init(deadlines: [.appstore: 86_400], batchSize: 2), store: store, producer: producer,
-                              context: StageContext(codec: StageFixtures.codec, logger: Logger(stage: "sweeper", minimum: .error), now: { Self.now }),
-                              clock: ContinuousClock(), appStore: [.sandbox: AppStoreLookup(api: client, verifier: verifier)])
-    }
+    func sweeper() throws -> SweeperService<ContinuousClock> { try fixture.sweeper(now: Self.now, batchSize: 2) }
 
     /// A due consumable, granted to user-1, that the store knows (signed by `signer`, refunded at `refundedAt`) or not.
     @discardableResult

@@ -3,6 +3,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import HTTPClient
 import Testing
 import WorkerRuntime
 
@@ -129,11 +130,11 @@ extension ExecutableProcess {
 
 /// One HTTP exchange over a real connection.
 public func httpRequest(_ url: String, method: String = "GET", body: Data? = nil, headers: [String: String] = [:]) async throws -> (status: Int, body: String) {
-    var request = URLRequest(url: URL(string: url)!)
-    request.httpMethod = method
-    request.httpBody = body
-    request.timeoutInterval = 30
-    for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-    let (data, response) = try await URLSession.shared.data(for: request)
-    return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+    // The product's own client (libcurl on a thread of its own), not URLSession, which drives libcurl through dispatch
+    // sources on its sockets.
+    let request = HTTPClient.Request(method: method, url: url, headers: headers.map { (name: $0.key, value: $0.value) }, body: body.map(Array.init))
+    switch await HTTPClient(timeout: .seconds(30), maxConnections: 1).send(request) {
+    case .success(let response): return (response.status, String(decoding: response.body, as: UTF8.self))
+    case .failure(let failure): throw URLError(.cannotConnectToHost, userInfo: [NSLocalizedDescriptionKey: failure.description])
+    }
 }
