@@ -24,9 +24,15 @@ struct SweeperAppStoreFixture {
         for type in [EventType.refundDue, .purchaseRevoked, .purchaseSubmitted, .purchaseVerified, .subscriptionStatus] {
             try cluster.createTopic(StageFixtures.codec.topic(type), partitions: 1)
         }
-        pki = try TestPKI.make(name: name)
+        pki = try Self.pki(name)
         key = try PrivateKey.generateP256()
         api = try AppStoreServerAPIStandIn(publicKey: try key.publicKey(), keyId: "KEY1", issuerId: "issuer", bundleId: StageFixtures.bundleID.rawValue)
+    }
+
+    /// A chain valid from before the tests' fixed dates (2025) until a year from now, whenever the tests run: signed data
+    /// is checked against the chain at its signing date.
+    static func pki(_ name: String) throws -> TestPKI {
+        try TestPKI.make(.init(validFrom: Date(timeIntervalSince1970: 1_700_000_000), validUntil: Date().addingTimeInterval(365 * 86_400)), name: name)
     }
 
     /// The sweeper at `now`, `batchSize` purchases a page.

@@ -90,7 +90,7 @@ import WorkerRuntime
 
     /// An answer signed by another chain is not the store's: the purchase is neither flagged nor revoked on its word.
     @Test func anAnswerThatDoesNotVerifyDecidesNothing() async throws {
-        let forged = try await due("300001", refundedAt: Self.now, signer: try TestPKI.make(name: "forger"))
+        let forged = try await due("300001", refundedAt: Self.now, signer: try SweeperAppStoreFixture.pki("forger"))
         let sweeper = try sweeper()
         #expect(try await sweeper.sweepOnce() == 0)
         #expect(try await store.states(of: [forged])[forged] == .granted)

@@ -97,7 +97,7 @@ import WorkerRuntime
 
     /// Statuses signed by another chain settle nothing: asked again next sweep.
     @Test func statusesThatDoNotVerifySettleNothing() async throws {
-        let forged = try TestPKI.make(name: "forger")
+        let forged = try SweeperAppStoreFixture.pki("forger")
         try await subscription("8001", of: "user-1", expires: Self.now.addingTimeInterval(-86_400))
         let info = try JWSSigner(pki: forged).sign(AppStorePayloads.renewalInfo(originalTransactionId: "8001", productId: "pass.gold", signedDate: Self.now))
         api.recordSubscriptionStatus(groupIdentifier: "passes", originalTransactionId: "8001", status: 2,
