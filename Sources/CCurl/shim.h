@@ -16,6 +16,11 @@ static inline CURLcode iap_curl_response_code(CURL *handle, long *code) {
 static inline CURLcode iap_curl_retry_after(CURL *handle, curl_off_t *seconds) {
     return curl_easy_getinfo(handle, CURLINFO_RETRY_AFTER, seconds);
 }
+// The value of the last response's `name` header as it was sent, or NULL (libcurl ≥ 7.84's header API).
+static inline const char *iap_curl_header_value(CURL *handle, const char *name) {
+    struct curl_header *header = NULL;
+    return curl_easy_header(handle, name, 0, CURLH_HEADER, -1, &header) == CURLHE_OK && header ? header->value : NULL;
+}
 static inline CURLcode iap_curl_setopt_off_t(CURL *handle, CURLoption option, curl_off_t value) {
     return curl_easy_setopt(handle, option, value);
 }

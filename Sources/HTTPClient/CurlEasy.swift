@@ -71,10 +71,22 @@ final class CurlEasy {
         guard result == CURLE_OK else { return .failure(HTTPClient.Failure(Self.describe(result))) }
         var status = 0
         guard iap_curl_response_code(handle, &status) == CURLE_OK else { return .failure(HTTPClient.Failure("no HTTP status")) }
-        // Retry-After in seconds, or as a date (libcurl reads both as seconds from now); 0 when absent.
+        return .success(HTTPClient.Response(status: status, body: body?.bytes ?? [], retryAfter: retryAfterHint()))
+    }
+
+    /// `Retry-After`: a number as it was sent (libcurl ≥ 8.12 caps the number it reads at six hours, and a store may send
+    /// a UNIX time in milliseconds: its caller reads that), else a date as libcurl reads it, in seconds from now; nil when
+    /// absent.
+    private func retryAfterHint() -> Duration? {
+        if let raw = iap_curl_header_value(handle, "Retry-After") {
+            let text = String(cString: raw).utf8.filter { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") }
+            if !text.isEmpty, text.count <= 18, text.allSatisfy({ (0x30...0x39).contains($0) }) {
+                let value = text.reduce(Int64(0)) { $0 * 10 + Int64($1 - 0x30) }
+                return value > 0 ? .seconds(value) : nil
+            }
+        }
         var retryAfter: curl_off_t = 0
-        let hint = iap_curl_retry_after(handle, &retryAfter) == CURLE_OK && retryAfter > 0 ? Duration.seconds(retryAfter) : nil
-        return .success(HTTPClient.Response(status: status, body: body?.bytes ?? [], retryAfter: hint))
+        return iap_curl_retry_after(handle, &retryAfter) == CURLE_OK && retryAfter > 0 ? Duration.seconds(retryAfter) : nil
     }
 
     /// Forgets the last transfer's headers and body.

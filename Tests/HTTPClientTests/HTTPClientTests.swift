@@ -13,6 +13,40 @@ import TestSupport
         let requests = Mutex<[HTTPRequest]>([])
     }
 
+    /// `Retry-After` as the server sent it: seconds; a number far beyond what libcurl keeps (≥ 8.12 caps it at six hours),
+    /// such as the App Store's UNIX time in milliseconds, whole; a date, in seconds from now; none, nil.
+    @Test func retryAfterIsReadAsItWasSent() async throws {
+        let server = try HTTPServer { request in
+            var headers: [String: String] = [:]
+            switch request.path {
+            case "/seconds": headers["Retry-After"] = "120"
+            case "/milliseconds": headers["Retry-After"] = "1796537118000"
+            case "/date": headers["Retry-After"] = Self.httpDate(Date().addingTimeInterval(3600))
+            default: break
+            }
+            return HTTPResponse(status: 429, headers: headers)
+        }
+        defer { server.shutdown() }
+        let client = HTTPClient(timeout: .seconds(10))
+        func wait(_ path: String) async throws -> Duration? {
+            try await client.send(.init(method: "GET", url: "http://127.0.0.1:\(server.port)\(path)")).get().retryAfter
+        }
+        #expect(try await wait("/seconds") == .seconds(120))
+        #expect(try await wait("/milliseconds") == .seconds(1_796_537_118_000))
+        let date = try #require(try await wait("/date"))
+        #expect(date > .seconds(3500) && date <= .seconds(3600), "\(date)")
+        #expect(try await wait("/none") == nil)
+    }
+
+    /// An IMF-fixdate (RFC 9110), as `Retry-After` carries a date.
+    static func httpDate(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter.string(from: date)
+    }
+
     @Test func requestsArriveAsSentAndAnswersComeBackWhole() async throws {
         let seen = Seen()
         let server = try HTTPServer { request in
