@@ -32,16 +32,17 @@ public typealias BundleID = Identifier<IdentifierKinds.Bundle>
 public typealias NotificationID = Identifier<IdentifierKinds.Notification>
 
 extension Identifier where Kind == IdentifierKinds.AccountToken {
-    /// Whether two tokens name the same account: equal bytes but for the case of ASCII letters (a UUID's hex digits are
-    /// written in upper case by StoreKit and in lower case by many backends); any other byte must be the same.
     /// The token with its ASCII letters in lower case: one spelling per account (`isSameAccount`), for keys.
     public var folded: AccountToken {
-        AccountToken(String(decoding: rawValue.utf8.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self))
+        AccountToken(String(decoding: rawValue.utf8.map(Self.folded), as: UTF8.self))
     }
 
+    /// Whether two tokens name the same account: equal bytes but for the case of ASCII letters (a UUID's hex digits are
+    /// written in upper case by StoreKit and in lower case by many backends); any other byte must be the same.
     public func isSameAccount(as other: AccountToken) -> Bool {
-        func folded(_ byte: UInt8) -> UInt8 { (0x41...0x5A).contains(byte) ? byte | 0x20 : byte }
         let (mine, theirs) = (rawValue.utf8, other.rawValue.utf8)
-        return mine.count == theirs.count && zip(mine, theirs).allSatisfy { folded($0) == folded($1) }
+        return mine.count == theirs.count && zip(mine, theirs).allSatisfy { Self.folded($0) == Self.folded($1) }
     }
+
+    private static func folded(_ byte: UInt8) -> UInt8 { (0x41...0x5A).contains(byte) ? byte | 0x20 : byte }
 }

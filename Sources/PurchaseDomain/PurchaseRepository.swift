@@ -50,9 +50,9 @@ public protocol PurchaseRepository: Sendable {
     /// Records a charge the store announced that no user is known for (`LifecycleEvent.chargeAnnounced`), owned by
     /// `UserID.nobody`: kept `unclaimed` until a submission of it claims it (`recordVerified`).
     func recordUnclaimed(_ purchase: PurchaseRecord, at now: Date) async throws -> RecordOutcome
-    /// The user of the latest proven purchase bound to `token` (compared as `AccountToken.isSameAccount`) that is still its
-    /// first owner's (not restored by another user under `transfer`), else the user it was registered for
-    /// (`registerAccountToken`), if any.
+    /// The user `token` was registered for (`registerAccountToken`), else the user of the latest proven purchase bound to it
+    /// (compared as `AccountToken.isSameAccount`) that is still its first owner's (not restored by another user under
+    /// `transfer`), if any.
     func owner(ofAccountToken token: AccountToken) async throws -> UserID?
 
     /// Registers `token` as `userId`'s (`user.token`, the app's backend made it for them): the first registration of a
@@ -119,10 +119,6 @@ public protocol SweepRepository: PurchaseRepository {
     /// Granted consumables of `store` past `now - deadline`, not known consumed, that carry a token to ask the store about
     /// again, by purchase time (then transaction id): the page of `limit` after `last`, the last purchase of the page before.
     func dueGrantedWithToken(store: Store, deadline: TimeInterval, now: Date, after last: PurchaseRecord?, limit: Int) async throws -> [PurchaseRecord]
-
-    /// Charges of `store` nobody claimed (`unclaimed`), by purchase time (then transaction id): the page of `limit` after
-    /// `last`. For the sweeper to give each to a user the store learned of since (`owner(ofAccountToken:)`, `owner(store:originalTransactionId:)`).
-    func unclaimedCharges(store: Store, after last: PurchaseRecord?, limit: Int) async throws -> [PurchaseRecord]
 
     /// Every purchase of `store` the deadline flags (open ones and charges nobody claimed), not flagged, by purchase time
     /// (then transaction id): the page of `limit` after `last`. For a store asked about each before it is flagged (`flagDue`).

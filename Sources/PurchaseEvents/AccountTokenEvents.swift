@@ -19,5 +19,5 @@ public struct UserAccountTokenRegistered: PipelineEvent, Hashable {
 
     public var messageKey: Data? { Data(userId.rawValue.utf8) }
     /// One per user and token (whatever the case of its letters): a registration sent again is the same event.
-    public var eventID: String { "token:\(userId):\(appAccountToken.rawValue.lowercased())" }
+    public var eventID: String { "token:\(userId):\(appAccountToken.folded)" }
 }

@@ -63,18 +63,28 @@ extension SQLPurchaseStore {
         let dialect = dialect
         return try await executor.run { connection in
             try Self.transaction(connection, dialect) {
-                if let owner = try Self.owner(connection, ofAccountToken: token) { return owner }
+                // A token a purchase of another user is bound to (and nobody registered) is theirs: not registered for this one.
+                if let owner = try Self.owner(connection, ofAccountToken: token), owner != userId { return owner }
                 try connection.query("""
                     INSERT INTO account_tokens (token_folded, app_account_token, user_id, registered_at) VALUES ($1, $2, $3, $4)
                     ON CONFLICT (token_folded) DO NOTHING
                     """, [.text(token.folded), .text(token), .text(userId), .integer(PurchaseTime.milliseconds(now))])
-                return try Self.owner(connection, ofAccountToken: token) ?? userId
+                guard let registered: UserID = try connection.query("SELECT user_id FROM account_tokens WHERE token_folded = $1",
+                                                                   [.text(token.folded)]).first?[0].identifier() else {
+                    throw DatabaseError(code: "registration", message: "an account token registration was not kept", isRetriable: true)
+                }
+                return registered
             }
         }
     }
 
-    /// Whose `token` is: the latest purchase bound to it says, else its registration (migration 22).
+    /// Whose `token` is: its registration (migration 22) says, else the latest purchase bound to it — a registration
+    /// stands against a signed transaction another user submitted with the token.
     static func owner(_ connection: any SQLConnection, ofAccountToken token: AccountToken) throws -> UserID? {
+        if let registered: UserID = try connection.query("SELECT user_id FROM account_tokens WHERE token_folded = $1",
+                                                        [.text(token.folded)]).first?[0].identifier() {
+            return registered
+        }
         // The index folds with lower(), which PostgreSQL may apply beyond ASCII: the candidates are checked as tokens compare.
         // A purchase another user restored under `transfer` (a ledger `transfer` entry) no longer says whose the token is;
         // one nobody claimed never did.
@@ -85,8 +95,7 @@ extension SQLPurchaseStore {
                                 AND l.entry_kind = 'transfer')
             ORDER BY purchase_time DESC
             """, [.text(token)]).first { row in (row[1].identifier() as AccountToken?)?.isSameAccount(as: token) == true }?[0].identifier()
-        if let bound { return bound }
-        return try connection.query("SELECT user_id FROM account_tokens WHERE token_folded = $1", [.text(token.folded)]).first?[0].identifier()
+        return bound
     }
 
     /// The purchases under `originalTransactionId` (the original, its renewals and restores) that `userId` holds, oldest

@@ -80,16 +80,9 @@ extension SQLPurchaseStore {
         try await duePage(Self.dueToAskQuery, store: store, deadline: deadline, now: now, after: last, limit: limit)
     }
 
-    public func unclaimedCharges(store: Store, after last: PurchaseRecord? = nil, limit: Int = 500) async throws -> [PurchaseRecord] {
-        try await duePage(Self.unclaimedChargesPageQuery, store: store, cutoff: .max, after: last, limit: limit)
-    }
-
     /// A page of `query` ($1 store, $2 cutoff, $3 limit, $4 and $5 the position after `last`).
     private func duePage(_ query: String, store: Store, deadline: TimeInterval, now: Date, after last: PurchaseRecord?, limit: Int) async throws -> [PurchaseRecord] {
-        try await duePage(query, store: store, cutoff: PurchaseTime.milliseconds(now.addingTimeInterval(-deadline)), after: last, limit: limit)
-    }
-
-    private func duePage(_ query: String, store: Store, cutoff: Int64, after last: PurchaseRecord?, limit: Int) async throws -> [PurchaseRecord] {
+        let cutoff = PurchaseTime.milliseconds(now.addingTimeInterval(-deadline))
         let position: [SQLValue] = last.map { [.integer(PurchaseTime.milliseconds($0.purchaseTime)), .text($0.key.transactionId)] }
             ?? [.integer(.min), .text("")]
         return try await executor.run { connection in
@@ -154,13 +147,6 @@ extension SQLPurchaseStore {
 
     /// One purchase ($3) if it is due (by its key).
     static let dueByKeyQuery = "SELECT \(recordColumns) FROM purchases WHERE store = $1 AND transaction_id = $3 AND \(anyDueCondition)"
-
-    /// Charges nobody claimed, paid before $2, after the purchase time $4 and transaction id $5 (`purchases_unclaimed`).
-    static let unclaimedChargesPageQuery = """
-        SELECT \(recordColumns) FROM purchases
-        WHERE store = $1 AND \(unclaimedCondition) AND purchase_time < $2 AND (purchase_time > $4 OR (purchase_time = $4 AND transaction_id > $5))
-        ORDER BY purchase_time, transaction_id LIMIT $3
-        """
 
     /// Every purchase due, after the purchase time $4 and transaction id $5: those of a store asked about each before it is flagged.
     static let dueToAskQuery = """

@@ -43,16 +43,14 @@ extension SweeperService {
     /// refunded or revoked is revoked (its `purchase.revoked`, which the granter applies as the store's notification would
     /// be), one it does not is flagged, one it could not be asked about is neither and is asked again next sweep. A page
     /// none of which could be asked about ends the round (the API is down). Returns how many it flagged.
-    /// - Parameter claimed: charges just submitted for the user they turned out to be of (`claimUnclaimedCharges`): not
-    ///   flagged this round, the verifier claims them.
-    func recheckAppStore(deadline: TimeInterval, now: Date, lookups: [AppStoreEnvironment: AppStoreLookup], claimed: Set<PurchaseKey> = []) async throws -> Int {
+    func recheckAppStore(deadline: TimeInterval, now: Date, lookups: [AppStoreEnvironment: AppStoreLookup]) async throws -> Int {
         try await recheck(.appstore, deadline: deadline, now: now, api: "App Store Server API", page: { last in
             try await store.dueToAsk(store: .appstore, deadline: deadline, now: now, after: last, limit: configuration.batchSize)
         }) { page in
             var notRefunded: [PurchaseKey] = []
             var revocations: [any PipelineEvent] = []
             var unavailable = 0
-            for record in page where !claimed.contains(record.key) {
+            for record in page {
                 let answer = await ask(about: record, lookups: lookups)
                 count(answer.outcome)
                 switch answer {
@@ -190,49 +188,5 @@ extension SweeperService {
                     ?? "status recorded"])
         }
         return settled
-    }
-}
-
-extension SweeperService {
-    /// Gives each charge nobody claimed to the user the pipeline learned of since it came (rule 5): the owner of its
-    /// subscription (a renewal announced before the subscription was submitted), else the user its account token belongs
-    /// to (a purchase that bound the token, recorded after the charge). The store's signed transaction (*Get Transaction
-    /// Info*) is submitted for that user (`purchase.submitted`, `source: server`, the charge's token), and the verifier
-    /// claims it, once, as the app's own submission would have. Returns the charges it submitted.
-    func claimUnclaimedCharges(lookups: [AppStoreEnvironment: AppStoreLookup]) async throws -> Set<PurchaseKey> {
-        var submitted = Set<PurchaseKey>()
-        var last: PurchaseRecord?
-        while true {
-            let page = try await store.unclaimedCharges(store: .appstore, after: last, limit: configuration.batchSize)
-            var events: [any PipelineEvent] = []
-            var unavailable = false
-            for record in page where !unavailable {
-                let original = record.originalTransactionId ?? record.key.transactionId
-                var owner = original == record.key.transactionId ? nil : try await store.owner(store: .appstore, originalTransactionId: original)
-                if owner == nil, let token = record.appAccountToken { owner = try await store.owner(ofAccountToken: token) }
-                guard let owner, let lookup = lookup(record.environment, in: lookups) else { continue }
-                switch await lookup.api.transactionInfo(record.key.transactionId) {
-                case .success(let signed):
-                    events.append(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: signed, userId: owner,
-                                                    submittedAt: context.now(), source: .server, submissionId: UUID().uuidString.lowercased(),
-                                                    appAccountToken: record.appAccountToken))
-                    submitted.insert(record.key)
-                    count("unclaimedChargeSubmitted")
-                case .failure(.unavailable):
-                    count("unavailable")
-                    unavailable = true
-                case .failure(.refused(let status, let detail)):
-                    count("unknownToTheStore")
-                    context.logger.warning("the App Store does not know a charge nobody claimed", ["transactionId": record.key.transactionId,
-                                                                                                  "status": status, "detail": detail])
-                }
-            }
-            if !events.isEmpty, case .publish(let messages) = try context.messages(events) {
-                for result in await producer.send(contentsOf: messages) { _ = try result.get() }
-                context.logger.info("charges nobody claimed submitted for the user they turned out to be of", ["count": events.count])
-            }
-            guard !unavailable, page.count == configuration.batchSize, let next = page.last else { return submitted }
-            last = next
-        }
     }
 }

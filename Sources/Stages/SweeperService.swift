@@ -47,7 +47,7 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
 
     /// How many times the App Store was asked about a due purchase or a lapsed subscription, by what came of it:
     /// `refunded`, `notRefunded`, `unknownToTheStore`, `unavailable` (not asked: the API down, rate-limited or its key
-    /// refused), `untrusted` (an answer that did not verify), `subscriptionSettled`, `unclaimedChargeSubmitted`. Due purchases wait unflagged while
+    /// refused), `untrusted` (an answer that did not verify), `subscriptionSettled`. Due purchases wait unflagged while
     /// `unavailable` or `untrusted` grow: alert on them.
     public var storeChecks: [String: Int] { checks.withLock { $0 } }
 
@@ -75,8 +75,7 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
             let now = context.now()
             if storeName == .appstore && !appStore.isEmpty {
                 // Every due purchase is asked about, and flagged (or revoked) by that alone.
-                let claimed = try await claimUnclaimedCharges(lookups: appStore)
-                flagged += try await recheckAppStore(deadline: deadline, now: now, lookups: appStore, claimed: claimed)
+                flagged += try await recheckAppStore(deadline: deadline, now: now, lookups: appStore)
                 try await sendRefundNotices(store: storeName, deadline: deadline)
                 let settled = try await settleLapsedSubscriptions(now: now, lookups: appStore)
                 if settled > 0 { context.logger.info("lapsed subscriptions settled", ["count": settled]) }

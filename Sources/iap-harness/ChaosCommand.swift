@@ -125,7 +125,7 @@ enum ChaosCommand {
             _ = try result.get()
         }
         say("refunded \(first.count) purchases before their submission; sent \(subscriptionNotifications.first.count) subscription periods' EXPIRED "
-            + "and \(unsubmitted.early.count) ONE_TIME_CHARGE of charges nobody is known for yet")
+            + "and \(unsubmitted.early.count) ONE_TIME_CHARGE without an account token")
         // All at once, or `rate` per second in tenths of a second, alongside the faults.
         @Sendable func submit() async throws {
             let chunk = rate.map { max(1, $0 / 10) } ?? 5_000

@@ -5,24 +5,19 @@ import PurchaseStore
 
 /// When the chaos run's charges nobody submitted (`--unsubmitted`, a share of the App Store's consumable charges) are
 /// announced by the store (`ONE_TIME_CHARGE`, lost like any notification and then read back from the history): with the
-/// first notifications, before any submission, those without a token (a few refunded at the store since, unannounced)
-/// and half of those with one — nobody is known for their token yet: each waits unclaimed until its user's first purchase
-/// is recorded, then the sweeper gives it to them (rule 5); the other half once the purchase that bound the token was
-/// answered (granted, or refused because the store refunded it first: recorded all the same), so that the verifier grants
-/// them as they arrive.
+/// first notifications, before any submission, those without a token (a few refunded at the store since, unannounced);
+/// each with a token once the purchase that bound the token was answered (granted, or refused because the store refunded
+/// it first: recorded all the same), so that the verifier grants them as they arrive.
 struct UnsubmittedChargePlan {
     let charges: UnsubmittedCharges
-    /// Announced first; of them, those with a token.
+    /// Announced first.
     let early: [PurchaseInput.Purchase]
-    let earlyWithToken: Int
     private var waiting: [(charge: PurchaseInput.Purchase, binding: TransactionID)]
 
     init(_ charges: UnsubmittedCharges) {
         self.charges = charges
-        let halves = Dictionary(grouping: charges.withToken.enumerated()) { $0.offset % 2 == 0 }
-        early = charges.withoutToken + charges.refundedUnannounced.map(\.charge) + (halves[true] ?? []).map(\.element.charge)
-        waiting = (halves[false] ?? []).map(\.element)
-        earlyWithToken = halves[true]?.count ?? 0
+        early = charges.withoutToken + charges.refundedUnannounced.map(\.charge)
+        waiting = charges.withToken
     }
 
     /// The charges with a token to announce now: those whose binding purchase is among `answered`.
@@ -47,7 +42,7 @@ struct UnsubmittedChargePlan {
     }
 
     var summary: JSONValue {
-        .object(["withToken": .integer(Int64(charges.withToken.count)), "withTokenBeforeItWasKnown": .integer(Int64(earlyWithToken)),
+        .object(["withToken": .integer(Int64(charges.withToken.count)),
                  "withoutToken": .integer(Int64(charges.withoutToken.count)),
                  "refundedUnannounced": .integer(Int64(charges.refundedUnannounced.count))])
     }

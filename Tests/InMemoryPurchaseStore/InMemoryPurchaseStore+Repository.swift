@@ -97,16 +97,6 @@ extension InMemoryPurchaseStore: SweepRepository, ConsumptionRequestRepository {
         try await withTables { $0.dueGrantedWithToken(store: store, deadline: deadline, now: now, after: last, limit: limit) }
     }
 
-    public func unclaimedCharges(store: Store, after last: PurchaseRecord?, limit: Int) async throws -> [PurchaseRecord] {
-        try await withTables { tables in
-            let position = last.map { ($0.purchaseTime.milliseconds, $0.key.transactionId) } ?? (Int64.min, "")
-            return tables.purchases.values.filter { row in
-                row.key.store == store && row.state == .unclaimed
-                    && (row.purchaseTime > position.0 || (row.purchaseTime == position.0 && row.key.transactionId > position.1))
-            }.sorted(by: Tables.byPurchaseTimeThenId).prefix(limit).map(\.record)
-        }
-    }
-
     public func dueToAsk(store: Store, deadline: TimeInterval, now: Date, after last: PurchaseRecord?, limit: Int) async throws -> [PurchaseRecord] {
         try await withTables { $0.dueToAsk(store: store, deadline: deadline, now: now, after: last, limit: limit) }
     }

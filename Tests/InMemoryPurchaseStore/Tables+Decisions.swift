@@ -25,22 +25,23 @@ extension Tables {
         return transition.to == .revoked ? .revokedEarlier : .recorded
     }
 
-    /// The owner of the latest proven purchase bound to `token`, neither unclaimed nor restored by another user since;
-    /// else the user it was registered for.
+    /// The user `token` was registered for; else the owner of the latest proven purchase bound to it, neither unclaimed
+    /// nor restored by another user since.
     func owner(ofAccountToken token: AccountToken) -> UserID? {
+        if let registered = accountTokens[token.folded] { return registered }
         let transferred = Set(ledger.filter { $0.kind == .transfer }.map(\.key))
         return purchases.values.filter { row in
             Lifecycle.provenStates.contains(row.state) && row.record.appAccountToken?.isSameAccount(as: token) == true && row.record.userId != .nobody
                 && !transferred.contains(row.key)
         }
-            .max { ($0.purchaseTime, $0.recorded) < ($1.purchaseTime, $1.recorded) }?.record.userId ?? accountTokens[token.folded]
+            .max { ($0.purchaseTime, $0.recorded) < ($1.purchaseTime, $1.recorded) }?.record.userId
     }
 
-    /// The first registration of a token stands; one a purchase of another user is bound to is theirs.
+    /// The first registration of a token stands; one a purchase of another user is bound to (and nobody registered) is theirs.
     mutating func registerAccountToken(_ token: AccountToken, for userId: UserID) -> UserID {
-        if let owner = owner(ofAccountToken: token) { return owner }
-        accountTokens[token.folded] = userId
-        return userId
+        if let owner = owner(ofAccountToken: token), owner != userId { return owner }
+        if accountTokens[token.folded] == nil { accountTokens[token.folded] = userId }
+        return accountTokens[token.folded] ?? userId
     }
 
     mutating func grant(_ key: PurchaseKey, items: [GrantItem], at now: Date) -> GrantOutcome {

@@ -81,8 +81,10 @@ import TestSupport
         #expect(open.openPurchasesByState.isEmpty, "not open: nothing is owed to a user yet")
     }
 
-    /// A token the app's backend registered (`user.token`) names its user before any purchase does: the first registration
-    /// stands (whatever the case of its letters), and a token a purchase of another user is bound to is that user's.
+    /// A token the app's backend registered (`user.token`) names its user, before any purchase does and against a signed
+    /// transaction another user submitted with it: the first registration stands (whatever the case of its letters); a
+    /// token a purchase of another user is bound to, and nobody registered, is that user's; the owner's own registration of
+    /// a token their purchase is bound to is kept.
     @Test(arguments: RepositoryKind.available) func aRegisteredTokenNamesItsUserAndTheFirstRegistrationStands(_ kind: RepositoryKind) async throws {
         let store = try await kind.fresh()
         let token: AccountToken = "5e0c2a31-7d4f-4b8e-9a61-0000000000aa"
@@ -92,6 +94,14 @@ import TestSupport
         #expect(try await store.registerAccountToken(AccountToken(token.rawValue.uppercased()), for: "u-2", at: Self.t0) == "u-1", "another user's: refused")
         #expect(try await store.registerAccountToken(token, for: "u-1", at: Self.t0) == "u-1", "the same again")
         #expect(try await store.owner(ofAccountToken: token) == "u-1")
+        #expect(try await store.recordVerified(charge("leaked", token: token, user: "u-5"), at: Self.t0.addingTimeInterval(60)) == .recorded)
+        #expect(try await store.owner(ofAccountToken: token) == "u-1", "a registration stands against another user's submission")
+
+        let own: AccountToken = "5e0c2a31-7d4f-4b8e-9a61-0000000000cc"
+        #expect(try await store.recordVerified(charge("p2", token: own, user: "u-6"), at: Self.t0) == .recorded)
+        #expect(try await store.registerAccountToken(own, for: "u-6", at: Self.t0) == "u-6")
+        _ = try await store.recordVerified(charge("p3", token: own, user: "u-7"), at: Self.t0.addingTimeInterval(60))
+        #expect(try await store.owner(ofAccountToken: own) == "u-6", "kept: registered, not only bound")
 
         let bound: AccountToken = "5e0c2a31-7d4f-4b8e-9a61-0000000000bb"
         #expect(try await store.recordVerified(charge("p1", token: bound, user: "u-3"), at: Self.t0) == .recorded)

@@ -96,38 +96,4 @@ import WorkerRuntime
         #expect(try await store.states(of: [forged])[forged] == .granted)
         #expect(sweeper.storeChecks == ["untrusted": 1])
     }
-
-    /// Charges nobody claimed go to the user learned of since: the one their account token turned out to be of, the owner
-    /// of the subscription a renewal belongs to. The store's signed transaction is submitted for that user, and a due one
-    /// is not flagged meanwhile; a charge of a token nobody holds stays as it is.
-    @Test func aChargeNobodyClaimedGoesToTheUserLearnedOfSince() async throws {
-        let token: AccountToken = "5b1d7c8e-2f3a-4b5c-9d6e-7f8a9b0c1d2e"
-        func unclaimed(_ id: TransactionID, original: TransactionID? = nil, token: AccountToken?, at time: Date) async throws -> String {
-            let key = PurchaseKey(store: .appstore, transactionId: id)
-            _ = try await store.recordUnclaimed(PurchaseRecord(key: key, userId: .nobody, productId: "coins.100", productType: .consumable, quantity: 1,
-                                                               purchaseTime: time, environment: "Sandbox", originalTransactionId: original,
-                                                               appAccountToken: token), at: time)
-            let signed = try JWSSigner(pki: pki).sign(AppStorePayloads.transaction(
-                transactionId: id.rawValue, originalTransactionId: original?.rawValue, productId: "coins.100", bundleId: StageFixtures.bundleID.rawValue,
-                environment: .sandbox, purchaseDate: time, signedDate: Self.now, appAccountToken: token?.rawValue))
-            api.recordTransaction(signed, transactionId: id, originalTransactionId: original ?? id, customer: "c", refunded: false)
-            return signed
-        }
-        let byToken = try await unclaimed("400001", token: token, at: Self.t0)                     // due, and its user known since
-        let renewal = try await unclaimed("400002", original: "400010", token: nil, at: Self.now)    // a renewal of a subscription owned since
-        _ = try await unclaimed("400003", token: "00000000-0000-4000-8000-000000000000", at: Self.now)
-        for (id, user, bound) in [("400009", "user-7", token), ("400010", "user-8", nil)] as [(TransactionID, UserID, AccountToken?)] {
-            let key = PurchaseKey(store: .appstore, transactionId: id)
-            _ = try await store.recordVerified(PurchaseRecord(key: key, userId: user, productId: "adfree", productType: .nonConsumable, quantity: 1,
-                                                              purchaseTime: Self.now, environment: "Sandbox", appAccountToken: bound), at: Self.now)
-            _ = try await store.grant(key, items: [.entitlement("adfree")], at: Self.now)
-        }
-        let sweeper = try sweeper()
-        #expect(try await sweeper.sweepOnce() == 0, "the charge its user turned out to be of is not flagged meanwhile")
-        let submitted = try await StageFixtures.events(PurchaseSubmitted.self, atLeast: 2, at: cluster.bootstrapServers).map(\.event)
-        #expect(Set(submitted.map { "\($0.userId):\($0.signedTransaction ?? "")" }) == ["user-7:\(byToken)", "user-8:\(renewal)"])
-        #expect(submitted.allSatisfy { $0.source == .server })
-        #expect(submitted.first { $0.userId == "user-7" }?.appAccountToken == token)
-        #expect(sweeper.storeChecks["unclaimedChargeSubmitted"] == 2)
-    }
 }

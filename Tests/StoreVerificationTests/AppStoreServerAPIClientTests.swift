@@ -128,6 +128,8 @@ import TestSupport
         let now = Date(timeIntervalSince1970: 1_765_000_000)
         #expect(AppStoreServerAPIClient.wait(.seconds(1_765_000_030_000), now: now) == .seconds(30))
         #expect(AppStoreServerAPIClient.wait(.seconds(1_764_999_990_000), now: now) == .zero, "a time past: no wait")
+        #expect(AppStoreServerAPIClient.wait(.seconds(1_765_000_000), now: now) == .seconds(3600), "a time in seconds: an hour at most")
+        #expect(AppStoreServerAPIClient.wait(.seconds(1_865_000_000_000), now: now) == .seconds(3600), "years ahead: an hour at most")
         #expect(AppStoreServerAPIClient.wait(.seconds(120), now: now) == .seconds(120))
         #expect(AppStoreServerAPIClient.wait(nil, now: now) == nil)
     }

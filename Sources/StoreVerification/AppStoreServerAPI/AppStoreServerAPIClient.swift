@@ -170,15 +170,19 @@ public final class AppStoreServerAPIClient: Sendable {
     }
 
     /// How long to wait before calling again, from `Retry-After`: Apple sends the UNIX time, in milliseconds, from which
-    /// a request is accepted again (libcurl reads any number as seconds); a proxy's seconds are taken as they are.
+    /// a request is accepted again (the client reads any number as seconds); a proxy's seconds are taken as they are. At
+    /// most `longestWait`: a value beyond it (a bad proxy's, a time in seconds) must not stop the calls for good.
     public static func wait(_ retryAfter: Duration?, now: Date) -> Duration? {
         guard let retryAfter else { return nil }
         let value = retryAfter.components.seconds
         // Beyond 10^10 seconds (over 300 years) the number is a time in milliseconds, not a wait.
-        guard value > 10_000_000_000 else { return retryAfter }
+        guard value > 10_000_000_000 else { return min(retryAfter, longestWait) }
         let milliseconds = max(0, value - EpochMilliseconds.milliseconds(now))
-        return .milliseconds(milliseconds)
+        return min(.milliseconds(milliseconds), longestWait)
     }
+
+    /// The longest wait a `Retry-After` is taken for: Apple's rate limits are per hour.
+    public static let longestWait: Duration = .seconds(3600)
 
     /// The token for a request: reused until half its lifetime has passed (Apple accepts a token for
     /// many requests within its lifetime), so a clock step or a slow request never sends an expired one.
