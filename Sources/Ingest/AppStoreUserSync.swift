@@ -80,8 +80,7 @@ public final class AppStoreUserSync: Sendable {
         let owned: (key: PurchaseKey, environment: String?, accountToken: AccountToken?)?
         do { owned = try await store.latestAppStoreTransaction(of: userId) } catch { return .failure(.storeUnavailable("the purchase store: \(error)", retryAfter: nil)) }
         guard let owned else { return .failure(.noTransaction) }
-        let environment = owned.environment.map(AppStoreEnvironment.init(rawValue:))
-        guard let api = environment.flatMap({ apis[$0] }) ?? (environment == nil && apis.count == 1 ? apis.values.first : nil) else {
+        guard let api = apis.forRecorded(environment: owned.environment) else {
             return .failure(.storeRefused("no App Store Server API is configured for the \(owned.environment ?? "unknown") environment"))
         }
         var report = Report(userId: userId, transactionId: owned.key.transactionId, listed: 0, submitted: 0, complete: false)

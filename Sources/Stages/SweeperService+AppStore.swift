@@ -72,15 +72,9 @@ extension SweeperService {
         }
     }
 
-    /// The App Store of `environment` (the deployment's own when a record names none).
-    private func lookup(_ environment: String?, in lookups: [AppStoreEnvironment: AppStoreLookup]) -> AppStoreLookup? {
-        let environment = environment.map(AppStoreEnvironment.init(rawValue:))
-        return environment.flatMap { lookups[$0] } ?? (environment == nil && lookups.count == 1 ? lookups.values.first : nil)
-    }
-
     /// What the App Store of `record`'s environment says of it.
     private func ask(about record: PurchaseRecord, lookups: [AppStoreEnvironment: AppStoreLookup]) async -> AppStoreAnswer {
-        guard let lookup = lookup(record.environment, in: lookups) else {
+        guard let lookup = lookups.forRecorded(environment: record.environment) else {
             return .notRefunded(unknown: false) // No API of its environment to ask: flagged, as without a re-check.
         }
         switch await lookup.api.transactionInfo(record.key.transactionId) {
@@ -123,7 +117,7 @@ extension SweeperService {
             .addingTimeInterval(-configuration.lapseMargin), limit: configuration.batchSize)
         var settled = 0
         for subscription in lapsed {
-            guard let lookup = lookup(subscription.environment, in: lookups) else { continue }
+            guard let lookup = lookups.forRecorded(environment: subscription.environment) else { continue }
             let entries: [SubscriptionStatusEntry]
             switch await lookup.api.subscriptionStatuses(of: subscription.key.transactionId) {
             case .success(let answered): entries = answered

@@ -107,18 +107,11 @@ extension Workers {
         }
         let password = try process.settings.string("--store-password-file").map(SQLPurchaseStore.password(fromFile:))
         let store = try SQLPurchaseStore(url: url, password: password)
-        var apis: [AppStoreEnvironment: AppStoreServerAPIClient] = [:]
-        let (api, sandboxAPI) = try appStoreAPIs(process.settings)
-        if api != nil && secret == nil {
+        var apis = try appStoreAPIsByEnvironment(process.settings, purpose: "to sync users with the App Store")
+        if !apis.isEmpty && secret == nil {
             // A write (it submits purchases for the user), where the read side may be open to a private network.
             process.logger.warning("POST /v1/users/{userId}/sync is off: it needs --read-secret-file (IAP_INGEST_READ_SECRET_FILE)")
-        } else if let api {
-            let environment = AppStoreEnvironment(rawValue: try process.settings.required("--environment"))
-            guard environment == .production || environment == .sandbox else {
-                throw SettingsError("--environment (IAP_ENVIRONMENT) must be Production or Sandbox to sync users with the App Store, not \(environment)")
-            }
-            apis[environment] = api
-            if let sandboxAPI, environment == .production { apis[.sandbox] = sandboxAPI }
+            apis = [:]
         }
         return UserHoldingsAPI(store: store, secret: secret, logger: process.logger, metrics: process.metrics,
                                sync: apis.isEmpty ? nil : AppStoreUserSync(store: store, apis: apis, publisher: publisher))

@@ -76,32 +76,22 @@ extension Workers {
     /// Store purchase is flagged. None without `--appstore-api-url`; with it, `--root` is required (an answer is trusted no
     /// more than an app's submission).
     static func appStoreLookups(_ env: WorkerApp.Environment) throws -> [AppStoreEnvironment: AppStoreLookup] {
-        let (api, sandboxAPI) = try appStoreAPIs(env)
-        guard let api else { return [:] }
-        let environment = AppStoreEnvironment(rawValue: try env.settings.required("--environment"))
-        guard environment == .production || environment == .sandbox else {
-            throw SettingsError("--environment (IAP_ENVIRONMENT) must be Production or Sandbox to ask the App Store Server API, not \(environment)")
-        }
+        let apis = try appStoreAPIsByEnvironment(env.settings, purpose: "to ask the App Store Server API")
+        guard !apis.isEmpty else { return [:] }
         guard !env.settings.list("--root").isEmpty else {
             throw SettingsError("--appstore-api-url (IAP_APPSTORE_API_URL) needs --root (IAP_ROOT_CERTIFICATES): the App Store's answers are verified")
         }
-        var lookups = [environment: AppStoreLookup(api: api, verifier: try signedDataVerifier(env, environment: environment))]
-        if let sandboxAPI, environment == .production {
-            lookups[.sandbox] = AppStoreLookup(api: sandboxAPI, verifier: try signedDataVerifier(env, environment: .sandbox))
+        return try apis.reduce(into: [:]) { lookups, entry in
+            lookups[entry.key] = AppStoreLookup(api: entry.value, verifier: try signedDataVerifier(env, environment: entry.key))
         }
-        return lookups
     }
 
     /// The App Store reconciler: one history per API configured (the deployment's environment's, the sandbox's).
     static func reconciler(_ env: WorkerApp.Environment, context: StageContext) throws -> AppStoreReconciler<ContinuousClock>? {
-        let (api, sandboxAPI) = try appStoreAPIs(env)
-        guard let api else { return nil }
-        let environment = AppStoreEnvironment(rawValue: try env.settings.required("--environment"))
-        guard environment == .production || environment == .sandbox else {
-            throw SettingsError("--environment (IAP_ENVIRONMENT) must be Production or Sandbox to reconcile with the App Store, not \(environment)")
-        }
-        var histories = [AppStoreReconciler<ContinuousClock>.History(environment: environment, api: api)]
-        if let sandboxAPI, environment == .production { histories.append(.init(environment: .sandbox, api: sandboxAPI)) }
+        let apis = try appStoreAPIsByEnvironment(env.settings, purpose: "to reconcile with the App Store")
+        guard !apis.isEmpty else { return nil }
+        // The deployment's environment's history first, then the sandbox's.
+        let histories = apis.sorted { $0.key != .sandbox && $1.key == .sandbox }.map { AppStoreReconciler<ContinuousClock>.History(environment: $0.key, api: $0.value) }
         guard let interval = try env.settings.seconds("--reconcile-interval"), interval > 0,
               let lookback = try env.settings.seconds("--reconcile-lookback-hours"), lookback > 0 else {
             throw SettingsError("--reconcile-interval and --reconcile-lookback-hours must be positive")

@@ -186,6 +186,20 @@ public enum Workers {
         try appStoreAPIs(env.settings)
     }
 
+    /// The same clients by the environment each serves: `--environment`'s (Production or Sandbox, else an error saying
+    /// what `purpose` needs), and the sandbox's beside a Production one; empty without `--appstore-api-url`.
+    static func appStoreAPIsByEnvironment(_ settings: Settings, purpose: String) throws -> [AppStoreEnvironment: AppStoreServerAPIClient] {
+        let (api, sandboxAPI) = try appStoreAPIs(settings)
+        guard let api else { return [:] }
+        let environment = AppStoreEnvironment(rawValue: try settings.required("--environment"))
+        guard environment == .production || environment == .sandbox else {
+            throw SettingsError("--environment (IAP_ENVIRONMENT) must be Production or Sandbox \(purpose), not \(environment)")
+        }
+        var apis = [environment: api]
+        if let sandboxAPI, environment == .production { apis[.sandbox] = sandboxAPI }
+        return apis
+    }
+
     static func appStoreAPIs(_ settings: Settings) throws -> (api: AppStoreServerAPIClient?, sandbox: AppStoreServerAPIClient?) {
         var api: AppStoreServerAPIClient?
         var sandboxAPI: AppStoreServerAPIClient?

@@ -112,3 +112,12 @@ public enum NotificationAction: String, Sendable, Codable {
     /// Known or unknown, but nothing for the pipeline to do: counted and logged.
     case logOnly
 }
+
+extension Dictionary where Key == AppStoreEnvironment {
+    /// What is kept for the environment a record names (`environment`, as recorded), or, for a record that names none,
+    /// the only one kept (the deployment's own); nil otherwise.
+    public func forRecorded(environment: String?) -> Value? {
+        guard let environment else { return count == 1 ? values.first : nil }
+        return self[AppStoreEnvironment(rawValue: environment)]
+    }
+}
