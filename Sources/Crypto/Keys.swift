@@ -149,7 +149,7 @@ private func sha256Digest(_ base: UnsafeRawPointer?, _ count: Int, into digest: 
     EVP_Digest(base, count, digest, nil, sha256Algorithm, nil) == 1
 }
 
-/// An EC P-256 private key, for signing test data and App Store Server API tokens.
+/// A private key: EC P-256 (test data, App Store Server API tokens) or RSA (test stores' purchase data, Google service account tokens).
 ///
 /// `@unchecked Sendable`: immutable after creation; each signature uses its own `EVP_MD_CTX`.
 public final class PrivateKey: @unchecked Sendable {
@@ -175,17 +175,23 @@ public final class PrivateKey: @unchecked Sendable {
 
     /// Reads a PEM private key (PKCS#8 `BEGIN PRIVATE KEY`, as in App Store Connect `.p8` files, or `BEGIN EC PRIVATE KEY`).
     public convenience init(pem: Data) throws {
+        let key = try Self.readPEM(pem)
+        guard PublicKey.isP256(key) else {
+            EVP_PKEY_free(key)
+            throw CryptoError("the private key is not an EC P-256 key")
+        }
+        self.init(owning: key)
+    }
+
+    /// The key a PEM text holds, of any type; the caller owns it.
+    static func readPEM(_ pem: Data) throws -> OpaquePointer {
         let key: OpaquePointer? = withBytes(pem) { base, count in
             guard let bio = BIO_new_mem_buf(base, Int32(count)) else { return nil }
             defer { BIO_free(bio) }
             return PEM_read_bio_PrivateKey(bio, nil, nil, nil)
         }
         guard let key else { throw CryptoError.openSSL("not a PEM private key") }
-        guard PublicKey.isP256(key) else {
-            EVP_PKEY_free(key)
-            throw CryptoError("the private key is not an EC P-256 key")
-        }
-        self.init(owning: key)
+        return key
     }
 
     /// The PKCS#8 PEM encoding (`BEGIN PRIVATE KEY`).

@@ -81,3 +81,16 @@ extension PrivateKey {
         return Data(UnsafeBufferPointer(start: output, count: Int(length))).base64EncodedString()
     }
 }
+
+extension PrivateKey {
+    /// Reads a PEM RSA private key of 2048 bits or more (PKCS#8 `BEGIN PRIVATE KEY`, as in a Google Cloud service
+    /// account's key file, or PKCS#1 `BEGIN RSA PRIVATE KEY`).
+    public convenience init(rsaPEM pem: Data) throws {
+        let key = try Self.readPEM(pem)
+        guard EVP_PKEY_get_base_id(key) == EVP_PKEY_RSA, EVP_PKEY_get_bits(key) >= 2048 else {
+            EVP_PKEY_free(key)
+            throw CryptoError("the private key is not an RSA key of 2048 bits or more")
+        }
+        self.init(owning: key)
+    }
+}

@@ -226,7 +226,7 @@ public enum Workers {
     /// The operator's AppCoins apps (`PACKAGE=FILE`), each with its public key; nil when none is configured.
     static func appCoinsApps(_ entries: [String]) throws -> [PackageName: PublicKey]? {
         let apps: [PackageName: PublicKey]
-        do { apps = try AppCoinsVerifier.Configuration.apps(fromEntries: entries) } catch { throw SettingsError("--appcoins-app (IAP_APPCOINS_APPS): \(error)") }
+        do { apps = try AndroidPurchaseData.apps(fromEntries: entries) } catch { throw SettingsError("--appcoins-app (IAP_APPCOINS_APPS): \(error)") }
         return apps.isEmpty ? nil : apps
     }
 }

@@ -35,7 +35,7 @@ enum ProduceCommands {
             guard let signature = options.string("--signature") else {
                 throw UsageError("submit: an AppCoins purchase needs --signature (the SDK's base64 signature of the purchase JSON given as input)")
             }
-            guard let (package, sku, token) = AppCoinsVerifier.names(inPurchaseData: payload) else {
+            guard let (package, sku, token) = AndroidPurchaseData.names(in: payload) else {
                 throw UsageError("submit: the input must be the AppCoins purchase JSON (packageName, productId, purchaseToken)")
             }
             submission.appcoins = .init(packageName: package, sku: sku, purchaseToken: token, purchaseData: payload, signature: signature)

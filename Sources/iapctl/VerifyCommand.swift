@@ -77,14 +77,14 @@ enum VerifyCommand {
                 configuration.baseURL = parsed
             }
             // As the verifier does: only the named apps, their signature checked before the store's API is asked.
-            do { configuration.apps = try AppCoinsVerifier.Configuration.apps(fromEntries: options.values["--appcoins-app"] ?? []) } catch {
+            do { configuration.apps = try AndroidPurchaseData.apps(fromEntries: options.values["--appcoins-app"] ?? []) } catch {
                 throw UsageError("--appcoins-app: \(error)")
             }
             guard !configuration.apps.isEmpty else { throw UsageError("--kind appcoins needs --appcoins-app PACKAGE=FILE (the app's public key)") }
             let verifier = AppCoinsVerifier(configuration: configuration)
             return { line in
                 guard let fields = JSONValue.parse(line)?.objectValue, let data = fields["purchaseData"]?.stringValue,
-                      let signature = fields["signature"]?.stringValue, let (package, sku, token) = AppCoinsVerifier.names(inPurchaseData: data)
+                      let signature = fields["signature"]?.stringValue, let (package, sku, token) = AndroidPurchaseData.names(in: data)
                 else { return rejected(Rejection(.signatureRequired, "expected {\"purchaseData\": \"<the SDK's purchase JSON>\", \"signature\": \"<base64>\"}")) }
                 return verdict(await verifier.verifySigned(packageName: package, sku: sku, purchaseToken: token, purchaseData: data, signature: signature)
                     .map(VerifiedPurchase.init))

@@ -37,4 +37,5 @@ func signedTransaction(_ pki: TestPKI = sharedPKI, _ payload: [String: JSONValue
 extension Result {
     var rejection: Rejection? { if case .failure(let error) = self { error as? Rejection } else { nil } }
     var value: Success? { if case .success(let value) = self { value } else { nil } }
+    var failure: Failure? { if case .failure(let error) = self { error } else { nil } }
 }

@@ -84,38 +84,17 @@ public final class AppCoinsVerifier: Sendable {
     /// token; then the store's API is asked.
     public func verifySigned(packageName: PackageName, sku: ProductID, purchaseToken: PurchaseToken, purchaseData: String, signature: String) async
         -> Result<AppCoinsPurchase, Rejection> {
-        guard let key = configuration.apps[packageName] else {
-            return .failure(Rejection(.wrongPackage, "'\(packageName.rawValue.prefix(256))' is not one of this deployment's AppCoins apps"))
-        }
-        guard let signatureBytes = Data(base64Encoded: signature),
-              RSADigest.allCases.contains(where: { key.verifyRSA(message: Data(purchaseData.utf8), signature: signatureBytes, digest: $0) }) else {
-            return .failure(Rejection(.badSignature, "the purchase data is not signed with \(packageName)'s key"))
-        }
-        guard let signed = Self.names(inPurchaseData: purchaseData) else {
-            return .failure(Rejection(.malformedPayload, "the signed purchase data is not a JSON object naming packageName, productId and purchaseToken"))
-        }
-        // Identifiers compare byte for byte: the API is asked with the submission's bytes, which must be the signed ones.
-        guard signed.packageName == packageName, signed.sku == sku, signed.purchaseToken == purchaseToken else {
-            return .failure(Rejection(.malformedPayload, "the signed purchase data names another package, SKU or token than the submission"))
+        if let rejection = AndroidPurchaseData.rejection(store: "AppCoins", apps: configuration.apps, packageName: packageName, productId: sku,
+                                                         purchaseToken: purchaseToken, purchaseData: purchaseData, signature: signature) {
+            return .failure(rejection)
         }
         return await verify(packageName: packageName, sku: sku, purchaseToken: purchaseToken)
     }
 
-    /// The package, SKU and token the SDK's purchase JSON names; nil when it is not such a JSON object.
-    public static func names(inPurchaseData purchaseData: String) -> (packageName: PackageName, sku: ProductID, purchaseToken: PurchaseToken)? {
-        guard let signed = JSONValue.parse(Array(purchaseData.utf8))?.objectValue.map(JSONFields.init),
-              let package: PackageName = signed.identifier("packageName"), let sku: ProductID = signed.identifier("productId"),
-              let token: PurchaseToken = signed.identifier("purchaseToken") else { return nil }
-        return (package, sku, token)
-    }
-
     /// The store's API's view of a purchase (no signature involved: for re-checks of purchases verified before).
     public func verify(packageName: PackageName, sku: ProductID, purchaseToken: PurchaseToken) async -> Result<AppCoinsPurchase, Rejection> {
-        for (name, value) in [("package", packageName.rawValue), ("sku", sku.rawValue), ("purchase token", purchaseToken.rawValue)]
-        // Each is one path segment of the request: "." and ".." would name another path once the URL is normalised.
-        where value.isEmpty || value.utf8.count > 1024 || value.utf8.contains(UInt8(ascii: "/")) || value.utf8.elementsEqual(".".utf8)
-            || value.utf8.elementsEqual("..".utf8) {
-            return .failure(Rejection(.storeRejected, "invalid \(name)"))
+        if let invalid = AndroidPurchaseData.invalidPathSegment(packageName: packageName, productId: sku, purchaseToken: purchaseToken) {
+            return .failure(Rejection(.storeRejected, "invalid \(invalid)"))
         }
         let request = HTTPClient.Request(method: "GET", url: url(packageName: packageName, sku: sku, purchaseToken: purchaseToken).absoluteString,
                                          headers: Self.headers(configuration.headers))
@@ -142,8 +121,7 @@ public final class AppCoinsVerifier: Sendable {
             return .failure(Rejection(.storeUnavailable, retryable: true, "AppCoins API: body is not a JSON object"))
         }
         let json = JSONFields(object: fields)
-        // Google-shaped APIs send int64 fields as strings.
-        func int(_ key: String) -> Int64? { json.int(key) ?? json.string(key).flatMap { Int64($0) } }
+        func int(_ key: String) -> Int64? { json.int64(key) }
         guard let state = int("purchaseState") else {
             return .failure(Rejection(.storeUnavailable, retryable: true, "AppCoins API: purchaseState missing"))
         }
@@ -167,33 +145,4 @@ public final class AppCoinsVerifier: Sendable {
 
 extension Duration {
     var seconds: TimeInterval { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}
-
-extension AppCoinsVerifier.Configuration {
-    /// The operator's apps from `PACKAGE=FILE` entries (the file holding the app's public key from the Catappult
-    /// back office: base64 or PEM SubjectPublicKeyInfo, RSA of 2048 bits or more). Throws a message naming the entry.
-    public static func apps(fromEntries entries: [String]) throws -> [PackageName: PublicKey] {
-        var apps: [PackageName: PublicKey] = [:]
-        for entry in entries where !entry.isEmpty {
-            guard let equals = entry.firstIndex(of: "="), case let package = String(entry[..<equals]), !package.isEmpty,
-                  package.utf8.allSatisfy({ $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0)
-                      || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else {
-                throw AppCoinsConfigurationError("expected PACKAGE=FILE with a package name of letters, digits, '.' and '_', got '\(entry)'")
-            }
-            guard apps[PackageName(package)] == nil else { throw AppCoinsConfigurationError("\(package) is named twice") }
-            let path = String(entry[entry.index(after: equals)...])
-            guard let contents = FileManager.default.contents(atPath: path) else { throw AppCoinsConfigurationError("cannot read \(path)") }
-            let key: PublicKey
-            do { key = try PublicKey(subjectPublicKeyInfo: contents) } catch { throw AppCoinsConfigurationError("\(path): \(error)") }
-            guard key.isRSA2048OrMore else { throw AppCoinsConfigurationError("\(path) is not an RSA key of 2048 bits or more") }
-            apps[PackageName(package)] = key
-        }
-        return apps
-    }
-}
-
-/// An AppCoins app entry that cannot be used.
-public struct AppCoinsConfigurationError: Error, Sendable, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
 }

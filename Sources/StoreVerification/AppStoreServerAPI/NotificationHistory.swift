@@ -25,7 +25,7 @@ extension AppStoreServerAPIClient {
         let body: [String: JSONValue] = ["startDate": .integer(EpochMilliseconds.milliseconds(start)), "endDate": .integer(EpochMilliseconds.milliseconds(end))]
         var path = "inApps/v1/notifications/history"
         if let paginationToken {
-            guard let escaped = paginationToken.addingPercentEncoding(withAllowedCharacters: Self.unreservedCharacters) else {
+            guard let escaped = paginationToken.addingPercentEncoding(withAllowedCharacters: .urlUnreserved) else {
                 return .failure(.refused(status: 0, detail: "the pagination token cannot be sent"))
             }
             path += "?paginationToken=" + escaped
@@ -43,7 +43,4 @@ extension AppStoreServerAPIClient {
             return .success(NotificationHistoryPage(signedPayloads: payloads, paginationToken: token))
         }
     }
-
-    /// Unreserved characters (RFC 3986): anything else in a query value or a path segment is percent-encoded.
-    static let unreservedCharacters = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 }

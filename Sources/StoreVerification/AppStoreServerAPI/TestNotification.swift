@@ -42,7 +42,7 @@ extension AppStoreServerAPIClient {
 
     /// `GET /inApps/v1/notifications/test/{testNotificationToken}` (*Get Test Notification Status*).
     public func testNotificationStatus(_ token: String) async -> Result<TestNotificationStatus, Failure> {
-        guard let escaped = token.addingPercentEncoding(withAllowedCharacters: Self.unreservedCharacters), !escaped.isEmpty else {
+        guard let escaped = token.addingPercentEncoding(withAllowedCharacters: .urlUnreserved), !escaped.isEmpty else {
             return .failure(.refused(status: 0, detail: "the test notification token cannot be sent"))
         }
         return await call("GET", "inApps/v1/notifications/test/" + escaped, body: nil).flatMap { answer in

@@ -59,7 +59,7 @@ extension AppStoreServerAPIClient {
                                     path: (TransactionID) -> String) async -> Result<SignedTransactionsPage, Failure> {
         var parameters = query.map { [$0] } ?? []
         if let revision {
-            guard let escaped = revision.addingPercentEncoding(withAllowedCharacters: Self.unreservedCharacters), !escaped.isEmpty else {
+            guard let escaped = revision.addingPercentEncoding(withAllowedCharacters: .urlUnreserved), !escaped.isEmpty else {
                 return .failure(.refused(status: 0, detail: "the revision cannot be sent"))
             }
             parameters.append("revision=" + escaped)
