@@ -196,6 +196,8 @@ public struct PurchaseInput: Sendable {
                     appcoins: .init(packageName: PackageName(StandInAppCoins.packageName), sku: product.id, purchaseToken: PurchaseToken(token), purchaseData: signed.purchaseData,
                                     signature: signed.signature),
                     userId: user, submittedAt: now, source: .client, submissionId: UUID().uuidString.lowercased()), time: now))
+            case .googleplay:
+                throw HarnessError("the plan sells \(product.id) on Google Play: the harness plans App Store and AppCoins purchases only")
             }
         }
         for index in 0..<plan.subscriptions {

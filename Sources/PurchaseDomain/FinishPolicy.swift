@@ -2,6 +2,8 @@
 public enum FinishMethod: String, Codable, Sendable, Hashable, CaseIterable {
     /// The store's API finished it (App Store Finish Transaction).
     case appStoreServerAPI
+    /// The Android Publisher API consumed it (a consumable) or acknowledged it (an entitlement) at its grant.
+    case googlePlayAPI
     /// The app reported the consumable consumed.
     case consumedByApp
     /// The store reported it consumed when it was verified (AppCoins `consumptionState`).
@@ -11,13 +13,13 @@ public enum FinishMethod: String, Codable, Sendable, Hashable, CaseIterable {
 }
 
 /// When and how a granted purchase is completed with its store: never before its grant (rule 1); a consumable when it
-/// is consumed, an entitlement at its grant (rule 4); with the App Store's API, by its Finish Transaction call at the
-/// grant, which the app's consumption report never replaces. The finisher carries out the step; the store's `finish`
+/// is consumed, an entitlement at its grant (rule 4); with the store's API (the App Store's Finish Transaction, Google
+/// Play's consume or acknowledge), by its call at the grant, which the app's consumption report never replaces. The finisher carries out the step; the store's `finish`
 /// decides again (`LifecycleEvent.finish`), so a state changed since is judged right.
 public enum FinishPolicy {
     /// What to do for a purchase now.
     public enum Step: Hashable, Sendable {
-        /// Call the store's API to finish it, then record it finished (`appStoreServerAPI`).
+        /// Call the store's API to finish it, then record it finished (`appStoreServerAPI`, `googlePlayAPI`).
         case callStoreAPI
         /// Record it finished now (or answer again that it is), completed by `method`.
         case finish(FinishMethod)
@@ -32,13 +34,15 @@ public enum FinishPolicy {
 
     /// The step for `record` when its `item.granted` arrives.
     /// - Parameter finishesThroughStoreAPI: its store completes purchases through an API the finisher can call (the App
-    ///   Store, with API credentials).
+    ///   Store or Google Play, with API credentials).
     /// - Parameter reinstated: the grant gave back what a reversed refund took: a purchase refunded before it was finished
     ///   with the store is finished with it now, and one finished before is finished again (the store answers as before).
     public static func onGrant(_ record: PurchaseRecord, finishesThroughStoreAPI: Bool, reinstated: Bool) -> Step {
         let finish = Lifecycle.transition(from: record.state, on: .finish, type: record.productType).outcome
         guard finish == .applied || finish == .repeated else { return .nothing }
-        if finishesThroughStoreAPI { return needsStoreAPICall(record.state, reinstated: reinstated) ? .callStoreAPI : .finish(.appStoreServerAPI) }
+        if finishesThroughStoreAPI {
+            return needsStoreAPICall(record.state, reinstated: reinstated) ? .callStoreAPI : .finish(record.key.store == .googleplay ? .googlePlayAPI : .appStoreServerAPI)
+        }
         if record.productType.isEntitlement { return .finish(.entitlementGranted) }
         if record.storeConsumed { return .finish(.storeReportedConsumed) }
         return .finishIfConsumptionReported

@@ -18,13 +18,13 @@ public enum IdentifierKinds {
 public typealias UserID = Identifier<IdentifierKinds.User>
 /// A store's transaction id (also an original transaction id).
 public typealias TransactionID = Identifier<IdentifierKinds.Transaction>
-/// A store's product id (an AppCoins SKU).
+/// A store's product id (an AppCoins SKU, a Google Play product id).
 public typealias ProductID = Identifier<IdentifierKinds.Product>
-/// The account a store binds a purchase to (App Store `appAccountToken`).
+/// The account a store binds a purchase to (App Store `appAccountToken`; Google Play `obfuscatedAccountId` when it is one).
 public typealias AccountToken = Identifier<IdentifierKinds.AccountToken>
-/// An app's package name (AppCoins).
+/// An app's package name (AppCoins, Google Play).
 public typealias PackageName = Identifier<IdentifierKinds.Package>
-/// An AppCoins purchase token.
+/// An AppCoins or Google Play purchase token.
 public typealias PurchaseToken = Identifier<IdentifierKinds.PurchaseToken>
 /// An App Store app's bundle id.
 public typealias BundleID = Identifier<IdentifierKinds.Bundle>

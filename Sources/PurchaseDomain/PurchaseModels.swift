@@ -22,7 +22,7 @@ public struct PurchaseRecord: Sendable, Hashable {
     public var environment: String?
     /// The subscription (or restored purchase) this transaction belongs to; renewals share it.
     public var originalTransactionId: TransactionID?
-    /// AppCoins: the package and token to ask the store API again with.
+    /// AppCoins and Google Play: the package and token to ask the store API again with (and, on Google Play, to consume or acknowledge with).
     public var packageName: PackageName?
     public var purchaseToken: PurchaseToken?
     /// The store reported the purchase consumed by the app (AppCoins `consumptionState` 1).

@@ -1,6 +1,6 @@
 /// The store a purchase was made in. Its raw value is how events, the database, metrics and logs spell it.
 public enum Store: String, Codable, Sendable, Hashable, CaseIterable, CustomStringConvertible {
-    case appstore, appcoins
+    case appstore, appcoins, googleplay
 
     public var description: String { rawValue }
 }

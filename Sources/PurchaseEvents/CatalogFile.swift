@@ -3,7 +3,7 @@ import JSON
 import JSONSchema
 import PurchaseDomain
 
-/// The catalog file an operator writes (`schemas/catalog.v1.schema.json`): one section per store (`appstore`, `appcoins`;
+/// The catalog file an operator writes (`schemas/catalog.v1.schema.json`): one section per store (`appstore`, `appcoins`, `googleplay`;
 /// `products` is the App Store's, as in catalogs written before stores had sections), each a map of product ids.
 extension ProductCatalog {
     public static let schemaID = "urn:iap-pipeline:schema:catalog:v1"

@@ -12,7 +12,7 @@ public protocol PipelineEvent: Codable, Sendable {
     var eventID: String { get }
 }
 
-public enum SubmissionKind: String, Codable, Sendable { case signedTransaction, appReceipt, appcoinsPurchase }
+public enum SubmissionKind: String, Codable, Sendable { case signedTransaction, appReceipt, appcoinsPurchase, googlePlayPurchase }
 public enum SubmissionSource: String, Codable, Sendable { case client, server, restore }
 
 /// `purchase.submitted`: a purchase for the verifier, from an app backend, the ingest endpoint or a restore.
@@ -38,11 +38,29 @@ public struct PurchaseSubmitted: PipelineEvent, Hashable {
         }
     }
 
+    /// A Google Play purchase as the Play Billing Library gives it to the app: `Purchase.getOriginalJson()` exactly as
+    /// signed (`purchaseData`) and `Purchase.getSignature()`, besides the package, product id and token it names.
+    public struct GooglePlayPurchase: Codable, Sendable, Hashable {
+        public var packageName: PackageName
+        public var productId: ProductID
+        public var purchaseToken: PurchaseToken
+        public var purchaseData: String
+        public var signature: String
+        public init(packageName: PackageName, productId: ProductID, purchaseToken: PurchaseToken, purchaseData: String, signature: String) {
+            self.packageName = packageName
+            self.productId = productId
+            self.purchaseToken = purchaseToken
+            self.purchaseData = purchaseData
+            self.signature = signature
+        }
+    }
+
     public var store: Store
     public var kind: SubmissionKind
     public var signedTransaction: String?
     public var receipt: String?
     public var appcoins: AppCoinsPurchase?
+    public var googleplay: GooglePlayPurchase?
     public var userId: UserID
     public var submittedAt: Date
     public var source: SubmissionSource
@@ -52,7 +70,7 @@ public struct PurchaseSubmitted: PipelineEvent, Hashable {
     public var appAccountToken: AccountToken?
 
     public init(store: Store, kind: SubmissionKind, signedTransaction: String? = nil, receipt: String? = nil,
-                appcoins: AppCoinsPurchase? = nil, userId: UserID, submittedAt: Date, source: SubmissionSource, submissionId: String? = nil,
+                appcoins: AppCoinsPurchase? = nil, googleplay: GooglePlayPurchase? = nil, userId: UserID, submittedAt: Date, source: SubmissionSource, submissionId: String? = nil,
                 appAccountToken: AccountToken? = nil) {
         self.appAccountToken = appAccountToken
         self.store = store
@@ -60,6 +78,7 @@ public struct PurchaseSubmitted: PipelineEvent, Hashable {
         self.signedTransaction = signedTransaction
         self.receipt = receipt
         self.appcoins = appcoins
+        self.googleplay = googleplay
         self.userId = userId
         self.submittedAt = submittedAt
         self.source = source
@@ -71,8 +90,9 @@ public struct PurchaseSubmitted: PipelineEvent, Hashable {
     /// submission produced twice carries the same id.
     public var eventID: String {
         if let submissionId { return "submitted:\(submissionId)" }
-        // AppCoins: the signature too, so that a corrected resubmission is not taken for the badly signed one.
-        let payload = signedTransaction ?? receipt ?? appcoins.map { "\($0.packageName)/\($0.sku)/\($0.purchaseToken)/\($0.signature ?? "")" } ?? ""
+        // AppCoins and Google Play: the signature too, so that a corrected resubmission is not taken for the badly signed one.
+        let payload = signedTransaction ?? receipt ?? appcoins.map { "\($0.packageName)/\($0.sku)/\($0.purchaseToken)/\($0.signature ?? "")" }
+            ?? googleplay.map { "\($0.packageName)/\($0.productId)/\($0.purchaseToken)/\($0.signature)" } ?? ""
         return "submitted:\(store.rawValue):\(userId):\(ContentHash.hex(payload))"
     }
 }

@@ -7,7 +7,8 @@ import WorkerRuntime
 
 /// `iap-finisher`: completes granted purchases with their store, then marks them `finished` and emits
 /// `transaction.finished` (which tells the app it may call `finish()`). App Store purchases are finished
-/// through the App Store Server API when it is configured; AppCoins has no server call, so its consumables
+/// through the App Store Server API when it is configured; Google Play purchases are consumed (consumables) or
+/// acknowledged (entitlements) through the Android Publisher API when it is; AppCoins has no server call, so its consumables
 /// finish when the app reports `purchase.consumed` (or the store reported them consumed). Non-consumables and
 /// subscriptions are entitlements, complete at their grant: without an API call to make they finish at once
 /// (`entitlementGranted`). Never finishes a purchase that was not granted. It also answers the store's
@@ -22,13 +23,16 @@ public struct FinisherStage: StoreBackedStage {
     /// A production deployment's client of the sandbox's API: purchases recorded in the Sandbox environment (App Review's,
     /// which the verifier accepts with `--accept-sandbox`) are finished and answered through it, not through `appStoreAPI`.
     let sandboxAPI: AppStoreServerAPIClient?
+    /// Consumes and acknowledges Google Play purchases; without it the app does on the device (and reports consumables consumed).
+    let googlePlay: AndroidPublisherClient?
     /// What the app gives before purchase (a trial, a sample): `sampleContentProvided` in consumption answers.
     let sampleContentProvided: Bool
     /// How long after the store's request an answer waits for consent decisions still on their way.
     let consentGrace: TimeInterval
 
     public init(context: StageContext, store: any ConsumptionRequestRepository, appStoreAPI: AppStoreServerAPIClient?, sandboxAPI: AppStoreServerAPIClient? = nil,
-                sampleContentProvided: Bool = false, consentGrace: TimeInterval = 60) {
+                googlePlay: AndroidPublisherClient? = nil, sampleContentProvided: Bool = false, consentGrace: TimeInterval = 60) {
+        self.googlePlay = googlePlay
         self.sandboxAPI = appStoreAPI == nil ? nil : sandboxAPI
         self.context = context
         self.store = store
@@ -50,9 +54,11 @@ public struct FinisherStage: StoreBackedStage {
     /// the batch's purchases that are granted are made first, as many at once as the API client has connections, and
     /// never while the transaction is open; the transaction then records what they answered.
     public func handle(batch messages: [KafkaMessage]) async -> [Result<StageResult, any Error>] {
-        // Consent and consumption requests record their answers to the store around a call to it: alone, always.
+        // Consent and consumption requests record their answers to the store around a call to it: alone, always. So does
+        // a Google Play grant with the API (any message whose bytes name the store: a false match only costs its batch).
         let batchable = { (message: KafkaMessage) in
             [.itemGranted, .purchaseConsumed].contains(context.codec.eventType(ofTopic: message.topic))
+                && (googlePlay == nil || message.value.map { $0.range(of: Self.googlePlayStore) == nil } ?? true)
         }
         guard messages.count > 1 else { return await handleInOneTransaction(messages, batchable: batchable) }
         // Decoded once, here: by offset (one partition's messages).
@@ -82,6 +88,17 @@ public struct FinisherStage: StoreBackedStage {
             + reported.values.map { PurchaseKey(store: $0.store, transactionId: $0.transactionId) }
         return await handleInOneTransaction(messages, batchable: batchable, readingAhead: keys) { message in
             try await handle(message, finishCalls: calls, granted: decoded[message.offset], consumed: reported[message.offset])
+        }
+    }
+
+    private static let googlePlayStore = Data(#""googleplay""#.utf8)
+
+    /// Whether purchases of `store` are completed through its API (configured here), at their grant.
+    func finishesThroughAPI(_ store: Store) -> Bool {
+        switch store {
+        case .appstore: appStoreAPI != nil
+        case .googleplay: googlePlay != nil
+        case .appcoins: false
         }
     }
 
@@ -131,7 +148,7 @@ public struct FinisherStage: StoreBackedStage {
                     context.logger.info("consumption reported before the purchase was recorded; finished at its grant", ["transactionId": consumed.transactionId])
                     return .publish([])
                 }
-                let throughAPI = consumed.store == .appstore && appStoreAPI != nil
+                let throughAPI = finishesThroughAPI(consumed.store)
                 // Only the API's path depends on the state: read only then (a read that is not a decision drops the batch's read-ahead).
                 let state = throughAPI ? try await store.states(of: [key])[key] : nil
                 switch FinishPolicy.onConsumptionReport(state, finishesThroughStoreAPI: throughAPI) {
@@ -159,16 +176,17 @@ public struct FinisherStage: StoreBackedStage {
         case .success(let granted):
             let key = PurchaseKey(store: granted.store, transactionId: granted.transactionId)
             let appStoreAPI = granted.store == .appstore ? appStoreAPI : nil
+            let throughAPI = finishesThroughAPI(granted.store)
             guard let record = try await store.purchase(key) else {
                 // The verifier records before it emits: a missing row is a store not caught up yet. Without an API call to
                 // make, nothing is owed: the grant that comes with the record finishes it.
-                if appStoreAPI == nil { return .publish([]) }
+                if !throughAPI { return .publish([]) }
                 throw TransientError("purchase \(key) not in the store yet")
             }
             let finishing = { (method: FinishMethod) in
                 try await self.finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: method)
             }
-            switch FinishPolicy.onGrant(record, finishesThroughStoreAPI: appStoreAPI != nil, reinstated: granted.reinstated == true) {
+            switch FinishPolicy.onGrant(record, finishesThroughStoreAPI: throughAPI, reinstated: granted.reinstated == true) {
             case .finish(let method):
                 return try await finishing(method)
             case .finishIfConsumptionReported:
@@ -179,6 +197,9 @@ public struct FinisherStage: StoreBackedStage {
                 // Revoked or due for refund since it was granted: nothing to finish.
                 context.logger.info("not finishing", ["transactionId": granted.transactionId, "state": record.state.rawValue])
                 return .publish([])
+            case .callStoreAPI where granted.store == .googleplay:
+                guard let googlePlay else { return .publish([]) }
+                return try await completeOnGooglePlay(record, with: googlePlay, finishing: finishing)
             case .callStoreAPI:
                 guard let appStoreAPI else { return .publish([]) }
                 let answer: Result<Void, AppStoreServerAPIClient.Failure>

@@ -24,7 +24,7 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
         public var lapseMargin: TimeInterval
         public var lapseLookback: TimeInterval
 
-        public init(deadlines: [Store: TimeInterval] = [.appstore: 86_400, .appcoins: 86_400], interval: Duration = .seconds(300), batchSize: Int = 500,
+        public init(deadlines: [Store: TimeInterval] = [.appstore: 86_400, .appcoins: 86_400, .googleplay: 259_200], interval: Duration = .seconds(300), batchSize: Int = 500,
                     lapseMargin: TimeInterval = 3_600, lapseLookback: TimeInterval = 3 * 86_400) {
             self.deadlines = deadlines
             self.interval = interval

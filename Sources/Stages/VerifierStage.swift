@@ -23,7 +23,8 @@ public struct VerifierStage: StoreBackedStage {
     /// asked about what the production ones refuse as `wrongEnvironment` only.
     let sandbox: (appStore: SignedDataVerifier, receipts: ReceiptVerifier?)?
     let appCoins: AppCoinsVerifier?
-    /// Names the product type where the store does not (receipts, AppCoins).
+    let googlePlay: GooglePlayVerifier?
+    /// Names the product type where the store does not (receipts, AppCoins, Google Play).
     let catalog: ProductCatalog?
     /// What a restore under another user id does to an entitlement.
     let restorePolicy: RestorePolicy
@@ -37,7 +38,7 @@ public struct VerifierStage: StoreBackedStage {
 
     public init(context: StageContext, store: any SubscriptionStatusRepository, appStore: SignedDataVerifier, receipts: ReceiptVerifier? = nil,
                 sandbox: (appStore: SignedDataVerifier, receipts: ReceiptVerifier?)? = nil,
-                appCoins: AppCoinsVerifier? = nil, catalog: ProductCatalog? = nil, restorePolicy: RestorePolicy = .transfer,
+                appCoins: AppCoinsVerifier? = nil, googlePlay: GooglePlayVerifier? = nil, catalog: ProductCatalog? = nil, restorePolicy: RestorePolicy = .transfer,
                 requireAccountToken: Bool = false, pendingRecheck: Duration = .seconds(60)) {
         self.sandbox = sandbox
         self.pendingRecheck = pendingRecheck
@@ -49,6 +50,7 @@ public struct VerifierStage: StoreBackedStage {
         self.appStore = appStore
         self.receipts = receipts
         self.appCoins = appCoins
+        self.googlePlay = googlePlay
         self.topics = [context.codec.topic(.purchaseSubmitted), context.codec.topic(.storeNotification), context.codec.topic(.userToken)]
     }
 
@@ -74,16 +76,19 @@ public struct VerifierStage: StoreBackedStage {
 
     /// One store transaction for the batch (see `handleInOneTransaction`). Its submissions are verified before it
     /// begins (their purchases then read ahead in one statement), so that it holds the store for the records alone. An
-    /// AppCoins submission is verified with the store's API, which is not called while the transaction holds the store:
-    /// it is handled alone (any message whose bytes name that kind: a false match only costs it its batch, and one
-    /// naming it with escapes only holds the batch during its call).
+    /// AppCoins or Google Play submission is verified with the store's API, which is not called while the transaction holds
+    /// the store: it is handled alone (any message whose bytes name that kind: a false match only costs it its batch, and
+    /// one naming it with escapes only holds the batch during its call).
     public func handle(batch messages: [KafkaMessage]) async -> [Result<StageResult, any Error>] {
-        let batchable = { (message: KafkaMessage) in appCoins == nil || message.value.map { $0.range(of: Self.appCoinsKind) == nil } ?? true }
+        let batchable = { (message: KafkaMessage) in
+            guard let value = message.value else { return true }
+            return (appCoins == nil || value.range(of: Self.appCoinsKind) == nil) && (googlePlay == nil || value.range(of: Self.googlePlayKind) == nil)
+        }
         var verified: [Int64: (PurchaseSubmitted, Result<[VerifiedPurchase], Rejection>)] = [:] // by offset (one partition's messages)
         var keys: [PurchaseKey] = []
         for message in messages.prefix(while: batchable) where context.codec.eventType(ofTopic: message.topic) == .purchaseSubmitted {
             guard case .success(let submission) = context.codec.decode(message, as: PurchaseSubmitted.self),
-                  submission.kind != .appcoinsPurchase else { continue }
+                  submission.kind != .appcoinsPurchase, submission.kind != .googlePlayPurchase else { continue }
             let verdict = await verify(submission)
             verified[message.offset] = (submission, verdict)
             if case .success(let purchases) = verdict { keys += purchases.map { PurchaseKey(store: $0.store, transactionId: $0.transactionId) } }
@@ -95,6 +100,7 @@ public struct VerifierStage: StoreBackedStage {
     }
 
     private static let appCoinsKind = Data(SubmissionKind.appcoinsPurchase.rawValue.utf8)
+    private static let googlePlayKind = Data(SubmissionKind.googlePlayPurchase.rawValue.utf8)
 
     /// - Parameter verified: what `verify` answered for it, if it was asked already.
     private func handle(_ submission: PurchaseSubmitted, verified: Result<[VerifiedPurchase], Rejection>? = nil) async throws -> StageResult {
@@ -134,6 +140,10 @@ public struct VerifierStage: StoreBackedStage {
             }
             return await appCoins.verifySigned(packageName: purchase.packageName, sku: purchase.sku, purchaseToken: purchase.purchaseToken,
                                                purchaseData: purchaseData, signature: signature).map { [VerifiedPurchase($0)] }
+        case .googlePlayPurchase:
+            guard let googlePlay, let purchase = submission.googleplay else { return .failure(Rejection(.storeRejected, "Google Play is not configured")) }
+            return await googlePlay.verifySigned(packageName: purchase.packageName, productId: purchase.productId, purchaseToken: purchase.purchaseToken,
+                                                 purchaseData: purchase.purchaseData, signature: purchase.signature).map { [VerifiedPurchase($0)] }
         }
     }
 
@@ -214,7 +224,8 @@ public struct VerifierStage: StoreBackedStage {
                        // Never later than now: a client's `submittedAt` in the future would keep the purchase from its deadline.
                        purchaseTime: purchase.purchaseDate ?? min(submission.submittedAt, context.now()), environment: purchase.environment,
                        originalTransactionId: purchase.originalTransactionId,
-                       packageName: submission.appcoins?.packageName, purchaseToken: submission.appcoins?.purchaseToken,
+                       packageName: submission.appcoins?.packageName ?? submission.googleplay?.packageName,
+                       purchaseToken: submission.appcoins?.purchaseToken ?? submission.googleplay?.purchaseToken,
                        storeConsumed: purchase.consumed == true, expiresDate: purchase.expiresDate,
                        appAccountToken: purchase.appAccountToken)
     }

@@ -128,9 +128,14 @@ public struct AppCoinsSigner: Sendable {
             "purchaseTime": .integer(Int64(purchaseTime.timeIntervalSince1970 * 1000)), "purchaseToken": .string(purchaseToken),
             "purchaseState": .integer(Int64(purchaseState)), "developerPayload": .string(""),
         ]
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let data = String(decoding: try encoder.encode(JSONValue.object(fields)), as: UTF8.self)
-        return (data, try key.signRSA(Data(data.utf8), digest: .sha1).base64EncodedString())
+        return try signedPurchaseData(fields, key: key)
     }
+}
+
+/// Purchase data as an Android billing library gives it to the app (a JSON text), and its base64 SHA1withRSA signature by `key`.
+func signedPurchaseData(_ fields: [String: JSONValue], key: PrivateKey) throws -> (purchaseData: String, signature: String) {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    let data = String(decoding: try encoder.encode(JSONValue.object(fields)), as: UTF8.self)
+    return (data, try key.signRSA(Data(data.utf8), digest: .sha1).base64EncodedString())
 }

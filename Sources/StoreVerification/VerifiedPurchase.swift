@@ -81,6 +81,24 @@ public struct VerifiedPurchase: Sendable, Hashable, Codable {
         consumed = purchase.isConsumed
         raw = purchase.raw
     }
+
+    /// A Google Play one-time product purchase as the Android Publisher API reported it. `purchaseType` 0 (a license
+    /// tester's purchase, never charged) is recorded in the environment `Test`; every other in `Production`.
+    public init(_ purchase: GooglePlayProductPurchase) {
+        store = .googleplay
+        transactionId = purchase.transactionId
+        originalTransactionId = TransactionID(purchase.purchaseToken)
+        productId = purchase.productId
+        productType = nil
+        quantity = max(purchase.quantity, 1)
+        purchaseDate = purchase.purchaseTime
+        // Bound to an account as StoreKit's appAccountToken is when the app set the user's token (a UUID) as the billing
+        // flow's obfuscatedAccountId; any other text (Google suggests a hash of the user id) binds nothing here.
+        appAccountToken = purchase.obfuscatedExternalAccountId.flatMap { UUID(uuidString: $0) == nil ? nil : AccountToken($0) }
+        environment = purchase.purchaseType == 0 ? "Test" : "Production"
+        consumed = purchase.isConsumed
+        raw = purchase.raw
+    }
 }
 
 extension AppReceipt {

@@ -14,6 +14,8 @@ extension Workers {
         Setting("--interval", env: "IAP_SWEEP_INTERVAL", default: "300", help: "seconds between sweeps"),
         Setting("--appstore-deadline-hours", env: "IAP_APPSTORE_DEADLINE_HOURS", default: "24", help: "consume deadline of App Store purchases"),
         Setting("--appcoins-deadline-hours", env: "IAP_APPCOINS_DEADLINE_HOURS", default: "24", help: "consume deadline of AppCoins purchases"),
+        Setting("--googleplay-deadline-hours", env: "IAP_GOOGLEPLAY_DEADLINE_HOURS", default: "72",
+                help: "deadline of Google Play purchases: Google refunds one not acknowledged (or consumed) within three days"),
         Setting("--now", env: "IAP_NOW", help: "sweep as if it were this RFC 3339 time (tests, operations)"),
         Setting("--appcoins-url", env: "IAP_APPCOINS_URL", default: AppCoinsVerifier.Configuration.defaultBaseURL.absoluteString,
                 help: "AppCoins API base URL, to re-check due AppCoins purchases before flagging them"),
@@ -48,13 +50,13 @@ extension Workers {
             guard let fixed = RFC3339.parse(text) else { throw SettingsError("--now (IAP_NOW) must be an RFC 3339 time, got '\(text)'") }
             now = { fixed }
         }
-        let hours = try ["--appstore-deadline-hours", "--appcoins-deadline-hours"].map { flag -> Double in
+        let hours = try ["--appstore-deadline-hours", "--appcoins-deadline-hours", "--googleplay-deadline-hours"].map { flag -> Double in
             guard let value = try env.settings.seconds(flag), value > 0 else { throw SettingsError("\(flag) must be positive") }
             return value
         }
         let context = StageContext(codec: env.context(stage: "sweeper").codec, logger: env.logger, now: now)
         let sweeper = SweeperService(
-            configuration: .init(deadlines: [.appstore: hours[0] * 3600, .appcoins: hours[1] * 3600],
+            configuration: .init(deadlines: [.appstore: hours[0] * 3600, .appcoins: hours[1] * 3600, .googleplay: hours[2] * 3600],
                                  interval: .milliseconds(Int64((try env.settings.seconds("--interval") ?? 300) * 1000))),
             store: env.store, producer: try KafkaProducer(configuration: .init(kafka: env.producerKafka)), context: context, clock: ContinuousClock(),
             appCoins: try env.settings.string("--appcoins-url").map { text in

@@ -50,10 +50,11 @@ public enum Workers {
         Setting("--appcoins-app", env: "IAP_APPCOINS_APPS",
                 help: "an AppCoins app this deployment sells in: PACKAGE=FILE, the file holding the app's public key from the Catappult back office "
                     + "(repeat or comma-separate); none: AppCoins purchases are refused", isList: true),
-        Setting("--catalog", env: "IAP_CATALOG", help: "the product catalog file: names the product type where the store does not (receipts, AppCoins)"),
+    ] + googlePlayVerifierSettings + [
+        Setting("--catalog", env: "IAP_CATALOG", help: "the product catalog file: names the product type where the store does not (receipts, AppCoins, Google Play)"),
         Setting("--restore-policy", env: "IAP_RESTORE_POLICY", default: RestorePolicy.transfer.rawValue,
                 help: "an entitlement restored under another user id: transfer (moves to that user) or keep (stays with the first)"),
-        Setting("--pending-recheck", env: "IAP_PENDING_RECHECK", default: "60", help: "seconds before a pending AppCoins payment is asked about again"),
+        Setting("--pending-recheck", env: "IAP_PENDING_RECHECK", default: "60", help: "seconds before a pending AppCoins or Google Play payment is asked about again"),
         Setting("--require-account-token", env: "IAP_REQUIRE_ACCOUNT_TOKEN", default: "false",
                 help: "refuse a submission that names no appAccountToken for a transaction bound to one (apps whose backends always name it)",
                 isSwitch: true),
@@ -110,6 +111,7 @@ public enum Workers {
             context: env.context(stage: "verifier"), store: env.store, appStore: configured.appStore, receipts: configured.receipts,
             sandbox: acceptsSandbox ? try verifiers(.sandbox) : nil,
             appCoins: try appCoinsApps(env.settings.list("--appcoins-app")).map { AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL, apps: $0)) },
+            googlePlay: try googlePlayVerifier(env.settings),
             catalog: try env.settings.string("--catalog").map { try catalog(at: $0, env) }, restorePolicy: restorePolicy,
             requireAccountToken: env.settings.flag("--require-account-token"), pendingRecheck: .milliseconds(Int64(pendingRecheck * 1000)))
     }
@@ -162,7 +164,7 @@ public enum Workers {
     ]
 
     /// The finisher's own settings.
-    public static let finisherSettings = appStoreAPISettings + [
+    public static let finisherSettings = appStoreAPISettings + googlePlayAPISettings + [
         Setting("--sample-content-provided", env: "IAP_SAMPLE_CONTENT_PROVIDED", default: "false",
                 help: "answers to the App Store's consumption requests say the app gives a free sample or trial before purchase", isSwitch: true),
     ]
@@ -177,7 +179,7 @@ public enum Workers {
     /// The finisher's stage from its settings.
     public static func finisherStage(_ env: WorkerApp.Environment) throws -> FinisherStage {
         let (api, sandboxAPI) = try appStoreAPIs(env)
-        return FinisherStage(context: env.context(stage: "finisher"), store: env.store, appStoreAPI: api, sandboxAPI: sandboxAPI,
+        return FinisherStage(context: env.context(stage: "finisher"), store: env.store, appStoreAPI: api, sandboxAPI: sandboxAPI, googlePlay: try googlePlayAPI(env.settings),
                              sampleContentProvided: env.settings.flag("--sample-content-provided"))
     }
 

@@ -17,8 +17,8 @@ enum IAPCtl {
           verify [--kind KIND] [--root FILE]... [--receipt-root FILE]... [--bundle-id ID] [--environment ENV] [--app-apple-id N]
                  [--allow-unsigned-test-data] [--online-checks] [--appcoins-url URL] [--appcoins-app PACKAGE=FILE]... [--lines] [FILE|-]
                                         verify store payloads; one JSON verdict each (see `iapctl verify --help`)
-          submit --store appstore|appcoins --kind signedTransaction|appReceipt|appcoinsPurchase --user USER
-                 [--signature SIG (AppCoins: the input is the purchase JSON)] [--source client|server|restore] [FILE|-]
+          submit --store appstore|appcoins|googleplay --kind signedTransaction|appReceipt|appcoinsPurchase|googlePlayPurchase --user USER
+                 [--signature SIG (AppCoins, Google Play: the input is the purchase JSON)] [--source client|server|restore] [FILE|-]
                                         wrap a raw payload into a purchase.submitted event and publish it
           produce --topic T [FILE|-]    publish JSON lines, each checked against the topic's schema first
           tail --topic T [--from-beginning] [--max N] [--timeout SECONDS]

@@ -11,13 +11,13 @@ import Synchronization
 /// `iapctl submit`, `iapctl produce` and `iapctl tail`: feeding the pipeline and watching it by hand.
 enum ProduceCommands {
     /// `submit --store S --kind K --user U [--signature SIG] [FILE|-]`: wraps a raw payload (JWS, base64
-    /// receipt, or the AppCoins SDK's purchase JSON with `--signature`) into a `purchase.submitted` event and publishes it.
+    /// receipt, or the AppCoins SDK's or Play Billing Library's purchase JSON with `--signature`) into a `purchase.submitted` event and publishes it.
     static func submit(_ arguments: [String]) async throws -> Int32 {
         let options = try CommandOptions(arguments, valued: ["--store", "--kind", "--user", "--signature", "--source",
                                                              "--brokers", "--kafka", "--topic-prefix"])
-        guard let store = options.string("--store").flatMap(Store.init(rawValue:)) else { throw UsageError("submit: --store appstore|appcoins") }
+        guard let store = options.string("--store").flatMap(Store.init(rawValue:)) else { throw UsageError("submit: --store appstore|appcoins|googleplay") }
         guard let kind = options.string("--kind").flatMap(SubmissionKind.init(rawValue:)) else {
-            throw UsageError("submit: --kind signedTransaction|appReceipt|appcoinsPurchase")
+            throw UsageError("submit: --kind signedTransaction|appReceipt|appcoinsPurchase|googlePlayPurchase")
         }
         guard let user = options.string("--user"), !user.isEmpty else { throw UsageError("submit: --user is required") }
         let source = try options.string("--source").map { text -> SubmissionSource in
@@ -39,6 +39,15 @@ enum ProduceCommands {
                 throw UsageError("submit: the input must be the AppCoins purchase JSON (packageName, productId, purchaseToken)")
             }
             submission.appcoins = .init(packageName: package, sku: sku, purchaseToken: token, purchaseData: payload, signature: signature)
+        case .googlePlayPurchase:
+            // The input is Purchase.getOriginalJson() exactly as the Play Billing Library gave it; it names the package, product and token.
+            guard let signature = options.string("--signature") else {
+                throw UsageError("submit: a Google Play purchase needs --signature (Purchase.getSignature() of the purchase JSON given as input)")
+            }
+            guard let (package, product, token) = AndroidPurchaseData.names(in: payload) else {
+                throw UsageError("submit: the input must be the Google Play purchase JSON (packageName, productId, purchaseToken)")
+            }
+            submission.googleplay = .init(packageName: package, productId: product, purchaseToken: token, purchaseData: payload, signature: signature)
         }
         let publisher = try EventPublisher(codec: EventCodec(schemas: try JSONSchemaRegistry.eventSchemas(), source: "/iapctl",
                                                              topicPrefix: options.string("--topic-prefix") ?? ""),

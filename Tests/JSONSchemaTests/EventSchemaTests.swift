@@ -38,6 +38,17 @@ import TestSupport
         #expect(!registry.validate(.object(submission), against: id).isEmpty, "appcoins payload under store appstore")
         submission["store"] = .string("appcoins")
         #expect(registry.validate(.object(submission), against: id).isEmpty)
+        submission["store"] = .string("googleplay")
+        #expect(!registry.validate(.object(submission), against: id).isEmpty, "appcoins payload under store googleplay")
+        submission["kind"] = .string("googlePlayPurchase")
+        submission["googleplay"] = .object(["packageName": .string("p"), "productId": .string("s"), "purchaseToken": .string("t"),
+                                            "purchaseData": .string(#"{"purchaseToken":"t"}"#)])
+        submission["appcoins"] = nil
+        #expect(!registry.validate(.object(submission), against: id).isEmpty, "a Google Play purchase without its signature")
+        var signed = submission["googleplay"]?.objectValue ?? [:]
+        signed["signature"] = .string("c2ln")
+        submission["googleplay"] = .object(signed)
+        #expect(registry.validate(.object(submission), against: id).isEmpty)
         submission["userId"] = .string("")
         #expect(registry.validate(.object(submission), against: id).map(\.path) == ["/userId"])
     }
@@ -52,7 +63,7 @@ import TestSupport
             #expect(registry.validate(json, against: "urn:iap-pipeline:schema:\(type):v1").isEmpty, "\(example.text)")
             kinds.insert(type + "/" + (json.objectValue?["kind"]?.stringValue ?? ""))
         }
-        #expect(kinds == ["purchase.submitted/signedTransaction", "purchase.submitted/appReceipt", "purchase.submitted/appcoinsPurchase",
+        #expect(kinds == ["purchase.submitted/signedTransaction", "purchase.submitted/appReceipt", "purchase.submitted/appcoinsPurchase", "purchase.submitted/googlePlayPurchase",
                           "purchase.consumed/", "store.notification/", "user.consent/", "user.token/"], "an example for every input topic and payload kind")
     }
 

@@ -35,12 +35,15 @@ struct PipelineTests {
         let appStore: AppStoreServerAPIStandIn
         /// The key of the AppCoins app `com.example.coins` the verifier knows.
         let appCoins: AppCoinsSigner
+        /// The licensing key of the Google Play app `com.example.coins` the verifier knows.
+        let googlePlay: GooglePlaySigner
         let makeRunner: (Int) async throws -> StageRunner
         /// The workers' environment variables, for assembling another worker (the sweeper) as they were assembled.
         let variables: [String: String]
 
-        init(codec: EventCodec, store: SQLPurchaseStore, appStore: AppStoreServerAPIStandIn, appCoins: AppCoinsSigner, variables: [String: String],
-             makeRunner: @escaping (Int) async throws -> StageRunner) async throws {
+        init(codec: EventCodec, store: SQLPurchaseStore, appStore: AppStoreServerAPIStandIn, appCoins: AppCoinsSigner, googlePlay: GooglePlaySigner,
+             variables: [String: String], makeRunner: @escaping (Int) async throws -> StageRunner) async throws {
+            self.googlePlay = googlePlay
             self.variables = variables
             self.codec = codec
             self.store = store
@@ -81,7 +84,9 @@ struct PipelineTests {
     /// - Parameter finishWithAppStoreAPI: false for a finisher without App Store API credentials (consumables then wait
     ///   for the app's consumption report).
     /// - Parameter catalog: the products' catalog (JSON); nil for `schemas/examples/catalog.json`.
-    static func start(servers: String, pki: TestPKI, storeURL: String, appCoinsURL: URL? = nil, finishWithAppStoreAPI: Bool = true,
+    /// - Parameter googlePlay: the stand-in Android Publisher API the verifier and finisher call, with its service account.
+    static func start(servers: String, pki: TestPKI, storeURL: String, appCoinsURL: URL? = nil, googlePlay: GooglePlayAPIStandIn? = nil,
+                      finishWithAppStoreAPI: Bool = true,
                       restorePolicy: RestorePolicy = .transfer, pendingRecheck: Duration = .seconds(60), catalog: String? = nil) async throws -> Pipeline {
         let prefix = "p\(UUID().uuidString.prefix(6).lowercased())."
         let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers]))
@@ -99,6 +104,7 @@ struct PipelineTests {
         let apiKey = try PrivateKey.generateP256()
         let appStore = try AppStoreServerAPIStandIn(publicKey: try apiKey.publicKey(), keyId: "K", issuerId: "I", bundleId: bundle)
         let appCoinsSigner = try AppCoinsSigner()
+        let googlePlaySigner = try GooglePlaySigner()
         var variables = [
             "KAFKA_BOOTSTRAP_SERVERS": servers, "KAFKA_TOPIC_METADATA_REFRESH_INTERVAL_MS": "1000", // topics grown mid-test are seen at once
             "IAP_TOPIC_PREFIX": prefix, "IAP_GROUP_PREFIX": prefix, "IAP_LOG_LEVEL": "error",
@@ -112,6 +118,11 @@ struct PipelineTests {
         if let appCoinsURL {
             variables["IAP_APPCOINS_URL"] = appCoinsURL.absoluteString
             variables["IAP_APPCOINS_APPS"] = "com.example.coins=" + (try file("appcoins.pub", try appCoinsSigner.publicKeyBase64()))
+        }
+        if let googlePlay {
+            variables["IAP_GOOGLEPLAY_API_URL"] = googlePlay.baseURL.absoluteString
+            variables["IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE"] = try file("service-account.json", googlePlay.serviceAccountKeyJSON())
+            variables["IAP_GOOGLEPLAY_APPS"] = "com.example.coins=" + (try file("googleplay.pub", try googlePlaySigner.publicKeyBase64()))
         }
         if finishWithAppStoreAPI {
             variables.merge(["IAP_APPSTORE_API_URL": appStore.baseURL.absoluteString, "IAP_APPSTORE_KEY_ID": "K", "IAP_APPSTORE_ISSUER_ID": "I",
@@ -129,7 +140,7 @@ struct PipelineTests {
             return try environment.runner(for: try await worker.stage(environment))
         }
         return try await Pipeline(codec: EventCodec(schemas: schemas, source: "/test/producer", topicPrefix: prefix), store: store, appStore: appStore,
-                            appCoins: appCoinsSigner, variables: variables, makeRunner: makeRunner)
+                            appCoins: appCoinsSigner, googlePlay: googlePlaySigner, variables: variables, makeRunner: makeRunner)
     }
 
     @Test(arguments: StoreEngine.available)

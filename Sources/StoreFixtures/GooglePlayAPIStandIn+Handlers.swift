@@ -1,0 +1,133 @@
+import Crypto
+import Foundation
+import HTTPServer
+import JSON
+import PurchaseDomain
+
+extension GooglePlayAPIStandIn {
+    /// Google's error body: `{"error":{"code","message","status"}}`.
+    static func error(_ code: Int, _ message: String, _ status: String, headers: [String: String] = [:]) -> HTTPResponse {
+        let body: JSONValue = .object(["error": .object(["code": .integer(Int64(code)), "message": .string(message), "status": .string(status)])])
+        return HTTPResponse(status: code, headers: headers.merging(["Content-Type": "application/json"]) { old, _ in old }, body: Data(body.serializedText.utf8))
+    }
+
+    static func status(of code: Int) -> String {
+        switch code {
+        case 400: "INVALID_ARGUMENT"
+        case 401: "UNAUTHENTICATED"
+        case 403: "PERMISSION_DENIED"
+        case 404, 410: "NOT_FOUND"
+        case 409: "ABORTED"
+        case 429: "RESOURCE_EXHAUSTED"
+        case 503: "UNAVAILABLE"
+        default: "INTERNAL"
+        }
+    }
+
+    /// The token endpoint: an access token for a valid assertion, else `invalid_grant`.
+    static func token(_ request: HTTPRequest, registry: Registry, publicKey: PublicKey, email: String, audience: String, lifetime: Duration) -> HTTPResponse {
+        registry.books.withLock { $0.tokenRequests += 1 }
+        func refuse(_ code: String, _ description: String, status: Int = 400) -> HTTPResponse {
+            let body: JSONValue = .object(["error": .string(code), "error_description": .string(description)])
+            return HTTPResponse(status: status, contentType: "application/json", body: body.serializedText)
+        }
+        if let status = registry.faults.withLock({ $0.tokenEndpoint }) {
+            return status == 400 ? refuse("invalid_grant", "Invalid grant: account not found") : refuse("internal_failure", "Injected failure", status: status)
+        }
+        guard request.method == "POST" else { return refuse("invalid_request", "POST required") }
+        var form: [String: String] = [:]
+        for pair in String(decoding: request.body, as: UTF8.self).split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "" }
+            if parts.count == 2 { form[parts[0]] = parts[1] }
+        }
+        guard form["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer" else { return refuse("unsupported_grant_type", "Invalid grant_type") }
+        let parts = (form["assertion"] ?? "").split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let header = Base64URL.decode(parts[0]).flatMap({ JSONValue.parse(Array($0))?.objectValue }),
+              let claims = Base64URL.decode(parts[1]).flatMap({ JSONValue.parse(Array($0))?.objectValue }),
+              let signature = Base64URL.decode(parts[2]) else {
+            return refuse("invalid_grant", "Invalid JWT: Token must be a short-lived token and in a reasonable timeframe")
+        }
+        guard header["alg"]?.stringValue == "RS256",
+              publicKey.verifyRSA(message: Data((parts[0] + "." + parts[1]).utf8), signature: signature, digest: .sha256) else {
+            return refuse("invalid_grant", "Invalid JWT Signature.")
+        }
+        let now = Date().timeIntervalSince1970
+        guard claims["iss"]?.stringValue == email, claims["aud"]?.stringValue == audience,
+              claims["scope"]?.stringValue?.split(separator: " ").contains(Substring("https://www.googleapis.com/auth/androidpublisher")) == true,
+              let issued = claims["iat"]?.int64Value, let expires = claims["exp"]?.int64Value, expires > issued, expires - issued <= 3600,
+              Double(issued) - 300 <= now, now <= Double(expires) else {
+            return refuse("invalid_grant", "Invalid JWT: the claims are not this account's, this endpoint's and scope's, or not current")
+        }
+        let token = "ya29.stand-in." + UUID().uuidString
+        let seconds = lifetime.components.seconds
+        registry.books.withLock { $0.accessTokens[token] = Date().addingTimeInterval(Double(seconds)) }
+        let body: JSONValue = .object(["access_token": .string(token), "expires_in": .integer(seconds), "token_type": .string("Bearer")])
+        return HTTPResponse(status: 200, contentType: "application/json", body: body.serializedText)
+    }
+
+    /// The Android Publisher API's `purchases.products` get, acknowledge and consume.
+    static func api(_ request: HTTPRequest, registry: Registry) -> HTTPResponse {
+        guard request.path.hasPrefix(apiPrefix) else { return error(404, "Not found", "NOT_FOUND") }
+        // {package}/purchases/products/{product}/tokens/{token}[:action]: the action's colon is literal, a token's is encoded.
+        var raw = request.path.dropFirst(apiPrefix.count).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        var action = ""
+        if let last = raw.last, let colon = last.lastIndex(of: ":") {
+            action = String(last[last.index(after: colon)...])
+            raw[raw.count - 1] = String(last[..<colon])
+        }
+        let parts = raw.map { $0.removingPercentEncoding ?? $0 }
+        let token = PurchaseToken(parts.count == 6 ? parts[5] : "")
+        let (fault, stall) = registry.faults.withLock { ($0.all ?? $0.byToken[token], $0.stalls[token]) }
+        if let stall { Thread.sleep(forTimeInterval: Double(stall.components.seconds) + Double(stall.components.attoseconds) / 1e18) }
+        if let fault {
+            return error(fault.status, "Injected failure", status(of: fault.status), headers: fault.retryAfter.map { ["Retry-After": String($0)] } ?? [:])
+        }
+        let bearer = request.header("authorization").flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
+        guard let bearer, registry.books.withLock({ $0.accessTokens[bearer].map { $0 > Date() } ?? false }) else {
+            return error(401, "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.",
+                         "UNAUTHENTICATED", headers: ["WWW-Authenticate": #"Bearer realm="https://accounts.google.com/""#])
+        }
+        guard parts.count == 6, parts[1] == "purchases", parts[2] == "products", parts[4] == "tokens",
+              (request.method == "GET" && action.isEmpty) || (request.method == "POST" && ["acknowledge", "consume"].contains(action)) else {
+            return error(404, "Not found", "NOT_FOUND")
+        }
+        return registry.books.withLock { books -> HTTPResponse in
+            if books.invalid.contains(token) { return error(410, "The purchase token is no longer valid.", "NOT_FOUND") }
+            guard var purchase = books.purchases[token], purchase.packageName == PackageName(parts[0]), purchase.productId == ProductID(parts[3]) else {
+                return error(404, "The purchase token was not found.", "NOT_FOUND")
+            }
+            let invalidState = error(400, "The purchase is not in a valid state to perform the desired operation.", "FAILED_PRECONDITION")
+            switch action {
+            case "acknowledge":
+                guard purchase.purchaseState == 0, purchase.acknowledgementState == 0 else { return invalidState }
+                purchase.acknowledgementState = 1
+                books.acknowledged[token, default: 0] += 1
+            case "consume":
+                guard purchase.purchaseState == 0, purchase.consumptionState == 0 else { return invalidState }
+                purchase.consumptionState = 1
+                purchase.acknowledgementState = 1
+                books.consumed[token, default: 0] += 1
+            default:
+                return HTTPResponse(status: 200, contentType: "application/json", body: productPurchase(purchase, token: token).serializedText)
+            }
+            books.purchases[token] = purchase
+            return HTTPResponse(status: 200)
+        }
+    }
+
+    /// A `ProductPurchase` resource, int64 fields as strings as Google sends them.
+    static func productPurchase(_ purchase: Purchase, token: PurchaseToken) -> JSONValue {
+        var body: [String: JSONValue] = [
+            "kind": .string("androidpublisher#productPurchase"), "purchaseState": .integer(Int64(purchase.purchaseState)),
+            "consumptionState": .integer(Int64(purchase.consumptionState)), "acknowledgementState": .integer(Int64(purchase.acknowledgementState)),
+            "productId": .string((purchase.answeredProductId ?? purchase.productId).rawValue), "purchaseToken": .string(token.rawValue),
+            "regionCode": .string("US"), "developerPayload": .string(""),
+        ]
+        if let orderId = purchase.orderId { body["orderId"] = .string(orderId.rawValue) }
+        if let type = purchase.purchaseType { body["purchaseType"] = .integer(Int64(type)) }
+        if purchase.quantity != 1 { body["quantity"] = .integer(Int64(purchase.quantity)) }
+        if let account = purchase.obfuscatedExternalAccountId { body["obfuscatedExternalAccountId"] = .string(account) }
+        if let time = purchase.purchaseTime { body["purchaseTimeMillis"] = .string(String(Int64(time.timeIntervalSince1970 * 1000))) }
+        return .object(body)
+    }
+}

@@ -1,0 +1,130 @@
+import Foundation
+import HTTPClient
+import JSON
+import PurchaseDomain
+
+/// Calls the Google Play Android Publisher API (v3) about one-time product purchases, authenticated as a service account
+/// the Play Console granted access to the apps' orders:
+/// `GET {base}/androidpublisher/v3/applications/{package}/purchases/products/{product}/tokens/{token}` and `POST` of the
+/// same path with `:acknowledge` or `:consume`. An access token the API refuses (`401`) is replaced once per call.
+public final class AndroidPublisherClient: Sendable {
+    public struct Configuration: Sendable {
+        public var baseURL: URL
+        public var timeout: Duration
+
+        public static let defaultBaseURL = URL(string: "https://androidpublisher.googleapis.com")!
+
+        public init(baseURL: URL = defaultBaseURL, timeout: Duration = .seconds(10)) {
+            self.baseURL = baseURL
+            self.timeout = timeout
+        }
+    }
+
+    public enum Failure: Error, Sendable, Equatable {
+        /// Retry later: the network, a timeout, 429, 5xx, 409, or credentials or permissions an operator must fix; not
+        /// before `retryAfter` when the API said how long to wait.
+        case unavailable(String, retryAfter: Duration? = nil)
+        /// The API refused the request about this purchase (404 unknown, 410 no longer valid, 400 not in a state that
+        /// allows it); status 0: refused before any request (a name that cannot be sent).
+        case refused(status: Int, detail: String)
+    }
+
+    public let configuration: Configuration
+    public let serviceAccount: GoogleServiceAccount
+    private let http: HTTPClient
+    private let urlPrefix: String
+
+    public init(configuration: Configuration = Configuration(), serviceAccount: GoogleServiceAccount) {
+        self.configuration = configuration
+        self.serviceAccount = serviceAccount
+        let base = configuration.baseURL.absoluteString
+        urlPrefix = (base.hasSuffix("/") ? base : base + "/") + "androidpublisher/v3/applications/"
+        http = .storeAPI(timeout: configuration.timeout)
+    }
+
+    /// `purchases.products.get`: the purchase of `purchaseToken`.
+    public func productPurchase(packageName: PackageName, productId: ProductID, purchaseToken: PurchaseToken) async
+        -> Result<GooglePlayProductPurchase, Failure> {
+        await call("GET", packageName, productId, purchaseToken, action: "").flatMap { body in
+            guard let fields = JSONValue.parse(body)?.objectValue,
+                  let purchase = GooglePlayProductPurchase(answer: fields, packageName: packageName, productId: productId, purchaseToken: purchaseToken)
+            else { return .failure(.unavailable("Android Publisher API: an answer that is not a ProductPurchase")) }
+            return .success(purchase)
+        }
+    }
+
+    /// `purchases.products.acknowledge`: the entitlement was delivered (Google refunds a purchase neither acknowledged nor
+    /// consumed within three days). Succeeds also when the purchase was acknowledged before.
+    public func acknowledge(packageName: PackageName, productId: ProductID, purchaseToken: PurchaseToken) async -> Result<Void, Failure> {
+        await complete(":acknowledge", packageName, productId, purchaseToken) { $0.isAcknowledged }
+    }
+
+    /// `purchases.products.consume`: the consumable was delivered and may be bought again. Succeeds also when the
+    /// purchase was consumed before (by an earlier call, or by the app on the device).
+    public func consume(packageName: PackageName, productId: ProductID, purchaseToken: PurchaseToken) async -> Result<Void, Failure> {
+        await complete(":consume", packageName, productId, purchaseToken) { $0.isConsumed }
+    }
+
+    /// An acknowledge or consume. Google answers 400 when the purchase is already in the state asked for; the purchase is
+    /// then read, so a repeat (a retry after a lost answer, a redelivered message) succeeds and a real refusal stays one.
+    private func complete(_ action: String, _ packageName: PackageName, _ productId: ProductID, _ purchaseToken: PurchaseToken,
+                          done: (GooglePlayProductPurchase) -> Bool) async -> Result<Void, Failure> {
+        let answer = await call("POST", packageName, productId, purchaseToken, action: action)
+        guard case .failure(.refused(400, let detail)) = answer else { return answer.map { _ in } }
+        switch await productPurchase(packageName: packageName, productId: productId, purchaseToken: purchaseToken) {
+        case .success(let purchase) where done(purchase): return .success(())
+        case .success: return .failure(.refused(status: 400, detail: detail))
+        case .failure(let failure): return .failure(failure)
+        }
+    }
+
+    /// One call about a purchase, with a fresh token once if the API refuses the cached one: the answer's body.
+    private func call(_ method: String, _ packageName: PackageName, _ productId: ProductID, _ purchaseToken: PurchaseToken,
+                      action: String) async -> Result<[UInt8], Failure> {
+        if let invalid = AndroidPurchaseData.invalidPathSegment(packageName: packageName, productId: productId, purchaseToken: purchaseToken) {
+            return .failure(.refused(status: 0, detail: "invalid \(invalid)"))
+        }
+        guard let package = packageName.rawValue.addingPercentEncoding(withAllowedCharacters: .urlUnreserved),
+              let product = productId.rawValue.addingPercentEncoding(withAllowedCharacters: .urlUnreserved),
+              let token = purchaseToken.rawValue.addingPercentEncoding(withAllowedCharacters: .urlUnreserved) else {
+            return .failure(.refused(status: 0, detail: "a name that cannot be percent-encoded"))
+        }
+        let url = urlPrefix + package + "/purchases/products/" + product + "/tokens/" + token + action
+        for attempt in 1...2 {
+            let accessToken: String
+            switch await serviceAccount.accessToken() {
+            case .success(let token): accessToken = token
+            case .failure(let failure): return .failure(failure)
+            }
+            var headers: [(name: String, value: String)] = [("Authorization", "Bearer " + accessToken), ("Accept", "application/json")]
+            if method == "POST" { headers.append(("Content-Type", "application/json")) }
+            let request = HTTPClient.Request(method: method, url: url, headers: headers, body: method == "POST" ? Array("{}".utf8) : nil)
+            let response: HTTPClient.Response
+            switch await http.send(request) {
+            case .success(let answered): response = answered
+            case .failure(let failure): return .failure(.unavailable("Android Publisher API: \(failure)"))
+            }
+            if response.status == 401 && attempt == 1 {
+                serviceAccount.invalidate(accessToken)
+                continue
+            }
+            return outcome(response)
+        }
+        return .failure(.unavailable("Android Publisher API: no answer"))
+    }
+
+    /// What an answer means: 2xx is success; what may pass (401 after a fresh token, 403 — the service account lacks
+    /// access, an operator must grant it —, 408, 409, 429, 5xx) is `unavailable`; the rest is `refused` with Google's
+    /// error message.
+    private func outcome(_ response: HTTPClient.Response) -> Result<[UInt8], Failure> {
+        let message = JSONValue.parse(response.body)?.objectValue?["error"]?.objectValue?["message"]?.stringValue
+        let detail = "HTTP \(response.status)" + (message.map { ": " + String($0.prefix(300)) } ?? "")
+        switch response.status {
+        case 200...299: return .success(response.body)
+        case 401, 403, 408, 409, 429, 500...599, 0:
+            return .failure(.unavailable("Android Publisher API answered \(detail)", retryAfter: response.retryAfter.map { min($0, .seconds(3600)) }))
+        default:
+            return .failure(.refused(status: response.status, detail: detail))
+        }
+    }
+}

@@ -1,0 +1,60 @@
+import Crypto
+import Foundation
+import PurchaseDomain
+
+/// Checks Google Play purchases of one-time products of the operator's own apps: a submission is verified
+/// (`verifySigned`) only for a package the operator configured, its purchase data signed with that app's licensing key
+/// (Play Console, Monetization setup) and naming the package, product and token it claims; then the Android Publisher
+/// API confirms it (`verify`, which re-checks also use).
+///
+/// `purchaseState` 0 verifies; 2 (pending: paid with a method that settles later) is a verdict of its own
+/// (`purchasePending`, retryable: asked again until it settles); 1 (canceled) is `purchaseNotCompleted`. 404, 410 and 400
+/// are permanent rejections; the network, 401/403 (the service account), 409, 429 and 5xx are retryable.
+public final class GooglePlayVerifier: Sendable {
+    public struct Configuration: Sendable {
+        /// The operator's apps: package name → the app's licensing public key. Purchases of other packages are refused.
+        public var apps: [PackageName: PublicKey]
+
+        public init(apps: [PackageName: PublicKey]) { self.apps = apps }
+    }
+
+    public let configuration: Configuration
+    public let api: AndroidPublisherClient
+
+    public init(configuration: Configuration, api: AndroidPublisherClient) {
+        self.configuration = configuration
+        self.api = api
+    }
+
+    /// A submitted purchase: the package is one of the operator's apps, `signature` (base64) is that app's key's over
+    /// `purchaseData` (the purchase's original JSON from the Play Billing Library), which names this package, product and
+    /// token; then the API is asked.
+    public func verifySigned(packageName: PackageName, productId: ProductID, purchaseToken: PurchaseToken, purchaseData: String, signature: String) async
+        -> Result<GooglePlayProductPurchase, Rejection> {
+        if let rejection = AndroidPurchaseData.rejection(store: "Google Play", apps: configuration.apps, packageName: packageName, productId: productId,
+                                                         purchaseToken: purchaseToken, purchaseData: purchaseData, signature: signature) {
+            return .failure(rejection)
+        }
+        return await verify(packageName: packageName, productId: productId, purchaseToken: purchaseToken)
+    }
+
+    /// The API's view of a purchase (no signature involved: for re-checks of purchases verified before).
+    public func verify(packageName: PackageName, productId: ProductID, purchaseToken: PurchaseToken) async -> Result<GooglePlayProductPurchase, Rejection> {
+        let purchase: GooglePlayProductPurchase
+        switch await api.productPurchase(packageName: packageName, productId: productId, purchaseToken: purchaseToken) {
+        case .success(let answered): purchase = answered
+        case .failure(.unavailable(let why, _)): return .failure(Rejection(.storeUnavailable, retryable: true, why))
+        case .failure(.refused(404, let detail)): return .failure(Rejection(.storeRejected, "Google Play: no such purchase (\(detail))"))
+        case .failure(.refused(410, let detail)): return .failure(Rejection(.storeRejected, "Google Play: the purchase token is no longer valid (\(detail))"))
+        case .failure(.refused(_, let detail)): return .failure(Rejection(.storeRejected, "Google Play: \(detail)"))
+        }
+        guard purchase.productId == productId else {
+            return .failure(Rejection(.storeRejected, "the token belongs to product '\(purchase.productId.rawValue.prefix(256))', not '\(productId.rawValue.prefix(256))'"))
+        }
+        switch purchase.purchaseState {
+        case 0: return .success(purchase)
+        case 2: return .failure(Rejection(.purchasePending, retryable: true, "the payment is pending; it is asked about again until it completes"))
+        default: return .failure(Rejection(.purchaseNotCompleted, "purchaseState \(purchase.purchaseState) (canceled)"))
+        }
+    }
+}

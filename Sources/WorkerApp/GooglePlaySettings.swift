@@ -1,0 +1,52 @@
+import Crypto
+import Foundation
+import PurchaseDomain
+import StoreVerification
+
+extension Workers {
+    /// How a worker reaches the Android Publisher API (the verifier asks it about every Google Play purchase; the finisher
+    /// consumes and acknowledges through it).
+    static let googlePlayAPISettings = [
+        Setting("--googleplay-api-url", env: "IAP_GOOGLEPLAY_API_URL", default: AndroidPublisherClient.Configuration.defaultBaseURL.absoluteString,
+                help: "Android Publisher API base URL"),
+        Setting("--googleplay-service-account", env: "IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE",
+                help: "the JSON key file of the Google Cloud service account the Play Console granted access to the apps' orders; "
+                    + "without it Google Play purchases are refused by the verifier and completed by the app on the device"),
+    ]
+
+    /// The verifier's Google Play settings: the API, and the apps it sells in.
+    static let googlePlayVerifierSettings = googlePlayAPISettings + [
+        Setting("--googleplay-app", env: "IAP_GOOGLEPLAY_APPS",
+                help: "a Google Play app this deployment sells in: PACKAGE=FILE, the file holding the app's licensing public key (Play Console, "
+                    + "Monetization setup; base64) (repeat or comma-separate); none: Google Play purchases are refused", isList: true),
+    ]
+
+    /// The Android Publisher API client `googlePlayAPISettings` configure; nil without a service account.
+    static func googlePlayAPI(_ settings: Settings) throws -> AndroidPublisherClient? {
+        guard let path = settings.string("--googleplay-service-account"), !path.isEmpty else { return nil }
+        guard let keyFile = FileManager.default.contents(atPath: path) else {
+            throw SettingsError("--googleplay-service-account (IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE): cannot read \(path)")
+        }
+        let account: GoogleServiceAccount
+        do { account = try GoogleServiceAccount(keyFile: keyFile) } catch {
+            throw SettingsError("--googleplay-service-account (IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE) \(path): \(error)")
+        }
+        guard let base = URL(string: try settings.required("--googleplay-api-url")) else { throw SettingsError("--googleplay-api-url is not a URL") }
+        return AndroidPublisherClient(configuration: .init(baseURL: base), serviceAccount: account)
+    }
+
+    /// The verifier of Google Play purchases of the configured apps; nil when none is configured. Every purchase is asked
+    /// of the API, so apps without a service account are a setting error.
+    static func googlePlayVerifier(_ settings: Settings) throws -> GooglePlayVerifier? {
+        let apps: [PackageName: PublicKey]
+        do { apps = try AndroidPurchaseData.apps(fromEntries: settings.list("--googleplay-app")) } catch {
+            throw SettingsError("--googleplay-app (IAP_GOOGLEPLAY_APPS): \(error)")
+        }
+        guard !apps.isEmpty else { return nil }
+        guard let api = try googlePlayAPI(settings) else {
+            throw SettingsError("--googleplay-app (IAP_GOOGLEPLAY_APPS) needs --googleplay-service-account (IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE): "
+                                + "every Google Play purchase is confirmed with the Android Publisher API")
+        }
+        return GooglePlayVerifier(configuration: .init(apps: apps), api: api)
+    }
+}
