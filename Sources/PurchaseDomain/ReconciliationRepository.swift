@@ -11,7 +11,10 @@ public protocol ReconciliationRepository: Sendable {
     func advanceCheckpoint(_ name: String, owner: String, to position: Date, now: Date) async throws -> Bool
     /// Gives the lease up, so that another replica may take the next pass at once.
     func releaseCheckpoint(_ name: String, owner: String) async throws
-    /// Those of `ids` the pipeline has not handled (see `PurchaseRepository.recordNotificationSeen`).
+    /// Records `id` handled (as `PurchaseRepository.recordNotificationSeen`): what a reconciliation pass publishes and no
+    /// stage records.
+    func recordNotificationSeen(_ id: NotificationID, type: String, at now: Date) async throws
+    /// Those of `ids` the pipeline has not handled (see `recordNotificationSeen`).
     func unseenNotifications(_ ids: [NotificationID]) async throws -> Set<NotificationID>
     /// Forgets handled notifications seen before `date` (older than any history the store still keeps); how many.
     func pruneSeenNotifications(before date: Date) async throws -> Int

@@ -114,7 +114,7 @@ extension AppStoreServerAPIStandIn {
         }
         let id = path[path.count - 1]
         guard id.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else { return error(400, 4000006, "Invalid transaction id.") }
-        let parameters = queryParameters(request.query)
+        let parameters = request.queryParameters
         return recorder.update { transactionAnswer(endpoint, TransactionID(id), parameters, bundleId: bundleId, &$0.transactionRecords) }
     }
 
@@ -181,17 +181,6 @@ extension AppStoreServerAPIStandIn {
         records.revisions[token] = (list, customer, next)
         let fields: [String: JSONValue] = ["signedTransactions": .array(page.map(JSONValue.string)), "revision": .string(token), "hasMore": .bool(next < items.count)]
         return json(fields.merging(also) { mine, _ in mine })
-    }
-
-    /// A query's parameters by name (the first of a name), each value percent-decoded (as sent when it cannot be).
-    private static func queryParameters(_ query: String?) -> [String: String] {
-        var parameters: [String: String] = [:]
-        for pair in (query ?? "").split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let value = parts.count == 2 ? String(parts[1]) : ""
-            if parameters[String(parts[0])] == nil { parameters[String(parts[0])] = value.removingPercentEncoding ?? value }
-        }
-        return parameters
     }
 
     private static func json(_ object: [String: JSONValue]) -> HTTPResponse {

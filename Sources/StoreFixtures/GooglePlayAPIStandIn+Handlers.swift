@@ -87,6 +87,9 @@ extension GooglePlayAPIStandIn {
             return error(401, "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.",
                          "UNAUTHENTICATED", headers: ["WWW-Authenticate": #"Bearer realm="https://accounts.google.com/""#])
         }
+        if parts.count == 3, parts[1] == "purchases", parts[2] == "voidedpurchases", request.method == "GET", action.isEmpty {
+            return voidedPurchases(request, package: PackageName(parts[0]), registry: registry)
+        }
         guard parts.count == 6, parts[1] == "purchases", parts[2] == "products", parts[4] == "tokens",
               (request.method == "GET" && action.isEmpty) || (request.method == "POST" && ["acknowledge", "consume"].contains(action)) else {
             return error(404, "Not found", "NOT_FOUND")
@@ -112,6 +115,58 @@ extension GooglePlayAPIStandIn {
             }
             books.purchases[token] = purchase
             return HTTPResponse(status: 200)
+        }
+    }
+
+    /// `purchases.voidedpurchases.list` of `package`. A page token names the span and the position it goes on from.
+    static func voidedPurchases(_ request: HTTPRequest, package: PackageName, registry: Registry) -> HTTPResponse {
+        let parameters = request.queryParameters
+        let now = Date()
+        var start = now.addingTimeInterval(-30 * 86_400), end = now, offset = 0
+        if let token = parameters["token"] {
+            let fields = token.split(separator: "~").compactMap { Int64($0) }
+            guard fields.count == 3 else { return error(400, "Invalid pagination token.", "INVALID_ARGUMENT") }
+            (start, end, offset) = (Date(timeIntervalSince1970: Double(fields[0]) / 1000), Date(timeIntervalSince1970: Double(fields[1]) / 1000), Int(fields[2]))
+        } else {
+            if let text = parameters["startTime"] {
+                guard let milliseconds = Int64(text) else { return error(400, "Invalid startTime.", "INVALID_ARGUMENT") }
+                start = Date(timeIntervalSince1970: Double(milliseconds) / 1000)
+            }
+            if let text = parameters["endTime"] {
+                guard let milliseconds = Int64(text) else { return error(400, "Invalid endTime.", "INVALID_ARGUMENT") }
+                end = Date(timeIntervalSince1970: Double(milliseconds) / 1000)
+            }
+            guard start >= now.addingTimeInterval(-30 * 86_400 - 5) else { return error(400, "startTime can be at most 30 days in the past.", "INVALID_ARGUMENT") }
+            guard end <= now.addingTimeInterval(5), start <= end else { return error(400, "Invalid time range.", "INVALID_ARGUMENT") }
+        }
+        let maxResults = parameters["maxResults"].flatMap(Int.init) ?? 1000
+        return registry.books.withLock { books in
+            // Compared in milliseconds, as Google's times are.
+            let span = EpochMilliseconds.milliseconds(start)...EpochMilliseconds.milliseconds(end)
+            let listed = books.voided.filter { voided in
+                books.purchases[voided.token]?.packageName == package && span.contains(EpochMilliseconds.milliseconds(voided.at))
+            }
+            let page = listed.dropFirst(offset).prefix(min(maxResults, books.voidedPageSize, 1000))
+            var body: [String: JSONValue] = [
+                "pageInfo": .object(["totalResults": .integer(Int64(listed.count)), "resultPerPage": .integer(Int64(page.count)),
+                                     "startIndex": .integer(Int64(offset))]),
+                "voidedPurchases": .array(page.map { voided in
+                    let purchase = books.purchases[voided.token]
+                    var fields: [String: JSONValue] = [
+                        "kind": .string("androidpublisher#voidedPurchase"), "purchaseToken": .string(voided.token.rawValue),
+                        "voidedTimeMillis": .string(String(EpochMilliseconds.milliseconds(voided.at))),
+                        "voidedSource": .integer(Int64(voided.source)), "voidedReason": .integer(Int64(voided.reason)),
+                    ]
+                    if let orderId = purchase?.orderId { fields["orderId"] = .string(orderId.rawValue) }
+                    if let time = purchase?.purchaseTime { fields["purchaseTimeMillis"] = .string(String(EpochMilliseconds.milliseconds(time))) }
+                    return .object(fields)
+                }),
+            ]
+            if offset + page.count < listed.count {
+                let next = "\(EpochMilliseconds.milliseconds(start))~\(EpochMilliseconds.milliseconds(end))~\(offset + page.count)"
+                body["tokenPagination"] = .object(["nextPageToken": .string(next)])
+            }
+            return HTTPResponse(status: 200, contentType: "application/json", body: JSONValue.object(body).serializedText)
         }
     }
 

@@ -13,6 +13,10 @@ import Synchronization
 ///   `ProductPurchase` of a token it was given for that package and product; 404 for another, 410 for one made invalid.
 /// - `POST` of that path with `:acknowledge` or `:consume` acknowledges or consumes it; 400 when its state does not allow it
 ///   (already done, not purchased).
+/// - `GET /androidpublisher/v3/applications/{package}/purchases/voidedpurchases` lists the package's purchases voided
+///   (`void`) between `startTime` and `endTime` (milliseconds; the time Google recorded them voided, at most 30 days back,
+///   not after now), oldest first, `maxResults` (and at most `voidedPageSize`) a page, the next named by
+///   `tokenPagination.nextPageToken` (given as `token`, the times are then ignored).
 /// - Every API request needs a current access token (401 otherwise). Errors are Google's JSON (`error.code`,
 ///   `error.message`, `error.status`). Every request is recorded; failures and stalls are injected on demand.
 public final class GooglePlayAPIStandIn: Sendable {
@@ -77,6 +81,9 @@ public final class GooglePlayAPIStandIn: Sendable {
             var consumed: [PurchaseToken: Int] = [:]
             var tokenRequests = 0
             var requests: [String] = []
+            /// Voided purchases, in the order Google recorded them voided.
+            var voided: [(token: PurchaseToken, at: Date, reason: Int, source: Int)] = []
+            var voidedPageSize = 1000
         }
 
         let books: Mutex<Books>
@@ -141,6 +148,18 @@ public final class GooglePlayAPIStandIn: Sendable {
     public var tokenRequests: Int { state.books.withLock { $0.tokenRequests } }
     /// Every request, `METHOD path`, in order.
     public var requests: [String] { state.books.withLock { $0.requests } }
+
+    /// Google voids the purchase of `token` at `at` (a refund, `reason` 1 remorse, 7 chargeback, …; `source` 0 the user,
+    /// 1 the developer, 2 Google): it is canceled and listed among the voided purchases.
+    public func void(_ token: PurchaseToken, at: Date = Date(), reason: Int = 1, source: Int = 0) {
+        state.books.withLock { books in
+            books.purchases[token]?.purchaseState = 1
+            books.voided.append((token, at, reason, source))
+        }
+    }
+
+    /// At most this many voided purchases a page (Google: 1,000).
+    public func setVoidedPageSize(_ size: Int) { state.books.withLock { $0.voidedPageSize = max(1, size) } }
 
     /// Answers API requests for `token` (nil: every API request, the API down) with `status` from now on, with
     /// `Retry-After: retryAfter` (seconds) when given; nil status: as documented again.

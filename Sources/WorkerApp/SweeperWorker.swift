@@ -8,7 +8,8 @@ import Stages
 import StoreVerification
 
 extension Workers {
-    /// The sweeper's own settings: its schedule and deadlines, and the App Store Server API it reconciles with.
+    /// The sweeper's own settings: its schedule and deadlines, and the App Store Server API and Google Play's voided
+    /// purchases it reconciles with.
     public static let sweeperSettings = [
         Setting("--once", env: "IAP_SWEEP_ONCE", default: "false", help: "sweep (and reconcile) once and exit (for a Kubernetes CronJob)", isSwitch: true),
         Setting("--interval", env: "IAP_SWEEP_INTERVAL", default: "300", help: "seconds between sweeps"),
@@ -22,13 +23,14 @@ extension Workers {
         Setting("--environment", env: "IAP_ENVIRONMENT", default: "Production",
                 help: "the environment --appstore-api-url serves (Production or Sandbox): how long the App Store keeps its notification history"),
         Setting("--reconcile-interval", env: "IAP_RECONCILE_INTERVAL", default: "900",
-                help: "seconds between passes over the App Store's notification history (with --appstore-api-url)"),
+                help: "seconds between passes over the App Store's notification history (with --appstore-api-url) and Google Play's "
+                    + "voided purchases (with --googleplay-app)"),
         Setting("--reconcile-lookback-hours", env: "IAP_RECONCILE_LOOKBACK_HOURS", default: "168",
-                help: "how far back the first pass over the App Store's notification history reads"),
-    ] + appStoreAPISettings + appStoreTrustSettings
+                help: "how far back the first pass over a store's history reads"),
+    ] + appStoreAPISettings + appStoreTrustSettings + googlePlayVerifierSettings
 
     public static func sweeper() async -> Int32 {
-        await WorkerApp.main(command: "iap-sweeper", summary: "Flags purchases paid but not completed by their deadline; reconciles with the App Store.",
+        await WorkerApp.main(command: "iap-sweeper", summary: "Flags purchases paid but not completed by their deadline; reconciles with the App Store and Google Play.",
                              settings: sweeperSettings) { env in
             let services = try sweeperServices(env)
             if env.settings.flag("--once") {
@@ -41,10 +43,10 @@ extension Workers {
         }
     }
 
-    /// The sweeper, and the App Store reconciler when the API is configured, from their settings; the reconciler's figures
+    /// The sweeper, and the reconciler when the App Store Server API or a Google Play app is configured, from their settings; the reconciler's figures
     /// are on `/metrics`.
     public static func sweeperServices(_ env: WorkerApp.Environment) throws
-        -> (sweeper: SweeperService<ContinuousClock>, reconciler: AppStoreReconciler<ContinuousClock>?) {
+        -> (sweeper: SweeperService<ContinuousClock>, reconciler: StoreReconciler<ContinuousClock>?) {
         var now: @Sendable () -> Date = Date.init
         if let text = env.settings.string("--now") {
             guard let fixed = RFC3339.parse(text) else { throw SettingsError("--now (IAP_NOW) must be an RFC 3339 time, got '\(text)'") }
@@ -88,17 +90,23 @@ extension Workers {
         }
     }
 
-    /// The App Store reconciler: one history per API configured (the deployment's environment's, the sandbox's).
-    static func reconciler(_ env: WorkerApp.Environment, context: StageContext) throws -> AppStoreReconciler<ContinuousClock>? {
+    /// The reconciler: one App Store history per API configured (the deployment's environment's, the sandbox's), and the
+    /// voided purchases of each Google Play app.
+    static func reconciler(_ env: WorkerApp.Environment, context: StageContext) throws -> StoreReconciler<ContinuousClock>? {
         let apis = try appStoreAPIsByEnvironment(env.settings, purpose: "to reconcile with the App Store")
-        guard !apis.isEmpty else { return nil }
         // The deployment's environment's history first, then the sandbox's.
-        let histories = apis.sorted { $0.key != .sandbox && $1.key == .sandbox }.map { AppStoreReconciler<ContinuousClock>.History(environment: $0.key, api: $0.value) }
+        var histories: [any StoreHistory] = apis.sorted { $0.key != .sandbox && $1.key == .sandbox }
+            .map { AppStoreNotificationHistory(environment: $0.key, api: $0.value) }
+        if let googlePlay = try googlePlayVerifier(env.settings) {
+            histories += googlePlay.configuration.apps.keys.sorted { $0.rawValue.utf8.lexicographicallyPrecedes($1.rawValue.utf8) }
+                .map { GooglePlayVoidedPurchasesHistory(packageName: $0, api: googlePlay.api) }
+        }
+        guard !histories.isEmpty else { return nil }
         guard let interval = try env.settings.seconds("--reconcile-interval"), interval > 0,
               let lookback = try env.settings.seconds("--reconcile-lookback-hours"), lookback > 0 else {
             throw SettingsError("--reconcile-interval and --reconcile-lookback-hours must be positive")
         }
-        let reconciler = AppStoreReconciler(
+        let reconciler = StoreReconciler(
             configuration: .init(interval: .milliseconds(Int64(interval * 1000)), firstLookback: lookback * 3600), histories: histories,
             store: env.store, producer: try KafkaProducer(configuration: .init(kafka: env.producerKafka)), context: context, clock: ContinuousClock())
         ReconcilerMetrics.register(reconciler, metrics: env.metrics, now: context.now)
@@ -108,20 +116,20 @@ extension Workers {
 
 /// The reconciler's figures on `/metrics`.
 enum ReconcilerMetrics {
-    static func register(_ reconciler: AppStoreReconciler<ContinuousClock>, metrics: MetricsRegistry, now: @escaping @Sendable () -> Date) {
+    static func register(_ reconciler: StoreReconciler<ContinuousClock>, metrics: MetricsRegistry, now: @escaping @Sendable () -> Date) {
         metrics.declare("iap_reconciler_recovered_notifications_total", .counter,
-                        help: "Store notifications the pipeline never received, found in the store's history and published (alert on any).")
-        metrics.declare("iap_reconciler_listed_notifications_total", .counter, help: "Notifications the store's history listed to reconciliation passes.")
+                        help: "What the pipeline never received, found in a store's history and published, by history: App Store notifications (alert on any), Google Play voided purchases.")
+        metrics.declare("iap_reconciler_listed_notifications_total", .counter, help: "Entries the stores' histories listed to reconciliation passes.")
         metrics.declare("iap_reconciler_api_calls_total", .counter, help: "Calls to the store's history, by outcome (ok, unavailable, refused).")
         metrics.declare("iap_reconciler_lag_seconds", .gauge,
-                        help: "How far behind the store's notification history reconciliation is, by environment (time since the last completed pass read to).")
+                        help: "How far behind a store's history reconciliation is, by history (time since the last completed pass read to).")
         metrics.addCollector { metrics in
             let totals = reconciler.totals
-            metrics.set("iap_reconciler_recovered_notifications_total", to: Double(totals.recovered))
+            for (history, count) in totals.recovered { metrics.set("iap_reconciler_recovered_notifications_total", ["history": history], to: Double(count)) }
             metrics.set("iap_reconciler_listed_notifications_total", to: Double(totals.listed))
             for (outcome, count) in totals.calls { metrics.set("iap_reconciler_api_calls_total", ["outcome": outcome], to: Double(count)) }
-            for (environment, position) in totals.positions {
-                metrics.set("iap_reconciler_lag_seconds", ["environment": environment], to: max(0, now().timeIntervalSince(position)))
+            for (history, position) in totals.positions {
+                metrics.set("iap_reconciler_lag_seconds", ["history": history], to: max(0, now().timeIntervalSince(position)))
             }
         }
     }

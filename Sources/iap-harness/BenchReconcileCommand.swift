@@ -50,12 +50,12 @@ enum BenchReconcileCommand {
         }
         let api = AppStoreServerAPIClient(configuration: .init(baseURL: appStore.api.baseURL, keyId: StandInAppStore.keyId, issuerId: appStore.issuerId,
                                                                bundleId: BundleID(StandInAppStore.bundleId), privateKey: appStore.key))
-        let reconciler = AppStoreReconciler(configuration: .init(callsPerSecond: 10_000), histories: [.init(environment: .sandbox, api: api)], store: store,
+        let reconciler = StoreReconciler(configuration: .init(callsPerSecond: 10_000), histories: [AppStoreNotificationHistory(environment: .sandbox, api: api)], store: store,
                                             producer: try KafkaProducer(configuration: .init(kafka: kafka)),
                                             context: StageContext(codec: codec, logger: Logger(stage: "reconciler", minimum: .warning)), clock: ContinuousClock())
 
         let (cpuBefore, started) = (ProcessAccounting.cpuSeconds(getpid()) ?? 0, ContinuousClock.now)
-        guard let pass = try await reconciler.reconcileOnce()[.sandbox] else { throw UsageError("no pass over the sandbox's history") }
+        guard let pass = try await reconciler.reconcileOnce()["Sandbox"] else { throw UsageError("no pass over the sandbox's history") }
         let elapsed = ContinuousClock.now - started
         let cpu = (ProcessAccounting.cpuSeconds(getpid()) ?? 0) - cpuBefore
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
@@ -64,7 +64,7 @@ enum BenchReconcileCommand {
         }
 
         // The defaults at 1,000,000 notifications a day: each pass reads the span since the last (15 min) and the overlap (1 h).
-        let defaults = AppStoreReconciler<ContinuousClock>.Configuration()
+        let defaults = StoreReconciler<ContinuousClock>.Configuration()
         let perDay = 1_000_000.0
         let perPass = perDay / 86_400 * (Double(defaults.interval.components.seconds) + defaults.overlap)
         let pagesPerPass = (perPass / 20).rounded(.up)

@@ -151,7 +151,7 @@ enum DemoCommand {
         // The third act: the webhook was down, and the store's history is read back.
         let api = AppStoreServerAPIClient(configuration: .init(baseURL: appStore.api.baseURL, keyId: StandInAppStore.keyId, issuerId: appStore.issuerId,
                                                                bundleId: BundleID(bundleId), privateKey: appStore.key))
-        let reconciler = AppStoreReconciler(configuration: .init(callsPerSecond: 50), histories: [.init(environment: .sandbox, api: api)], store: store,
+        let reconciler = StoreReconciler(configuration: .init(callsPerSecond: 50), histories: [AppStoreNotificationHistory(environment: .sandbox, api: api)], store: store,
                                             producer: try KafkaProducer(configuration: .init(kafka: kafka)),
                                             context: StageContext(codec: codec, logger: Logger(stage: "reconciler", minimum: .warning)), clock: ContinuousClock())
         let webhookDown = DemoWebhookDown(appStore: types.appStore)

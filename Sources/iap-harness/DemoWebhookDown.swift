@@ -81,8 +81,8 @@ struct DemoWebhookDown {
     }
 
     /// Plays the act: the purchases, the store's history, a reconciliation pass, then a second one. Violations, if any.
-    func play(store: SQLPurchaseStore, reconciler: AppStoreReconciler<ContinuousClock>, history: AppStoreServerAPIStandIn,
-              send: ([any PipelineEvent]) async throws -> Void, say: (String) -> Void) async throws -> (first: AppStoreReconciler<ContinuousClock>.Pass?, second: AppStoreReconciler<ContinuousClock>.Pass?) {
+    func play(store: SQLPurchaseStore, reconciler: StoreReconciler<ContinuousClock>, history: AppStoreServerAPIStandIn,
+              send: ([any PipelineEvent]) async throws -> Void, say: (String) -> Void) async throws -> (first: StoreReconciler<ContinuousClock>.Pass?, second: StoreReconciler<ContinuousClock>.Pass?) {
         func state(_ id: String) async throws -> PurchaseState { try await store.lifecycleState(of: PurchaseKey(store: .appstore, transactionId: TransactionID(id))) }
         try await send(try purchases())
         try await waitFor(say, "third act: the purchases the lost notifications are about, finished", timeout: 300) {
@@ -92,7 +92,7 @@ struct DemoWebhookDown {
         }
         let sent = now.addingTimeInterval(-1800)
         for payload in try lostNotifications() { history.recordNotification(payload, at: sent) }
-        let first = try await reconciler.reconcileOnce()[.sandbox]
+        let first = try await reconciler.reconcileOnce()["Sandbox"]
         say("the webhook was down: a pass over the App Store's history published \(first?.recovered ?? 0) of \(first?.listed ?? 0) notifications")
         try await waitFor(say, "refunded, renewed, expired, in grace, the token's charge granted, the other kept unclaimed", timeout: 300) {
             let (refund, renewal, charged, nobodys) = (try await state(Self.refunded), try await state(Self.renewal), try await state(Self.charged),
@@ -102,7 +102,7 @@ struct DemoWebhookDown {
             return refund == .revoked && renewal == .finished && charged == .granted && nobodys == .unclaimed && expired && grace ? nil
                 : "refund \(refund), renewal \(renewal), charge \(charged), unknown token's charge \(nobodys), expired \(expired), grace \(grace)"
         }
-        let second = try await reconciler.reconcileOnce()[.sandbox]
+        let second = try await reconciler.reconcileOnce()["Sandbox"]
         return (first, second)
     }
 

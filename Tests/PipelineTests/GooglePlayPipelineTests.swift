@@ -6,6 +6,7 @@ import PurchaseEvents
 import StoreFixtures
 import Testing
 import TestSupport
+import WorkerApp
 
 extension PipelineTests.Pipeline {
     /// A submission of a Google Play purchase of `com.example.coins`, its purchase data signed with `signer` (the app's
@@ -24,7 +25,7 @@ extension PipelineTests {
     /// Google Play one-time products through the workers as they are assembled, the Android Publisher API and its token
     /// endpoint played by the stand-in: a consumable is consumed and an entitlement acknowledged once, after its grant and
     /// through repeats; a pending payment is granted once it settles; what Google does not know, no longer knows or did
-    /// not sign is refused with its reason; an access token the API stops accepting is replaced.
+    /// not sign is refused with its reason; an access token the API stops accepting is replaced; what Google voids is revoked.
     @Test func googlePlayPurchasesAreConsumedOrAcknowledgedOnceAfterTheirGrant() async throws {
         let servers = try TestServices.requireBrokers()
         func purchase(_ token: String, _ product: ProductID = "coins.100", state: Int = 0) -> GooglePlayAPIStandIn.Purchase {
@@ -84,12 +85,23 @@ extension PipelineTests {
                 .map { "\($0["transactionId"]?.stringValue ?? "") \($0["method"]?.stringValue ?? "")" })
         }
         try await waitUntil("three transactions finished") { await finishedPurchases().count >= 3 }
+
+        // Google refunds the coins after their finish and no notification tells of it: the sweeper's pass over the app's
+        // voided purchases revokes them, and a second pass changes nothing.
+        api.void("gp-coins", at: Date().addingTimeInterval(-1))
+        let sweeper = try WorkerApp.embedded(command: "iap-sweeper", settings: Workers.sweeperSettings, arguments: ["--kafka", "log_level=3"],
+                                             variables: pipeline.variables, store: pipeline.store)
+        let reconciler = try #require(try Workers.sweeperServices(sweeper).reconciler, "a Google Play app is configured: it reconciles")
+        let pass = try #require(try await reconciler.reconcileOnce()["googleplay:com.example.coins"])
+        #expect(pass.completed && pass.recovered == 1, "\(pass)")
+        try await waitUntil("the voided coins are revoked") { try await pipeline.store.purchase(coins)?.state == .revoked }
+        #expect(try await reconciler.reconcileOnce()["googleplay:com.example.coins"]?.recovered == 0)
         for watcher in watchers { try await watcher.stop() }
         try await pipeline.stop()
         // Each purchase was finished through the API.
         let finished = await finishedPurchases()
         #expect(finished == ["GPA.gp-coins googlePlayAPI", "GPA.gp-adfree googlePlayAPI", "GPA.gp-pending googlePlayAPI"], "\(finished)")
-        #expect(try await pipeline.store.balances(of: "android-1") == ["coins": 200])
+        #expect(try await pipeline.store.balances(of: "android-1") == ["coins": 100], "the pending purchase's; the voided one's clawed back")
         #expect(try await pipeline.store.entitlements(of: "android-1").keys.contains("adfree"))
         #expect(api.consumeCount("gp-coins") == 1, "the repeat submission changed nothing")
     }

@@ -49,12 +49,12 @@ extension PipelineTests {
         let env = try WorkerApp.embedded(command: "iap-sweeper", settings: Workers.sweeperSettings, arguments: ["--kafka", "log_level=3"],
                                          variables: variables, store: pipeline.store)
         let reconciler = try #require(try Workers.sweeperServices(env).reconciler, "the App Store API is configured: it reconciles")
-        let pass = try #require(try await reconciler.reconcileOnce()[.sandbox])
+        let pass = try #require(try await reconciler.reconcileOnce()["Sandbox"])
         #expect(pass.completed && pass.listed == 2 && pass.recovered == 1, "only the lost one: \(pass)")
         try await waitUntil("the lost refund is settled") { try await state("9100001") == .revoked }
         #expect(try await pipeline.store.balances(of: "lost-refund") == ["coins": 0], "clawed back")
 
-        let again = try #require(try await reconciler.reconcileOnce()[.sandbox])
+        let again = try #require(try await reconciler.reconcileOnce()["Sandbox"])
         #expect(again.listed == 2 && again.recovered == 0, "a second pass publishes nothing")
         try await pipeline.stop()
         #expect(pipeline.appStore.requests.filter { $0.hasPrefix("POST /inApps/v1/notifications/history") }.count == 2)

@@ -32,13 +32,14 @@ public final class AndroidPublisherClient: Sendable {
     public let configuration: Configuration
     public let serviceAccount: GoogleServiceAccount
     private let http: HTTPClient
-    private let urlPrefix: String
+    /// `{base}/androidpublisher/v3/applications/`.
+    let applicationsURL: String
 
     public init(configuration: Configuration = Configuration(), serviceAccount: GoogleServiceAccount) {
         self.configuration = configuration
         self.serviceAccount = serviceAccount
         let base = configuration.baseURL.absoluteString
-        urlPrefix = (base.hasSuffix("/") ? base : base + "/") + "androidpublisher/v3/applications/"
+        applicationsURL = (base.hasSuffix("/") ? base : base + "/") + "androidpublisher/v3/applications/"
         http = .storeAPI(timeout: configuration.timeout)
     }
 
@@ -78,18 +79,23 @@ public final class AndroidPublisherClient: Sendable {
         }
     }
 
-    /// One call about a purchase, with a fresh token once if the API refuses the cached one: the answer's body.
+    /// One call about a purchase: the answer's body.
     private func call(_ method: String, _ packageName: PackageName, _ productId: ProductID, _ purchaseToken: PurchaseToken,
                       action: String) async -> Result<[UInt8], Failure> {
         if let invalid = AndroidPurchaseData.invalidPathSegment(packageName: packageName, productId: productId, purchaseToken: purchaseToken) {
             return .failure(.refused(status: 0, detail: "invalid \(invalid)"))
         }
-        guard let package = packageName.rawValue.addingPercentEncoding(withAllowedCharacters: .urlUnreserved),
-              let product = productId.rawValue.addingPercentEncoding(withAllowedCharacters: .urlUnreserved),
-              let token = purchaseToken.rawValue.addingPercentEncoding(withAllowedCharacters: .urlUnreserved) else {
+        guard let package = Self.pathSegment(packageName.rawValue), let product = Self.pathSegment(productId.rawValue),
+              let token = Self.pathSegment(purchaseToken.rawValue) else {
             return .failure(.refused(status: 0, detail: "a name that cannot be percent-encoded"))
         }
-        let url = urlPrefix + package + "/purchases/products/" + product + "/tokens/" + token + action
+        return await send(method, url: applicationsURL + package + "/purchases/products/" + product + "/tokens/" + token + action)
+    }
+
+    static func pathSegment(_ text: String) -> String? { text.addingPercentEncoding(withAllowedCharacters: .urlUnreserved) }
+
+    /// One request, with a fresh access token once if the API refuses the cached one: the answer's body.
+    func send(_ method: String, url: String) async -> Result<[UInt8], Failure> {
         for attempt in 1...2 {
             let accessToken: String
             switch await serviceAccount.accessToken() {

@@ -1,0 +1,66 @@
+import Foundation
+import PurchaseDomain
+import PurchaseEvents
+import StoreVerification
+
+/// The App Store's *Get Notification History* of one environment: each notification published on `store.notification`
+/// with its own event id, for the verifier to judge as if the webhook had brought it (and record it handled).
+public struct AppStoreNotificationHistory: StoreHistory {
+    public var environment: AppStoreEnvironment
+    public var api: AppStoreServerAPIClient
+
+    public init(environment: AppStoreEnvironment, api: AppStoreServerAPIClient) {
+        self.environment = environment
+        self.api = api
+    }
+
+    public var name: String { environment.rawValue }
+    public var checkpoint: String { "appstore.notifications.\(environment.rawValue)" }
+    public var kept: TimeInterval { AppStoreServerAPIClient.notificationHistoryKept(sandbox: environment != .production) }
+    public var recordsPublished: Bool { false }
+
+    public func page(from start: Date, to end: Date, token: String?, readAt: Date) async -> Result<StoreHistoryPage, StoreHistoryFailure> {
+        switch await api.notificationHistory(from: start, to: end, paginationToken: token) {
+        case .success(let page):
+            let entries = page.signedPayloads.map { payload in
+                let received = StoreNotificationReceived(signedPayload: payload, receivedAt: readAt)
+                return StoreHistoryPage.Entry(id: received.notificationID, event: received)
+            }
+            return .success(.init(entries: entries, nextToken: page.paginationToken))
+        case .failure(.unavailable(let why, let retryAfter)): return .failure(.unavailable(why, retryAfter: retryAfter))
+        case .failure(.refused(let status, let detail)): return .failure(.refused("notification history: HTTP \(status) \(detail)"))
+        }
+    }
+}
+
+/// Google Play's voided purchases of one app (refunded, canceled, charged back; Google keeps 30 days): each one a
+/// revocation on `purchase.revoked`, which the granter carries out (a tombstone when the purchase was never seen) whether
+/// or not a notification told of it. What was published is recorded, so that the next pass's overlap publishes it no more.
+public struct GooglePlayVoidedPurchasesHistory: StoreHistory {
+    public var packageName: PackageName
+    public var api: AndroidPublisherClient
+
+    public init(packageName: PackageName, api: AndroidPublisherClient) {
+        self.packageName = packageName
+        self.api = api
+    }
+
+    public var name: String { "googleplay:\(packageName)" }
+    public var checkpoint: String { "googleplay.voided.\(packageName)" }
+    public var kept: TimeInterval { AndroidPublisherClient.voidedPurchasesKept }
+    public var recordsPublished: Bool { true }
+
+    public func page(from start: Date, to end: Date, token: String?, readAt: Date) async -> Result<StoreHistoryPage, StoreHistoryFailure> {
+        switch await api.voidedPurchases(packageName: packageName, from: start, to: end, pageToken: token) {
+        case .success(let page):
+            let entries = page.purchases.map { voided in
+                StoreHistoryPage.Entry(id: NotificationID("googleplay.voided:\(packageName):\(voided.transactionId)"), event: PurchaseRevokedEvent(
+                    store: .googleplay, transactionId: voided.transactionId, reason: .REFUND, revocationDate: voided.voidedTime,
+                    decidedAt: voided.voidedTime, revokedAt: readAt))
+            }
+            return .success(.init(entries: entries, nextToken: page.nextPageToken))
+        case .failure(.unavailable(let why, let retryAfter)): return .failure(.unavailable(why, retryAfter: retryAfter))
+        case .failure(.refused(let status, let detail)): return .failure(.refused("voided purchases: HTTP \(status) \(detail)"))
+        }
+    }
+}
