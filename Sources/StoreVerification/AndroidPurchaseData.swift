@@ -36,6 +36,20 @@ public enum AndroidPurchaseData {
         return nil
     }
 
+    /// The verdict on a purchase the store's API answered about: nil when it is paid for (`purchaseState` 0) and of the
+    /// product asked about; pending (2: paid with a method that settles later) is retryable, as the verifier asks again
+    /// until it settles; anything else (1: canceled) was not completed.
+    static func verdict(purchaseState: Int64, answeredProduct: ProductID, asked productId: ProductID) -> Rejection? {
+        guard answeredProduct == productId else {
+            return Rejection(.storeRejected, "the token belongs to product '\(answeredProduct.rawValue.prefix(256))', not '\(productId.rawValue.prefix(256))'")
+        }
+        switch purchaseState {
+        case 0: return nil
+        case 2: return Rejection(.purchasePending, retryable: true, "the payment is pending; it is asked about again until it completes")
+        default: return Rejection(.purchaseNotCompleted, "purchaseState \(purchaseState) (canceled)")
+        }
+    }
+
     /// The name of the first of package, product and token that cannot be one path segment of a request, or nil.
     static func invalidPathSegment(packageName: PackageName, productId: ProductID, purchaseToken: PurchaseToken) -> String? {
         for (name, value) in [("package", packageName.rawValue), ("product", productId.rawValue), ("purchase token", purchaseToken.rawValue)]

@@ -132,14 +132,10 @@ public final class AppCoinsVerifier: Sendable {
             purchaseState: state, consumptionState: int("consumptionState"), acknowledgementState: int("acknowledgementState"),
             developerPayload: json.string("developerPayload"), regionCode: json.string("regionCode"),
             currency: json.string("currency"), raw: fields)
-        guard purchase.productId == sku else {
-            return .failure(Rejection(.storeRejected, "token belongs to product '\(purchase.productId)', not '\(sku)'"))
+        if let rejection = AndroidPurchaseData.verdict(purchaseState: state, answeredProduct: purchase.productId, asked: sku) {
+            return .failure(rejection)
         }
-        switch state {
-        case 0: return .success(purchase)
-        case 2: return .failure(Rejection(.purchasePending, retryable: true, "the payment is pending; submit it again once it completes"))
-        default: return .failure(Rejection(.purchaseNotCompleted, "purchaseState \(state) (canceled)"))
-        }
+        return .success(purchase)
     }
 }
 

@@ -48,13 +48,9 @@ public final class GooglePlayVerifier: Sendable {
         case .failure(.refused(410, let detail)): return .failure(Rejection(.storeRejected, "Google Play: the purchase token is no longer valid (\(detail))"))
         case .failure(.refused(_, let detail)): return .failure(Rejection(.storeRejected, "Google Play: \(detail)"))
         }
-        guard purchase.productId == productId else {
-            return .failure(Rejection(.storeRejected, "the token belongs to product '\(purchase.productId.rawValue.prefix(256))', not '\(productId.rawValue.prefix(256))'"))
+        if let rejection = AndroidPurchaseData.verdict(purchaseState: purchase.purchaseState, answeredProduct: purchase.productId, asked: productId) {
+            return .failure(rejection)
         }
-        switch purchase.purchaseState {
-        case 0: return .success(purchase)
-        case 2: return .failure(Rejection(.purchasePending, retryable: true, "the payment is pending; it is asked about again until it completes"))
-        default: return .failure(Rejection(.purchaseNotCompleted, "purchaseState \(purchase.purchaseState) (canceled)"))
-        }
+        return .success(purchase)
     }
 }
