@@ -12,6 +12,7 @@ public enum IdentifierKinds {
     public enum PurchaseToken {}
     public enum Bundle {}
     public enum Notification {}
+    public enum App {}
 }
 
 /// A user of the operator's app, as the app's backend names them (the Kafka key of their events).
@@ -28,6 +29,8 @@ public typealias PackageName = Identifier<IdentifierKinds.Package>
 public typealias PurchaseToken = Identifier<IdentifierKinds.PurchaseToken>
 /// An App Store app's bundle id.
 public typealias BundleID = Identifier<IdentifierKinds.Bundle>
+/// One of the deployment's apps, as its apps file names it (`coins-game`); the same app on several stores is one app.
+public typealias AppID = Identifier<IdentifierKinds.App>
 /// A store notification's own id (App Store `notificationUUID`).
 public typealias NotificationID = Identifier<IdentifierKinds.Notification>
 

@@ -33,10 +33,15 @@ public struct PurchaseRecord: Sendable, Hashable {
     /// The account the store's signed transaction binds it to (App Store `appAccountToken`); nil for receipts, which
     /// carry none, and for purchases recorded before it was kept.
     public var appAccountToken: AccountToken?
+    /// The deployment's app it was bought in (`AppDirectory`); nil for the primary app of a deployment that names none, and
+    /// for purchases recorded before apps were named (they belong to the primary app).
+    public var app: AppID?
 
     public init(key: PurchaseKey, userId: UserID, productId: ProductID, productType: ProductType = .unknown, quantity: Int, purchaseTime: Date,
                 state: PurchaseState = .verified, environment: String? = nil, originalTransactionId: TransactionID? = nil, packageName: PackageName? = nil,
-                purchaseToken: PurchaseToken? = nil, storeConsumed: Bool = false, expiresDate: Date? = nil, appAccountToken: AccountToken? = nil) {
+                purchaseToken: PurchaseToken? = nil, storeConsumed: Bool = false, expiresDate: Date? = nil, appAccountToken: AccountToken? = nil,
+                app: AppID? = nil) {
+        self.app = app
         self.appAccountToken = appAccountToken
         self.productType = productType
         self.expiresDate = expiresDate

@@ -11,6 +11,11 @@ extension ProductCatalog {
     /// Parses and validates a catalog document.
     public init(json data: Data, schemas: JSONSchemaRegistry) throws {
         guard let document = JSONValue.parse(Array(data)) else { throw CatalogError("the catalog is not valid JSON") }
+        try self.init(document: document, schemas: schemas)
+    }
+
+    /// Validates and reads a catalog already parsed (one written inside an apps file).
+    public init(document: JSONValue, schemas: JSONSchemaRegistry) throws {
         let violations = schemas.validate(document, against: Self.schemaID)
         guard violations.isEmpty else { throw CatalogError("the catalog does not match its schema: \(violations.map(\.description).joined(separator: "; "))") }
         let sections = document.objectValue ?? [:]

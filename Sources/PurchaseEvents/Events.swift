@@ -154,11 +154,14 @@ public struct PurchaseVerifiedEvent: PipelineEvent, Hashable {
     public var consumed: Bool?
     public var source: SubmissionSource
     public var verifiedAt: Date
+    /// The deployment's app it was bought in; nil: the primary app (`AppDirectory`).
+    public var app: AppID?
 
     public init(store: Store, transactionId: TransactionID, originalTransactionId: TransactionID? = nil, productId: ProductID, productType: String? = nil,
                 quantity: Int, userId: UserID, purchaseDate: Date? = nil, expiresDate: Date? = nil, revocationDate: Date? = nil,
                 environment: String? = nil, appAccountToken: AccountToken? = nil, price: Int64? = nil, currency: String? = nil,
-                consumed: Bool? = nil, source: SubmissionSource, verifiedAt: Date) {
+                consumed: Bool? = nil, source: SubmissionSource, verifiedAt: Date, app: AppID? = nil) {
+        self.app = app
         self.store = store
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
@@ -286,14 +289,17 @@ public struct ItemGranted: PipelineEvent, Hashable {
     /// subscription) ended it at this date, its start: its items end then. Like `extendedUntil`, only in `ce_id`
     /// (`ended:…`), and nil in a decoded event.
     public var endedAt: Date?
+    /// The deployment's app it was bought in; nil: the primary app (`AppDirectory`).
+    public var app: AppID?
 
     enum CodingKeys: String, CodingKey {
-        case store, transactionId, userId, productId, productType, quantity, items, alreadyGranted, reinstated, transferredFrom, ledgerEntryId, grantedAt
+        case store, app, transactionId, userId, productId, productType, quantity, items, alreadyGranted, reinstated, transferredFrom, ledgerEntryId, grantedAt
     }
 
     public init(store: Store, transactionId: TransactionID, userId: UserID, productId: ProductID, productType: String? = nil, quantity: Int,
                 items: [GrantedItem], alreadyGranted: Bool, reinstated: Bool? = nil, transferredFrom: UserID? = nil, ledgerEntryId: Int64? = nil,
-                grantedAt: Date, extendedUntil: Date? = nil, endedAt: Date? = nil) {
+                grantedAt: Date, extendedUntil: Date? = nil, endedAt: Date? = nil, app: AppID? = nil) {
+        self.app = app
         self.extendedUntil = extendedUntil
         self.endedAt = endedAt
         self.transferredFrom = transferredFrom

@@ -355,6 +355,11 @@ enum Migrations {
                 registered_at BIGINT NOT NULL
             );
             """),
+            // The deployment's app each purchase was bought in (its id in the apps file); NULL: the primary app (purchases
+            // recorded before apps were named, and every purchase of a deployment that names none).
+            (23, """
+            ALTER TABLE purchases ADD COLUMN app TEXT;
+            """),
         ]
     }
 

@@ -49,7 +49,7 @@ extension SQLPurchaseStore {
                                 record.productType.rawValue, String(record.quantity), String(PurchaseTime.milliseconds(record.purchaseTime)),
                                 record.environment, state.rawValue, reason, column == "verified_at" ? at : nil, column == "rejected_at" ? at : nil,
                                 column == "revoked_at" ? at : nil, record.packageName?.rawValue, record.purchaseToken?.rawValue, record.storeConsumed ? "1" : "0",
-                                record.expiresDate.map { String(PurchaseTime.milliseconds($0)) }, record.appAccountToken?.rawValue])
+                                record.expiresDate.map { String(PurchaseTime.milliseconds($0)) }, record.appAccountToken?.rawValue, record.app?.rawValue])
             case .setState(let key, let state, let column, let now):
                 changes[[column, key.store.rawValue], default: []].append([key.store.rawValue, key.transactionId.rawValue, state.rawValue,
                                                                           String(PurchaseTime.milliseconds(now))])
@@ -61,11 +61,11 @@ extension SQLPurchaseStore {
                 try connection.query("""
                     INSERT INTO purchases (store, transaction_id, original_transaction_id, user_id, product_id, product_type, quantity, purchase_time,
                                            environment, state, reject_reason, verified_at, rejected_at, revoked_at, package_name, purchase_token, store_consumed,
-                                           expires_at, app_account_token, consumed_at)
+                                           expires_at, app_account_token, app, consumed_at)
                     SELECT column1, column2, column3, column4, column5, column6, CAST(column7 AS BIGINT), CAST(column8 AS BIGINT), column9, column10,
                            column11, CAST(column12 AS BIGINT), CAST(column13 AS BIGINT), CAST(column14 AS BIGINT), column15, column16, CAST(column17 AS BIGINT),
-                           CAST(column18 AS BIGINT), column19, \(earlyConsumption(store: "column1", transactionId: "column2"))
-                    FROM (\(set)) AS \(rowsAlias(columns: 19, dialect)) WHERE true
+                           CAST(column18 AS BIGINT), column19, column20, \(earlyConsumption(store: "column1", transactionId: "column2"))
+                    FROM (\(set)) AS \(rowsAlias(columns: 20, dialect)) WHERE true
                     ON CONFLICT (store, transaction_id) DO NOTHING
                     """, values)
             }

@@ -177,8 +177,8 @@ extension SQLPurchaseStore {
         try connection.query("""
             INSERT INTO purchases (store, transaction_id, original_transaction_id, user_id, product_id, product_type, quantity, purchase_time, environment,
                                    state, reject_reason, \(timeColumn), package_name, purchase_token, store_consumed, expires_at, app_account_token,
-                                   consumed_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \(earlyConsumption(store: "$1", transactionId: "$2")))
+                                   app, consumed_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \(earlyConsumption(store: "$1", transactionId: "$2")))
             ON CONFLICT (store, transaction_id) DO NOTHING
             """, [.text(purchase.key.store.rawValue), .text(purchase.key.transactionId), purchase.originalTransactionId.map(SQLValue.text) ?? .null,
                   .text(purchase.userId), .text(purchase.productId), .text(purchase.productType.rawValue), .integer(Int64(purchase.quantity)),
@@ -186,7 +186,7 @@ extension SQLPurchaseStore {
                   .text(state.rawValue), reason.map(SQLValue.text) ?? .null, .integer(PurchaseTime.milliseconds(now)),
                   purchase.packageName.map(SQLValue.text) ?? .null, purchase.purchaseToken.map(SQLValue.text) ?? .null,
                   .integer(purchase.storeConsumed ? 1 : 0), purchase.expiresDate.map { SQLValue.integer(PurchaseTime.milliseconds($0)) } ?? .null,
-                  purchase.appAccountToken.map(SQLValue.text) ?? .null])
+                  purchase.appAccountToken.map(SQLValue.text) ?? .null, purchase.app.map(SQLValue.text) ?? .null])
     }
 
     /// Gives an unclaimed purchase the submitting user (and the account token the submission proved, if the charge named
@@ -406,7 +406,7 @@ extension SQLPurchaseStore {
     /// A purchase record from the columns `recordColumns` selects, in that order.
     static let recordColumns = """
         store, transaction_id, user_id, product_id, product_type, quantity, purchase_time, state, environment, original_transaction_id,
-        package_name, purchase_token, store_consumed, expires_at, app_account_token
+        package_name, purchase_token, store_consumed, expires_at, app_account_token, app
         """
 
     static func record(_ row: [SQLValue]) -> PurchaseRecord? {
@@ -417,6 +417,6 @@ extension SQLPurchaseStore {
                               productType: row[4].string.flatMap(ProductType.init(rawValue:)) ?? .unknown, quantity: Int(quantity),
                               purchaseTime: PurchaseTime.date(time), state: state, environment: row[8].string, originalTransactionId: row[9].identifier(),
                               packageName: row[10].identifier(), purchaseToken: row[11].identifier(), storeConsumed: row[12].int64 == 1,
-                              expiresDate: row[13].int64.map(PurchaseTime.date), appAccountToken: row[14].identifier())
+                              expiresDate: row[13].int64.map(PurchaseTime.date), appAccountToken: row[14].identifier(), app: row[15].identifier())
     }
 }

@@ -17,13 +17,20 @@ public struct GranterStage: StoreBackedStage {
     let context: StageContext
     let store: any PurchaseRepository
     public var repository: any PurchaseRepository { store }
-    let catalog: ProductCatalog
+    /// The deployment's apps: the catalog of the app each purchase names.
+    let apps: AppDirectory
     let clawBackDueRefunds: Bool
 
+    /// A granter of a deployment that names no apps: one catalog.
     public init(context: StageContext, store: any PurchaseRepository, catalog: ProductCatalog, clawBackDueRefunds: Bool) {
+        self.init(context: context, store: store, apps: AppDirectory(unnamed: .init(id: AppDirectory.unnamedAppID, catalog: catalog)),
+                  clawBackDueRefunds: clawBackDueRefunds)
+    }
+
+    public init(context: StageContext, store: any PurchaseRepository, apps: AppDirectory, clawBackDueRefunds: Bool) {
         self.context = context
         self.store = store
-        self.catalog = catalog
+        self.apps = apps
         self.clawBackDueRefunds = clawBackDueRefunds
         self.topics = [context.codec.topic(.purchaseVerified), context.codec.topic(.purchaseRevoked), context.codec.topic(.refundDue)]
     }
@@ -80,11 +87,13 @@ public struct GranterStage: StoreBackedStage {
         if let revocationDate = verified.revocationDate, try await store.revoke(key, decidedAt: revocationDate, at: context.now()) != .outdated {
             return try rejected(verified, reason: RefusalReason.revoked.rawValue, detail: "the store reports this transaction revoked")
         }
-        guard let items = catalog.grants(store: verified.store, productId: verified.productId, quantity: verified.quantity,
-                                         purchaseDate: verified.purchaseDate, expiresDate: verified.expiresDate) else {
-            return try rejected(verified, reason: "unknownProduct", detail: "product '\(verified.productId)' is not in the \(verified.store) catalog")
+        let catalog = apps.catalog(for: verified.app)
+        guard let items = catalog?.grants(store: verified.store, productId: verified.productId, quantity: verified.quantity,
+                                          purchaseDate: verified.purchaseDate, expiresDate: verified.expiresDate) else {
+            let ofApp = verified.app.map { " of app '\($0)'" } ?? ""
+            return try rejected(verified, reason: "unknownProduct", detail: "product '\(verified.productId)' is not in the \(verified.store) catalog\(ofApp)")
         }
-        let type = verified.productType.flatMap(ProductType.init(rawValue:)) ?? catalog.product(verified.store, verified.productId)?.type ?? .unknown
+        let type = verified.productType.flatMap(ProductType.init(rawValue:)) ?? catalog?.product(verified.store, verified.productId)?.type ?? .unknown
         switch try await store.grant(key, items: items, at: context.now()) {
         case .granted(let ids, let balances, let endsBy, let ended):
             context.logger.debug("granted", ["transactionId": verified.transactionId, "productId": verified.productId])
@@ -121,7 +130,7 @@ public struct GranterStage: StoreBackedStage {
                          ledgerEntryId: Int64?) -> ItemGranted {
         ItemGranted(store: verified.store, transactionId: verified.transactionId, userId: verified.userId, productId: verified.productId,
                     productType: type.rawValue, quantity: verified.quantity, items: items.map { GrantedItem($0, balances: balances) },
-                    alreadyGranted: already, ledgerEntryId: ledgerEntryId, grantedAt: context.now())
+                    alreadyGranted: already, ledgerEntryId: ledgerEntryId, grantedAt: context.now(), app: verified.app)
     }
 
     /// What the holder of a subscription period an upgrade ended is told: its items, ending at the upgrade's start.
@@ -140,9 +149,10 @@ public struct GranterStage: StoreBackedStage {
         }
         // Used when it was revoked before its grant: until the expiry recorded at verification. A subscription recorded before
         // expiries were kept (migration 11) has none, and is never given for good: its next period's grant gives it.
-        var items = catalog.grants(store: key.store, productId: record.productId, quantity: record.quantity, purchaseDate: record.purchaseTime,
-                                   expiresDate: record.expiresDate) ?? []
-        if record.expiresDate == nil, catalog.product(key.store, record.productId)?.type == .autoRenewable { items.removeAll { $0.kind == .entitlement } }
+        let catalog = apps.catalog(for: record.app)
+        var items = catalog?.grants(store: key.store, productId: record.productId, quantity: record.quantity, purchaseDate: record.purchaseTime,
+                                    expiresDate: record.expiresDate) ?? []
+        if record.expiresDate == nil, catalog?.product(key.store, record.productId)?.type == .autoRenewable { items.removeAll { $0.kind == .entitlement } }
         switch try await store.reinstate(key, items: items, decidedAt: decidedAt, at: context.now()) {
         case .reinstated(let granted, let ids, let balances, let ended):
             context.logger.info("refund reversed: granted again", ["transactionId": key.transactionId])

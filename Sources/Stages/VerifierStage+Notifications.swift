@@ -85,7 +85,7 @@ extension VerifierStage {
                                            source: .server, submissionId: "notification:\(notification.notificationUUID)")
         guard owner == nil else { return .publish(try await record([VerifiedPurchase(transaction)], for: submission, byTheStore: true)) }
         let purchase = VerifiedPurchase(transaction)
-        let outcome = try await store.recordUnclaimed(purchaseRecord(purchase, type: productType(of: purchase), for: submission), at: context.now())
+        let outcome = try await store.recordUnclaimed(purchaseRecord(purchase, type: productType(of: purchase, for: submission), for: submission), at: context.now())
         context.logger.info("charge nobody claimed yet: kept for the app's submission", ["transactionId": transaction.transactionId,
                                                                                         "type": notification.notificationType.rawValue, "outcome": "\(outcome)"])
         return .publish([])

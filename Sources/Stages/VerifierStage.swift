@@ -24,8 +24,9 @@ public struct VerifierStage: StoreBackedStage {
     let sandbox: (appStore: SignedDataVerifier, receipts: ReceiptVerifier?)?
     let appCoins: AppCoinsVerifier?
     let googlePlay: GooglePlayVerifier?
-    /// Names the product type where the store does not (receipts, AppCoins, Google Play).
-    let catalog: ProductCatalog?
+    /// The deployment's apps: which app a purchase was bought in (recorded and announced with it), and its catalog, which
+    /// names the product type where the store does not (receipts, AppCoins, Google Play).
+    let apps: AppDirectory?
     /// What a restore under another user id does to an entitlement.
     let restorePolicy: RestorePolicy
     /// Whether a transaction bound to an account token (StoreKit's `appAccountToken`, an AppCoins UUID payload) is refused
@@ -38,11 +39,11 @@ public struct VerifierStage: StoreBackedStage {
 
     public init(context: StageContext, store: any SubscriptionStatusRepository, appStore: SignedDataVerifier, receipts: ReceiptVerifier? = nil,
                 sandbox: (appStore: SignedDataVerifier, receipts: ReceiptVerifier?)? = nil,
-                appCoins: AppCoinsVerifier? = nil, googlePlay: GooglePlayVerifier? = nil, catalog: ProductCatalog? = nil, restorePolicy: RestorePolicy = .transfer,
+                appCoins: AppCoinsVerifier? = nil, googlePlay: GooglePlayVerifier? = nil, apps: AppDirectory? = nil, restorePolicy: RestorePolicy = .transfer,
                 requireAccountToken: Bool = false, pendingRecheck: Duration = .seconds(60)) {
         self.sandbox = sandbox
         self.pendingRecheck = pendingRecheck
-        self.catalog = catalog
+        self.apps = apps
         self.restorePolicy = restorePolicy
         self.requireAccountToken = requireAccountToken
         self.context = context
@@ -156,9 +157,27 @@ public struct VerifierStage: StoreBackedStage {
         return second
     }
 
-    /// What the store says the product is, else what the catalog says, else `unknown`.
-    func productType(of purchase: VerifiedPurchase) -> ProductType {
-        purchase.productType.flatMap(ProductType.init(appStoreType:)) ?? catalog?.product(purchase.store, purchase.productId)?.type ?? .unknown
+    /// What the store says the product is, else what its app's catalog says, else `unknown`.
+    func productType(of purchase: VerifiedPurchase, for submission: PurchaseSubmitted) -> ProductType {
+        purchase.productType.flatMap(ProductType.init(appStoreType:))
+            ?? app(of: purchase, for: submission)?.catalog?.product(purchase.store, purchase.productId)?.type ?? .unknown
+    }
+
+    /// The deployment's app a purchase was bought in: by the bundle id its App Store data names, or the package of its
+    /// Android purchase data (the store's verifier accepted either only for a configured app).
+    func app(of purchase: VerifiedPurchase, for submission: PurchaseSubmitted) -> AppDirectory.App? {
+        guard let apps else { return nil }
+        let name = switch purchase.store {
+        case .appstore: purchase.raw["bundleId"]?.stringValue
+        case .appcoins: submission.appcoins?.packageName.rawValue
+        case .googleplay: submission.googleplay?.packageName.rawValue
+        }
+        return name.flatMap { apps.app(store: purchase.store, storeName: $0) }
+    }
+
+    /// The app a purchase records and announces (none in a deployment that names no apps).
+    func recordedApp(of purchase: VerifiedPurchase, for submission: PurchaseSubmitted) -> AppID? {
+        app(of: purchase, for: submission).flatMap { apps?.recordedID(of: $0) }
     }
 
     /// Records each verified purchase of a submission and answers with its event (the messages to publish).
@@ -174,14 +193,14 @@ public struct VerifierStage: StoreBackedStage {
             }
             // Built before anything is recorded: a purchase whose ids the pipeline cannot carry is rejected, not
             // recorded as verified and then dead-lettered downstream with nobody granting it.
-            let type = productType(of: purchase)
+            let type = productType(of: purchase, for: submission)
             guard let verifiedMessage = conformingMessage(PurchaseVerifiedEvent(
                 store: purchase.store, transactionId: purchase.transactionId,
                 originalTransactionId: purchase.originalTransactionId, productId: purchase.productId, productType: type.rawValue,
                 quantity: purchase.quantity, userId: submission.userId, purchaseDate: purchase.purchaseDate, expiresDate: purchase.expiresDate,
                 revocationDate: purchase.revocationDate, environment: purchase.environment, appAccountToken: purchase.appAccountToken,
                 price: purchase.price, currency: purchase.currency, consumed: purchase.consumed, source: submission.source,
-                verifiedAt: context.now()))
+                verifiedAt: context.now(), app: recordedApp(of: purchase, for: submission)))
             else {
                 events += try context.outputs([rejection(submission, Rejection(.malformedPayload, "the store's ids do not fit the event schema (length, control characters)"),
                                                          reason: RejectionReason.malformedPayload.rawValue, transactionId: nil, productId: nil)])
@@ -227,7 +246,7 @@ public struct VerifierStage: StoreBackedStage {
                        packageName: submission.appcoins?.packageName ?? submission.googleplay?.packageName,
                        purchaseToken: submission.appcoins?.purchaseToken ?? submission.googleplay?.purchaseToken,
                        storeConsumed: purchase.consumed == true, expiresDate: purchase.expiresDate,
-                       appAccountToken: purchase.appAccountToken)
+                       appAccountToken: purchase.appAccountToken, app: recordedApp(of: purchase, for: submission))
     }
 
     /// A transaction submitted under a user other than its owner: an entitlement moves under the `transfer`

@@ -72,14 +72,19 @@ public enum AndroidPurchaseData {
                 throw AppEntryError("expected PACKAGE=FILE with a package name of letters, digits, '.' and '_', got '\(entry)'")
             }
             guard apps[PackageName(package)] == nil else { throw AppEntryError("\(package) is named twice") }
-            let path = String(entry[entry.index(after: equals)...])
-            guard let contents = FileManager.default.contents(atPath: path) else { throw AppEntryError("cannot read \(path)") }
-            let key: PublicKey
-            do { key = try PublicKey(subjectPublicKeyInfo: contents) } catch { throw AppEntryError("\(path): \(error)") }
-            guard key.isRSA2048OrMore else { throw AppEntryError("\(path) is not an RSA key of 2048 bits or more") }
-            apps[PackageName(package)] = key
+            apps[PackageName(package)] = try publicKey(atPath: String(entry[entry.index(after: equals)...]))
         }
         return apps
+    }
+
+    /// An app's public key from the file the store's console gave (base64 or PEM SubjectPublicKeyInfo, RSA of 2048 bits or
+    /// more). Throws a message naming the file.
+    public static func publicKey(atPath path: String) throws -> PublicKey {
+        guard let contents = FileManager.default.contents(atPath: path) else { throw AppEntryError("cannot read \(path)") }
+        let key: PublicKey
+        do { key = try PublicKey(subjectPublicKeyInfo: contents) } catch { throw AppEntryError("\(path): \(error)") }
+        guard key.isRSA2048OrMore else { throw AppEntryError("\(path) is not an RSA key of 2048 bits or more") }
+        return key
     }
 }
 

@@ -35,18 +35,14 @@ extension Workers {
         return AndroidPublisherClient(configuration: .init(baseURL: base), serviceAccount: account)
     }
 
-    /// The verifier of Google Play purchases of the configured apps; nil when none is configured. Every purchase is asked
+    /// The verifier of Google Play purchases of the deployment's apps; nil when none sells there. Every purchase is asked
     /// of the API, so apps without a service account are a setting error.
-    static func googlePlayVerifier(_ settings: Settings) throws -> GooglePlayVerifier? {
-        let apps: [PackageName: PublicKey]
-        do { apps = try AndroidPurchaseData.apps(fromEntries: settings.list("--googleplay-app")) } catch {
-            throw SettingsError("--googleplay-app (IAP_GOOGLEPLAY_APPS): \(error)")
-        }
-        guard !apps.isEmpty else { return nil }
+    static func googlePlayVerifier(_ settings: Settings, apps: ConfiguredApps) throws -> GooglePlayVerifier? {
+        guard !apps.googlePlayKeys.isEmpty else { return nil }
         guard let api = try googlePlayAPI(settings) else {
-            throw SettingsError("--googleplay-app (IAP_GOOGLEPLAY_APPS) needs --googleplay-service-account (IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE): "
-                                + "every Google Play purchase is confirmed with the Android Publisher API")
+            throw SettingsError("Google Play apps (--googleplay-app, or googleplay in --apps) need --googleplay-service-account "
+                                + "(IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE): every Google Play purchase is confirmed with the Android Publisher API")
         }
-        return GooglePlayVerifier(configuration: .init(apps: apps), api: api)
+        return GooglePlayVerifier(configuration: .init(apps: apps.googlePlayKeys), api: api)
     }
 }

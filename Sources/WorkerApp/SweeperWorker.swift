@@ -86,7 +86,7 @@ extension Workers {
             throw SettingsError("--appstore-api-url (IAP_APPSTORE_API_URL) needs --root (IAP_ROOT_CERTIFICATES): the App Store's answers are verified")
         }
         return try apis.reduce(into: [:]) { lookups, entry in
-            lookups[entry.key] = AppStoreLookup(api: entry.value, verifier: try signedDataVerifier(env, environment: entry.key))
+            lookups[entry.key] = AppStoreLookup(api: entry.value, verifier: try signedDataVerifier(env, apps: try configuredApps(env), environment: entry.key))
         }
     }
 
@@ -97,7 +97,7 @@ extension Workers {
         // The deployment's environment's history first, then the sandbox's.
         var histories: [any StoreHistory] = apis.sorted { $0.key != .sandbox && $1.key == .sandbox }
             .map { AppStoreNotificationHistory(environment: $0.key, api: $0.value) }
-        if let googlePlay = try googlePlayVerifier(env.settings) {
+        if let googlePlay = try googlePlayVerifier(env.settings, apps: try configuredApps(env)) {
             histories += googlePlay.configuration.apps.keys.sorted { $0.rawValue.utf8.lexicographicallyPrecedes($1.rawValue.utf8) }
                 .map { GooglePlayVoidedPurchasesHistory(packageName: $0, api: googlePlay.api) }
         }

@@ -2,8 +2,8 @@ import Crypto
 import Foundation
 import PurchaseDomain
 import JSON
+import JSONSchema
 import Kafka
-import PurchaseDomain
 import PurchaseEvents
 import Stages
 import StoreVerification
@@ -18,22 +18,25 @@ public enum Workers {
                 help: "root certificate file signed data (JWS) must chain to (repeat or comma-separate); Apple Root CA - G3 in production", isList: true),
     ]
 
-    /// The verifier of the App Store's signed data in `environment`, from `appStoreTrustSettings` and `--bundle-id`.
-    static func signedDataVerifier(_ env: WorkerApp.Environment, environment: AppStoreEnvironment, onlineChecks: Bool = false,
+    /// The verifier of the App Store's signed data of the deployment's apps in `environment`, from `appStoreTrustSettings`.
+    static func signedDataVerifier(_ env: WorkerApp.Environment, apps: ConfiguredApps, environment: AppStoreEnvironment, onlineChecks: Bool = false,
                                    allowsUnsignedTestData: Bool = false) throws -> SignedDataVerifier {
-        let appAppleId = try env.settings.string("--app-apple-id").map { text -> Int64 in
-            guard let id = Int64(text) else { throw SettingsError("--app-apple-id (IAP_APP_APPLE_ID) must be a number") }
-            return id
+        guard !apps.appStore.isEmpty else {
+            throw SettingsError("--bundle-id (IAP_BUNDLE_ID) is required, or an app with an appstore section in --apps (IAP_APPS_FILE)")
         }
         let roots = try WorkerApp.certificates(env.settings.list("--root"), setting: "--root (IAP_ROOT_CERTIFICATES)")
-        return try SignedDataVerifier(configuration: .init(trustedRoots: roots, bundleId: BundleID(try env.settings.required("--bundle-id")),
-                                                           environment: environment, appAppleId: appAppleId, onlineChecks: onlineChecks,
-                                                           allowsUnsignedTestData: allowsUnsignedTestData))
+        do {
+            return try SignedDataVerifier(configuration: .init(trustedRoots: roots, apps: apps.appStore, environment: environment, onlineChecks: onlineChecks,
+                                                               allowsUnsignedTestData: allowsUnsignedTestData))
+        } catch let error as VerifierConfigurationError where error.description.hasPrefix("appAppleId") {
+            throw SettingsError("--app-apple-id (IAP_APP_APPLE_ID), or appAppleId in --apps (IAP_APPS_FILE): \(error)")
+        }
     }
 
     /// The verifier's own settings.
     public static let verifierSettings = [
-        Setting("--bundle-id", env: "IAP_BUNDLE_ID", help: "the app's bundle id (required)"),
+        appsSetting,
+        Setting("--bundle-id", env: "IAP_BUNDLE_ID", help: "the app's bundle id (required without --apps)"),
         Setting("--environment", env: "IAP_ENVIRONMENT", default: "Production", help: "Production, Sandbox, Xcode or LocalTesting"),
     ] + appStoreTrustSettings + [
         Setting("--receipt-root", env: "IAP_RECEIPT_ROOT_CERTIFICATES",
@@ -86,7 +89,7 @@ public enum Workers {
         if receiptRoots.isEmpty && !allowUnsigned {
             env.logger.info("no --receipt-root (IAP_RECEIPT_ROOT_CERTIFICATES): every StoreKit 1 app receipt is rejected")
         }
-        let bundleId = BundleID(try env.settings.required("--bundle-id"))
+        let apps = try configuredApps(env)
         let online = env.settings.flag("--online-checks")
         let acceptsSandbox = env.settings.flag("--accept-sandbox")
         guard !acceptsSandbox || environment == .production else {
@@ -102,23 +105,24 @@ public enum Workers {
         // One environment's verifiers; the sandbox's beside production's are the same but for it (unsigned test data is
         // refused in both, above).
         func verifiers(_ environment: AppStoreEnvironment) throws -> (appStore: SignedDataVerifier, receipts: ReceiptVerifier) {
-            (try signedDataVerifier(env, environment: environment, onlineChecks: online, allowsUnsignedTestData: allowUnsigned),
-             try ReceiptVerifier(configuration: .init(trustedRoots: receiptRoots, bundleId: bundleId, environment: environment, onlineChecks: online,
-                                                      allowsUnsignedTestData: allowUnsigned)))
+            (try signedDataVerifier(env, apps: apps, environment: environment, onlineChecks: online, allowsUnsignedTestData: allowUnsigned),
+             try ReceiptVerifier(configuration: .init(trustedRoots: receiptRoots, bundleIds: apps.appStore.map(\.bundleId), environment: environment,
+                                                      onlineChecks: online, allowsUnsignedTestData: allowUnsigned)))
         }
         let configured = try verifiers(environment)
         return VerifierStage(
             context: env.context(stage: "verifier"), store: env.store, appStore: configured.appStore, receipts: configured.receipts,
             sandbox: acceptsSandbox ? try verifiers(.sandbox) : nil,
-            appCoins: try appCoinsApps(env.settings.list("--appcoins-app")).map { AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL, apps: $0)) },
-            googlePlay: try googlePlayVerifier(env.settings),
-            catalog: try env.settings.string("--catalog").map { try catalog(at: $0, env) }, restorePolicy: restorePolicy,
+            appCoins: apps.appCoinsKeys.isEmpty ? nil : AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL, apps: apps.appCoinsKeys)),
+            googlePlay: try googlePlayVerifier(env.settings, apps: apps),
+            apps: apps.directory, restorePolicy: restorePolicy,
             requireAccountToken: env.settings.flag("--require-account-token"), pendingRecheck: .milliseconds(Int64(pendingRecheck * 1000)))
     }
 
     /// The granter's own settings.
     public static let granterSettings = [
-        Setting("--catalog", env: "IAP_CATALOG", help: "the product catalog file (JSON, schemas/catalog.v1) (required)"),
+        appsSetting,
+        Setting("--catalog", env: "IAP_CATALOG", help: "the product catalog file (JSON, schemas/catalog.v1) (required without --apps)"),
         Setting("--claw-back-due-refunds", env: "IAP_CLAW_BACK_DUE_REFUNDS", default: "false",
                 help: "reverse the grants of purchases flagged refund.due", isSwitch: true),
     ]
@@ -131,14 +135,20 @@ public enum Workers {
 
     /// The granter's stage from its settings; names the product types of purchases recorded before types were kept.
     public static func granterStage(_ env: WorkerApp.Environment) async throws -> GranterStage {
-        let catalog = try catalog(at: try env.settings.required("--catalog"), env)
-        // Purchases recorded before product types were kept get theirs from the catalog (until they do, they
-        // are `unknown`: never flagged).
-        for store in Store.allCases {
-            let named = try await env.store.assignProductTypes(catalog.types(of: store), store: store)
-            if named > 0 { env.logger.info("named product types from the catalog", ["store": store.rawValue, "purchases": named]) }
+        let apps = try configuredApps(env).directory
+        if let app = apps.apps.first(where: { $0.catalog == nil }) {
+            throw SettingsError(apps.namesApps ? "--apps (IAP_APPS_FILE): the app '\(app.id)' has no catalog: the granter grants by it"
+                                               : "--catalog (IAP_CATALOG) is required")
         }
-        return GranterStage(context: env.context(stage: "granter"), store: env.store, catalog: catalog,
+        // Purchases recorded before product types were kept get theirs from the primary app's catalog (they were recorded
+        // before apps were named; until they are typed, they are `unknown`: never flagged).
+        if let catalog = apps.primary.catalog {
+            for store in Store.allCases {
+                let named = try await env.store.assignProductTypes(catalog.types(of: store), store: store)
+                if named > 0 { env.logger.info("named product types from the catalog", ["store": store.rawValue, "purchases": named]) }
+            }
+        }
+        return GranterStage(context: env.context(stage: "granter"), store: env.store, apps: apps,
                             clawBackDueRefunds: env.settings.flag("--claw-back-due-refunds"))
     }
 
@@ -152,7 +162,8 @@ public enum Workers {
 
     /// How a worker reaches the App Store Server API (the finisher, the sweeper's reconciliation).
     static let appStoreAPISettings = [
-        Setting("--bundle-id", env: "IAP_BUNDLE_ID", help: "the app's bundle id (for API tokens)"),
+        appsSetting,
+        Setting("--bundle-id", env: "IAP_BUNDLE_ID", help: "the app's bundle id (for API tokens; or its App Store app in --apps)"),
         Setting("--appstore-api-url", env: "IAP_APPSTORE_API_URL",
                 help: "App Store Server API base URL; without it App Store purchases finish when the app reports them consumed, and nothing is reconciled"),
         Setting("--appstore-sandbox-api-url", env: "IAP_APPSTORE_SANDBOX_API_URL",
@@ -202,17 +213,33 @@ public enum Workers {
         return apis
     }
 
+    /// The app the App Store Server API is asked about (its tokens name one bundle id): `--bundle-id`, or the one App Store
+    /// app of `--apps`.
+    static func appStoreAPIBundleId(_ settings: Settings) throws -> BundleID {
+        guard let path = settings.string("--apps"), !path.isEmpty else { return BundleID(try settings.required("--bundle-id")) }
+        let file: AppsFile
+        do { file = try AppsFile(contentsOf: URL(fileURLWithPath: path), schemas: try JSONSchemaRegistry.eventSchemas(directory: settings.string("--schemas-dir"))) } catch {
+            throw SettingsError("--apps (IAP_APPS_FILE) \(path): \(error)")
+        }
+        let bundleIds = file.apps.compactMap(\.bundleId)
+        guard bundleIds.count == 1 else {
+            throw SettingsError("--appstore-api-url (IAP_APPSTORE_API_URL) asks about one App Store app, and --apps (IAP_APPS_FILE) names \(bundleIds.count) "
+                                + "(\(bundleIds.map(\.rawValue).joined(separator: ", "))): a deployment with the App Store Server API sells in one App Store app")
+        }
+        return bundleIds[0]
+    }
+
     static func appStoreAPIs(_ settings: Settings) throws -> (api: AppStoreServerAPIClient?, sandbox: AppStoreServerAPIClient?) {
         var api: AppStoreServerAPIClient?
         var sandboxAPI: AppStoreServerAPIClient?
         if let url = settings.string("--appstore-api-url") {
             guard let base = URL(string: url) else { throw SettingsError("--appstore-api-url is not a URL") }
+            let bundleId = try appStoreAPIBundleId(settings)
             let keyPath = try settings.required("--appstore-private-key")
             guard let pem = FileManager.default.contents(atPath: keyPath) else { throw SettingsError("--appstore-private-key: cannot read \(keyPath)") }
             let key: PrivateKey
             do { key = try PrivateKey(pem: pem) } catch { throw SettingsError("--appstore-private-key (IAP_APPSTORE_PRIVATE_KEY_FILE): \(error)") }
-            let (keyId, issuerId, bundleId) = (try settings.required("--appstore-key-id"), try settings.required("--appstore-issuer-id"),
-                                               BundleID(try settings.required("--bundle-id")))
+            let (keyId, issuerId) = (try settings.required("--appstore-key-id"), try settings.required("--appstore-issuer-id"))
             api = AppStoreServerAPIClient(configuration: .init(baseURL: base, keyId: keyId, issuerId: issuerId, bundleId: bundleId, privateKey: key))
             if let sandboxURL = settings.string("--appstore-sandbox-api-url") {
                 guard let sandboxBase = URL(string: sandboxURL) else { throw SettingsError("--appstore-sandbox-api-url is not a URL") }

@@ -1,3 +1,4 @@
+import Database
 import Foundation
 import PurchaseDomain
 @testable import PurchaseStore
@@ -14,11 +15,16 @@ import TestSupport
         let tokens: [(Store, TransactionID, AccountToken)] = [(.appcoins, "a-json", #"{"developerPayload":"x","isFreeTrial":false}"#), (.appcoins, "a-order", "order-2291"),
                                                  (.appcoins, "a-36", AccountToken(String(repeating: "x", count: 36))), (.appcoins, "a-uuid", AccountToken(uuid)),
                                                  (.appstore, "s-token", "kept-as-apple-signed-it")]
-        let now = Date()
+        let now = PurchaseTime.milliseconds(Date())
+        // Written as version 15's code wrote them, with the columns it had.
         for (storeName, id, token) in tokens {
-            let record = PurchaseRecord(key: PurchaseKey(store: storeName, transactionId: id), userId: "u", productId: "coins.100", productType: .consumable,
-                                        quantity: 1, purchaseTime: now, appAccountToken: token)
-            #expect(try await store.recordVerified(record, at: now) == .recorded)
+            try await store.executor.run { connection in
+                try connection.query("""
+                    INSERT INTO purchases (store, transaction_id, user_id, product_id, product_type, quantity, purchase_time, state, verified_at,
+                                           app_account_token)
+                    VALUES ($1, $2, 'u', 'coins.100', 'consumable', 1, $3, 'verified', $3, $4)
+                    """, [.text(storeName.rawValue), .text(id.rawValue), .integer(now), .text(token.rawValue)])
+            }
         }
         #expect(try await store.migrate() == Array(16...latestSchemaVersion))
         var left: [TransactionID: AccountToken] = [:]

@@ -18,7 +18,8 @@ import TestSupport
                               purchaseTime: t0.addingTimeInterval(Double(-index)), environment: index % 3 == 0 ? nil : "Sandbox",
                               originalTransactionId: index % 2 == 0 ? nil : "o\(index)", packageName: index % 4 == 0 ? nil : "com.example.game",
                               purchaseToken: index % 4 == 0 ? nil : "token-\(index)", storeConsumed: index % 5 == 0,
-                              expiresDate: types[index % 4] == .autoRenewable ? t0.addingTimeInterval(Double(30 * 86_400 - index)) : nil)
+                              expiresDate: types[index % 4] == .autoRenewable ? t0.addingTimeInterval(Double(30 * 86_400 - index)) : nil,
+                              app: index % 6 == 1 ? "puzzle" : nil)
     }
 
     /// A refund first, the records, grants, finishes and repeats of them, each stamped with a time of its own.

@@ -1,3 +1,5 @@
+import PurchaseDomain
+
 /// A string value from the App Store that may take values unknown to this version: the raw string is
 /// always kept, and the known values are named constants to compare with.
 public protocol AppStoreStringValue: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible where RawValue == String {
@@ -119,5 +121,23 @@ extension Dictionary where Key == AppStoreEnvironment {
     public func forRecorded(environment: String?) -> Value? {
         guard let environment else { return count == 1 ? values.first : nil }
         return self[AppStoreEnvironment(rawValue: environment)]
+    }
+}
+
+/// An App Store app whose signed data and receipts a verifier accepts: its bundle id, and its Apple id (`appAppleId`,
+/// required in production, where notifications and app transactions name it).
+public struct AppStoreApp: Sendable, Hashable {
+    public var bundleId: BundleID
+    public var appAppleId: Int64?
+
+    public init(bundleId: BundleID, appAppleId: Int64? = nil) {
+        self.bundleId = bundleId
+        self.appAppleId = appAppleId
+    }
+
+    /// What a rejection says was expected: `'com.a'`, or `one of 'com.a', 'com.b'`.
+    static func expected(_ apps: [AppStoreApp]) -> String {
+        let quoted = apps.map { "'\($0.bundleId)'" }
+        return quoted.count == 1 ? quoted[0] : "one of \(quoted.joined(separator: ", "))"
     }
 }

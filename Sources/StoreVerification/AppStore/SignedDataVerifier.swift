@@ -19,10 +19,10 @@ public final class SignedDataVerifier: Sendable {
 
     public struct Configuration: Sendable {
         public var trustedRoots: [Certificate]
-        public var bundleId: BundleID
+        /// The apps whose data is accepted, each by its bundle id; in production each with its Apple id, checked on
+        /// notifications and app transactions.
+        public var apps: [AppStoreApp]
         public var environment: AppStoreEnvironment
-        /// Required in production; checked on notifications and app transactions.
-        public var appAppleId: Int64?
         /// Check validity at the current time and ask OCSP responders (leaf and intermediate).
         public var onlineChecks: Bool
         public var ocspTimeout: Duration
@@ -32,13 +32,22 @@ public final class SignedDataVerifier: Sendable {
         /// `AppStoreEnvironment.isLocallySigned`); required for those environments, refused for the others.
         public var allowsUnsignedTestData: Bool
 
+        /// One app's data.
         public init(trustedRoots: [Certificate], bundleId: BundleID, environment: AppStoreEnvironment, appAppleId: Int64? = nil,
                     onlineChecks: Bool = false, ocspTimeout: Duration = .seconds(5),
                     chainCacheCapacity: Int = 32, chainCacheTimeToLive: Duration = .seconds(15 * 60), allowsUnsignedTestData: Bool = false) {
+            self.init(trustedRoots: trustedRoots, apps: [AppStoreApp(bundleId: bundleId, appAppleId: appAppleId)], environment: environment,
+                      onlineChecks: onlineChecks, ocspTimeout: ocspTimeout, chainCacheCapacity: chainCacheCapacity,
+                      chainCacheTimeToLive: chainCacheTimeToLive, allowsUnsignedTestData: allowsUnsignedTestData)
+        }
+
+        /// The data of each of several apps.
+        public init(trustedRoots: [Certificate], apps: [AppStoreApp], environment: AppStoreEnvironment,
+                    onlineChecks: Bool = false, ocspTimeout: Duration = .seconds(5),
+                    chainCacheCapacity: Int = 32, chainCacheTimeToLive: Duration = .seconds(15 * 60), allowsUnsignedTestData: Bool = false) {
             self.trustedRoots = trustedRoots
-            self.bundleId = bundleId
+            self.apps = apps
             self.environment = environment
-            self.appAppleId = appAppleId
             self.onlineChecks = onlineChecks
             self.ocspTimeout = ocspTimeout
             self.chainCacheCapacity = chainCacheCapacity
@@ -48,6 +57,8 @@ public final class SignedDataVerifier: Sendable {
     }
 
     public let configuration: Configuration
+    /// Each accepted app's Apple id (nil where none is configured), by bundle id.
+    private let appAppleIds: [BundleID: Int64?]
     private let chain: AppleSigningChain
     /// Xcode and LocalTesting data with the explicit permission: their local signature says nothing.
     private let skipsSignature: Bool
@@ -60,9 +71,17 @@ public final class SignedDataVerifier: Sendable {
     ///   is checked without roots, or when unsigned test data is allowed where it must not be, or not allowed where
     ///   nothing else could be verified.
     public init(configuration: Configuration, now: @escaping @Sendable () -> Date = Date.init) throws {
-        if configuration.environment == .production && configuration.appAppleId == nil {
-            throw VerifierConfigurationError("appAppleId is required for the Production environment")
+        guard !configuration.apps.isEmpty else { throw VerifierConfigurationError("at least one app (bundle id) is required") }
+        if configuration.environment == .production, let app = configuration.apps.first(where: { $0.appAppleId == nil }) {
+            throw VerifierConfigurationError("appAppleId is required for the Production environment (app \(app.bundleId))")
         }
+        var appAppleIds: [BundleID: Int64?] = [:]
+        for app in configuration.apps {
+            guard appAppleIds.updateValue(app.appAppleId, forKey: app.bundleId) == nil else {
+                throw VerifierConfigurationError("the bundle id \(app.bundleId) is configured twice")
+            }
+        }
+        self.appAppleIds = appAppleIds
         skipsSignature = try configuration.environment.acceptsUnsignedData(allowed: configuration.allowsUnsignedTestData)
         if configuration.trustedRoots.isEmpty && !skipsSignature {
             throw VerifierConfigurationError("at least one trusted root certificate is required")
@@ -103,7 +122,7 @@ public final class SignedDataVerifier: Sendable {
         verify(jws, dateField: "receiptCreationDate").flatMap { fields in
             guard let app = AppStoreAppTransaction(fields) else { return .failure(Rejection(.malformedPayload, "bundleId missing")) }
             return checkBundleAndEnvironment(app.bundleId, app.environment)
-                .flatMap { checkAppAppleId(app.appAppleId, environment: app.environment) }
+                .flatMap { checkAppAppleId(app.appAppleId, of: app.bundleId, environment: app.environment) }
                 .map { app }
         }
     }
@@ -131,7 +150,7 @@ public final class SignedDataVerifier: Sendable {
                 bundleId: data?.identifier("bundleId"), appAppleId: data?.int("appAppleId"),
                 environment: environment, raw: fields)
             let identity = checkBundleAndEnvironment(notification.bundleId ?? "", notification.environment)
-                .flatMap { checkAppAppleId(notification.appAppleId, environment: notification.environment) }
+                .flatMap { checkAppAppleId(notification.appAppleId, of: notification.bundleId ?? "", environment: notification.environment) }
             if case .failure(let rejection) = identity { return .failure(rejection) }
             if let signed = data?.string("signedTransactionInfo") {
                 switch verifyTransaction(signed) {
@@ -240,8 +259,8 @@ public final class SignedDataVerifier: Sendable {
     // MARK: - The content
 
     private func checkBundleAndEnvironment(_ bundleId: BundleID, _ environment: AppStoreEnvironment?) -> Result<Void, Rejection> {
-        guard bundleId == configuration.bundleId else {
-            return .failure(Rejection(.wrongBundleId, "signed for '\(bundleId)', expected '\(configuration.bundleId)'"))
+        guard appAppleIds[bundleId] != nil else {
+            return .failure(Rejection(.wrongBundleId, "signed for '\(bundleId)', expected \(AppStoreApp.expected(configuration.apps))"))
         }
         return checkEnvironment(environment)
     }
@@ -253,10 +272,12 @@ public final class SignedDataVerifier: Sendable {
         return .success(())
     }
 
-    private func checkAppAppleId(_ appAppleId: Int64?, environment: AppStoreEnvironment?) -> Result<Void, Rejection> {
-        guard environment == .production || configuration.appAppleId != nil && appAppleId != nil else { return .success(()) }
-        guard appAppleId == configuration.appAppleId else {
-            return .failure(Rejection(.wrongAppAppleId, "signed for app \(appAppleId.map(String.init) ?? "none"), expected \(configuration.appAppleId.map(String.init) ?? "none")"))
+    /// The Apple id `bundleId`'s data names, against the app's (whose bundle id was checked first).
+    private func checkAppAppleId(_ appAppleId: Int64?, of bundleId: BundleID, environment: AppStoreEnvironment?) -> Result<Void, Rejection> {
+        let expected = appAppleIds[bundleId] ?? nil
+        guard environment == .production || expected != nil && appAppleId != nil else { return .success(()) }
+        guard appAppleId == expected else {
+            return .failure(Rejection(.wrongAppAppleId, "signed for app \(appAppleId.map(String.init) ?? "none"), expected \(expected.map(String.init) ?? "none")"))
         }
         return .success(())
     }

@@ -18,7 +18,8 @@ public final class ReceiptVerifier: Sendable {
     public struct Configuration: Sendable {
         /// The roots receipts must chain to; none: receipts are not accepted.
         public var trustedRoots: [Certificate]
-        public var bundleId: BundleID
+        /// The bundle ids of the apps whose receipts are accepted.
+        public var bundleIds: [BundleID]
         public var environment: AppStoreEnvironment
         /// Check validity at the current time instead of the receipt's creation date.
         public var onlineChecks: Bool
@@ -28,8 +29,14 @@ public final class ReceiptVerifier: Sendable {
 
         public init(trustedRoots: [Certificate], bundleId: BundleID, environment: AppStoreEnvironment, onlineChecks: Bool = false,
                     allowsUnsignedTestData: Bool = false) {
+            self.init(trustedRoots: trustedRoots, bundleIds: [bundleId], environment: environment, onlineChecks: onlineChecks,
+                      allowsUnsignedTestData: allowsUnsignedTestData)
+        }
+
+        public init(trustedRoots: [Certificate], bundleIds: [BundleID], environment: AppStoreEnvironment, onlineChecks: Bool = false,
+                    allowsUnsignedTestData: Bool = false) {
             self.trustedRoots = trustedRoots
-            self.bundleId = bundleId
+            self.bundleIds = bundleIds
             self.environment = environment
             self.onlineChecks = onlineChecks
             self.allowsUnsignedTestData = allowsUnsignedTestData
@@ -81,8 +88,9 @@ public final class ReceiptVerifier: Sendable {
         if !skipsSignature {
             if case .failure(let rejection) = verifySignature(container, unverified, at: time) { return .failure(rejection) }
         }
-        guard receipt.bundleId == configuration.bundleId else {
-            return .failure(Rejection(.wrongBundleId, "receipt for '\(receipt.bundleId ?? "none")', expected '\(configuration.bundleId)'"))
+        guard let bundleId = receipt.bundleId, configuration.bundleIds.contains(bundleId) else {
+            let expected = AppStoreApp.expected(configuration.bundleIds.map { AppStoreApp(bundleId: $0) })
+            return .failure(Rejection(.wrongBundleId, "receipt for '\(receipt.bundleId ?? "none")', expected \(expected)"))
         }
         guard let environment = receipt.environment, environment == configuration.environment else {
             return .failure(Rejection(.wrongEnvironment, "receipt type '\(receipt.receiptType ?? "none")', expected \(configuration.environment)"))

@@ -1,0 +1,95 @@
+import Foundation
+import PurchaseStore
+import StoreFixtures
+import Testing
+import TestSupport
+import WorkerApp
+
+/// `--apps` (`IAP_APPS_FILE`) as the workers read it: the stages are built from the file, and what is wrong stops the
+/// worker with a message naming the setting and the app. No broker is reached.
+@Suite struct AppsSettingsTests {
+    let directory: URL
+    let store: SQLPurchaseStore
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("apps-settings-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        store = try SQLPurchaseStore(url: "sqlite:" + directory.appendingPathComponent("store.sqlite").path)
+    }
+
+    static let twoApps = """
+        {"apps": [
+          {"id": "coins-game", "appstore": {"bundleId": "com.example.coins"},
+           "catalog": {"appstore": {"pack.small": {"type": "consumable", "currency": "coins", "amount": 100}}}},
+          {"id": "puzzle", "appstore": {"bundleId": "com.example.puzzle"} \\(PUZZLE_CATALOG)}
+        ]}
+        """
+
+    /// The environment of a worker given `apps` as its apps file (locally signed test data: no roots needed).
+    func variables(_ apps: String, _ extra: [String: String] = [:]) throws -> [String: String] {
+        let file = directory.appendingPathComponent("apps.json")
+        try Data(apps.utf8).write(to: file)
+        return ["KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1", "IAP_APPS_FILE": file.path, "IAP_ENVIRONMENT": "Xcode", "IAP_ALLOW_UNSIGNED_TEST_DATA": "true"]
+            .merging(extra) { _, new in new }
+    }
+
+    func apps(puzzleCatalog: Bool) -> String {
+        Self.twoApps.replacingOccurrences(of: "\\(PUZZLE_CATALOG)", with: puzzleCatalog
+            ? #", "catalog": {"appstore": {"pack.small": {"type": "consumable", "currency": "hints", "amount": 5}}}"# : "")
+    }
+
+    func refusal(_ build: () async throws -> Void) async -> String {
+        do { try await build(); return "built" } catch { return "\(error)" }
+    }
+
+    @Test func theVerifierAndGranterAreBuiltFromTheFile() async throws {
+        let variables = try variables(apps(puzzleCatalog: true))
+        let verifier = try WorkerApp.embedded(command: "iap-verifier", settings: Workers.verifierSettings, variables: variables, store: store)
+        _ = try Workers.verifierStage(verifier)
+        _ = try await store.migrate()
+        let granter = try WorkerApp.embedded(command: "iap-granter", settings: Workers.granterSettings, variables: variables, store: store)
+        _ = try await Workers.granterStage(granter)
+    }
+
+    @Test func theGranterNeedsEveryAppsCatalog() async throws {
+        let variables = try variables(apps(puzzleCatalog: false))
+        let granter = try WorkerApp.embedded(command: "iap-granter", settings: Workers.granterSettings, variables: variables, store: store)
+        let message = await refusal { _ = try await Workers.granterStage(granter) }
+        #expect(message.contains("--apps (IAP_APPS_FILE): the app 'puzzle' has no catalog"), "\(message)")
+    }
+
+    @Test func theFileAndTheSingleAppSettingsAreNotMixed() async throws {
+        let variables = try variables(apps(puzzleCatalog: true), ["IAP_BUNDLE_ID": "com.example.coins"])
+        let verifier = try WorkerApp.embedded(command: "iap-verifier", settings: Workers.verifierSettings, variables: variables, store: store)
+        let message = await refusal { _ = try Workers.verifierStage(verifier) }
+        #expect(message.contains("--apps (IAP_APPS_FILE) and --bundle-id (IAP_BUNDLE_ID) are both given"), "\(message)")
+    }
+
+    @Test func productionNeedsEveryAppsAppleId() async throws {
+        let root = directory.appendingPathComponent("root.pem")
+        try Data(try TestPKI.make().root.pemRepresentation.utf8).write(to: root)
+        let variables = try variables(apps(puzzleCatalog: true), ["IAP_ENVIRONMENT": "Production", "IAP_ALLOW_UNSIGNED_TEST_DATA": "false",
+                                                                  "IAP_ROOT_CERTIFICATES": root.path])
+        let verifier = try WorkerApp.embedded(command: "iap-verifier", settings: Workers.verifierSettings, variables: variables, store: store)
+        let message = await refusal { _ = try Workers.verifierStage(verifier) }
+        #expect(message.contains("appAppleId") && message.contains("com.example.coins"), "\(message)")
+    }
+
+    @Test func aBadFileIsNamedWithItsField() async throws {
+        let variables = try variables(#"{"apps": [{"id": "Coins", "appstore": {"bundleId": "com.example.coins"}}]}"#)
+        let verifier = try WorkerApp.embedded(command: "iap-verifier", settings: Workers.verifierSettings, variables: variables, store: store)
+        let message = await refusal { _ = try Workers.verifierStage(verifier) }
+        #expect(message.contains("--apps (IAP_APPS_FILE)") && message.contains("/apps/0/id"), "\(message)")
+    }
+
+    /// The App Store Server API's tokens name one app: a finisher asked to use it for two is refused, saying so.
+    @Test func theAppStoreServerAPIServesOneApp() async throws {
+        let key = directory.appendingPathComponent("key.p8")
+        try Data("unused".utf8).write(to: key)
+        let variables = try variables(apps(puzzleCatalog: true), ["IAP_APPSTORE_API_URL": "http://127.0.0.1:1", "IAP_APPSTORE_KEY_ID": "K",
+                                                                  "IAP_APPSTORE_ISSUER_ID": "I", "IAP_APPSTORE_PRIVATE_KEY_FILE": key.path])
+        let finisher = try WorkerApp.embedded(command: "iap-finisher", settings: Workers.finisherSettings, variables: variables, store: store)
+        let message = await refusal { _ = try Workers.finisherStage(finisher) }
+        #expect(message.contains("names 2 (com.example.coins, com.example.puzzle)"), "\(message)")
+    }
+}
