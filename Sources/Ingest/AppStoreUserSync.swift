@@ -45,7 +45,7 @@ public final class AppStoreUserSync: Sendable {
     }
 
     private let store: SQLPurchaseStore
-    private let apis: [AppStoreEnvironment: AppStoreServerAPIClient]
+    private let apis: PerApp<[AppStoreEnvironment: AppStoreServerAPIClient]>
     private let publisher: EventPublisher
     private let minimumInterval: Duration
     private let maximumPages: Int
@@ -54,7 +54,14 @@ public final class AppStoreUserSync: Sendable {
     private let started = Mutex(SyncTimes())
 
     /// - Parameter apis: the App Store Server API of each environment: a purchase is synced through its own environment's.
-    public init(store: SQLPurchaseStore, apis: [AppStoreEnvironment: AppStoreServerAPIClient], publisher: EventPublisher,
+    public convenience init(store: SQLPurchaseStore, apis: [AppStoreEnvironment: AppStoreServerAPIClient], publisher: EventPublisher,
+                            minimumInterval: Duration = .seconds(60), maximumPages: Int = 25, now: @escaping @Sendable () -> Date = Date.init) {
+        self.init(store: store, apis: PerApp(single: apis), publisher: publisher, minimumInterval: minimumInterval, maximumPages: maximumPages, now: now)
+    }
+
+    /// - Parameter apis: each App Store app's API of each environment: a user is synced through the app and environment of
+    ///   the App Store purchase they were granted last.
+    public init(store: SQLPurchaseStore, apis: PerApp<[AppStoreEnvironment: AppStoreServerAPIClient]>, publisher: EventPublisher,
                 minimumInterval: Duration = .seconds(60), maximumPages: Int = 25, now: @escaping @Sendable () -> Date = Date.init) {
         self.store = store
         self.apis = apis
@@ -77,11 +84,12 @@ public final class AppStoreUserSync: Sendable {
     }
 
     private func run(_ userId: UserID) async -> Result<Report, Failure> {
-        let owned: (key: PurchaseKey, environment: String?, accountToken: AccountToken?)?
+        let owned: (key: PurchaseKey, environment: String?, app: AppID?, accountToken: AccountToken?)?
         do { owned = try await store.latestAppStoreTransaction(of: userId) } catch { return .failure(.storeUnavailable("the purchase store: \(error)", retryAfter: nil)) }
         guard let owned else { return .failure(.noTransaction) }
-        guard let api = apis.forRecorded(environment: owned.environment) else {
-            return .failure(.storeRefused("no App Store Server API is configured for the \(owned.environment ?? "unknown") environment"))
+        guard let api = apis.forRecorded(app: owned.app)?.forRecorded(environment: owned.environment) else {
+            return .failure(.storeRefused("no App Store Server API is configured for the \(owned.environment ?? "unknown") environment"
+                                          + (owned.app.map { " of app '\($0)'" } ?? "")))
         }
         var report = Report(userId: userId, transactionId: owned.key.transactionId, listed: 0, submitted: 0, complete: false)
         var revision: String?

@@ -30,7 +30,7 @@ public protocol PurchaseRepository: Sendable {
     func states(of keys: [PurchaseKey]) async throws -> [PurchaseKey: PurchaseState]
 
     /// `states(of:)` with the environment each was verified in (`Sandbox`, `Production`, …; nil when the store named none).
-    func statesAndEnvironments(of keys: [PurchaseKey]) async throws -> [PurchaseKey: (state: PurchaseState, environment: String?)]
+    func statesAndEnvironments(of keys: [PurchaseKey]) async throws -> [PurchaseKey: (state: PurchaseState, environment: String?, app: AppID?)]
 
     /// The user of the subscription (or purchase) whose original transaction id is `originalTransactionId`: the owner a
     /// renewal from a notification is granted to.
@@ -198,8 +198,11 @@ public struct LapsedSubscription: Sendable, Hashable {
     public var userId: UserID
     public var environment: String?
     public var expiresDate: Date
+    /// The app it was bought in (nil: the primary app).
+    public var app: AppID?
 
-    public init(key: PurchaseKey, originalTransactionId: TransactionID, userId: UserID, environment: String?, expiresDate: Date) {
+    public init(key: PurchaseKey, originalTransactionId: TransactionID, userId: UserID, environment: String?, expiresDate: Date, app: AppID? = nil) {
+        self.app = app
         self.key = key
         self.originalTransactionId = originalTransactionId
         self.userId = userId

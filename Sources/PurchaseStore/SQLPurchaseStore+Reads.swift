@@ -23,17 +23,18 @@ extension SQLPurchaseStore {
         try await statesAndEnvironments(of: keys).mapValues(\.state)
     }
 
-    /// `states(of:)` with the environment each was verified in (`Sandbox`, `Production`, …; nil when the store named none).
-    public func statesAndEnvironments(of keys: [PurchaseKey]) async throws -> [PurchaseKey: (state: PurchaseState, environment: String?)] {
+    /// `states(of:)` with the environment each was verified in (`Sandbox`, `Production`, …; nil when the store named none)
+    /// and the app it was bought in (nil: the primary app).
+    public func statesAndEnvironments(of keys: [PurchaseKey]) async throws -> [PurchaseKey: (state: PurchaseState, environment: String?, app: AppID?)] {
         guard !keys.isEmpty else { return [:] }
         let dialect = dialect
         return try await executor.run { connection in
-            var states: [PurchaseKey: (state: PurchaseState, environment: String?)] = [:]
-            try Self.keyedRows("purchases", "store, transaction_id, state, environment", of: keys, dialect) { source, values in
-                for row in try connection.query("SELECT r.store, r.transaction_id, r.state, r.environment FROM \(source)", values) {
+            var states: [PurchaseKey: (state: PurchaseState, environment: String?, app: AppID?)] = [:]
+            try Self.keyedRows("purchases", "store, transaction_id, state, environment, app", of: keys, dialect) { source, values in
+                for row in try connection.query("SELECT r.store, r.transaction_id, r.state, r.environment, r.app FROM \(source)", values) {
                     guard let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].identifier(TransactionID.self),
                           let state = row[2].string.flatMap(PurchaseState.init(rawValue:)) else { continue }
-                    states[PurchaseKey(store: store, transactionId: id)] = (state, row[3].string)
+                    states[PurchaseKey(store: store, transactionId: id)] = (state, row[3].string, row[4].identifier())
                 }
             }
             return states
@@ -117,20 +118,21 @@ extension SQLPurchaseStore {
             AND user_id <> '' ORDER BY purchase_time DESC LIMIT 1
         """
 
-    /// The App Store transaction `userId` was granted last and still owns, with its environment — where the App Store's
-    /// history of the user's Apple account is read from — and the account token the newest of the user's transactions that
-    /// carries one is bound to. Nil when the user owns none.
-    public func latestAppStoreTransaction(of userId: UserID) async throws -> (key: PurchaseKey, environment: String?, accountToken: AccountToken?)? {
+    /// The App Store transaction `userId` was granted last and still owns, with its environment and app — where the App
+    /// Store's history of the user's Apple account is read from — and the account token the newest of the user's
+    /// transactions that carries one is bound to. Nil when the user owns none.
+    public func latestAppStoreTransaction(of userId: UserID) async throws -> (key: PurchaseKey, environment: String?, app: AppID?, accountToken: AccountToken?)? {
         try await executor.run { connection in
             // From the user's ledger (indexed by user): a purchase another user restored since is no longer theirs.
             let owned = try connection.query("""
-                SELECT p.transaction_id, p.environment, p.app_account_token FROM ledger l
+                SELECT p.transaction_id, p.environment, p.app_account_token, p.app FROM ledger l
                     JOIN purchases p ON p.store = l.store AND p.transaction_id = l.transaction_id
                 WHERE l.user_id = $1 AND l.store = $2 AND l.entry_kind <> 'revoke' AND p.user_id = $1
                 ORDER BY l.id DESC LIMIT 100
                 """, [.text(userId), .text(Store.appstore.rawValue)])
             guard let newest = owned.first, let id: TransactionID = newest[0].identifier() else { return nil }
-            return (PurchaseKey(store: .appstore, transactionId: id), newest[1].string, owned.lazy.compactMap { $0[2].identifier() as AccountToken? }.first)
+            return (PurchaseKey(store: .appstore, transactionId: id), newest[1].string, newest[3].identifier(),
+                    owned.lazy.compactMap { $0[2].identifier() as AccountToken? }.first)
         }
     }
 

@@ -49,7 +49,7 @@ extension SQLPurchaseStore: SubscriptionStatusRepository {
                     guard let id: TransactionID = row[0].identifier(), let original: TransactionID = row[1].identifier(), let user: UserID = row[2].identifier(),
                           let expires = row[4].int64 else { return nil }
                     return LapsedSubscription(key: PurchaseKey(store: store, transactionId: id), originalTransactionId: original, userId: user,
-                                              environment: row[3].string, expiresDate: PurchaseTime.date(expires))
+                                              environment: row[3].string, expiresDate: PurchaseTime.date(expires), app: row[5].identifier())
                 }
         }
     }
@@ -57,7 +57,7 @@ extension SQLPurchaseStore: SubscriptionStatusRepository {
     /// Latest periods in force that expired between $2 and $3 (`purchases_subscription_expiry`), with no later period of
     /// their subscription and no status signed after their expiry ($4 the limit).
     static let lapsedSubscriptionsQuery = """
-        SELECT p.transaction_id, COALESCE(p.original_transaction_id, p.transaction_id), p.user_id, p.environment, p.expires_at FROM purchases p
+        SELECT p.transaction_id, COALESCE(p.original_transaction_id, p.transaction_id), p.user_id, p.environment, p.expires_at, p.app FROM purchases p
         WHERE p.store = $1 AND product_type = 'autoRenewable' AND p.expires_at >= $2 AND p.expires_at <= $3
             AND \(LifecycleConditions.state(in: [.granted, .finished])) AND p.user_id <> ''
             AND NOT EXISTS (SELECT 1 FROM purchases later WHERE later.store = p.store AND later.product_type = 'autoRenewable'

@@ -77,9 +77,18 @@ extension FinisherStage {
         case false?: return unanswered(.consentWithdrawn, "user \(facts.userId) declined or withdrew consent")
         case true?: break
         }
-        guard let appStoreAPI else { return unanswered(.noAPICredentials, "the finisher has no App Store Server API credentials") }
-        // The purchase's environment read only when there is a choice to make.
-        let client = sandboxAPI == nil ? appStoreAPI : api(for: try await store.purchase(key)?.environment, else: appStoreAPI)
+        guard let appStoreAPIs else { return unanswered(.noAPICredentials, "the finisher has no App Store Server API credentials") }
+        // The purchase's app and environment read only when there is a choice to make.
+        let client: AppStoreServerAPIClient
+        if appStoreAPIs.byApp.count == 1, let only = appStoreAPIs.byApp.first?.value, only.sandbox == nil {
+            client = only.api
+        } else {
+            let record = try await store.purchase(key)
+            guard let clients = appStoreAPIs.forRecorded(app: record?.app) else {
+                return unanswered(.noAPICredentials, "the finisher has no App Store Server API credentials for app '\(record?.app.map(\.rawValue) ?? "")'")
+            }
+            client = clients.client(forRecorded: record?.environment)
+        }
         let consumption = Self.consumption(of: facts, sampleContentProvided: sampleContentProvided)
         switch await client.sendConsumptionInformation(request.transactionId, consumption) {
         case .success:

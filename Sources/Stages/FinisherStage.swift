@@ -19,10 +19,10 @@ public struct FinisherStage: StoreBackedStage {
     let context: StageContext
     let store: any ConsumptionRequestRepository
     public var repository: any PurchaseRepository { store }
-    let appStoreAPI: AppStoreServerAPIClient?
-    /// A production deployment's client of the sandbox's API: purchases recorded in the Sandbox environment (App Review's,
-    /// which the verifier accepts with `--accept-sandbox`) are finished and answered through it, not through `appStoreAPI`.
-    let sandboxAPI: AppStoreServerAPIClient?
+    /// Each App Store app's API clients (the API's tokens name one app); a production deployment's purchases recorded in
+    /// the Sandbox environment (App Review's, which the verifier accepts with `--accept-sandbox`) are finished and answered
+    /// through its app's sandbox client when it has one.
+    let appStoreAPIs: PerApp<AppStoreAPIClients>?
     /// Consumes and acknowledges Google Play purchases; without it the app does on the device (and reports consumables consumed).
     let googlePlay: AndroidPublisherClient?
     /// What the app gives before purchase (a trial, a sample): `sampleContentProvided` in consumption answers.
@@ -30,13 +30,19 @@ public struct FinisherStage: StoreBackedStage {
     /// How long after the store's request an answer waits for consent decisions still on their way.
     let consentGrace: TimeInterval
 
+    /// A finisher of a deployment of one App Store app (or none).
     public init(context: StageContext, store: any ConsumptionRequestRepository, appStoreAPI: AppStoreServerAPIClient?, sandboxAPI: AppStoreServerAPIClient? = nil,
                 googlePlay: AndroidPublisherClient? = nil, sampleContentProvided: Bool = false, consentGrace: TimeInterval = 60) {
+        self.init(context: context, store: store, appStoreAPIs: appStoreAPI.map { PerApp(single: AppStoreAPIClients(api: $0, sandbox: sandboxAPI)) },
+                  googlePlay: googlePlay, sampleContentProvided: sampleContentProvided, consentGrace: consentGrace)
+    }
+
+    public init(context: StageContext, store: any ConsumptionRequestRepository, appStoreAPIs: PerApp<AppStoreAPIClients>?,
+                googlePlay: AndroidPublisherClient? = nil, sampleContentProvided: Bool = false, consentGrace: TimeInterval = 60) {
         self.googlePlay = googlePlay
-        self.sandboxAPI = appStoreAPI == nil ? nil : sandboxAPI
         self.context = context
         self.store = store
-        self.appStoreAPI = appStoreAPI
+        self.appStoreAPIs = appStoreAPIs
         self.sampleContentProvided = sampleContentProvided
         self.consentGrace = consentGrace
         self.topics = [EventType.itemGranted, .purchaseConsumed, .userConsent, .consumptionRequested].map(context.codec.topic)
@@ -73,9 +79,9 @@ public struct FinisherStage: StoreBackedStage {
             }
         }
         let calls: [TransactionID: Result<Void, AppStoreServerAPIClient.Failure>]?
-        if let appStoreAPI {
+        if let appStoreAPIs {
             do {
-                calls = try await finishCalls(for: decoded.values.sorted { $0.transactionId < $1.transactionId }, api: appStoreAPI)
+                calls = try await finishCalls(for: decoded.values.sorted { $0.transactionId < $1.transactionId }, apis: appStoreAPIs)
             } catch {
                 return [] // The store could not say which are granted: each message alone, retried as always.
             }
@@ -96,14 +102,14 @@ public struct FinisherStage: StoreBackedStage {
     /// Whether purchases of `store` are completed through its API (configured here), at their grant.
     func finishesThroughAPI(_ store: Store) -> Bool {
         switch store {
-        case .appstore: appStoreAPI != nil
+        case .appstore: appStoreAPIs != nil
         case .googleplay: googlePlay != nil
         case .appcoins: false
         }
     }
 
     /// Finish Transaction for each App Store purchase of `grants` granted (and not finished) now, by transaction id.
-    private func finishCalls(for grants: [ItemGranted], api: AppStoreServerAPIClient) async throws
+    private func finishCalls(for grants: [ItemGranted], apis: PerApp<AppStoreAPIClients>) async throws
         -> [TransactionID: Result<Void, AppStoreServerAPIClient.Failure>] {
         var keys: [PurchaseKey] = []
         var seen: Set<TransactionID> = []
@@ -113,21 +119,23 @@ public struct FinisherStage: StoreBackedStage {
             if seen.insert(granted.transactionId).inserted { keys.append(PurchaseKey(store: .appstore, transactionId: granted.transactionId)) }
         }
         let found = try await store.statesAndEnvironments(of: keys)
-        var (ids, sandboxIds): ([TransactionID], [TransactionID]) = ([], [])
+        // By client: each app's, each environment's. A purchase of an app without clients here gets none (answered alone).
+        var byClient: [ObjectIdentifier: (client: AppStoreServerAPIClient, ids: [TransactionID])] = [:]
         for key in keys where FinishPolicy.needsStoreAPICall(found[key]?.state, reinstated: reinstated.contains(key.transactionId)) {
-            if self.api(for: found[key]?.environment, else: api) === api { ids.append(key.transactionId) } else { sandboxIds.append(key.transactionId) }
+            guard let client = apis.forRecorded(app: found[key]?.app)?.client(forRecorded: found[key]?.environment) else { continue }
+            byClient[ObjectIdentifier(client), default: (client, [])].ids.append(key.transactionId)
         }
-        // At once: a slow sandbox API must not hold production's calls.
-        async let sandboxAnswers = sandboxAPI?.finishTransactions(sandboxIds) ?? []
-        var answers = Dictionary(zip(ids, await api.finishTransactions(ids)), uniquingKeysWith: { first, _ in first })
-        answers.merge(zip(sandboxIds, await sandboxAnswers), uniquingKeysWith: { first, _ in first })
-        return answers
+        // At once: a slow API (the sandbox's, another app's) must not hold the others' calls.
+        return await withTaskGroup(of: [(TransactionID, Result<Void, AppStoreServerAPIClient.Failure>)].self) { group in
+            for (client, ids) in byClient.values { group.addTask { Array(zip(ids, await client.finishTransactions(ids))) } }
+            var answers: [TransactionID: Result<Void, AppStoreServerAPIClient.Failure>] = [:]
+            for await answered in group { answers.merge(answered, uniquingKeysWith: { first, _ in first }) }
+            return answers
+        }
     }
 
-    /// The API client for a purchase verified in `environment`: the sandbox's for Sandbox when there is one, else `primary`.
-    func api(for environment: String?, else primary: AppStoreServerAPIClient) -> AppStoreServerAPIClient {
-        environment == AppStoreEnvironment.sandbox.rawValue ? sandboxAPI ?? primary : primary
-    }
+    /// The App Store Server API clients of the app `record` was bought in; nil when this finisher has none for it.
+    func appStoreClients(of record: PurchaseRecord) -> AppStoreAPIClients? { appStoreAPIs?.forRecorded(app: record.app) }
 
     /// - Parameter finishCalls: Finish Transaction answers already received, by transaction id, for a batch (nil alone).
     ///   A purchase of the batch granted since they were made has none: it fails the batch, and is finished alone.
@@ -175,7 +183,6 @@ public struct FinisherStage: StoreBackedStage {
         case .failure(let invalid): return context.deadLetter(invalid)
         case .success(let granted):
             let key = PurchaseKey(store: granted.store, transactionId: granted.transactionId)
-            let appStoreAPI = granted.store == .appstore ? appStoreAPI : nil
             let throughAPI = finishesThroughAPI(granted.store)
             guard let record = try await store.purchase(key) else {
                 // The verifier records before it emits: a missing row is a store not caught up yet. Without an API call to
@@ -201,21 +208,25 @@ public struct FinisherStage: StoreBackedStage {
                 guard let googlePlay else { return .publish([]) }
                 return try await completeOnGooglePlay(record, with: googlePlay, finishing: finishing)
             case .callStoreAPI:
-                guard let appStoreAPI else { return .publish([]) }
+                guard let appStoreAPIs else { return .publish([]) }
+                guard let clients = appStoreAPIs.forRecorded(app: record.app) else {
+                    return .deadLetter(reason: "unknownApp", detail: "the purchase's app '\(record.app.map(\.rawValue) ?? "")' is not one of this finisher's "
+                                       + "(--apps): nothing to finish it with")
+                }
                 let answer: Result<Void, AppStoreServerAPIClient.Failure>
                 if let finishCalls {
                     // In a batch's transaction: no call to the store API while it is open.
                     guard let made = finishCalls[granted.transactionId] else { throw TransientError("purchase \(key) was granted during its batch") }
                     answer = made
                 } else {
-                    answer = await api(for: record.environment, else: appStoreAPI).finishTransaction(granted.transactionId)
+                    answer = await clients.client(forRecorded: record.environment).finishTransaction(granted.transactionId)
                 }
                 switch answer {
                 case .success: break
                 case .failure(.unavailable(let why, let retryAfter)): throw TransientError(why, retryAfter: retryAfter)
                 case .failure(.refused(let status, let detail)):
                     // A sandbox purchase (App Review's, accepted by the verifier's --accept-sandbox) is unknown to production's API.
-                    let hint = status == 404 && record.environment == AppStoreEnvironment.sandbox.rawValue && sandboxAPI == nil
+                    let hint = status == 404 && record.environment == AppStoreEnvironment.sandbox.rawValue && clients.sandbox == nil
                         ? "; a Sandbox purchase: give the finisher the sandbox's API too (--appstore-sandbox-api-url) if this is production's" : ""
                     return .deadLetter(reason: "storeRefusedFinish", detail: "HTTP \(status): \(detail)\(hint)")
                 }

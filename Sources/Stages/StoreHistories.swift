@@ -8,14 +8,18 @@ import StoreVerification
 public struct AppStoreNotificationHistory: StoreHistory {
     public var environment: AppStoreEnvironment
     public var api: AppStoreServerAPIClient
+    /// The app whose history it is, when it is not the deployment's primary (first) App Store app: named in the history's
+    /// name and checkpoint. The primary app's keep the names they had before apps were named.
+    public var app: AppID?
 
-    public init(environment: AppStoreEnvironment, api: AppStoreServerAPIClient) {
+    public init(environment: AppStoreEnvironment, api: AppStoreServerAPIClient, app: AppID? = nil) {
         self.environment = environment
         self.api = api
+        self.app = app
     }
 
-    public var name: String { environment.rawValue }
-    public var checkpoint: String { "appstore.notifications.\(environment.rawValue)" }
+    public var name: String { environment.rawValue + (app.map { ":\($0)" } ?? "") }
+    public var checkpoint: String { "appstore.notifications.\(environment.rawValue)" + (app.map { ".\($0)" } ?? "") }
     public var kept: TimeInterval { AppStoreServerAPIClient.notificationHistoryKept(sandbox: environment != .production) }
     public var recordsPublished: Bool { false }
 

@@ -43,7 +43,7 @@ extension SweeperService {
     /// refunded or revoked is revoked (its `purchase.revoked`, which the granter applies as the store's notification would
     /// be), one it does not is flagged, one it could not be asked about is neither and is asked again next sweep. A page
     /// none of which could be asked about ends the round (the API is down). Returns how many it flagged.
-    func recheckAppStore(deadline: TimeInterval, now: Date, lookups: [AppStoreEnvironment: AppStoreLookup]) async throws -> Int {
+    func recheckAppStore(deadline: TimeInterval, now: Date, lookups: PerApp<[AppStoreEnvironment: AppStoreLookup]>) async throws -> Int {
         try await recheck(.appstore, deadline: deadline, now: now, api: "App Store Server API", page: { last in
             try await store.dueToAsk(store: .appstore, deadline: deadline, now: now, after: last, limit: configuration.batchSize)
         }) { page in
@@ -73,8 +73,8 @@ extension SweeperService {
     }
 
     /// What the App Store of `record`'s environment says of it.
-    private func ask(about record: PurchaseRecord, lookups: [AppStoreEnvironment: AppStoreLookup]) async -> AppStoreAnswer {
-        guard let lookup = lookups.forRecorded(environment: record.environment) else {
+    private func ask(about record: PurchaseRecord, lookups: PerApp<[AppStoreEnvironment: AppStoreLookup]>) async -> AppStoreAnswer {
+        guard let lookup = lookups.forRecorded(app: record.app)?.forRecorded(environment: record.environment) else {
             return .notRefunded(unknown: false) // No API of its environment to ask: flagged, as without a re-check.
         }
         switch await lookup.api.transactionInfo(record.key.transactionId) {
@@ -112,12 +112,12 @@ extension SweeperService {
     /// which settles the subscription, so it is asked about once — and announced (`subscription.status`) when it
     /// changed. Answers that do not verify settle nothing; an API that cannot be asked ends the round. Returns how many
     /// subscriptions it settled.
-    func settleLapsedSubscriptions(now: Date, lookups: [AppStoreEnvironment: AppStoreLookup]) async throws -> Int {
+    func settleLapsedSubscriptions(now: Date, lookups: PerApp<[AppStoreEnvironment: AppStoreLookup]>) async throws -> Int {
         let lapsed = try await store.lapsedSubscriptions(store: .appstore, expiredWithin: now.addingTimeInterval(-configuration.lapseLookback)...now
             .addingTimeInterval(-configuration.lapseMargin), limit: configuration.batchSize)
         var settled = 0
         for subscription in lapsed {
-            guard let lookup = lookups.forRecorded(environment: subscription.environment) else { continue }
+            guard let lookup = lookups.forRecorded(app: subscription.app)?.forRecorded(environment: subscription.environment) else { continue }
             let entries: [SubscriptionStatusEntry]
             switch await lookup.api.subscriptionStatuses(of: subscription.key.transactionId) {
             case .success(let answered): entries = answered

@@ -40,7 +40,7 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
     let context: StageContext
     private let clock: C
     private let appCoins: AppCoinsVerifier?
-    private let appStore: [AppStoreEnvironment: AppStoreLookup]
+    private let appStore: PerApp<[AppStoreEnvironment: AppStoreLookup]>
     private let state = Mutex<(stopped: Bool, sleeper: Task<Void, Never>?)>((false, nil))
     /// What asking the App Store decided, since the service started (`storeChecks`).
     let checks = Mutex<[String: Int]>([:])
@@ -55,10 +55,17 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
     ///   store reports consumed is finished instead.
     /// - Parameter appStore: the App Store of each environment, asked before flagging about App Store purchases that are
     ///   due: one it reports refunded is revoked instead (`recheckAppStore`).
+    public convenience init(configuration: Configuration, store: any SweepRepository & SubscriptionStatusRepository, producer: KafkaProducer,
+                            context: StageContext, clock: C, appCoins: AppCoinsVerifier? = nil, appStore: [AppStoreEnvironment: AppStoreLookup] = [:]) {
+        self.init(configuration: configuration, store: store, producer: producer, context: context, clock: clock, appCoins: appCoins,
+                  appStores: PerApp(single: appStore))
+    }
+
+    /// - Parameter appStores: each App Store app's App Store of each environment (the API's tokens name one app).
     public init(configuration: Configuration, store: any SweepRepository & SubscriptionStatusRepository, producer: KafkaProducer, context: StageContext, clock: C,
-                appCoins: AppCoinsVerifier? = nil, appStore: [AppStoreEnvironment: AppStoreLookup] = [:]) {
+                appCoins: AppCoinsVerifier? = nil, appStores: PerApp<[AppStoreEnvironment: AppStoreLookup]>) {
         self.appCoins = appCoins
-        self.appStore = appStore
+        self.appStore = appStores
         self.configuration = configuration
         self.store = store
         self.producer = producer
@@ -73,7 +80,7 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
         try await store.pruneTakenConsumptionReports()
         for (storeName, deadline) in configuration.deadlines.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
             let now = context.now()
-            if storeName == .appstore && !appStore.isEmpty {
+            if storeName == .appstore && appStore.byApp.values.contains(where: { !$0.isEmpty }) {
                 // Every due purchase is asked about, and flagged (or revoked) by that alone.
                 flagged += try await recheckAppStore(deadline: deadline, now: now, lookups: appStore)
                 try await sendRefundNotices(store: storeName, deadline: deadline)

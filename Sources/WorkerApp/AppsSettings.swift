@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import JSONSchema
 import PurchaseDomain
 import PurchaseEvents
 import StoreVerification
@@ -26,14 +27,8 @@ extension Workers {
     /// The apps of `--apps`, else the one app the single-app settings describe (whichever of them this worker has).
     static func configuredApps(_ env: WorkerApp.Environment) throws -> ConfiguredApps {
         let settings = env.settings
-        guard let path = settings.string("--apps"), !path.isEmpty else { return try singleApp(env) }
-        for (flag, variable) in singleAppSettings where !settings.list(flag).allSatisfy(\.isEmpty) {
-            throw SettingsError("--apps (IAP_APPS_FILE) and \(flag) (\(variable)) are both given: name the app's \(flag.dropFirst(2)) in the apps file")
-        }
-        let file: AppsFile
-        do { file = try AppsFile(contentsOf: URL(fileURLWithPath: path), schemas: env.schemas) } catch {
-            throw SettingsError("--apps (IAP_APPS_FILE) \(path): \(error)")
-        }
+        guard let file = try appsFile(settings, schemas: env.schemas) else { return try singleApp(env) }
+        let path = settings.string("--apps") ?? ""
         var appCoins: [PackageName: PublicKey] = [:]
         var googlePlay: [PackageName: PublicKey] = [:]
         for (index, app) in file.apps.enumerated() {
@@ -47,6 +42,17 @@ extension Workers {
         return ConfiguredApps(directory: file.directory,
                               appStore: file.apps.compactMap { app in app.bundleId.map { AppStoreApp(bundleId: $0, appAppleId: app.appAppleId) } },
                               appCoinsKeys: appCoins, googlePlayKeys: googlePlay)
+    }
+
+    /// The apps file `--apps` names, read and checked; nil without it. An apps file beside a single-app setting is refused.
+    static func appsFile(_ settings: Settings, schemas: JSONSchemaRegistry) throws -> AppsFile? {
+        guard let path = settings.string("--apps"), !path.isEmpty else { return nil }
+        for (flag, variable) in singleAppSettings where !settings.list(flag).allSatisfy(\.isEmpty) {
+            throw SettingsError("--apps (IAP_APPS_FILE) and \(flag) (\(variable)) are both given: name the app's \(flag.dropFirst(2)) in the apps file")
+        }
+        do { return try AppsFile(contentsOf: URL(fileURLWithPath: path), schemas: schemas) } catch {
+            throw SettingsError("--apps (IAP_APPS_FILE) \(path): \(error)")
+        }
     }
 
     /// The app of the single-app settings: `--bundle-id` with `--app-apple-id`, the `--appcoins-app` and `--googleplay-app`

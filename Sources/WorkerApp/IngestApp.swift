@@ -107,13 +107,13 @@ extension Workers {
         }
         let password = try process.settings.string("--store-password-file").map(SQLPurchaseStore.password(fromFile:))
         let store = try SQLPurchaseStore(url: url, password: password)
-        var apis = try appStoreAPIsByEnvironment(process.settings, purpose: "to sync users with the App Store")
-        if !apis.isEmpty && secret == nil {
+        var apis = try appStoreAPIsByEnvironment(process.settings, schemas: process.schemas, purpose: "to sync users with the App Store")
+        if apis != nil && secret == nil {
             // A write (it submits purchases for the user), where the read side may be open to a private network.
             process.logger.warning("POST /v1/users/{userId}/sync is off: it needs --read-secret-file (IAP_INGEST_READ_SECRET_FILE)")
-            apis = [:]
+            apis = nil
         }
         return UserHoldingsAPI(store: store, secret: secret, logger: process.logger, metrics: process.metrics,
-                               sync: apis.isEmpty ? nil : AppStoreUserSync(store: store, apis: apis, publisher: publisher))
+                               sync: apis.map { AppStoreUserSync(store: store, apis: $0, publisher: publisher) })
     }
 }

@@ -65,7 +65,7 @@ extension Workers {
                 guard let url = URL(string: text) else { throw SettingsError("--appcoins-url (IAP_APPCOINS_URL) is not a URL") }
                 return AppCoinsVerifier(configuration: .init(baseURL: url))
             },
-            appStore: try appStoreLookups(env))
+            appStores: try appStoreLookups(env))
         // The store's history is read up to the real time, whatever `--now` says: a checkpoint in the future would stop
         // every later pass until that time came.
         env.metrics.declare("iap_sweeper_store_checks_total", .counter,
@@ -76,27 +76,39 @@ extension Workers {
         return (sweeper, try reconciler(env, context: StageContext(codec: context.codec, logger: env.logger)))
     }
 
-    /// The App Store of each environment the API is configured for, with the verifier of its answers: asked before an App
-    /// Store purchase is flagged. None without `--appstore-api-url`; with it, `--root` is required (an answer is trusted no
-    /// more than an app's submission).
-    static func appStoreLookups(_ env: WorkerApp.Environment) throws -> [AppStoreEnvironment: AppStoreLookup] {
-        let apis = try appStoreAPIsByEnvironment(env.settings, purpose: "to ask the App Store Server API")
-        guard !apis.isEmpty else { return [:] }
+    /// Each App Store app's App Store of each environment the API is configured for, with the verifier of its answers:
+    /// asked before an App Store purchase is flagged. None without `--appstore-api-url`; with it, `--root` is required (an
+    /// answer is trusted no more than an app's submission).
+    static func appStoreLookups(_ env: WorkerApp.Environment) throws -> PerApp<[AppStoreEnvironment: AppStoreLookup]> {
+        guard let apis = try appStoreAPIsByEnvironment(env.settings, schemas: env.schemas, purpose: "to ask the App Store Server API") else {
+            return PerApp(single: [:])
+        }
         guard !env.settings.list("--root").isEmpty else {
             throw SettingsError("--appstore-api-url (IAP_APPSTORE_API_URL) needs --root (IAP_ROOT_CERTIFICATES): the App Store's answers are verified")
         }
-        return try apis.reduce(into: [:]) { lookups, entry in
-            lookups[entry.key] = AppStoreLookup(api: entry.value, verifier: try signedDataVerifier(env, apps: try configuredApps(env), environment: entry.key))
+        // One verifier per environment, of every app's data.
+        let apps = try configuredApps(env)
+        var verifiers: [AppStoreEnvironment: SignedDataVerifier] = [:]
+        for environment in Set(apis.byApp.values.flatMap(\.keys)) {
+            verifiers[environment] = try signedDataVerifier(env, apps: apps, environment: environment)
+        }
+        return apis.mapValues { byEnvironment in
+            byEnvironment.reduce(into: [:]) { lookups, entry in
+                if let verifier = verifiers[entry.key] { lookups[entry.key] = AppStoreLookup(api: entry.value, verifier: verifier) }
+            }
         }
     }
 
     /// The reconciler: one App Store history per API configured (the deployment's environment's, the sandbox's), and the
     /// voided purchases of each Google Play app.
     static func reconciler(_ env: WorkerApp.Environment, context: StageContext) throws -> StoreReconciler<ContinuousClock>? {
-        let apis = try appStoreAPIsByEnvironment(env.settings, purpose: "to reconcile with the App Store")
-        // The deployment's environment's history first, then the sandbox's.
-        var histories: [any StoreHistory] = apis.sorted { $0.key != .sandbox && $1.key == .sandbox }
-            .map { AppStoreNotificationHistory(environment: $0.key, api: $0.value) }
+        let apis = try appStoreAPIsByEnvironment(env.settings, schemas: env.schemas, purpose: "to reconcile with the App Store")
+        // Each App Store app's (the primary app's first, under the names it had before apps were named): the deployment's
+        // environment's history first, then the sandbox's.
+        var histories: [any StoreHistory] = (apis?.ordered ?? []).flatMap { app, byEnvironment in
+            byEnvironment.sorted { $0.key != .sandbox && $1.key == .sandbox }
+                .map { AppStoreNotificationHistory(environment: $0.key, api: $0.value, app: app == apis?.primary ? nil : app) }
+        }
         if let googlePlay = try googlePlayVerifier(env.settings, apps: try configuredApps(env)) {
             histories += googlePlay.configuration.apps.keys.sorted { $0.rawValue.utf8.lexicographicallyPrecedes($1.rawValue.utf8) }
                 .map { GooglePlayVoidedPurchasesHistory(packageName: $0, api: googlePlay.api) }

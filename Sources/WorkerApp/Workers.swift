@@ -189,67 +189,9 @@ public enum Workers {
 
     /// The finisher's stage from its settings.
     public static func finisherStage(_ env: WorkerApp.Environment) throws -> FinisherStage {
-        let (api, sandboxAPI) = try appStoreAPIs(env)
-        return FinisherStage(context: env.context(stage: "finisher"), store: env.store, appStoreAPI: api, sandboxAPI: sandboxAPI, googlePlay: try googlePlayAPI(env.settings),
+        return FinisherStage(context: env.context(stage: "finisher"), store: env.store, appStoreAPIs: try appStoreAPIClients(env.settings, schemas: env.schemas),
+                             googlePlay: try googlePlayAPI(env.settings),
                              sampleContentProvided: env.settings.flag("--sample-content-provided"))
-    }
-
-    /// The App Store Server API clients `appStoreAPISettings` configure: the deployment's environment's and the sandbox's.
-    static func appStoreAPIs(_ env: WorkerApp.Environment) throws -> (api: AppStoreServerAPIClient?, sandbox: AppStoreServerAPIClient?) {
-        try appStoreAPIs(env.settings)
-    }
-
-    /// The same clients by the environment each serves: `--environment`'s (Production or Sandbox, else an error saying
-    /// what `purpose` needs), and the sandbox's beside a Production one; empty without `--appstore-api-url`.
-    static func appStoreAPIsByEnvironment(_ settings: Settings, purpose: String) throws -> [AppStoreEnvironment: AppStoreServerAPIClient] {
-        let (api, sandboxAPI) = try appStoreAPIs(settings)
-        guard let api else { return [:] }
-        let environment = AppStoreEnvironment(rawValue: try settings.required("--environment"))
-        guard environment == .production || environment == .sandbox else {
-            throw SettingsError("--environment (IAP_ENVIRONMENT) must be Production or Sandbox \(purpose), not \(environment)")
-        }
-        var apis = [environment: api]
-        if let sandboxAPI, environment == .production { apis[.sandbox] = sandboxAPI }
-        return apis
-    }
-
-    /// The app the App Store Server API is asked about (its tokens name one bundle id): `--bundle-id`, or the one App Store
-    /// app of `--apps`.
-    static func appStoreAPIBundleId(_ settings: Settings) throws -> BundleID {
-        guard let path = settings.string("--apps"), !path.isEmpty else { return BundleID(try settings.required("--bundle-id")) }
-        let file: AppsFile
-        do { file = try AppsFile(contentsOf: URL(fileURLWithPath: path), schemas: try JSONSchemaRegistry.eventSchemas(directory: settings.string("--schemas-dir"))) } catch {
-            throw SettingsError("--apps (IAP_APPS_FILE) \(path): \(error)")
-        }
-        let bundleIds = file.apps.compactMap(\.bundleId)
-        guard bundleIds.count == 1 else {
-            throw SettingsError("--appstore-api-url (IAP_APPSTORE_API_URL) asks about one App Store app, and --apps (IAP_APPS_FILE) names \(bundleIds.count) "
-                                + "(\(bundleIds.map(\.rawValue).joined(separator: ", "))): a deployment with the App Store Server API sells in one App Store app")
-        }
-        return bundleIds[0]
-    }
-
-    static func appStoreAPIs(_ settings: Settings) throws -> (api: AppStoreServerAPIClient?, sandbox: AppStoreServerAPIClient?) {
-        var api: AppStoreServerAPIClient?
-        var sandboxAPI: AppStoreServerAPIClient?
-        if let url = settings.string("--appstore-api-url") {
-            guard let base = URL(string: url) else { throw SettingsError("--appstore-api-url is not a URL") }
-            let bundleId = try appStoreAPIBundleId(settings)
-            let keyPath = try settings.required("--appstore-private-key")
-            guard let pem = FileManager.default.contents(atPath: keyPath) else { throw SettingsError("--appstore-private-key: cannot read \(keyPath)") }
-            let key: PrivateKey
-            do { key = try PrivateKey(pem: pem) } catch { throw SettingsError("--appstore-private-key (IAP_APPSTORE_PRIVATE_KEY_FILE): \(error)") }
-            let (keyId, issuerId) = (try settings.required("--appstore-key-id"), try settings.required("--appstore-issuer-id"))
-            api = AppStoreServerAPIClient(configuration: .init(baseURL: base, keyId: keyId, issuerId: issuerId, bundleId: bundleId, privateKey: key))
-            if let sandboxURL = settings.string("--appstore-sandbox-api-url") {
-                guard let sandboxBase = URL(string: sandboxURL) else { throw SettingsError("--appstore-sandbox-api-url is not a URL") }
-                sandboxAPI = AppStoreServerAPIClient(configuration: .init(baseURL: sandboxBase, keyId: keyId, issuerId: issuerId, bundleId: bundleId,
-                                                                          privateKey: key))
-            }
-        } else if settings.string("--appstore-sandbox-api-url") != nil {
-            throw SettingsError("--appstore-sandbox-api-url (IAP_APPSTORE_SANDBOX_API_URL) goes with --appstore-api-url (IAP_APPSTORE_API_URL)")
-        }
-        return (api, sandboxAPI)
     }
 
     /// The operator's AppCoins apps (`PACKAGE=FILE`), each with its public key; nil when none is configured.

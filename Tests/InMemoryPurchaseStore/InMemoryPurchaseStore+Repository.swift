@@ -13,7 +13,7 @@ extension InMemoryPurchaseStore: SweepRepository, ConsumptionRequestRepository {
         try await statesAndEnvironments(of: keys).mapValues(\.state)
     }
 
-    public func statesAndEnvironments(of keys: [PurchaseKey]) async throws -> [PurchaseKey: (state: PurchaseState, environment: String?)] {
+    public func statesAndEnvironments(of keys: [PurchaseKey]) async throws -> [PurchaseKey: (state: PurchaseState, environment: String?, app: AppID?)] {
         try await withTables(keys) { $0.statesAndEnvironments(of: keys) }
     }
 

@@ -85,9 +85,9 @@ extension Tables {
 
     // MARK: Reads
 
-    func statesAndEnvironments(of keys: [PurchaseKey]) -> [PurchaseKey: (state: PurchaseState, environment: String?)] {
-        var found: [PurchaseKey: (state: PurchaseState, environment: String?)] = [:]
-        for key in keys { if let row = purchases[key] { found[key] = (row.state, row.record.environment) } }
+    func statesAndEnvironments(of keys: [PurchaseKey]) -> [PurchaseKey: (state: PurchaseState, environment: String?, app: AppID?)] {
+        var found: [PurchaseKey: (state: PurchaseState, environment: String?, app: AppID?)] = [:]
+        for key in keys { if let row = purchases[key] { found[key] = (row.state, row.record.environment, row.record.app) } }
         return found
     }
 

@@ -54,7 +54,7 @@ extension Tables {
             let heardSince = subscriptionStatuses[PurchaseKey(store: store, transactionId: row.original)].map { $0.asOf.milliseconds > expires } ?? false
             guard !later, !heardSince else { return nil }
             return LapsedSubscription(key: row.key, originalTransactionId: row.original, userId: row.record.userId, environment: row.record.environment,
-                                      expiresDate: Date(milliseconds: expires))
+                                      expiresDate: Date(milliseconds: expires), app: row.record.app)
         }.sorted { ($0.expiresDate, $0.key.transactionId) < ($1.expiresDate, $1.key.transactionId) }.prefix(limit).map { $0 }
     }
 }

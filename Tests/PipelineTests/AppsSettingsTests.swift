@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import PurchaseStore
 import StoreFixtures
@@ -82,14 +83,40 @@ import WorkerApp
         #expect(message.contains("--apps (IAP_APPS_FILE)") && message.contains("/apps/0/id"), "\(message)")
     }
 
-    /// The App Store Server API's tokens name one app: a finisher asked to use it for two is refused, saying so.
-    @Test func theAppStoreServerAPIServesOneApp() async throws {
+    /// The App Store Server API's tokens name one app: the finisher has a client for each App Store app of the file, and
+    /// an apps file without one is refused with the API configured.
+    @Test func theAppStoreServerAPIIsAskedPerApp() async throws {
         let key = directory.appendingPathComponent("key.p8")
-        try Data("unused".utf8).write(to: key)
-        let variables = try variables(apps(puzzleCatalog: true), ["IAP_APPSTORE_API_URL": "http://127.0.0.1:1", "IAP_APPSTORE_KEY_ID": "K",
-                                                                  "IAP_APPSTORE_ISSUER_ID": "I", "IAP_APPSTORE_PRIVATE_KEY_FILE": key.path])
-        let finisher = try WorkerApp.embedded(command: "iap-finisher", settings: Workers.finisherSettings, variables: variables, store: store)
-        let message = await refusal { _ = try Workers.finisherStage(finisher) }
-        #expect(message.contains("names 2 (com.example.coins, com.example.puzzle)"), "\(message)")
+        try Data(try PrivateKey.generateP256().pemRepresentation().utf8).write(to: key)
+        let api = ["IAP_APPSTORE_API_URL": "http://127.0.0.1:1", "IAP_APPSTORE_KEY_ID": "K", "IAP_APPSTORE_ISSUER_ID": "I",
+                   "IAP_APPSTORE_PRIVATE_KEY_FILE": key.path]
+        let finisher = try WorkerApp.embedded(command: "iap-finisher", settings: Workers.finisherSettings,
+                                              variables: try variables(apps(puzzleCatalog: true), api), store: store)
+        _ = try Workers.finisherStage(finisher)
+
+        let keyFile = directory.appendingPathComponent("play.pub")
+        try Data(try GooglePlaySigner().publicKeyBase64().utf8).write(to: keyFile)
+        let androidOnly = #"{"apps": [{"id": "a", "googleplay": {"package": "com.example.a", "publicKeyFile": "play.pub"}}]}"#
+        let refused = try WorkerApp.embedded(command: "iap-finisher", settings: Workers.finisherSettings, variables: try variables(androidOnly, api), store: store)
+        let message = await refusal { _ = try Workers.finisherStage(refused) }
+        #expect(message.contains("--apps (IAP_APPS_FILE) has none (no appstore section)"), "\(message)")
+    }
+
+    /// The sweeper reads each App Store app's notification history with that app's token: the primary app's under the
+    /// name it had before apps were named, the others' named by their app.
+    @Test func theSweeperReconcilesEachAppStoreApp() async throws {
+        let key = directory.appendingPathComponent("key.p8")
+        try Data(try PrivateKey.generateP256().pemRepresentation().utf8).write(to: key)
+        let root = directory.appendingPathComponent("root.pem")
+        try Data(try TestPKI.make().root.pemRepresentation.utf8).write(to: root)
+        _ = try await store.migrate()
+        let variables = try variables(apps(puzzleCatalog: true), [
+            "IAP_APPSTORE_API_URL": "http://127.0.0.1:1", "IAP_APPSTORE_KEY_ID": "K", "IAP_APPSTORE_ISSUER_ID": "I", "IAP_APPSTORE_PRIVATE_KEY_FILE": key.path,
+            "IAP_ENVIRONMENT": "Sandbox", "IAP_ALLOW_UNSIGNED_TEST_DATA": "", "IAP_ROOT_CERTIFICATES": root.path])
+        let sweeper = try WorkerApp.embedded(command: "iap-sweeper", settings: Workers.sweeperSettings, arguments: ["--kafka", "log_level=0"],
+                                             variables: variables, store: store)
+        let reconciler = try #require(try Workers.sweeperServices(sweeper).reconciler)
+        let passes = try await reconciler.reconcileOnce()
+        #expect(Set(passes.keys) == ["Sandbox", "Sandbox:puzzle"], "\(passes)")
     }
 }

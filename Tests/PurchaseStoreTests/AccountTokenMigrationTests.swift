@@ -18,7 +18,7 @@ import TestSupport
         let now = PurchaseTime.milliseconds(Date())
         // Written as version 15's code wrote them, with the columns it had.
         for (storeName, id, token) in tokens {
-            try await store.executor.run { connection in
+            _ = try await store.executor.run { connection in
                 try connection.query("""
                     INSERT INTO purchases (store, transaction_id, user_id, product_id, product_type, quantity, purchase_time, state, verified_at,
                                            app_account_token)

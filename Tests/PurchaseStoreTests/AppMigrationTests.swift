@@ -15,7 +15,7 @@ import TestSupport
         let before = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: "t-before"), userId: "u", productId: "coins.100",
                                     productType: .consumable, quantity: 1, purchaseTime: now)
         // Written as version 22's code wrote it, with the columns it had.
-        try await store.executor.run { connection in
+        _ = try await store.executor.run { connection in
             try connection.query("""
                 INSERT INTO purchases (store, transaction_id, user_id, product_id, product_type, quantity, purchase_time, state, verified_at)
                 VALUES ('appstore', 't-before', 'u', 'coins.100', 'consumable', 1, $1, 'verified', $1)
