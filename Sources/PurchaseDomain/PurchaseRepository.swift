@@ -36,6 +36,10 @@ public protocol PurchaseRepository: Sendable {
     /// renewal from a notification is granted to.
     func owner(store: Store, originalTransactionId: TransactionID) async throws -> UserID?
 
+    /// The original transaction id of the purchases recorded with `purchaseToken` (Google Play, AppCoins): the
+    /// subscription a Google Play purchase naming it as its `linkedPurchaseToken` continues. Nil when none is recorded.
+    func originalTransactionId(store: Store, purchaseToken: PurchaseToken) async throws -> TransactionID?
+
     /// The purchases under `originalTransactionId` (the original, its renewals and restores) that `userId` holds, oldest
     /// first: what moves when another user restores it under the `transfer` policy.
     func purchases(store: Store, originalTransactionId: TransactionID, ownedBy userId: UserID) async throws -> [PurchaseKey]

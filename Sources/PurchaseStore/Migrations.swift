@@ -360,6 +360,11 @@ enum Migrations {
             (23, """
             ALTER TABLE purchases ADD COLUMN app TEXT;
             """),
+            // Purchases by purchase token (Google Play, AppCoins): a subscription bought in place of another names the old
+            // one's token (`linkedPurchaseToken`), and continues its subscription.
+            (24, """
+            CREATE INDEX purchases_by_purchase_token ON purchases (store, purchase_token) WHERE purchase_token IS NOT NULL;
+            """),
         ]
     }
 

@@ -56,6 +56,15 @@ extension SQLPurchaseStore {
         }
     }
 
+    public func originalTransactionId(store: Store, purchaseToken: PurchaseToken) async throws -> TransactionID? {
+        try await executor.run { connection in
+            try connection.query("""
+                SELECT COALESCE(original_transaction_id, transaction_id) FROM purchases
+                WHERE store = $1 AND purchase_token = $2 AND purchase_token IS NOT NULL ORDER BY purchase_time LIMIT 1
+                """, [.text(store.rawValue), .text(purchaseToken)]).first?[0].identifier()
+        }
+    }
+
     public func owner(ofAccountToken token: AccountToken) async throws -> UserID? {
         try await executor.run { connection in try Self.owner(connection, ofAccountToken: token) }
     }

@@ -6,7 +6,7 @@ import WorkerRuntime
 
 extension FinisherStage {
     /// Completes a granted Google Play purchase with the Android Publisher API: a consumable is consumed (the user may buy
-    /// it again), an entitlement acknowledged. Google refunds a purchase neither acknowledged nor consumed within three
+    /// it again), an entitlement acknowledged (a subscription through `purchases.subscriptions`). Google refunds a purchase neither acknowledged nor consumed within three
     /// days, so a call the API could not take now is retried (within the retry budget, then parked and re-driven), and one
     /// it refused is dead-lettered with its status.
     func completeOnGooglePlay(_ record: PurchaseRecord, with api: AndroidPublisherClient,
@@ -17,9 +17,14 @@ extension FinisherStage {
         guard let packageName = record.packageName, let token = record.purchaseToken else {
             return .deadLetter(reason: "storeRefusedFinish", detail: "purchase \(record.key) has no package name and purchase token to complete it with")
         }
-        let answer = consumable
-            ? await api.consume(packageName: packageName, productId: record.productId, purchaseToken: token)
-            : await api.acknowledge(packageName: packageName, productId: record.productId, purchaseToken: token)
+        let answer = if consumable {
+            await api.consume(packageName: packageName, productId: record.productId, purchaseToken: token)
+        } else if record.productType == .autoRenewable {
+            // A renewal's order shares the signup's token, acknowledged then: the call answers that it is.
+            await api.acknowledgeSubscription(packageName: packageName, productId: record.productId, purchaseToken: token)
+        } else {
+            await api.acknowledge(packageName: packageName, productId: record.productId, purchaseToken: token)
+        }
         switch answer {
         case .success:
             return try await finishing(.googlePlayAPI)

@@ -143,6 +143,11 @@ public struct VerifierStage: StoreBackedStage {
                                                purchaseData: purchaseData, signature: signature).map { [VerifiedPurchase($0)] }
         case .googlePlayPurchase:
             guard let googlePlay, let purchase = submission.googleplay else { return .failure(Rejection(.storeRejected, "Google Play is not configured")) }
+            if isGooglePlaySubscription(packageName: purchase.packageName, productId: purchase.productId) {
+                return await googlePlay.verifySignedSubscription(packageName: purchase.packageName, productId: purchase.productId,
+                                                                 purchaseToken: purchase.purchaseToken, purchaseData: purchase.purchaseData,
+                                                                 signature: purchase.signature).map { [VerifiedPurchase($0)] }
+            }
             return await googlePlay.verifySigned(packageName: purchase.packageName, productId: purchase.productId, purchaseToken: purchase.purchaseToken,
                                                  purchaseData: purchase.purchaseData, signature: purchase.signature).map { [VerifiedPurchase($0)] }
         }
@@ -155,6 +160,22 @@ public struct VerifierStage: StoreBackedStage {
         let second = inTheSandbox(sandbox)
         if case .failure(let again) = second, again.reason == .wrongEnvironment { return verdict } // neither: say what production expects
         return second
+    }
+
+    /// Whether the app's catalog names `productId` an auto-renewable subscription: Google keeps subscriptions apart from
+    /// one-time products (`subscriptionsv2`), and a submission does not say which it is.
+    func isGooglePlaySubscription(packageName: PackageName, productId: ProductID) -> Bool {
+        apps?.app(store: .googleplay, storeName: packageName.rawValue)?.catalog?.product(.googleplay, productId)?.type == .autoRenewable
+    }
+
+    /// A Google Play subscription bought in place of another (an upgrade, a downgrade, a re-signup) names the old one's
+    /// token: it continues that subscription (its original, when recorded), so that its period ends the old one's as an
+    /// App Store upgrade does. Any other purchase as it is.
+    func continuingItsSubscription(_ purchase: VerifiedPurchase) async throws -> VerifiedPurchase {
+        guard purchase.store == .googleplay, let linked = purchase.raw["linkedPurchaseToken"]?.stringValue.map({ PurchaseToken($0) }) else { return purchase }
+        var continued = purchase
+        continued.originalTransactionId = try await store.originalTransactionId(store: .googleplay, purchaseToken: linked) ?? TransactionID(linked)
+        return continued
     }
 
     /// What the store says the product is, else what its app's catalog says, else `unknown`.
@@ -186,6 +207,7 @@ public struct VerifierStage: StoreBackedStage {
     func record(_ purchases: [VerifiedPurchase], for submission: PurchaseSubmitted, byTheStore: Bool = false) async throws -> [KafkaProducerMessage] {
         var events: [KafkaProducerMessage] = []
         for purchase in purchases {
+            let purchase = try await continuingItsSubscription(purchase)
             if !byTheStore, let mismatch = accountTokenMismatch(purchase.appAccountToken, purchase.transactionId, purchase.productId, submission) {
                 // Bound to another account: a leaked signed transaction cannot move between accounts that use tokens.
                 events += try context.outputs([mismatch])

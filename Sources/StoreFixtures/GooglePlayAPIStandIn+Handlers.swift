@@ -65,7 +65,7 @@ extension GooglePlayAPIStandIn {
         return HTTPResponse(status: 200, contentType: "application/json", body: body.serializedText)
     }
 
-    /// The Android Publisher API's `purchases.products` get, acknowledge and consume.
+    /// The Android Publisher API's `purchases.products` get, acknowledge and consume (subscriptions: `+Subscriptions`).
     static func api(_ request: HTTPRequest, registry: Registry) -> HTTPResponse {
         guard request.path.hasPrefix(apiPrefix) else { return error(404, "Not found", "NOT_FOUND") }
         // {package}/purchases/products/{product}/tokens/{token}[:action]: the action's colon is literal, a token's is encoded.
@@ -87,6 +87,7 @@ extension GooglePlayAPIStandIn {
             return error(401, "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.",
                          "UNAUTHENTICATED", headers: ["WWW-Authenticate": #"Bearer realm="https://accounts.google.com/""#])
         }
+        if let answer = subscriptionRoutes(request.method, parts, action: action, registry: registry) { return answer }
         if parts.count == 3, parts[1] == "purchases", parts[2] == "voidedpurchases", request.method == "GET", action.isEmpty {
             return voidedPurchases(request, package: PackageName(parts[0]), registry: registry)
         }

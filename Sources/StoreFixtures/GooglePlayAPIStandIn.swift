@@ -5,7 +5,7 @@ import JSON
 import PurchaseDomain
 import Synchronization
 
-/// Google Play's Android Publisher API (v3, one-time products) and Google's OAuth 2.0 token endpoint as tests play them,
+/// Google Play's Android Publisher API (v3, one-time products; subscriptions in `+Subscriptions`) and Google's OAuth 2.0 token endpoint as tests play them,
 /// over real HTTP, as Google documents them:
 /// - `POST /token` exchanges a service account's RS256 JWT assertion (grant type `jwt-bearer`; `iss` the account's e-mail,
 ///   `scope` androidpublisher, `aud` this URL, at most an hour's lifetime) for an access token; else 400 `invalid_grant`.
@@ -77,6 +77,8 @@ public final class GooglePlayAPIStandIn: Sendable {
             var invalid: Set<PurchaseToken> = []
             /// Access tokens issued, with when each expires.
             var accessTokens: [String: Date] = [:]
+            var subscriptions: [PurchaseToken: Subscription] = [:]
+            var acknowledgedSubscriptions: [PurchaseToken: Int] = [:]
             var acknowledged: [PurchaseToken: Int] = [:]
             var consumed: [PurchaseToken: Int] = [:]
             var tokenRequests = 0
@@ -148,6 +150,12 @@ public final class GooglePlayAPIStandIn: Sendable {
     public var tokenRequests: Int { state.books.withLock { $0.tokenRequests } }
     /// Every request, `METHOD path`, in order.
     public var requests: [String] { state.books.withLock { $0.requests } }
+
+    /// Adds or changes the subscription of `token` (it renews, is canceled, expires).
+    public func set(_ token: PurchaseToken, _ subscription: Subscription) { state.books.withLock { $0.subscriptions[token] = subscription } }
+    public func subscription(_ token: PurchaseToken) -> Subscription? { state.books.withLock { $0.subscriptions[token] } }
+    /// Successful acknowledges of the subscription of `token`.
+    public func subscriptionAcknowledgeCount(_ token: PurchaseToken) -> Int { state.books.withLock { $0.acknowledgedSubscriptions[token, default: 0] } }
 
     /// Google voids the purchase of `token` at `at` (a refund, `reason` 1 remorse, 7 chargeback, …; `source` 0 the user,
     /// 1 the developer, 2 Google): it is canceled and listed among the voided purchases.

@@ -101,6 +101,25 @@ public struct VerifiedPurchase: Sendable, Hashable, Codable {
     }
 }
 
+extension VerifiedPurchase {
+    /// A period of a Google Play subscription as the Android Publisher API reported it: its order is the transaction, its
+    /// purchase token the original (renewals share it; `linkedPurchaseToken` stays in `raw` for the verifier, which
+    /// follows it to the subscription it replaced). A license tester's is recorded in the environment `Test`.
+    public init(_ subscription: GooglePlaySubscriptionPurchase) {
+        store = .googleplay
+        transactionId = subscription.transactionId
+        originalTransactionId = TransactionID(subscription.purchaseToken)
+        productId = subscription.productId
+        productType = nil
+        quantity = 1
+        purchaseDate = subscription.startTime
+        expiresDate = subscription.expiryTime
+        appAccountToken = subscription.obfuscatedExternalAccountId.flatMap { UUID(uuidString: $0) == nil ? nil : AccountToken($0) }
+        environment = subscription.isTest ? "Test" : "Production"
+        raw = subscription.raw
+    }
+}
+
 extension AppReceipt {
     /// The receipt's in-app purchases, or why they cannot be read: an entry without a transaction or product id (Apple
     /// documents both for every entry) is not skipped, since whoever submitted the receipt would then hear nothing

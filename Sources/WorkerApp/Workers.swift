@@ -90,6 +90,13 @@ public enum Workers {
             env.logger.info("no --receipt-root (IAP_RECEIPT_ROOT_CERTIFICATES): every StoreKit 1 app receipt is rejected")
         }
         let apps = try configuredApps(env)
+        // Google does not say whether a product is consumed or acknowledged, nor a one-time product from a subscription: the
+        // catalog does. Without it a consumable would be acknowledged, and could not be bought again.
+        if let app = apps.directory.apps.first(where: { !$0.googlePlayPackages.isEmpty && $0.catalog == nil }) {
+            throw SettingsError(apps.directory.namesApps
+                ? "--apps (IAP_APPS_FILE): the app '\(app.id)' sells on Google Play and has no catalog: it names each product's type"
+                : "--googleplay-app (IAP_GOOGLEPLAY_APPS) needs --catalog (IAP_CATALOG): it names each Google Play product's type")
+        }
         let online = env.settings.flag("--online-checks")
         let acceptsSandbox = env.settings.flag("--accept-sandbox")
         guard !acceptsSandbox || environment == .production else {

@@ -21,6 +21,13 @@ extension InMemoryPurchaseStore: SweepRepository, ConsumptionRequestRepository {
         try await withTables { $0.owner(store: store, originalTransactionId: originalTransactionId) }
     }
 
+    public func originalTransactionId(store: Store, purchaseToken: PurchaseToken) async throws -> TransactionID? {
+        try await withTables { tables in
+            tables.purchases.values.filter { $0.record.key.store == store && $0.record.purchaseToken == purchaseToken }
+                .min { $0.record.purchaseTime < $1.record.purchaseTime }.map { $0.record.originalTransactionId ?? $0.record.key.transactionId }
+        }
+    }
+
     public func purchases(store: Store, originalTransactionId: TransactionID, ownedBy userId: UserID) async throws -> [PurchaseKey] {
         try await withTables { $0.purchases(store: store, originalTransactionId: originalTransactionId, ownedBy: userId) }
     }

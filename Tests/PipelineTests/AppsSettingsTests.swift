@@ -59,6 +59,15 @@ import WorkerApp
         #expect(message.contains("--apps (IAP_APPS_FILE): the app 'puzzle' has no catalog"), "\(message)")
     }
 
+    /// Google does not say whether a product is consumed or acknowledged: an app on Google Play needs its catalog.
+    @Test func aGooglePlayAppNeedsItsCatalog() async throws {
+        try Data(try GooglePlaySigner().publicKeyBase64().utf8).write(to: directory.appendingPathComponent("play.pub"))
+        let variables = try variables(#"{"apps": [{"id": "a", "googleplay": {"package": "com.example.a", "publicKeyFile": "play.pub"}}]}"#)
+        let verifier = try WorkerApp.embedded(command: "iap-verifier", settings: Workers.verifierSettings, variables: variables, store: store)
+        let message = await refusal { _ = try Workers.verifierStage(verifier) }
+        #expect(message.contains("the app 'a' sells on Google Play and has no catalog"), "\(message)")
+    }
+
     @Test func theFileAndTheSingleAppSettingsAreNotMixed() async throws {
         let variables = try variables(apps(puzzleCatalog: true), ["IAP_BUNDLE_ID": "com.example.coins"])
         let verifier = try WorkerApp.embedded(command: "iap-verifier", settings: Workers.verifierSettings, variables: variables, store: store)

@@ -130,6 +130,25 @@ import Testing
         }
     }
 
+    /// A Google Play purchase token finds the subscription its purchases continue (the original of the earliest), in its
+    /// store only, by its bytes; the app a purchase was bought in is read with its state.
+    @Test(arguments: RepositoryKind.available) func aPurchaseTokenFindsItsSubscription(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
+        var signup = purchase("GPA.1..0", product: "pass.monthly", type: .autoRenewable, original: "tok-a")
+        signup.key = PurchaseKey(store: .googleplay, transactionId: "GPA.1..0")
+        signup.purchaseToken = "tok-b"
+        signup.app = "puzzle"
+        var renewal = signup
+        renewal.key = PurchaseKey(store: .googleplay, transactionId: "GPA.1..1")
+        renewal.originalTransactionId = "tok-later"
+        renewal.purchaseTime = Self.t0.addingTimeInterval(60)
+        for record in [signup, renewal] { #expect(try await store.recordVerified(record, at: Self.t0) == .recorded) }
+        #expect(try await store.originalTransactionId(store: .googleplay, purchaseToken: "tok-b") == "tok-a", "the earliest purchase's")
+        #expect(try await store.originalTransactionId(store: .appcoins, purchaseToken: "tok-b") == nil)
+        #expect(try await store.originalTransactionId(store: .googleplay, purchaseToken: "tok-B") == nil)
+        #expect(try await store.statesAndEnvironments(of: [signup.key])[signup.key]?.app == "puzzle")
+    }
+
     /// The reads the stages decide with: environments, the owner of a subscription, what a user holds under an original,
     /// the consumption report kept with the purchase (the first stands), and the outbox of refund notices.
     @Test(arguments: RepositoryKind.available) func theReadsTheStagesDecideWith(_ kind: RepositoryKind) async throws {

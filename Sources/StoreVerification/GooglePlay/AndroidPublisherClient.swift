@@ -3,10 +3,11 @@ import HTTPClient
 import JSON
 import PurchaseDomain
 
-/// Calls the Google Play Android Publisher API (v3) about one-time product purchases, authenticated as a service account
-/// the Play Console granted access to the apps' orders:
+/// Calls the Google Play Android Publisher API (v3) about purchases, authenticated as a service account the Play Console
+/// granted access to the apps' orders: one-time products with
 /// `GET {base}/androidpublisher/v3/applications/{package}/purchases/products/{product}/tokens/{token}` and `POST` of the
-/// same path with `:acknowledge` or `:consume`. An access token the API refuses (`401`) is replaced once per call.
+/// same path with `:acknowledge` or `:consume`; subscriptions with `GET …/purchases/subscriptionsv2/tokens/{token}` and
+/// `POST …/purchases/subscriptions/{product}/tokens/{token}:acknowledge`. An access token the API refuses (`401`) is replaced once per call.
 public final class AndroidPublisherClient: Sendable {
     public struct Configuration: Sendable {
         public var baseURL: URL
@@ -66,6 +67,31 @@ public final class AndroidPublisherClient: Sendable {
         await complete(":consume", packageName, productId, purchaseToken) { $0.isConsumed }
     }
 
+    /// `purchases.subscriptionsv2.get`: the subscription of `purchaseToken`, its line item of `productId`.
+    public func subscriptionPurchase(packageName: PackageName, productId: ProductID, purchaseToken: PurchaseToken) async
+        -> Result<GooglePlaySubscriptionPurchase, Failure> {
+        await request("GET", packageName, productId, purchaseToken) { package, _, token in "/purchases/subscriptionsv2/tokens/" + token }.flatMap { body in
+            guard let fields = JSONValue.parse(body)?.objectValue,
+                  let purchase = GooglePlaySubscriptionPurchase(answer: fields, packageName: packageName, productId: productId, purchaseToken: purchaseToken)
+            else { return .failure(.unavailable("Android Publisher API: an answer that is not a SubscriptionPurchaseV2 of product \(productId)")) }
+            return .success(purchase)
+        }
+    }
+
+    /// `purchases.subscriptions.acknowledge`: the subscription was delivered (Google refunds a signup not acknowledged
+    /// within three days). Succeeds also when it was acknowledged before.
+    public func acknowledgeSubscription(packageName: PackageName, productId: ProductID, purchaseToken: PurchaseToken) async -> Result<Void, Failure> {
+        let answer = await request("POST", packageName, productId, purchaseToken) { _, product, token in
+            "/purchases/subscriptions/" + product + "/tokens/" + token + ":acknowledge"
+        }
+        guard case .failure(.refused(400, let detail)) = answer else { return answer.map { _ in } }
+        switch await subscriptionPurchase(packageName: packageName, productId: productId, purchaseToken: purchaseToken) {
+        case .success(let purchase) where purchase.isAcknowledged: return .success(())
+        case .success: return .failure(.refused(status: 400, detail: detail))
+        case .failure(let failure): return .failure(failure)
+        }
+    }
+
     /// An acknowledge or consume. Google answers 400 when the purchase is already in the state asked for; the purchase is
     /// then read, so a repeat (a retry after a lost answer, a redelivered message) succeeds and a real refusal stays one.
     private func complete(_ action: String, _ packageName: PackageName, _ productId: ProductID, _ purchaseToken: PurchaseToken,
@@ -79,9 +105,16 @@ public final class AndroidPublisherClient: Sendable {
         }
     }
 
-    /// One call about a purchase: the answer's body.
+    /// One call about a one-time product purchase: the answer's body.
     private func call(_ method: String, _ packageName: PackageName, _ productId: ProductID, _ purchaseToken: PurchaseToken,
                       action: String) async -> Result<[UInt8], Failure> {
+        await request(method, packageName, productId, purchaseToken) { _, product, token in "/purchases/products/" + product + "/tokens/" + token + action }
+    }
+
+    /// One call about a purchase, its path after the package (`path` of the encoded package, product and token): the
+    /// answer's body.
+    private func request(_ method: String, _ packageName: PackageName, _ productId: ProductID, _ purchaseToken: PurchaseToken,
+                         path: (String, String, String) -> String) async -> Result<[UInt8], Failure> {
         if let invalid = AndroidPurchaseData.invalidPathSegment(packageName: packageName, productId: productId, purchaseToken: purchaseToken) {
             return .failure(.refused(status: 0, detail: "invalid \(invalid)"))
         }
@@ -89,7 +122,7 @@ public final class AndroidPublisherClient: Sendable {
               let token = Self.pathSegment(purchaseToken.rawValue) else {
             return .failure(.refused(status: 0, detail: "a name that cannot be percent-encoded"))
         }
-        return await send(method, url: applicationsURL + package + "/purchases/products/" + product + "/tokens/" + token + action)
+        return await send(method, url: applicationsURL + package + path(package, product, token))
     }
 
     static func pathSegment(_ text: String) -> String? { text.addingPercentEncoding(withAllowedCharacters: .urlUnreserved) }

@@ -1,0 +1,65 @@
+import Foundation
+import Kafka
+import PurchaseDomain
+import PurchaseEvents
+import StoreFixtures
+import Testing
+import TestSupport
+
+extension PipelineTests {
+    /// A Google Play subscription through the workers, `subscriptionsv2` played by the stand-in: the signup is granted
+    /// until its expiry and acknowledged once; a renewal (a new order of the same token, seen when the app submits the
+    /// purchase again) extends it; a cancellation leaves the period paid for; an upgrade (a new token naming the old one as
+    /// `linkedPurchaseToken`) continues the subscription and ends the old period at its start; a pending signup waits.
+    @Test func googlePlaySubscriptionsAreGrantedUntilTheirExpiryRenewedAndUpgraded() async throws {
+        let servers = try TestServices.requireBrokers()
+        let start = Date().addingTimeInterval(-60)
+        func subscription(_ product: ProductID, order: String?, expiresIn days: Double, state: String = "SUBSCRIPTION_STATE_ACTIVE",
+                          acknowledged: Bool = false, linked: PurchaseToken? = nil, startTime: Date? = nil) -> GooglePlayAPIStandIn.Subscription {
+            .init(packageName: "com.example.coins", productId: product, state: state, latestOrderId: order.map { TransactionID($0) }, startTime: startTime ?? start,
+                  expiryTime: Date().addingTimeInterval(days * 86_400), acknowledged: acknowledged, linkedPurchaseToken: linked)
+        }
+        let api = try GooglePlayAPIStandIn(purchases: [:])
+        api.set("sub-1", subscription("pass.monthly", order: "GPA.1111..0", expiresIn: 30))
+        api.set("sub-pending", subscription("pass.monthly", order: nil, expiresIn: 30, state: "SUBSCRIPTION_STATE_PENDING"))
+        let pipeline = try await Self.start(servers: servers, pki: try TestPKI.make(), storeURL: try await StoreEngine.sqlite.freshURL(),
+                                            googlePlay: api, pendingRecheck: .seconds(60))
+        let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
+        func submit(_ token: String, _ product: String = "pass.monthly", user: UserID = "android-s") async throws {
+            for result in await producer.send(contentsOf: [try pipeline.googlePlaySubmission(token: token, product: product, user: user)]) { _ = try result.get() }
+        }
+        func state(_ order: TransactionID) async throws -> PurchaseState? { try await pipeline.store.purchase(PurchaseKey(store: .googleplay, transactionId: order))?.state }
+        func passUntil() async throws -> Date?? { try await pipeline.store.entitlements(of: "android-s")["pass"] }
+
+        try await submit("sub-pending")
+        try await submit("sub-1")
+        try await waitUntil("the signup is granted and acknowledged") { try await state("GPA.1111..0") == .finished }
+        #expect(api.subscriptionAcknowledgeCount("sub-1") == 1)
+        let firstExpiry = try #require(api.subscription("sub-1")?.expiryTime)
+        #expect(try await passUntil().flatMap { $0 }.map { abs($0.timeIntervalSince(firstExpiry)) < 1 } == true, "granted until its expiry")
+        #expect(try await pipeline.store.purchase(PurchaseKey(store: .googleplay, transactionId: "GPA.1111..0"))?.originalTransactionId == "sub-1")
+        #expect(try await state("sub-pending") == nil, "a pending signup is not recorded")
+
+        // Renewed: Google charged the next period (a new order); the app submits the purchase again.
+        api.set("sub-1", subscription("pass.monthly", order: "GPA.1111..1", expiresIn: 60, acknowledged: true))
+        try await submit("sub-1")
+        try await waitUntil("the renewal is granted and finished") { try await state("GPA.1111..1") == .finished }
+        let renewedExpiry = try #require(api.subscription("sub-1")?.expiryTime)
+        #expect(try await passUntil().flatMap { $0 }.map { abs($0.timeIntervalSince(renewedExpiry)) < 1 } == true, "extended to the renewal's expiry")
+        #expect(api.subscriptionAcknowledgeCount("sub-1") == 1, "the signup's acknowledgement covers its renewals")
+
+        // Canceled: it will not renew, and the period paid for stays.
+        api.set("sub-1", subscription("pass.monthly", order: "GPA.1111..1", expiresIn: 60, state: "SUBSCRIPTION_STATE_CANCELED", acknowledged: true))
+        try await submit("sub-1")
+        // Upgraded to gold: a new token naming the old one. Gold is granted; the pass ends at gold's start.
+        api.set("sub-2", subscription("gold.monthly", order: "GPA.2222..0", expiresIn: 30, linked: "sub-1", startTime: Date().addingTimeInterval(-1)))
+        try await submit("sub-2", "gold.monthly")
+        try await waitUntil("the upgrade is granted and acknowledged") { try await state("GPA.2222..0") == .finished }
+        #expect(try await pipeline.store.purchase(PurchaseKey(store: .googleplay, transactionId: "GPA.2222..0"))?.originalTransactionId == "sub-1",
+                "the upgrade continues the subscription it replaced")
+        let held = try await pipeline.store.entitlements(of: "android-s")
+        #expect(held.keys.sorted() == ["gold"], "the pass ended at the upgrade: \(held)")
+        #expect(api.subscriptionAcknowledgeCount("sub-2") == 1)
+        try await pipeline.stop()
+    }
+}
