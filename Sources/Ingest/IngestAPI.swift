@@ -12,6 +12,9 @@ import WorkerRuntime
 ///
 /// - `POST /v1/appstore/notifications` takes App Store Server Notifications V2 (`{"signedPayload": "…"}`)
 ///   and publishes a `store.notification` event; 200 once the broker acknowledged it.
+/// - `POST /v1/googleplay/notifications` (when configured) takes Google Play's real-time developer notifications as
+///   Cloud Pub/Sub pushes them, authenticated by the push's OIDC token (401 otherwise), and publishes a
+///   `store.notification` event keyed by the purchase's token; 200 once the broker acknowledged it.
 /// - `POST /v1/purchases` takes a `purchase.submitted` body (`submittedAt` and `source` may be left out)
 ///   and publishes it; 202 once the broker acknowledged it (verification follows in `iap-verifier`).
 ///
@@ -26,19 +29,25 @@ public final class IngestAPI: Sendable {
         public var clientSecret: Data?
         /// How far a signed request's timestamp may be from the server's clock.
         public var signatureTolerance: TimeInterval
-        /// Longest `signedPayload` of a notification: what the verifier accepts (a compact JWS of 64 KiB).
+        /// Longest `signedPayload` of a notification: what the verifier accepts (a compact JWS of 64 KiB); also the
+        /// longest Google Play notification.
         public var maxNotificationPayloadBytes: Int
+        /// When set, `POST /v1/googleplay/notifications` takes Google Play's real-time developer notifications pushed by
+        /// Pub/Sub, authenticated by this; unset, the route is not served.
+        public var googlePlayPush: PubSubPushAuthenticator?
 
-        public init(clientSecret: Data? = nil, signatureTolerance: TimeInterval = RequestSignature.defaultTolerance, maxNotificationPayloadBytes: Int = 64 * 1024) {
+        public init(clientSecret: Data? = nil, signatureTolerance: TimeInterval = RequestSignature.defaultTolerance, maxNotificationPayloadBytes: Int = 64 * 1024,
+                    googlePlayPush: PubSubPushAuthenticator? = nil) {
+            self.googlePlayPush = googlePlayPush
             self.clientSecret = clientSecret
             self.signatureTolerance = signatureTolerance
             self.maxNotificationPayloadBytes = maxNotificationPayloadBytes
         }
     }
 
-    private let configuration: Configuration
+    let configuration: Configuration
     private let publisher: EventPublisher
-    private let logger: Logger
+    let logger: Logger
     private let metrics: MetricsRegistry
     private let lastFailure = Mutex<ContinuousClock.Instant?>(nil)
     private let answered = Atomic<Int>(0)
@@ -58,6 +67,7 @@ public final class IngestAPI: Sendable {
         switch request.path {
         case "/v1/appstore/notifications": route = "notifications"
         case "/v1/purchases": route = "purchases"
+        case "/v1/googleplay/notifications" where configuration.googlePlayPush != nil: route = "googleplay"
         default: return nil
         }
         let started = ContinuousClock.now
@@ -66,6 +76,8 @@ public final class IngestAPI: Sendable {
             response = Self.error(405, "methodNotAllowed", "use POST")
         } else if route == "notifications" {
             response = await notification(request)
+        } else if route == "googleplay" {
+            response = await googlePlayNotification(request)
         } else {
             response = await submission(request)
         }
@@ -167,7 +179,7 @@ public final class IngestAPI: Sendable {
 
     /// Publishes `event`, which is let go once its message is queued (what a request holds while the broker is slow to
     /// acknowledge is what bounds the ingest's memory under a flood).
-    private func publish<Event: PipelineEvent>(_ event: consuming Event, status: Int) async -> HTTPResponse {
+    func publish<Event: PipelineEvent>(_ event: consuming Event, status: Int) async -> HTTPResponse {
         let id = event.eventID
         do {
             let report = try await publisher.publish(consume event)

@@ -97,12 +97,20 @@ public struct PurchaseSubmitted: PipelineEvent, Hashable {
     }
 }
 
-/// `store.notification`: an App Store Server Notification V2 as Apple sent it.
+/// `store.notification`: a store's notification as it arrived: an App Store Server Notification V2 as Apple sent it
+/// (`signedPayload`), or a Google Play real-time developer notification (`developerNotification`, the Pub/Sub message's
+/// data, decoded: a JSON text), whose push the ingest authenticated.
 public struct StoreNotificationReceived: PipelineEvent, Hashable {
     public static let type = EventType.storeNotification
     public var store: Store
-    public var signedPayload: String
+    public var signedPayload: String?
+    public var developerNotification: String?
     public var receivedAt: Date
+    /// The purchase token a Google Play notification is about: its message key, so that what is told of one purchase is
+    /// handled in order. Not in the event's body.
+    public var purchaseToken: PurchaseToken?
+
+    enum CodingKeys: String, CodingKey { case store, signedPayload, developerNotification, receivedAt }
 
     public init(signedPayload: String, receivedAt: Date) {
         self.store = .appstore
@@ -110,9 +118,24 @@ public struct StoreNotificationReceived: PipelineEvent, Hashable {
         self.receivedAt = receivedAt
     }
 
-    /// Notifications have no user; keyed by their content so retries of one notification stay together.
-    public var messageKey: Data? { Data(("notification:\(ContentHash.hex(signedPayload).prefix(16))").utf8) }
-    public var eventID: String { "notification:\(ContentHash.hex(signedPayload))" }
+    /// A Google Play real-time developer notification about `purchaseToken` (nil: a test notification).
+    public init(developerNotification: String, purchaseToken: PurchaseToken?, receivedAt: Date) {
+        self.store = .googleplay
+        self.developerNotification = developerNotification
+        self.purchaseToken = purchaseToken
+        self.receivedAt = receivedAt
+    }
+
+    /// What the store sent.
+    public var content: String { signedPayload ?? developerNotification ?? "" }
+
+    /// Notifications have no user: an App Store one is keyed by its content so retries of one notification stay together,
+    /// a Google Play one by its purchase token so those of one purchase stay in order.
+    public var messageKey: Data? {
+        if let purchaseToken { return Data("googleplay:\(purchaseToken)".utf8) }
+        return Data(("notification:\(ContentHash.hex(content).prefix(16))").utf8)
+    }
+    public var eventID: String { "notification:\(store == .appstore ? "" : "\(store.rawValue):")\(ContentHash.hex(content))" }
 }
 
 /// `purchase.consumed`: the app reports that it called `finish()` (AppCoins consumes on the device).

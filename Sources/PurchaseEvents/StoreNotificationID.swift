@@ -3,9 +3,9 @@ import JSON
 import PurchaseDomain
 
 extension StoreNotificationReceived {
-    /// The notification's own id (`notificationUUID`), read from the payload without verifying it: to tell whether it was
-    /// handled, never to act on.
+    /// An App Store notification's own id (`notificationUUID`), read from the payload without verifying it: to tell whether
+    /// it was handled, never to act on.
     public var notificationID: NotificationID? {
-        Base64URL.unverifiedJWSPayload(signedPayload)?["notificationUUID"]?.stringValue.map { NotificationID($0) }
+        signedPayload.flatMap(Base64URL.unverifiedJWSPayload)?["notificationUUID"]?.stringValue.map { NotificationID($0) }
     }
 }

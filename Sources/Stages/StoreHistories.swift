@@ -49,6 +49,13 @@ public struct GooglePlayVoidedPurchasesHistory: StoreHistory {
         self.api = api
     }
 
+    /// The revocation of an order Google voided, under the id it is recorded as published by: the voided list and a
+    /// voided-purchase notification name it alike, so that whichever comes second publishes it no more.
+    public static func revocation(packageName: PackageName, transactionId: TransactionID, voidedAt: Date?, at now: Date) -> StoreHistoryPage.Entry {
+        StoreHistoryPage.Entry(id: NotificationID("googleplay.voided:\(packageName):\(transactionId)"), event: PurchaseRevokedEvent(
+            store: .googleplay, transactionId: transactionId, reason: .REFUND, revocationDate: voidedAt, decidedAt: voidedAt, revokedAt: now))
+    }
+
     public var name: String { "googleplay:\(packageName)" }
     public var checkpoint: String { "googleplay.voided.\(packageName)" }
     public var kept: TimeInterval { AndroidPublisherClient.voidedPurchasesKept }
@@ -57,11 +64,7 @@ public struct GooglePlayVoidedPurchasesHistory: StoreHistory {
     public func page(from start: Date, to end: Date, token: String?, readAt: Date) async -> Result<StoreHistoryPage, StoreHistoryFailure> {
         switch await api.voidedPurchases(packageName: packageName, from: start, to: end, pageToken: token) {
         case .success(let page):
-            let entries = page.purchases.map { voided in
-                StoreHistoryPage.Entry(id: NotificationID("googleplay.voided:\(packageName):\(voided.transactionId)"), event: PurchaseRevokedEvent(
-                    store: .googleplay, transactionId: voided.transactionId, reason: .REFUND, revocationDate: voided.voidedTime,
-                    decidedAt: voided.voidedTime, revokedAt: readAt))
-            }
+            let entries = page.purchases.map { Self.revocation(packageName: packageName, transactionId: $0.transactionId, voidedAt: $0.voidedTime, at: readAt) }
             return .success(.init(entries: entries, nextToken: page.nextPageToken))
         case .failure(.unavailable(let why, let retryAfter)): return .failure(.unavailable(why, retryAfter: retryAfter))
         case .failure(.refused(let status, let detail)): return .failure(.refused("voided purchases: HTTP \(status) \(detail)"))

@@ -4,13 +4,15 @@ import PurchaseEvents
 import StoreVerification
 import WorkerRuntime
 
-/// `store.notification`: the App Store's notifications, verified, each recorded as handled (so that a reconciliation pass
+/// `store.notification`: the App Store's notifications (Google Play's: `VerifierStage+GooglePlayNotifications.swift`), verified, each recorded as handled (so that a reconciliation pass
 /// over the store's history knows it arrived) and turned into what it means for the purchase it is about, and for the
 /// subscription's status (`VerifierStage+SubscriptionStatus.swift`).
 extension VerifierStage {
     func handle(_ received: StoreNotificationReceived) async throws -> StageResult {
+        if received.store == .googleplay { return try await handleGooglePlay(received) }
+        guard let signedPayload = received.signedPayload else { return .deadLetter(reason: "notificationRejected", detail: "no signedPayload") }
         let notification: AppStoreNotification
-        switch orInTheSandbox(appStore.verifyNotification(received.signedPayload), { $0.appStore.verifyNotification(received.signedPayload) }) {
+        switch orInTheSandbox(appStore.verifyNotification(signedPayload), { $0.appStore.verifyNotification(signedPayload) }) {
         case .success(let value): notification = value
         case .failure(let rejection) where rejection.isRetryable: throw TransientError("\(rejection)")
         case .failure(let rejection): return .deadLetter(reason: "notificationRejected", detail: "\(rejection)")

@@ -34,7 +34,7 @@ extension Workers {
                     help: "file with the shared secret that signs GET /v1/users requests (or IAP_INGEST_READ_SECRET); required with --read-side unless --http-host is a private address"),
             Setting("--environment", env: "IAP_ENVIRONMENT", default: "Production",
                     help: "the environment --appstore-api-url serves (Production or Sandbox), for POST /v1/users/{userId}/sync"),
-        ] + appStoreAPISettings
+        ] + googlePlayPushSettings + appStoreAPISettings
         return await WorkerApp.launch(command: "iap-ingest", summary: "Publishes App Store notifications and client submissions as pipeline events.",
                                       settings: settings) { process in
             var kafka = process.kafka
@@ -56,7 +56,8 @@ extension Workers {
             let operationsPort = try process.settings.int("--ops-port")
             if let operationsPort, !(0...65535).contains(operationsPort) { throw SettingsError("--ops-port (IAP_OPS_PORT) must be 0–65535") }
             let publisher = try EventPublisher(codec: process.codec(component: "ingest"), kafka: kafka)
-            let api = IngestAPI(configuration: .init(clientSecret: secret), publisher: publisher, logger: process.logger, metrics: process.metrics)
+            let api = IngestAPI(configuration: .init(clientSecret: secret, googlePlayPush: try googlePlayPush(process.settings)), publisher: publisher,
+                                logger: process.logger, metrics: process.metrics)
             let host = process.settings.string("--http-host") ?? "0.0.0.0"
             let holdings = try readSide(process, host: host, publisher: publisher)
             let probe = try BrokerProbe(kafka: process.kafka)
@@ -93,6 +94,29 @@ extension Workers {
         }
         if secret?.isEmpty == true { throw SettingsError("\(setting): the secret is empty") }
         return secret
+    }
+
+    /// Google Play's real-time developer notifications, pushed by Cloud Pub/Sub to `POST /v1/googleplay/notifications`.
+    static let googlePlayPushSettings = [
+        Setting("--googleplay-push-audience", env: "IAP_GOOGLEPLAY_PUSH_AUDIENCE",
+                help: "serve POST /v1/googleplay/notifications (Google Play real-time developer notifications, a Pub/Sub push subscription with "
+                    + "authentication): the audience its OIDC tokens name (the endpoint's URL unless the subscription sets another); unset: not served"),
+        Setting("--googleplay-push-service-account", env: "IAP_GOOGLEPLAY_PUSH_SERVICE_ACCOUNT",
+                help: "the service account e-mail the push subscription authenticates as (required with --googleplay-push-audience)"),
+        Setting("--googleplay-push-keys", env: "IAP_GOOGLEPLAY_PUSH_KEYS", default: GoogleSigningKeys.googleCertificatesURL,
+                help: "Google's OIDC signing certificates: their URL, or a file of the same form (key id → PEM certificate)"),
+    ]
+
+    /// The authenticator of Google Play's pushes; nil without `--googleplay-push-audience`.
+    static func googlePlayPush(_ settings: Settings) throws -> PubSubPushAuthenticator? {
+        guard let audience = settings.string("--googleplay-push-audience"), !audience.isEmpty else { return nil }
+        let email = try settings.required("--googleplay-push-service-account")
+        let keys = try settings.required("--googleplay-push-keys")
+        let source: GoogleSigningKeys.Source = keys.hasPrefix("https://") || keys.hasPrefix("http://") ? .url(keys) : .file(keys)
+        if case .file(let path) = source, !FileManager.default.fileExists(atPath: path) {
+            throw SettingsError("--googleplay-push-keys (IAP_GOOGLEPLAY_PUSH_KEYS): no file \(path)")
+        }
+        return PubSubPushAuthenticator(configuration: .init(audience: audience, serviceAccountEmail: email), keys: GoogleSigningKeys(source: source))
     }
 
     /// `GET /v1/users/{userId}` with `--read-side` (an explicit choice: deployments hand `IAP_STORE_URL` to every

@@ -17,7 +17,7 @@ struct LostNotifications {
 
     /// Puts `notification` in the store's history; whether it is also delivered.
     mutating func delivers(_ notification: StoreNotificationReceived, to history: AppStoreServerAPIStandIn) -> Bool {
-        history.recordNotification(notification.signedPayload, at: notification.receivedAt)
+        history.recordNotification(notification.content, at: notification.receivedAt)
         guard let id = notification.notificationID else { return true }
         let count = Double(sent.count)
         sent.append(id)

@@ -1,10 +1,12 @@
 import Foundation
+import JSON
 import Kafka
 import PurchaseDomain
 import PurchaseEvents
 import StoreFixtures
 import Testing
 import TestSupport
+import WorkerApp
 
 extension PipelineTests {
     /// A Google Play subscription through the workers, `subscriptionsv2` played by the stand-in: the signup is granted
@@ -60,6 +62,68 @@ extension PipelineTests {
         let held = try await pipeline.store.entitlements(of: "android-s")
         #expect(held.keys.sorted() == ["gold"], "the pass ended at the upgrade: \(held)")
         #expect(api.subscriptionAcknowledgeCount("sub-2") == 1)
+        try await pipeline.stop()
+    }
+}
+
+extension PipelineTests {
+    /// Google Play's real-time developer notifications, as the ingest publishes them, through the workers: each is a hint
+    /// the verifier reads the purchase again for. A renewal nobody submitted is granted to the subscription's owner; a
+    /// one-time purchase nobody submitted is kept unclaimed until the app's submission claims it; a voided order is
+    /// revoked, and the voided-purchases list then publishes it no more.
+    @Test func googlePlayNotificationsRenewRecordAndRevokeWhatTheyTellOf() async throws {
+        let servers = try TestServices.requireBrokers()
+        let start = Date().addingTimeInterval(-60)
+        func period(_ order: String, expiresIn days: Double) -> GooglePlayAPIStandIn.Subscription {
+            .init(packageName: "com.example.coins", productId: "pass.monthly", latestOrderId: TransactionID(order), startTime: start,
+                  expiryTime: Date().addingTimeInterval(days * 86_400), acknowledged: order.hasSuffix("..1"))
+        }
+        let api = try GooglePlayAPIStandIn(purchases: [
+            "gp-unclaimed": .init(packageName: "com.example.coins", productId: "coins.100", orderId: "GPA.4444-unclaimed"),
+        ])
+        api.set("sub-n", period("GPA.3333..0", expiresIn: 30))
+        let pipeline = try await Self.start(servers: servers, pki: try TestPKI.make(), storeURL: try await StoreEngine.sqlite.freshURL(), googlePlay: api)
+        let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
+        func send(_ messages: [KafkaProducerMessage]) async throws { for result in await producer.send(contentsOf: messages) { _ = try result.get() } }
+        func notify(_ kind: String, _ fields: [String: JSONValue], token: PurchaseToken?) async throws {
+            let text = GooglePlayPushSigner.notification(package: "com.example.coins", kind, fields)
+            try await send([try pipeline.codec.message(StoreNotificationReceived(developerNotification: text, purchaseToken: token, receivedAt: Date()),
+                                                       time: Date())])
+        }
+        func state(_ order: TransactionID) async throws -> PurchaseState? { try await pipeline.store.purchase(PurchaseKey(store: .googleplay, transactionId: order))?.state }
+
+        try await send([try pipeline.googlePlaySubmission(token: "sub-n", product: "pass.monthly", user: "android-n")])
+        try await waitUntil("the signup is finished") { try await state("GPA.3333..0") == .finished }
+
+        // Renewed, and only a notification tells of it.
+        api.set("sub-n", period("GPA.3333..1", expiresIn: 60))
+        try await notify("subscriptionNotification", ["version": .string("1.0"), "notificationType": .integer(2), "purchaseToken": .string("sub-n"),
+                                                      "subscriptionId": .string("pass.monthly")], token: "sub-n")
+        try await waitUntil("the renewal is granted to the subscriber and finished") { try await state("GPA.3333..1") == .finished }
+        #expect(try await pipeline.store.purchase(PurchaseKey(store: .googleplay, transactionId: "GPA.3333..1"))?.userId == "android-n")
+        let renewedExpiry = try #require(api.subscription("sub-n")?.expiryTime)
+        #expect(try await pipeline.store.entitlements(of: "android-n")["pass"].flatMap { $0 }.map { abs($0.timeIntervalSince(renewedExpiry)) < 1 } == true)
+
+        // A one-time purchase the app never submitted (it died after paying): kept unclaimed, then claimed by its submission.
+        try await notify("testNotification", ["version": .string("1.0")], token: nil)
+        try await notify("oneTimeProductNotification", ["version": .string("1.0"), "notificationType": .integer(1), "purchaseToken": .string("gp-unclaimed"),
+                                                        "sku": .string("coins.100")], token: "gp-unclaimed")
+        try await waitUntil("the charge is kept unclaimed") { try await state("GPA.4444-unclaimed") == .unclaimed }
+        try await send([try pipeline.googlePlaySubmission(token: "gp-unclaimed", user: "android-n")])
+        try await waitUntil("the app's submission claims it") { try await state("GPA.4444-unclaimed") == .finished }
+        #expect(try await pipeline.store.balances(of: "android-n") == ["coins": 100])
+
+        // Refunded: the notification revokes it; the voided list, read later, publishes it no more.
+        api.void("gp-unclaimed", at: Date().addingTimeInterval(-1))
+        try await notify("voidedPurchaseNotification", ["purchaseToken": .string("gp-unclaimed"), "orderId": .string("GPA.4444-unclaimed"),
+                                                        "productType": .integer(2), "refundType": .integer(1)], token: "gp-unclaimed")
+        try await waitUntil("the refunded coins are revoked") { try await state("GPA.4444-unclaimed") == .revoked }
+        #expect(try await pipeline.store.balances(of: "android-n") == ["coins": 0])
+        let sweeper = try WorkerApp.embedded(command: "iap-sweeper", settings: Workers.sweeperSettings, arguments: ["--kafka", "log_level=3"],
+                                             variables: pipeline.variables, store: pipeline.store)
+        let reconciler = try #require(try Workers.sweeperServices(sweeper).reconciler)
+        let pass = try #require(try await reconciler.reconcileOnce()["googleplay:com.example.coins"])
+        #expect(pass.listed == 1 && pass.recovered == 0, "the notification's revocation was recorded: \(pass)")
         try await pipeline.stop()
     }
 }

@@ -67,7 +67,7 @@ import WorkerRuntime
         let pass = try #require(try await reconciler.reconcileOnce()["Production"])
         #expect(pass.pages == 2 && pass.listed == 3 && pass.recovered == 2 && pass.completed)
         let published = try await published(atLeast: 2)
-        #expect(published.map(\.signedPayload) == [payloads[0], payloads[2]], "the lost ones, in the order the store sent them")
+        #expect(published.map(\.content) == [payloads[0], payloads[2]], "the lost ones, in the order the store sent them")
 
         // The verifier handles them; the next pass reads the same span again (the overlap) and publishes nothing.
         for uuid in ["n-1", "n-3"] { try await store.recordNotificationSeen(NotificationID(uuid), type: "REFUND", at: Date()) }
@@ -87,7 +87,7 @@ import WorkerRuntime
         try await store.recordNotificationSeen("recent", type: "REFUND", at: Date())
         let second = try #require(try await reconciler.reconcileOnce()["Production"])
         #expect(second.listed == 1 && second.recovered == 1, "only the span since the checkpoint, less the overlap")
-        #expect(try await published(atLeast: 2).compactMap { StoreReconcilerTests.uuid(of: $0.signedPayload) } == ["recent", "late"])
+        #expect(try await published(atLeast: 2).compactMap { StoreReconcilerTests.uuid(of: $0.content) } == ["recent", "late"])
     }
 
     /// A checkpoint older than the history Apple keeps starts the read at the oldest it keeps (Apple refuses earlier).

@@ -1,0 +1,74 @@
+import Foundation
+import PurchaseDomain
+import PurchaseEvents
+import StoreVerification
+import WorkerRuntime
+
+/// `store.notification` from Google Play: a real-time developer notification the ingest authenticated, only a hint of
+/// what happened to which purchase. The purchase is read again from the Android Publisher API and judged by that: a
+/// subscription's new period (a signup, a renewal, a recovery, a restart) is recorded for the subscription's owner like a
+/// submission, or kept unclaimed for the app's; a one-time purchase likewise; a voided order is revoked (once, with the
+/// voided-purchases list); a test notification is logged. Notifications of one purchase share a partition (their key is
+/// its token), so they are handled in order.
+extension VerifierStage {
+    func handleGooglePlay(_ received: StoreNotificationReceived) async throws -> StageResult {
+        guard let text = received.developerNotification, let notification = GooglePlayDeveloperNotification(json: text) else {
+            return .deadLetter(reason: "notificationRejected", detail: "not a Google Play DeveloperNotification naming its package and purchase")
+        }
+        guard let googlePlay, googlePlay.configuration.apps[notification.packageName] != nil else {
+            return .deadLetter(reason: "notificationRejected",
+                               detail: "'\(notification.packageName.rawValue.prefix(256))' is not one of this deployment's Google Play apps")
+        }
+        context.logger.info("Google Play notification", ["package": notification.packageName, "token": notification.purchaseToken?.rawValue ?? ""])
+        switch notification.kind {
+        case .test:
+            return .publish([])
+        case .voided(_, nil):
+            return .publish([]) // an order id is what the purchase is recorded by; the voided-purchases list names it
+        case .voided(_, let orderId?):
+            let entry = GooglePlayVoidedPurchasesHistory.revocation(packageName: notification.packageName, transactionId: orderId,
+                                                                    voidedAt: notification.eventTime, at: context.now())
+            if let id = entry.id { try await store.recordNotificationSeen(id, type: "googleplay.voided", at: context.now()) }
+            return try context.messages([entry.event])
+        case .oneTimeProduct(let type, _, _) where type != 1:
+            return .publish([]) // a pending purchase canceled: nothing was paid
+        case .oneTimeProduct(_, let token, let productId):
+            let verdict = await googlePlay.verify(packageName: notification.packageName, productId: productId, purchaseToken: token)
+            return try await recordGooglePlayCharge(verdict.map { (VerifiedPurchase($0), $0.obfuscatedExternalAccountId) }, notification, token, productId,
+                                                    received: received)
+        case .subscription(_, let token, let productId):
+            let verdict = await googlePlay.verifySubscription(packageName: notification.packageName, productId: productId, purchaseToken: token)
+            return try await recordGooglePlayCharge(verdict.map { (VerifiedPurchase($0), $0.obfuscatedExternalAccountId) }, notification, token, productId,
+                                                    received: received)
+        }
+    }
+
+    /// The purchase the API answered for a notification, recorded for whoever owns its subscription (or purchase), else
+    /// the user its account token belongs to, else unclaimed (`recordCharge` does the same for the App Store's). What the
+    /// API cannot say now is retried; what it refuses (a token no longer valid, a pending payment) leaves nothing to do.
+    private func recordGooglePlayCharge(_ verdict: Result<(VerifiedPurchase, String?), Rejection>, _ notification: GooglePlayDeveloperNotification,
+                                        _ token: PurchaseToken, _ productId: ProductID, received: StoreNotificationReceived) async throws -> StageResult {
+        let purchase: VerifiedPurchase
+        switch verdict {
+        case .success(let (verified, _)): purchase = try await continuingItsSubscription(verified)
+        case .failure(let rejection) where rejection.reason == .purchasePending || !rejection.isRetryable:
+            context.logger.info("Google Play notification: nothing to record", ["token": token, "reason": rejection.reason.rawValue])
+            return .publish([])
+        case .failure(let rejection):
+            throw TransientError("\(rejection)")
+        }
+        var owner = try await store.owner(store: .googleplay, originalTransactionId: purchase.originalTransactionId ?? TransactionID(token))
+        if owner == nil, let account = purchase.appAccountToken { owner = try await store.owner(ofAccountToken: account) }
+        // What `purchaseRecord` keeps to complete it with: the package and token (no signed data: the API was asked).
+        let submission = PurchaseSubmitted(store: .googleplay, kind: .googlePlayPurchase,
+                                           googleplay: .init(packageName: notification.packageName, productId: productId, purchaseToken: token,
+                                                             purchaseData: "", signature: ""),
+                                           userId: owner ?? .nobody, submittedAt: received.receivedAt, source: .server,
+                                           submissionId: "notification:googleplay:\(purchase.transactionId)")
+        guard owner == nil else { return .publish(try await record([purchase], for: submission, byTheStore: true)) }
+        let outcome = try await store.recordUnclaimed(purchaseRecord(purchase, type: productType(of: purchase, for: submission), for: submission),
+                                                      at: context.now())
+        context.logger.info("charge nobody claimed yet: kept for the app's submission", ["transactionId": purchase.transactionId, "outcome": "\(outcome)"])
+        return .publish([])
+    }
+}

@@ -1,0 +1,55 @@
+import Foundation
+import JSON
+import PurchaseDomain
+
+/// A Google Play real-time developer notification (the `DeveloperNotification` a Pub/Sub push message's data holds):
+/// which app, and what it tells of which purchase. A hint only: the purchase is read again from the API.
+public struct GooglePlayDeveloperNotification: Sendable, Hashable {
+    public enum Kind: Sendable, Hashable {
+        /// `subscriptionNotification`: `notificationType` 1 recovered, 2 renewed, 3 canceled, 4 purchased, 5 on hold, 6 in
+        /// grace period, 7 restarted, 9 deferred, 10 paused, 12 revoked, 13 expired, 20 pending purchase canceled, ….
+        case subscription(type: Int64, purchaseToken: PurchaseToken, productId: ProductID)
+        /// `oneTimeProductNotification`: 1 purchased, 2 a pending purchase canceled.
+        case oneTimeProduct(type: Int64, purchaseToken: PurchaseToken, productId: ProductID)
+        /// `voidedPurchaseNotification`: refunded, canceled or charged back.
+        case voided(purchaseToken: PurchaseToken, orderId: TransactionID?)
+        /// `testNotification`, sent from the Play Console.
+        case test
+    }
+
+    public var packageName: PackageName
+    public var eventTime: Date?
+    public var kind: Kind
+
+    /// The notification `text` holds; nil for one that is not JSON, names no package, or carries none of the four kinds.
+    public init?(json text: String) {
+        guard let fields = JSONValue.parse(Array(text.utf8))?.objectValue.map(JSONFields.init), let package = fields.string("packageName"),
+              !package.isEmpty else { return nil }
+        packageName = PackageName(package)
+        eventTime = fields.int64("eventTimeMillis").flatMap(EpochMilliseconds.date)
+        if let subscription = fields.object("subscriptionNotification") {
+            guard let type = subscription.int64("notificationType"), let token: PurchaseToken = subscription.identifier("purchaseToken"),
+                  let product: ProductID = subscription.identifier("subscriptionId") else { return nil }
+            kind = .subscription(type: type, purchaseToken: token, productId: product)
+        } else if let product = fields.object("oneTimeProductNotification") {
+            guard let type = product.int64("notificationType"), let token: PurchaseToken = product.identifier("purchaseToken"),
+                  let sku: ProductID = product.identifier("sku") else { return nil }
+            kind = .oneTimeProduct(type: type, purchaseToken: token, productId: sku)
+        } else if let voided = fields.object("voidedPurchaseNotification") {
+            guard let token: PurchaseToken = voided.identifier("purchaseToken") else { return nil }
+            kind = .voided(purchaseToken: token, orderId: voided.string("orderId").flatMap { $0.isEmpty ? nil : TransactionID($0) })
+        } else if fields.object("testNotification") != nil {
+            kind = .test
+        } else {
+            return nil
+        }
+    }
+
+    /// The purchase token it is about (nil: a test notification).
+    public var purchaseToken: PurchaseToken? {
+        switch kind {
+        case .subscription(_, let token, _), .oneTimeProduct(_, let token, _), .voided(let token, _): token
+        case .test: nil
+        }
+    }
+}
