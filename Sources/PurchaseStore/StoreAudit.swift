@@ -12,6 +12,8 @@ public struct StoreAudit: Sendable {
         public var grantEntries: Int
         public var grantedAt: Date?
         public var finishedAt: Date?
+        /// The app it was bought in (nil: the primary app).
+        public var app: AppID?
     }
 
     public var purchases: [PurchaseKey: Purchase] = [:]
@@ -32,13 +34,14 @@ extension SQLPurchaseStore {
             var audit = StoreAudit()
             for row in try connection.query("""
                 SELECT p.store, p.transaction_id, p.state, (SELECT count(*) FROM ledger l
-                    WHERE l.store = p.store AND l.transaction_id = p.transaction_id AND l.entry_kind = 'grant'), p.granted_at, p.finished_at, p.product_type
+                    WHERE l.store = p.store AND l.transaction_id = p.transaction_id AND l.entry_kind = 'grant'), p.granted_at, p.finished_at, p.product_type, p.app
                 FROM purchases p
                 """) {
                 guard let store = row[0].string.flatMap(Store.init(rawValue:)), let id = row[1].identifier(TransactionID.self), let state = row[2].string.flatMap(PurchaseState.init(rawValue:)),
                       let entries = row[3].int64 else { continue }
                 audit.purchases[PurchaseKey(store: store, transactionId: id)] = StoreAudit.Purchase(
-                    state: state, productType: row[6].string.flatMap(ProductType.init(rawValue:)) ?? .unknown, grantEntries: Int(entries), grantedAt: row[4].int64.map(PurchaseTime.date), finishedAt: row[5].int64.map(PurchaseTime.date))
+                    state: state, productType: row[6].string.flatMap(ProductType.init(rawValue:)) ?? .unknown, grantEntries: Int(entries), grantedAt: row[4].int64.map(PurchaseTime.date), finishedAt: row[5].int64.map(PurchaseTime.date),
+                    app: row[7].identifier())
             }
             audit.orphanGrants = try connection.query("""
                 SELECT DISTINCT l.store, l.transaction_id FROM ledger l

@@ -73,17 +73,21 @@ enum DemoCommand {
         let appStore = try StandInAppStore()
         let apiKey = work.appendingPathComponent("api-key.p8")
         try Data(try appStore.key.pemRepresentation().utf8).write(to: apiKey)
+        // The fourth act's Google Play, and the deployment's two apps: the demo's game on all three stores, and a second game.
+        let otherApps = try DemoOtherApps(pki: pki, now: started)
+        let googlePlay = try otherApps.settings(in: work)
+        let apps = work.appendingPathComponent("apps.json")
+        try Data(Self.apps(catalog: catalog, appCoinsKey: appCoinsKey, googlePlayKey: googlePlay.licensingKey).utf8).write(to: apps)
 
         let workers = try WorkerProcesses(directory: work, environment: [
             "KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrapServers ?? "", "IAP_STORE_URL": storeURL, "IAP_TOPIC_PREFIX": prefix,
-            "IAP_GROUP_PREFIX": prefix, "IAP_BUNDLE_ID": bundleId, "IAP_ENVIRONMENT": "Sandbox", "IAP_ROOT_CERTIFICATES": root.path,
+            "IAP_GROUP_PREFIX": prefix, "IAP_APPS_FILE": apps.path, "IAP_ENVIRONMENT": "Sandbox", "IAP_ROOT_CERTIFICATES": root.path,
             "IAP_RECEIPT_ROOT_CERTIFICATES": root.path, // the demo's receipts chain to the same test root
-            "IAP_CATALOG": catalog.path, "IAP_LOG_LEVEL": "warning", "IAP_SCHEMAS_DIR": schemas.directory ?? "",
+            "IAP_LOG_LEVEL": "warning", "IAP_SCHEMAS_DIR": schemas.directory ?? "",
             "IAP_SWEEP_INTERVAL": "1", "IAP_CLAW_BACK_DUE_REFUNDS": "false", "IAP_APPCOINS_URL": appCoins.baseURL.absoluteString,
-            "IAP_APPCOINS_APPS": "\(DemoProductTypes.packageName)=\(appCoinsKey.path)",
             // A killed worker's partitions move to its replacement once the group stops hearing from it.
             "KAFKA_SESSION_TIMEOUT_MS": "6000", "KAFKA_HEARTBEAT_INTERVAL_MS": "1000",
-        ])
+        ].merging(googlePlay.environment) { _, new in new })
         defer { workers.stopAll() }
         for name in ["iap-verifier", "iap-granter", "iap-finisher"] { try workers.start(name) }
         // The read side, as apps' backends ask it.
@@ -164,8 +168,12 @@ enum DemoCommand {
             for result in await producer.send(contentsOf: try events.map { try codec.message($0, time: Date()) }) { _ = try result.get() }
         }, say: say)
         books.violations += restored.violations
+        // The fourth act: the game on Android, and a second game.
+        books.violations += try await otherApps.play(store: store, ingest: ingest, send: { events in
+            for result in await producer.send(contentsOf: try events.map { try codec.message($0, time: Date()) }) { _ = try result.get() }
+        }, say: say)
         let expected = purchases.expectedHoldings(refunded: refund.transactionId).merging(types.expected) { _, story in story }
-            .merging(webhookDown.expected) { _, story in story }
+            .merging(webhookDown.expected) { _, story in story }.merging(otherApps.expected) { _, story in story }
         books.violations += try await DemoProductTypes.holdingsViolations(expected, ingest: ingest, secret: readSecret)
         if passes.first?.recovered != lost { books.violations.append("the first pass over the store's history published \(passes.first?.recovered ?? 0) of \(lost) lost notifications") }
         if passes.second?.recovered != 0 { books.violations.append("a second pass published \(passes.second?.recovered ?? -1) notifications again") }
@@ -183,6 +191,7 @@ enum DemoCommand {
         if case .object(var fields) = summary {
             fields["productTypes"] = DemoProductTypes.countsByType(audit)
             fields["holdingsReadBack"] = .integer(Int64(expected.count))
+            fields["purchasesByAppAndStore"] = DemoOtherApps.countsByAppAndStore(audit)
             fields["stories"] = .array(types.expected.keys.sorted().map { .string($0.rawValue) })
             fields["secondActSeconds"] = .number((secondAct * 10).rounded() / 10)
             fields["webhookDown"] = .object(["lost": .integer(Int64(lost)), "recovered": .integer(Int64(passes.first?.recovered ?? 0)),
@@ -201,15 +210,33 @@ enum DemoCommand {
             }
             print("  third act, the webhook was down: \(lost) notifications lost; a pass over the store's history published "
                   + "\(passes.first?.recovered ?? 0), a second pass \(passes.second?.recovered ?? -1): " + webhookDown.expected.keys.sorted().map(\.rawValue).joined(separator: ", "))
+            print("  fourth act: an Android player on Google Play (a pass renewed by a pushed notification) and a second game")
+            print("  purchases by app and store: \(DemoOtherApps.countsByAppAndStore(audit).serializedText)")
             print("  holdings read back by GET /v1/users/{id}: \(expected.count) users")
         }
         return books.violations.isEmpty ? 0 : 1
     }
 
-    /// The demo's catalog: coin packs, ad-free and a monthly pass on the App Store; coins on AppCoins.
+    /// The demo's catalog: coin packs, ad-free and a monthly pass on the App Store; coins on AppCoins; coins and the pass
+    /// on Google Play.
     static let catalog = #"""
         {"appstore":{"coins.100":{"type":"consumable","currency":"coins","amount":100},"coins.500":{"type":"consumable","currency":"coins","amount":500},
         "adfree":{"type":"nonConsumable","entitlement":"adfree"},"pass.monthly":{"type":"autoRenewable","entitlement":"pass"}},
-        "appcoins":{"coins.100":{"type":"consumable","currency":"coins","amount":100}}}
+        "appcoins":{"coins.100":{"type":"consumable","currency":"coins","amount":100}},
+        "googleplay":{"coins.100":{"type":"consumable","currency":"coins","amount":100},"pass.monthly":{"type":"autoRenewable","entitlement":"pass"}}}
         """#
+
+    /// The demo's apps file: its game on the App Store, AppCoins and Google Play with `catalog`; a second game on the App
+    /// Store with its own catalog.
+    static func apps(catalog: URL, appCoinsKey: URL, googlePlayKey: URL) -> String {
+        JSONValue.object(["apps": .array([
+            .object(["id": .string("coins-game"), "appstore": .object(["bundleId": .string(bundleId)]),
+                     "appcoins": .object(["package": .string(DemoProductTypes.packageName), "publicKeyFile": .string(appCoinsKey.path)]),
+                     "googleplay": .object(["package": .string(DemoOtherApps.package), "publicKeyFile": .string(googlePlayKey.path)]),
+                     "catalog": .string(catalog.path)]),
+            .object(["id": .string("puzzle"), "appstore": .object(["bundleId": .string(DemoOtherApps.puzzleBundle)]),
+                     "catalog": .object(["appstore": .object(["puzzle.hints10": .object(["type": .string("consumable"), "currency": .string("puzzle.hints"),
+                                                                                          "amount": .integer(10)])])])]),
+        ])]).serializedText
+    }
 }

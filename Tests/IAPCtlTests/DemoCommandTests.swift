@@ -32,11 +32,16 @@ struct DemoCommandTests {
         // The second act: what was bought decides what happens; every user's holdings read back over HTTP.
         let types = summary["productTypes"]?.objectValue ?? [:]
         #expect(types["nonConsumable"] == .object(["finished": .integer(1)]), "ad-free finished at its grant, never flagged, moved by the restore")
-        #expect(types["autoRenewable"] == .object(["finished": .integer(7)]), "five subscriptions and two renewals, never flagged")
-        #expect(types["consumable"] == .object(["finished": .integer(182), "granted": .integer(3), "refund_due": .integer(2), "revoked": .integer(3),
+        #expect(types["autoRenewable"] == .object(["finished": .integer(9)]), "six subscriptions and three renewals (one on Google Play), never flagged")
+        #expect(types["consumable"] == .object(["finished": .integer(183), "granted": .integer(4), "refund_due": .integer(2), "revoked": .integer(3),
                                                 "unclaimed": .integer(1)]),
-                "only unconsumed consumables flagged; three refunds; the charge of a known token granted, the other kept unclaimed; the restored two granted")
-        #expect(summary["holdingsReadBack"] == .integer(34), "20 users and 14 stories")
+                "only unconsumed consumables flagged; three refunds; a known token's charge granted, the other unclaimed; the restored two and the second game's hints granted")
+        #expect(summary["holdingsReadBack"] == .integer(36), "20 users and 16 stories")
+        // The fourth act: the game on Google Play beside the App Store and AppCoins, and a second game, each counted by app.
+        #expect(summary["purchasesByAppAndStore"] == .object([
+            "coins-game": .object(["appstore": .integer(198), "appcoins": .integer(1), "googleplay": .integer(3)]),
+            "puzzle": .object(["appstore": .integer(1)]),
+        ]))
         // The third act: the webhook was down; one pass over the store's history recovers every lost notification, once.
         #expect(summary["webhookDown"]?.objectValue?["lost"] == .integer(6))
         #expect(summary["webhookDown"]?.objectValue?["recovered"] == .integer(6))
