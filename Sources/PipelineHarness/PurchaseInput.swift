@@ -89,7 +89,7 @@ public struct PurchaseInput: Sendable {
         public let transactionId: TransactionID
         public let user: UserID
         public let product: Product
-        /// The App Store signed transaction (JWS); empty for AppCoins.
+        /// The App Store signed transaction (JWS); empty for AppCoins and Google Play.
         public let jws: String
         public let stale: Bool
         /// The subscription a period belongs to (its first transaction's id); the transaction's own id otherwise.
@@ -105,9 +105,10 @@ public struct PurchaseInput: Sendable {
         }
 
         public var productId: ProductID { product.id }
-        /// Whether the sweeper flags it refund-due: a consumable left unconsumed past its deadline (an entitlement is
-        /// finished at its grant, never flagged).
-        public var isFlaggedAtDeadline: Bool { stale && product.entitlement == nil }
+        /// Whether the sweeper flags it refund-due: an App Store consumable left unconsumed past its deadline (an entitlement
+        /// is finished at its grant, never flagged; the plan's AppCoins purchases are consumed by the app, its Google Play
+        /// ones by the finisher, at their grant).
+        public var isFlaggedAtDeadline: Bool { stale && product.entitlement == nil && store == .appstore }
         public var coins: Int64 { product.coins }
         public var key: PurchaseKey { PurchaseKey(store: store, transactionId: transactionId) }
     }
@@ -117,12 +118,16 @@ public struct PurchaseInput: Sendable {
         {"appstore":{"coins.100":{"type":"consumable","currency":"coins","amount":100},"coins.500":{"type":"consumable","currency":"coins","amount":500},
         "adfree":{"type":"nonConsumable","entitlement":"adfree"},
         "pass.silver":{"type":"autoRenewable","entitlement":"silver"},"pass.gold":{"type":"autoRenewable","entitlement":"gold"}},
-        "appcoins":{"coins.100":{"type":"consumable","currency":"coins","amount":100}}}
+        "appcoins":{"coins.100":{"type":"consumable","currency":"coins","amount":100}},
+        "googleplay":{"coins.100":{"type":"consumable","currency":"coins","amount":100},"adfree":{"type":"nonConsumable","entitlement":"adfree"}}}
         """#
 
-    /// Every store and product type the catalog sells: App Store coin packs and an ad-free entitlement, AppCoins coins.
+    /// Every store and product type the catalog sells: App Store coin packs and an ad-free entitlement, AppCoins coins,
+    /// Google Play coins and ad-free.
     public static let mixedProducts = [Product(id: "coins.500", coins: 500), Product(id: "coins.100", coins: 100),
-                                       Product(id: "adfree", kind: .entitlement("adfree")), Product(id: "coins.100", store: .appcoins, kind: .coins(100))]
+                                       Product(id: "adfree", kind: .entitlement("adfree")), Product(id: "coins.100", store: .appcoins, kind: .coins(100)),
+                                       Product(id: "coins.100", store: .googleplay, kind: .coins(100)),
+                                       Product(id: "adfree", store: .googleplay, kind: .entitlement("adfree"))]
 
     /// The tiers of the plan's subscriptions: the catalog's two auto-renewable products of one subscription group.
     public static let silver = Product(id: "pass.silver", kind: .subscription("silver"))
@@ -151,7 +156,8 @@ public struct PurchaseInput: Sendable {
     /// Makes `plan`'s input, signed by `pki`, encoded by `codec`, purchased `now` (the stale ones 48 hours before); AppCoins
     /// purchases are signed by `appCoins`' app key and made known to its API (paid, and consumed by the app: they finish
     /// at their grant).
-    public static func make(_ plan: Plan, pki: TestPKI, codec: EventCodec, now: Date, appCoins: StandInAppCoins? = nil) throws -> PurchaseInput {
+    public static func make(_ plan: Plan, pki: TestPKI, codec: EventCodec, now: Date, appCoins: StandInAppCoins? = nil,
+                            googlePlay: StandInGooglePlay? = nil) throws -> PurchaseInput {
         let signer = JWSSigner(pki: pki)
         var generator = SystemRandomNumberGenerator()
         var unique: [Purchase] = []
@@ -197,7 +203,17 @@ public struct PurchaseInput: Sendable {
                                     signature: signed.signature),
                     userId: user, submittedAt: now, source: .client, submissionId: UUID().uuidString.lowercased()), time: now))
             case .googleplay:
-                throw HarnessError("the plan sells \(product.id) on Google Play: the harness plans App Store and AppCoins purchases only")
+                guard let googlePlay else { throw HarnessError("the plan sells \(product.id) on Google Play: make needs the stand-in Google Play store") }
+                let (order, token) = StandInGooglePlay.names(of: id)
+                googlePlay.api.set(token, .init(packageName: PackageName(StandInGooglePlay.packageName), productId: product.id, orderId: order, purchaseTime: purchased))
+                let signed = try googlePlay.signer.sign(packageName: StandInGooglePlay.packageName, productId: product.id.rawValue, purchaseToken: token.rawValue,
+                                                        orderId: order.rawValue, purchaseTime: purchased)
+                unique.append(Purchase(store: .googleplay, transactionId: order, user: user, product: product, jws: "", stale: stale))
+                messages.append(try codec.message(PurchaseSubmitted(
+                    store: .googleplay, kind: .googlePlayPurchase,
+                    googleplay: .init(packageName: PackageName(StandInGooglePlay.packageName), productId: product.id, purchaseToken: token,
+                                      purchaseData: signed.purchaseData, signature: signed.signature),
+                    userId: user, submittedAt: now, source: .client, submissionId: UUID().uuidString.lowercased()), time: now))
             }
         }
         for index in 0..<plan.subscriptions {

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import JSONSchema
 import Kafka
+import PurchaseDomain
 import StoreFixtures
 
 /// The App Store Server API the finisher calls in `bench` and `chaos`: the shared stand-in, with the developer key
@@ -49,14 +50,60 @@ public struct StandInAppCoins: Sendable {
     }
 }
 
+/// Google Play as the harness plays it: the app's licensing key and the Android Publisher API with its token endpoint,
+/// in the harness's process.
+public struct StandInGooglePlay: Sendable {
+    public static let packageName = StandInAppStore.bundleId
+    public let signer: GooglePlaySigner
+    public let api: GooglePlayAPIStandIn
+
+    public init() throws {
+        self.init(signer: try GooglePlaySigner(), api: try GooglePlayAPIStandIn(purchases: [:], configuration: .init(maxConnections: 512)))
+    }
+
+    public init(signer: GooglePlaySigner, api: GooglePlayAPIStandIn) {
+        self.signer = signer
+        self.api = api
+    }
+
+    /// The order id and purchase token of the harness's purchase `id`.
+    public static func names(of id: String) -> (order: TransactionID, token: PurchaseToken) {
+        (TransactionID("GPA.\(id)"), PurchaseToken("googleplay-token-\(id)"))
+    }
+
+    /// The purchase token of the harness's order `order` (`names(of:)`).
+    public static func token(ofOrder order: TransactionID) -> PurchaseToken { PurchaseToken("googleplay-token-\(order.rawValue.dropFirst(4))") }
+
+    /// The plan's Google Play purchases not completed exactly once at the stand-in (a consumable consumed, an entitlement
+    /// acknowledged, nothing else): what the chaos run's books add for the store.
+    public func completionViolations(_ purchases: [PurchaseInput.Purchase]) -> [String] {
+        purchases.filter { $0.store == .googleplay }.compactMap { purchase in
+            let token = Self.token(ofOrder: purchase.transactionId)
+            let (consumed, acknowledged) = (api.consumeCount(token), api.acknowledgeCount(token))
+            let expected = purchase.product.entitlement == nil ? (1, 0) : (0, 1)
+            return (consumed, acknowledged) == expected ? nil
+                : "Google Play \(purchase.transactionId): consumed \(consumed), acknowledged \(acknowledged) times, expected \(expected.0), \(expected.1)"
+        }
+    }
+}
+
 extension WorkerProcesses {
     /// The workers as `bench` and `chaos` run them: trusting `pki`'s root, granting from `catalog` (JSON text),
-    /// finishing App Store purchases through `appStore`, selling on AppCoins through `appCoins` when given, their HTTP
+    /// finishing App Store purchases through `appStore`, selling on AppCoins through `appCoins` and on Google Play through
+    /// `googlePlay` when given, their HTTP
     /// endpoints on free loopback ports, logging at info.
     public static func withStandInStores(directory: URL, kafka: KafkaConfiguration, storeURL: String, prefix: String, pki: TestPKI,
                                     schemas: JSONSchemaRegistry, catalog: String, appStore: StandInAppStore, appCoins: StandInAppCoins? = nil,
-                                    environment extra: [String: String] = [:]) throws -> WorkerProcesses {
+                                    googlePlay: StandInGooglePlay? = nil, environment extra: [String: String] = [:]) throws -> WorkerProcesses {
         var stores = extra
+        if let googlePlay {
+            let appKey = directory.appendingPathComponent("googleplay-key.txt"), account = directory.appendingPathComponent("service-account.json")
+            try Data(try googlePlay.signer.publicKeyBase64().utf8).write(to: appKey)
+            try Data(try googlePlay.api.serviceAccountKeyJSON().utf8).write(to: account)
+            stores["IAP_GOOGLEPLAY_APPS"] = "\(StandInGooglePlay.packageName)=\(appKey.path)"
+            stores["IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE"] = account.path
+            stores["IAP_GOOGLEPLAY_API_URL"] = googlePlay.api.baseURL.absoluteString
+        }
         if let appCoins {
             let appKey = directory.appendingPathComponent("appcoins-key.txt")
             try Data(try appCoins.signer.publicKeyBase64().utf8).write(to: appKey)

@@ -132,6 +132,10 @@ public protocol SweepRepository: PurchaseRepository {
     /// purchases the store was asked about again and answered not consumed. Returns those this call flagged.
     func flagDue(_ keys: [PurchaseKey], deadline: TimeInterval, now: Date) async throws -> [DuePurchase]
 
+    /// How many purchases of `store` bought before `boughtBefore` are still open (verified or granted, not finished): near
+    /// a deadline, they are what the store refunds (Google Play, after three days) or the sweeper flags.
+    func openPurchases(store: Store, boughtBefore: Date) async throws -> Int
+
     /// Forgets the kept consumption reports (`recordConsumed`) whose purchase is recorded: its record took the report.
     /// Returns how many.
     @discardableResult

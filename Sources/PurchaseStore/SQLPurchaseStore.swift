@@ -199,10 +199,20 @@ public final class SQLPurchaseStore: Sendable {
         try await executor.run(Self.openStatistics)
     }
 
+    public func openPurchases(store: Store, boughtBefore: Date) async throws -> Int {
+        try await executor.run { connection in
+            Int(try connection.query(Self.openPurchasesBoughtBeforeQuery, [.text(store.rawValue), .integer(PurchaseTime.milliseconds(boughtBefore))])
+                .first?[0].int64 ?? 0)
+        }
+    }
+
     // Conditions in both engines' words: SQLite's indexes of open purchases say `state IN (…)` (migration 7), PostgreSQL's `is_open`.
     static let openPurchasesByStateQuery = "SELECT state, count(*) FROM purchases WHERE is_open AND \(LifecycleConditions.state(in: Lifecycle.openStates)) GROUP BY state"
     static let oldestOpenPurchaseQuery = "SELECT min(purchase_time) FROM purchases WHERE is_open AND \(LifecycleConditions.state(in: Lifecycle.openStates))"
     static let unknownProductTypeQuery = "SELECT count(*) FROM purchases WHERE product_type = 'unknown'"
+    /// Open purchases of a store ($1) bought before $2 (`purchases_open_by_time`).
+    static let openPurchasesBoughtBeforeQuery = "SELECT count(*) FROM purchases WHERE is_open AND \(LifecycleConditions.state(in: Lifecycle.openStates)) "
+        + "AND store = $1 AND purchase_time < $2"
     /// Charges nobody claimed, in both engines' words for their partial index (migration 18): PostgreSQL's `is_unclaimed`,
     /// SQLite's on `state`.
     static let unclaimedCondition = "is_unclaimed AND \(LifecycleConditions.state(in: [.unclaimed]))"

@@ -18,6 +18,8 @@ extension Workers {
         Setting("--googleplay-deadline-hours", env: "IAP_GOOGLEPLAY_DEADLINE_HOURS", default: "72",
                 help: "deadline of Google Play purchases: Google refunds one not acknowledged (or consumed) within three days"),
         Setting("--now", env: "IAP_NOW", help: "sweep as if it were this RFC 3339 time (tests, operations)"),
+        Setting("--near-deadline-hours", env: "IAP_NEAR_DEADLINE_HOURS", default: "6",
+                help: "purchases still open this close to their store's deadline are counted by iap_purchases_near_deadline (alert on any)"),
         Setting("--appcoins-url", env: "IAP_APPCOINS_URL", default: AppCoinsVerifier.Configuration.defaultBaseURL.absoluteString,
                 help: "AppCoins API base URL, to re-check due AppCoins purchases before flagging them"),
         Setting("--environment", env: "IAP_ENVIRONMENT", default: "Production",
@@ -57,8 +59,9 @@ extension Workers {
             return value
         }
         let context = StageContext(codec: env.context(stage: "sweeper").codec, logger: env.logger, now: now)
+        let deadlines: [Store: TimeInterval] = [.appstore: hours[0] * 3600, .appcoins: hours[1] * 3600, .googleplay: hours[2] * 3600]
         let sweeper = SweeperService(
-            configuration: .init(deadlines: [.appstore: hours[0] * 3600, .appcoins: hours[1] * 3600, .googleplay: hours[2] * 3600],
+            configuration: .init(deadlines: deadlines,
                                  interval: .milliseconds(Int64((try env.settings.seconds("--interval") ?? 300) * 1000))),
             store: env.store, producer: try KafkaProducer(configuration: .init(kafka: env.producerKafka)), context: context, clock: ContinuousClock(),
             appCoins: try env.settings.string("--appcoins-url").map { text in
@@ -73,6 +76,7 @@ extension Workers {
         env.metrics.addCollector { metrics in
             for (outcome, count) in sweeper.storeChecks { metrics.set("iap_sweeper_store_checks_total", ["outcome": outcome], to: Double(count)) }
         }
+        try registerNearDeadline(env, deadlines: deadlines, now: now)
         return (sweeper, try reconciler(env, context: StageContext(codec: context.codec, logger: env.logger)))
     }
 
@@ -123,6 +127,32 @@ extension Workers {
             store: env.store, producer: try KafkaProducer(configuration: .init(kafka: env.producerKafka)), context: context, clock: ContinuousClock())
         ReconcilerMetrics.register(reconciler, metrics: env.metrics, now: context.now)
         return reconciler
+    }
+}
+
+extension Workers {
+    /// `iap_purchases_near_deadline{store}`: purchases still open (verified or granted, not finished) within
+    /// `--near-deadline-hours` of their store's deadline. On Google Play each is about to be refunded by Google (three days
+    /// without an acknowledgement or consumption): the finisher is failing to complete them.
+    static func registerNearDeadline(_ env: WorkerApp.Environment, deadlines: [Store: TimeInterval], now: @escaping @Sendable () -> Date) throws {
+        guard let hours = try env.settings.seconds("--near-deadline-hours"), hours > 0 else {
+            throw SettingsError("--near-deadline-hours (IAP_NEAR_DEADLINE_HOURS) must be positive")
+        }
+        let store = env.store
+        env.metrics.declare("iap_purchases_near_deadline", .gauge,
+                            help: "Purchases still open (not finished) within --near-deadline-hours of their store's deadline, by store; alert on any "
+                                + "(Google Play refunds what it was not told was delivered within three days).")
+        env.metrics.addCollector { metrics in
+            for (storeName, deadline) in deadlines {
+                do {
+                    let open = try await store.openPurchases(store: storeName, boughtBefore: now().addingTimeInterval(-(deadline - hours * 3600)))
+                    metrics.set("iap_purchases_near_deadline", ["store": storeName.rawValue], to: Double(open))
+                } catch {
+                    // The last figure stays: iap_store_up reports the outage itself.
+                    env.logger.warning("near-deadline purchases not counted", ["store": storeName.rawValue, "error": "\(error)"])
+                }
+            }
+        }
     }
 }
 

@@ -68,11 +68,14 @@ enum ChaosCommand {
         let pki = try TestPKI.make(name: "iap-pipeline chaos")
         let appStore = try StandInAppStore()
         let appCoins = try StandInAppCoins()
+        let googlePlay = try StandInGooglePlay()
         defer {
             appStore.api.server.shutdown()
             appCoins.api.server.shutdown()
+            googlePlay.api.server.shutdown()
         }
-        let input = try PurchaseInput.make(chaosPlan(total: total, users: users), pki: pki, codec: codec, now: started, appCoins: appCoins)
+        let input = try PurchaseInput.make(chaosPlan(total: total, users: users), pki: pki, codec: codec, now: started, appCoins: appCoins,
+                                           googlePlay: googlePlay)
         appStore.record(input.unique)
         let submittedConsumables = input.unique.count { $0.store == .appstore && $0.product.entitlement == nil }
         var unsubmitted = UnsubmittedChargePlan(try UnsubmittedCharges.make(
@@ -90,7 +93,7 @@ enum ChaosCommand {
         let workers = try WorkerProcesses.withStandInStores(
             directory: work, kafka: kafka, storeURL: storeURL, prefix: prefix, pki: pki, schemas: schemas, catalog: PurchaseInput.catalog,
             // The workers' own group settings: a killed member's partitions move once its session (10 s) ends.
-            appStore: appStore, appCoins: appCoins, environment: ["IAP_SWEEP_INTERVAL": "2", "IAP_RECONCILE_INTERVAL": "5"])
+            appStore: appStore, appCoins: appCoins, googlePlay: googlePlay, environment: ["IAP_SWEEP_INTERVAL": "2", "IAP_RECONCILE_INTERVAL": "5"])
         defer { workers.stopAll() }
         for name in stages { try workers.start(name) }
         let watcher = try PipelineWatcher(kafka: kafka, codec: codec, groupID: prefix + "chaos-watcher")
@@ -224,6 +227,9 @@ enum ChaosCommand {
                                                                                      unsubmitted: unsubmitted.charges), seen: watcher.seen, store: store,
                                                   finishCalls: appStore.api.finishTimes)
         books.violations += replicas.violations
+        // Each Google Play purchase completed at the store once, through the kills, the outage and the replicas.
+        let googlePlayViolations = googlePlay.completionViolations(input.unique)
+        books.violations += googlePlayViolations.prefix(20)
         // What a further pass over the store's history would publish: nothing, once every notification was handled.
         let unhandled = try await lost.unhandled(by: store)
         if unhandled > 0 { books.violations.append("\(unhandled) of the store's \(lost.sent.count) notifications were never handled (\(lost.lost.count) lost)") }
@@ -232,6 +238,8 @@ enum ChaosCommand {
             fields["replicas"] = replicas.summary
             fields["subscriptionNotifications"] = subscriptionNotifications.summary
             fields["notifications"] = lost.summary
+            let onGooglePlay = input.unique.count { $0.store == .googleplay }
+            fields["googlePlay"] = .object(["purchases": .integer(Int64(onGooglePlay)), "completedOnce": .integer(Int64(onGooglePlay - googlePlayViolations.count))])
             if case .object(var charges) = unsubmitted.summary {
                 charges["grantedByToken"] = .integer(Int64(books.chargesGrantedByToken))
                 charges["flaggedUnclaimed"] = .integer(Int64(books.chargesFlaggedUnclaimed))

@@ -21,6 +21,12 @@ extension InMemoryPurchaseStore: SweepRepository, ConsumptionRequestRepository {
         try await withTables { $0.owner(store: store, originalTransactionId: originalTransactionId) }
     }
 
+    public func openPurchases(store: Store, boughtBefore: Date) async throws -> Int {
+        try await withTables { tables in
+            tables.purchases.values.count { $0.record.key.store == store && Lifecycle.openStates.contains($0.state) && $0.record.purchaseTime < boughtBefore }
+        }
+    }
+
     public func originalTransactionId(store: Store, purchaseToken: PurchaseToken) async throws -> TransactionID? {
         try await withTables { tables in
             tables.purchases.values.filter { $0.record.key.store == store && $0.record.purchaseToken == purchaseToken }

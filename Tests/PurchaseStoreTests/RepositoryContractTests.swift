@@ -131,7 +131,8 @@ import Testing
     }
 
     /// A Google Play purchase token finds the subscription its purchases continue (the original of the earliest), in its
-    /// store only, by its bytes; the app a purchase was bought in is read with its state.
+    /// store only, by its bytes; the app a purchase was bought in is read with its state; open purchases are counted by store
+    /// and purchase time.
     @Test(arguments: RepositoryKind.available) func aPurchaseTokenFindsItsSubscription(_ kind: RepositoryKind) async throws {
         let store = try await kind.fresh()
         var signup = purchase("GPA.1..0", product: "pass.monthly", type: .autoRenewable, original: "tok-a")
@@ -147,6 +148,12 @@ import Testing
         #expect(try await store.originalTransactionId(store: .appcoins, purchaseToken: "tok-b") == nil)
         #expect(try await store.originalTransactionId(store: .googleplay, purchaseToken: "tok-B") == nil)
         #expect(try await store.statesAndEnvironments(of: [signup.key])[signup.key]?.app == "puzzle")
+        #expect(try await store.openPurchases(store: .googleplay, boughtBefore: Self.t0.addingTimeInterval(30)) == 1, "bought before then")
+        #expect(try await store.openPurchases(store: .googleplay, boughtBefore: Self.t0.addingTimeInterval(3600)) == 2)
+        _ = try await store.grant(signup.key, items: [], at: Self.t0)
+        _ = try await store.finish(signup.key, at: Self.t0)
+        #expect(try await store.openPurchases(store: .googleplay, boughtBefore: Self.t0.addingTimeInterval(3600)) == 1, "a finished one is not open")
+        #expect(try await store.openPurchases(store: .appstore, boughtBefore: Self.t0.addingTimeInterval(3600)) == 0)
     }
 
     /// The reads the stages decide with: environments, the owner of a subscription, what a user holds under an original,
