@@ -9,22 +9,17 @@ extension FinisherStage {
     /// it again), an entitlement acknowledged (a subscription through `purchases.subscriptions`). Google refunds a purchase neither acknowledged nor consumed within three
     /// days, so a call the API could not take now is retried (within the retry budget, then parked and re-driven), and one
     /// it refused is dead-lettered with its status.
-    func completeOnGooglePlay(_ record: PurchaseRecord, with api: AndroidPublisherClient,
+    /// - Parameter answered: the call's answer, made already for a batch (`googlePlayCompletions`); nil: made now.
+    func completeOnGooglePlay(_ record: PurchaseRecord, with api: AndroidPublisherClient, answered: Result<Void, AndroidPublisherClient.Failure>? = nil,
                               finishing: (FinishMethod) async throws -> StageResult) async throws -> StageResult {
         let consumable = record.productType == .consumable
         // The app consumed it on the device before the grant (the store said so at verification): nothing left to call.
         if consumable && record.storeConsumed { return try await finishing(.storeReportedConsumed) }
-        guard let packageName = record.packageName, let token = record.purchaseToken else {
+        guard record.packageName != nil, record.purchaseToken != nil else {
             return .deadLetter(reason: "storeRefusedFinish", detail: "purchase \(record.key) has no package name and purchase token to complete it with")
         }
-        let answer = if consumable {
-            await api.consume(packageName: packageName, productId: record.productId, purchaseToken: token)
-        } else if record.productType == .autoRenewable {
-            // A renewal's order shares the signup's token, acknowledged then: the call answers that it is.
-            await api.acknowledgeSubscription(packageName: packageName, productId: record.productId, purchaseToken: token)
-        } else {
-            await api.acknowledge(packageName: packageName, productId: record.productId, purchaseToken: token)
-        }
+        let made = if let answered { answered } else { await Self.googlePlayCompletion(of: record, with: api) }
+        guard let answer = made else { return try await finishing(.storeReportedConsumed) }
         switch answer {
         case .success:
             return try await finishing(.googlePlayAPI)
@@ -32,6 +27,38 @@ extension FinisherStage {
             throw TransientError(why, retryAfter: retryAfter)
         case .failure(.refused(let status, let detail)):
             return .deadLetter(reason: "storeRefusedFinish", detail: "Google Play \(consumable ? "consume" : "acknowledge"), HTTP \(status): \(detail)")
+        }
+    }
+
+    /// The call that completes `record` at Google Play: a consumable consumed, a subscription acknowledged through
+    /// `purchases.subscriptions` (a renewal's order shares the signup's token, acknowledged then: the call answers that it
+    /// is), anything else acknowledged. Nil when none is owed (consumed on the device) or it cannot be named.
+    static func googlePlayCompletion(of record: PurchaseRecord, with api: AndroidPublisherClient) async -> Result<Void, AndroidPublisherClient.Failure>? {
+        guard let packageName = record.packageName, let token = record.purchaseToken else { return nil }
+        switch record.productType {
+        case .consumable where record.storeConsumed: return nil
+        case .consumable: return await api.consume(packageName: packageName, productId: record.productId, purchaseToken: token)
+        case .autoRenewable: return await api.acknowledgeSubscription(packageName: packageName, productId: record.productId, purchaseToken: token)
+        default: return await api.acknowledge(packageName: packageName, productId: record.productId, purchaseToken: token)
+        }
+    }
+
+    /// The completion calls the batch's granted Google Play purchases owe now, made at once before its transaction (which
+    /// never waits on Google), by transaction id.
+    func googlePlayCompletions(for grants: [ItemGranted], api: AndroidPublisherClient) async throws
+        -> [TransactionID: Result<Void, AndroidPublisherClient.Failure>] {
+        var owed: [PurchaseRecord] = []
+        var seen: Set<TransactionID> = []
+        for granted in grants where granted.store == .googleplay && seen.insert(granted.transactionId).inserted {
+            guard let record = try await store.purchase(PurchaseKey(store: .googleplay, transactionId: granted.transactionId)),
+                  case .callStoreAPI = FinishPolicy.onGrant(record, finishesThroughStoreAPI: true, reinstated: granted.reinstated == true) else { continue }
+            owed.append(record)
+        }
+        return await withTaskGroup(of: (TransactionID, Result<Void, AndroidPublisherClient.Failure>?).self) { group in
+            for record in owed { group.addTask { (record.key.transactionId, await Self.googlePlayCompletion(of: record, with: api)) } }
+            var answers: [TransactionID: Result<Void, AndroidPublisherClient.Failure>] = [:]
+            for await (id, answer) in group { if let answer { answers[id] = answer } }
+            return answers
         }
     }
 }

@@ -60,12 +60,8 @@ public struct FinisherStage: StoreBackedStage {
     /// the batch's purchases that are granted are made first, as many at once as the API client has connections, and
     /// never while the transaction is open; the transaction then records what they answered.
     public func handle(batch messages: [KafkaMessage]) async -> [Result<StageResult, any Error>] {
-        // Consent and consumption requests record their answers to the store around a call to it: alone, always. So does
-        // a Google Play grant with the API (any message whose bytes name the store: a false match only costs its batch).
-        let batchable = { (message: KafkaMessage) in
-            [.itemGranted, .purchaseConsumed].contains(context.codec.eventType(ofTopic: message.topic))
-                && (googlePlay == nil || message.value.map { $0.range(of: Self.googlePlayStore) == nil } ?? true)
-        }
+        // Consent and consumption requests record their answers to the store around a call to it: alone, always.
+        let batchable = { (message: KafkaMessage) in [.itemGranted, .purchaseConsumed].contains(context.codec.eventType(ofTopic: message.topic)) }
         guard messages.count > 1 else { return await handleInOneTransaction(messages, batchable: batchable) }
         // Decoded once, here: by offset (one partition's messages).
         var decoded: [Int64: ItemGranted] = [:]
@@ -79,25 +75,22 @@ public struct FinisherStage: StoreBackedStage {
             }
         }
         let calls: [TransactionID: Result<Void, AppStoreServerAPIClient.Failure>]?
-        if let appStoreAPIs {
-            do {
-                calls = try await finishCalls(for: decoded.values.sorted { $0.transactionId < $1.transactionId }, apis: appStoreAPIs)
-            } catch {
-                return [] // The store could not say which are granted: each message alone, retried as always.
-            }
-        } else {
-            calls = nil
+        let googlePlayCalls: [TransactionID: Result<Void, AndroidPublisherClient.Failure>]?
+        do {
+            let grants = decoded.values.sorted { $0.transactionId < $1.transactionId }
+            calls = if let appStoreAPIs { try await finishCalls(for: grants, apis: appStoreAPIs) } else { nil }
+            googlePlayCalls = if let googlePlay { try await googlePlayCompletions(for: grants, api: googlePlay) } else { nil }
+        } catch {
+            return [] // The store could not say which are granted: each message alone, retried as always.
         }
         // The reports' purchases too: read ahead, they are locked in key order with the others, as every batch locks them (a
         // report of a purchase not recorded takes its lock: in message order, it could deadlock with a verifier's batch).
         let keys = decoded.values.map { PurchaseKey(store: $0.store, transactionId: $0.transactionId) }
             + reported.values.map { PurchaseKey(store: $0.store, transactionId: $0.transactionId) }
         return await handleInOneTransaction(messages, batchable: batchable, readingAhead: keys) { message in
-            try await handle(message, finishCalls: calls, granted: decoded[message.offset], consumed: reported[message.offset])
+            try await handle(message, finishCalls: calls, googlePlayCalls: googlePlayCalls, granted: decoded[message.offset], consumed: reported[message.offset])
         }
     }
-
-    private static let googlePlayStore = Data(#""googleplay""#.utf8)
 
     /// Whether purchases of `store` are completed through its API (configured here), at their grant.
     func finishesThroughAPI(_ store: Store) -> Bool {
@@ -141,6 +134,7 @@ public struct FinisherStage: StoreBackedStage {
     ///   A purchase of the batch granted since they were made has none: it fails the batch, and is finished alone.
     /// - Parameter granted: the message decoded already, when it is an `item.granted`; `consumed`, a `purchase.consumed`.
     private func handle(_ message: KafkaMessage, finishCalls: [TransactionID: Result<Void, AppStoreServerAPIClient.Failure>]?,
+                        googlePlayCalls: [TransactionID: Result<Void, AndroidPublisherClient.Failure>]? = nil,
                         granted decoded: ItemGranted? = nil, consumed reported: PurchaseConsumed? = nil) async throws -> StageResult {
         switch context.codec.eventType(ofTopic: message.topic) {
         case .purchaseConsumed?:
@@ -206,7 +200,12 @@ public struct FinisherStage: StoreBackedStage {
                 return .publish([])
             case .callStoreAPI where granted.store == .googleplay:
                 guard let googlePlay else { return .publish([]) }
-                return try await completeOnGooglePlay(record, with: googlePlay, finishing: finishing)
+                // In a batch's transaction: no call to the store's API while it is open.
+                let answered = googlePlayCalls?[granted.transactionId]
+                if googlePlayCalls != nil && answered == nil && !(record.productType == .consumable && record.storeConsumed) {
+                    throw TransientError("purchase \(key) was granted during its batch")
+                }
+                return try await completeOnGooglePlay(record, with: googlePlay, answered: answered, finishing: finishing)
             case .callStoreAPI:
                 guard let appStoreAPIs else { return .publish([]) }
                 guard let clients = appStoreAPIs.forRecorded(app: record.app) else {

@@ -76,29 +76,52 @@ public struct VerifierStage: StoreBackedStage {
     }
 
     /// One store transaction for the batch (see `handleInOneTransaction`). Its submissions are verified before it
-    /// begins (their purchases then read ahead in one statement), so that it holds the store for the records alone. An
-    /// AppCoins or Google Play submission is verified with the store's API, which is not called while the transaction holds
-    /// the store: it is handled alone (any message whose bytes name that kind: a false match only costs it its batch, and
-    /// one naming it with escapes only holds the batch during its call).
+    /// begins (their purchases then read ahead in one statement), so that it holds the store for the records alone: the
+    /// App Store's locally, AppCoins' and Google Play's with their store's API, all of those calls at once. A submission
+    /// whose store could not answer now ends the batch (handled alone after it, retried as always), as does any other
+    /// message whose bytes name a store asked through its API (a Google Play notification reads the purchase again; a
+    /// false match only costs it its batch).
     public func handle(batch messages: [KafkaMessage]) async -> [Result<StageResult, any Error>] {
-        let batchable = { (message: KafkaMessage) in
-            guard let value = message.value else { return true }
-            return (appCoins == nil || value.range(of: Self.appCoinsKind) == nil) && (googlePlay == nil || value.range(of: Self.googlePlayKind) == nil)
+        let namesAnAPIStore = { (message: KafkaMessage) in
+            guard let value = message.value else { return false }
+            return (appCoins != nil && value.range(of: Self.appCoinsKind) != nil) || (googlePlay != nil && value.range(of: Self.googlePlayKind) != nil)
         }
-        var verified: [Int64: (PurchaseSubmitted, Result<[VerifiedPurchase], Rejection>)] = [:] // by offset (one partition's messages)
-        var keys: [PurchaseKey] = []
-        for message in messages.prefix(while: batchable) where context.codec.eventType(ofTopic: message.topic) == .purchaseSubmitted {
-            guard case .success(let submission) = context.codec.decode(message, as: PurchaseSubmitted.self),
-                  submission.kind != .appcoinsPurchase, submission.kind != .googlePlayPurchase else { continue }
-            let verdict = await verify(submission)
-            verified[message.offset] = (submission, verdict)
-            if case .success(let purchases) = verdict { keys += purchases.map { PurchaseKey(store: $0.store, transactionId: $0.transactionId) } }
+        var submissions: [Int64: PurchaseSubmitted] = [:] // by offset (one partition's messages)
+        for message in messages {
+            guard context.codec.eventType(ofTopic: message.topic) == .purchaseSubmitted,
+                  case .success(let submission) = context.codec.decode(message, as: PurchaseSubmitted.self) else {
+                if namesAnAPIStore(message) { break } else { continue }
+            }
+            submissions[message.offset] = submission
+        }
+        var verified: [Int64: (PurchaseSubmitted, Result<[VerifiedPurchase], Rejection>)] = [:]
+        // The stores' APIs at once (each call waits on the network), then the App Store's signatures (CPU), in order.
+        await withTaskGroup(of: (Int64, PurchaseSubmitted, Result<[VerifiedPurchase], Rejection>).self) { group in
+            for (offset, submission) in submissions where Self.isAskedOfTheStore(submission.kind) {
+                group.addTask { (offset, submission, await verify(submission)) }
+            }
+            for await (offset, submission, verdict) in group { verified[offset] = (submission, verdict) }
+        }
+        for (offset, submission) in submissions.sorted(by: { $0.key < $1.key }) where !Self.isAskedOfTheStore(submission.kind) {
+            verified[offset] = (submission, await verify(submission))
+        }
+        let batchable = { (message: KafkaMessage) in
+            guard let (_, verdict) = verified[message.offset] else { return !namesAnAPIStore(message) }
+            if case .failure(let rejection) = verdict, rejection.isRetryable, rejection.reason != .purchasePending { return false }
+            return true
+        }
+        let keys = messages.prefix(while: batchable).flatMap { message -> [PurchaseKey] in
+            guard case .success(let purchases)? = verified[message.offset]?.1 else { return [] }
+            return purchases.map { PurchaseKey(store: $0.store, transactionId: $0.transactionId) }
         }
         return await handleInOneTransaction(messages, batchable: batchable, readingAhead: keys) { message in
             guard let (submission, verdict) = verified[message.offset] else { return try await handle(message) }
             return try await handle(submission, verified: verdict)
         }
     }
+
+    /// Whether a submission of `kind` is verified by asking its store's API (AppCoins, Google Play).
+    static func isAskedOfTheStore(_ kind: SubmissionKind) -> Bool { kind == .appcoinsPurchase || kind == .googlePlayPurchase }
 
     private static let appCoinsKind = Data(SubmissionKind.appcoinsPurchase.rawValue.utf8)
     private static let googlePlayKind = Data(SubmissionKind.googlePlayPurchase.rawValue.utf8)

@@ -11,7 +11,7 @@ import PurchaseStore
 import StoreFixtures
 import Synchronization
 
-/// `iap-harness bench [--store URL] [--purchases N] [--users N] [--rate R] [--latency-seconds S] [--partitions P] [--json]`:
+/// `iap-harness bench [--store URL] [--purchases N] [--users N] [--rate R] [--latency-seconds S] [--partitions P] [--google-play] [--json]`:
 /// the pipeline's speed on this machine and broker, beside librdkafka's own.
 ///
 /// 1. Raw passthrough: N messages of a submission's size produced to and consumed from one topic, concurrently.
@@ -19,13 +19,15 @@ import Synchronization
 ///    the finisher finishes each through a stand-in App Store Server API in this process; the clock stops at
 ///    the last `transaction.finished`. Hop efficiency = purchases/s × 4 hops ÷ raw messages/s.
 /// 3. Latency: purchases offered at a fixed rate; submitted → `transaction.finished` seen, p50 and p99.
+/// With `--google-play` a third of the purchases are Google Play coins, each asked of a stand-in Android Publisher API by
+/// the verifier and consumed there by the finisher (one call each, not batched).
 /// Peak RSS of each worker comes from /proc (VmHWM), and the CPU time per purchase of each worker and of the whole machine
 /// over the throughput run from /proc too; per-stage rates from the workers' /metrics. Then the books of the
 /// run (`PipelineBooks`): exit 1 unless each purchase was granted once and finished once.
 enum BenchPipelineCommand {
     static func run(_ arguments: [String]) async throws -> Int32 {
         let options = try CommandOptions(arguments, valued: ["--brokers", "--kafka", "--store", "--purchases", "--users", "--rate", "--latency-seconds",
-                                                             "--partitions"], flags: ["--json"])
+                                                             "--partitions"], flags: ["--json", "--google-play"])
         let total = try options.int("--purchases") ?? 50_000
         let users = try options.int("--users") ?? 5_000
         let rate = try options.int("--rate") ?? 1_000
@@ -56,7 +58,13 @@ enum BenchPipelineCommand {
         var plan = PurchaseInput.Plan(unique: total + latencyCount, users: users, firstTransactionId: 3_000_000_000)
         plan.userPrefix = "bench-user-"
         plan.shuffled = false
-        let input = try PurchaseInput.make(plan, pki: pki, codec: codec, now: Date())
+        // With Google Play: a third of the purchases (every third) are its coins.
+        let googlePlay = options.flags.contains("--google-play") ? try StandInGooglePlay() : nil
+        if googlePlay != nil {
+            plan.products = [PurchaseInput.Product(id: "coins.500", coins: 500), PurchaseInput.Product(id: "coins.100", coins: 100),
+                             PurchaseInput.Product(id: "coins.100", store: .googleplay, kind: .coins(100))]
+        }
+        let input = try PurchaseInput.make(plan, pki: pki, codec: codec, now: Date(), googlePlay: googlePlay)
         let messages = input.messages
         say("signed \(messages.count) purchases")
 
@@ -67,7 +75,7 @@ enum BenchPipelineCommand {
         // The workers, with the stand-in App Store Server API (every Finish Transaction accepted).
         let appStore = try StandInAppStore()
         let workers = try WorkerProcesses.withStandInStores(directory: work, kafka: kafka, storeURL: storeURL, prefix: prefix, pki: pki, schemas: schemas,
-                                                              catalog: PurchaseInput.catalog, appStore: appStore)
+                                                              catalog: PurchaseInput.catalog, appStore: appStore, googlePlay: googlePlay)
         defer { workers.stopAll() }
         let stages = ["iap-verifier", "iap-granter", "iap-finisher"]
         for name in stages { try workers.start(name) }
@@ -180,8 +188,12 @@ enum BenchPipelineCommand {
         appStore.api.server.shutdown()
 
         let efficiency = endToEnd * 4 / raw
+        let googlePlayViolations = googlePlay?.completionViolations(input.unique) ?? []
+        googlePlay?.api.server.shutdown()
         let report: [String: JSONValue] = [
-            "purchases": .integer(Int64(total)), "store": .string(store.location.hasPrefix("sqlite:") ? "sqlite" : "postgres"),
+            "purchases": .integer(Int64(total)),
+            "googlePlayPurchases": .integer(Int64(input.unique.count { $0.store == .googleplay })),
+            "googlePlayCompletedOnce": .integer(Int64(input.unique.count { $0.store == .googleplay } - googlePlayViolations.count)), "store": .string(store.location.hasPrefix("sqlite:") ? "sqlite" : "postgres"),
             "partitions": .integer(Int64(partitions)), "storeDurability": .object(durability.mapValues(JSONValue.string)),
             "endToEndPurchasesPerSecond": .number(endToEnd.rounded()), "rawPassthroughMessagesPerSecond": .number(raw.rounded()),
             "hopEfficiency": .number(thousandths(efficiency)), "ecdsaVerificationsPerSecondOneCore": .number(ecdsaRate.rounded()),
@@ -216,10 +228,16 @@ enum BenchPipelineCommand {
                               stageRates[$0] ?? 0, handlerMilliseconds[$0] ?? 0, publishMilliseconds[$0] ?? 0, rss[$0] ?? -1))
         }
         for (label, value) in table { print(label.padding(toLength: 38, withPad: " ", startingAt: 0) + value) }
-        print(books.violations.isEmpty ? "books balance: each of the \(books.grantedOnce) purchases granted once and finished once"
-                                       : "BOOKS DO NOT BALANCE:\n" + books.violations.map { "  - \($0)" }.joined(separator: "\n"))
+        if googlePlay != nil {
+            print("Google Play".padding(toLength: 38, withPad: " ", startingAt: 0)
+                  + "\(input.unique.count { $0.store == .googleplay }) purchases, each asked of and consumed at the stand-in API once: "
+                  + (googlePlayViolations.isEmpty ? "yes" : "NO (\(googlePlayViolations.count))"))
+        }
+        let violations = books.violations + googlePlayViolations.prefix(20)
+        print(violations.isEmpty ? "books balance: each of the \(books.grantedOnce) purchases granted once and finished once"
+                                 : "BOOKS DO NOT BALANCE:\n" + violations.map { "  - \($0)" }.joined(separator: "\n"))
         if json { print(JSONValue.object(report).serializedText) }
-        return books.violations.isEmpty ? 0 : 1
+        return violations.isEmpty ? 0 : 1
     }
 
     /// ECDSA P-256 verifications (SHA-256 of a 1 KiB message, then the signature, as a transaction's is checked) per
