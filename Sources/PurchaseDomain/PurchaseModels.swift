@@ -243,8 +243,11 @@ public struct UserHoldings: Sendable, Hashable, Codable {
         public var productId: ProductID
         public var productType: ProductType
         public var purchasedAt: Date
+        /// The deployment's app it was bought in (absent: the primary app).
+        public var app: AppID?
 
-        public init(store: Store, transactionId: TransactionID, productId: ProductID, productType: ProductType, purchasedAt: Date) {
+        public init(store: Store, transactionId: TransactionID, productId: ProductID, productType: ProductType, purchasedAt: Date, app: AppID? = nil) {
+            self.app = app
             self.store = store
             self.transactionId = transactionId
             self.productId = productId

@@ -132,9 +132,10 @@ public protocol SweepRepository: PurchaseRepository {
     /// purchases the store was asked about again and answered not consumed. Returns those this call flagged.
     func flagDue(_ keys: [PurchaseKey], deadline: TimeInterval, now: Date) async throws -> [DuePurchase]
 
-    /// How many purchases of `store` bought before `boughtBefore` are still open (verified or granted, not finished): near
-    /// a deadline, they are what the store refunds (Google Play, after three days) or the sweeper flags.
-    func openPurchases(store: Store, boughtBefore: Date) async throws -> Int
+    /// How many purchases of `store` bought before `boughtBefore` are still open (verified or granted, not finished), by the
+    /// app they were bought in (nil: the primary app, as recorded): near a deadline, they are what the store refunds
+    /// (Google Play, after three days) or the sweeper flags.
+    func openPurchases(store: Store, boughtBefore: Date) async throws -> [AppID?: Int]
 
     /// Forgets the kept consumption reports (`recordConsumed`) whose purchase is recorded: its record took the report.
     /// Returns how many.

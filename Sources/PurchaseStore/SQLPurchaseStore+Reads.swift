@@ -158,7 +158,7 @@ extension SQLPurchaseStore {
             try Self.transaction(connection, dialect, readOnly: true) {
                 let pending = try connection.query(Self.pendingOfUserQuery, [.text(userId)]).compactMap(Self.record).map {
                     UserHoldings.Pending(store: $0.key.store, transactionId: $0.key.transactionId, productId: $0.productId, productType: $0.productType,
-                                         purchasedAt: $0.purchaseTime)
+                                         purchasedAt: $0.purchaseTime, app: $0.app)
                 }
                 return UserHoldings(userId: userId, balances: try Self.balances(connection, of: userId),
                                     entitlements: try Self.entitlementsInForce(connection, of: userId, at: now), pending: pending,

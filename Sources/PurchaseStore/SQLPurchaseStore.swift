@@ -199,10 +199,13 @@ public final class SQLPurchaseStore: Sendable {
         try await executor.run(Self.openStatistics)
     }
 
-    public func openPurchases(store: Store, boughtBefore: Date) async throws -> Int {
+    public func openPurchases(store: Store, boughtBefore: Date) async throws -> [AppID?: Int] {
         try await executor.run { connection in
-            Int(try connection.query(Self.openPurchasesBoughtBeforeQuery, [.text(store.rawValue), .integer(PurchaseTime.milliseconds(boughtBefore))])
-                .first?[0].int64 ?? 0)
+            var counts: [AppID?: Int] = [:]
+            for row in try connection.query(Self.openPurchasesBoughtBeforeQuery, [.text(store.rawValue), .integer(PurchaseTime.milliseconds(boughtBefore))]) {
+                counts[row[0].identifier(), default: 0] += Int(row[1].int64 ?? 0)
+            }
+            return counts
         }
     }
 
@@ -211,8 +214,8 @@ public final class SQLPurchaseStore: Sendable {
     static let oldestOpenPurchaseQuery = "SELECT min(purchase_time) FROM purchases WHERE is_open AND \(LifecycleConditions.state(in: Lifecycle.openStates))"
     static let unknownProductTypeQuery = "SELECT count(*) FROM purchases WHERE product_type = 'unknown'"
     /// Open purchases of a store ($1) bought before $2 (`purchases_open_by_time`).
-    static let openPurchasesBoughtBeforeQuery = "SELECT count(*) FROM purchases WHERE is_open AND \(LifecycleConditions.state(in: Lifecycle.openStates)) "
-        + "AND store = $1 AND purchase_time < $2"
+    static let openPurchasesBoughtBeforeQuery = "SELECT app, count(*) FROM purchases WHERE is_open AND \(LifecycleConditions.state(in: Lifecycle.openStates)) "
+        + "AND store = $1 AND purchase_time < $2 GROUP BY app"
     /// Charges nobody claimed, in both engines' words for their partial index (migration 18): PostgreSQL's `is_unclaimed`,
     /// SQLite's on `state`.
     static let unclaimedCondition = "is_unclaimed AND \(LifecycleConditions.state(in: [.unclaimed]))"

@@ -139,14 +139,23 @@ extension Workers {
             throw SettingsError("--near-deadline-hours (IAP_NEAR_DEADLINE_HOURS) must be positive")
         }
         let store = env.store
+        let apps = try configuredApps(env).directory
         env.metrics.declare("iap_purchases_near_deadline", .gauge,
-                            help: "Purchases still open (not finished) within --near-deadline-hours of their store's deadline, by store; alert on any "
-                                + "(Google Play refunds what it was not told was delivered within three days).")
+                            help: "Purchases still open (not finished) within --near-deadline-hours of their store's deadline, by store (and app, with --apps); "
+                                + "alert on any (Google Play refunds what it was not told was delivered within three days).")
         env.metrics.addCollector { metrics in
             for (storeName, deadline) in deadlines {
                 do {
                     let open = try await store.openPurchases(store: storeName, boughtBefore: now().addingTimeInterval(-(deadline - hours * 3600)))
-                    metrics.set("iap_purchases_near_deadline", ["store": storeName.rawValue], to: Double(open))
+                    guard apps.namesApps else {
+                        metrics.set("iap_purchases_near_deadline", ["store": storeName.rawValue], to: Double(open.values.reduce(0, +)))
+                        continue
+                    }
+                    // Every configured app, at zero when it has none (a bounded label); what was recorded without an app is the primary's.
+                    for app in apps.apps {
+                        let count = (open[app.id] ?? 0) + (app.id == apps.primary.id ? open[nil] ?? 0 : 0)
+                        metrics.set("iap_purchases_near_deadline", ["store": storeName.rawValue, "app": app.id.rawValue], to: Double(count))
+                    }
                 } catch {
                     // The last figure stays: iap_store_up reports the outage itself.
                     env.logger.warning("near-deadline purchases not counted", ["store": storeName.rawValue, "error": "\(error)"])

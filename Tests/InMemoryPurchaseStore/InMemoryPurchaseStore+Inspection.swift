@@ -28,7 +28,7 @@ extension InMemoryPurchaseStore {
                 row.record.userId == userId && Lifecycle.openStates.contains(row.state) && Lifecycle.awaitingFinishStates.contains(row.state)
             }.sorted(by: Tables.byPurchaseTime).map { row in
                 UserHoldings.Pending(store: row.key.store, transactionId: row.key.transactionId, productId: row.record.productId,
-                                     productType: row.record.productType, purchasedAt: row.record.purchaseTime)
+                                     productType: row.record.productType, purchasedAt: row.record.purchaseTime, app: row.record.app)
             }
             return UserHoldings(userId: userId, balances: tables.balances[userId] ?? [:], entitlements: tables.entitlementsInForce(of: userId, at: now),
                                 pending: pending, subscriptions: tables.subscriptionStatuses(of: userId))

@@ -21,9 +21,10 @@ extension InMemoryPurchaseStore: SweepRepository, ConsumptionRequestRepository {
         try await withTables { $0.owner(store: store, originalTransactionId: originalTransactionId) }
     }
 
-    public func openPurchases(store: Store, boughtBefore: Date) async throws -> Int {
+    public func openPurchases(store: Store, boughtBefore: Date) async throws -> [AppID?: Int] {
         try await withTables { tables in
-            tables.purchases.values.count { $0.record.key.store == store && Lifecycle.openStates.contains($0.state) && $0.record.purchaseTime < boughtBefore }
+            tables.purchases.values.filter { $0.record.key.store == store && Lifecycle.openStates.contains($0.state) && $0.record.purchaseTime < boughtBefore }
+                .reduce(into: [:]) { counts, row in counts[row.record.app, default: 0] += 1 }
         }
     }
 

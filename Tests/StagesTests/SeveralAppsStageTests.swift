@@ -64,6 +64,8 @@ import WorkerRuntime
 
         #expect(try await store.purchase(PurchaseKey(store: .appstore, transactionId: "2000000002"))?.app == "puzzle", "recorded with its app")
         #expect(try await store.balances(of: "u-1") == ["coins": 100, "hints": 5])
+        #expect(try await store.holdings(of: "u-1").pending.map { "\($0.transactionId) \($0.app?.rawValue ?? "")" }.sorted()
+                == ["2000000001 coins-game", "2000000002 puzzle"], "the read side names each unfinished purchase's app")
     }
 
     @Test func aPurchaseOfAnAppTheDeploymentDoesNotHaveIsRejected() async throws {
