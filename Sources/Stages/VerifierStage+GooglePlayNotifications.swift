@@ -34,41 +34,32 @@ extension VerifierStage {
             return .publish([]) // a pending purchase canceled: nothing was paid
         case .oneTimeProduct(_, let token, let productId):
             let verdict = await googlePlay.verify(packageName: notification.packageName, productId: productId, purchaseToken: token)
-            return try await recordGooglePlayCharge(verdict.map { (VerifiedPurchase($0), $0.obfuscatedExternalAccountId) }, notification, token, productId,
-                                                    received: received)
+            return try await recordGooglePlayCharge(verdict.map(VerifiedPurchase.init), notification, token, productId, received: received)
         case .subscription(_, let token, let productId):
             let verdict = await googlePlay.verifySubscription(packageName: notification.packageName, productId: productId, purchaseToken: token)
-            return try await recordGooglePlayCharge(verdict.map { (VerifiedPurchase($0), $0.obfuscatedExternalAccountId) }, notification, token, productId,
-                                                    received: received)
+            return try await recordGooglePlayCharge(verdict.map(VerifiedPurchase.init), notification, token, productId, received: received)
         }
     }
 
-    /// The purchase the API answered for a notification, recorded for whoever owns its subscription (or purchase), else
-    /// the user its account token belongs to, else unclaimed (`recordCharge` does the same for the App Store's). What the
-    /// API cannot say now is retried; what it refuses (a token no longer valid, a pending payment) leaves nothing to do.
-    private func recordGooglePlayCharge(_ verdict: Result<(VerifiedPurchase, String?), Rejection>, _ notification: GooglePlayDeveloperNotification,
+    /// The purchase the API answered for a notification, recorded as the App Store's announced charges are
+    /// (`recordAnnouncedCharge`). What the API cannot say now is retried; what it refuses (a token no longer valid, a
+    /// pending payment) leaves nothing to do.
+    private func recordGooglePlayCharge(_ verdict: Result<VerifiedPurchase, Rejection>, _ notification: GooglePlayDeveloperNotification,
                                         _ token: PurchaseToken, _ productId: ProductID, received: StoreNotificationReceived) async throws -> StageResult {
         let purchase: VerifiedPurchase
         switch verdict {
-        case .success(let (verified, _)): purchase = try await continuingItsSubscription(verified)
+        case .success(let verified): purchase = try await continuingItsSubscription(verified)
         case .failure(let rejection) where rejection.reason == .purchasePending || !rejection.isRetryable:
             context.logger.info("Google Play notification: nothing to record", ["token": token, "reason": rejection.reason.rawValue])
             return .publish([])
         case .failure(let rejection):
             throw TransientError("\(rejection)")
         }
-        var owner = try await store.owner(store: .googleplay, originalTransactionId: purchase.originalTransactionId ?? TransactionID(token))
-        if owner == nil, let account = purchase.appAccountToken { owner = try await store.owner(ofAccountToken: account) }
-        // What `purchaseRecord` keeps to complete it with: the package and token (no signed data: the API was asked).
-        let submission = PurchaseSubmitted(store: .googleplay, kind: .googlePlayPurchase,
-                                           googleplay: .init(packageName: notification.packageName, productId: productId, purchaseToken: token,
-                                                             purchaseData: "", signature: ""),
-                                           userId: owner ?? .nobody, submittedAt: received.receivedAt, source: .server,
-                                           submissionId: "notification:googleplay:\(purchase.transactionId)")
-        guard owner == nil else { return .publish(try await record([purchase], for: submission, byTheStore: true)) }
-        let outcome = try await store.recordUnclaimed(purchaseRecord(purchase, type: productType(of: purchase, for: submission), for: submission),
-                                                      at: context.now())
-        context.logger.info("charge nobody claimed yet: kept for the app's submission", ["transactionId": purchase.transactionId, "outcome": "\(outcome)"])
-        return .publish([])
+        return try await recordAnnouncedCharge(purchase, announcedAs: "googleplay") { owner in
+            // What `purchaseRecord` keeps to complete it with: the package and token (no signed data: the API was asked).
+            PurchaseSubmitted(store: .googleplay, kind: .googlePlayPurchase,
+                              googleplay: .init(packageName: notification.packageName, productId: productId, purchaseToken: token, purchaseData: "", signature: ""),
+                              userId: owner, submittedAt: received.receivedAt, source: .server, submissionId: "notification:googleplay:\(purchase.transactionId)")
+        }
     }
 }

@@ -74,22 +74,28 @@ extension VerifierStage {
     /// How long Apple waits for the answer to a CONSUMPTION_REQUEST.
     static let consumptionAnswerWindow: TimeInterval = 12 * 3600
 
-    /// A renewal, a new subscription or a one-time charge the store announces: recorded and answered like a submission
-    /// for the user who owns the subscription, or else the user its account token belongs to (known from a purchase
-    /// bound to it). One nobody is known for is recorded unclaimed: the app's submission claims it, or its deadline
-    /// flags it (the user paid and received nothing).
+    /// A renewal, a new subscription or a one-time charge the App Store announces (`recordAnnouncedCharge`).
     private func recordCharge(_ transaction: AppStoreTransaction, notification: AppStoreNotification,
                               received: StoreNotificationReceived) async throws -> StageResult {
-        let original = transaction.originalTransactionId ?? transaction.transactionId
-        var owner = try await store.owner(store: .appstore, originalTransactionId: original)
-        if owner == nil, let token = transaction.appAccountToken { owner = try await store.owner(ofAccountToken: token) }
-        let submission = PurchaseSubmitted(store: .appstore, kind: .signedTransaction, userId: owner ?? .nobody, submittedAt: received.receivedAt,
-                                           source: .server, submissionId: "notification:\(notification.notificationUUID)")
-        guard owner == nil else { return .publish(try await record([VerifiedPurchase(transaction)], for: submission, byTheStore: true)) }
-        let purchase = VerifiedPurchase(transaction)
+        try await recordAnnouncedCharge(VerifiedPurchase(transaction), announcedAs: notification.notificationType.rawValue) { owner in
+            PurchaseSubmitted(store: .appstore, kind: .signedTransaction, userId: owner, submittedAt: received.receivedAt, source: .server,
+                              submissionId: "notification:\(notification.notificationUUID)")
+        }
+    }
+
+    /// A charge a store announced (`purchase`, verified): recorded and answered like a submission (`submission` of its
+    /// user) for the user who owns its subscription (or purchase), or else the user its account token belongs to (known
+    /// from a purchase bound to it). One nobody is known for is recorded unclaimed: the app's submission claims it, or its
+    /// deadline flags it (the user paid and received nothing).
+    func recordAnnouncedCharge(_ purchase: VerifiedPurchase, announcedAs kind: String,
+                               submission: (UserID) -> PurchaseSubmitted) async throws -> StageResult {
+        var owner = try await store.owner(store: purchase.store, originalTransactionId: purchase.originalTransactionId ?? purchase.transactionId)
+        if owner == nil, let token = purchase.appAccountToken { owner = try await store.owner(ofAccountToken: token) }
+        let submission = submission(owner ?? .nobody)
+        guard owner == nil else { return .publish(try await record([purchase], for: submission, byTheStore: true)) }
         let outcome = try await store.recordUnclaimed(purchaseRecord(purchase, type: productType(of: purchase, for: submission), for: submission), at: context.now())
-        context.logger.info("charge nobody claimed yet: kept for the app's submission", ["transactionId": transaction.transactionId,
-                                                                                        "type": notification.notificationType.rawValue, "outcome": "\(outcome)"])
+        context.logger.info("charge nobody claimed yet: kept for the app's submission", ["transactionId": purchase.transactionId, "type": kind,
+                                                                                        "outcome": "\(outcome)"])
         return .publish([])
     }
 }
