@@ -59,6 +59,9 @@ extension Workers {
             return value
         }
         let context = StageContext(codec: env.context(stage: "sweeper").codec, logger: env.logger, now: now)
+        // The deployment's apps and App Store clients, resolved once for the rechecks, the reconciler and the gauges.
+        let apps = try configuredApps(env)
+        let appStoreAPIs = try appStoreAPIsByEnvironment(env.settings, schemas: env.schemas, purpose: "to ask and reconcile with the App Store Server API")
         let deadlines: [Store: TimeInterval] = [.appstore: hours[0] * 3600, .appcoins: hours[1] * 3600, .googleplay: hours[2] * 3600]
         let sweeper = SweeperService(
             configuration: .init(deadlines: deadlines,
@@ -68,7 +71,7 @@ extension Workers {
                 guard let url = URL(string: text) else { throw SettingsError("--appcoins-url (IAP_APPCOINS_URL) is not a URL") }
                 return AppCoinsVerifier(configuration: .init(baseURL: url))
             },
-            appStores: try appStoreLookups(env))
+            appStores: try appStoreLookups(env, apps: apps, apis: appStoreAPIs))
         // The store's history is read up to the real time, whatever `--now` says: a checkpoint in the future would stop
         // every later pass until that time came.
         env.metrics.declare("iap_sweeper_store_checks_total", .counter,
@@ -76,22 +79,20 @@ extension Workers {
         env.metrics.addCollector { metrics in
             for (outcome, count) in sweeper.storeChecks { metrics.set("iap_sweeper_store_checks_total", ["outcome": outcome], to: Double(count)) }
         }
-        try registerNearDeadline(env, deadlines: deadlines, now: now)
-        return (sweeper, try reconciler(env, context: StageContext(codec: context.codec, logger: env.logger)))
+        try registerNearDeadline(env, apps: apps.directory, deadlines: deadlines, now: now)
+        return (sweeper, try reconciler(env, apps: apps, apis: appStoreAPIs, context: StageContext(codec: context.codec, logger: env.logger)))
     }
 
     /// Each App Store app's App Store of each environment the API is configured for, with the verifier of its answers:
     /// asked before an App Store purchase is flagged. None without `--appstore-api-url`; with it, `--root` is required (an
     /// answer is trusted no more than an app's submission).
-    static func appStoreLookups(_ env: WorkerApp.Environment) throws -> PerApp<[AppStoreEnvironment: AppStoreLookup]> {
-        guard let apis = try appStoreAPIsByEnvironment(env.settings, schemas: env.schemas, purpose: "to ask the App Store Server API") else {
-            return PerApp(single: [:])
-        }
+    static func appStoreLookups(_ env: WorkerApp.Environment, apps: ConfiguredApps,
+                                apis: PerApp<[AppStoreEnvironment: AppStoreServerAPIClient]>?) throws -> PerApp<[AppStoreEnvironment: AppStoreLookup]> {
+        guard let apis else { return PerApp(single: [:]) }
         guard !env.settings.list("--root").isEmpty else {
             throw SettingsError("--appstore-api-url (IAP_APPSTORE_API_URL) needs --root (IAP_ROOT_CERTIFICATES): the App Store's answers are verified")
         }
         // One verifier per environment, of every app's data.
-        let apps = try configuredApps(env)
         var verifiers: [AppStoreEnvironment: SignedDataVerifier] = [:]
         for environment in Set(apis.byApp.values.flatMap(\.keys)) {
             verifiers[environment] = try signedDataVerifier(env, apps: apps, environment: environment)
@@ -105,15 +106,15 @@ extension Workers {
 
     /// The reconciler: one App Store history per API configured (the deployment's environment's, the sandbox's), and the
     /// voided purchases of each Google Play app.
-    static func reconciler(_ env: WorkerApp.Environment, context: StageContext) throws -> StoreReconciler<ContinuousClock>? {
-        let apis = try appStoreAPIsByEnvironment(env.settings, schemas: env.schemas, purpose: "to reconcile with the App Store")
+    static func reconciler(_ env: WorkerApp.Environment, apps: ConfiguredApps, apis: PerApp<[AppStoreEnvironment: AppStoreServerAPIClient]>?,
+                           context: StageContext) throws -> StoreReconciler<ContinuousClock>? {
         // Each App Store app's (the primary app's first, under the names it had before apps were named): the deployment's
         // environment's history first, then the sandbox's.
         var histories: [any StoreHistory] = (apis?.ordered ?? []).flatMap { app, byEnvironment in
             byEnvironment.sorted { $0.key != .sandbox && $1.key == .sandbox }
                 .map { AppStoreNotificationHistory(environment: $0.key, api: $0.value, app: app == apis?.primary ? nil : app) }
         }
-        if let googlePlay = try googlePlayVerifier(env.settings, apps: try configuredApps(env)) {
+        if let googlePlay = try googlePlayVerifier(env.settings, apps: apps) {
             histories += googlePlay.configuration.apps.keys.sorted { $0.rawValue.utf8.lexicographicallyPrecedes($1.rawValue.utf8) }
                 .map { GooglePlayVoidedPurchasesHistory(packageName: $0, api: googlePlay.api) }
         }
@@ -134,12 +135,12 @@ extension Workers {
     /// `iap_purchases_near_deadline{store}`: purchases still open (verified or granted, not finished) within
     /// `--near-deadline-hours` of their store's deadline. On Google Play each is about to be refunded by Google (three days
     /// without an acknowledgement or consumption): the finisher is failing to complete them.
-    static func registerNearDeadline(_ env: WorkerApp.Environment, deadlines: [Store: TimeInterval], now: @escaping @Sendable () -> Date) throws {
+    static func registerNearDeadline(_ env: WorkerApp.Environment, apps: AppDirectory, deadlines: [Store: TimeInterval],
+                                     now: @escaping @Sendable () -> Date) throws {
         guard let hours = try env.settings.seconds("--near-deadline-hours"), hours > 0 else {
             throw SettingsError("--near-deadline-hours (IAP_NEAR_DEADLINE_HOURS) must be positive")
         }
         let store = env.store
-        let apps = try configuredApps(env).directory
         env.metrics.declare("iap_purchases_near_deadline", .gauge,
                             help: "Purchases still open (not finished) within --near-deadline-hours of their store's deadline, by store (and app, with --apps); "
                                 + "alert on any (Google Play refunds what it was not told was delivered within three days).")
