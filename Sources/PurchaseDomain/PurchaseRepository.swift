@@ -29,6 +29,9 @@ public protocol PurchaseRepository: Sendable {
     /// The recorded state of each of `keys` that has a record.
     func states(of keys: [PurchaseKey]) async throws -> [PurchaseKey: PurchaseState]
 
+    /// The records of those of `keys` that are recorded, read at once (outside a batch: for what is decided before one).
+    func purchases(_ keys: [PurchaseKey]) async throws -> [PurchaseKey: PurchaseRecord]
+
     /// `states(of:)` with the environment each was verified in (`Sandbox`, `Production`, …; nil when the store named none).
     func statesAndEnvironments(of keys: [PurchaseKey]) async throws -> [PurchaseKey: (state: PurchaseState, environment: String?, app: AppID?)]
 

@@ -23,6 +23,20 @@ extension SQLPurchaseStore {
         try await statesAndEnvironments(of: keys).mapValues(\.state)
     }
 
+    public func purchases(_ keys: [PurchaseKey]) async throws -> [PurchaseKey: PurchaseRecord] {
+        guard !keys.isEmpty else { return [:] }
+        let dialect = dialect
+        return try await executor.run { connection in
+            var records: [PurchaseKey: PurchaseRecord] = [:]
+            try Self.keyedRows("purchases", Self.recordColumns, of: keys, dialect) { source, values in
+                for row in try connection.query("SELECT r.* FROM \(source)", values) {
+                    if let record = Self.record(row) { records[record.key] = record }
+                }
+            }
+            return records
+        }
+    }
+
     /// `states(of:)` with the environment each was verified in (`Sandbox`, `Production`, …; nil when the store named none)
     /// and the app it was bought in (nil: the primary app).
     public func statesAndEnvironments(of keys: [PurchaseKey]) async throws -> [PurchaseKey: (state: PurchaseState, environment: String?, app: AppID?)] {

@@ -47,12 +47,15 @@ extension FinisherStage {
     /// never waits on Google), by transaction id.
     func googlePlayCompletions(for grants: [ItemGranted], api: AndroidPublisherClient) async throws
         -> [TransactionID: Result<Void, AndroidPublisherClient.Failure>] {
-        var owed: [PurchaseRecord] = []
-        var seen: Set<TransactionID> = []
-        for granted in grants where granted.store == .googleplay && seen.insert(granted.transactionId).inserted {
-            guard let record = try await store.purchase(PurchaseKey(store: .googleplay, transactionId: granted.transactionId)),
-                  case .callStoreAPI = FinishPolicy.onGrant(record, finishesThroughStoreAPI: true, reinstated: granted.reinstated == true) else { continue }
-            owed.append(record)
+        var reinstated: [PurchaseKey: Bool] = [:]
+        for granted in grants where granted.store == .googleplay {
+            let key = PurchaseKey(store: .googleplay, transactionId: granted.transactionId)
+            reinstated[key] = (reinstated[key] ?? false) || granted.reinstated == true
+        }
+        // Their records in one read.
+        let owed = try await store.purchases(Array(reinstated.keys)).values.filter { record in
+            guard case .callStoreAPI = FinishPolicy.onGrant(record, finishesThroughStoreAPI: true, reinstated: reinstated[record.key] ?? false) else { return false }
+            return true
         }
         return await withTaskGroup(of: (TransactionID, Result<Void, AndroidPublisherClient.Failure>?).self) { group in
             for record in owed { group.addTask { (record.key.transactionId, await Self.googlePlayCompletion(of: record, with: api)) } }

@@ -127,9 +127,6 @@ public struct FinisherStage: StoreBackedStage {
         }
     }
 
-    /// The App Store Server API clients of the app `record` was bought in; nil when this finisher has none for it.
-    func appStoreClients(of record: PurchaseRecord) -> AppStoreAPIClients? { appStoreAPIs?.forRecorded(app: record.app) }
-
     /// - Parameter finishCalls: Finish Transaction answers already received, by transaction id, for a batch (nil alone).
     ///   A purchase of the batch granted since they were made has none: it fails the batch, and is finished alone.
     /// - Parameter granted: the message decoded already, when it is an `item.granted`; `consumed`, a `purchase.consumed`.

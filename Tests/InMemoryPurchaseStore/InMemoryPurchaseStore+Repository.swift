@@ -13,6 +13,12 @@ extension InMemoryPurchaseStore: SweepRepository, ConsumptionRequestRepository {
         try await statesAndEnvironments(of: keys).mapValues(\.state)
     }
 
+    public func purchases(_ keys: [PurchaseKey]) async throws -> [PurchaseKey: PurchaseRecord] {
+        try await withTables(keys) { tables in
+            keys.reduce(into: [:]) { records, key in if let row = tables.purchases[key] { records[key] = row.record } }
+        }
+    }
+
     public func statesAndEnvironments(of keys: [PurchaseKey]) async throws -> [PurchaseKey: (state: PurchaseState, environment: String?, app: AppID?)] {
         try await withTables(keys) { $0.statesAndEnvironments(of: keys) }
     }
