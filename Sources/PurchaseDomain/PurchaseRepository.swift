@@ -212,9 +212,18 @@ public struct LapsedSubscription: Sendable, Hashable {
     public var expiresDate: Date
     /// The app it was bought in (nil: the primary app).
     public var app: AppID?
+    public var productId: ProductID?
+    /// The Android app and purchase token of a Google Play period (its token is the one to ask about: an upgrade's own,
+    /// not the first of the subscription it continues).
+    public var packageName: PackageName?
+    public var purchaseToken: PurchaseToken?
 
-    public init(key: PurchaseKey, originalTransactionId: TransactionID, userId: UserID, environment: String?, expiresDate: Date, app: AppID? = nil) {
+    public init(key: PurchaseKey, originalTransactionId: TransactionID, userId: UserID, environment: String?, expiresDate: Date, app: AppID? = nil,
+                productId: ProductID? = nil, packageName: PackageName? = nil, purchaseToken: PurchaseToken? = nil) {
         self.app = app
+        self.productId = productId
+        self.packageName = packageName
+        self.purchaseToken = purchaseToken
         self.key = key
         self.originalTransactionId = originalTransactionId
         self.userId = userId

@@ -1,7 +1,8 @@
 import Foundation
 
 /// What a backend needs to message the user of an auto-renewable subscription, as the store last said it: whether it
-/// renews, to which product, a billing issue and its grace period, a price increase, why it expired, the offer in force.
+/// renews, to which product, a billing issue and its grace period, a pause, a price increase, why it expired, the offer
+/// in force.
 /// `asOf` is when the store signed that information: only newer information replaces it (`SubscriptionStatus.update`).
 ///
 /// The store's codes (price increase, expiration, offer type) are kept as sent (`raw…`), so that a value a later store
@@ -19,6 +20,8 @@ public struct SubscriptionStatus: Sendable, Hashable, Codable {
     public var billingIssueSince: Date?
     /// When the billing grace period ends: service continues until then while renewing fails.
     public var gracePeriodEndsAt: Date?
+    /// Paused by the customer (Google Play): until when, when the store says it resumes; nil while not paused.
+    public var pausedUntil: Date?
     /// App Store `priceIncreaseStatus`: 0 the customer has not responded to a price increase, 1 consented (or needed not).
     public var rawPriceIncreaseStatus: Int64?
     /// App Store `expirationIntent` (1 cancelled, 2 billing error, 3 price increase declined, 4 product not for sale, 5 other).
@@ -31,7 +34,7 @@ public struct SubscriptionStatus: Sendable, Hashable, Codable {
     public var asOf: Date
 
     public init(store: Store, originalTransactionId: TransactionID, productId: ProductID? = nil, willRenew: Bool? = nil,
-                pendingProductId: ProductID? = nil, billingIssueSince: Date? = nil, gracePeriodEndsAt: Date? = nil,
+                pendingProductId: ProductID? = nil, billingIssueSince: Date? = nil, gracePeriodEndsAt: Date? = nil, pausedUntil: Date? = nil,
                 rawPriceIncreaseStatus: Int64? = nil, rawExpirationReason: Int64? = nil, rawOfferType: Int64? = nil,
                 offerIdentifier: String? = nil, asOf: Date) {
         self.store = store
@@ -41,6 +44,7 @@ public struct SubscriptionStatus: Sendable, Hashable, Codable {
         self.pendingProductId = pendingProductId
         self.billingIssueSince = billingIssueSince
         self.gracePeriodEndsAt = gracePeriodEndsAt
+        self.pausedUntil = pausedUntil
         self.rawPriceIncreaseStatus = rawPriceIncreaseStatus
         self.rawExpirationReason = rawExpirationReason
         self.rawOfferType = rawOfferType
@@ -50,7 +54,7 @@ public struct SubscriptionStatus: Sendable, Hashable, Codable {
 
     /// The store's codes under the names events and the read side give them.
     enum CodingKeys: String, CodingKey {
-        case store, originalTransactionId, productId, willRenew, pendingProductId, billingIssueSince, gracePeriodEndsAt, offerIdentifier, asOf
+        case store, originalTransactionId, productId, willRenew, pendingProductId, billingIssueSince, gracePeriodEndsAt, pausedUntil, offerIdentifier, asOf
         case rawPriceIncreaseStatus = "priceIncreaseStatus", rawExpirationReason = "expirationReason", rawOfferType = "offerType"
     }
 
@@ -99,7 +103,7 @@ public struct SubscriptionStatus: Sendable, Hashable, Codable {
 
     /// The fields a change is announced by, named as events and the read side name them.
     public enum Field: String, Sendable, Hashable, CaseIterable, Codable {
-        case productId, willRenew, pendingProductId, billingIssueSince, gracePeriodEndsAt, priceIncreaseStatus, expirationReason, offerType, offerIdentifier
+        case productId, willRenew, pendingProductId, billingIssueSince, gracePeriodEndsAt, pausedUntil, priceIncreaseStatus, expirationReason, offerType, offerIdentifier
     }
 
     /// The fields in which `self` and `other` differ (times to the millisecond, as they are kept), in `Field` order.
@@ -112,6 +116,7 @@ public struct SubscriptionStatus: Sendable, Hashable, Codable {
             case .pendingProductId: pendingProductId != other.pendingProductId
             case .billingIssueSince: ms(billingIssueSince) != ms(other.billingIssueSince)
             case .gracePeriodEndsAt: ms(gracePeriodEndsAt) != ms(other.gracePeriodEndsAt)
+            case .pausedUntil: ms(pausedUntil) != ms(other.pausedUntil)
             case .priceIncreaseStatus: rawPriceIncreaseStatus != other.rawPriceIncreaseStatus
             case .expirationReason: rawExpirationReason != other.rawExpirationReason
             case .offerType: rawOfferType != other.rawOfferType

@@ -20,6 +20,8 @@ public struct SubscriptionStatusChanged: PipelineEvent, Hashable {
     public var billingIssueSince: Date?
     /// When the billing grace period ends (service continues until then).
     public var gracePeriodEndsAt: Date?
+    /// Paused by the customer (Google Play) until then; absent while not paused.
+    public var pausedUntil: Date?
     /// The store's code (App Store `priceIncreaseStatus`: 0 not responded, 1 consented).
     public var priceIncreaseStatus: Int64?
     /// The store's code (App Store `expirationIntent`: 1 cancelled, 2 billing error, 3 price increase declined, 4 product
@@ -48,6 +50,7 @@ public struct SubscriptionStatusChanged: PipelineEvent, Hashable {
         pendingProductId = status.pendingProductId
         billingIssueSince = status.billingIssueSince
         gracePeriodEndsAt = status.gracePeriodEndsAt
+        pausedUntil = status.pausedUntil
         priceIncreaseStatus = status.rawPriceIncreaseStatus
         expirationReason = status.rawExpirationReason
         offerType = status.rawOfferType
@@ -63,7 +66,7 @@ public struct SubscriptionStatusChanged: PipelineEvent, Hashable {
     public var status: SubscriptionStatus {
         SubscriptionStatus(store: store, originalTransactionId: originalTransactionId, productId: productId, willRenew: willRenew,
                            pendingProductId: pendingProductId, billingIssueSince: billingIssueSince, gracePeriodEndsAt: gracePeriodEndsAt,
-                           rawPriceIncreaseStatus: priceIncreaseStatus, rawExpirationReason: expirationReason, rawOfferType: offerType,
+                           pausedUntil: pausedUntil, rawPriceIncreaseStatus: priceIncreaseStatus, rawExpirationReason: expirationReason, rawOfferType: offerType,
                            offerIdentifier: offerIdentifier, asOf: asOf)
     }
 

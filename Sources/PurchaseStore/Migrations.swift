@@ -365,6 +365,10 @@ enum Migrations {
             (24, """
             CREATE INDEX purchases_by_purchase_token ON purchases (store, purchase_token) WHERE purchase_token IS NOT NULL;
             """),
+            // Until when the customer paused a subscription (Google Play's `pausedStateContext.autoResumeTime`).
+            (25, """
+            ALTER TABLE subscription_statuses ADD COLUMN paused_until BIGINT;
+            """),
         ]
     }
 

@@ -49,7 +49,8 @@ extension SQLPurchaseStore: SubscriptionStatusRepository {
                     guard let id: TransactionID = row[0].identifier(), let original: TransactionID = row[1].identifier(), let user: UserID = row[2].identifier(),
                           let expires = row[4].int64 else { return nil }
                     return LapsedSubscription(key: PurchaseKey(store: store, transactionId: id), originalTransactionId: original, userId: user,
-                                              environment: row[3].string, expiresDate: PurchaseTime.date(expires), app: row[5].identifier())
+                                              environment: row[3].string, expiresDate: PurchaseTime.date(expires), app: row[5].identifier(),
+                                              productId: row[6].identifier(), packageName: row[7].identifier(), purchaseToken: row[8].identifier())
                 }
         }
     }
@@ -57,7 +58,8 @@ extension SQLPurchaseStore: SubscriptionStatusRepository {
     /// Latest periods in force that expired between $2 and $3 (`purchases_subscription_expiry`), with no later period of
     /// their subscription and no status signed after their expiry ($4 the limit).
     static let lapsedSubscriptionsQuery = """
-        SELECT p.transaction_id, COALESCE(p.original_transaction_id, p.transaction_id), p.user_id, p.environment, p.expires_at, p.app FROM purchases p
+        SELECT p.transaction_id, COALESCE(p.original_transaction_id, p.transaction_id), p.user_id, p.environment, p.expires_at, p.app,
+            p.product_id, p.package_name, p.purchase_token FROM purchases p
         WHERE p.store = $1 AND product_type = 'autoRenewable' AND p.expires_at >= $2 AND p.expires_at <= $3
             AND \(LifecycleConditions.state(in: [.granted, .finished])) AND p.user_id <> ''
             AND NOT EXISTS (SELECT 1 FROM purchases later WHERE later.store = p.store AND later.product_type = 'autoRenewable'
@@ -89,7 +91,7 @@ extension SQLPurchaseStore: SubscriptionStatusRepository {
         guard let row = try connection.query("SELECT \(statusColumns), announced FROM subscription_statuses WHERE store = $1 AND original_transaction_id = $2\(lock)",
                                              [.text(subscription.store.rawValue), .text(subscription.transactionId)]).first,
               let status = status(row) else { return nil }
-        let announced = (row[12].string ?? "").split(separator: ",").compactMap { SubscriptionStatus.Field(rawValue: String($0)) }
+        let announced = (row[13].string ?? "").split(separator: ",").compactMap { SubscriptionStatus.Field(rawValue: String($0)) }
         return (status, announced)
     }
 
@@ -100,18 +102,18 @@ extension SQLPurchaseStore: SubscriptionStatusRepository {
 
     private static let statusColumns = """
         store, original_transaction_id, product_id, will_renew, pending_product_id, billing_issue_since, grace_period_ends_at, \
-        price_increase_status, expiration_reason, offer_type, offer_identifier, as_of
+        price_increase_status, expiration_reason, offer_type, offer_identifier, as_of, paused_until
         """
 
     private static let insertStatement = """
-        INSERT INTO subscription_statuses (\(statusColumns), announced) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+        INSERT INTO subscription_statuses (\(statusColumns), announced) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
         ON CONFLICT (store, original_transaction_id) DO NOTHING RETURNING store
         """
 
     private static let updateStatement = """
         UPDATE subscription_statuses SET product_id = $3, will_renew = $4, pending_product_id = $5, billing_issue_since = $6,
             grace_period_ends_at = $7, price_increase_status = $8, expiration_reason = $9, offer_type = $10, offer_identifier = $11, as_of = $12,
-            announced = $13
+            paused_until = $13, announced = $14
         WHERE store = $1 AND original_transaction_id = $2
         """
 
@@ -123,7 +125,7 @@ extension SQLPurchaseStore: SubscriptionStatusRepository {
                 integer(status.willRenew.map { $0 ? 1 : 0 }), status.pendingProductId.map { .text($0) } ?? .null, time(status.billingIssueSince),
                 time(status.gracePeriodEndsAt), integer(status.rawPriceIncreaseStatus), integer(status.rawExpirationReason), integer(status.rawOfferType),
                 status.offerIdentifier.map { .text($0) } ?? .null, .integer(PurchaseTime.milliseconds(status.asOf)),
-                .text(announced.map(\.rawValue).joined(separator: ","))]
+                time(status.pausedUntil), .text(announced.map(\.rawValue).joined(separator: ","))]
     }
 
     /// The status a row of `statusColumns` holds (nil for a row this version cannot read).
@@ -131,7 +133,8 @@ extension SQLPurchaseStore: SubscriptionStatusRepository {
         guard let store = row[0].string.flatMap(Store.init(rawValue:)), let original: TransactionID = row[1].identifier(), let asOf = row[11].int64 else { return nil }
         return SubscriptionStatus(store: store, originalTransactionId: original, productId: row[2].identifier(), willRenew: row[3].int64.map { $0 == 1 },
                                   pendingProductId: row[4].identifier(), billingIssueSince: row[5].int64.map(PurchaseTime.date),
-                                  gracePeriodEndsAt: row[6].int64.map(PurchaseTime.date), rawPriceIncreaseStatus: row[7].int64,
+                                  gracePeriodEndsAt: row[6].int64.map(PurchaseTime.date), pausedUntil: row[12].int64.map(PurchaseTime.date),
+                                  rawPriceIncreaseStatus: row[7].int64,
                                   rawExpirationReason: row[8].int64, rawOfferType: row[9].int64, offerIdentifier: row[10].string,
                                   asOf: PurchaseTime.date(asOf))
     }

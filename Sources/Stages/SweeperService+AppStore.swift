@@ -163,17 +163,10 @@ extension SweeperService {
                                                     source: .server, verifiedAt: context.now()))
             }
             // What it leads to first: stopped before the status is recorded, the subscription is asked about again.
-            if !events.isEmpty, case .publish(let messages) = try context.messages(events) {
-                for result in await producer.send(contentsOf: messages) { _ = try result.get() }
-            }
+            try await publish(events)
             let status = SubscriptionStatus(renewal, productId: transaction.productId, asOf: max(renewal.signedDate ?? context.now(), subscription.expiresDate
                 .addingTimeInterval(0.001)))
-            if let (standing, fields) = try await store.recordSubscriptionStatus(status).announcement,
-               case .publish(let messages) = try context.messages([SubscriptionStatusChanged(standing, userId: subscription.userId, changed: fields,
-                                                                                            notificationType: nil, notificationSubtype: nil,
-                                                                                            announcedAt: context.now())]) {
-                for result in await producer.send(contentsOf: messages) { _ = try result.get() }
-            }
+            try await recordAndAnnounce(status, owner: subscription.userId)
             settled += 1
             count("subscriptionSettled")
             context.logger.info("lapsed subscription settled with the App Store", [

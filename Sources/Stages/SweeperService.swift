@@ -41,14 +41,16 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
     private let clock: C
     private let appCoins: AppCoinsVerifier?
     private let appStore: PerApp<[AppStoreEnvironment: AppStoreLookup]>
+    private let googlePlay: GooglePlayVerifier?
     private let state = Mutex<(stopped: Bool, sleeper: Task<Void, Never>?)>((false, nil))
-    /// What asking the App Store decided, since the service started (`storeChecks`).
+    /// What asking the stores decided, since the service started (`storeChecks`).
     let checks = Mutex<[String: Int]>([:])
 
     /// How many times the App Store was asked about a due purchase or a lapsed subscription, by what came of it:
     /// `refunded`, `notRefunded`, `unknownToTheStore`, `unavailable` (not asked: the API down, rate-limited or its key
-    /// refused), `untrusted` (an answer that did not verify), `subscriptionSettled`. Due purchases wait unflagged while
-    /// `unavailable` or `untrusted` grow: alert on them.
+    /// refused), `untrusted` (an answer that did not verify), `subscriptionSettled`; and Google Play about a lapsed
+    /// subscription: `googlePlaySubscriptionSettled`, `googlePlayUnavailable`. Due purchases wait unflagged while
+    /// `unavailable` or `untrusted` grow, lapsed subscriptions while either `…Unavailable` does: alert on them.
     public var storeChecks: [String: Int] { checks.withLock { $0 } }
 
     /// - Parameter appCoins: asked again, before flagging, about AppCoins purchases that are due: one the
@@ -62,9 +64,11 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
     }
 
     /// - Parameter appStores: each App Store app's App Store of each environment (the API's tokens name one app).
+    /// - Parameter googlePlay: asked about Google Play subscriptions that lapsed with nothing heard since.
     public init(configuration: Configuration, store: any SweepRepository & SubscriptionStatusRepository, producer: KafkaProducer, context: StageContext, clock: C,
-                appCoins: AppCoinsVerifier? = nil, appStores: PerApp<[AppStoreEnvironment: AppStoreLookup]>) {
+                appCoins: AppCoinsVerifier? = nil, appStores: PerApp<[AppStoreEnvironment: AppStoreLookup]>, googlePlay: GooglePlayVerifier? = nil) {
         self.appCoins = appCoins
+        self.googlePlay = googlePlay
         self.appStore = appStores
         self.configuration = configuration
         self.store = store
@@ -98,8 +102,25 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
                 context.logger.info("flagged refund due", ["store": storeName.rawValue, "count": due.count])
             }
             try await sendRefundNotices(store: storeName, deadline: deadline)
+            if storeName == .googleplay, let googlePlay {
+                let settled = try await settleLapsedGooglePlaySubscriptions(now: now, with: googlePlay)
+                if settled > 0 { context.logger.info("lapsed subscriptions settled", ["store": storeName.rawValue, "count": settled]) }
+            }
         }
         return flagged
+    }
+
+    /// Publishes `events`, each acknowledged by the broker before this returns.
+    func publish(_ events: [any PipelineEvent]) async throws {
+        guard !events.isEmpty, case .publish(let messages) = try context.messages(events) else { return }
+        for result in await producer.send(contentsOf: messages) { _ = try result.get() }
+    }
+
+    /// Records `status` of a subscription `owner` holds, and announces it (`subscription.status`) when it changed.
+    func recordAndAnnounce(_ status: SubscriptionStatus, owner: UserID) async throws {
+        guard let (standing, fields) = try await store.recordSubscriptionStatus(status).announcement else { return }
+        try await publish([SubscriptionStatusChanged(standing, userId: owner, changed: fields, notificationType: nil, notificationSubtype: nil,
+                                                     announcedAt: context.now())])
     }
 
     /// Sends the outbox of `store`'s `refund.due` events.

@@ -277,6 +277,7 @@ public struct VerifierStage: StoreBackedStage {
             case .recorded, .existing:
                 events.append(verifiedMessage)
             }
+            if !byTheStore { events += try await announceSubscriptionStatus(of: purchase) } // a notification's says which it was
         }
         return events
     }

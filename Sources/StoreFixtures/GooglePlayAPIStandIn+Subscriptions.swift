@@ -26,10 +26,15 @@ extension GooglePlayAPIStandIn {
         /// A license tester's (never charged): `testPurchase` is in the answer.
         public var test: Bool
         public var obfuscatedExternalAccountId: String?
+        /// Paused: when it resumes (`pausedStateContext.autoResumeTime`).
+        public var autoResumeTime: Date?
+        /// Canceled or expired: who ended it, the `canceledStateContext` member (`userInitiatedCancellation`,
+        /// `systemInitiatedCancellation`, `developerInitiatedCancellation`, `replacementCancellation`).
+        public var cancellation: String?
 
         public init(packageName: PackageName, productId: ProductID, state: String = "SUBSCRIPTION_STATE_ACTIVE", latestOrderId: TransactionID?,
                     startTime: Date = Date(), expiryTime: Date, acknowledged: Bool = false, linkedPurchaseToken: PurchaseToken? = nil, test: Bool = false,
-                    obfuscatedExternalAccountId: String? = nil) {
+                    obfuscatedExternalAccountId: String? = nil, autoResumeTime: Date? = nil, cancellation: String? = nil) {
             self.packageName = packageName
             self.productId = productId
             self.state = state
@@ -40,6 +45,8 @@ extension GooglePlayAPIStandIn {
             self.linkedPurchaseToken = linkedPurchaseToken
             self.test = test
             self.obfuscatedExternalAccountId = obfuscatedExternalAccountId
+            self.autoResumeTime = autoResumeTime
+            self.cancellation = cancellation
         }
     }
 
@@ -77,7 +84,9 @@ extension GooglePlayAPIStandIn {
     static func subscriptionPurchase(_ subscription: Subscription) -> JSONValue {
         var item: [String: JSONValue] = [
             "productId": .string(subscription.productId.rawValue), "expiryTime": .string(RFC3339.format(subscription.expiryTime)),
-            "autoRenewingPlan": .object(["autoRenewEnabled": .bool(subscription.state == "SUBSCRIPTION_STATE_ACTIVE")]),
+            // Google goes on trying to renew through a grace period, an account hold and a pause.
+            "autoRenewingPlan": .object(["autoRenewEnabled": .bool(["SUBSCRIPTION_STATE_ACTIVE", "SUBSCRIPTION_STATE_IN_GRACE_PERIOD",
+                                                                    "SUBSCRIPTION_STATE_ON_HOLD", "SUBSCRIPTION_STATE_PAUSED"].contains(subscription.state))]),
         ]
         if let order = subscription.latestOrderId { item["latestSuccessfulOrderId"] = .string(order.rawValue) }
         var body: [String: JSONValue] = [
@@ -88,6 +97,12 @@ extension GooglePlayAPIStandIn {
         if let order = subscription.latestOrderId { body["latestOrderId"] = .string(order.rawValue) }
         if let linked = subscription.linkedPurchaseToken { body["linkedPurchaseToken"] = .string(linked.rawValue) }
         if subscription.test { body["testPurchase"] = .object([:]) }
+        if subscription.state == "SUBSCRIPTION_STATE_PAUSED", let resume = subscription.autoResumeTime {
+            body["pausedStateContext"] = .object(["autoResumeTime": .string(RFC3339.format(resume))])
+        }
+        if ["SUBSCRIPTION_STATE_CANCELED", "SUBSCRIPTION_STATE_EXPIRED"].contains(subscription.state), let cancellation = subscription.cancellation {
+            body["canceledStateContext"] = .object([cancellation: .object([:])])
+        }
         if let account = subscription.obfuscatedExternalAccountId {
             body["externalAccountIdentifiers"] = .object(["obfuscatedExternalAccountId": .string(account)])
         }

@@ -62,6 +62,7 @@ extension Workers {
         // The deployment's apps and App Store clients, resolved once for the rechecks, the reconciler and the gauges.
         let apps = try configuredApps(env)
         let appStoreAPIs = try appStoreAPIsByEnvironment(env.settings, schemas: env.schemas, purpose: "to ask and reconcile with the App Store Server API")
+        let googlePlay = try googlePlayVerifier(env.settings, apps: apps)
         let deadlines: [Store: TimeInterval] = [.appstore: hours[0] * 3600, .appcoins: hours[1] * 3600, .googleplay: hours[2] * 3600]
         let sweeper = SweeperService(
             configuration: .init(deadlines: deadlines,
@@ -71,16 +72,17 @@ extension Workers {
                 guard let url = URL(string: text) else { throw SettingsError("--appcoins-url (IAP_APPCOINS_URL) is not a URL") }
                 return AppCoinsVerifier(configuration: .init(baseURL: url))
             },
-            appStores: try appStoreLookups(env, apps: apps, apis: appStoreAPIs))
+            appStores: try appStoreLookups(env, apps: apps, apis: appStoreAPIs), googlePlay: googlePlay)
         // The store's history is read up to the real time, whatever `--now` says: a checkpoint in the future would stop
         // every later pass until that time came.
         env.metrics.declare("iap_sweeper_store_checks_total", .counter,
-                            help: "Questions to the App Store before a flag or about a lapsed subscription, by outcome; alert while unavailable or untrusted grow.")
+                            help: "Questions to the App Store before a flag or about a lapsed subscription, and to Google Play about a lapsed subscription, by outcome; "
+                                + "alert while unavailable, untrusted or googlePlayUnavailable grow.")
         env.metrics.addCollector { metrics in
             for (outcome, count) in sweeper.storeChecks { metrics.set("iap_sweeper_store_checks_total", ["outcome": outcome], to: Double(count)) }
         }
         try registerNearDeadline(env, apps: apps.directory, deadlines: deadlines, now: now)
-        return (sweeper, try reconciler(env, apps: apps, apis: appStoreAPIs, context: StageContext(codec: context.codec, logger: env.logger)))
+        return (sweeper, try reconciler(env, googlePlay: googlePlay, apis: appStoreAPIs, context: StageContext(codec: context.codec, logger: env.logger)))
     }
 
     /// Each App Store app's App Store of each environment the API is configured for, with the verifier of its answers:
@@ -106,7 +108,7 @@ extension Workers {
 
     /// The reconciler: one App Store history per API configured (the deployment's environment's, the sandbox's), and the
     /// voided purchases of each Google Play app.
-    static func reconciler(_ env: WorkerApp.Environment, apps: ConfiguredApps, apis: PerApp<[AppStoreEnvironment: AppStoreServerAPIClient]>?,
+    static func reconciler(_ env: WorkerApp.Environment, googlePlay: GooglePlayVerifier?, apis: PerApp<[AppStoreEnvironment: AppStoreServerAPIClient]>?,
                            context: StageContext) throws -> StoreReconciler<ContinuousClock>? {
         // Each App Store app's (the primary app's first, under the names it had before apps were named): the deployment's
         // environment's history first, then the sandbox's.
@@ -114,7 +116,7 @@ extension Workers {
             byEnvironment.sorted { $0.key != .sandbox && $1.key == .sandbox }
                 .map { AppStoreNotificationHistory(environment: $0.key, api: $0.value, app: app == apis?.primary ? nil : app) }
         }
-        if let googlePlay = try googlePlayVerifier(env.settings, apps: apps) {
+        if let googlePlay {
             histories += googlePlay.configuration.apps.keys.sorted { $0.rawValue.utf8.lexicographicallyPrecedes($1.rawValue.utf8) }
                 .map { GooglePlayVoidedPurchasesHistory(packageName: $0, api: googlePlay.api) }
         }

@@ -54,7 +54,8 @@ extension Tables {
             let heardSince = subscriptionStatuses[PurchaseKey(store: store, transactionId: row.original)].map { $0.asOf.milliseconds > expires } ?? false
             guard !later, !heardSince else { return nil }
             return LapsedSubscription(key: row.key, originalTransactionId: row.original, userId: row.record.userId, environment: row.record.environment,
-                                      expiresDate: Date(milliseconds: expires), app: row.record.app)
+                                      expiresDate: Date(milliseconds: expires), app: row.record.app, productId: row.record.productId,
+                                      packageName: row.record.packageName, purchaseToken: row.record.purchaseToken)
         }.sorted { ($0.expiresDate, $0.key.transactionId) < ($1.expiresDate, $1.key.transactionId) }.prefix(limit).map { $0 }
     }
 }
@@ -65,6 +66,7 @@ extension SubscriptionStatus {
         var kept = self
         kept.billingIssueSince = billingIssueSince.map { Date(milliseconds: $0.milliseconds) }
         kept.gracePeriodEndsAt = gracePeriodEndsAt.map { Date(milliseconds: $0.milliseconds) }
+        kept.pausedUntil = pausedUntil.map { Date(milliseconds: $0.milliseconds) }
         kept.asOf = Date(milliseconds: asOf.milliseconds)
         return kept
     }

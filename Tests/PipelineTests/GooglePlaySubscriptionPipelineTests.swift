@@ -3,7 +3,9 @@ import JSON
 import Kafka
 import PurchaseDomain
 import PurchaseEvents
+import StageTestSupport
 import StoreFixtures
+import StoreVerification
 import Testing
 import TestSupport
 import WorkerApp
@@ -124,6 +126,87 @@ extension PipelineTests {
         let reconciler = try #require(try Workers.sweeperServices(sweeper).reconciler)
         let pass = try #require(try await reconciler.reconcileOnce()["googleplay:com.example.coins"])
         #expect(pass.listed == 1 && pass.recovered == 0, "the notification's revocation was recorded: \(pass)")
+        try await pipeline.stop()
+    }
+}
+
+extension PipelineTests {
+    /// What each subscription state Google reports tells the subscriber's backend, through the workers: a grace period
+    /// (its notification) keeps access until the grace ends and is announced as a billing issue; an account hold keeps
+    /// the issue and ends the grace; a recovery is a new period granted, the issue gone; a pause says until when. And a
+    /// renewal whose notification never came is found by the sweeper once the period lapsed, and granted to the
+    /// subscriber through the verifier.
+    @Test func googlePlaySubscriptionStatesAreAnnouncedAndALostRenewalIsFound() async throws {
+        let servers = try TestServices.requireBrokers()
+        let start = Date().addingTimeInterval(-60)
+        func period(_ order: String, _ state: String = "SUBSCRIPTION_STATE_ACTIVE", expires: Date, resume: Date? = nil) -> GooglePlayAPIStandIn.Subscription {
+            .init(packageName: "com.example.coins", productId: "pass.monthly", state: state, latestOrderId: TransactionID(order), startTime: start,
+                  expiryTime: expires, acknowledged: !order.hasSuffix("..0") || state != "SUBSCRIPTION_STATE_ACTIVE", autoResumeTime: resume)
+        }
+        let api = try GooglePlayAPIStandIn(purchases: [:])
+        let firstExpiry = Date().addingTimeInterval(86_400)
+        api.set("sub-s", period("GPA.6666..0", expires: firstExpiry))
+        let pipeline = try await Self.start(servers: servers, pki: try TestPKI.make(), storeURL: try await StoreEngine.sqlite.freshURL(), googlePlay: api)
+        let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": servers])))
+        func send(_ messages: [KafkaProducerMessage]) async throws { for result in await producer.send(contentsOf: messages) { _ = try result.get() } }
+        func notify(_ type: Int64) async throws {
+            let text = GooglePlayDeveloperNotification.subscriptionNotificationText(packageName: "com.example.coins", type: type, purchaseToken: "sub-s",
+                                                                                   productId: "pass.monthly", eventTime: Date())
+            try await send([try pipeline.codec.message(StoreNotificationReceived(developerNotification: text, purchaseToken: "sub-s", receivedAt: Date()),
+                                                       time: Date())])
+        }
+        func status() async throws -> SubscriptionStatus? { try await pipeline.store.subscriptionStatus(store: .googleplay, originalTransactionId: "sub-s") }
+        func passUntil() async throws -> Date? { try await pipeline.store.entitlements(of: "android-g")["pass"].flatMap { $0 } }
+        func state(_ order: TransactionID) async throws -> PurchaseState? { try await pipeline.store.purchase(PurchaseKey(store: .googleplay, transactionId: order))?.state }
+
+        try await send([try pipeline.googlePlaySubmission(token: "sub-s", product: "pass.monthly", user: "android-g")])
+        try await waitUntil("the signup is finished and its status recorded") { 
+            let recorded = try await status()
+            return try await state("GPA.6666..0") == .finished && recorded?.willRenew == true
+        }
+
+        // Renewing failed: Google moves the expiry to the grace period's end.
+        let graceEnd = firstExpiry.addingTimeInterval(3 * 86_400)
+        api.set("sub-s", period("GPA.6666..0", "SUBSCRIPTION_STATE_IN_GRACE_PERIOD", expires: graceEnd))
+        try await notify(6)
+        try await waitUntil("the grace period is recorded") { try await status()?.gracePeriodEndsAt.map { abs($0.timeIntervalSince(graceEnd)) < 0.001 } == true }
+        try await waitUntil("access lasts until the grace ends") { try await passUntil().map { abs($0.timeIntervalSince(graceEnd)) < 1 } == true }
+        let issueSince = try #require(try await status()?.billingIssueSince)
+
+        // On hold: access ends (the expiry passed), the billing issue goes on, the grace is over.
+        api.set("sub-s", period("GPA.6666..0", "SUBSCRIPTION_STATE_ON_HOLD", expires: graceEnd))
+        try await notify(5)
+        try await waitUntil("the hold is recorded") { try await status().map { $0.gracePeriodEndsAt == nil && $0.billingIssueSince == issueSince } == true }
+
+        // Recovered: a new order, granted to the subscriber; the issue is gone.
+        let recoveredExpiry = Date().addingTimeInterval(30 * 86_400)
+        api.set("sub-s", period("GPA.6666..1", expires: recoveredExpiry))
+        try await notify(1)
+        try await waitUntil("the recovery is granted and its status recorded") {
+            let recorded = try await status()
+            return try await state("GPA.6666..1") == .finished && recorded != nil && recorded?.billingIssueSince == nil
+        }
+
+        // Paused by the customer until a month from now.
+        let resume = Date().addingTimeInterval(31 * 86_400)
+        api.set("sub-s", period("GPA.6666..1", "SUBSCRIPTION_STATE_PAUSED", expires: recoveredExpiry, resume: resume))
+        try await notify(10)
+        try await waitUntil("the pause is recorded") { try await status()?.pausedUntil.map { abs($0.timeIntervalSince(resume)) < 0.001 } == true }
+
+        let announced = try await StageFixtures.events(SubscriptionStatusChanged.self, atLeast: 5, at: servers, codec: pipeline.codec).map(\.event)
+        #expect(announced.map(\.notificationType) == [nil, "SUBSCRIPTION_IN_GRACE_PERIOD", "SUBSCRIPTION_ON_HOLD", "SUBSCRIPTION_RECOVERED",
+                                                     "SUBSCRIPTION_PAUSED"], "each change announced once, in order: \(announced.map(\.changed))")
+        #expect(announced.allSatisfy { $0.userId == "android-g" })
+
+        // Renewed while the pipeline heard nothing (no notification, no submission): once the period has lapsed, the
+        // sweeper asks, and the verifier grants the renewal to the subscriber.
+        api.set("sub-s", period("GPA.6666..2", expires: Date().addingTimeInterval(60 * 86_400)))
+        let sweeper = try WorkerApp.embedded(command: "iap-sweeper", settings: Workers.sweeperSettings,
+                                             arguments: ["--kafka", "log_level=3", "--now", RFC3339.format(recoveredExpiry.addingTimeInterval(7_200))],
+                                             variables: pipeline.variables, store: pipeline.store)
+        try await Workers.sweeperServices(sweeper).sweeper.sweepOnce()
+        try await waitUntil("the renewal nobody told of is granted and finished") { try await state("GPA.6666..2") == .finished }
+        #expect(try await pipeline.store.purchase(PurchaseKey(store: .googleplay, transactionId: "GPA.6666..2"))?.userId == "android-g")
         try await pipeline.stop()
     }
 }

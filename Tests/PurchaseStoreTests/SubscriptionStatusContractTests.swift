@@ -62,10 +62,21 @@ import Testing
         let lapsed = try await store.lapsedSubscriptions(store: .appstore, expiredWithin: window, limit: 10)
         #expect(lapsed.map(\.originalTransactionId) == ["100", "400"], "the earliest expiry first")
         #expect(lapsed.first == LapsedSubscription(key: PurchaseKey(store: .appstore, transactionId: "100"), originalTransactionId: "100", userId: "u",
-                                                   environment: "Sandbox", expiresDate: Self.t0.addingTimeInterval(-2 * 86_400)))
+                                                   environment: "Sandbox", expiresDate: Self.t0.addingTimeInterval(-2 * 86_400), productId: "pass.monthly"))
         #expect(try await store.lapsedSubscriptions(store: .appstore, expiredWithin: window, limit: 1).count == 1)
         _ = try await store.recordSubscriptionStatus(Self.status("100", at: 0, willRenew: false))
         #expect(try await store.lapsedSubscriptions(store: .appstore, expiredWithin: window, limit: 10).map(\.originalTransactionId) == ["400"])
+
+        // A Google Play period names its app's package and its own token, the one to ask about.
+        let android = PurchaseKey(store: .googleplay, transactionId: "GPA.1..0")
+        _ = try await store.recordVerified(PurchaseRecord(key: android, userId: "u", productId: "pass.monthly", productType: .autoRenewable, quantity: 1,
+                                                          purchaseTime: Self.t0.addingTimeInterval(-31 * 86_400), environment: "Production",
+                                                          originalTransactionId: "first-token", packageName: "com.example.coins", purchaseToken: "upgrade-token",
+                                                          expiresDate: Self.t0.addingTimeInterval(-86_400)), at: Self.t0)
+        _ = try await store.grant(android, items: [.entitlement("monthly", until: Self.t0.addingTimeInterval(-86_400))], at: Self.t0)
+        let lapsedAndroid = try #require(try await store.lapsedSubscriptions(store: .googleplay, expiredWithin: window, limit: 10).first)
+        #expect(lapsedAndroid.originalTransactionId == "first-token" && lapsedAndroid.packageName == "com.example.coins"
+                && lapsedAndroid.purchaseToken == "upgrade-token" && lapsedAndroid.productId == "pass.monthly")
     }
 
     @Test(arguments: RepositoryKind.available) func everyValueIsKeptAsGivenAndIdentifiersAreTheirBytes(_ kind: RepositoryKind) async throws {

@@ -79,3 +79,57 @@ import TestSupport
         guard case .failure(.refused(400, _)) = pending else { Issue.record("\(pending)"); return }
     }
 }
+
+/// What each `subscriptionsv2` state tells a backend to message its subscriber (`subscription.status`), from the
+/// stand-in's answers.
+@Suite struct GooglePlaySubscriptionStatusTests {
+    static let readAt = GooglePlaySubscriptionTests.start.addingTimeInterval(40 * 86_400)
+
+    func status(_ subscription: GooglePlayAPIStandIn.Subscription) async throws -> SubscriptionStatus {
+        let (answer, _) = try await GooglePlaySubscriptionTests().verify(subscription)
+        let purchase = try #require(answer.value)
+        return try #require(SubscriptionStatus(googlePlaySubscription: VerifiedPurchase(purchase), asOf: Self.readAt))
+    }
+
+    @Test func eachStateSaysWhatItMeansForTheSubscriber() async throws {
+        var subscription = GooglePlaySubscriptionTests.subscription()
+        let active = try await status(subscription)
+        #expect(active.store == .googleplay && active.originalTransactionId == "sub-tok" && active.productId == "pass.monthly")
+        #expect(active.willRenew == true && active.billingIssueSince == nil && active.gracePeriodEndsAt == nil && active.pausedUntil == nil)
+        #expect(active.asOf == Self.readAt && active.expirationReason == nil)
+
+        subscription.state = "SUBSCRIPTION_STATE_IN_GRACE_PERIOD"
+        let grace = try await status(subscription)
+        #expect(grace.willRenew == true && grace.billingIssueSince == Self.readAt)
+        #expect(grace.gracePeriodEndsAt == subscription.expiryTime, "Google moves the expiry to the grace period's end")
+
+        subscription.state = "SUBSCRIPTION_STATE_ON_HOLD"
+        let hold = try await status(subscription)
+        #expect(hold.billingIssueSince == Self.readAt && hold.gracePeriodEndsAt == nil, "access is lost on hold; the billing issue goes on")
+
+        subscription.state = "SUBSCRIPTION_STATE_PAUSED"
+        subscription.autoResumeTime = Self.readAt.addingTimeInterval(14 * 86_400)
+        let paused = try await status(subscription)
+        #expect(paused.pausedUntil == subscription.autoResumeTime && paused.billingIssueSince == nil)
+
+        for (cancellation, reason) in [("userInitiatedCancellation", SubscriptionStatus.ExpirationReason.customerCancelled),
+                                       ("systemInitiatedCancellation", .billingError), ("replacementCancellation", .other)] {
+            subscription.state = "SUBSCRIPTION_STATE_CANCELED"
+            subscription.cancellation = cancellation
+            let canceled = try await status(subscription)
+            #expect(canceled.willRenew == false && canceled.expirationReason == reason && canceled.pausedUntil == nil, "\(cancellation)")
+        }
+        subscription.state = "SUBSCRIPTION_STATE_EXPIRED"
+        subscription.cancellation = nil
+        let expired = try await status(subscription)
+        #expect(expired.willRenew == false && expired.expirationReason == nil)
+    }
+
+    /// A one-time product's answer tells no subscription status.
+    @Test func aOneTimePurchaseHasNone() async throws {
+        let api = try GooglePlayAPIStandIn(purchases: ["tok-1": GooglePlayVerifierTests.purchase()])
+        let purchase = try #require(await GooglePlayVerifierTests.verifier(api).verify(packageName: GooglePlayVerifierTests.package, productId: "coins.100",
+                                                                                     purchaseToken: "tok-1").value)
+        #expect(SubscriptionStatus(googlePlaySubscription: VerifiedPurchase(purchase), asOf: Self.readAt) == nil)
+    }
+}

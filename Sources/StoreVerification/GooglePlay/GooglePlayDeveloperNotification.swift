@@ -45,6 +45,31 @@ public struct GooglePlayDeveloperNotification: Sendable, Hashable {
         }
     }
 
+    /// The text of a subscription notification as Google pushes it (a `DeveloperNotification`), of `type` (2 renewed, 6 in
+    /// grace period, …) about `purchaseToken` of `productId`, sent at `eventTime`: the notification a change Google made
+    /// would have come with, for one whose notification never came. The same arguments give the same text.
+    public static func subscriptionNotificationText(packageName: PackageName, type: Int64, purchaseToken: PurchaseToken, productId: ProductID,
+                                                    eventTime: Date) -> String {
+        JSONValue.object([
+            "version": .string("1.0"), "packageName": .string(packageName.rawValue),
+            "eventTimeMillis": .string(String(EpochMilliseconds.milliseconds(eventTime))),
+            "subscriptionNotification": .object(["version": .string("1.0"), "notificationType": .integer(type),
+                                                 "purchaseToken": .string(purchaseToken.rawValue), "subscriptionId": .string(productId.rawValue)]),
+        ]).serializedText
+    }
+
+    /// `subscriptionNotification`'s `notificationType` under Google's name (`SUBSCRIPTION_RENEWED`, …), as announcements
+    /// carry it; a type this version does not know by its number.
+    public static func subscriptionTypeName(_ type: Int64) -> String {
+        subscriptionTypeNames[type].map { "SUBSCRIPTION_\($0)" } ?? "SUBSCRIPTION_NOTIFICATION_\(type)"
+    }
+
+    private static let subscriptionTypeNames: [Int64: String] = [
+        1: "RECOVERED", 2: "RENEWED", 3: "CANCELED", 4: "PURCHASED", 5: "ON_HOLD", 6: "IN_GRACE_PERIOD", 7: "RESTARTED",
+        8: "PRICE_CHANGE_CONFIRMED", 9: "DEFERRED", 10: "PAUSED", 11: "PAUSE_SCHEDULE_CHANGED", 12: "REVOKED", 13: "EXPIRED",
+        19: "PRICE_CHANGE_UPDATED", 20: "PENDING_PURCHASE_CANCELED",
+    ]
+
     /// The purchase token it is about (nil: a test notification).
     public var purchaseToken: PurchaseToken? {
         switch kind {
