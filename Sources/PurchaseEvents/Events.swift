@@ -388,9 +388,23 @@ public struct RefundDue: PipelineEvent, Hashable {
     public var flaggedAt: Date
     /// True when nobody claimed the charge: the user paid and received nothing.
     public var unclaimed: Bool?
+    /// What the pipeline did about the money where it refunds itself (Google Play, with claw-back on); absent: the operator
+    /// refunds, or the store does.
+    public var storeRefund: StoreRefund?
+
+    /// The refund of a due purchase through the store's API.
+    public enum StoreRefund: String, Sendable, Hashable, Codable {
+        /// Refunded now (Google Play `orders.refund`, the item revoked).
+        case refunded
+        /// The store reports it refunded or canceled already (Google refunds what is not acknowledged in three days).
+        case alreadyRefunded
+        /// The store refused the refund, or could not be asked about this purchase: refund it by hand.
+        case refused
+    }
 
     public init(store: Store, transactionId: TransactionID, userId: UserID?, productId: ProductID, state: String?, purchaseDate: Date,
-                deadline: Date, flaggedAt: Date) {
+                deadline: Date, flaggedAt: Date, storeRefund: StoreRefund? = nil) {
+        self.storeRefund = storeRefund
         self.store = store
         self.transactionId = transactionId
         self.userId = userId

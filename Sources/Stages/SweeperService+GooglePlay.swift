@@ -53,4 +53,49 @@ extension SweeperService {
         }
         return settled
     }
+
+    /// Refunds the order of each Google Play purchase of `due` that Google still holds as purchased (`orders.refund`,
+    /// revoked), in order, until Google cannot be asked: returns the purchases decided (their notices may go out) and
+    /// what was done about each one's money. One Google reports canceled was refunded already (by Google itself, three
+    /// days after a purchase nobody acknowledged); one it refuses, or that names no token, is left to the operator
+    /// (`refused`). A repeat after a crash before the notice was recorded sent finds the order refunded.
+    func refundThroughGooglePlay(_ due: [DuePurchase], with googlePlay: GooglePlayVerifier) async
+        -> (ready: [DuePurchase], refunds: [PurchaseKey: RefundDue.StoreRefund]) {
+        var refunds: [PurchaseKey: RefundDue.StoreRefund] = [:]
+        for (index, purchase) in due.enumerated() {
+            let record = purchase.record
+            guard let packageName = record.packageName, let token = record.purchaseToken else {
+                refunds[record.key] = .refused
+                continue
+            }
+            let refund: RefundDue.StoreRefund?
+            switch await googlePlay.verify(packageName: packageName, productId: record.productId, purchaseToken: token) {
+            case .success:
+                switch await googlePlay.api.refund(packageName: packageName, orderId: record.key.transactionId) {
+                case .success: refund = .refunded
+                case .failure(.unavailable(let detail, _)):
+                    count("googlePlayUnavailable")
+                    context.logger.warning("Google Play API unavailable; due refunds wait for the next sweep", ["detail": detail])
+                    return (Array(due.prefix(index)), refunds)
+                case .failure(.refused(let status, let detail)):
+                    context.logger.error("Google Play refused a due refund; refund it by hand", ["transactionId": record.key.transactionId,
+                                                                                               "status": status, "detail": detail])
+                    refund = .refused
+                }
+            case .failure(let rejection) where rejection.reason == .purchaseNotCompleted: refund = .alreadyRefunded
+            case .failure(let rejection) where rejection.reason == .purchasePending: refund = nil // never paid: nothing to give back
+            case .failure(let rejection) where rejection.isRetryable:
+                count("googlePlayUnavailable")
+                context.logger.warning("Google Play API unavailable; due refunds wait for the next sweep", ["detail": rejection.detail])
+                return (Array(due.prefix(index)), refunds)
+            case .failure(let rejection):
+                context.logger.error("Google Play cannot say what became of a due purchase; refund it by hand",
+                                     ["transactionId": record.key.transactionId, "detail": rejection.detail])
+                refund = .refused
+            }
+            refunds[record.key] = refund
+            if let refund { count("googlePlayRefund." + refund.rawValue) }
+        }
+        return (due, refunds)
+    }
 }

@@ -23,9 +23,13 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
         /// nothing heard since is asked about (with the App Store's API).
         public var lapseMargin: TimeInterval
         public var lapseLookback: TimeInterval
+        /// Refund each Google Play purchase flagged due through `orders.refund` before its `refund.due` goes out (with
+        /// claw-back on: the granter then takes the items back).
+        public var refundsGooglePlay: Bool
 
         public init(deadlines: [Store: TimeInterval] = [.appstore: 86_400, .appcoins: 86_400, .googleplay: 259_200], interval: Duration = .seconds(300), batchSize: Int = 500,
-                    lapseMargin: TimeInterval = 3_600, lapseLookback: TimeInterval = 3 * 86_400) {
+                    lapseMargin: TimeInterval = 3_600, lapseLookback: TimeInterval = 3 * 86_400, refundsGooglePlay: Bool = false) {
+            self.refundsGooglePlay = refundsGooglePlay
             self.deadlines = deadlines
             self.interval = interval
             self.batchSize = batchSize
@@ -49,7 +53,8 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
     /// How many times the App Store was asked about a due purchase or a lapsed subscription, by what came of it:
     /// `refunded`, `notRefunded`, `unknownToTheStore`, `unavailable` (not asked: the API down, rate-limited or its key
     /// refused), `untrusted` (an answer that did not verify), `subscriptionSettled`; and Google Play about a lapsed
-    /// subscription: `googlePlaySubscriptionSettled`, `googlePlayUnavailable`. Due purchases wait unflagged while
+    /// subscription or a due refund: `googlePlaySubscriptionSettled`, `googlePlayRefund.refunded`, `…alreadyRefunded`,
+    /// `…refused` (refund those by hand), `googlePlayUnavailable`. Due purchases wait unflagged while
     /// `unavailable` or `untrusted` grow, lapsed subscriptions while either `…Unavailable` does: alert on them.
     public var storeChecks: [String: Int] { checks.withLock { $0 } }
 
@@ -123,18 +128,23 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
                                                      announcedAt: context.now())])
     }
 
-    /// Sends the outbox of `store`'s `refund.due` events.
+    /// Sends the outbox of `store`'s `refund.due` events. With `Configuration.refundsGooglePlay`, a Google Play purchase's
+    /// order is refunded first (`refundThroughGooglePlay`): its notice waits while Google cannot be asked.
     private func sendRefundNotices(store storeName: Store, deadline: TimeInterval) async throws {
         while case let unsent = try await store.unsentRefundNotices(store: storeName, deadline: deadline, limit: configuration.batchSize), !unsent.isEmpty {
-            let events: [any PipelineEvent] = unsent.map {
+            var (ready, refunds) = (unsent, [PurchaseKey: RefundDue.StoreRefund]())
+            if storeName == .googleplay, configuration.refundsGooglePlay, let googlePlay {
+                (ready, refunds) = await refundThroughGooglePlay(unsent, with: googlePlay)
+            }
+            let events: [any PipelineEvent] = ready.map {
                 // A charge nobody claimed has no user: the notice says so (`unclaimed`).
                 RefundDue(store: storeName, transactionId: $0.record.key.transactionId, userId: $0.record.owner, productId: $0.record.productId,
-                          state: nil, purchaseDate: $0.record.purchaseTime, deadline: $0.deadline, flaggedAt: context.now())
+                          state: nil, purchaseDate: $0.record.purchaseTime, deadline: $0.deadline, flaggedAt: context.now(),
+                          storeRefund: refunds[$0.record.key])
             }
-            if case .publish(let messages) = try context.messages(events) {
-                for result in await producer.send(contentsOf: messages) { _ = try result.get() }
-            }
-            try await store.markRefundNoticesSent(unsent.map(\.record.key), at: context.now())
+            try await publish(events)
+            if !ready.isEmpty { try await store.markRefundNoticesSent(ready.map(\.record.key), at: context.now()) }
+            if ready.count < unsent.count { return } // the store could not be asked: the rest next sweep
         }
     }
 

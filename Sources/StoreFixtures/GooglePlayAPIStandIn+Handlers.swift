@@ -88,6 +88,9 @@ extension GooglePlayAPIStandIn {
                          "UNAUTHENTICATED", headers: ["WWW-Authenticate": #"Bearer realm="https://accounts.google.com/""#])
         }
         if let answer = subscriptionRoutes(request.method, parts, action: action, registry: registry) { return answer }
+        if parts.count == 3, parts[1] == "orders", request.method == "POST", action == "refund" {
+            return refund(order: TransactionID(parts[2]), package: PackageName(parts[0]), registry: registry)
+        }
         if parts.count == 3, parts[1] == "purchases", parts[2] == "voidedpurchases", request.method == "GET", action.isEmpty {
             return voidedPurchases(request, package: PackageName(parts[0]), registry: registry)
         }
@@ -115,6 +118,22 @@ extension GooglePlayAPIStandIn {
                 return HTTPResponse(status: 200, contentType: "application/json", body: productPurchase(purchase, token: token).serializedText)
             }
             books.purchases[token] = purchase
+            return HTTPResponse(status: 200)
+        }
+    }
+
+    /// `orders.refund` of a one-time product's order (`revoke=true` as the pipeline asks): the purchase is canceled and
+    /// listed among the voided purchases (voided by the developer); 404 for an order Google does not know in `package`,
+    /// 400 for one refunded or canceled already.
+    static func refund(order: TransactionID, package: PackageName, registry: Registry) -> HTTPResponse {
+        registry.books.withLock { books -> HTTPResponse in
+            guard let (token, purchase) = books.purchases.first(where: { $0.value.orderId == order && $0.value.packageName == package }) else {
+                return error(404, "The order was not found.", "NOT_FOUND")
+            }
+            guard purchase.purchaseState == 0 else { return error(400, "The order is not in a valid state to be refunded.", "FAILED_PRECONDITION") }
+            books.purchases[token]?.purchaseState = 1
+            books.voided.append((token, Date(), 1, 1))
+            books.refunded[order, default: 0] += 1
             return HTTPResponse(status: 200)
         }
     }

@@ -13,6 +13,8 @@ import Synchronization
 ///   `ProductPurchase` of a token it was given for that package and product; 404 for another, 410 for one made invalid.
 /// - `POST` of that path with `:acknowledge` or `:consume` acknowledges or consumes it; 400 when its state does not allow it
 ///   (already done, not purchased).
+/// - `POST /androidpublisher/v3/applications/{package}/orders/{order}:refund` refunds a one-time product's order: canceled,
+///   and voided by the developer; 400 when it is not purchased (refunded or canceled already).
 /// - `GET /androidpublisher/v3/applications/{package}/purchases/voidedpurchases` lists the package's purchases voided
 ///   (`void`) between `startTime` and `endTime` (milliseconds; the time Google recorded them voided, at most 30 days back,
 ///   not after now), oldest first, `maxResults` (and at most `voidedPageSize`) a page, the next named by
@@ -81,6 +83,8 @@ public final class GooglePlayAPIStandIn: Sendable {
             var acknowledgedSubscriptions: [PurchaseToken: Int] = [:]
             var acknowledged: [PurchaseToken: Int] = [:]
             var consumed: [PurchaseToken: Int] = [:]
+            /// Orders refunded (`orders.refund`), how many times.
+            var refunded: [TransactionID: Int] = [:]
             var tokenRequests = 0
             var requests: [String] = []
             /// Voided purchases, in the order Google recorded them voided.
@@ -156,6 +160,9 @@ public final class GooglePlayAPIStandIn: Sendable {
     public func subscription(_ token: PurchaseToken) -> Subscription? { state.books.withLock { $0.subscriptions[token] } }
     /// Successful acknowledges of the subscription of `token`.
     public func subscriptionAcknowledgeCount(_ token: PurchaseToken) -> Int { state.books.withLock { $0.acknowledgedSubscriptions[token, default: 0] } }
+
+    /// How many times `order` was refunded through `orders.refund`.
+    public func refundCount(_ order: TransactionID) -> Int { state.books.withLock { $0.refunded[order, default: 0] } }
 
     /// Google voids the purchase of `token` at `at` (a refund, `reason` 1 remorse, 7 chargeback, …; `source` 0 the user,
     /// 1 the developer, 2 Google): it is canceled and listed among the voided purchases.

@@ -52,7 +52,12 @@ public enum AndroidPurchaseData {
 
     /// The name of the first of package, product and token that cannot be one path segment of a request, or nil.
     static func invalidPathSegment(packageName: PackageName, productId: ProductID, purchaseToken: PurchaseToken) -> String? {
-        for (name, value) in [("package", packageName.rawValue), ("product", productId.rawValue), ("purchase token", purchaseToken.rawValue)]
+        invalidPathSegment([("package", packageName.rawValue), ("product", productId.rawValue), ("purchase token", purchaseToken.rawValue)])
+    }
+
+    /// The name of the first of `named` (name, value) that is not one path segment.
+    static func invalidPathSegment(_ named: [(name: String, value: String)]) -> String? {
+        for (name, value) in named
         // "." and ".." would name another path once the URL is normalised.
         where value.isEmpty || value.utf8.count > 1024 || value.utf8.contains(UInt8(ascii: "/")) || value.utf8.elementsEqual(".".utf8)
             || value.utf8.elementsEqual("..".utf8) {

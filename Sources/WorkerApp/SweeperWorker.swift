@@ -29,6 +29,7 @@ extension Workers {
                     + "voided purchases (with --googleplay-app)"),
         Setting("--reconcile-lookback-hours", env: "IAP_RECONCILE_LOOKBACK_HOURS", default: "168",
                 help: "how far back the first pass over a store's history reads"),
+        clawBackSetting,
     ] + appStoreAPISettings + appStoreTrustSettings + googlePlayVerifierSettings
 
     public static func sweeper() async -> Int32 {
@@ -66,7 +67,8 @@ extension Workers {
         let deadlines: [Store: TimeInterval] = [.appstore: hours[0] * 3600, .appcoins: hours[1] * 3600, .googleplay: hours[2] * 3600]
         let sweeper = SweeperService(
             configuration: .init(deadlines: deadlines,
-                                 interval: .milliseconds(Int64((try env.settings.seconds("--interval") ?? 300) * 1000))),
+                                 interval: .milliseconds(Int64((try env.settings.seconds("--interval") ?? 300) * 1000)),
+                                 refundsGooglePlay: env.settings.flag("--claw-back-due-refunds")),
             store: env.store, producer: try KafkaProducer(configuration: .init(kafka: env.producerKafka)), context: context, clock: ContinuousClock(),
             appCoins: try env.settings.string("--appcoins-url").map { text in
                 guard let url = URL(string: text) else { throw SettingsError("--appcoins-url (IAP_APPCOINS_URL) is not a URL") }

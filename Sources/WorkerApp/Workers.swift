@@ -126,12 +126,17 @@ public enum Workers {
             requireAccountToken: env.settings.flag("--require-account-token"), pendingRecheck: .milliseconds(Int64(pendingRecheck * 1000)))
     }
 
+    /// Whether a purchase flagged due is undone: the granter reverses its grants, and the sweeper refunds a Google Play
+    /// one's order through the API before its `refund.due` goes out. Give both workers the same value.
+    static let clawBackSetting = Setting("--claw-back-due-refunds", env: "IAP_CLAW_BACK_DUE_REFUNDS", default: "false",
+                                         help: "reverse the grants of purchases flagged refund.due (granter); refund Google Play ones through the API first (sweeper)",
+                                         isSwitch: true)
+
     /// The granter's own settings.
     public static let granterSettings = [
         appsSetting,
         Setting("--catalog", env: "IAP_CATALOG", help: "the product catalog file (JSON, schemas/catalog.v1) (required without --apps)"),
-        Setting("--claw-back-due-refunds", env: "IAP_CLAW_BACK_DUE_REFUNDS", default: "false",
-                help: "reverse the grants of purchases flagged refund.due", isSwitch: true),
+        clawBackSetting,
     ]
 
     public static func granter() async -> Int32 {

@@ -7,7 +7,8 @@ import PurchaseDomain
 /// granted access to the apps' orders: one-time products with
 /// `GET {base}/androidpublisher/v3/applications/{package}/purchases/products/{product}/tokens/{token}` and `POST` of the
 /// same path with `:acknowledge` or `:consume`; subscriptions with `GET …/purchases/subscriptionsv2/tokens/{token}` and
-/// `POST …/purchases/subscriptions/{product}/tokens/{token}:acknowledge`. An access token the API refuses (`401`) is replaced once per call.
+/// `POST …/purchases/subscriptions/{product}/tokens/{token}:acknowledge`; an order's refund with
+/// `POST …/orders/{order}:refund`. An access token the API refuses (`401`) is replaced once per call.
 public final class AndroidPublisherClient: Sendable {
     public struct Configuration: Sendable {
         public var baseURL: URL
@@ -90,6 +91,18 @@ public final class AndroidPublisherClient: Sendable {
         case .success: return .failure(.refused(status: 400, detail: detail))
         case .failure(let failure): return .failure(failure)
         }
+    }
+
+    /// `orders.refund` with `revoke=true`: the order's money goes back to the customer and the item is taken away (a
+    /// consumed item only the app can take back). Google's answer is empty.
+    public func refund(packageName: PackageName, orderId: TransactionID) async -> Result<Void, Failure> {
+        if let invalid = AndroidPurchaseData.invalidPathSegment([("package", packageName.rawValue), ("order id", orderId.rawValue)]) {
+            return .failure(.refused(status: 0, detail: "invalid \(invalid)"))
+        }
+        guard let package = Self.pathSegment(packageName.rawValue), let order = Self.pathSegment(orderId.rawValue) else {
+            return .failure(.refused(status: 0, detail: "a name that cannot be percent-encoded"))
+        }
+        return await send("POST", url: applicationsURL + package + "/orders/" + order + ":refund?revoke=true").map { _ in }
     }
 
     /// An acknowledge or consume. Google answers 400 when the purchase is already in the state asked for; the purchase is
