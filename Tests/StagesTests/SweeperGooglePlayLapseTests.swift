@@ -15,27 +15,15 @@ import WorkerRuntime
 /// the verifier as the notification Google would have pushed; every one's status is recorded and announced, once.
 @Suite struct SweeperGooglePlayLapseTests {
     static let now = Date(timeIntervalSince1970: 1_765_000_000)
-    static let package: PackageName = "com.example.coins"
-    let store = InMemoryPurchaseStore()
-    let cluster: KafkaMockCluster
-    let api: GooglePlayAPIStandIn
+    static let package = SweeperGooglePlayFixture.package
+    let fixture: SweeperGooglePlayFixture
+    var store: InMemoryPurchaseStore { fixture.store }
+    var cluster: KafkaMockCluster { fixture.cluster }
+    var api: GooglePlayAPIStandIn { fixture.api }
 
-    init() throws {
-        cluster = try KafkaMockCluster(brokers: 1)
-        for type in [EventType.refundDue, .storeNotification, .subscriptionStatus] {
-            try cluster.createTopic(StageFixtures.codec.topic(type), partitions: 1)
-        }
-        api = try GooglePlayAPIStandIn(purchases: [:])
-    }
+    init() throws { fixture = try SweeperGooglePlayFixture() }
 
-    func sweeper() throws -> SweeperService<ContinuousClock> {
-        let producer = try KafkaProducer(configuration: .init(kafka: KafkaConfiguration(["bootstrap.servers": cluster.bootstrapServers])))
-        let client = AndroidPublisherClient(configuration: .init(baseURL: api.baseURL),
-                                            serviceAccount: try GoogleServiceAccount(keyFile: Data(try api.serviceAccountKeyJSON().utf8)))
-        return SweeperService(configuration: .init(deadlines: [.googleplay: 259_200]), store: store, producer: producer,
-                              context: StageContext(codec: StageFixtures.codec, logger: Logger(stage: "sweeper", minimum: .error), now: { Self.now }),
-                              clock: ContinuousClock(), appStores: PerApp(single: [:]), googlePlay: GooglePlayVerifier(configuration: .init(apps: [:]), api: client))
-    }
+    func sweeper() throws -> SweeperService<ContinuousClock> { try fixture.sweeper(now: Self.now) }
 
     /// A subscription of `user` (its token `token`) whose one recorded period `order` expired `expiredAgo` seconds ago;
     /// Google answers `answer` for the token.
