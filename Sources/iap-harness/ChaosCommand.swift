@@ -17,9 +17,9 @@ import Synchronization
 /// [--unsubmitted SHARE] [--googleplay-notifications SHARE] [--timeout S] [--json]`: the pipeline under faults, then its books.
 ///
 /// Submits N messages (20 % duplicates, 1 % forged, 0.5 % malformed; all at once, or R per second) to the four
-/// worker processes, and Google Play's notifications to the ingest (`GooglePlayNotificationPlan`); while they work, kills each with SIGKILL K times at random moments and restarts it, takes the
-/// store down once for S seconds (the commands given), and has replicas of the stages join and leave (`churn` by
-/// default; see `ReplicaPlan`). Then checks the invariants against the generated input. Exit 0 only without a violation;
+/// worker processes, and pushes Google Play's notifications to the ingest (`GooglePlayNotificationPlan`); while they
+/// work, kills each worker with SIGKILL K times at random moments and restarts it, takes the store down once for S
+/// seconds (the commands given), and has replicas of the stages join and leave (`churn` by default; see `ReplicaPlan`). Then checks the invariants against the generated input. Exit 0 only without a violation;
 /// `--json` prints one object on the last line.
 enum ChaosCommand {
     static let stages = ["iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper"]
@@ -260,10 +260,10 @@ enum ChaosCommand {
             fields["subscriptionNotifications"] = subscriptionNotifications.summary
             fields["notifications"] = lost.summary
             let onGooglePlay = input.unique.filter { $0.store == .googleplay }
-            let completedOnce = { (purchases: [PurchaseInput.Purchase]) in Int64(purchases.count { googlePlay.completionViolation($0) == nil }) }
-            fields["googlePlay"] = .object(["purchases": .integer(Int64(onGooglePlay.count)), "completedOnce": .integer(completedOnce(onGooglePlay))])
+            let completedOnce = { (purchases: [PurchaseInput.Purchase]) in purchases.count { googlePlay.completionViolation($0) == nil } }
+            fields["googlePlay"] = .object(["purchases": .integer(Int64(onGooglePlay.count)), "completedOnce": .integer(Int64(completedOnce(onGooglePlay)))])
             fields["googlePlayNotifications"] = googlePlayNotifications.summary(
-                completedOnce: Int(completedOnce(googlePlayNotifications.announced)),
+                completedOnce: completedOnce(googlePlayNotifications.announced),
                 grantedByToken: books.chargesGrantedByToken[.googleplay] ?? 0, flaggedUnclaimed: books.chargesFlaggedUnclaimed[.googleplay] ?? 0)
             if case .object(var charges) = unsubmitted.summary {
                 charges["grantedByToken"] = .integer(Int64(books.chargesGrantedByToken[.appstore] ?? 0))
