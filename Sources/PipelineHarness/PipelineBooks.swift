@@ -48,9 +48,10 @@ public struct PipelineBooks: Sendable {
     public var subscriptionPeriods = 0
     public var periodsEndedByUpgrade = 0
     public var subscribersChecked = 0
-    /// Charges nobody submitted: granted to the user their account token names, and flagged unclaimed at their deadline.
-    public var chargesGrantedByToken = 0
-    public var chargesFlaggedUnclaimed = 0
+    /// Charges nobody submitted, by store: granted to the user their account token names, and flagged unclaimed at their
+    /// deadline.
+    public var chargesGrantedByToken: [Store: Int] = [:]
+    public var chargesFlaggedUnclaimed: [Store: Int] = [:]
     /// Charges the store refunded without a notification: revoked when the sweeper asked before flagging them.
     public var chargesRevokedBeforeFlagging = 0
     /// Forgeries rejected, malformed messages dead-lettered.
@@ -126,7 +127,7 @@ public struct PipelineBooks: Sendable {
                 continue
             }
             expectedCoins[charge.user, default: 0] += charge.coins
-            books.chargesGrantedByToken += 1
+            books.chargesGrantedByToken[charge.store, default: 0] += 1
         }
         // Refunded at the store with no notification sent: the sweeper asked before flagging, and revoked it instead.
         for (charge, _) in expectations.unsubmitted?.refundedUnannounced ?? [] {
@@ -146,7 +147,7 @@ public struct PipelineBooks: Sendable {
                           + "\(held?.grantEntries ?? 0) grants, \(seen.refundDue[charge.transactionId]?.count ?? 0) refund.due)")
                 continue
             }
-            books.chargesFlaggedUnclaimed += 1
+            books.chargesFlaggedUnclaimed[charge.store, default: 0] += 1
         }
         for (id, events) in seen.refundDue where !unclaimed.contains(id) && !input.unique.contains(where: { $0.transactionId == id && $0.isFlaggedAtDeadline }) {
             violation("purchases flagged refund-due that were not left unconsumed", "\(id) (\(events.count) events)")

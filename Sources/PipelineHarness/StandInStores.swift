@@ -50,20 +50,23 @@ public struct StandInAppCoins: Sendable {
     }
 }
 
-/// Google Play as the harness plays it: the app's licensing key and the Android Publisher API with its token endpoint,
-/// in the harness's process.
+/// Google Play as the harness plays it: the app's licensing key, the Android Publisher API with its token endpoint, in
+/// the harness's process, and the push of its real-time developer notifications to the ingest.
 public struct StandInGooglePlay: Sendable {
     public static let packageName = StandInAppStore.bundleId
     public let signer: GooglePlaySigner
     public let api: GooglePlayAPIStandIn
+    public let push: GooglePlayPush
 
     public init() throws {
-        self.init(signer: try GooglePlaySigner(), api: try GooglePlayAPIStandIn(purchases: [:], configuration: .init(maxConnections: 512)))
+        try self.init(signer: try GooglePlaySigner(), api: try GooglePlayAPIStandIn(purchases: [:], configuration: .init(maxConnections: 512)))
     }
 
-    public init(signer: GooglePlaySigner, api: GooglePlayAPIStandIn) {
+    /// - Parameter push: a new signing key of Google's unless given.
+    public init(signer: GooglePlaySigner, api: GooglePlayAPIStandIn, push: GooglePlayPush? = nil) throws {
         self.signer = signer
         self.api = api
+        self.push = try push ?? GooglePlayPush()
     }
 
     /// The order id and purchase token of the harness's purchase `id`.
@@ -75,22 +78,28 @@ public struct StandInGooglePlay: Sendable {
     public static func token(ofOrder order: TransactionID) -> PurchaseToken { PurchaseToken("googleplay-token-\(order.rawValue.dropFirst(4))") }
 
     /// The plan's Google Play purchases not completed exactly once at the stand-in (a consumable consumed, an entitlement
-    /// acknowledged, nothing else): what the chaos run's books add for the store.
-    public func completionViolations(_ purchases: [PurchaseInput.Purchase]) -> [String] {
-        purchases.filter { $0.store == .googleplay }.compactMap { purchase in
-            let token = Self.token(ofOrder: purchase.transactionId)
-            let (consumed, acknowledged) = (api.consumeCount(token), api.acknowledgeCount(token))
-            let expected = purchase.product.entitlement == nil ? (1, 0) : (0, 1)
-            return (consumed, acknowledged) == expected ? nil
-                : "Google Play \(purchase.transactionId): consumed \(consumed), acknowledged \(acknowledged) times, expected \(expected.0), \(expected.1)"
-        }
+    /// acknowledged, nothing else), and those of `untouched` (never granted) consumed or acknowledged at all: what the
+    /// chaos run's books add for the store.
+    public func completionViolations(_ purchases: [PurchaseInput.Purchase], untouched: [PurchaseInput.Purchase] = []) -> [String] {
+        purchases.compactMap { completionViolation($0) } + untouched.compactMap { completionViolation($0, untouched: true) }
+    }
+
+    /// How Google Play `purchase` was not completed at the stand-in as it should have been (exactly once; not at all when
+    /// `untouched`); nil when it was, or it is of another store.
+    public func completionViolation(_ purchase: PurchaseInput.Purchase, untouched: Bool = false) -> String? {
+        guard purchase.store == .googleplay else { return nil }
+        let token = Self.token(ofOrder: purchase.transactionId)
+        let (consumed, acknowledged) = (api.consumeCount(token), api.acknowledgeCount(token))
+        let expected = untouched ? (0, 0) : purchase.product.entitlement == nil ? (1, 0) : (0, 1)
+        return (consumed, acknowledged) == expected ? nil
+            : "Google Play \(purchase.transactionId): consumed \(consumed), acknowledged \(acknowledged) times, expected \(expected.0), \(expected.1)"
     }
 }
 
 extension WorkerProcesses {
     /// The workers as `bench` and `chaos` run them: trusting `pki`'s root, granting from `catalog` (JSON text),
     /// finishing App Store purchases through `appStore`, selling on AppCoins through `appCoins` and on Google Play through
-    /// `googlePlay` when given, their HTTP
+    /// `googlePlay` when given (the ingest then takes its pushes), their HTTP
     /// endpoints on free loopback ports, logging at info.
     public static func withStandInStores(directory: URL, kafka: KafkaConfiguration, storeURL: String, prefix: String, pki: TestPKI,
                                     schemas: JSONSchemaRegistry, catalog: String, appStore: StandInAppStore, appCoins: StandInAppCoins? = nil,
@@ -103,6 +112,7 @@ extension WorkerProcesses {
             stores["IAP_GOOGLEPLAY_APPS"] = "\(StandInGooglePlay.packageName)=\(appKey.path)"
             stores["IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE"] = account.path
             stores["IAP_GOOGLEPLAY_API_URL"] = googlePlay.api.baseURL.absoluteString
+            stores.merge(try googlePlay.push.environment(in: directory)) { _, push in push }
         }
         if let appCoins {
             let appKey = directory.appendingPathComponent("appcoins-key.txt")

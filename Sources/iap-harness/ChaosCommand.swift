@@ -14,12 +14,12 @@ import Synchronization
 
 /// `iap-harness chaos --store postgres://… [--purchases N] [--users N] [--kills-per-worker K] [--store-down CMD --store-up CMD]
 /// [--outage-seconds S] [--replicas churn|one-two-one|none] [--partitions P] [--rate R] [--lose-notifications SHARE]
-/// [--unsubmitted SHARE] [--timeout S] [--json]`: the pipeline under faults, then its books.
+/// [--unsubmitted SHARE] [--googleplay-notifications SHARE] [--timeout S] [--json]`: the pipeline under faults, then its books.
 ///
 /// Submits N messages (20 % duplicates, 1 % forged, 0.5 % malformed; all at once, or R per second) to the four
-/// worker processes; while they work, kills each with SIGKILL K times at random moments and restarts it, takes the
-/// store down once for S seconds (the commands given), and has replicas of the stages join and leave (`churn` by
-/// default; see `ReplicaPlan`). Then checks the invariants against the generated input. Exit 0 only without a violation;
+/// worker processes, and pushes Google Play's notifications to the ingest (`GooglePlayNotificationPlan`); while they
+/// work, kills each worker with SIGKILL K times at random moments and restarts it, takes the store down once for S
+/// seconds (the commands given), and has replicas of the stages join and leave (`churn` by default; see `ReplicaPlan`). Then checks the invariants against the generated input. Exit 0 only without a violation;
 /// `--json` prints one object on the last line.
 enum ChaosCommand {
     static let stages = ["iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper"]
@@ -27,7 +27,8 @@ enum ChaosCommand {
     static func run(_ arguments: [String]) async throws -> Int32 {
         let options = try CommandOptions(arguments, valued: ["--brokers", "--kafka", "--store", "--purchases", "--users", "--kills-per-worker",
                                                              "--store-down", "--store-up", "--outage-seconds", "--timeout", "--replicas",
-                                                             "--partitions", "--rate", "--lose-notifications", "--unsubmitted"], flags: ["--json"])
+                                                             "--partitions", "--rate", "--lose-notifications", "--unsubmitted",
+                                                             "--googleplay-notifications"], flags: ["--json"])
         let total = try options.int("--purchases") ?? 50_000
         let users = try options.int("--users") ?? 5_000
         let killsPerWorker = try options.int("--kills-per-worker") ?? 5
@@ -43,6 +44,9 @@ enum ChaosCommand {
         // ONE_TIME_CHARGE is all the pipeline learns of them.
         let unsubmittedShare = options.string("--unsubmitted").flatMap(Double.init) ?? 0.05
         guard (0..<1).contains(unsubmittedShare) else { throw UsageError("--unsubmitted must be a share within 0…1 (less than 1)") }
+        // A share of the Google Play one-time purchases Google announces too, by a notification pushed to the ingest.
+        let announcedShare = options.string("--googleplay-notifications").flatMap(Double.init) ?? 0.5
+        guard (0...1).contains(announcedShare) else { throw UsageError("--googleplay-notifications must be a share within 0…1") }
         guard total >= 1_000, users >= 1, killsPerWorker >= 0, outageSeconds >= 0, partitions >= 1, (rate ?? 1) >= 1,
               let replicaMode = ReplicaPlan.Mode(rawValue: options.string("--replicas") ?? ReplicaPlan.Mode.churn.rawValue) else {
             throw UsageError("chaos: --purchases ≥ 1000, --users ≥ 1, --kills-per-worker and --outage-seconds ≥ 0, --partitions and --rate ≥ 1, "
@@ -82,13 +86,19 @@ enum ChaosCommand {
             count: Int((Double(submittedConsumables) * unsubmittedShare / (1 - unsubmittedShare)).rounded()), of: input, pki: pki, now: started,
             firstTransactionId: input.plan.firstTransactionId + 2_000_000_000_000))
         unsubmitted.charges.record(in: appStore)
+        // The same share of Google Play's consumables, which Google announces only by a notification.
+        let submittedOnGooglePlay = input.unique.count { $0.store == .googleplay && $0.product.entitlement == nil }
+        var googlePlayNotifications = GooglePlayNotificationPlan(input, share: announcedShare, unsubmitted: try UnsubmittedCharges.googlePlay(
+            count: Int((Double(submittedOnGooglePlay) * unsubmittedShare / (1 - unsubmittedShare)).rounded()), of: input, googlePlay: googlePlay,
+            now: started, firstTransactionId: input.plan.firstTransactionId + 3_000_000_000_000))
         let byStore = Dictionary(grouping: input.unique) { purchase in
             "\(purchase.store.rawValue) " + (purchase.product.isSubscription ? "subscription period" : purchase.product.entitlement == nil ? "consumable" : "non-consumable")
         }
         say("chaos: \(total) messages (\(input.unique.count) unique valid: "
             + byStore.sorted { $0.key < $1.key }.map { "\($0.value.count) \($0.key)" }.joined(separator: ", ")
             + "; \(input.plan.duplicates) duplicates, \(input.forged.count) forged, "
-            + "\(input.malformed.count) malformed; \(unsubmitted.charges.count) App Store consumables paid and never submitted) for \(users) users; workers \(prefix)*; signed in \(Int(Date().timeIntervalSince(started))) s")
+            + "\(input.malformed.count) malformed; \(unsubmitted.charges.count) App Store and \(googlePlayNotifications.unsubmitted.charges.count) Google Play "
+            + "consumables paid and never submitted) for \(users) users; workers \(prefix)*; signed in \(Int(Date().timeIntervalSince(started))) s")
 
         let workers = try WorkerProcesses.withStandInStores(
             directory: work, kafka: kafka, storeURL: storeURL, prefix: prefix, pki: pki, schemas: schemas, catalog: PurchaseInput.catalog,
@@ -96,9 +106,12 @@ enum ChaosCommand {
             appStore: appStore, appCoins: appCoins, googlePlay: googlePlay, environment: ["IAP_SWEEP_INTERVAL": "2", "IAP_RECONCILE_INTERVAL": "5"])
         defer { workers.stopAll() }
         for name in stages { try workers.start(name) }
+        // Google Play's pushes come through the ingest (not killed: Pub/Sub would retry what it refused).
+        try workers.start("iap-ingest")
         let watcher = try PipelineWatcher(kafka: kafka, codec: codec, groupID: prefix + "chaos-watcher")
         // Faults are placed by progress, so the clock starts with everyone in their groups.
-        _ = try await workers.waitUntilReady(Array(stages.prefix(3)), say: say) { watcher.isAssigned ? nil : "watcher not assigned" }
+        _ = try await workers.waitUntilReady(Array(stages.prefix(3)) + ["iap-ingest"], say: say) { watcher.isAssigned ? nil : "watcher not assigned" }
+        let ingest = { @Sendable in "http://127.0.0.1:\(try await workers.port(of: "iap-ingest"))" }
         let producer = try KafkaProducer(configuration: .init(kafka: kafka))
         let messages = input.messages
         // Refunds of App Store purchases (rule 5: events do not arrive in order): one in five hundred (not subscription
@@ -127,8 +140,9 @@ enum ChaosCommand {
                                                   + notifications(.oneTimeCharge, unsubmitted.early)) {
             _ = try result.get()
         }
+        try await googlePlayNotifications.push(googlePlayNotifications.early, with: googlePlay.push, to: ingest)
         say("refunded \(first.count) purchases before their submission; sent \(subscriptionNotifications.first.count) subscription periods' EXPIRED "
-            + "and \(unsubmitted.early.count) ONE_TIME_CHARGE without an account token")
+            + "and \(unsubmitted.early.count) ONE_TIME_CHARGE without an account token; pushed \(googlePlayNotifications.pushed) Google Play notifications")
         // All at once, or `rate` per second in tenths of a second, alongside the faults.
         @Sendable func submit() async throws {
             let chunk = rate.map { max(1, $0 / 10) } ?? 5_000
@@ -165,13 +179,15 @@ enum ChaosCommand {
             let expected = input.outcomesExpected - refunds.first.count
             let progress = Double(done) / Double(expected)
             if done >= expected && plan.isComplete && replicas.isComplete && outageTask == nil, refunds.isComplete, subscriptionNotifications.sentMidway,
-               refunds.firstAnswered(watcher.seen), unsubmitted.allAnnounced, try await lost.unhandled(by: store) == 0, try await refunds.settled(in: store),
-               try await unsubmitted.settled(in: store) { break }
+               refunds.firstAnswered(watcher.seen), unsubmitted.allAnnounced, googlePlayNotifications.allPushed, try await lost.unhandled(by: store) == 0,
+               try await refunds.settled(in: store), try await unsubmitted.settled(in: store), try await googlePlayNotifications.unsubmitted.settled(in: store) { break }
             // A binding refunded before its submission is answered `revoked`, never granted: it still names its user.
-            let charges = unsubmitted.due(answered: watcher.read { $0.grantedTransactions.union($0.rejectedTransactions.keys) })
+            let (granted, answered) = watcher.read { ($0.grantedTransactions, $0.grantedTransactions.union($0.rejectedTransactions.keys)) }
+            let charges = unsubmitted.due(answered: answered)
             if !charges.isEmpty {
                 for result in await refundProducer.send(contentsOf: try notifications(.oneTimeCharge, charges)) { _ = try result.get() }
             }
+            try await googlePlayNotifications.push(googlePlayNotifications.due(granted: granted, answered: answered), with: googlePlay.push, to: ingest)
             let dueNotifications = subscriptionNotifications.due(at: progress)
             if !dueNotifications.isEmpty {
                 for result in await refundProducer.send(contentsOf: try notifications(dueNotifications)) { _ = try result.get() }
@@ -223,13 +239,18 @@ enum ChaosCommand {
         workers.stopAll()
         await watcher.stop()
 
+        let onlyAnnounced = googlePlayNotifications.unsubmitted.charges
         var books = try await PipelineBooks.check(input: input, expectations: .init(revoked: refunds.refunded.subtracting(refunds.reversed), refundedFirst: refunds.first,
-                                                                                     unsubmitted: unsubmitted.charges), seen: watcher.seen, store: store,
-                                                  finishCalls: appStore.api.finishTimes)
+                                                                                     unsubmitted: unsubmitted.charges.adding(onlyAnnounced)),
+                                                  seen: watcher.seen, store: store, finishCalls: appStore.api.finishTimes)
         books.violations += replicas.violations
-        // Each Google Play purchase completed at the store once, through the kills, the outage and the replicas.
-        let googlePlayViolations = googlePlay.completionViolations(input.unique)
+        // Each Google Play purchase completed at the store once, through the kills, the outage and the replicas; none that
+        // nobody claimed.
+        let googlePlayViolations = googlePlay.completionViolations(input.unique + onlyAnnounced.withToken.map(\.charge), untouched: onlyAnnounced.withoutToken)
         books.violations += googlePlayViolations.prefix(20)
+        if googlePlayNotifications.undelivered > 0 {
+            books.violations.append("\(googlePlayNotifications.undelivered) Google Play notifications never acknowledged by the ingest")
+        }
         // What a further pass over the store's history would publish: nothing, once every notification was handled.
         let unhandled = try await lost.unhandled(by: store)
         if unhandled > 0 { books.violations.append("\(unhandled) of the store's \(lost.sent.count) notifications were never handled (\(lost.lost.count) lost)") }
@@ -238,11 +259,15 @@ enum ChaosCommand {
             fields["replicas"] = replicas.summary
             fields["subscriptionNotifications"] = subscriptionNotifications.summary
             fields["notifications"] = lost.summary
-            let onGooglePlay = input.unique.count { $0.store == .googleplay }
-            fields["googlePlay"] = .object(["purchases": .integer(Int64(onGooglePlay)), "completedOnce": .integer(Int64(onGooglePlay - googlePlayViolations.count))])
+            let onGooglePlay = input.unique.filter { $0.store == .googleplay }
+            let completedOnce = { (purchases: [PurchaseInput.Purchase]) in purchases.count { googlePlay.completionViolation($0) == nil } }
+            fields["googlePlay"] = .object(["purchases": .integer(Int64(onGooglePlay.count)), "completedOnce": .integer(Int64(completedOnce(onGooglePlay)))])
+            fields["googlePlayNotifications"] = googlePlayNotifications.summary(
+                completedOnce: completedOnce(googlePlayNotifications.announced),
+                grantedByToken: books.chargesGrantedByToken[.googleplay] ?? 0, flaggedUnclaimed: books.chargesFlaggedUnclaimed[.googleplay] ?? 0)
             if case .object(var charges) = unsubmitted.summary {
-                charges["grantedByToken"] = .integer(Int64(books.chargesGrantedByToken))
-                charges["flaggedUnclaimed"] = .integer(Int64(books.chargesFlaggedUnclaimed))
+                charges["grantedByToken"] = .integer(Int64(books.chargesGrantedByToken[.appstore] ?? 0))
+                charges["flaggedUnclaimed"] = .integer(Int64(books.chargesFlaggedUnclaimed[.appstore] ?? 0))
                 charges["revokedBeforeFlagging"] = .integer(Int64(books.chargesRevokedBeforeFlagging))
                 fields["unsubmittedCharges"] = .object(charges)
             }
@@ -251,8 +276,9 @@ enum ChaosCommand {
         print(books.chaosTable(input: input, plan: plan, refunds: refunds, seconds: seconds))
         print("subscription notifications: " + subscriptionNotifications.description)
         print("notifications: \(lost.sent.count) sent by the store, \(lost.lost.count) never delivered and read back from its history by the reconciler")
-        print("charges never submitted: \(unsubmitted.charges.withToken.count) with a known account token → \(books.chargesGrantedByToken) granted to its user "
-              + "once; \(unsubmitted.charges.withoutToken.count) without → \(books.chargesFlaggedUnclaimed) flagged unclaimed once at their deadline; "
+print("Google Play notifications: " + googlePlayNotifications.description)
+        print("charges never submitted: \(unsubmitted.charges.withToken.count) with a known account token → \(books.chargesGrantedByToken[.appstore] ?? 0) granted to its user "
+              + "once; \(unsubmitted.charges.withoutToken.count) without → \(books.chargesFlaggedUnclaimed[.appstore] ?? 0) flagged unclaimed once at their deadline; "
               + "\(unsubmitted.charges.refundedUnannounced.count) refunded at the store unannounced → \(books.chargesRevokedBeforeFlagging) revoked, not flagged")
         print("replicas: " + ReplicaPlan.stages.map { "\($0) \(replicas.joins[$0] ?? 0) joins, \(replicas.leaves[$0] ?? 0) leaves, handled by replica "
             + (replicas.handled[$0] ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
@@ -353,52 +379,4 @@ struct ChaosPlan {
     }
 
     func outageEnded(now: Date) -> Bool { outageEnd.map { now >= $0 } ?? false }
-}
-
-/// When the chaos run refunds purchases: `first` before their submission; then a quarter of `total` at each of 20, 40, 60
-/// and 80 % of progress, chosen among those finished by then; at 60 and 80 % it also reverses half of the refunds of the
-/// round two before (`REFUND_REVERSED`), long after they were made.
-struct RefundPlan {
-    private var rounds: [Double] = [0.2, 0.4, 0.6, 0.8]
-    private var earlierRounds: [[TransactionID]] = []
-    private let perRound: Int
-    let first: Set<TransactionID>
-    /// Those refunded after their finish, and those of them whose refund was reversed.
-    private(set) var refunded = Set<TransactionID>()
-    private(set) var reversed = Set<TransactionID>()
-
-    init(total: Int, first: Set<TransactionID>) {
-        perRound = total / 4
-        self.first = first
-    }
-
-    var isComplete: Bool { rounds.isEmpty || perRound == 0 }
-
-    /// The transactions to refund now, from those `finished` (read only when a round is due; none refunded before), and the
-    /// refunds to reverse.
-    mutating func due(at progress: Double, finished: () -> Set<TransactionID>) -> (refunds: [TransactionID], reversals: [TransactionID]) {
-        guard perRound > 0, let round = rounds.first, round <= progress else { return ([], []) }
-        rounds.removeFirst()
-        let chosen = Array(finished().subtracting(refunded).shuffled().prefix(perRound))
-        refunded.formUnion(chosen)
-        earlierRounds.append(chosen)
-        let reversals = earlierRounds.count > 2 ? Array(earlierRounds[earlierRounds.count - 3].prefix(perRound / 2)) : []
-        reversed.formUnion(reversals)
-        return (chosen, reversals)
-    }
-
-    /// Whether each purchase refunded first had its submission answered (granted, or rejected as revoked), as `seen`: its
-    /// revocation shows in the store before that answer is published.
-    func firstAnswered(_ seen: PipelineWatcher.Seen) -> Bool {
-        first.allSatisfy { seen.grantedTransactions.contains($0) || seen.rejectedTransactions[$0] != nil }
-    }
-
-    /// Whether `store` holds each refunded purchase revoked, and each reversed one finished again.
-    func settled(in store: SQLPurchaseStore) async throws -> Bool {
-        for id in first.union(refunded) {
-            let state = try await store.purchase(PurchaseKey(store: .appstore, transactionId: id))?.state
-            guard state == (reversed.contains(id) ? .finished : .revoked) else { return false }
-        }
-        return true
-    }
 }

@@ -19,10 +19,9 @@ struct LostNotifications {
     mutating func delivers(_ notification: StoreNotificationReceived, to history: AppStoreServerAPIStandIn) -> Bool {
         history.recordNotification(notification.content, at: notification.receivedAt)
         guard let id = notification.notificationID else { return true }
-        let count = Double(sent.count)
+        let index = sent.count
         sent.append(id)
-        // The n-th is lost when the share of n reaches a new whole one: exactly that share, spread evenly.
-        guard ((count + 1) * share).rounded(.down) > (count * share).rounded(.down) else { return true }
+        guard spreadEvenly(index, share: share) else { return true }
         lost.append(id)
         return false
     }
@@ -32,4 +31,10 @@ struct LostNotifications {
     func unhandled(by store: SQLPurchaseStore) async throws -> Int { try await store.unseenNotifications(sent).count }
 
     var summary: JSONValue { .object(["sent": .integer(Int64(sent.count)), "lost": .integer(Int64(lost.count))]) }
+}
+
+/// Whether the `index`th (from 0) of a sequence is among an evenly spread `share` of it: it is when the share of the
+/// first `index` + 1 reaches a new whole one, so that exactly that share of any prefix is chosen.
+func spreadEvenly(_ index: Int, share: Double) -> Bool {
+    ((Double(index) + 1) * share).rounded(.down) > (Double(index) * share).rounded(.down)
 }

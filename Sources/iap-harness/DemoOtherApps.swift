@@ -1,5 +1,4 @@
 import Foundation
-import HTTPClient
 import JSON
 import PipelineHarness
 import PurchaseDomain
@@ -19,13 +18,11 @@ struct DemoOtherApps {
     static let coinsToken: PurchaseToken = "demo-gp-coins-token", coinsOrder: TransactionID = "GPA.3300-0000-0000-00001"
     static let passToken: PurchaseToken = "demo-gp-pass-token", signup: TransactionID = "GPA.3300-0000-0000-00002..0", renewal: TransactionID = "GPA.3300-0000-0000-00002..1"
     static let puzzleTransaction = "3300000000001"
-    static let pushAudience = "https://iap.example.com/v1/googleplay/notifications"
-    static let pushAccount = "play-rtdn@demo-project.iam.gserviceaccount.com"
 
     let now: Date
     let googlePlay: GooglePlayAPIStandIn
     let licensing: GooglePlaySigner
-    let google: GooglePlayPushSigner
+    let google: GooglePlayPush
     let appStore: JWSSigner
 
     init(pki: TestPKI, now: Date) throws {
@@ -38,7 +35,7 @@ struct DemoOtherApps {
         googlePlay.set(Self.passToken, .init(packageName: PackageName(Self.package), productId: "pass.monthly", latestOrderId: Self.signup, startTime: now,
                                              expiryTime: now.addingTimeInterval(30 * 86_400)))
         licensing = try GooglePlaySigner()
-        google = try GooglePlayPushSigner()
+        google = try GooglePlayPush()
         appStore = JWSSigner(pki: pki)
     }
 
@@ -52,13 +49,10 @@ struct DemoOtherApps {
     /// The workers' settings for Google Play: the app's licensing key, the service account, the API, the push.
     func settings(in directory: URL) throws -> (licensingKey: URL, environment: [String: String]) {
         let key = directory.appendingPathComponent("googleplay-key.txt"), account = directory.appendingPathComponent("service-account.json")
-        let certificates = directory.appendingPathComponent("google-certs.json")
         try Data(try licensing.publicKeyBase64().utf8).write(to: key)
         try Data(try googlePlay.serviceAccountKeyJSON().utf8).write(to: account)
-        try Data(GooglePlayPushSigner.certificatesJSON([google]).utf8).write(to: certificates)
-        return (key, ["IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE": account.path, "IAP_GOOGLEPLAY_API_URL": googlePlay.baseURL.absoluteString,
-                      "IAP_GOOGLEPLAY_PUSH_AUDIENCE": Self.pushAudience, "IAP_GOOGLEPLAY_PUSH_SERVICE_ACCOUNT": Self.pushAccount,
-                      "IAP_GOOGLEPLAY_PUSH_KEYS": certificates.path])
+        return (key, try google.environment(in: directory).merging(["IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE": account.path,
+                                                                     "IAP_GOOGLEPLAY_API_URL": googlePlay.baseURL.absoluteString]) { _, new in new })
     }
 
     /// Plays the act; what did not happen as it should.
@@ -88,12 +82,12 @@ struct DemoOtherApps {
                                              expiryTime: renewedUntil, acknowledged: true))
         let renewed = GooglePlayPushSigner.notification(package: Self.package, "subscriptionNotification", [
             "version": .string("1.0"), "notificationType": .integer(2), "purchaseToken": .string(Self.passToken.rawValue), "subscriptionId": .string("pass.monthly")])
-        let url = ingest + "/v1/googleplay/notifications"
-        let forged = try await post(url, GooglePlayPushSigner.pushBody(renewed),
-                                    authorization: try GooglePlayPushSigner(keyID: google.keyID).authorization(audience: Self.pushAudience, email: Self.pushAccount))
-        if forged != 401 { violations.append("a push with a forged OIDC token was answered \(forged), expected 401") }
-        let pushed = try await post(url, GooglePlayPushSigner.pushBody(renewed), authorization: try google.authorization(audience: Self.pushAudience, email: Self.pushAccount))
-        if pushed != 200 { violations.append("Google's push of the renewal was answered \(pushed), expected 200") }
+        let forger = try GooglePlayPushSigner(keyID: google.signer.keyID)
+        let forged = try await google.send([renewed], to: ingest,
+                                           authorization: try forger.authorization(audience: GooglePlayPush.audience, email: GooglePlayPush.serviceAccount))
+        if forged != [401] { violations.append("a push with a forged OIDC token was answered \(forged), expected 401") }
+        let pushed = try await google.send([renewed], to: ingest)
+        if pushed != [200] { violations.append("Google's push of the renewal was answered \(pushed), expected 200") }
         try await PipelineHarness.waitFor(say, "the renewal Google told of granted and finished", timeout: 120) {
             try await storeState(.googleplay, Self.renewal, in: store) == .finished ? nil : "renewal \(try await storeState(.googleplay, Self.renewal, in: store)?.rawValue ?? "none")"
         }
@@ -107,14 +101,6 @@ struct DemoOtherApps {
 
     private func storeState(_ storeName: Store, _ id: TransactionID, in store: SQLPurchaseStore) async throws -> PurchaseState? {
         try await store.purchase(PurchaseKey(store: storeName, transactionId: id))?.state
-    }
-
-    private func post(_ url: String, _ body: Data, authorization: String) async throws -> Int {
-        let request = HTTPClient.Request(method: "POST", url: url, headers: [("Authorization", authorization), ("Content-Type", "application/json")], body: Array(body))
-        switch await HTTPClient(timeout: .seconds(30), maxConnections: 1).send(request) {
-        case .success(let response): return response.status
-        case .failure(let failure): throw HarnessError("POST \(url): \(failure)")
-        }
     }
 
     /// Purchases by app and store, from the store's books.

@@ -29,11 +29,15 @@ enum Harness {
                                         one reconciliation pass over a stand-in App Store notification history: time
                                         and CPU a page, and the defaults' calls an hour at 1,000,000 notifications a day
           chaos --store URL [--purchases N] [--users N] [--kills-per-worker K] [--store-down CMD --store-up CMD]
-                [--outage-seconds S] [--timeout S] [--lose-notifications F] [--json]
+                [--outage-seconds S] [--timeout S] [--lose-notifications F] [--unsubmitted F]
+                [--googleplay-notifications F] [--json]
                                         the four workers killed (SIGKILL) and restarted at random, the store taken
                                         down once, a share F (0.1) of the App Store's notifications never delivered
-                                        (the sweeper reads them back from its history), then the invariants against
-                                        the input; exit 0 only without a violation
+                                        (the sweeper reads them back from its history), a share F (0.05) of the
+                                        consumables paid and never submitted (only the store announces them), a
+                                        share F (0.5) of the Google Play one-time purchases announced by Google's
+                                        push to iap-ingest too, then the invariants against the input; exit 0 only
+                                        without a violation
           probe-abuse [--port N] [--connections N] [--trickle-ms MS] [--reopen-ms MS] [--seconds S] [--json]
                                         slow connections held open against an operations port (without --port: a
                                         started iap-ingest's) while /healthz and /readyz are probed with a 1 s

@@ -165,6 +165,54 @@ import TestSupport
         #expect(granted.contains { $0.hasPrefix("valid purchases not revoked") }, "\(granted)")
     }
 
+    /// Google Play consumables nobody submitted, which only Google's notifications announce: the one carrying its buyer's
+    /// account token (as the billing flow's `obfuscatedAccountId`, known to the stand-in API) granted to that user, the one
+    /// without, paid four days ago, flagged unclaimed by the sweep. The books count each for Google Play; before the sweep
+    /// they name the unflagged one.
+    @Test func googlePlayChargesAnnouncedOnlyAreGrantedByTokenOrFlaggedUnclaimed() async throws {
+        var plan = PurchaseInput.Plan(unique: 2, users: 1, firstTransactionId: 9_700)
+        (plan.products, plan.shuffled, plan.appAccountTokens) = ([.init(id: "coins.100", coins: 100), .init(id: "coins.100", store: .googleplay, kind: .coins(100))],
+                                                                 false, true)
+        let codec = EventCodec(schemas: try JSONSchemaRegistry(directory: TestServices.packageRoot.appendingPathComponent("schemas")), source: "/test")
+        let googlePlay = try StandInGooglePlay()
+        defer { googlePlay.api.server.shutdown() }
+        let now = Date()
+        let input = try PurchaseInput.make(plan, pki: try TestPKI.make(), codec: codec, now: now, googlePlay: googlePlay)
+        let charges = try UnsubmittedCharges.googlePlay(count: 2, of: input, googlePlay: googlePlay, now: now, firstTransactionId: 9_800)
+        let (tokened, unclaimed) = (try #require(charges.withToken.first?.charge), try #require(charges.withoutToken.first))
+        #expect(charges.count == 2 && tokened.store == .googleplay && unclaimed.store == .googleplay)
+        let buyer = try #require(input.unique.first?.user)
+        #expect(tokened.user == buyer)
+        #expect(googlePlay.api.purchase(StandInGooglePlay.token(ofOrder: tokened.transactionId))?.obfuscatedExternalAccountId == input.accountTokens[buyer])
+        #expect(googlePlay.api.purchase(StandInGooglePlay.token(ofOrder: unclaimed.transactionId))?.obfuscatedExternalAccountId == nil)
+
+        let store = try SQLPurchaseStore(url: try await StoreEngine.sqlite.freshURL())
+        try await store.migrate()
+        var seen = PipelineWatcher.Seen()
+        for purchase in input.unique + [tokened] {
+            _ = try await store.recordVerified(PurchaseRecord(key: purchase.key, userId: purchase.user, productId: purchase.productId, productType: .consumable,
+                                                              quantity: 1, purchaseTime: now), at: now)
+            _ = try await store.grant(purchase.key, items: [.currency("coins", purchase.coins)], at: now)
+            _ = try await store.finish(purchase.key, at: now)
+            seen.grantAnswers += 1
+            seen.grantedTransactions.insert(purchase.transactionId)
+            seen.finished[purchase.transactionId] = ["finished:\(purchase.store.rawValue):\(purchase.transactionId)"]
+        }
+        _ = try await store.recordUnclaimed(PurchaseRecord(key: unclaimed.key, userId: .nobody, productId: unclaimed.productId, productType: .consumable,
+                                                           quantity: 1, purchaseTime: now.addingTimeInterval(-96 * 3600)), at: now)
+        func check() async throws -> PipelineBooks {
+            try await PipelineBooks.check(input: input, expectations: .init(unsubmitted: charges), seen: seen, store: store)
+        }
+        let unswept = try await check().violations
+        #expect(unswept.contains { $0.hasPrefix("charges nobody claimed not flagged exactly once") }, "\(unswept)")
+        let flagged = try await store.sweepDue(store: .googleplay, deadline: 72 * 3600, now: now)
+        #expect(flagged.map(\.record.key) == [unclaimed.key])
+        seen.refundDue[unclaimed.transactionId] = ["due:googleplay:\(unclaimed.transactionId)"]
+        let books = try await check()
+        #expect(books.violations.isEmpty, "\(books.violations)")
+        #expect(books.chargesGrantedByToken == [.googleplay: 1] && books.chargesFlaggedUnclaimed == [.googleplay: 1])
+    }
+
     /// One subscription of the plan (a renewal, then an upgrade that ends it), recorded, granted and finished as the stages
     /// do it, their answers seen as the granter gives them (the upgrade's for the renewal it ended too): the books balance,
     /// gold held until its expiry and silver no longer. They name a tier held past the upgrade, and a period whose last

@@ -230,7 +230,7 @@ extension PipelineTests {
         var plan = PurchaseInput.Plan(unique: 120, users: 10, firstTransactionId: 5_000_000)
         (plan.duplicates, plan.forged, plan.malformed, plan.subscriptions) = (20, 3, 3, 4)
         plan.products = PurchaseInput.mixedProducts
-        let googlePlay = StandInGooglePlay(signer: pipeline.googlePlay, api: googlePlayAPI)
+        let googlePlay = try StandInGooglePlay(signer: pipeline.googlePlay, api: googlePlayAPI)
         let input = try PurchaseInput.make(plan, pki: pki, codec: pipeline.codec, now: Date(),
                                            appCoins: StandInAppCoins(signer: pipeline.appCoins, api: appCoinsAPI), googlePlay: googlePlay)
         let watcher = try PipelineWatcher(kafka: KafkaConfiguration(["bootstrap.servers": servers]), codec: pipeline.codec,
