@@ -19,7 +19,15 @@ public final class GoogleSigningKeys: Sendable {
     private let source: Source
     private let http: HTTPClient
     private let now: @Sendable () -> Date
-    private let held = Mutex<(keys: [String: PublicKey], readAt: Date?, triedAt: Date?)>(([:], nil, nil))
+    /// The keys, when they were read and last tried, and the read under way, which every request needing it waits for.
+    private struct Held {
+        var keys: [String: PublicKey] = [:]
+        var readAt: Date?
+        var triedAt: Date?
+        var reading: Task<Void, Never>?
+    }
+
+    private let held = Mutex(Held())
 
     public init(source: Source, now: @escaping @Sendable () -> Date = Date.init) {
         self.source = source
@@ -27,18 +35,29 @@ public final class GoogleSigningKeys: Sendable {
         http = HTTPClient(timeout: .seconds(10), maxConnections: 2)
     }
 
-    /// The key `id` names, read again when it is not held or what is held is old.
+    /// The key `id` names, read again when it is not held or what is held is old (at most once a minute). Requests that
+    /// need a read while one is under way wait for it: the pushes that arrive together at start, or just after Google
+    /// rotated its keys, are not refused for want of keys being read.
     func key(_ id: String) async -> PublicKey? {
         let time = now()
-        let (known, stale, mayRead) = held.withLock { held in
-            (held.keys[id], held.readAt.map { time.timeIntervalSince($0) > 3600 } ?? true, held.triedAt.map { time.timeIntervalSince($0) >= 60 } ?? true)
+        let reading: Task<Void, Never>? = held.withLock { held in
+            let stale = held.readAt.map { time.timeIntervalSince($0) > 3600 } ?? true
+            if held.keys[id] != nil && !stale { return nil }
+            if let reading = held.reading { return reading }
+            guard held.triedAt.map({ time.timeIntervalSince($0) >= 60 }) ?? true else { return nil }
+            held.triedAt = time
+            let task = Task { [self] in
+                let keys = await read()
+                self.held.withLock { held in
+                    if let keys { (held.keys, held.readAt) = (keys, time) }
+                    held.reading = nil
+                }
+            }
+            held.reading = task
+            return task
         }
-        if let known, !stale { return known }
-        guard mayRead else { return known }
-        held.withLock { $0.triedAt = time }
-        guard let keys = await read() else { return known }
-        held.withLock { $0 = (keys, time, time) }
-        return keys[id]
+        await reading?.value
+        return held.withLock { $0.keys[id] }
     }
 
     private func read() async -> [String: PublicKey]? {

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPServer
 import Ingest
 import StoreFixtures
 import Synchronization
@@ -25,5 +26,26 @@ import Testing
         clock.withLock { $0 = $0.addingTimeInterval(61) }
         #expect(try await refusal(rotated) == nil, "a minute on, the unknown key is looked for")
         #expect(try await refusal(old) == nil)
+    }
+
+    /// Pushes that arrive together before the keys were ever read (a worker just started; Pub/Sub delivers a backlog)
+    /// all wait for the one read of a slow key URL, and are all accepted.
+    @Test func pushesArrivingTogetherWaitForTheOneReadOfTheKeys() async throws {
+        let signer = try GooglePlayPushSigner()
+        let reads = Mutex(0)
+        let server = try HTTPServer(synchronousHandler: { _ in
+            reads.withLock { $0 += 1 }
+            Thread.sleep(forTimeInterval: 0.5) // a slow answer: the pushes below arrive while it is read
+            return HTTPResponse(status: 200, contentType: "application/json", body: GooglePlayPushSigner.certificatesJSON([signer]))
+        })
+        let authenticator = PubSubPushAuthenticator(configuration: .init(audience: "aud", serviceAccountEmail: "push@example.iam.gserviceaccount.com"),
+                                                    keys: GoogleSigningKeys(source: .url("http://127.0.0.1:\(server.port)/certs")))
+        let authorization = try signer.authorization(audience: "aud", email: "push@example.iam.gserviceaccount.com", issuedAt: Date())
+        let refusals = await withTaskGroup(of: String?.self) { group in
+            for _ in 0..<20 { group.addTask { await authenticator.refusal(authorization) } }
+            return await group.reduce(into: [String]()) { if let refusal = $1 { $0.append(refusal) } }
+        }
+        #expect(refusals.isEmpty, "\(refusals)")
+        #expect(reads.withLock { $0 } == 1)
     }
 }
