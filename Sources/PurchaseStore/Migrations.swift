@@ -384,6 +384,8 @@ enum Migrations {
             try connection.query(dialect == .sqlite ? "BEGIN IMMEDIATE" : "BEGIN")
             do {
                 if dialect == .postgres {
+                    // A migration waits for the workers' locks (and another migrator's) as long as they last.
+                    try connection.query("SET LOCAL lock_timeout = 0")
                     // Serialises concurrent migrators on PostgreSQL (SQLite's BEGIN IMMEDIATE already does).
                     try connection.query("SELECT pg_advisory_xact_lock(7300001)")
                 }

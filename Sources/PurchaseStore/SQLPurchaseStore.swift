@@ -21,13 +21,20 @@ public final class SQLPurchaseStore: Sendable {
     /// `password` (PostgreSQL) is given apart from the URL, e.g. read from a secret file.
     /// - Parameter connections: PostgreSQL connections at most, each opened when calls first overlap that far (default
     ///   `defaultConnections`); SQLite always has one, as it has one writer at a time.
-    public init(url: String, password: String? = nil, connections: Int = SQLPurchaseStore.defaultConnections) throws {
+    /// - Parameter lockTimeout: PostgreSQL: how long a statement waits for a lock (`defaultLockTimeout`; zero: as long as
+    ///   it takes, which risks the deadlock `defaultLockTimeout` tells of).
+    public init(url: String, password: String? = nil, connections: Int = SQLPurchaseStore.defaultConnections,
+                lockTimeout: Duration = SQLPurchaseStore.defaultLockTimeout) throws {
+        let lockTimeoutMilliseconds = max(0, lockTimeout.components.seconds * 1000 + lockTimeout.components.attoseconds / 1_000_000_000_000_000)
         if url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") {
             dialect = .postgres
             location = Self.redacted(url)
             executors = StoreExecutorPool(count: connections) { index in
-                StoreExecutor(label: "purchase-store.postgres.\(index)", open: { try PostgresConnection(url: url, password: password) },
-                              flush: { try Self.flush($0, $1, .postgres) })
+                StoreExecutor(label: "purchase-store.postgres.\(index)", open: {
+                    let connection = try PostgresConnection(url: url, password: password)
+                    try connection.executeScript("SET lock_timeout = '\(lockTimeoutMilliseconds)ms'")
+                    return connection
+                }, flush: { try Self.flush($0, $1, .postgres) })
             }
         } else if url.hasPrefix("sqlite:") || url.hasSuffix(".sqlite") || url.hasSuffix(".db") {
             let path = url.hasPrefix("sqlite:") ? String(url.dropFirst("sqlite:".count)) : url
@@ -41,6 +48,13 @@ public final class SQLPurchaseStore: Sendable {
             throw DatabaseError(code: "config", message: "store URL must start with sqlite: or postgres://", isRetriable: false)
         }
     }
+
+    /// How long a statement waits for a row lock before it fails (`55P03`, retried as transient: the batch rolls back and
+    /// is tried again). SQL runs on the task pool's few threads, and a batch keeps its transaction open across its
+    /// awaits: were the pool's threads all blocked on locks such a transaction holds, the batch holding them would never
+    /// be resumed to commit. Lock waits between batches take milliseconds; a wait this long is that deadlock, or a
+    /// transaction another process left stuck.
+    public static let defaultLockTimeout: Duration = .seconds(5)
 
     /// PostgreSQL connections per store unless told otherwise: one per partition a worker is typically assigned.
     public static let defaultConnections = 4

@@ -100,3 +100,45 @@ import TestSupport
         #expect(store.executors.count == 1)
     }
 }
+
+/// A batch keeps its transaction open across its awaits, and SQL runs on the task pool's few threads. Were every one of
+/// them blocked on a lock the open batch holds, nothing would ever resume the batch to commit: a wait for a lock is
+/// bounded, fails as transient (to be retried), and frees the thread.
+@Suite struct StoreLockWaitTests {
+    @Test(.timeLimit(.minutes(2)), arguments: StoreEngine.available.filter { $0 == .postgres })
+    func waitsForALockAnOpenBatchHoldsCannotStallIt(_ engine: StoreEngine) async throws {
+        let width = ProcessInfo.processInfo.activeProcessorCount // the task pool's threads
+        let store = try SQLPurchaseStore(url: try await engine.freshURL(), connections: width + 1, lockTimeout: .seconds(1))
+        try await store.migrate()
+        let held = StoreConnectionPoolTests.purchase("held", user: "user-h")
+        _ = try await store.recordVerified(held, at: StoreConnectionPoolTests.t0)
+        let locked = AsyncStream<Void>.makeStream()
+        async let batch: Void = store.batch {
+            // Its decision locks the row (SELECT … FOR UPDATE) until the batch commits.
+            _ = try await store.recordVerified(held, at: StoreConnectionPoolTests.t0)
+            locked.continuation.yield()
+            // An await in the middle of the batch (a store API's answer, say): resumed only when a thread of the pool is free.
+            try await Task.sleep(for: .milliseconds(300))
+        }
+        var iterator = locked.stream.makeAsyncIterator()
+        _ = await iterator.next()
+        // As many as the pool has threads, each blocked on the row the batch holds.
+        let outcomes = await withTaskGroup(of: String.self) { group in
+            for _ in 0..<width {
+                group.addTask {
+                    do {
+                        // In a batch of its own (another partition's), whose statements run on this task's thread.
+                        _ = try await store.batch { try await store.recordVerified(held, at: StoreConnectionPoolTests.t0) }
+                        return "decided"
+                    } catch {
+                        return store.isTransient(error) ? "transient" : "\(error)"
+                    }
+                }
+            }
+            return await group.reduce(into: [String]()) { $0.append($1) }
+        }
+        try await batch
+        #expect(outcomes.allSatisfy { $0 == "decided" || $0 == "transient" }, "\(outcomes)")
+        #expect(try await store.states(of: [held.key])[held.key] != nil)
+    }
+}

@@ -17,10 +17,7 @@ public final class BackgroundProcess: Sendable {
         try pipe.fileHandleForWriting.close()
         outputPipe = pipe
         let collected = self.collected
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let chunk = handle.availableData
-            if chunk.isEmpty { handle.readabilityHandler = nil } else { collected.withLock { $0 += String(decoding: chunk, as: UTF8.self) } }
-        }
+        ChildOutputReader.start(pipe) { chunk in collected.withLock { $0 += String(decoding: chunk, as: UTF8.self) } }
     }
 
     /// Standard output and error so far.

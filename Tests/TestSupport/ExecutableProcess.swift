@@ -32,9 +32,7 @@ public final class ExecutableProcess {
         errorPipe = pipe
         let lines = errorLines
         let pending = Locked(Data())
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let chunk = handle.availableData
-            if chunk.isEmpty { handle.readabilityHandler = nil; return }
+        ChildOutputReader.start(pipe) { chunk in
             let complete = pending.withLock { buffer -> [String] in
                 buffer.append(chunk)
                 var found: [String] = []

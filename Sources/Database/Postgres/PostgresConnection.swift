@@ -139,8 +139,9 @@ public final class PostgresConnection: SQLConnection {
         let lost = PQstatus(handle) != CONNECTION_OK
         let sqlstate = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "C"))) }.map { String(cString: $0) } ?? (lost ? "08006" : "XX000")
         let message = String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines)
-        // Class 08 (connection), 40001 (serialization failure), 40P01 (deadlock), 57P01-03 (shutdown), 53xxx (resources).
-        let retriable = lost || sqlstate.hasPrefix("08") || sqlstate == "40001" || sqlstate == "40P01"
+        // Class 08 (connection), 40001 (serialization failure), 40P01 (deadlock), 55P03 (a lock not had within
+        // `lock_timeout`), 57P01-03 (shutdown), 53xxx (resources).
+        let retriable = lost || sqlstate.hasPrefix("08") || sqlstate == "40001" || sqlstate == "40P01" || sqlstate == "55P03"
             || sqlstate.hasPrefix("57P0") || sqlstate.hasPrefix("53")
         throw DatabaseError(code: sqlstate, message: message, isRetriable: retriable, isConnectionLost: lost)
     }
