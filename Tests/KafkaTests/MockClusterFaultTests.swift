@@ -5,7 +5,7 @@ import TestSupport
 
 /// A consume → produce loop shaped like a pipeline stage (pipelined: outputs in flight while the next
 /// messages are handled), on librdkafka's mock cluster with coordinator and leader faults injected.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(8)))
 struct MockClusterFaultTests {
     private struct CompletionFailed: Error {}
 
@@ -85,7 +85,8 @@ struct MockClusterFaultTests {
             }
         }
 
-        try await waitUntil("a third is handled") { handledCount.value.count >= total / 3 }
+        // A thousand messages take seconds alone; with the whole suite on two cores, more than a minute has been seen.
+        try await waitUntil("a third is handled", timeout: .seconds(240)) { handledCount.value.count >= total / 3 }
         // The faults, mid-stream: commits and heartbeats answered NOT_COORDINATOR then the coordinator
         // moves; produce requests time out; partition leaders of both topics move.
         cluster.pushRequestErrors(.offsetCommit, [.notCoordinator, .requestTimedOut, .notCoordinator])
@@ -96,11 +97,11 @@ struct MockClusterFaultTests {
             try cluster.setPartitionLeader(topic: "in", partition: partition, broker: (partition + 1) % 3 + 1)
             try cluster.setPartitionLeader(topic: "out", partition: partition, broker: (partition + 2) % 3 + 1)
         }
-        try await waitUntil("two thirds are handled") { handledCount.value.count >= 2 * total / 3 }
+        try await waitUntil("two thirds are handled", timeout: .seconds(240)) { handledCount.value.count >= 2 * total / 3 }
         try cluster.setGroupCoordinator(group: group, broker: 3)
         cluster.pushRequestErrors(.offsetCommit, [.notCoordinator])
         try await feeder.value
-        try await waitUntil("every input is handled") { handledCount.value.count >= total }
+        try await waitUntil("every input is handled", timeout: .seconds(240)) { handledCount.value.count >= total }
 
         consumer.triggerGracefulShutdown()
         try await stage.value

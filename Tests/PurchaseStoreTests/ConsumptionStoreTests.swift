@@ -91,7 +91,8 @@ import TestSupport
         let url = try await StoreEngine.postgres.freshURL()
         let store = try SQLPurchaseStore(url: url)
         try await store.migrate()
-        let reporter = try SQLPurchaseStore(url: url) // another worker: the finisher
+        // Another worker: the finisher. Its wait unbounded: how long the test takes to see it waiting is not what is tested.
+        let reporter = try SQLPurchaseStore(url: url, lockTimeout: .zero)
         let observer = try PostgresConnection(url: url)
         func record(_ id: TransactionID) -> PurchaseRecord {
             PurchaseRecord(key: PurchaseKey(store: .appcoins, transactionId: id), userId: "u", productId: "coins.100", productType: .consumable,

@@ -127,7 +127,8 @@ import TestSupport
         try game.query("BEGIN")
         try game.query("UPDATE balances SET amount = 30 WHERE user_id = 'user-race'") // 170 spent, not committed yet
         // One store per refunding worker: a store runs its calls one at a time.
-        let (refunder1, refunder2) = (try SQLPurchaseStore(url: url), try SQLPurchaseStore(url: url))
+        // Their waits unbounded: how long the test takes to see them waiting is not what is tested (StoreLockWaitTests is).
+        let (refunder1, refunder2) = (try SQLPurchaseStore(url: url, lockTimeout: .zero), try SQLPurchaseStore(url: url, lockTimeout: .zero))
         let refunds = [Task { try await refunder1.revoke(first.key, at: Self.t0) }, Task { try await refunder2.revoke(second.key, at: Self.t0) }]
         try await waitUntil("both refunds wait for the game's spend") {
             try observer.query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").first?[0].int64 == 2
