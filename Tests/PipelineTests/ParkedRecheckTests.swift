@@ -12,7 +12,7 @@ import WorkerRuntime
 /// gives it, on the input side or when re-driven from parking (after its retry budget ran out, or behind a parked
 /// message of its key), and never again on later re-checks, also once the parked budget is spent. On librdkafka's
 /// mock cluster, with the parking ledger in SQLite.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(8)))
 struct ParkedRecheckTests {
     /// Fails transiently for `failing` values until the ledger has them parked; then, like every other value, answers
     /// "pending" on `answers` and asks to be handed back. `stumbling` values fail transiently once after their first
@@ -102,7 +102,8 @@ struct ParkedRecheckTests {
 
         let submissions = [("a", "p1"), ("c", "c1"), ("a", "p2")].map { KafkaProducerMessage(topic: input, key: Data($0.0.utf8), value: Data($0.1.utf8)) }
         for result in await producer.send(contentsOf: submissions) { _ = try result.get() }
-        try await waitUntil("p1 is parked past its retry budget and p2 behind it") { runner.counters.withLock { $0["parked"] ?? 0 } == 2 }
+        // Seconds alone; with the whole suite on two cores, more than a minute has been seen.
+        try await waitUntil("p1 is parked past its retry budget and p2 behind it", timeout: .seconds(240)) { runner.counters.withLock { $0["parked"] ?? 0 } == 2 }
         await redriving.open()
         if budgetSpent {
             // Each is re-driven once: answered (p1, p2) or found still pending (c1), and released.
