@@ -15,10 +15,14 @@ public struct AppDirectory: Sendable {
         public var appCoinsPackages: [PackageName]
         public var googlePlayPackages: [PackageName]
         public var catalog: ProductCatalog?
+        /// Whether a Production deployment takes this app's App Store purchases signed for the Sandbox (App Review's,
+        /// TestFlight's); nil: as the deployment does (`--accept-sandbox`).
+        public var acceptsSandbox: Bool?
 
         public init(id: AppID, bundleIds: [BundleID] = [], appCoinsPackages: [PackageName] = [], googlePlayPackages: [PackageName] = [],
-                    catalog: ProductCatalog? = nil) {
+                    catalog: ProductCatalog? = nil, acceptsSandbox: Bool? = nil) {
             self.id = id
+            self.acceptsSandbox = acceptsSandbox
             self.bundleIds = bundleIds
             self.appCoinsPackages = appCoinsPackages
             self.googlePlayPackages = googlePlayPackages

@@ -20,6 +20,8 @@ public struct AppsFile: Sendable {
         public var id: AppID
         public var bundleId: BundleID?
         public var appAppleId: Int64?
+        /// `appstore.acceptSandbox`: nil when the file does not say.
+        public var acceptsSandbox: Bool?
         public var appCoins: AndroidApp?
         public var googlePlay: AndroidApp?
         public var catalog: ProductCatalog?
@@ -52,7 +54,8 @@ public struct AppsFile: Sendable {
             let fields = entry.objectValue ?? [:]
             let appStore = fields["appstore"]?.objectValue
             var app = App(id: AppID(fields["id"]?.stringValue ?? ""), bundleId: appStore?["bundleId"]?.stringValue.map { BundleID($0) },
-                          appAppleId: appStore?["appAppleId"]?.int64Value, appCoins: android(fields["appcoins"]), googlePlay: android(fields["googleplay"]))
+                          appAppleId: appStore?["appAppleId"]?.int64Value, acceptsSandbox: appStore?["acceptSandbox"]?.boolValue,
+                          appCoins: android(fields["appcoins"]), googlePlay: android(fields["googleplay"]))
             do {
                 switch fields["catalog"] {
                 case .string(let file)?: app.catalog = try ProductCatalog(contentsOf: path(file), schemas: schemas)
@@ -68,7 +71,7 @@ public struct AppsFile: Sendable {
         do {
             self.directory = try AppDirectory(apps: apps.map {
                 AppDirectory.App(id: $0.id, bundleIds: $0.bundleId.map { [$0] } ?? [], appCoinsPackages: $0.appCoins.map { [$0.package] } ?? [],
-                                 googlePlayPackages: $0.googlePlay.map { [$0.package] } ?? [], catalog: $0.catalog)
+                                 googlePlayPackages: $0.googlePlay.map { [$0.package] } ?? [], catalog: $0.catalog, acceptsSandbox: $0.acceptsSandbox)
             })
         } catch {
             throw AppsFileError("\(error)")

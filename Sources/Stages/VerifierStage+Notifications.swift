@@ -12,7 +12,7 @@ extension VerifierStage {
         if received.store == .googleplay { return try await handleGooglePlay(received) }
         guard let signedPayload = received.signedPayload else { return .deadLetter(reason: "notificationRejected", detail: "no signedPayload") }
         let notification: AppStoreNotification
-        switch orInTheSandbox(appStore.verifyNotification(signedPayload), { $0.appStore.verifyNotification(signedPayload) }) {
+        switch orInTheSandbox(appStore.verifyNotification(signedPayload), bundleId: \.bundleId, { $0.appStore.verifyNotification(signedPayload) }) {
         case .success(let value): notification = value
         case .failure(let rejection) where rejection.isRetryable: throw TransientError("\(rejection)")
         case .failure(let rejection): return .deadLetter(reason: "notificationRejected", detail: "\(rejection)")

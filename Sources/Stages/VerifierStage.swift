@@ -22,6 +22,8 @@ public struct VerifierStage: StoreBackedStage {
     /// A production deployment's verifiers for the sandbox, when it accepts sandbox purchases too (App Review buys there):
     /// asked about what the production ones refuse as `wrongEnvironment` only.
     let sandbox: (appStore: SignedDataVerifier, receipts: ReceiptVerifier?)?
+    /// Whether an app whose apps file entry does not say (`AppDirectory.App.acceptsSandbox`) takes Sandbox purchases.
+    let sandboxByDefault: Bool
     let appCoins: AppCoinsVerifier?
     let googlePlay: GooglePlayVerifier?
     /// The deployment's apps: which app a purchase was bought in (recorded and announced with it), and its catalog, which
@@ -38,10 +40,11 @@ public struct VerifierStage: StoreBackedStage {
     let pendingRecheck: Duration
 
     public init(context: StageContext, store: any SubscriptionStatusRepository, appStore: SignedDataVerifier, receipts: ReceiptVerifier? = nil,
-                sandbox: (appStore: SignedDataVerifier, receipts: ReceiptVerifier?)? = nil,
+                sandbox: (appStore: SignedDataVerifier, receipts: ReceiptVerifier?)? = nil, sandboxByDefault: Bool = true,
                 appCoins: AppCoinsVerifier? = nil, googlePlay: GooglePlayVerifier? = nil, apps: AppDirectory? = nil, restorePolicy: RestorePolicy = .transfer,
                 requireAccountToken: Bool = false, pendingRecheck: Duration = .seconds(60)) {
         self.sandbox = sandbox
+        self.sandboxByDefault = sandboxByDefault
         self.pendingRecheck = pendingRecheck
         self.apps = apps
         self.restorePolicy = restorePolicy
@@ -148,11 +151,11 @@ public struct VerifierStage: StoreBackedStage {
         switch submission.kind {
         case .signedTransaction:
             let signed = submission.signedTransaction ?? ""
-            return orInTheSandbox(appStore.verifyTransaction(signed)) { $0.appStore.verifyTransaction(signed) }.map { [VerifiedPurchase($0)] }
+            return orInTheSandbox(appStore.verifyTransaction(signed), bundleId: \.bundleId) { $0.appStore.verifyTransaction(signed) }.map { [VerifiedPurchase($0)] }
         case .appReceipt:
             guard let receipts else { return .failure(Rejection(.storeRejected, "app receipts are not configured")) }
             let receipt = submission.receipt ?? ""
-            return orInTheSandbox(receipts.verify(base64: receipt)) {
+            return orInTheSandbox(receipts.verify(base64: receipt), bundleId: \.bundleId) {
                 $0.receipts?.verify(base64: receipt) ?? .failure(Rejection(.wrongEnvironment, "sandbox receipts are not configured"))
             }.flatMap(\.verifiedPurchases).flatMap { purchases in
                 purchases.isEmpty ? .failure(Rejection(.noPurchases, "the receipt is genuine but lists no in-app purchase")) : .success(purchases)
@@ -176,13 +179,22 @@ public struct VerifierStage: StoreBackedStage {
         }
     }
 
-    /// `verdict`, or, when it is `wrongEnvironment` and sandbox purchases are accepted, the sandbox verifiers' (`inTheSandbox`).
-    func orInTheSandbox<T>(_ verdict: Result<T, Rejection>, _ inTheSandbox: ((appStore: SignedDataVerifier, receipts: ReceiptVerifier?)) -> Result<T, Rejection>)
-        -> Result<T, Rejection> {
+    /// `verdict`, or, when it is `wrongEnvironment` and sandbox purchases are accepted, the sandbox verifiers'
+    /// (`inTheSandbox`) of an app that accepts them (`bundleId` of what they verified: `acceptsSandbox`).
+    func orInTheSandbox<T>(_ verdict: Result<T, Rejection>, bundleId: (T) -> BundleID?,
+                           _ inTheSandbox: ((appStore: SignedDataVerifier, receipts: ReceiptVerifier?)) -> Result<T, Rejection>) -> Result<T, Rejection> {
         guard case .failure(let rejection) = verdict, rejection.reason == .wrongEnvironment, let sandbox else { return verdict }
         let second = inTheSandbox(sandbox)
-        if case .failure(let again) = second, again.reason == .wrongEnvironment { return verdict } // neither: say what production expects
-        return second
+        switch second {
+        case .failure(let again) where again.reason == .wrongEnvironment: return verdict // neither: say what production expects
+        case .success(let value) where !acceptsSandbox(bundleId: bundleId(value)): return verdict // not for this app
+        default: return second
+        }
+    }
+
+    /// Whether the app of `bundleId` takes Sandbox purchases: as its apps file entry says, else as the deployment does.
+    func acceptsSandbox(bundleId: BundleID?) -> Bool {
+        bundleId.flatMap { apps?.app(store: .appstore, storeName: $0.rawValue) }?.acceptsSandbox ?? sandboxByDefault
     }
 
     /// Whether the app's catalog names `productId` an auto-renewable subscription: Google keeps subscriptions apart from

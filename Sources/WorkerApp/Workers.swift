@@ -102,6 +102,10 @@ public enum Workers {
         guard !acceptsSandbox || environment == .production else {
             throw SettingsError("--accept-sandbox (IAP_ACCEPT_SANDBOX) is only for --environment Production, not \(environment)")
         }
+        if let app = apps.directory.apps.first(where: { $0.acceptsSandbox == true }), environment != .production {
+            throw SettingsError("--apps (IAP_APPS_FILE): the app '\(app.id)' accepts Sandbox purchases, which is only for --environment Production, not \(environment)")
+        }
+        let someAcceptSandbox = acceptsSandbox || apps.directory.apps.contains { $0.acceptsSandbox == true }
         guard let appCoinsURL = URL(string: try env.settings.required("--appcoins-url")) else { throw SettingsError("--appcoins-url is not a URL") }
         guard let pendingRecheck = try env.settings.seconds("--pending-recheck"), pendingRecheck > 0 else {
             throw SettingsError("--pending-recheck (IAP_PENDING_RECHECK) must be positive")
@@ -119,7 +123,7 @@ public enum Workers {
         let configured = try verifiers(environment)
         return VerifierStage(
             context: env.context(stage: "verifier"), store: env.store, appStore: configured.appStore, receipts: configured.receipts,
-            sandbox: acceptsSandbox ? try verifiers(.sandbox) : nil,
+            sandbox: someAcceptSandbox ? try verifiers(.sandbox) : nil, sandboxByDefault: acceptsSandbox,
             appCoins: apps.appCoinsKeys.isEmpty ? nil : AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL, apps: apps.appCoinsKeys)),
             googlePlay: try googlePlayVerifier(env.settings, apps: apps),
             apps: apps.directory, restorePolicy: restorePolicy,

@@ -35,7 +35,7 @@ import TestSupport
               {"id": "coins-game", "appstore": {"bundleId": "com.example.coins", "appAppleId": 1},
                "appcoins": {"package": "com.example.coins", "publicKeyFile": "keys/ac.pub"},
                "googleplay": {"package": "com.example.coins.play", "publicKeyFile": "/etc/keys/gp.pub"}, "catalog": "coins.json"},
-              {"id": "puzzle", "appstore": {"bundleId": "com.example.puzzle"},
+              {"id": "puzzle", "appstore": {"bundleId": "com.example.puzzle", "acceptSandbox": true},
                "catalog": {"appstore": {"pack.small": {"type": "consumable", "currency": "hints", "amount": 5}}}}
             ]}
             """, files: ["coins.json": #"{"appstore": {"pack.small": {"type": "consumable", "currency": "coins", "amount": 100}}}"#])
@@ -55,6 +55,7 @@ import TestSupport
         #expect(file.apps[0].appCoins?.publicKeyFile.path.hasSuffix("/keys/ac.pub") == true, "relative to the apps file")
         #expect(file.apps[0].googlePlay?.publicKeyFile.path == "/etc/keys/gp.pub")
         #expect(file.apps[1].appAppleId == nil)
+        #expect(apps.apps.map(\.acceptsSandbox) == [nil, true], "in review: its Sandbox purchases taken; the other as the deployment says")
     }
 
     @Test func whatIsWrongIsNamedByItsField() {
@@ -62,6 +63,7 @@ import TestSupport
         #expect(error(#"{"apps": [{"id": "Coins Game", \#(store)}]}"#).contains("/apps/0/id"))
         #expect(error(#"{"apps": [{"id": "a", "appstore": {"bundleId": "com.example.a", "appAppleId": "12"}}]}"#).contains("/apps/0/appstore/appAppleId"))
         #expect(error(#"{"apps": [{"id": "a", "appstore": {"bundle": "com.example.a"}}]}"#).contains("/apps/0/appstore"))
+        #expect(error(#"{"apps": [{"id": "a", "appstore": {"bundleId": "com.example.a", "acceptSandbox": "yes"}}]}"#).contains("/apps/0/appstore/acceptSandbox"))
         #expect(error(#"{"apps": []}"#).contains("/apps"))
         #expect(error(#"{"apps": [{"id": "a"}]}"#).contains("/apps/0"), "an app sold nowhere")
         #expect(error(#"{"apps": [{"id": "a", \#(store)}, {"id": "a", "appstore": {"bundleId": "com.example.b"}}]}"#).contains("apps[1].id"))

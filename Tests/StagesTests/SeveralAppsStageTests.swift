@@ -89,3 +89,31 @@ import WorkerRuntime
         #expect(try await store.balances(of: "u-2").isEmpty)
     }
 }
+
+/// A Production deployment takes the Sandbox purchases (App Review's, TestFlight's) of the apps whose entry accepts
+/// them, and refuses the others' as it refuses any purchase of the wrong environment.
+@Suite struct SandboxPerAppStageTests {
+    @Test func sandboxPurchasesAreTakenOnlyForTheAppsThatAcceptThem() async throws {
+        let pki = SeveralAppsStageTests.pki
+        let catalog = try ProductCatalog(products: [.appstore: ["pack.small": .init(type: .consumable, currency: "coins", amount: 100)]])
+        let apps = try AppDirectory(apps: [.init(id: "coins-game", bundleIds: ["com.example.coins"], catalog: catalog, acceptsSandbox: true),
+                                           .init(id: "puzzle", bundleIds: ["com.example.puzzle"], catalog: catalog)])
+        let identities = [AppStoreApp(bundleId: "com.example.coins", appAppleId: 1234567890), AppStoreApp(bundleId: "com.example.puzzle", appAppleId: 1234567891)]
+        func verifier(_ environment: AppStoreEnvironment) throws -> SignedDataVerifier {
+            try SignedDataVerifier(configuration: .init(trustedRoots: [pki.root], apps: identities, environment: environment))
+        }
+        let stage = VerifierStage(context: StageContext(codec: StageFixtures.codec, logger: Logger(stage: "t", minimum: .error)), store: InMemoryPurchaseStore(),
+                                  appStore: try verifier(.production), sandbox: (try verifier(.sandbox), nil), sandboxByDefault: false, apps: apps)
+        func answer(_ id: String, bundle: String) async throws -> StageResult {
+            let payload = AppStorePayloads.transaction(transactionId: id, productId: "pack.small", bundleId: bundle, environment: .sandbox, type: .consumable)
+            return try await stage.handle(try StageFixtures.message(PurchaseSubmitted(
+                store: .appstore, kind: .signedTransaction, signedTransaction: try JWSSigner(pki: pki).sign(payload), userId: "reviewer",
+                submittedAt: Date(), source: .client)))
+        }
+        let coins = try await answer("3000000001", bundle: "com.example.coins")
+        #expect(StageFixtures.published(coins, as: PurchaseVerifiedEvent.self).map { "\($0.app ?? "") \($0.environment ?? "")" } == ["coins-game Sandbox"])
+        let puzzle = try await answer("3000000002", bundle: "com.example.puzzle")
+        #expect(StageFixtures.published(puzzle, as: PurchaseVerifiedEvent.self).isEmpty)
+        #expect(StageFixtures.published(puzzle, as: PurchaseRejectedEvent.self).map(\.reason) == [RejectionReason.wrongEnvironment.rawValue])
+    }
+}
