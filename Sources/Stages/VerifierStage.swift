@@ -265,8 +265,10 @@ public struct VerifierStage: StoreBackedStage {
             }
             let record = purchaseRecord(purchase, type: type, for: submission)
             // A restore (StoreKit 1, receipts) has a transaction id of its own beside the original's. Under an original
-            // another user holds, the restore policy judges it as it judges a replay of the original itself.
-            if let original = purchase.originalTransactionId, original != purchase.transactionId,
+            // another user holds, the restore policy judges it as it judges a replay of the original itself. An Android
+            // one-time purchase's original is its token, which no other order shares: the order itself is the key
+            // (`existing` below), so it is not looked up, a statement per purchase saved.
+            if purchase.store == .appstore || type == .autoRenewable, let original = purchase.originalTransactionId, original != purchase.transactionId,
                let owner = try await store.owner(store: purchase.store, originalTransactionId: original), owner != submission.userId {
                 let restored = try await restoreOriginal(original, of: record, from: owner, submission: submission)
                 events += try context.outputs(restored.answers)
