@@ -64,8 +64,8 @@ extension SweeperService {
                 case .unavailable: unavailable += 1
                 }
             }
-            if !revocations.isEmpty, case .publish(let messages) = try context.messages(revocations) {
-                for result in await producer.send(contentsOf: messages) { _ = try result.get() }
+            if !revocations.isEmpty {
+                try await publish(revocations)
                 context.logger.info("due purchases the App Store refunded: revoked, not flagged", ["count": revocations.count])
             }
             return (notRefunded, unavailable)

@@ -63,39 +63,49 @@ extension SweeperService {
         -> (ready: [DuePurchase], refunds: [PurchaseKey: RefundDue.StoreRefund]) {
         var refunds: [PurchaseKey: RefundDue.StoreRefund] = [:]
         for (index, purchase) in due.enumerated() {
-            let record = purchase.record
-            guard let packageName = record.packageName, let token = record.purchaseToken else {
-                refunds[record.key] = .refused
+            switch await refund(purchase.record, with: googlePlay) {
+            case .unavailable(let detail):
+                count("googlePlayUnavailable")
+                context.logger.warning("Google Play API unavailable; due refunds wait for the next sweep", ["detail": detail])
+                return (Array(due.prefix(index)), refunds)
+            case .decided(let refund?):
+                refunds[purchase.record.key] = refund
+                count("googlePlayRefund." + refund.rawValue)
+            case .decided(nil):
                 continue
             }
-            let refund: RefundDue.StoreRefund?
-            switch await googlePlay.verify(packageName: packageName, productId: record.productId, purchaseToken: token) {
-            case .success:
-                switch await googlePlay.api.refund(packageName: packageName, orderId: record.key.transactionId) {
-                case .success: refund = .refunded
-                case .failure(.unavailable(let detail, _)):
-                    count("googlePlayUnavailable")
-                    context.logger.warning("Google Play API unavailable; due refunds wait for the next sweep", ["detail": detail])
-                    return (Array(due.prefix(index)), refunds)
-                case .failure(.refused(let status, let detail)):
-                    context.logger.error("Google Play refused a due refund; refund it by hand", ["transactionId": record.key.transactionId,
-                                                                                               "status": status, "detail": detail])
-                    refund = .refused
-                }
-            case .failure(let rejection) where rejection.reason == .purchaseNotCompleted: refund = .alreadyRefunded
-            case .failure(let rejection) where rejection.reason == .purchasePending: refund = nil // never paid: nothing to give back
-            case .failure(let rejection) where rejection.isRetryable:
-                count("googlePlayUnavailable")
-                context.logger.warning("Google Play API unavailable; due refunds wait for the next sweep", ["detail": rejection.detail])
-                return (Array(due.prefix(index)), refunds)
-            case .failure(let rejection):
-                context.logger.error("Google Play cannot say what became of a due purchase; refund it by hand",
-                                     ["transactionId": record.key.transactionId, "detail": rejection.detail])
-                refund = .refused
-            }
-            refunds[record.key] = refund
-            if let refund { count("googlePlayRefund." + refund.rawValue) }
         }
         return (due, refunds)
+    }
+
+    /// What became of a due purchase's money at Google Play (`refundThroughGooglePlay`).
+    enum GooglePlayRefund {
+        /// Refunded now, refunded already, refused; nil: a pending payment, never paid, nothing to give back.
+        case decided(RefundDue.StoreRefund?)
+        /// Google could not be asked: nothing was done.
+        case unavailable(String)
+    }
+
+    /// Reads `record`'s purchase and refunds its order when Google still holds it as purchased.
+    private func refund(_ record: PurchaseRecord, with googlePlay: GooglePlayVerifier) async -> GooglePlayRefund {
+        guard let packageName = record.packageName, let token = record.purchaseToken else { return .decided(.refused) }
+        switch await googlePlay.verify(packageName: packageName, productId: record.productId, purchaseToken: token) {
+        case .success:
+            switch await googlePlay.api.refund(packageName: packageName, orderId: record.key.transactionId) {
+            case .success: return .decided(.refunded)
+            case .failure(.unavailable(let detail, _)): return .unavailable(detail)
+            case .failure(.refused(let status, let detail)):
+                context.logger.error("Google Play refused a due refund; refund it by hand", ["transactionId": record.key.transactionId,
+                                                                                           "status": status, "detail": detail])
+                return .decided(.refused)
+            }
+        case .failure(let rejection) where rejection.reason == .purchaseNotCompleted: return .decided(.alreadyRefunded)
+        case .failure(let rejection) where rejection.reason == .purchasePending: return .decided(nil)
+        case .failure(let rejection) where rejection.isRetryable: return .unavailable(rejection.detail)
+        case .failure(let rejection):
+            context.logger.error("Google Play cannot say what became of a due purchase; refund it by hand",
+                                 ["transactionId": record.key.transactionId, "detail": rejection.detail])
+            return .decided(.refused)
+        }
     }
 }

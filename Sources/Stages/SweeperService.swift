@@ -169,11 +169,8 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
                     // The event first, then the store: stopped between the two, the purchase is still granted, so the next
                     // sweep asks again and sends the same event (same ce_id) before finishing it. The other order lost the
                     // event of a purchase finished just before a crash or a broker failure: no sweep sees it again.
-                    if case .publish(let messages) = try context.messages([TransactionFinished(
-                        store: .appcoins, transactionId: record.key.transactionId, userId: record.userId, method: .storeReportedConsumed,
-                        finishedAt: context.now())]) {
-                        for result in await producer.send(contentsOf: messages) { _ = try result.get() }
-                    }
+                    try await publish([TransactionFinished(store: .appcoins, transactionId: record.key.transactionId, userId: record.userId,
+                                                           method: .storeReportedConsumed, finishedAt: context.now())])
                     if case .notGranted(let state) = try await store.finish(record.key, at: context.now()) {
                         // Refunded or revoked since it was read as granted: its own event says so.
                         context.logger.warning("consumed purchase no longer granted", ["transactionId": record.key.transactionId,
