@@ -96,13 +96,10 @@ public final class AndroidPublisherClient: Sendable {
     /// `orders.refund` with `revoke=true`: the order's money goes back to the customer and the item is taken away (a
     /// consumed item only the app can take back). Google's answer is empty.
     public func refund(packageName: PackageName, orderId: TransactionID) async -> Result<Void, Failure> {
-        if let invalid = AndroidPurchaseData.invalidPathSegment([("package", packageName.rawValue), ("order id", orderId.rawValue)]) {
-            return .failure(.refused(status: 0, detail: "invalid \(invalid)"))
+        switch Self.pathSegments([("package", packageName.rawValue), ("order id", orderId.rawValue)]) {
+        case .success(let encoded): return await send("POST", url: applicationsURL + encoded[0] + "/orders/" + encoded[1] + ":refund?revoke=true").map { _ in }
+        case .failure(let failure): return .failure(failure)
         }
-        guard let package = Self.pathSegment(packageName.rawValue), let order = Self.pathSegment(orderId.rawValue) else {
-            return .failure(.refused(status: 0, detail: "a name that cannot be percent-encoded"))
-        }
-        return await send("POST", url: applicationsURL + package + "/orders/" + order + ":refund?revoke=true").map { _ in }
     }
 
     /// An acknowledge or consume. Google answers 400 when the purchase is already in the state asked for; the purchase is
@@ -128,17 +125,22 @@ public final class AndroidPublisherClient: Sendable {
     /// answer's body.
     private func request(_ method: String, _ packageName: PackageName, _ productId: ProductID, _ purchaseToken: PurchaseToken,
                          path: (String, String, String) -> String) async -> Result<[UInt8], Failure> {
-        if let invalid = AndroidPurchaseData.invalidPathSegment(packageName: packageName, productId: productId, purchaseToken: purchaseToken) {
-            return .failure(.refused(status: 0, detail: "invalid \(invalid)"))
+        switch Self.pathSegments([("package", packageName.rawValue), ("product", productId.rawValue), ("purchase token", purchaseToken.rawValue)]) {
+        case .success(let encoded): return await send(method, url: applicationsURL + encoded[0] + path(encoded[0], encoded[1], encoded[2]))
+        case .failure(let failure): return .failure(failure)
         }
-        guard let package = Self.pathSegment(packageName.rawValue), let product = Self.pathSegment(productId.rawValue),
-              let token = Self.pathSegment(purchaseToken.rawValue) else {
-            return .failure(.refused(status: 0, detail: "a name that cannot be percent-encoded"))
-        }
-        return await send(method, url: applicationsURL + package + path(package, product, token))
     }
 
     static func pathSegment(_ text: String) -> String? { text.addingPercentEncoding(withAllowedCharacters: .urlUnreserved) }
+
+    /// The values of `named` as path segments of a request, percent-encoded; or, refused before any request, which one
+    /// is not one path segment (`AndroidPurchaseData.invalidPathSegment`) or cannot be encoded.
+    static func pathSegments(_ named: [(name: String, value: String)]) -> Result<[String], Failure> {
+        if let invalid = AndroidPurchaseData.invalidPathSegment(named) { return .failure(.refused(status: 0, detail: "invalid \(invalid)")) }
+        let encoded = named.compactMap { pathSegment($0.value) }
+        guard encoded.count == named.count else { return .failure(.refused(status: 0, detail: "a name that cannot be percent-encoded")) }
+        return .success(encoded)
+    }
 
     /// One request, with a fresh access token once if the API refuses the cached one: the answer's body.
     func send(_ method: String, url: String) async -> Result<[UInt8], Failure> {

@@ -49,9 +49,10 @@ extension AndroidPublisherClient {
     /// are then ignored by Google).
     public func voidedPurchases(packageName: PackageName, from start: Date, to end: Date, pageToken: String? = nil,
                                 maxResults: Int = 1000) async -> Result<GooglePlayVoidedPurchasesPage, Failure> {
-        guard AndroidPurchaseData.invalidPathSegment(packageName: packageName, productId: "p", purchaseToken: "t") == nil,
-              let package = Self.pathSegment(packageName.rawValue) else {
-            return .failure(.refused(status: 0, detail: "invalid packageName"))
+        let package: String
+        switch Self.pathSegments([("package", packageName.rawValue)]) {
+        case .success(let encoded): package = encoded[0]
+        case .failure(let failure): return .failure(failure)
         }
         var url = applicationsURL + package + "/purchases/voidedpurchases?startTime=\(EpochMilliseconds.milliseconds(start))"
             + "&endTime=\(EpochMilliseconds.milliseconds(end))&maxResults=\(maxResults)"
