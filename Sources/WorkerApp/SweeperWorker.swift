@@ -78,7 +78,7 @@ extension Workers {
         // The store's history is read up to the real time, whatever `--now` says: a checkpoint in the future would stop
         // every later pass until that time came.
         env.metrics.declare("iap_sweeper_store_checks_total", .counter,
-                            help: "Questions to the App Store before a flag or about a lapsed subscription, and to Google Play about a lapsed subscription, by outcome; "
+                            help: "Questions to the App Store before a flag or about a lapsed subscription, and to Google Play about a lapsed subscription or a due refund, by outcome; "
                                 + "alert while unavailable, untrusted or googlePlayUnavailable grow.")
         env.metrics.addCollector { metrics in
             for (outcome, count) in sweeper.storeChecks { metrics.set("iap_sweeper_store_checks_total", ["outcome": outcome], to: Double(count)) }

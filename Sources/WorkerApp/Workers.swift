@@ -102,10 +102,11 @@ public enum Workers {
         guard !acceptsSandbox || environment == .production else {
             throw SettingsError("--accept-sandbox (IAP_ACCEPT_SANDBOX) is only for --environment Production, not \(environment)")
         }
-        if let app = apps.directory.apps.first(where: { $0.acceptsSandbox == true }), environment != .production {
+        let sandboxApp = apps.directory.apps.first { $0.acceptsSandbox == true }
+        if let app = sandboxApp, environment != .production {
             throw SettingsError("--apps (IAP_APPS_FILE): the app '\(app.id)' accepts Sandbox purchases, which is only for --environment Production, not \(environment)")
         }
-        let someAcceptSandbox = acceptsSandbox || apps.directory.apps.contains { $0.acceptsSandbox == true }
+        let someAcceptSandbox = acceptsSandbox || sandboxApp != nil
         guard let appCoinsURL = URL(string: try env.settings.required("--appcoins-url")) else { throw SettingsError("--appcoins-url is not a URL") }
         guard let pendingRecheck = try env.settings.seconds("--pending-recheck"), pendingRecheck > 0 else {
             throw SettingsError("--pending-recheck (IAP_PENDING_RECHECK) must be positive")
