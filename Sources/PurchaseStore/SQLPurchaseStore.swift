@@ -191,24 +191,25 @@ public final class SQLPurchaseStore: Sendable {
     }
 
     /// Every purchase by state and what `openStatistics` reads, on one connection: for the demo's books and tests. The count
-    /// reads the whole table (see `purchasesByState`).
+    /// reads the whole table (see `purchaseCounts`).
     public func statistics() async throws -> StoreStatistics {
         try await executor.run { connection in
             let open = try Self.openStatistics(connection)
-            return StoreStatistics(purchasesByState: try Self.purchasesByState(connection), oldestUnfinishedPurchase: open.oldestUnfinishedPurchase,
+            let byState = try Self.purchaseCounts(connection).values.reduce(into: [PurchaseState: Int]()) { $0.merge($1, uniquingKeysWith: +) }
+            return StoreStatistics(purchasesByState: byState, oldestUnfinishedPurchase: open.oldestUnfinishedPurchase,
                                    unknownProductType: open.unknownProductType)
         }
     }
 
-    /// Every purchase by state: a count of the whole table, whose cost grows with it (a purchase is kept for good, to
-    /// recognise its repeats): read it seldom. `openStatistics` stays cheap.
-    public func purchasesByState() async throws -> [PurchaseState: Int] {
-        try await executor.run(Self.purchasesByState)
+    /// Every purchase by store, app and state: a count of the whole table, whose cost grows with it (a purchase is kept
+    /// for good, to recognise its repeats): read it seldom. `openStatistics` stays cheap.
+    public func purchaseCounts() async throws -> [StoreAndApp: [PurchaseState: Int]] {
+        try await executor.run(Self.purchaseCounts)
     }
 
-    /// What a scrape reads each time: purchases verified or granted by state, the oldest of them, and those of unknown
-    /// product type, each from a partial index that holds only those rows: the cost follows the work in flight, not
-    /// the purchases ever recorded.
+    /// What a scrape reads each time: purchases verified or granted by store, app and state with the oldest of them, the
+    /// unclaimed charges, and the purchases of unknown product type, each from a partial index that holds only those
+    /// rows: the cost follows the work in flight, not the purchases ever recorded.
     public func openStatistics() async throws -> OpenPurchaseStatistics {
         try await executor.run(Self.openStatistics)
     }
@@ -224,8 +225,8 @@ public final class SQLPurchaseStore: Sendable {
     }
 
     // Conditions in both engines' words: SQLite's indexes of open purchases say `state IN (…)` (migration 7), PostgreSQL's `is_open`.
-    static let openPurchasesByStateQuery = "SELECT state, count(*) FROM purchases WHERE is_open AND \(LifecycleConditions.state(in: Lifecycle.openStates)) GROUP BY state"
-    static let oldestOpenPurchaseQuery = "SELECT min(purchase_time) FROM purchases WHERE is_open AND \(LifecycleConditions.state(in: Lifecycle.openStates))"
+    static let openPurchasesQuery = "SELECT store, app, state, count(*), min(purchase_time) FROM purchases "
+        + "WHERE is_open AND \(LifecycleConditions.state(in: Lifecycle.openStates)) GROUP BY store, app, state"
     static let unknownProductTypeQuery = "SELECT count(*) FROM purchases WHERE product_type = 'unknown'"
     /// Open purchases of a store ($1) bought before $2 (`purchases_open_by_time`).
     static let openPurchasesBoughtBeforeQuery = "SELECT app, count(*) FROM purchases WHERE is_open AND \(LifecycleConditions.state(in: Lifecycle.openStates)) "
@@ -233,33 +234,43 @@ public final class SQLPurchaseStore: Sendable {
     /// Charges nobody claimed, in both engines' words for their partial index (migration 18): PostgreSQL's `is_unclaimed`,
     /// SQLite's on `state`.
     static let unclaimedCondition = "is_unclaimed AND \(LifecycleConditions.state(in: [.unclaimed]))"
-    static let unclaimedChargesQuery = "SELECT count(*), min(purchase_time) FROM purchases WHERE \(unclaimedCondition)"
+    static let unclaimedChargesQuery = "SELECT store, app, count(*), min(purchase_time) FROM purchases WHERE \(unclaimedCondition) GROUP BY store, app"
     /// The kept reports whose purchase is not recorded: the table holds few more (the sweeper prunes those taken).
     static let waitingConsumptionReportsQuery = """
         SELECT count(*) FROM early_consumption e WHERE NOT EXISTS (SELECT 1 FROM purchases p WHERE p.store = e.store AND p.transaction_id = e.transaction_id)
         """
 
-    private static func purchasesByState(_ connection: any SQLConnection) throws -> [PurchaseState: Int] {
-        try countsByState(connection.query("SELECT state, count(*) FROM purchases GROUP BY state"))
+    private static func purchaseCounts(_ connection: any SQLConnection) throws -> [StoreAndApp: [PurchaseState: Int]] {
+        var counts: [StoreAndApp: [PurchaseState: Int]] = [:]
+        for row in try connection.query("SELECT store, app, state, count(*) FROM purchases GROUP BY store, app, state") {
+            guard let key = storeAndApp(row), let state = row[2].string.flatMap(PurchaseState.init(rawValue:)), let count = row[3].int64 else { continue }
+            counts[key, default: [:]][state] = Int(count)
+        }
+        return counts
     }
 
     private static func openStatistics(_ connection: any SQLConnection) throws -> OpenPurchaseStatistics {
-        let oldest = try connection.query(oldestOpenPurchaseQuery).first?[0].int64
+        var figures: [StoreAndApp: OpenPurchaseFigures] = [:]
+        for row in try connection.query(openPurchasesQuery) {
+            guard let key = storeAndApp(row), let state = row[2].string.flatMap(PurchaseState.init(rawValue:)), let count = row[3].int64 else { continue }
+            figures[key, default: .init()].byState[state] = Int(count)
+            if let oldest = row[4].int64.map(PurchaseTime.date) {
+                figures[key, default: .init()].oldestUnfinished = min(oldest, figures[key]?.oldestUnfinished ?? oldest)
+            }
+        }
+        for row in try connection.query(unclaimedChargesQuery) {
+            guard let key = storeAndApp(row) else { continue }
+            figures[key, default: .init()].unclaimedCharges = Int(row[2].int64 ?? 0)
+            figures[key, default: .init()].oldestUnclaimed = row[3].int64.map(PurchaseTime.date)
+        }
         let unknown = try connection.query(unknownProductTypeQuery).first?[0].int64 ?? 0
         let waiting = try connection.query(waitingConsumptionReportsQuery).first?[0].int64 ?? 0
-        let unclaimed = try connection.query(unclaimedChargesQuery).first
-        return OpenPurchaseStatistics(openPurchasesByState: try countsByState(connection.query(openPurchasesByStateQuery)),
-                                      oldestUnfinishedPurchase: oldest.map(PurchaseTime.date), unknownProductType: Int(unknown),
-                                      consumptionReportsWaiting: Int(waiting), unclaimedCharges: Int(unclaimed?[0].int64 ?? 0),
-                                      oldestUnclaimedCharge: unclaimed?[1].int64.map(PurchaseTime.date))
+        return OpenPurchaseStatistics(byStoreAndApp: figures, unknownProductType: Int(unknown), consumptionReportsWaiting: Int(waiting))
     }
 
-    private static func countsByState(_ rows: [SQLRow]) -> [PurchaseState: Int] {
-        var byState: [PurchaseState: Int] = [:]
-        for row in rows {
-            if let state = row[0].string.flatMap(PurchaseState.init(rawValue:)), let count = row[1].int64 { byState[state] = Int(count) }
-        }
-        return byState
+    /// A row's store (column 0) and app (column 1).
+    private static func storeAndApp(_ row: SQLRow) -> StoreAndApp? {
+        row[0].string.flatMap(Store.init(rawValue:)).map { StoreAndApp(store: $0, app: row[1].identifier()) }
     }
 
     private static func redacted(_ url: String) -> String {

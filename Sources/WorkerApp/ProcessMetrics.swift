@@ -6,7 +6,10 @@ import Synchronization
 import WorkerRuntime
 
 /// Purchases by state, those of unknown product type, and the age of the oldest unfinished one, read from the store.
-/// The age is the signal that matters for the 24 h deadline: it should stay well below it.
+/// The age is the signal that matters for the deadline: it should stay well below it. The purchase figures are split by
+/// `store`, and by `app` for purchases recorded with one (a deployment with an apps file): a bounded label, since the
+/// verifier records only the apps the file names. A store or app once reported stays reported, at zero when it has
+/// nothing any more; each store is reported from the start.
 ///
 /// A scrape reads only what partial indexes hold: the purchases verified or granted, and those of unknown type. The
 /// other states (finished, rejected, refund_due, revoked) hold nearly every purchase ever recorded, and
@@ -18,21 +21,22 @@ enum StoreMetrics {
     static func register(store: SQLPurchaseStore, metrics: MetricsRegistry, stages: [String], totalsInterval: TimeInterval,
                          now: @escaping @Sendable () -> Date = Date.init) {
         let reported = Mutex(Set(stages))
+        let reportedStores = Mutex(Set(Store.allCases.map { StoreAndApp(store: $0) }))
         let openStates = Lifecycle.openStates // read at each scrape; the others as last counted
         // The last count, and the tickets of counts begun and of the one stored: overlapping scrapes keep the latest begun.
-        let totals = Mutex<(last: (byState: [PurchaseState: Int], countedAt: Date)?, begun: Int, stored: Int)>((nil, 0, 0))
+        let totals = Mutex<(last: (counts: [StoreAndApp: [PurchaseState: Int]], countedAt: Date)?, begun: Int, stored: Int)>((nil, 0, 0))
         metrics.declare("iap_purchases", .gauge,
-                        help: "Purchases in the store, by state: verified and granted as of the scrape, the others as last counted (see --store-totals-interval).")
+                        help: "Purchases in the store, by state, store and app: verified and granted as of the scrape, the others as last counted (see --store-totals-interval).")
         metrics.declare("iap_oldest_unfinished_purchase_age_seconds", .gauge,
-                        help: "Age of the oldest purchase verified or granted but not finished (0 when none).")
+                        help: "Age of the oldest purchase verified or granted but not finished, by store and app (0 when none); each store has its own deadline.")
         metrics.declare("iap_store_up", .gauge, help: "1 when the last read of the store succeeded.")
         metrics.declare("iap_purchases_unknown_product_type", .gauge,
                         help: "Purchases whose product type is unknown (recorded before types were kept; never flagged): name them in the catalog.")
         metrics.declare("iap_consumption_reports_waiting", .gauge,
                         help: "The app's consumption reports kept for purchases not recorded yet (alert when one stays: wrong ids, or a lost submission).")
         metrics.declare("iap_unclaimed_charges", .gauge,
-                        help: "Charges the store announced that no submission claimed yet (an app that died after the payment); flagged at their deadline.")
-        metrics.declare("iap_oldest_unclaimed_charge_age_seconds", .gauge, help: "Age of the oldest unclaimed charge (0 when none).")
+                        help: "Charges the store announced that no submission claimed yet (an app that died after the payment), by store and app; flagged at their deadline.")
+        metrics.declare("iap_oldest_unclaimed_charge_age_seconds", .gauge, help: "Age of the oldest unclaimed charge, by store and app (0 when none).")
         metrics.declare("iap_parked_messages", .gauge, help: "Messages parked on the retry topic and not re-driven yet, by stage (alert when above 0).")
         metrics.declare("iap_oldest_parked_message_age_seconds", .gauge, help: "Age of the oldest parked message, by stage (0 when none).")
         metrics.addCollector { metrics in
@@ -46,15 +50,20 @@ enum StoreMetrics {
                     metrics.set("iap_oldest_parked_message_age_seconds", ["stage": stage],
                                 to: parked[stage].map { max(0, time.timeIntervalSince($0.oldest)) } ?? 0)
                 }
-                for state in openStates {
-                    metrics.set("iap_purchases", ["state": state.rawValue], to: Double(open.openPurchasesByState[state] ?? 0))
+                let keys = reportedStores.withLock { $0.formUnion(open.byStoreAndApp.keys); return $0 }
+                for key in keys {
+                    let figures = open.byStoreAndApp[key] ?? .init()
+                    for state in openStates {
+                        metrics.set("iap_purchases", labels(key, ["state": state.rawValue]), to: Double(figures.byState[state] ?? 0))
+                    }
+                    metrics.set("iap_oldest_unfinished_purchase_age_seconds", labels(key),
+                                to: figures.oldestUnfinished.map { max(0, time.timeIntervalSince($0)) } ?? 0)
+                    metrics.set("iap_unclaimed_charges", labels(key), to: Double(figures.unclaimedCharges))
+                    metrics.set("iap_oldest_unclaimed_charge_age_seconds", labels(key),
+                                to: figures.oldestUnclaimed.map { max(0, time.timeIntervalSince($0)) } ?? 0)
                 }
-                metrics.set("iap_oldest_unfinished_purchase_age_seconds",
-                            to: open.oldestUnfinishedPurchase.map { max(0, time.timeIntervalSince($0)) } ?? 0)
                 metrics.set("iap_purchases_unknown_product_type", to: Double(open.unknownProductType))
                 metrics.set("iap_consumption_reports_waiting", to: Double(open.consumptionReportsWaiting))
-                metrics.set("iap_unclaimed_charges", to: Double(open.unclaimedCharges))
-                metrics.set("iap_oldest_unclaimed_charge_age_seconds", to: open.oldestUnclaimedCharge.map { max(0, time.timeIntervalSince($0)) } ?? 0)
                 metrics.set("iap_store_up", to: 1)
             } catch {
                 // Keep the last values; the outage itself is the series to alert on.
@@ -66,9 +75,9 @@ enum StoreMetrics {
             if counted.map({ !(0..<totalsInterval).contains(time.timeIntervalSince($0.countedAt)) }) ?? true {
                 let ticket = totals.withLock { $0.begun += 1; return $0.begun }
                 do {
-                    let byState = try await store.purchasesByState()
+                    let counts = try await store.purchaseCounts()
                     counted = totals.withLock { totals in
-                        if ticket > totals.stored { (totals.last, totals.stored) = ((byState, time), ticket) }
+                        if ticket > totals.stored { (totals.last, totals.stored) = ((counts, time), ticket) }
                         return totals.last
                     }
                 } catch {
@@ -77,10 +86,20 @@ enum StoreMetrics {
                 }
             }
             guard let counted else { return } // never counted yet: no figure rather than a zero
-            for state in PurchaseState.recorded where !openStates.contains(state) {
-                metrics.set("iap_purchases", ["state": state.rawValue], to: Double(counted.byState[state] ?? 0))
+            for key in reportedStores.withLock({ $0.formUnion(counted.counts.keys); return $0 }) {
+                for state in PurchaseState.recorded where !openStates.contains(state) {
+                    metrics.set("iap_purchases", labels(key, ["state": state.rawValue]), to: Double(counted.counts[key]?[state] ?? 0))
+                }
             }
         }
+    }
+
+    /// A store and app's labels: `store`, and `app` when the purchases were recorded with one.
+    static func labels(_ key: StoreAndApp, _ others: [String: String] = [:]) -> [String: String] {
+        var labels = others
+        labels["store"] = key.store.rawValue
+        if let app = key.app { labels["app"] = app.rawValue }
+        return labels
     }
 }
 

@@ -43,7 +43,8 @@ struct OperationsEndpointsTests {
                        "iap_parked_messages gauge", "iap_batch_size histogram", "iap_consumption_reports_waiting gauge"] {
             #expect(metrics.body.contains("# TYPE \(family)"), "declares \(family)")
         }
-        #expect(metrics.body.contains("iap_purchases{state=\"verified\"} 0"))
+        #expect(metrics.body.contains("iap_purchases{state=\"verified\",store=\"appstore\"} 0"))
+        #expect(metrics.body.contains("iap_purchases{state=\"verified\",store=\"googleplay\"} 0"), "every store is reported from the start")
         #expect(metrics.body.contains("iap_consumption_reports_waiting 0"))
         #expect(metrics.body.contains("iap_parked_messages{stage=\"verifier\"} 0"), "the stage's parked series starts at zero")
 
@@ -61,12 +62,12 @@ struct OperationsEndpointsTests {
                 && metrics.body.contains("iap_messages_total{outcome=\"deadLettered\",stage=\"verifier\"} 1")
                 && metrics.body.contains("iap_consumer_lag{group=\"iap-verifier\",partition=\"0\",topic=\"\(prefix)iap.purchase.submitted\"} 0")
         }
-        #expect(metrics.body.contains("iap_purchases{state=\"verified\"} 1"))
+        #expect(metrics.body.contains("iap_purchases{state=\"verified\",store=\"appstore\"} 1"))
         #expect(metrics.body.contains("iap_handler_duration_seconds_count{stage=\"verifier\"} 2"))
         #expect(metrics.body.contains("iap_batch_size_sum{stage=\"verifier\"} 2\n"), "both messages went through the stage's batch call")
         #expect(metrics.body.contains("iap_in_flight_messages{stage=\"verifier\"} 0"))
         #expect(metrics.body.range(of: #"iap_dead_letters_total\{reason="[A-Za-z]+",stage="verifier"\} 1"#, options: .regularExpression) != nil)
-        let age = metrics.body.split(separator: "\n").first { $0.hasPrefix("iap_oldest_unfinished_purchase_age_seconds ") }
+        let age = metrics.body.split(separator: "\n").first { $0.hasPrefix("iap_oldest_unfinished_purchase_age_seconds{store=\"appstore\"} ") }
             .flatMap { Double($0.split(separator: " ")[1]) }
         #expect((age ?? 0) > 0, "the verified purchase is unfinished")
 

@@ -121,10 +121,8 @@ import TestSupport
     @Test(arguments: StoreEngine.available) func theScrapesCountsUseThePartialIndexes(_ engine: StoreEngine) async throws {
         let store = try await populatedStore(engine)
         try await addPurchase(store, "v1", original: "v1", user: "user-1", product: "coins.legacy", state: "verified", type: "unknown")
-        for query in [SQLPurchaseStore.openPurchasesByStateQuery, SQLPurchaseStore.oldestOpenPurchaseQuery] {
-            let plan = try await plan(store, engine, query, [])
-            #expect(plan.contains("purchases_open_by_time") || plan.contains("purchases_granted_by_user"), "\(query): \(plan)")
-        }
+        let openPlan = try await plan(store, engine, SQLPurchaseStore.openPurchasesQuery, [])
+        #expect(openPlan.contains("purchases_open_by_time") || openPlan.contains("purchases_granted_by_user"), "\(openPlan)")
         let unknown = try await plan(store, engine, SQLPurchaseStore.unknownProductTypeQuery, [])
         #expect(unknown.contains("purchases_of_unknown_type"), "\(unknown)")
         let unclaimed = try await plan(store, engine, SQLPurchaseStore.unclaimedChargesQuery, [])
@@ -132,8 +130,8 @@ import TestSupport
 
         // And they count what a count of every purchase does.
         let open = try await store.openStatistics()
-        #expect(open == OpenPurchaseStatistics(openPurchasesByState: [.granted: 5, .verified: 1], oldestUnfinishedPurchase: Date(timeIntervalSince1970: 0),
-                                               unknownProductType: 1))
+        #expect(open.openPurchasesByState == [.granted: 5, .verified: 1] && open.oldestUnfinishedPurchase == Date(timeIntervalSince1970: 0))
+        #expect(open.unknownProductType == 1 && open.unclaimedCharges == 0)
         let all = try await store.statistics()
         #expect(all.purchasesByState == [.granted: 5, .verified: 1, .refundDue: 1, .finished: 4_994])
         #expect(all.oldestUnfinishedPurchase == open.oldestUnfinishedPurchase && all.unknownProductType == open.unknownProductType)
