@@ -12,7 +12,7 @@ public struct Readiness: Sendable {
 }
 
 /// The operations endpoints of every executable, as a `Service`:
-/// `GET /metrics` (Prometheus text), `GET /healthz` (the process answers), `GET /readyz` (200 when
+/// `GET /metrics` (Prometheus text, with `iap_ready`), `GET /healthz` (the process answers), `GET /readyz` (200 when
 /// `readiness` says ready, else 503 with the reason). Other requests go to `routes` when given
 /// (`iap-ingest` serves its API on the same port), else 404. A public-facing server (the ingest's API port next
 /// to an operations port) answers `/readyz` without the reason and serves no `/metrics`: internal error text and
@@ -40,9 +40,14 @@ public final class OperationsServer: Service {
     /// Binds now, so that a port in use fails at start with a clear message.
     public init(configuration: HTTPServer.Configuration, metrics: MetricsRegistry, readiness: @escaping @Sendable () async -> Readiness,
                 routes: Routes? = nil, publicFacing: Bool = false) throws {
+        if !publicFacing {
+            metrics.declare("iap_ready", .gauge, help: "1 when the process is ready (as /readyz answers at the scrape), 0 when not: the reason is on /readyz and in the log.")
+        }
         server = try HTTPServer(configuration: configuration) { request in
             switch (request.method, request.path) {
             case ("GET", "/metrics") where !publicFacing:
+                // Readiness as of the scrape: an alert sees a process that answers but cannot work.
+                metrics.set("iap_ready", to: await readiness().isReady ? 1 : 0)
                 return HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: await metrics.render())
             case ("GET", "/healthz"):
                 return HTTPResponse(status: 200, contentType: "text/plain", body: "ok\n")

@@ -88,6 +88,8 @@ extension StageRunner {
             if let failure = await acknowledged(pending, sentAt: sent) {
                 outputOrder.failed(partition)
                 first = .failure(failure)
+            } else {
+                countPublished(outputs)
             }
             if outputOrder.failedSince(mark, partition) {
                 // Ours failed, or an earlier message's did and was sent again after ours: sent (again) after those.

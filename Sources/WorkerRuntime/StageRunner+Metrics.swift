@@ -17,6 +17,8 @@ extension StageRunner {
                         buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512])
         metrics.declare("iap_batches_cut_total", .counter,
                         help: "Batches the stage answered only in part (e.g. rolled back after a failure), the rest handled alone or batched again, by stage.")
+        metrics.declare("iap_events_published_total", .counter,
+                        help: "Events the stage published and the broker took, by stage and CloudEvents type (e.g. iap.purchase.rejected.v1: the verifier's rejections).")
         metrics.declare("iap_rechecks_total", .counter, help: "Answered messages set aside to be asked about again (e.g. a pending payment), by stage.")
     }
 

@@ -7,6 +7,17 @@ extension StageRunner {
     func publish(_ messages: [KafkaProducerMessage]) async throws {
         let sent = ContinuousClock.now
         if let failure = await acknowledged(await producer.enqueue(contentsOf: messages), sentAt: sent) { throw failure }
+        countPublished(messages)
+    }
+
+    /// `iap_events_published_total{stage,type}`: the events the broker took, by CloudEvents type (`ce_type`; a bounded
+    /// set, the codec's). Records without one (parked messages) are not events and are not counted.
+    func countPublished(_ messages: [KafkaProducerMessage]) {
+        var byType: [String: Double] = [:]
+        for message in messages {
+            if let type = message.headers.first(where: { $0.key == "ce_type" })?.stringValue { byType[type, default: 0] += 1 }
+        }
+        for (type, count) in byType { metrics.increment("iap_events_published_total", ["stage": stage.name, "type": type], by: count) }
     }
 
     /// Awaits the broker's answers for `pending`; the first failure, if any.

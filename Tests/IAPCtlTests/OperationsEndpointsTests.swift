@@ -64,6 +64,9 @@ struct OperationsEndpointsTests {
         }
         #expect(metrics.body.contains("iap_purchases{state=\"verified\",store=\"appstore\"} 1"))
         #expect(metrics.body.contains("iap_handler_duration_seconds_count{stage=\"verifier\"} 2"))
+        #expect(metrics.body.contains("iap_events_published_total{stage=\"verifier\",type=\"iap.purchase.verified.v1\"} 1"))
+        #expect(metrics.body.contains("iap_events_published_total{stage=\"verifier\",type=\"iap.deadletter.v1\"} 1"))
+        #expect(metrics.body.contains("\niap_ready 1\n"))
         #expect(metrics.body.contains("iap_batch_size_sum{stage=\"verifier\"} 2\n"), "both messages went through the stage's batch call")
         #expect(metrics.body.contains("iap_in_flight_messages{stage=\"verifier\"} 0"))
         #expect(metrics.body.range(of: #"iap_dead_letters_total\{reason="[A-Za-z]+",stage="verifier"\} 1"#, options: .regularExpression) != nil)

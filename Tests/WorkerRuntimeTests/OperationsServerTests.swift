@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 #endif
 import Metrics
+import Synchronization
 import Testing
 import TestSupport
 import WorkerRuntime
@@ -26,6 +27,20 @@ struct OperationsServerTests {
             #expect(ready.hasPrefix("HTTP/1.1 503") && ready.hasSuffix("still joining\n"), "the readiness's own answer: \(ready)")
         }
         slow.forEach { close($0) }
+        operations.triggerGracefulShutdown()
+        await operations.run()
+    }
+
+    /// `iap_ready` follows readiness as of each scrape: an alert sees a process that answers but cannot work.
+    @Test func theReadyGaugeFollowsReadinessAtEachScrape() async throws {
+        let ready = Mutex(false)
+        let operations = try OperationsServer(configuration: OperationsServer.operationsConfiguration(host: "127.0.0.1"), metrics: MetricsRegistry(),
+                                              readiness: { ready.withLock { $0 } ? .ready : .notReady("store unreachable") })
+        let port = Int(operations.port)
+        func scrape() async throws -> String { try await offPool { rawHTTP(port: port, "GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n") } }
+        #expect(try await scrape().contains("\niap_ready 0\n"))
+        ready.withLock { $0 = true }
+        #expect(try await scrape().contains("\niap_ready 1\n"))
         operations.triggerGracefulShutdown()
         await operations.run()
     }
