@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import HTTPClient
 import JSON
+import StoreVerification
 import Synchronization
 
 /// Google's keys that sign the OIDC tokens of Pub/Sub pushes, in the form Google publishes them
@@ -17,7 +18,7 @@ public final class GoogleSigningKeys: Sendable {
     public static let googleCertificatesURL = "https://www.googleapis.com/oauth2/v1/certs"
 
     private let source: Source
-    private let http: HTTPClient
+    private let http: StoreAPISession
     private let now: @Sendable () -> Date
     /// The keys, when they were read and last tried, and the read under way, which every request needing it waits for.
     private struct Held {
@@ -29,10 +30,11 @@ public final class GoogleSigningKeys: Sendable {
 
     private let held = Mutex(Held())
 
-    public init(source: Source, now: @escaping @Sendable () -> Date = Date.init) {
+    /// - Parameter observer: told the outcome of every read of the keys from their URL; nil: nobody is.
+    public init(source: Source, now: @escaping @Sendable () -> Date = Date.init, observer: StoreAPIObserver? = nil) {
         self.source = source
         self.now = now
-        http = HTTPClient(timeout: .seconds(10), maxConnections: 2)
+        http = StoreAPISession(timeout: .seconds(10), maxConnections: 2, observer: observer)
     }
 
     /// The key `id` names, read again when it is not held or what is held is old (at most once a minute). Requests that

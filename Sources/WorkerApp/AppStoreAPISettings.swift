@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import JSONSchema
+import Metrics
 import PurchaseDomain
 import PurchaseEvents
 import StoreVerification
@@ -8,8 +9,9 @@ import StoreVerification
 extension Workers {
     /// Each App Store app's API clients, from `appStoreAPISettings`: one In-App Purchase key (it serves every app of its
     /// team), each app's tokens naming its bundle id (`--bundle-id`, or each App Store app of `--apps`), and the sandbox's
-    /// clients beside them with `--appstore-sandbox-api-url`. Nil without `--appstore-api-url`.
-    static func appStoreAPIClients(_ settings: Settings, schemas: JSONSchemaRegistry) throws -> PerApp<AppStoreAPIClients>? {
+    /// clients beside them with `--appstore-sandbox-api-url`. Nil without `--appstore-api-url`. Their calls are counted in
+    /// `metrics` (`StoreAPIMetrics`) when given.
+    static func appStoreAPIClients(_ settings: Settings, schemas: JSONSchemaRegistry, metrics: MetricsRegistry?) throws -> PerApp<AppStoreAPIClients>? {
         guard let url = settings.string("--appstore-api-url") else {
             guard settings.string("--appstore-sandbox-api-url") == nil else {
                 throw SettingsError("--appstore-sandbox-api-url (IAP_APPSTORE_SANDBOX_API_URL) goes with --appstore-api-url (IAP_APPSTORE_API_URL)")
@@ -37,9 +39,10 @@ extension Workers {
         do { key = try PrivateKey(pem: pem) } catch { throw SettingsError("--appstore-private-key (IAP_APPSTORE_PRIVATE_KEY_FILE): \(error)") }
         let (keyId, issuerId) = (try settings.required("--appstore-key-id"), try settings.required("--appstore-issuer-id"))
         let environment = AppStoreEnvironment(rawValue: settings.string("--environment") ?? AppStoreEnvironment.production.rawValue)
+        let observer = StoreAPIMetrics.observer(.appstore, metrics)
         return bundleIds.mapValues { bundleId in
             func client(_ url: URL) -> AppStoreServerAPIClient {
-                AppStoreServerAPIClient(configuration: .init(baseURL: url, keyId: keyId, issuerId: issuerId, bundleId: bundleId, privateKey: key))
+                AppStoreServerAPIClient(configuration: .init(baseURL: url, keyId: keyId, issuerId: issuerId, bundleId: bundleId, privateKey: key, observer: observer))
             }
             return AppStoreAPIClients(api: client(base), sandbox: sandboxBase.map(client), environment: environment)
         }
@@ -47,9 +50,9 @@ extension Workers {
 
     /// The same clients by the environment each serves: `--environment`'s (Production or Sandbox, else an error saying
     /// what `purpose` needs), and the sandbox's beside a Production one; nil without `--appstore-api-url`.
-    static func appStoreAPIsByEnvironment(_ settings: Settings, schemas: JSONSchemaRegistry,
+    static func appStoreAPIsByEnvironment(_ settings: Settings, schemas: JSONSchemaRegistry, metrics: MetricsRegistry?,
                                           purpose: String) throws -> PerApp<[AppStoreEnvironment: AppStoreServerAPIClient]>? {
-        guard let clients = try appStoreAPIClients(settings, schemas: schemas) else { return nil }
+        guard let clients = try appStoreAPIClients(settings, schemas: schemas, metrics: metrics) else { return nil }
         let environment = AppStoreEnvironment(rawValue: try settings.required("--environment"))
         guard environment == .production || environment == .sandbox else {
             throw SettingsError("--environment (IAP_ENVIRONMENT) must be Production or Sandbox \(purpose), not \(environment)")

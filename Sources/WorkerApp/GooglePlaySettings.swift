@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Metrics
 import PurchaseDomain
 import StoreVerification
 
@@ -21,25 +22,27 @@ extension Workers {
                     + "Monetization setup; base64) (repeat or comma-separate); none: Google Play purchases are refused", isList: true),
     ]
 
-    /// The Android Publisher API client `googlePlayAPISettings` configure; nil without a service account.
-    static func googlePlayAPI(_ settings: Settings) throws -> AndroidPublisherClient? {
+    /// The Android Publisher API client `googlePlayAPISettings` configure, its calls and its service account's counted in
+    /// `metrics` (`StoreAPIMetrics`); nil without a service account.
+    static func googlePlayAPI(_ settings: Settings, metrics: MetricsRegistry) throws -> AndroidPublisherClient? {
         guard let path = settings.string("--googleplay-service-account"), !path.isEmpty else { return nil }
         guard let keyFile = FileManager.default.contents(atPath: path) else {
             throw SettingsError("--googleplay-service-account (IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE): cannot read \(path)")
         }
+        let observer = StoreAPIMetrics.observer(.googleplay, metrics)
         let account: GoogleServiceAccount
-        do { account = try GoogleServiceAccount(keyFile: keyFile) } catch {
+        do { account = try GoogleServiceAccount(keyFile: keyFile, observer: observer) } catch {
             throw SettingsError("--googleplay-service-account (IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE) \(path): \(error)")
         }
         guard let base = URL(string: try settings.required("--googleplay-api-url")) else { throw SettingsError("--googleplay-api-url is not a URL") }
-        return AndroidPublisherClient(configuration: .init(baseURL: base), serviceAccount: account)
+        return AndroidPublisherClient(configuration: .init(baseURL: base, observer: observer), serviceAccount: account)
     }
 
     /// The verifier of Google Play purchases of the deployment's apps; nil when none sells there. Every purchase is asked
     /// of the API, so apps without a service account are a setting error.
-    static func googlePlayVerifier(_ settings: Settings, apps: ConfiguredApps) throws -> GooglePlayVerifier? {
+    static func googlePlayVerifier(_ settings: Settings, apps: ConfiguredApps, metrics: MetricsRegistry) throws -> GooglePlayVerifier? {
         guard !apps.googlePlayKeys.isEmpty else { return nil }
-        guard let api = try googlePlayAPI(settings) else {
+        guard let api = try googlePlayAPI(settings, metrics: metrics) else {
             throw SettingsError("Google Play apps (--googleplay-app, or googleplay in --apps) need --googleplay-service-account "
                                 + "(IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE): every Google Play purchase is confirmed with the Android Publisher API")
         }

@@ -2,6 +2,7 @@ import Foundation
 import HTTPServer
 import Ingest
 import Kafka
+import Metrics
 import PurchaseEvents
 import PurchaseStore
 import StoreVerification
@@ -56,8 +57,8 @@ extension Workers {
             let operationsPort = try process.settings.int("--ops-port")
             if let operationsPort, !(0...65535).contains(operationsPort) { throw SettingsError("--ops-port (IAP_OPS_PORT) must be 0–65535") }
             let publisher = try EventPublisher(codec: process.codec(component: "ingest"), kafka: kafka)
-            let api = IngestAPI(configuration: .init(clientSecret: secret, googlePlayPush: try googlePlayPush(process.settings)), publisher: publisher,
-                                logger: process.logger, metrics: process.metrics)
+            let api = IngestAPI(configuration: .init(clientSecret: secret, googlePlayPush: try googlePlayPush(process.settings, metrics: process.metrics)),
+                                publisher: publisher, logger: process.logger, metrics: process.metrics)
             let host = process.settings.string("--http-host") ?? "0.0.0.0"
             let holdings = try readSide(process, host: host, publisher: publisher)
             let probe = try BrokerProbe(kafka: process.kafka)
@@ -107,16 +108,22 @@ extension Workers {
                 help: "Google's OIDC signing certificates: their URL, or a file of the same form (key id → PEM certificate)"),
     ]
 
-    /// The authenticator of Google Play's pushes; nil without `--googleplay-push-audience`.
-    static func googlePlayPush(_ settings: Settings) throws -> PubSubPushAuthenticator? {
+    /// The authenticator of Google Play's pushes, its reads of Google's keys from their URL counted in `metrics`
+    /// (`StoreAPIMetrics`); nil without `--googleplay-push-audience`.
+    static func googlePlayPush(_ settings: Settings, metrics: MetricsRegistry) throws -> PubSubPushAuthenticator? {
         guard let audience = settings.string("--googleplay-push-audience"), !audience.isEmpty else { return nil }
         let email = try settings.required("--googleplay-push-service-account")
         let keys = try settings.required("--googleplay-push-keys")
         let source: GoogleSigningKeys.Source = keys.hasPrefix("https://") || keys.hasPrefix("http://") ? .url(keys) : .file(keys)
-        if case .file(let path) = source, !FileManager.default.fileExists(atPath: path) {
-            throw SettingsError("--googleplay-push-keys (IAP_GOOGLEPLAY_PUSH_KEYS): no file \(path)")
+        let observer: StoreAPIObserver?
+        switch source {
+        case .file(let path):
+            guard FileManager.default.fileExists(atPath: path) else { throw SettingsError("--googleplay-push-keys (IAP_GOOGLEPLAY_PUSH_KEYS): no file \(path)") }
+            observer = nil
+        case .url: observer = StoreAPIMetrics.observer(.googleplay, metrics)
         }
-        return PubSubPushAuthenticator(configuration: .init(audience: audience, serviceAccountEmail: email), keys: GoogleSigningKeys(source: source))
+        return PubSubPushAuthenticator(configuration: .init(audience: audience, serviceAccountEmail: email),
+                                       keys: GoogleSigningKeys(source: source, observer: observer))
     }
 
     /// `GET /v1/users/{userId}` with `--read-side` (an explicit choice: deployments hand `IAP_STORE_URL` to every
@@ -131,7 +138,9 @@ extension Workers {
         }
         let password = try process.settings.string("--store-password-file").map(SQLPurchaseStore.password(fromFile:))
         let store = try SQLPurchaseStore(url: url, password: password)
-        var apis = try appStoreAPIsByEnvironment(process.settings, schemas: process.schemas, purpose: "to sync users with the App Store")
+        // Counted only where they can be called: without a secret the sync is off.
+        var apis = try appStoreAPIsByEnvironment(process.settings, schemas: process.schemas, metrics: secret == nil ? nil : process.metrics,
+                                                 purpose: "to sync users with the App Store")
         if apis != nil && secret == nil {
             // A write (it submits purchases for the user), where the read side may be open to a private network.
             process.logger.warning("POST /v1/users/{userId}/sync is off: it needs --read-secret-file (IAP_INGEST_READ_SECRET_FILE)")

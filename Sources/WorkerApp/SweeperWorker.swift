@@ -62,8 +62,9 @@ extension Workers {
         let context = StageContext(codec: env.context(stage: "sweeper").codec, logger: env.logger, now: now)
         // The deployment's apps and App Store clients, resolved once for the rechecks, the reconciler and the gauges.
         let apps = try configuredApps(env)
-        let appStoreAPIs = try appStoreAPIsByEnvironment(env.settings, schemas: env.schemas, purpose: "to ask and reconcile with the App Store Server API")
-        let googlePlay = try googlePlayVerifier(env.settings, apps: apps)
+        let appStoreAPIs = try appStoreAPIsByEnvironment(env.settings, schemas: env.schemas, metrics: env.metrics,
+                                                         purpose: "to ask and reconcile with the App Store Server API")
+        let googlePlay = try googlePlayVerifier(env.settings, apps: apps, metrics: env.metrics)
         let deadlines: [Store: TimeInterval] = [.appstore: hours[0] * 3600, .appcoins: hours[1] * 3600, .googleplay: hours[2] * 3600]
         let sweeper = SweeperService(
             configuration: .init(deadlines: deadlines,
@@ -72,7 +73,7 @@ extension Workers {
             store: env.store, producer: try KafkaProducer(configuration: .init(kafka: env.producerKafka)), context: context, clock: ContinuousClock(),
             appCoins: try env.settings.string("--appcoins-url").map { text in
                 guard let url = URL(string: text) else { throw SettingsError("--appcoins-url (IAP_APPCOINS_URL) is not a URL") }
-                return AppCoinsVerifier(configuration: .init(baseURL: url))
+                return AppCoinsVerifier(configuration: .init(baseURL: url, observer: StoreAPIMetrics.observer(.appcoins, env.metrics)))
             },
             appStores: try appStoreLookups(env, apps: apps, apis: appStoreAPIs), googlePlay: googlePlay)
         // The store's history is read up to the real time, whatever `--now` says: a checkpoint in the future would stop

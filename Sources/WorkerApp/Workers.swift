@@ -125,8 +125,9 @@ public enum Workers {
         return VerifierStage(
             context: env.context(stage: "verifier"), store: env.store, appStore: configured.appStore, receipts: configured.receipts,
             sandbox: someAcceptSandbox ? try verifiers(.sandbox) : nil, sandboxByDefault: acceptsSandbox,
-            appCoins: apps.appCoinsKeys.isEmpty ? nil : AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL, apps: apps.appCoinsKeys)),
-            googlePlay: try googlePlayVerifier(env.settings, apps: apps),
+            appCoins: apps.appCoinsKeys.isEmpty ? nil : AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL, apps: apps.appCoinsKeys,
+                                                                                              observer: StoreAPIMetrics.observer(.appcoins, env.metrics))),
+            googlePlay: try googlePlayVerifier(env.settings, apps: apps, metrics: env.metrics),
             apps: apps.directory, restorePolicy: restorePolicy,
             requireAccountToken: env.settings.flag("--require-account-token"), pendingRecheck: .milliseconds(Int64(pendingRecheck * 1000)))
     }
@@ -206,8 +207,9 @@ public enum Workers {
 
     /// The finisher's stage from its settings.
     public static func finisherStage(_ env: WorkerApp.Environment) throws -> FinisherStage {
-        return FinisherStage(context: env.context(stage: "finisher"), store: env.store, appStoreAPIs: try appStoreAPIClients(env.settings, schemas: env.schemas),
-                             googlePlay: try googlePlayAPI(env.settings),
+        return FinisherStage(context: env.context(stage: "finisher"), store: env.store,
+                             appStoreAPIs: try appStoreAPIClients(env.settings, schemas: env.schemas, metrics: env.metrics),
+                             googlePlay: try googlePlayAPI(env.settings, metrics: env.metrics),
                              sampleContentProvided: env.settings.flag("--sample-content-provided"))
     }
 

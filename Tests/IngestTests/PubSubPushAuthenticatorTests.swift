@@ -2,6 +2,7 @@ import Foundation
 import HTTPServer
 import Ingest
 import StoreFixtures
+import StoreVerification
 import Synchronization
 import Testing
 
@@ -29,7 +30,7 @@ import Testing
     }
 
     /// Pushes that arrive together before the keys were ever read (a worker just started; Pub/Sub delivers a backlog)
-    /// all wait for the one read of a slow key URL, and are all accepted.
+    /// all wait for the one read of a slow key URL, and are all accepted; the read is one call to Google's API, told.
     @Test func pushesArrivingTogetherWaitForTheOneReadOfTheKeys() async throws {
         let signer = try GooglePlayPushSigner()
         let reads = Mutex(0)
@@ -38,8 +39,10 @@ import Testing
             Thread.sleep(forTimeInterval: 0.5) // a slow answer: the pushes below arrive while it is read
             return HTTPResponse(status: 200, contentType: "application/json", body: GooglePlayPushSigner.certificatesJSON([signer]))
         })
+        let told = Mutex<[StoreAPIOutcome]>([])
+        let keys = GoogleSigningKeys(source: .url("http://127.0.0.1:\(server.port)/certs"), observer: { outcome in told.withLock { $0.append(outcome) } })
         let authenticator = PubSubPushAuthenticator(configuration: .init(audience: "aud", serviceAccountEmail: "push@example.iam.gserviceaccount.com"),
-                                                    keys: GoogleSigningKeys(source: .url("http://127.0.0.1:\(server.port)/certs")))
+                                                    keys: keys)
         let authorization = try signer.authorization(audience: "aud", email: "push@example.iam.gserviceaccount.com", issuedAt: Date())
         let refusals = await withTaskGroup(of: String?.self) { group in
             for _ in 0..<20 { group.addTask { await authenticator.refusal(authorization) } }
@@ -47,5 +50,6 @@ import Testing
         }
         #expect(refusals.isEmpty, "\(refusals)")
         #expect(reads.withLock { $0 } == 1)
+        #expect(told.withLock { $0 } == [.ok])
     }
 }

@@ -44,23 +44,27 @@ public final class AppCoinsVerifier: Sendable {
         public var headers: [String: String]
         /// The operator's apps: package name → the app's public key. Purchases of other packages are refused.
         public var apps: [PackageName: PublicKey]
+        /// Told the outcome of every call to the API; nil: nobody is.
+        public var observer: StoreAPIObserver?
 
         public static let defaultBaseURL = URL(string: "https://api.catappult.io")!
 
-        public init(baseURL: URL = defaultBaseURL, timeout: Duration = .seconds(10), headers: [String: String] = [:], apps: [PackageName: PublicKey] = [:]) {
+        public init(baseURL: URL = defaultBaseURL, timeout: Duration = .seconds(10), headers: [String: String] = [:], apps: [PackageName: PublicKey] = [:],
+                    observer: StoreAPIObserver? = nil) {
             self.baseURL = baseURL
             self.timeout = timeout
             self.headers = headers
             self.apps = apps
+            self.observer = observer
         }
     }
 
     public let configuration: Configuration
-    private let http: HTTPClient
+    private let http: StoreAPISession
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
-        http = .storeAPI(timeout: configuration.timeout)
+        http = StoreAPISession(timeout: configuration.timeout, observer: configuration.observer)
     }
 
     /// The URL the check for this purchase goes to.

@@ -17,12 +17,14 @@ public final class AppStoreServerAPIClient: Sendable {
         /// Token lifetime; Apple accepts at most one hour.
         public var tokenLifetime: TimeInterval
         public var timeout: Duration
+        /// Told the outcome of every call to the API; nil: nobody is.
+        public var observer: StoreAPIObserver?
 
         public static let productionURL = URL(string: "https://api.storekit.apple.com")!
         public static let sandboxURL = URL(string: "https://api.storekit-sandbox.apple.com")!
 
         public init(baseURL: URL, keyId: String, issuerId: String, bundleId: BundleID, privateKey: PrivateKey,
-                    tokenLifetime: TimeInterval = 300, timeout: Duration = .seconds(10)) {
+                    tokenLifetime: TimeInterval = 300, timeout: Duration = .seconds(10), observer: StoreAPIObserver? = nil) {
             self.baseURL = baseURL
             self.keyId = keyId
             self.issuerId = issuerId
@@ -30,6 +32,7 @@ public final class AppStoreServerAPIClient: Sendable {
             self.privateKey = privateKey
             self.tokenLifetime = min(tokenLifetime, 3600)
             self.timeout = timeout
+            self.observer = observer
         }
     }
 
@@ -42,7 +45,7 @@ public final class AppStoreServerAPIClient: Sendable {
     }
 
     public let configuration: Configuration
-    private let http: HTTPClient
+    private let http: StoreAPISession
     /// `baseURL` with one trailing slash, to which a request's path is appended (Foundation's `URL` appending cost
     /// the finisher 2.5 % of its CPU per call).
     private let urlPrefix: String
@@ -55,7 +58,7 @@ public final class AppStoreServerAPIClient: Sendable {
         self.now = now
         let base = configuration.baseURL.absoluteString
         urlPrefix = base.hasSuffix("/") ? base : base + "/"
-        http = .storeAPI(timeout: configuration.timeout)
+        http = StoreAPISession(timeout: configuration.timeout, observer: configuration.observer)
     }
 
     /// `POST /inApps/v1/transactions/{transactionId}/finish`: tells the App Store the purchase was delivered.

@@ -13,12 +13,15 @@ public final class AndroidPublisherClient: Sendable {
     public struct Configuration: Sendable {
         public var baseURL: URL
         public var timeout: Duration
+        /// Told the outcome of every call to the API (the service account's token exchanges are its own); nil: nobody is.
+        public var observer: StoreAPIObserver?
 
         public static let defaultBaseURL = URL(string: "https://androidpublisher.googleapis.com")!
 
-        public init(baseURL: URL = defaultBaseURL, timeout: Duration = .seconds(10)) {
+        public init(baseURL: URL = defaultBaseURL, timeout: Duration = .seconds(10), observer: StoreAPIObserver? = nil) {
             self.baseURL = baseURL
             self.timeout = timeout
+            self.observer = observer
         }
     }
 
@@ -33,7 +36,7 @@ public final class AndroidPublisherClient: Sendable {
 
     public let configuration: Configuration
     public let serviceAccount: GoogleServiceAccount
-    private let http: HTTPClient
+    private let http: StoreAPISession
     /// `{base}/androidpublisher/v3/applications/`.
     let applicationsURL: String
 
@@ -42,7 +45,7 @@ public final class AndroidPublisherClient: Sendable {
         self.serviceAccount = serviceAccount
         let base = configuration.baseURL.absoluteString
         applicationsURL = (base.hasSuffix("/") ? base : base + "/") + "androidpublisher/v3/applications/"
-        http = .storeAPI(timeout: configuration.timeout)
+        http = StoreAPISession(timeout: configuration.timeout, observer: configuration.observer)
     }
 
     /// `purchases.products.get`: the purchase of `purchaseToken`.

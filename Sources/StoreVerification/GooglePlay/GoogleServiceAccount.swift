@@ -16,13 +16,15 @@ public final class GoogleServiceAccount: Sendable {
     public let tokenURL: URL
     private let privateKeyId: String?
     private let privateKey: PrivateKey
-    private let http: HTTPClient
+    private let http: StoreAPISession
     private let now: @Sendable () -> Date
     private let cached = Mutex<(token: String, renewAt: Date)?>(nil)
 
     /// - Parameter keyFile: the key file's bytes (`"type": "service_account"`, `client_email`, `private_key`, `token_uri`).
+    /// - Parameter observer: told the outcome of every call to the token endpoint; nil: nobody is.
     /// - Throws: `GooglePlayConfigurationError` naming the field that is missing or unusable.
-    public init(keyFile: Data, now: @escaping @Sendable () -> Date = Date.init, timeout: Duration = .seconds(10)) throws {
+    public init(keyFile: Data, now: @escaping @Sendable () -> Date = Date.init, timeout: Duration = .seconds(10),
+                observer: StoreAPIObserver? = nil) throws {
         guard let object = JSONValue.parse(Array(keyFile))?.objectValue else {
             throw GooglePlayConfigurationError("the service account key file is not a JSON object")
         }
@@ -42,7 +44,7 @@ public final class GoogleServiceAccount: Sendable {
         tokenURL = url
         privateKeyId = fields.string("private_key_id")
         self.now = now
-        http = .storeAPI(timeout: timeout)
+        http = StoreAPISession(timeout: timeout, observer: observer)
     }
 
     /// A current access token: the cached one, or one just obtained.
