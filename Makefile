@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export PKG_CONFIG_PATH := $(CURDIR)/.deps/lib/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
 ARGS ?=
 
-.PHONY: bootstrap build release test test-unit demo bench chaos scale leaks clean
+.PHONY: bootstrap build release test test-unit demo bench chaos scale leaks clean k8s-rules
 
 bootstrap:
 	@bash deploy/local/bootstrap.sh
@@ -45,3 +45,7 @@ leaks: bootstrap
 
 clean:
 	rm -rf .build
+
+# deploy/k8s/prometheus-rule.yaml from deploy/prometheus/alerts.yaml (a test checks that it is up to date).
+k8s-rules:
+	@bash deploy/prometheus/k8s-rules.sh > deploy/k8s/prometheus-rule.yaml

@@ -16,14 +16,9 @@ extension ForeignProducerTests {
         let prefix = "gp\(UUID().uuidString.prefix(6).lowercased())."
         let create = ["topics", "create"] + Self.topics.map { prefix + $0 } + ["--partitions", "2", "--brokers", servers]
         #expect(try await VerifyCommandTests.run(create, input: "").status == 0)
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("foreign-gp-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        func file(_ name: String, _ text: String) throws -> String {
-            let url = directory.appendingPathComponent(name)
-            try Data(text.utf8).write(to: url)
-            return url.path
-        }
+        let directory = try TestDirectory("foreign-gp")
+        defer { directory.remove() }
+        let file = directory.file
 
         let package = "com.example.coins", product = "coins.100", token = "gp-python-token-1", orderId = "GPA.3372-4455-6677-88990"
         let catalogFile = TestServices.packageRoot.appendingPathComponent("schemas/examples/catalog.json")
@@ -40,7 +35,7 @@ extension ForeignProducerTests {
         let readSecret = try file("read.secret", "py-backend-read-secret\n") // as deployments mount it, with a newline
         let pki = try TestPKI.make()
         let root = try file("root.pem", pki.root.pemRepresentation)
-        let store = "sqlite:" + directory.appendingPathComponent("store.sqlite").path
+        let store = "sqlite:" + directory.path("store.sqlite")
         let ingest = ["--brokers", servers, "--store", store, "--topic-prefix", prefix, "--shutdown-timeout", "5"]
         let common = ingest + ["--group-prefix", prefix] // groups of their own: other tests' workers may share the broker
         // The verifier needs the catalog too, as deployments give it: Google does not say whether a product is a consumable.

@@ -17,6 +17,22 @@ KUBERNETES_VERSION = "1.37.0"
 PARTITIONS = 12
 
 
+def pod_template(doc):
+    """The pod template of a Deployment, Job or CronJob (else None)."""
+    if not isinstance(doc, dict) or "kind" not in doc:
+        return None
+    spec = doc.get("spec", {})
+    return spec.get("template") or spec.get("jobTemplate", {}).get("spec", {}).get("template")
+
+
+def pod_spec(doc):
+    return (pod_template(doc) or {}).get("spec")
+
+
+def pod_labels(doc):
+    return (pod_template(doc) or {}).get("metadata", {}).get("labels", {})
+
+
 def main(deploy):
     problems, invocations, documents = [], [], []
     for path in sorted(glob.glob(os.path.join(deploy, "**", "*.yaml"), recursive=True)):
@@ -37,7 +53,23 @@ def main(deploy):
                     env = service.get("environment", {})
                     invocations.append({"where": "%s:%s" % (path, name), "command": command, "env": sorted(env if isinstance(env, dict) else shared)})
             continue
+        if "kind" not in doc and ("groups" in doc or "scrape_configs" in doc or "rule_files" in doc):
+            continue  # Prometheus's own files (rules, their tests, a configuration): promtool checks them
         kind = doc.get("kind")
+        if doc.get("apiVersion", "").startswith("monitoring.coreos.com/"):
+            if kind == "PodMonitor":
+                selector = doc["spec"]["selector"]["matchLabels"]
+                ports = [e["port"] for e in doc["spec"]["podMetricsEndpoints"]]
+                selected = [(p, d) for p, d in documents if pod_spec(d) is not None
+                            and selector.items() <= pod_labels(d).items()]
+                if not selected:
+                    problems.append("%s: PodMonitor %s selects no pod" % (path, doc["metadata"]["name"]))
+                for where, selected_doc in selected:
+                    names = [port.get("name") for c in pod_spec(selected_doc)["containers"] for port in c.get("ports", [])]
+                    for port in ports:
+                        if port not in names:
+                            problems.append("%s: %s has no port %s to scrape" % (where, selected_doc["metadata"]["name"], port))
+            continue  # PrometheusRule: AlertRulesTests checks it against deploy/prometheus/alerts.yaml
         if doc.get("apiVersion", "").startswith("keda.sh/"):
             if kind == "ScaledObject":
                 target = doc["spec"]["scaleTargetRef"]["name"]
@@ -53,9 +85,7 @@ def main(deploy):
             kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
         except (kubernetes_validate.ValidationError, kubernetes_validate.SchemaNotFoundError, kubernetes_validate.InvalidSchemaError) as error:
             problems.append("%s: %s %s: %s" % (path, kind, doc.get("metadata", {}).get("name"), error))
-        spec = doc.get("spec", {})
-        pod = spec.get("template", {}).get("spec") or spec.get("jobTemplate", {}).get("spec", {}).get("template", {}).get("spec")
-        for container in (pod or {}).get("containers", []):
+        for container in (pod_spec(doc) or {}).get("containers", []):
             env = [e["name"] for e in container.get("env", [])]
             for source in container.get("envFrom", []):
                 name = source.get("configMapRef", {}).get("name")

@@ -5,7 +5,7 @@ import TestSupport
 
 /// Members joining and leaving a group with work in flight, on librdkafka's mock cluster (no local broker's quirks),
 /// with the consumers' own group settings: nothing is lost, and what the leaving member handled is committed.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(8)))
 struct MockClusterGroupTests {
     @Test func aMemberJoinsWithWorkInFlightThenTheFirstLeavesAndNothingIsLost() async throws {
         let cluster = try KafkaMockCluster(brokers: 1)
@@ -42,17 +42,17 @@ struct MockClusterGroupTests {
             return (consumer, task)
         }
         let (first, firstTask) = try member("first")
-        try await waitUntil("the first member is working") { handledBy.value.count >= 50 }
+        try await waitUntil("the first member is working", timeout: .seconds(240)) { handledBy.value.count >= 50 }
         let (second, secondTask) = try member("second")
-        try await waitUntil("the second member got partitions") { !second.assignment.isEmpty }
+        try await waitUntil("the second member got partitions", timeout: .seconds(240)) { !second.assignment.isEmpty }
         secondJoined.value = true
         #expect(handledBy.value.count < total, "the second member joined with work left")
         #expect(first.assignment.isDisjoint(with: second.assignment))
 
         first.triggerGracefulShutdown()
         try await firstTask.value
-        try await waitUntil("the second member owns all four partitions") { second.assignment.count == 4 }
-        try await waitUntil("every message is handled") { handledBy.value.count == total }
+        try await waitUntil("the second member owns all four partitions", timeout: .seconds(240)) { second.assignment.count == 4 }
+        try await waitUntil("every message is handled", timeout: .seconds(240)) { handledBy.value.count == total }
         second.triggerGracefulShutdown()
         try await secondTask.value
 

@@ -32,6 +32,18 @@ public enum TestServices {
         try #require(python, "IAP_TEST_PYTHON is not set although IAP_REQUIRE_SERVICES=1")
     }
 
+    /// The directory of Prometheus's `prometheus` and `promtool` (make test uses Debian's, unpacked into .deps by the bootstrap).
+    public static let prometheusBin = environment["IAP_TEST_PROMETHEUS_BIN"].flatMap { $0.isEmpty ? nil : $0 }
+
+    public static let prometheus = ConditionTrait.enabled(
+        if: prometheusBin != nil || required, "no Prometheus: set IAP_TEST_PROMETHEUS_BIN to the directory of prometheus and promtool (make test provides one)")
+
+    /// The path of Prometheus's `tool` (`prometheus` or `promtool`).
+    public static func requirePrometheus(_ tool: String) throws -> String {
+        let directory = try #require(prometheusBin, "IAP_TEST_PROMETHEUS_BIN is not set although IAP_REQUIRE_SERVICES=1")
+        return URL(fileURLWithPath: directory).appendingPathComponent(tool).path
+    }
+
     /// `make test-unit` runs the unit tests alone (Tests/unit-tests.txt) with IAP_UNIT_TESTS_ONLY=1 and IAP_REQUIRE_SERVICES=1
     /// but no service, so that a test there which starts a process, or needs a service, fails instead of passing as a unit test.
     public static let unitTestsOnly = environment["IAP_UNIT_TESTS_ONLY"] == "1"
@@ -238,4 +250,26 @@ extension PostgresConnection {
                 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
             """).first?[0].int64
     }
+}
+
+/// A directory of a test's own files, under the temporary directory; `remove()` deletes it.
+public struct TestDirectory: Sendable {
+    public let url: URL
+
+    /// Creates `<temporary directory>/<prefix>-<UUID>`.
+    public init(_ prefix: String) throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    /// The path of `name` in the directory.
+    public func path(_ name: String) -> String { url.appendingPathComponent(name).path }
+
+    /// Writes `text` to `name` in the directory; returns its path.
+    public func file(_ name: String, _ text: String) throws -> String {
+        try Data(text.utf8).write(to: url.appendingPathComponent(name))
+        return path(name)
+    }
+
+    public func remove() { try? FileManager.default.removeItem(at: url) }
 }

@@ -139,8 +139,27 @@ install_python_tools() {
   echo "${PYTHON_TOOLS[*]}" >"$marker"
 }
 
+# Prometheus and promtool, for the alert rules' tests: Debian's package, unpacked into .deps rather than installed, so
+# that no Prometheus service is set up on the machine.
+install_prometheus() {
+  if [ -x "$DEPS/prometheus/usr/bin/promtool" ] && [ -x "$DEPS/prometheus/usr/bin/prometheus" ]; then
+    log "prometheus: $("$DEPS/prometheus/usr/bin/promtool" --version 2>&1 | head -n1 | cut -d' ' -f3) in .deps"
+    return
+  fi
+  log "prometheus: unpacking Debian's package into .deps/prometheus"
+  local work
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' RETURN
+  local download=(apt-get -o "APT::Sandbox::User=root" download -qq prometheus)
+  (cd "$work" && "${download[@]}" 2>/dev/null) || { as_root apt-get update -qq; (cd "$work" && "${download[@]}"); }
+  rm -rf "$DEPS/prometheus"
+  dpkg-deb -x "$work"/prometheus_*.deb "$DEPS/prometheus"
+  "$DEPS/prometheus/usr/bin/promtool" --version >/dev/null || { log "promtool does not run"; exit 1; }
+}
+
 install_packages
 install_rdkafka
+install_prometheus
 install_tansu
 install_python_tools
 log "done"

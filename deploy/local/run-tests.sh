@@ -16,6 +16,6 @@ swift build --build-tests
 eval "export $(bash deploy/local/broker.sh start)"
 eval "export $(bash deploy/local/postgres.sh start)"
 export IAP_TEST_BROKERS="$KAFKA_BOOTSTRAP_SERVERS" IAP_TEST_POSTGRES_URL="$IAP_POSTGRES_URL" IAP_REQUIRE_SERVICES=1
-export IAP_TEST_PYTHON="$DEPS/venv/bin/python"
+export IAP_TEST_PYTHON="$DEPS/venv/bin/python" IAP_TEST_PROMETHEUS_BIN="$DEPS/prometheus/usr/bin"
 unset KAFKA_BOOTSTRAP_SERVERS
 swift test --skip-build "$@"
