@@ -17,6 +17,8 @@ import WorkerRuntime
 /// `{"userId", "balances": {currency: amount}, "entitlements": [{"entitlement", "productId", "expiresAt" | null}],
 /// "pending": [purchases granted but not finished], "subscriptions": [the statuses of the user's subscriptions]}`.
 ///
+/// `GET /v1/users/{userId}/history` answers what happened to them (`answerHistory`).
+///
 /// With the App Store Server API configured, `POST /v1/users/{userId}/sync` syncs the user with the App Store
 /// (`AppStoreUserSync`) and answers 202 `{"userId", "transactionId", "listed", "submitted"}` once what it found is
 /// submitted (read the holdings again once the pipeline has granted it); 404 `noAppStoreTransaction` when the user owns
@@ -29,9 +31,9 @@ import WorkerRuntime
 public final class UserHoldingsAPI: Sendable {
     public static let pathPrefix = "/v1/users/"
 
-    private let store: SQLPurchaseStore
+    let store: SQLPurchaseStore
     private let secret: Data?
-    private let logger: Logger
+    let logger: Logger
     private let metrics: MetricsRegistry
     private let now: @Sendable () -> Date
     private let sync: AppStoreUserSync?
@@ -50,11 +52,17 @@ public final class UserHoldingsAPI: Sendable {
     /// Answers `GET /v1/users/{userId}` and `POST /v1/users/{userId}/sync`; nil for other paths.
     public func route(_ request: HTTPRequest) async -> HTTPResponse? {
         guard request.path.hasPrefix(Self.pathPrefix) else { return nil }
-        // `{userId}/sync`, not a user whose id is `sync`.
-        let syncing = request.path.dropFirst(Self.pathPrefix.count).split(separator: "/", omittingEmptySubsequences: false).count == 2
-            && request.path.hasSuffix(Self.syncSuffix)
-        let response = syncing ? await answerSync(request) : await answer(request)
-        metrics.increment("iap_ingest_requests_total", ["route": syncing ? "sync" : "users", "status": String(response.status)])
+        // `{userId}/sync` and `{userId}/history`, not a user whose id is `sync` or `history`.
+        let twoSegments = request.path.dropFirst(Self.pathPrefix.count).split(separator: "/", omittingEmptySubsequences: false).count == 2
+        let route: String, response: HTTPResponse
+        if twoSegments && request.path.hasSuffix(Self.syncSuffix) {
+            (route, response) = ("sync", await answerSync(request))
+        } else if twoSegments && request.path.hasSuffix(Self.historySuffix) {
+            (route, response) = ("history", await answerHistory(request))
+        } else {
+            (route, response) = ("users", await answer(request))
+        }
+        metrics.increment("iap_ingest_requests_total", ["route": route, "status": String(response.status)])
         return response
     }
 
@@ -62,7 +70,7 @@ public final class UserHoldingsAPI: Sendable {
 
     /// The user a request names (`{userId}` after the prefix, before `suffix`), or the answer that refuses it: a method
     /// but `method`, a bad signature, an id the producer contract does not allow.
-    private func user(of request: HTTPRequest, method: String, suffix: String = "") -> Result<UserID, Refusal> {
+    func user(of request: HTTPRequest, method: String, suffix: String = "") -> Result<UserID, Refusal> {
         guard request.method == method else { return .failure(Refusal(IngestAPI.error(405, "methodNotAllowed", "use \(method)"))) }
         if let secret, case .failure(let refusal) = RequestSignature.verify(request, secret: secret, now: now()) {
             return .failure(Refusal(IngestAPI.error(401, "badSignature", refusal.detail)))
@@ -124,15 +132,21 @@ public final class UserHoldingsAPI: Sendable {
         do {
             let holdings = try await store.holdings(of: userId, at: now())
             return HTTPResponse(status: 200, headers: ["Content-Type": "application/json", "Cache-Control": "no-store"], body: try Self.encode(holdings))
-        } catch let error as DatabaseError where !error.isRetriable {
-            logger.error("holdings not readable", ["error": error.description])
-            return IngestAPI.error(500, "storeError", "the purchase store refused the read")
         } catch {
-            logger.error("holdings not readable", ["error": "\(error)"])
-            var response = IngestAPI.error(503, "storeUnavailable", "the purchase store did not answer; retry")
-            response.headers["Retry-After"] = "5"
-            return response
+            return readFailure(error, what: "holdings")
         }
+    }
+
+    /// The answer to a read of the store that failed: 500 when the store refused it, else 503 to retry.
+    func readFailure(_ error: any Error, what: String) -> HTTPResponse {
+        if let error = error as? DatabaseError, !error.isRetriable {
+            logger.error("\(what) not readable", ["error": error.description])
+            return IngestAPI.error(500, "storeError", "the purchase store refused the read")
+        }
+        logger.error("\(what) not readable", ["error": "\(error)"])
+        var response = IngestAPI.error(503, "storeUnavailable", "the purchase store did not answer; retry")
+        response.headers["Retry-After"] = "5"
+        return response
     }
 
     /// The JSON apps get (and `iapctl user` prints): sorted keys, RFC 3339 times, `expiresAt` null for good.
@@ -161,17 +175,37 @@ public enum PrivateAddress {
 }
 
 extension UserHoldingsAPI {
-    /// The client side, as an app's backend (or `iapctl user --ingest`) asks:
-    /// `GET {ingest}/v1/users/{userId}` (with `sync`, `POST …/sync`), signed with `secret` when given: the status and the body.
-    public static func fetch(_ userId: String, ingest: String, secret: Data?, sync: Bool = false) async throws -> (status: Int, body: Data) {
+    /// What a client asks of the read side about a user.
+    public enum Question: Sendable {
+        /// `GET /v1/users/{userId}`: what the user owns.
+        case holdings
+        /// `POST /v1/users/{userId}/sync`: sync the user with the App Store first.
+        case sync
+        /// `GET /v1/users/{userId}/history?limit=&before=`: a page of what happened.
+        case history(limit: Int?, before: String?)
+    }
+
+    /// The client side, as an app's backend (or `iapctl user --ingest`) asks `question` of `{ingest}` about `userId`,
+    /// signed with `secret` when given: the status and the body.
+    public static func fetch(_ userId: String, ingest: String, secret: Data?, _ question: Question = .holdings) async throws -> (status: Int, body: Data) {
         var allowed = CharacterSet.urlPathAllowed
         allowed.remove("/")
-        guard let segment = userId.addingPercentEncoding(withAllowedCharacters: allowed),
-              let url = URL(string: ingest.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + pathPrefix + segment + (sync ? syncSuffix : "")) else {
+        guard let segment = userId.addingPercentEncoding(withAllowedCharacters: allowed) else {
+            throw URLError(.badURL, userInfo: [NSLocalizedDescriptionKey: "not a user id: \(userId)"])
+        }
+        let method: String, path: String, query: String?
+        switch question {
+        case .holdings: (method, path, query) = ("GET", pathPrefix + segment, nil)
+        case .sync: (method, path, query) = ("POST", pathPrefix + segment + syncSuffix, nil)
+        case .history(let limit, let before):
+            let parameters = [limit.map { "limit=\($0)" }, before.flatMap { $0.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) }.map { "before=\($0)" }]
+            let joined = parameters.compactMap { $0 }.joined(separator: "&")
+            (method, path, query) = ("GET", pathPrefix + segment + historySuffix, joined.isEmpty ? nil : joined)
+        }
+        guard let url = URL(string: ingest.trimmingCharacters(in: CharacterSet(charactersIn: "/")) + path + (query.map { "?" + $0 } ?? "")) else {
             throw URLError(.badURL, userInfo: [NSLocalizedDescriptionKey: "not a URL: \(ingest)"])
         }
-        let method = sync ? "POST" : "GET"
-        let headers: [String: String] = secret.map { RequestSignature.headers(secret: $0, method: method, path: pathPrefix + segment + (sync ? syncSuffix : "")) } ?? [:]
+        let headers: [String: String] = secret.map { RequestSignature.headers(secret: $0, method: method, path: path, query: query) } ?? [:]
         // The client the store APIs use (libcurl on a thread of its own), not URLSession, which drives libcurl through
         // dispatch sources on its sockets.
         switch await HTTPClient(timeout: .seconds(60), maxConnections: 1).send(HTTPClient.Request(method: method, url: url.absoluteString,

@@ -369,6 +369,10 @@ enum Migrations {
             (25, """
             ALTER TABLE subscription_statuses ADD COLUMN paused_until BIGINT;
             """),
+            // A user's purchases, whatever their state: the history support reads (`SQLPurchaseStore.history(of:)`).
+            (26, """
+            CREATE INDEX purchases_by_user ON purchases (user_id);
+            """),
         ]
     }
 

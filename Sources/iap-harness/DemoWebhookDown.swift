@@ -123,7 +123,7 @@ struct DemoWebhookDown {
         }
         try await waitFor(say, "restore: the player's first purchase granted", timeout: 300) { try await granted(Self.restoreFirst) ? nil : "not yet" }
         func sync() async throws -> (status: Int, submitted: Int?) {
-            let (status, body) = try await UserHoldingsAPI.fetch("restore-player", ingest: ingest, secret: secret, sync: true)
+            let (status, body) = try await UserHoldingsAPI.fetch("restore-player", ingest: ingest, secret: secret, .sync)
             return (status, JSONValue.parse(Array(body))?.objectValue?["submitted"]?.int64Value.map { Int($0) })
         }
         let synced = try await sync()

@@ -32,9 +32,12 @@ enum IAPCtl {
           appstore test-notification [--api-url URL] [--key-id ID] [--issuer-id ID] [--private-key FILE] [--bundle-id ID] [--timeout S]
                                         ask the App Store to send a TEST notification to the server URL; report whether it arrived
           user USER (--store URL [--password-file F] | --ingest URL [--read-secret-file F] [--sync])
+               [--history [--limit N] [--before CURSOR]]
                                         what a user owns: balances, entitlements in force, purchases granted not finished
                                         (from the store, or from iap-ingest's GET /v1/users/{userId} as apps ask it);
-                                        --sync: the ingest syncs the user with the App Store's history first
+                                        --sync: the ingest syncs the user with the App Store's history first;
+                                        --history: what happened to the user's purchases and items, newest first, with
+                                        reasons (a page of N, 50 by default; --before the page's "next" for the one after)
 
         The demo, the benchmarks and the chaos run are `iap-harness`'s (not in the production image).
 

@@ -4,22 +4,35 @@ import Foundation
 import Ingest
 import PurchaseStore
 
-/// `iapctl user USER (--store URL [--password-file F] | --ingest URL [--read-secret-file F] [--sync])`: what a user owns,
-/// as one JSON object — read from the store, or asked of `iap-ingest`'s `GET /v1/users/{userId}` as an app's
-/// backend asks it (signed when a secret is given). With `--sync`, asks the ingest to sync the user with the App Store
-/// first (`POST /v1/users/{userId}/sync`) and prints its answer.
+/// `iapctl user USER (--store URL [--password-file F] | --ingest URL [--read-secret-file F] [--sync])
+/// [--history [--limit N] [--before CURSOR]]`: what a user owns, or with `--history` what happened to their purchases
+/// and items (newest first, a page at a time), as one JSON object — read from the store, or asked of `iap-ingest`'s
+/// `GET /v1/users/{userId}` (`…/history`) as an app's backend asks it (signed when a secret is given). With `--sync`,
+/// asks the ingest to sync the user with the App Store first (`POST /v1/users/{userId}/sync`) and prints its answer.
 enum UserCommand {
     static func run(_ arguments: [String]) async throws -> Int32 {
-        let options = try CommandOptions(arguments, valued: ["--store", "--password-file", "--ingest", "--read-secret-file"], flags: ["--sync"])
+        let options = try CommandOptions(arguments, valued: ["--store", "--password-file", "--ingest", "--read-secret-file", "--limit", "--before"],
+                                         flags: ["--sync", "--history"])
         guard let userId = options.positional.first, options.positional.count == 1 else { throw UsageError("user: name one user id") }
+        let history = options.flags.contains("--history")
+        let limit = try options.string("--limit").map { text -> Int in
+            guard let limit = Int(text), (1...SQLPurchaseStore.historyPageLimit).contains(limit) else {
+                throw UsageError("--limit: 1 to \(SQLPurchaseStore.historyPageLimit) events")
+            }
+            return limit
+        }
+        if !history && (limit != nil || options.string("--before") != nil) { throw UsageError("user: --limit and --before go with --history") }
+        if history && options.flags.contains("--sync") { throw UsageError("user: --sync and --history are separate questions") }
         if let ingest = options.string("--ingest") {
             let secret = try options.string("--read-secret-file").map { path -> Data in
                 guard let contents = SharedSecret.read(file: path) else { throw UsageError("--read-secret-file: cannot read \(path)") }
                 return contents
             }
+            let question: UserHoldingsAPI.Question = history ? .history(limit: limit, before: options.string("--before"))
+                : options.flags.contains("--sync") ? .sync : .holdings
             let status: Int, body: Data
             do {
-                (status, body) = try await UserHoldingsAPI.fetch(userId, ingest: ingest, secret: secret, sync: options.flags.contains("--sync"))
+                (status, body) = try await UserHoldingsAPI.fetch(userId, ingest: ingest, secret: secret, question)
             } catch let error as URLError where error.code == .badURL {
                 throw UsageError("--ingest: not a URL: \(ingest)")
             }
@@ -32,8 +45,16 @@ enum UserCommand {
         }
         let password = try (options.string("--password-file") ?? ProcessInfo.processInfo.environment["IAP_STORE_PASSWORD_FILE"])
             .map(SQLPurchaseStore.password(fromFile:))
-        let holdings = try await SQLPurchaseStore(url: url, password: password).holdings(of: UserID(userId))
-        print(String(decoding: try UserHoldingsAPI.encode(holdings), as: UTF8.self))
+        let store = try SQLPurchaseStore(url: url, password: password)
+        if history {
+            let before = try options.string("--before").map { text -> SQLPurchaseStore.HistoryCursor in
+                guard let cursor = SQLPurchaseStore.HistoryCursor(text) else { throw UsageError("--before: the next of a page printed before") }
+                return cursor
+            }
+            print(String(decoding: try UserHoldingsAPI.encode(try await store.history(of: UserID(userId), before: before, limit: limit ?? 50)), as: UTF8.self))
+            return 0
+        }
+        print(String(decoding: try UserHoldingsAPI.encode(try await store.holdings(of: UserID(userId))), as: UTF8.self))
         return 0
     }
 }

@@ -111,6 +111,57 @@ import TestSupport
         #expect(try await off.terminate() == 0)
     }
 
+    /// `iapctl user --history`: the same pages from the store and from the ingest's signed read side, each page's `next`
+    /// the `before` of the one after.
+    @Test func theHistoryIsReadAPageAtATimeFromTheStoreAndFromTheIngest() async throws {
+        let directory = try TestDirectory("history")
+        defer { directory.remove() }
+        let url = "sqlite:" + directory.path("store.sqlite")
+        let store = try SQLPurchaseStore(url: url)
+        try await store.migrate()
+        let t0 = Date(timeIntervalSince1970: 1_764_400_000)
+        for index in 0..<3 {
+            let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: TransactionID("hist-\(index)")), userId: "user-h",
+                                        productId: "coins.100", productType: .consumable, quantity: 1, purchaseTime: t0.addingTimeInterval(Double(index) * 10))
+            _ = try await store.recordVerified(record, at: record.purchaseTime.addingTimeInterval(1))
+            _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: record.purchaseTime.addingTimeInterval(2))
+        }
+        let secret = try directory.file("read.secret", "r3ad\n")
+        let ingest = try ExecutableProcess("iap-ingest", ["--brokers", "127.0.0.1:1", "--http-port", "0", "--http-host", "127.0.0.1",
+                                                          "--read-side", "--store", url, "--read-secret-file", secret])
+        let base = "http://127.0.0.1:\(try await ingest.httpPort())"
+        func page(_ source: [String], before: String?) async throws -> (events: [String], next: String?) {
+            let result = try await VerifyCommandTests.run(["user", "user-h", "--history", "--limit", "5"] + source + (before.map { ["--before", $0] } ?? []), input: "")
+            #expect(result.status == 0, "\(result.lines)")
+            let json = try #require(result.lines.last.flatMap { JSONValue.parse(Array($0.utf8)) }?.objectValue, "\(result.lines)")
+            let events = (json["events"]?.arrayValue ?? []).compactMap(\.objectValue).map {
+                "\($0["kind"]?.stringValue ?? "?") \($0["transactionId"]?.stringValue ?? "-")"
+            }
+            return (events, json["next"]?.stringValue)
+        }
+        for source in [["--store", url], ["--ingest", base, "--read-secret-file", secret]] {
+            var all: [String] = []
+            var before: String?
+            repeat {
+                let (events, next) = try await page(source, before: before)
+                #expect(events.count == (next == nil ? 2 : 5), "\(source): \(events)")
+                all += events
+                before = next
+            } while before != nil && all.count < 20
+            #expect(all == (0..<3).reversed().flatMap { ["itemGranted hist-\($0)", "granted hist-\($0)", "verified hist-\($0)", "purchased hist-\($0)"] },
+                    "\(source): \(all)")
+        }
+        let path = "/v1/users/user-h/history"
+        let key = Data("r3ad".utf8)
+        #expect(try await httpRequest(base + path + "?limit=2", headers: RequestSignature.headers(secret: key, method: "GET", path: path)).status == 401,
+                "the query is signed too")
+        for (query, error) in [("limit=0", "invalidLimit"), ("before=nonsense", "invalidCursor"), ("all=1", "unknownParameter")] {
+            let answer = try await httpRequest(base + path + "?" + query, headers: RequestSignature.headers(secret: key, method: "GET", path: path, query: query))
+            #expect(answer.status == 400 && answer.body.contains(error), "\(query): \(answer.body)")
+        }
+        #expect(try await ingest.terminate() == 0)
+    }
+
     @Test func privateAddressesAreLoopbackRFC1918LinkLocalAndUniqueLocal() {
         for host in ["127.0.0.1", "localhost", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "169.254.0.1", "::1", "fd00::1", "fe80::1"] {
             #expect(PrivateAddress.contains(host), "\(host)")
