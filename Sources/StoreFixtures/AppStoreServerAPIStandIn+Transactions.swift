@@ -14,6 +14,7 @@ import PurchaseDomain
 ///   (4000021) for another sort.
 /// - `GET /inApps/v2/refund/lookup/{transactionId}[?revision=…]` (*Get Refund History*) → the customer's refunded
 ///   transactions in the order they were refunded, paged the same way: `{"signedTransactions", "revision", "hasMore"}`.
+/// - `GET /inApps/v1/lookup/{orderId}` (*Look Up Order ID*) → `orderRoutes`.
 /// - `GET /inApps/v1/subscriptions/{transactionId}` (*Get All Subscription Statuses*) → the customer's subscriptions
 ///   grouped by subscription group (groups and their subscriptions in recorded order):
 ///   `{"environment", "bundleId", "data": [{"subscriptionGroupIdentifier", "lastTransactions": [{"originalTransactionId",
@@ -56,6 +57,8 @@ extension AppStoreServerAPIStandIn {
         var pageSize = 20
         /// Revisions given, with the list and customer each continues and where its page starts.
         var revisions: [String: (list: List, customer: String, offset: Int)] = [:]
+        /// The transactions of each order id, by id (recorded transactions).
+        var orders: [String: [TransactionID]] = [:]
 
         func customer(of id: TransactionID) -> String? {
             transactions.first { $0.id == id }?.customer ?? subscriptions.first { $0.originalId == id }?.customer
@@ -95,6 +98,23 @@ extension AppStoreServerAPIStandIn {
             } else {
                 state.transactionRecords.subscriptions.append(record)
             }
+        }
+    }
+
+    /// Records an order the customer's receipt names: *Look Up Order ID* answers `orderId` with these recorded
+    /// transactions (`recordTransaction`), as they are signed when asked.
+    public func recordOrder(_ orderId: String, transactionIds: [TransactionID]) {
+        recorder.update { $0.transactionRecords.orders[orderId] = transactionIds }
+    }
+
+    /// `GET /inApps/v1/lookup/{orderId}` (*Look Up Order ID*): `{"status": 0, "signedTransactions": […]}` for a recorded
+    /// order, `{"status": 1}` for any other id (200 both: an unknown order is an answer, not an error).
+    static func orderRoutes(_ request: HTTPRequest, _ path: [String], _ recorder: Recorder) -> HTTPResponse? {
+        guard request.method == "GET", path.count == 4, path[0] == "inApps", path[1] == "v1", path[2] == "lookup" else { return nil }
+        return recorder.read { state in
+            guard let ids = state.transactionRecords.orders[path[3]] else { return json(["status": .integer(1)]) }
+            let signed = ids.compactMap { id in state.transactionRecords.transactions.first { $0.id == id }?.signed }
+            return json(["status": .integer(0), "signedTransactions": .array(signed.map(JSONValue.string))])
         }
     }
 

@@ -102,6 +102,7 @@ public final class AppStoreServerAPIStandIn: Sendable {
             if let failure { return Self.answer(failure) }
             let path = request.path.split(separator: "/").map(String.init)
             if let answer = Self.notificationRoutes(request, path, recorder) { return answer }
+            if let answer = Self.orderRoutes(request, path, recorder) { return answer }
             if let answer = Self.transactionRoutes(request, path, recorder, bundleId: bundleId) { return answer }
             if request.method == "PUT", path.count == 5, path[0] == "inApps", path[1] == "v2", path[2] == "transactions", path[3] == "consumption" {
                 let (status, errorCode) = Self.checkConsumption(request)

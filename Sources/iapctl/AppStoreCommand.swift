@@ -18,21 +18,35 @@ enum AppStoreCommand {
         """
 
     static func run(_ arguments: [String]) async throws -> Int32 {
-        guard arguments.first == "test-notification" else { throw UsageError("appstore: the command is test-notification\n\(usage)") }
-        let options = try CommandOptions(Array(arguments.dropFirst()),
-                                         valued: ["--api-url", "--key-id", "--issuer-id", "--private-key", "--bundle-id", "--timeout"])
-        let environment = ProcessInfo.processInfo.environment
-        func setting(_ flag: String, _ variable: String) throws -> String {
-            guard let value = options.string(flag) ?? environment[variable], !value.isEmpty else { throw UsageError("appstore: \(flag) (or \(variable)) is required") }
-            return value
+        switch arguments.first {
+        case "test-notification": return try await testNotification(Array(arguments.dropFirst()))
+        case "order": return try await AppStoreOrderCommand.run(Array(arguments.dropFirst()))
+        default: throw UsageError("appstore: the command is test-notification or order\n\(usage)\n\(AppStoreOrderCommand.usage)")
         }
-        guard let url = URL(string: try setting("--api-url", "IAP_APPSTORE_API_URL")) else { throw UsageError("appstore: --api-url is not a URL") }
-        let keyPath = try setting("--private-key", "IAP_APPSTORE_PRIVATE_KEY_FILE")
+    }
+
+    /// A setting of `options`, else of the environment `variable`; required.
+    static func setting(_ options: CommandOptions, _ flag: String, _ variable: String) throws -> String {
+        guard let value = options.string(flag) ?? ProcessInfo.processInfo.environment[variable], !value.isEmpty else {
+            throw UsageError("appstore: \(flag) (or \(variable)) is required")
+        }
+        return value
+    }
+
+    /// The App Store Server API client of `options` (`--api-url`, `--key-id`, `--issuer-id`, `--private-key`, `--bundle-id`).
+    static func client(_ options: CommandOptions) throws -> AppStoreServerAPIClient {
+        guard let url = URL(string: try setting(options, "--api-url", "IAP_APPSTORE_API_URL")) else { throw UsageError("appstore: --api-url is not a URL") }
+        let keyPath = try setting(options, "--private-key", "IAP_APPSTORE_PRIVATE_KEY_FILE")
         guard let pem = FileManager.default.contents(atPath: keyPath) else { throw UsageError("appstore: cannot read --private-key \(keyPath)") }
+        return AppStoreServerAPIClient(configuration: .init(
+            baseURL: url, keyId: try setting(options, "--key-id", "IAP_APPSTORE_KEY_ID"), issuerId: try setting(options, "--issuer-id", "IAP_APPSTORE_ISSUER_ID"),
+            bundleId: BundleID(try setting(options, "--bundle-id", "IAP_BUNDLE_ID")), privateKey: try PrivateKey(pem: pem)))
+    }
+
+    private static func testNotification(_ arguments: [String]) async throws -> Int32 {
+        let options = try CommandOptions(arguments, valued: ["--api-url", "--key-id", "--issuer-id", "--private-key", "--bundle-id", "--timeout"])
         let timeout = try options.int("--timeout") ?? 60
-        let client = AppStoreServerAPIClient(configuration: .init(
-            baseURL: url, keyId: try setting("--key-id", "IAP_APPSTORE_KEY_ID"), issuerId: try setting("--issuer-id", "IAP_APPSTORE_ISSUER_ID"),
-            bundleId: BundleID(try setting("--bundle-id", "IAP_BUNDLE_ID")), privateKey: try PrivateKey(pem: pem)))
+        let client = try client(options)
 
         let token: String
         switch await client.requestTestNotification() {

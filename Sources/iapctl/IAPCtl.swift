@@ -31,6 +31,9 @@ enum IAPCtl {
           lifecycle                     the purchase lifecycle by product type, as a Markdown table
           appstore test-notification [--api-url URL] [--key-id ID] [--issuer-id ID] [--private-key FILE] [--bundle-id ID] [--timeout S]
                                         ask the App Store to send a TEST notification to the server URL; report whether it arrived
+          appstore order ORDER_ID [--store URL] [--root FILE]... [--app-apple-id N] [API settings as above]
+                                        the transactions of an order id a customer quotes (Look Up Order ID), verified,
+                                        each with its owner and state in the pipeline
           user USER (--store URL [--password-file F] | --ingest URL [--read-secret-file F] [--sync])
                [--history [--limit N] [--before CURSOR]]
                                         what a user owns: balances, entitlements in force, purchases granted not finished

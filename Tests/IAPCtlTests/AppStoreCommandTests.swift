@@ -4,6 +4,8 @@ import HTTPServer
 import JSON
 import StoreFixtures
 import StoreVerification
+import PurchaseDomain
+import PurchaseStore
 import Synchronization
 import Testing
 import TestSupport
@@ -75,5 +77,51 @@ import TestSupport
         let (status, fields) = try await run()
         #expect(status == 1)
         #expect(fields["error"]?.stringValue?.contains("4040007") == true, "\(fields)")
+    }
+
+    /// `iapctl appstore order`: a customer's order id traced to its transactions, each verified against the test root and
+    /// named with the user who owns it in the pipeline; a transaction signed by another chain is reported rejected, not
+    /// trusted; an order id the App Store does not know is `invalid`.
+    @Test func anOrderIdIsTracedToItsTransactionsAndTheirOwners() async throws {
+        let directory = try TestDirectory("order")
+        defer { directory.remove() }
+        let storeURL = "sqlite:" + directory.path("store.sqlite")
+        let store = try SQLPurchaseStore(url: storeURL)
+        try await store.migrate()
+        let owned = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: "5100"), userId: "player-42", productId: "coins.100",
+                                   productType: .consumable, quantity: 1, purchaseTime: Date(), app: "coins-game")
+        _ = try await store.recordVerified(owned, at: Date())
+        _ = try await store.grant(owned.key, items: [.currency("coins", 100)], at: Date())
+
+        let signer = JWSSigner(pki: pki), forger = JWSSigner(pki: try TestPKI.make(name: "forger"))
+        for (id, by) in [("5100", signer), ("5101", signer), ("5102", forger)] {
+            let signed = try by.sign(AppStorePayloads.transaction(transactionId: id, productId: "coins.100", bundleId: "com.example.coins", environment: .production))
+            api.recordTransaction(signed, transactionId: TransactionID(id), originalTransactionId: TransactionID(id), customer: "c1")
+        }
+        api.recordOrder("MK5TTTVWJH", transactionIds: ["5100", "5101", "5102"])
+        let root = try directory.file("root.pem", pki.root.pemRepresentation)
+        func order(_ id: String) async throws -> (status: Int32, fields: [String: JSONValue]) {
+            let outcome = try await ExecutableProcess.run("iapctl", ["appstore", "order", id, "--store", storeURL, "--root", root, "--app-apple-id", "1234",
+                                                                      "--api-url", api.baseURL.absoluteString, "--key-id", "K1", "--issuer-id", "I1",
+                                                                      "--private-key", keyFile.path, "--bundle-id", "com.example.coins"], input: Data())
+            return (outcome.status, JSONValue.parse(Array((outcome.lines.last ?? "").utf8))?.objectValue ?? [:])
+        }
+
+        let (status, fields) = try await order("MK5TTTVWJH")
+        #expect(status == 0 && fields["status"] == .string("valid"), "\(fields)")
+        let transactions = (fields["transactions"]?.arrayValue ?? []).compactMap(\.objectValue)
+        #expect(transactions.count == 3)
+        let first = try #require(transactions.first)
+        #expect(first["transactionId"] == .string("5100") && first["productId"] == .string("coins.100"))
+        #expect(first["pipeline"] == .object(["userId": .string("player-42"), "state": .string("granted"), "app": .string("coins-game")]))
+        #expect(transactions.dropFirst().first?["pipeline"] == .null, "paid, never submitted: the pipeline knows no owner")
+        #expect(transactions.last?["rejected"]?.objectValue?["reason"] != nil && transactions.last?["transactionId"] == nil,
+                "a transaction not signed by Apple's chain is not trusted: \(transactions.last ?? [:])")
+
+        let (unknownStatus, unknown) = try await order("NOSUCHORDR")
+        #expect(unknownStatus == 1 && unknown["status"] == .string("invalid") && unknown["transactions"] == .array([]))
+        let (badStatus, bad) = try await order("MK5/../x")
+        #expect(badStatus == 1 && bad["error"]?.stringValue?.contains("letters and digits") == true, "\(bad)")
+        #expect(!api.requests.contains { $0.contains("..") }, "a malformed order id is not sent")
     }
 }
