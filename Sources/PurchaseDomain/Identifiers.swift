@@ -13,6 +13,7 @@ public enum IdentifierKinds {
     public enum Bundle {}
     public enum Notification {}
     public enum App {}
+    public enum Adjustment {}
 }
 
 /// A user of the operator's app, as the app's backend names them (the Kafka key of their events).
@@ -31,6 +32,8 @@ public typealias PurchaseToken = Identifier<IdentifierKinds.PurchaseToken>
 public typealias BundleID = Identifier<IdentifierKinds.Bundle>
 /// One of the deployment's apps, as its apps file names it (`coins-game`); the same app on several stores is one app.
 public typealias AppID = Identifier<IdentifierKinds.App>
+/// An operator's adjustment of a user's books, by the idempotency key its request carries.
+public typealias AdjustmentID = Identifier<IdentifierKinds.Adjustment>
 /// A store notification's own id (App Store `notificationUUID`).
 public typealias NotificationID = Identifier<IdentifierKinds.Notification>
 

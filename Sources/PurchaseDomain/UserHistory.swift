@@ -32,6 +32,9 @@ public struct UserHistory: Sendable, Hashable, Codable {
         case itemTransferred
         /// The user's answer to sharing consumption data with the store (`consent`).
         case consentDecided
+        /// An item an operator gave or took by hand (`adjustmentId`, `requestedBy`, `reason`; `item`), or gave back or took
+        /// back by reversing an earlier adjustment.
+        case adjusted
     }
 
     /// An item of the ledger: a currency amount (negative when taken) or an entitlement.
@@ -64,9 +67,12 @@ public struct UserHistory: Sendable, Hashable, Codable {
         public var item: Item?
         /// The consent decision of `consentDecided`.
         public var consent: Bool?
+        /// An adjustment's id and who asked for it.
+        public var adjustmentId: AdjustmentID?
+        public var requestedBy: String?
 
         public init(at: Date, kind: Kind, store: Store? = nil, transactionId: TransactionID? = nil, productId: ProductID? = nil, app: AppID? = nil,
-                    reason: String? = nil, item: Item? = nil, consent: Bool? = nil) {
+                    reason: String? = nil, item: Item? = nil, consent: Bool? = nil, adjustmentId: AdjustmentID? = nil, requestedBy: String? = nil) {
             self.at = at
             self.kind = kind
             self.store = store
@@ -76,6 +82,8 @@ public struct UserHistory: Sendable, Hashable, Codable {
             self.reason = reason
             self.item = item
             self.consent = consent
+            self.adjustmentId = adjustmentId
+            self.requestedBy = requestedBy
         }
     }
 

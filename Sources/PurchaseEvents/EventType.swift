@@ -13,6 +13,8 @@ public enum EventType: String, Sendable, CaseIterable {
     case consumptionRequested = "consumption.requested"
     case subscriptionStatus = "subscription.status"
     case userToken = "user.token"
+    case userAdjustment = "user.adjustment"
+    case userAdjusted = "user.adjusted"
     case deadLetter = "deadletter"
 
     /// The default topic name (`iap.` + type); deployments may prefix all topics.

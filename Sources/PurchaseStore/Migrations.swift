@@ -373,6 +373,22 @@ enum Migrations {
             (26, """
             CREATE INDEX purchases_by_user ON purchases (user_id);
             """),
+            // Adjustments by hand, once per id (the operator's idempotency key), with who asked and why; `signature` is the
+            // request's user, reversed adjustment and items, to tell a repeat from an id used again. Their ledger entries'
+            // source is ('adjustment', id).
+            (27, """
+            CREATE TABLE adjustments (
+                adjustment_id TEXT PRIMARY KEY,
+                user_id TEXT NOT NULL,
+                requested_by TEXT NOT NULL,
+                reason TEXT NOT NULL,
+                reverses TEXT,
+                reversed_by TEXT,
+                signature TEXT NOT NULL,
+                applied_at BIGINT NOT NULL
+            );
+            CREATE INDEX adjustments_by_user ON adjustments (user_id);
+            """),
         ]
     }
 

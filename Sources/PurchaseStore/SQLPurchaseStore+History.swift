@@ -93,24 +93,31 @@ extension SQLPurchaseStore {
         return steps
     }
 
-    /// The user's ledger entries, with the product and app of their purchase.
+    /// The user's ledger entries, with the product and app of their purchase, or the adjustment that made them.
     private static func ledgerEntries(_ connection: any SQLConnection, of userId: UserID) throws -> [Step] {
         let rows = try connection.query("""
-            SELECT l.id, l.store, l.transaction_id, l.entry_kind, l.item_kind, l.code, l.amount, l.shortfall, l.expires_at, l.created_at, p.product_id, p.app
+            SELECT l.id, l.store, l.transaction_id, l.entry_kind, l.item_kind, l.code, l.amount, l.shortfall, l.expires_at, l.created_at, p.product_id, p.app,
+                   a.requested_by, a.reason
             FROM ledger l LEFT JOIN purchases p ON p.store = l.store AND p.transaction_id = l.transaction_id
+            LEFT JOIN adjustments a ON l.store = '\(adjustmentSource)' AND a.adjustment_id = l.transaction_id
             WHERE l.user_id = $1
             """, [.text(userId)])
         let kinds: [String: UserHistory.Kind] = ["grant": .itemGranted, "revoke": .itemRevoked, "regrant": .itemRegranted, "transfer": .itemTransferred]
         return rows.compactMap { row in
-            guard let id = row[0].int64, let kind = row[3].string.flatMap({ kinds[$0] }), let itemKind = row[4].string.flatMap(GrantItem.Kind.init(rawValue:)),
+            guard let id = row[0].int64, var kind = row[3].string.flatMap({ kinds[$0] }), let itemKind = row[4].string.flatMap(GrantItem.Kind.init(rawValue:)),
                   let code = row[5].string, let amount = row[6].int64, let milliseconds = row[9].int64 else { return nil }
             let item = UserHistory.Item(kind: itemKind, code: code, amount: amount, shortfall: row[7].int64.flatMap { $0 > 0 ? $0 : nil },
                                         expiresAt: row[8].int64.map(PurchaseTime.date))
+            var event = UserHistory.Event(at: PurchaseTime.date(milliseconds), kind: kind, productId: row[10].identifier(), app: row[11].identifier(), item: item)
+            if row[1].string == adjustmentSource {
+                kind = .adjusted
+                (event.kind, event.adjustmentId, event.requestedBy, event.reason) = (kind, row[2].identifier(), row[12].string, row[13].string)
+            } else {
+                (event.store, event.transactionId) = (row[1].string.flatMap(Store.init(rawValue:)), row[2].identifier())
+            }
             // Zero-padded: the bytes of two ids compare as the ids.
             let source = Array("l".utf8) + Array(String(id).leftPadded(to: 20).utf8)
-            return step(UserHistory.Event(at: PurchaseTime.date(milliseconds), kind: kind, store: row[1].string.flatMap(Store.init(rawValue:)),
-                                          transactionId: row[2].identifier(), productId: row[10].identifier(), app: row[11].identifier(), item: item),
-                        milliseconds: milliseconds, source: source)
+            return step(event, milliseconds: milliseconds, source: source)
         }
     }
 

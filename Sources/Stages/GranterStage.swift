@@ -10,7 +10,8 @@ import WorkerRuntime
 /// leave a tombstone for a purchase not seen yet), REFUND_REVERSED gives back once what the refund took
 /// (`item.granted`, `reinstated`), EXPIRED and GRACE_PERIOD_EXPIRED end what the expired subscription period
 /// gave. A subscription period verified again with a later expiry (RENEWAL_EXTENDED) lasts until then.
-/// `refund.due`, when claw-back is on, reverses the grant.
+/// `refund.due`, when claw-back is on, reverses the grant. `user.adjustment` corrects a user's books by hand
+/// (`GranterStage+Adjustments`).
 public struct GranterStage: StoreBackedStage {
     public let name = "granter"
     public let topics: [String]
@@ -20,6 +21,8 @@ public struct GranterStage: StoreBackedStage {
     /// The deployment's apps: the catalog of the app each purchase names.
     let apps: AppDirectory
     let clawBackDueRefunds: Bool
+    /// Whether an adjustment's take beyond a balance takes what is left (recording the shortfall) rather than being refused.
+    let adjustmentsTakeWhatIsLeft: Bool
 
     /// A granter of a deployment that names no apps: one catalog.
     public init(context: StageContext, store: any PurchaseRepository, catalog: ProductCatalog, clawBackDueRefunds: Bool) {
@@ -27,12 +30,14 @@ public struct GranterStage: StoreBackedStage {
                   clawBackDueRefunds: clawBackDueRefunds)
     }
 
-    public init(context: StageContext, store: any PurchaseRepository, apps: AppDirectory, clawBackDueRefunds: Bool) {
+    public init(context: StageContext, store: any PurchaseRepository, apps: AppDirectory, clawBackDueRefunds: Bool, adjustmentsTakeWhatIsLeft: Bool = false) {
         self.context = context
         self.store = store
         self.apps = apps
         self.clawBackDueRefunds = clawBackDueRefunds
-        self.topics = [context.codec.topic(.purchaseVerified), context.codec.topic(.purchaseRevoked), context.codec.topic(.refundDue)]
+        self.adjustmentsTakeWhatIsLeft = adjustmentsTakeWhatIsLeft
+        self.topics = [context.codec.topic(.purchaseVerified), context.codec.topic(.purchaseRevoked), context.codec.topic(.refundDue),
+                       context.codec.topic(.userAdjustment)]
     }
 
     public func handle(_ message: KafkaMessage) async throws -> StageResult {
@@ -51,6 +56,11 @@ public struct GranterStage: StoreBackedStage {
                     context.logger.info("subscription ended", ["transactionId": revoked.transactionId, "reason": revoked.reason.rawValue, "outcome": "\(outcome)"])
                     return .publish([])
                 }
+            }
+        case .userAdjustment?:
+            switch context.codec.decode(message, as: UserAdjustment.self) {
+            case .failure(let invalid): return context.deadLetter(invalid)
+            case .success(let request): return try await adjust(request)
             }
         case .refundDue?:
             switch context.codec.decode(message, as: RefundDue.self) {

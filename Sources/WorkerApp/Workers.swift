@@ -143,10 +143,14 @@ public enum Workers {
         appsSetting,
         Setting("--catalog", env: "IAP_CATALOG", help: "the product catalog file (JSON, schemas/catalog.v1) (required without --apps)"),
         clawBackSetting,
+        Setting("--adjustments-take-what-is-left", env: "IAP_ADJUSTMENTS_TAKE_WHAT_IS_LEFT", default: "false",
+                help: "a user.adjustment that takes more of a currency than the user has takes what is left and records the shortfall, "
+                    + "instead of being refused (insufficientBalance)", isSwitch: true),
     ]
 
     public static func granter() async -> Int32 {
-        await WorkerApp.main(command: "iap-granter", summary: "Grants verified purchases; reverses revoked ones.", settings: granterSettings) { env in
+        await WorkerApp.main(command: "iap-granter", summary: "Grants verified purchases; reverses revoked ones; applies operators' adjustments.",
+                             settings: granterSettings) { env in
             [try env.runner(for: try await granterStage(env))]
         }
     }
@@ -167,7 +171,8 @@ public enum Workers {
             }
         }
         return GranterStage(context: env.context(stage: "granter"), store: env.store, apps: apps,
-                            clawBackDueRefunds: env.settings.flag("--claw-back-due-refunds"))
+                            clawBackDueRefunds: env.settings.flag("--claw-back-due-refunds"),
+                            adjustmentsTakeWhatIsLeft: env.settings.flag("--adjustments-take-what-is-left"))
     }
 
     static func catalog(at path: String, _ env: WorkerApp.Environment) throws -> ProductCatalog {

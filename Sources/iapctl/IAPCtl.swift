@@ -29,6 +29,9 @@ enum IAPCtl {
                                         apply the purchase store's schema migrations (sqlite:PATH or postgres://…);
                                         --catalog names the product type of purchases recorded before types were kept
           lifecycle                     the purchase lifecycle by product type, as a Markdown table
+          adjust --user USER --id ID --by OPERATOR --reason TEXT (--currency CODE=AMOUNT | --entitlement CODE[@TIME])... | --reverse ID
+                                        an operator's correction of a user's books (user.adjustment), applied once per --id
+                                        by the granter and answered on user.adjusted
           appstore test-notification [--api-url URL] [--key-id ID] [--issuer-id ID] [--private-key FILE] [--bundle-id ID] [--timeout S]
                                         ask the App Store to send a TEST notification to the server URL; report whether it arrived
           appstore order ORDER_ID [--store URL] [--root FILE]... [--app-apple-id N] [API settings as above]
@@ -72,12 +75,18 @@ enum IAPCtl {
                 return try await MigrateCommand.run(rest)
             case "user":
                 return try await UserCommand.run(rest)
+            case "adjust":
+                if rest.contains("--help") {
+                    print(AdjustCommand.usage)
+                    return 0
+                }
+                return try await AdjustCommand.run(rest)
             case "lifecycle":
                 print(Lifecycle.markdownTable())
                 return 0
             case "appstore":
                 if rest.contains("--help") {
-                    print(AppStoreCommand.usage)
+                    print(AppStoreCommand.usage + "\n" + AppStoreOrderCommand.usage)
                     return 0
                 }
                 return try await AppStoreCommand.run(rest)

@@ -49,19 +49,25 @@ enum ProduceCommands {
             }
             submission.googleplay = .init(packageName: package, productId: product, purchaseToken: token, purchaseData: payload, signature: signature)
         }
+        let report = try await publish(submission, options, command: "submit")
+        print("published \(submission.eventID) to \(report.topic)[\(report.partition)]@\(report.offset)")
+        return 0
+    }
+
+    /// Publishes `event` to its topic (`--topic-prefix`, `--brokers`, `--kafka`) once it matches its schema — never what the
+    /// pipeline would dead-letter — and waits for the broker's acknowledgement.
+    static func publish<Event: PipelineEvent>(_ event: Event, _ options: CommandOptions, command: String) async throws -> KafkaDeliveryReport {
         let publisher = try EventPublisher(codec: EventCodec(schemas: try JSONSchemaRegistry.eventSchemas(), source: "/iapctl",
                                                              topicPrefix: options.string("--topic-prefix") ?? ""),
                                        kafka: try options.kafkaConfiguration())
-        let report: KafkaDeliveryReport
-        do {
-            // Never publish what the pipeline would dead-letter.
-            report = try await publisher.publish(submission)
-        } catch let invalid as EventPublisher.InvalidEvent {
-            throw UsageError("submit: \(invalid)")
-        }
+        let published: Result<KafkaDeliveryReport, any Error>
+        do { published = .success(try await publisher.publish(event)) } catch { published = .failure(error) }
         await publisher.shutdown()
-        print("published \(submission.eventID) to \(report.topic)[\(report.partition)]@\(report.offset)")
-        return 0
+        do {
+            return try published.get()
+        } catch let invalid as EventPublisher.InvalidEvent {
+            throw UsageError("\(command): \(invalid)")
+        }
     }
 
     /// `produce --topic T [FILE|-]`: publishes JSON lines, each validated against the topic's schema first;

@@ -47,4 +47,23 @@ struct ProduceCommandsTests {
         #expect(events.allSatisfy { $0["headers"]?.objectValue?["ce_type"] == .string("iap.purchase.consumed.v1") })
         #expect(events.first?["key"] == .string("u-1"), "keyed by user")
     }
+
+    /// `iapctl adjust`: an operator's adjustment as the granter reads it (the topic's schema), or a usage error.
+    @Test func adjustPublishesAnAdjustmentTheSchemaAccepts() async throws {
+        let servers = try TestServices.requireBrokers()
+        let prefix = "adj\(UUID().uuidString.prefix(6).lowercased())."
+        let topic = prefix + "iap.user.adjustment"
+        #expect(try await VerifyCommandTests.run(["topics", "create", topic, "--partitions", "1", "--brokers", servers], input: "").status == 0)
+        let common = ["adjust", "--user", "player-7", "--id", "ticket-1", "--by", "support:ana", "--reason", "outage", "--topic-prefix", prefix, "--brokers", servers]
+        let published = try await VerifyCommandTests.run(common + ["--currency", "coins=500", "--entitlement", "vip@2027-01-01T00:00:00Z"], input: "")
+        #expect(published.status == 0 && published.lines.last?.contains("adjustment:ticket-1 to \(topic)[0]@0") == true, "\(published.lines)")
+        let tail = try await VerifyCommandTests.run(["tail", "--topic", topic, "--from-beginning", "--max", "1", "--timeout", "30", "--brokers", servers], input: "")
+        let event = try #require(tail.lines.last.flatMap { JSONValue.parse(Array($0.utf8)) }?.objectValue?["value"]?.objectValue, "\(tail.lines)")
+        #expect(event["items"] == .array([.object(["kind": .string("currency"), "code": .string("coins"), "amount": .integer(500)]),
+                                          .object(["kind": .string("entitlement"), "code": .string("vip"), "expiresAt": .string("2027-01-01T00:00:00.000Z")])]))
+        #expect(event["requestedBy"] == .string("support:ana") && event["userId"] == .string("player-7"))
+        for wrong in [["--currency", "coins=0"], ["--currency", "coins"], ["--reverse", "t-0", "--currency", "coins=5"], []] {
+            #expect(try await VerifyCommandTests.run(common + wrong, input: "").status == 2, "\(wrong)")
+        }
+    }
 }
