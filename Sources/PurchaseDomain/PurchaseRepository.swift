@@ -95,6 +95,9 @@ public protocol PurchaseRepository: Sendable {
     /// Records that the store's notification `id` was verified and handled (with what it led to, in the same batch), so
     /// that a reconciliation pass tells the ones that never arrived from those that did.
     func recordNotificationSeen(_ id: NotificationID, type: String, at now: Date) async throws
+    /// Keeps `rejections` for their users' histories, apart from the purchases (no purchase's lifecycle changes); one kept
+    /// already under the same user and cause is left as it is. In a batch, written with the batch's other writes.
+    func recordRejections(_ rejections: [RejectionRecord]) async throws
 }
 
 extension PurchaseRepository {
@@ -144,6 +147,10 @@ public protocol SweepRepository: PurchaseRepository {
     /// Returns how many.
     @discardableResult
     func pruneTakenConsumptionReports() async throws -> Int
+
+    /// Forgets up to `limit` of the kept rejections (`recordRejections`) made before `before`, the oldest first. Returns how
+    /// many: fewer than `limit` once none is left.
+    func pruneRejections(before: Date, limit: Int) async throws -> Int
 }
 
 extension SweepRepository {

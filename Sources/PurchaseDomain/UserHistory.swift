@@ -1,7 +1,7 @@
 import Foundation
 
 /// What happened to a user's purchases and items, newest first, as support reads it: each purchase's steps through its
-/// lifecycle (with the reason of a rejection or a revocation), each grant, revocation, regrant and transfer of an item
+/// lifecycle (with the reason of a rejection or a revocation), each submission refused (with its reason), each grant, revocation, regrant and transfer of an item
 /// in the ledger (with what a revocation could not take back), and the user's consent decision.
 public struct UserHistory: Sendable, Hashable, Codable {
     /// What happened.
@@ -10,7 +10,8 @@ public struct UserHistory: Sendable, Hashable, Codable {
         case purchased
         /// The store's data was verified; the purchase is the user's.
         case verified
-        /// The purchase was refused; `reason` says why.
+        /// A submission or purchase was refused (`purchase.rejected`); `reason` says why, `transactionId` and `productId`
+        /// are what it claimed, when known (a refused submission's are kept apart from the purchases, for a retention).
         case rejected
         /// The purchase's items were granted (each item: `itemGranted`).
         case granted

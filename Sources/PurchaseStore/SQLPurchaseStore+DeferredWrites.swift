@@ -3,7 +3,8 @@ import Foundation
 import PurchaseDomain
 
 /// A write of a purchase row that a batch defers (`StoreExecutor.write`) to make it with the others of its kind in one
-/// statement: the verifier's records and the granter's and finisher's state changes, one per purchase and message.
+/// statement: the verifier's records and the granter's and finisher's state changes, one per purchase and message, and the
+/// stages' rejections.
 enum DeferredWrite: Sendable {
     /// The purchase's record in `state` (and `reason` for it), stamped `at` in that state's time column; nothing if it is
     /// recorded already (the caller decided under the lock).
@@ -12,13 +13,16 @@ enum DeferredWrite: Sendable {
     case setState(PurchaseKey, PurchaseState, timeColumn: String, at: Date)
     /// A grant's ledger entry, a currency's added to its user's balance (`SQLPurchaseStore.applyDeferring`).
     case ledgerEntry(DeferredLedgerEntry)
+    /// A rejection kept for its user's history (`SQLPurchaseStore.recordRejections`).
+    case rejection(RejectionRecord)
 
-    /// The purchase whose row the write changes; nil for a ledger entry (entries only add up: their order does not matter).
+    /// The purchase whose row the write changes; nil for a ledger entry (entries only add up: their order does not matter)
+    /// and a rejection (another table, that no decision reads).
     var key: PurchaseKey? {
         switch self {
         case .insert(let record, _, _, _): record.key
         case .setState(let key, _, _, _): key
-        case .ledgerEntry: nil
+        case .ledgerEntry, .rejection: nil
         }
     }
 }
@@ -26,22 +30,26 @@ enum DeferredWrite: Sendable {
 extension SQLPurchaseStore {
     /// Makes `writes`, each of a purchase of its own (so that their order does not matter): one alone as its own
     /// statement; several as one insert of the records, then one update per time column and store (per 256 rows on SQLite),
-    /// then the ledger entries and what they add to balances (`flushLedger`).
+    /// then the ledger entries and what they add to balances (`flushLedger`), then one insert of the rejections.
     static func flush(_ connection: any SQLConnection, _ writes: [DeferredWrite], _ dialect: Migrations.Dialect) throws {
         if writes.count == 1, let write = writes.first {
             switch write {
             case .insert(let record, let state, let reason, let now): return try insert(connection, record, state: state, reason: reason, at: now)
             case .setState(let key, let state, let column, let now): return try setState(connection, key, state, timeColumn: column, at: now)
             case .ledgerEntry(let entry): return try flushLedger(connection, [entry], dialect)
+            case .rejection(let rejection): return try insertRejections(connection, [rejection], dialect)
             }
         }
         var records: [[String?]] = []
         var changes: [[String]: [[String?]]] = [:] // rows by time column and store
         var entries: [DeferredLedgerEntry] = []
+        var rejections: [RejectionRecord] = []
         for write in writes {
             switch write {
             case .ledgerEntry(let entry):
                 entries.append(entry)
+            case .rejection(let rejection):
+                rejections.append(rejection)
             case .insert(let record, let state, let reason, let now):
                 let (at, column) = (String(PurchaseTime.milliseconds(now)), timeColumn(recording: state))
                 records.append([record.key.store.rawValue, record.key.transactionId.rawValue, record.originalTransactionId?.rawValue, record.userId.rawValue,
@@ -86,6 +94,7 @@ extension SQLPurchaseStore {
             }
         }
         try flushLedger(connection, entries, dialect)
+        try insertRejections(connection, rejections, dialect)
     }
 
     /// The time column a record inserted in `state` is stamped in.

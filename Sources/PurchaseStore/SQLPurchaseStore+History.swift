@@ -3,7 +3,8 @@ import Foundation
 import PurchaseDomain
 
 /// A user's history, as support reads it: derived from what the store keeps (each purchase's step times and reasons, the
-/// ledger, the consent), not from a log of its own, so it says what the books say.
+/// ledger, the consent), not from a log of its own, so it says what the books say; and the verdicts refused, which the
+/// books keep apart (`rejections`) for as long as the sweeper's retention.
 extension SQLPurchaseStore {
     /// Where a page of a history begins: after the last event of the page before. Events are ordered newest first by
     /// time, then by their step (a finish after its grant at the same millisecond), then by their source's bytes.
@@ -54,7 +55,8 @@ extension SQLPurchaseStore {
         let limit = min(max(limit, 1), Self.historyPageLimit)
         return try await executor.run { connection in
             var events = try Self.transaction(connection, dialect, readOnly: true) {
-                try Self.purchaseSteps(connection, of: userId) + Self.ledgerEntries(connection, of: userId) + Self.consentDecision(connection, of: userId)
+                try Self.purchaseSteps(connection, of: userId) + Self.ledgerEntries(connection, of: userId) + Self.rejections(connection, of: userId)
+                    + Self.consentDecision(connection, of: userId)
             }
             if let before { events.removeAll { !($0.cursor < before) } }
             events.sort { $1.cursor < $0.cursor }
@@ -115,11 +117,24 @@ extension SQLPurchaseStore {
             } else {
                 (event.store, event.transactionId) = (row[1].string.flatMap(Store.init(rawValue:)), row[2].identifier())
             }
-            // Zero-padded: the bytes of two ids compare as the ids.
-            let source = Array("l".utf8) + Array(String(id).leftPadded(to: 20).utf8)
-            return step(event, milliseconds: milliseconds, source: source)
+            return step(event, milliseconds: milliseconds, source: Array("l".utf8) + Self.sourceBytes(of: id))
         }
     }
+
+    /// The submissions refused to the user, with their reason and what they claimed (`rejections`): their row's id is their
+    /// source, never the claimed ids (two may claim the same).
+    private static func rejections(_ connection: any SQLConnection, of userId: UserID) throws -> [Step] {
+        let rows = try connection.query("SELECT id, store, transaction_id, product_id, reason, rejected_at FROM rejections WHERE user_id = $1", [.text(userId)])
+        return rows.compactMap { row in
+            guard let id = row[0].int64, let milliseconds = row[5].int64 else { return nil }
+            return step(UserHistory.Event(at: PurchaseTime.date(milliseconds), kind: .rejected, store: row[1].string.flatMap(Store.init(rawValue:)),
+                                          transactionId: row[2].identifier(), productId: row[3].identifier(), reason: row[4].string),
+                        milliseconds: milliseconds, source: Array("r".utf8) + sourceBytes(of: id))
+        }
+    }
+
+    /// A row id's bytes in a source, zero-padded: the bytes of two ids compare as the ids.
+    private static func sourceBytes(of id: Int64) -> [UInt8] { Array(String(id).leftPadded(to: 20).utf8) }
 
     /// The user's consent decision (the latest stands, so it is the one kept).
     private static func consentDecision(_ connection: any SQLConnection, of userId: UserID) throws -> [Step] {

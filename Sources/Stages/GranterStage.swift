@@ -95,13 +95,13 @@ public struct GranterStage: StoreBackedStage {
         let key = PurchaseKey(store: verified.store, transactionId: verified.transactionId)
         // Refunded or revoked before it was granted: nothing to give. Unless that refund was reversed since (taken first).
         if let revocationDate = verified.revocationDate, try await store.revoke(key, decidedAt: revocationDate, at: context.now()) != .outdated {
-            return try rejected(verified, reason: RefusalReason.revoked.rawValue, detail: "the store reports this transaction revoked")
+            return try await rejected(verified, reason: RefusalReason.revoked.rawValue, detail: "the store reports this transaction revoked")
         }
         let catalog = apps.catalog(for: verified.app)
         guard let items = catalog?.grants(store: verified.store, productId: verified.productId, quantity: verified.quantity,
                                           purchaseDate: verified.purchaseDate, expiresDate: verified.expiresDate) else {
             let ofApp = verified.app.map { " of app '\($0)'" } ?? ""
-            return try rejected(verified, reason: "unknownProduct", detail: "product '\(verified.productId)' is not in the \(verified.store) catalog\(ofApp)")
+            return try await rejected(verified, reason: "unknownProduct", detail: "product '\(verified.productId)' is not in the \(verified.store) catalog\(ofApp)")
         }
         let type = verified.productType.flatMap(ProductType.init(rawValue:)) ?? catalog?.product(verified.store, verified.productId)?.type ?? .unknown
         switch try await store.grant(key, items: items, at: context.now()) {
@@ -129,7 +129,7 @@ public struct GranterStage: StoreBackedStage {
                 _ = try await store.extendSubscription(key, to: expiresDate, at: context.now())
             }
             let reason = Lifecycle.transition(from: state, on: .grant, type: type).reason ?? .rejected
-            return try rejected(verified, reason: reason.rawValue, detail: "purchase is \(state.rawValue)")
+            return try await rejected(verified, reason: reason.rawValue, detail: "purchase is \(state.rawValue)")
         case .notGrantable(nil):
             // The verifier records before it emits; a missing row means a store that lost it or is not the same one.
             throw TransientError("purchase \(key) is not in the store yet")
@@ -178,10 +178,11 @@ public struct GranterStage: StoreBackedStage {
         }
     }
 
-    private func rejected(_ verified: PurchaseVerifiedEvent, reason: String, detail: String) throws -> StageResult {
-        try context.messages([PurchaseRejectedEvent(
+    /// `purchase.rejected`, kept for the user's history too (with the batch's other writes).
+    private func rejected(_ verified: PurchaseVerifiedEvent, reason: String, detail: String) async throws -> StageResult {
+        try await context.messages([PurchaseRejectedEvent(
             store: verified.store, transactionId: verified.transactionId, productId: verified.productId, userId: verified.userId,
-            reason: reason, retryable: false, detail: detail, rejectedAt: context.now(), causeID: verified.eventID)])
+            reason: reason, retryable: false, detail: detail, rejectedAt: context.now(), causeID: verified.eventID)], keepingRejectionsIn: store)
     }
 
     private func reverse(_ key: PurchaseKey, why: String, decidedAt: Date? = nil, onlyIfDue: Bool = false, share: Int64? = nil) async throws -> StageResult {

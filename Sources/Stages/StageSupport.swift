@@ -36,6 +36,25 @@ public struct StageContext: Sendable {
         let time = now()
         return try events.map { try codec.message($0, time: time) }
     }
+
+    /// `outputs(events)`, the rejections among them kept first for their users' histories (`recordRejections`): in a batch,
+    /// with its other writes (one insert for all its rejections), so that they are kept if and only if they are published.
+    func outputs(_ events: [any PipelineEvent], keepingRejectionsIn store: any PurchaseRepository) async throws -> [KafkaProducerMessage] {
+        try await store.recordRejections(events.compactMap { ($0 as? PurchaseRejectedEvent).map(RejectionRecord.init) })
+        return try outputs(events)
+    }
+
+    func messages(_ events: [any PipelineEvent], keepingRejectionsIn store: any PurchaseRepository) async throws -> StageResult {
+        .publish(try await outputs(events, keepingRejectionsIn: store))
+    }
+}
+
+extension RejectionRecord {
+    /// What `purchase.rejected` says, as its user's history keeps it.
+    init(_ event: PurchaseRejectedEvent) {
+        self.init(causeID: event.causeID, userId: event.userId, store: event.store, transactionId: event.transactionId, productId: event.productId,
+                  reason: event.reason, rejectedAt: event.rejectedAt)
+    }
 }
 
 /// A stage that uses the purchase store: the store's errors a retry can fix are transient too.

@@ -26,10 +26,14 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
         /// Refund each Google Play purchase flagged due through `orders.refund` before its `refund.due` goes out (with
         /// claw-back on: the granter then takes the items back).
         public var refundsGooglePlay: Bool
+        /// How long the rejections kept for the users' histories are kept (`pruneRejections`, `batchSize` at a time).
+        public var rejectionRetention: TimeInterval
 
         public init(deadlines: [Store: TimeInterval] = [.appstore: 86_400, .appcoins: 86_400, .googleplay: 259_200], interval: Duration = .seconds(300), batchSize: Int = 500,
-                    lapseMargin: TimeInterval = 3_600, lapseLookback: TimeInterval = 3 * 86_400, refundsGooglePlay: Bool = false) {
+                    lapseMargin: TimeInterval = 3_600, lapseLookback: TimeInterval = 3 * 86_400, refundsGooglePlay: Bool = false,
+                    rejectionRetention: TimeInterval = 90 * 86_400) {
             self.refundsGooglePlay = refundsGooglePlay
+            self.rejectionRetention = rejectionRetention
             self.deadlines = deadlines
             self.interval = interval
             self.batchSize = batchSize
@@ -82,7 +86,8 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
         self.clock = clock
     }
 
-    /// One sweep over every store: flags what is due, then sends the outbox; returns how many this call flagged.
+    /// One sweep over every store: flags what is due, then sends the outbox, then prunes the rejections past their
+    /// retention; returns how many this call flagged.
     @discardableResult
     public func sweepOnce() async throws -> Int {
         var flagged = 0
@@ -112,7 +117,20 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
                 if settled > 0 { context.logger.info("lapsed subscriptions settled", ["store": storeName.rawValue, "count": settled]) }
             }
         }
+        try await pruneRejections()
         return flagged
+    }
+
+    /// Forgets the rejections kept longer than `Configuration.rejectionRetention`, `batchSize` at a time: each delete is
+    /// short, whatever the backlog (a first pass after an upgrade, or a long outage).
+    private func pruneRejections() async throws {
+        let before = context.now().addingTimeInterval(-configuration.rejectionRetention)
+        var pruned = 0
+        while case let count = try await store.pruneRejections(before: before, limit: configuration.batchSize), count > 0 {
+            pruned += count
+            if count < configuration.batchSize { break }
+        }
+        if pruned > 0 { context.logger.info("rejections past their retention pruned", ["count": pruned]) }
     }
 
     /// Publishes `events`, each acknowledged by the broker before this returns.

@@ -138,11 +138,11 @@ public struct VerifierStage: StoreBackedStage {
             // Not a verdict on the purchase, and not one to wait for on this partition: answered now (`retryable:
             // true`, the app may submit it again once the payment settles) and asked about again later.
             let answer = self.rejection(submission, rejection, reason: rejection.reason.rawValue, transactionId: nil, productId: nil)
-            return .recheck(publish: try context.outputs([answer]), after: pendingRecheck)
+            return .recheck(publish: try await answers([answer]), after: pendingRecheck)
         case .failure(let rejection) where rejection.isRetryable:
             throw TransientError("\(rejection)") // The store could not answer now; nothing was decided.
         case .failure(let rejection):
-            return try rejected(submission, rejection, transactionId: nil)
+            return .publish(try await answers([self.rejection(submission, rejection, reason: rejection.reason.rawValue, transactionId: nil, productId: nil)]))
         }
     }
 
@@ -245,7 +245,7 @@ public struct VerifierStage: StoreBackedStage {
             let purchase = try await continuingItsSubscription(purchase)
             if !byTheStore, let mismatch = accountTokenMismatch(purchase.appAccountToken, purchase.transactionId, purchase.productId, submission) {
                 // Bound to another account: a leaked signed transaction cannot move between accounts that use tokens.
-                events += try context.outputs([mismatch])
+                events += try await answers([mismatch])
                 continue
             }
             // Built before anything is recorded: a purchase whose ids the pipeline cannot carry is rejected, not
@@ -259,8 +259,8 @@ public struct VerifierStage: StoreBackedStage {
                 price: purchase.price, currency: purchase.currency, consumed: purchase.consumed, source: submission.source,
                 verifiedAt: context.now(), app: recordedApp(of: purchase, for: submission)))
             else {
-                events += try context.outputs([rejection(submission, Rejection(.malformedPayload, "the store's ids do not fit the event schema (length, control characters)"),
-                                                         reason: RejectionReason.malformedPayload.rawValue, transactionId: nil, productId: nil)])
+                events += try await answers([rejection(submission, Rejection(.malformedPayload, "the store's ids do not fit the event schema (length, control characters)"),
+                                                       reason: RejectionReason.malformedPayload.rawValue, transactionId: nil, productId: nil)])
                 continue
             }
             let record = purchaseRecord(purchase, type: type, for: submission)
@@ -271,23 +271,23 @@ public struct VerifierStage: StoreBackedStage {
             if purchase.store == .appstore || type == .autoRenewable, let original = purchase.originalTransactionId, original != purchase.transactionId,
                let owner = try await store.owner(store: purchase.store, originalTransactionId: original), owner != submission.userId {
                 let restored = try await restoreOriginal(original, of: record, from: owner, submission: submission)
-                events += try context.outputs(restored.answers)
+                events += try await answers(restored.answers)
                 if restored.refused { continue }
             }
             switch try await store.recordVerified(record, at: context.now()) {
             case .existing(_, let owner) where owner != submission.userId:
                 // Bound to another account when it was recorded (a receipt names none): not moved.
                 if let held = try await store.purchase(record.key), let mismatch = accountTokenMismatch(held, submission) {
-                    events += try context.outputs([mismatch])
+                    events += try await answers([mismatch])
                 } else if let answer = try await restore(record, submission: submission) {
-                    events += try context.outputs([answer])
+                    events += try await answers([answer])
                 } else {
                     events.append(verifiedMessage)
                 }
             case .revokedEarlier:
                 // Its refund or revocation arrived first: recorded, never granted.
-                events += try context.outputs([rejection(submission, Rejection(.storeRejected, "the store refunded or revoked this transaction before it was submitted"),
-                                                         reason: RefusalReason.revoked.rawValue, transactionId: purchase.transactionId, productId: purchase.productId)])
+                events += try await answers([rejection(submission, Rejection(.storeRejected, "the store refunded or revoked this transaction before it was submitted"),
+                                                       reason: RefusalReason.revoked.rawValue, transactionId: purchase.transactionId, productId: purchase.productId)])
             case .recorded, .existing:
                 events.append(verifiedMessage)
             }
@@ -391,8 +391,9 @@ public struct VerifierStage: StoreBackedStage {
         return message
     }
 
-    private func rejected(_ submission: PurchaseSubmitted, _ rejection: Rejection, transactionId: TransactionID?) throws -> StageResult {
-        try context.messages([self.rejection(submission, rejection, reason: rejection.reason.rawValue, transactionId: transactionId, productId: nil)])
+    /// The messages of `events`, its rejections kept for their users' histories (with the batch's other writes).
+    private func answers(_ events: [any PipelineEvent]) async throws -> [KafkaProducerMessage] {
+        try await context.outputs(events, keepingRejectionsIn: store)
     }
 
     private func rejection(_ submission: PurchaseSubmitted, _ rejection: Rejection, reason: String, transactionId: TransactionID?, productId: ProductID?) -> PurchaseRejectedEvent {

@@ -20,6 +20,8 @@ extension Workers {
         Setting("--now", env: "IAP_NOW", help: "sweep as if it were this RFC 3339 time (tests, operations)"),
         Setting("--near-deadline-hours", env: "IAP_NEAR_DEADLINE_HOURS", default: "6",
                 help: "purchases still open this close to their store's deadline are counted by iap_purchases_near_deadline (alert on any)"),
+        Setting("--rejection-retention-days", env: "IAP_REJECTION_RETENTION_DAYS", default: "90",
+                help: "how long the submissions refused are kept for the users' histories (support's 'I paid and got nothing')"),
         Setting("--appcoins-url", env: "IAP_APPCOINS_URL", default: AppCoinsVerifier.Configuration.defaultBaseURL.absoluteString,
                 help: "AppCoins API base URL, to re-check due AppCoins purchases before flagging them"),
         Setting("--environment", env: "IAP_ENVIRONMENT", default: "Production",
@@ -59,6 +61,9 @@ extension Workers {
             guard let value = try env.settings.seconds(flag), value > 0 else { throw SettingsError("\(flag) must be positive") }
             return value
         }
+        guard let retentionDays = try env.settings.seconds("--rejection-retention-days"), retentionDays > 0 else {
+            throw SettingsError("--rejection-retention-days (IAP_REJECTION_RETENTION_DAYS) must be positive")
+        }
         let context = StageContext(codec: env.context(stage: "sweeper").codec, logger: env.logger, now: now)
         // The deployment's apps and App Store clients, resolved once for the rechecks, the reconciler and the gauges.
         let apps = try configuredApps(env)
@@ -69,7 +74,7 @@ extension Workers {
         let sweeper = SweeperService(
             configuration: .init(deadlines: deadlines,
                                  interval: .milliseconds(Int64((try env.settings.seconds("--interval") ?? 300) * 1000)),
-                                 refundsGooglePlay: env.settings.flag("--claw-back-due-refunds")),
+                                 refundsGooglePlay: env.settings.flag("--claw-back-due-refunds"), rejectionRetention: retentionDays * 86_400),
             store: env.store, producer: try KafkaProducer(configuration: .init(kafka: env.producerKafka)), context: context, clock: ContinuousClock(),
             appCoins: try env.settings.string("--appcoins-url").map { text in
                 guard let url = URL(string: text) else { throw SettingsError("--appcoins-url (IAP_APPCOINS_URL) is not a URL") }

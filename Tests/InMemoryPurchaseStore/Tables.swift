@@ -31,6 +31,8 @@ struct Tables: Sendable {
     var accountTokens: [AccountToken: UserID] = [:]
     /// What each stored status's announcement named.
     var subscriptionAnnouncements: [PurchaseKey: [SubscriptionStatus.Field]] = [:]
+    /// The rejections kept for the users' histories, by user and cause, in the order they were kept.
+    var rejections: [RejectionRecord] = []
 }
 
 /// How far a reconciliation pass read a history, and who holds it until when (milliseconds).

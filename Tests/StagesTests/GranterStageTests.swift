@@ -221,5 +221,18 @@ import WorkerRuntime
         #expect(try await store.purchase(stale)?.state == .granted, "its refund, signed in the transaction, was reversed since")
         #expect(try await store.balances(of: "user-o") == ["coins": 300])
     }
-}
 
+    /// A product the catalog does not know is refused (`purchase.rejected`) and kept for the user's history, once however
+    /// often its message comes.
+    @Test func aRefusedGrantIsKeptForTheUsersHistoryOnce() async throws {
+        let store = InMemoryPurchaseStore()
+        let verified = PurchaseVerifiedEvent(store: .appstore, transactionId: "order-x", productId: "no.such.product", quantity: 1, userId: "user-x",
+                                             purchaseDate: Self.t0, source: .client, verifiedAt: Self.t0)
+        for day in [1.0, 2] {
+            guard case .publish(let messages) = try await handle(verified, store, at: Self.day(day)) else { Issue.record("not answered"); return }
+            #expect(messages.map(\.topic) == [Self.codec.topic(.purchaseRejected)])
+        }
+        #expect(try await store.rejections(of: "user-x") == [RejectionRecord(causeID: verified.eventID, userId: "user-x", store: .appstore, transactionId: "order-x",
+                                                                          productId: "no.such.product", reason: "unknownProduct", rejectedAt: Self.day(1))])
+    }
+}

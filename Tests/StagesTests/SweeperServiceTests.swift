@@ -83,4 +83,18 @@ import WorkerRuntime
         #expect(try await sweeper.sweepOnce() == 1)
         #expect(try await store.unsentRefundNotices(store: .appstore, deadline: 86_400).isEmpty)
     }
+
+    /// The rejections kept for the users' histories past the retention (90 days by default) go on the regular pass, more
+    /// than a batch of them (2 here) at a time; the newer stay.
+    @Test func rejectionsPastTheirRetentionArePrunedOnTheRegularPass() async throws {
+        let old = (0..<5).map { index in
+            RejectionRecord(causeID: "old-\(index)", userId: "user-1", store: .appstore, reason: "invalidSignature",
+                            rejectedAt: Self.t0.addingTimeInterval(-91 * 86_400 + Double(index)))
+        }
+        let recent = RejectionRecord(causeID: "recent", userId: "user-1", store: .appstore, transactionId: "t-1", reason: "wrongBundle",
+                                     rejectedAt: Self.t0.addingTimeInterval(-89 * 86_400))
+        try await store.recordRejections(old + [recent])
+        #expect(try await sweeper(now: Self.t0).sweepOnce() == 0)
+        #expect(try await store.rejections(of: "user-1") == [recent])
+    }
 }
