@@ -64,7 +64,7 @@ let package = Package(
         // SQLite and PostgreSQL connections: the only module that touches sqlite3 and libpq.
         .target(name: "Database", dependencies: ["CSQLite", "CLibPQ"]),
         // The purchase store: purchases, ledger, balances, entitlements on SQLite or PostgreSQL.
-        .target(name: "PurchaseStore", dependencies: ["PurchaseDomain", "Database"]),
+        .target(name: "PurchaseStore", dependencies: ["PurchaseDomain", "Database", "Crypto"]),
         // The pipeline's events: typed, CloudEvents headers, validated against schemas/.
         .target(name: "PurchaseEvents", dependencies: ["PurchaseDomain", "Kafka", "JSON", "JSONSchema", "Crypto"]),
         // Delivery of a stage's messages (consumption, retries, batches, output order, parking, dead letters, metrics) and the

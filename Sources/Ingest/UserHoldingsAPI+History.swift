@@ -40,6 +40,7 @@ extension UserHoldingsAPI {
             }
         }
         do {
+            if try await store.wasErased(userId) { return Self.erased }
             let history = try await store.history(of: userId, before: before, limit: limit)
             return HTTPResponse(status: 200, headers: ["Content-Type": "application/json", "Cache-Control": "no-store"], body: try Self.encode(history))
         } catch {

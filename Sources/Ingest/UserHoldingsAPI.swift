@@ -130,12 +130,16 @@ public final class UserHoldingsAPI: Sendable {
         case .failure(let refusal): return refusal.response
         }
         do {
+            if try await store.wasErased(userId) { return Self.erased }
             let holdings = try await store.holdings(of: userId, at: now())
             return HTTPResponse(status: 200, headers: ["Content-Type": "application/json", "Cache-Control": "no-store"], body: try Self.encode(holdings))
         } catch {
             return readFailure(error, what: "holdings")
         }
     }
+
+    /// The answer about a user erased on request (`SQLPurchaseStore.erase`): gone, not an empty account.
+    static var erased: HTTPResponse { IngestAPI.error(404, "userErased", "this user was erased on request") }
 
     /// The answer to a read of the store that failed: 500 when the store refused it, else 503 to retry.
     func readFailure(_ error: any Error, what: String) -> HTTPResponse {

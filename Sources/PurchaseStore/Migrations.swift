@@ -406,6 +406,13 @@ enum Migrations {
             );
             CREATE INDEX rejections_by_time ON rejections (rejected_at);
             """),
+            // The users erased on request, by the SHA-256 of their id (not the id): their reads answer that they are gone.
+            (29, """
+            CREATE TABLE erasures (
+                user_digest TEXT PRIMARY KEY,
+                erased_at BIGINT NOT NULL
+            );
+            """),
         ]
     }
 }

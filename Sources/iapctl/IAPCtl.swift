@@ -44,6 +44,8 @@ enum IAPCtl {
                                         --sync: the ingest syncs the user with the App Store's history first;
                                         --history: what happened to the user's purchases and items, newest first, with
                                         reasons (a page of N, 50 by default; --before the page's "next" for the one after)
+          user erase USER --store URL [--password-file F]
+                                        erase a user on request: ids, tokens and consent go, the books stay under a pseudonym
 
         The demo, the benchmarks and the chaos run are `iap-harness`'s (not in the production image).
 

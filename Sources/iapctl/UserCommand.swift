@@ -2,6 +2,7 @@ import PurchaseDomain
 import CommandLineOptions
 import Foundation
 import Ingest
+import JSON
 import PurchaseStore
 
 /// `iapctl user USER (--store URL [--password-file F] | --ingest URL [--read-secret-file F] [--sync])
@@ -13,6 +14,7 @@ enum UserCommand {
     static func run(_ arguments: [String]) async throws -> Int32 {
         let options = try CommandOptions(arguments, valued: ["--store", "--password-file", "--ingest", "--read-secret-file", "--limit", "--before"],
                                          flags: ["--sync", "--history"])
+        if options.positional.count == 2, options.positional[0] == "erase" { return try await erase(UserID(options.positional[1]), options) }
         guard let userId = options.positional.first, options.positional.count == 1 else { throw UsageError("user: name one user id") }
         let history = options.flags.contains("--history")
         let limit = try options.string("--limit").map { text -> Int in
@@ -43,9 +45,11 @@ enum UserCommand {
         guard let url = options.string("--store") ?? ProcessInfo.processInfo.environment["IAP_STORE_URL"] else {
             throw UsageError("user: --store URL (or IAP_STORE_URL) or --ingest URL is required")
         }
-        let password = try (options.string("--password-file") ?? ProcessInfo.processInfo.environment["IAP_STORE_PASSWORD_FILE"])
-            .map(SQLPurchaseStore.password(fromFile:))
-        let store = try SQLPurchaseStore(url: url, password: password)
+        let store = try openStore(url, options)
+        if try await store.wasErased(UserID(userId)) {
+            print(String(decoding: JSONValue.object(["error": .string("userErased"), "userId": .string(userId)]).serialized, as: UTF8.self))
+            return 1
+        }
         if history {
             let before = try options.string("--before").map { text -> SQLPurchaseStore.HistoryCursor in
                 guard let cursor = SQLPurchaseStore.HistoryCursor(text) else { throw UsageError("--before: the next of a page printed before") }
@@ -56,5 +60,33 @@ enum UserCommand {
         }
         print(String(decoding: try UserHoldingsAPI.encode(try await store.holdings(of: UserID(userId))), as: UTF8.self))
         return 0
+    }
+
+    private static func openStore(_ url: String, _ options: CommandOptions) throws -> SQLPurchaseStore {
+        let password = try (options.string("--password-file") ?? ProcessInfo.processInfo.environment["IAP_STORE_PASSWORD_FILE"])
+            .map(SQLPurchaseStore.password(fromFile:))
+        return try SQLPurchaseStore(url: url, password: password)
+    }
+
+    /// `iapctl user erase USER --store URL`: erases the user on request (`SQLPurchaseStore.erase`); exit 1 when the user
+    /// was erased before or has messages parked.
+    private static func erase(_ userId: UserID, _ options: CommandOptions) async throws -> Int32 {
+        guard let url = options.string("--store") ?? ProcessInfo.processInfo.environment["IAP_STORE_URL"] else {
+            throw UsageError("user erase: --store URL (or IAP_STORE_URL) is required: the store is erased, not the ingest")
+        }
+        let store = try openStore(url, options)
+        let fields: [String: JSONValue]
+        switch try await store.erase(userId, at: Date()) {
+        case .erased(let pseudonym, let purchases, let entries):
+            fields = ["erased": .bool(true), "pseudonym": .string(pseudonym.rawValue), "purchases": .integer(Int64(purchases)),
+                      "ledgerEntries": .integer(Int64(entries))]
+        case .erasedBefore:
+            fields = ["erased": .bool(false), "error": .string("erasedBefore")]
+        case .messagesParked(let count):
+            fields = ["erased": .bool(false), "error": .string("messagesParked"), "parked": .integer(Int64(count)),
+                      "detail": .string("the user's parked messages hold their id until re-driven: erase once they are done")]
+        }
+        print(String(decoding: JSONValue.object(fields.merging(["userId": .string(userId.rawValue)]) { mine, _ in mine }).serialized, as: UTF8.self))
+        return fields["erased"] == .bool(true) ? 0 : 1
     }
 }

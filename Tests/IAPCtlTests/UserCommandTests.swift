@@ -3,7 +3,7 @@ import Foundation
 import Ingest
 import JSON
 import PurchaseDomain
-import PurchaseStore
+@testable import PurchaseStore
 import Testing
 import TestSupport
 
@@ -159,6 +159,74 @@ import TestSupport
             let answer = try await httpRequest(base + path + "?" + query, headers: RequestSignature.headers(secret: key, method: "GET", path: path, query: query))
             #expect(answer.status == 400 && answer.body.contains(error), "\(query): \(answer.body)")
         }
+        #expect(try await ingest.terminate() == 0)
+    }
+
+    /// `iapctl user erase`: the user is gone from every read (the store's and the ingest's: 404), nothing in the store names
+    /// them, and the books still balance under a pseudonym; a user with messages parked is not erased yet.
+    @Test func anErasedUserIsGoneFromEveryReadWhileTheBooksStillBalance() async throws {
+        let directory = try TestDirectory("erase")
+        defer { directory.remove() }
+        let url = "sqlite:" + directory.path("store.sqlite")
+        let store = try SQLPurchaseStore(url: url)
+        try await store.migrate()
+        let now = Date()
+        for (id, user) in [("e-1", "user-e"), ("e-2", "user-e"), ("k-1", "user-kept")] {
+            let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: TransactionID(id)), userId: UserID(user), productId: "coins.100",
+                                        productType: .consumable, quantity: 1, purchaseTime: now, appAccountToken: "5e0c2a31-7d4f-4b8e-9a61-0000000000ee")
+            _ = try await store.recordVerified(record, at: now)
+            _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: now)
+        }
+        _ = try await store.adjust(Adjustment(id: "comp-e", userId: "user-e", requestedBy: "support", reason: "outage", items: [.currency("coins", -50)]),
+                                   takeWhatIsLeft: false, at: now)
+        _ = try await store.recordConsent(userId: "user-e", consumptionData: true, decidedAt: now, now: now)
+        _ = try await store.registerAccountToken("5e0c2a31-7d4f-4b8e-9a61-0000000000ee", for: "user-e", at: now)
+        func count(_ sql: String) async throws -> Int64 {
+            try await store.executor.run { connection in try connection.query(sql).first?[0].int64 ?? -1 }
+        }
+        let coinsBefore = try await count("SELECT sum(amount) FROM balances")
+        let ledgerBefore = try await count("SELECT sum(amount) FROM ledger")
+
+        // Parked messages hold the id until re-driven: not yet.
+        _ = try await store.executor.run { connection in
+            try connection.query("""
+                INSERT INTO parked_messages (stage, origin_topic, origin_partition, origin_offset, message_key, recheck, token, reason, parked_at)
+                VALUES ('granter', 't', 0, 1, 'user-e', 0, 'x', 'r', 0)
+                """)
+        }
+        let parked = try await VerifyCommandTests.run(["user", "erase", "user-e", "--store", url], input: "")
+        #expect(parked.status == 1 && parked.lines.last?.contains("messagesParked") == true, "\(parked.lines)")
+        _ = try await store.executor.run { connection in try connection.query("DELETE FROM parked_messages") }
+
+        let erased = try await VerifyCommandTests.run(["user", "erase", "user-e", "--store", url], input: "")
+        #expect(erased.status == 0, "\(erased.lines)")
+        let report = try #require(erased.lines.last.flatMap { JSONValue.parse(Array($0.utf8)) }?.objectValue)
+        #expect(report["purchases"] == .integer(2) && report["ledgerEntries"] == .integer(3))
+        let pseudonym = try #require(report["pseudonym"]?.stringValue)
+        #expect(try await VerifyCommandTests.run(["user", "erase", "user-e", "--store", url], input: "").lines.last?.contains("erasedBefore") == true)
+
+        // Nothing names the user; the books balance as before, the pseudonym's as the user's did.
+        for table in ["purchases", "ledger", "balances", "entitlements", "adjustments", "rejections", "consents", "account_tokens"] {
+            #expect(try await count("SELECT count(*) FROM \(table) WHERE user_id = 'user-e'") == 0, "\(table)")
+        }
+        #expect(try await count("SELECT count(*) FROM purchases WHERE app_account_token IS NOT NULL") == 1, "only the kept user's purchase keeps its token")
+        #expect(try await count("SELECT sum(amount) FROM balances") == coinsBefore)
+        #expect(try await count("SELECT sum(amount) FROM ledger") == ledgerBefore)
+        #expect(try await store.balances(of: UserID(pseudonym)) == ["coins": 150])
+        #expect(try await store.balances(of: "user-kept") == ["coins": 100])
+
+        for arguments in [["user", "user-e", "--store", url], ["user", "user-e", "--store", url, "--history"]] {
+            let read = try await VerifyCommandTests.run(arguments, input: "")
+            #expect(read.status == 1 && read.lines.last?.contains("userErased") == true, "\(arguments): \(read.lines)")
+        }
+        let ingest = try ExecutableProcess("iap-ingest", ["--brokers", "127.0.0.1:1", "--http-port", "0", "--http-host", "127.0.0.1", "--read-side", "--store", url],
+                                           environment: ["IAP_INGEST_READ_SECRET": ""])
+        let base = "http://127.0.0.1:\(try await ingest.httpPort())"
+        for path in ["/v1/users/user-e", "/v1/users/user-e/history"] {
+            let answer = try await httpRequest(base + path)
+            #expect(answer.status == 404 && answer.body.contains("userErased"), "\(path): \(answer.body)")
+        }
+        #expect(try await httpRequest(base + "/v1/users/user-kept").status == 200)
         #expect(try await ingest.terminate() == 0)
     }
 
