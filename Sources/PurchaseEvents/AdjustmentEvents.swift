@@ -95,16 +95,20 @@ public struct UserAdjusted: PipelineEvent, Hashable {
         reason = request.reason
         reverses = request.reverses
         adjustedAt = now
-        switch outcome {
-        case .applied(let applied, let balances, let shortfall):
-            self.outcome = .applied
-            items = applied.map { item in
+        func answered(_ applied: [GrantItem], _ balances: [String: Int64], _ shortfall: [String: Int64]) -> [Item] {
+            applied.map { item in
                 Item(kind: item.kind, code: item.code, amount: item.amount, expiresAt: item.expiresAt,
                      balance: item.kind == .currency ? balances[item.code] ?? 0 : nil, shortfall: item.kind == .currency ? shortfall[item.code] : nil)
             }
-        case .alreadyApplied:
+        }
+        switch outcome {
+        case .applied(let applied, let balances, let shortfall):
+            self.outcome = .applied
+            items = answered(applied, balances, shortfall)
+        case .alreadyApplied(let applied, let balances):
+            // What it gave or took when applied (a take as taken), with the balances now.
             self.outcome = .alreadyApplied
-            items = []
+            items = answered(applied, balances, [:])
         case .refused(let refusal, let detail):
             self.outcome = .refused
             self.refusal = refusal

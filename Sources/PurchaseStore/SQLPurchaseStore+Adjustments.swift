@@ -16,12 +16,22 @@ extension SQLPurchaseStore: AdjustmentRepository {
         }
     }
 
-    /// What an adjustment's request says, to recognise its repeats: its user, what it reverses and its items.
+    /// What an adjustment's request asks, to recognise its repeats: what it reverses and its items (its user is compared
+    /// apart, so that an erasure leaves no id in it).
     static func signature(of adjustment: Adjustment) -> String {
         let items = adjustment.items.map { item in
             "\(item.kind.rawValue):\(item.code):\(item.amount):\(item.expiresAt.map { String(PurchaseTime.milliseconds($0)) } ?? "")"
         }
-        return ([adjustment.userId.rawValue, adjustment.reverses?.rawValue ?? ""] + items).joined(separator: "\n")
+        return ([adjustment.reverses?.rawValue ?? ""] + items).joined(separator: "\n")
+    }
+
+    /// What an applied adjustment gave or took, as it was (a take's shortfall was never taken: a reversal gives back what
+    /// was taken, not what was asked for).
+    private static func appliedItems(_ connection: any SQLConnection, _ id: AdjustmentID) throws -> [GrantItem] {
+        try connection.query("""
+            SELECT item_kind, code, sum(amount + shortfall), max(expires_at) FROM ledger WHERE store = $1 AND transaction_id = $2
+            GROUP BY item_kind, code ORDER BY item_kind, code
+            """, [.text(adjustmentSource), .text(id)]).compactMap(grantItem)
     }
 
     private static func adjust(_ adjustment: Adjustment, takeWhatIsLeft: Bool, at now: Date, _ connection: any SQLConnection,
@@ -29,11 +39,14 @@ extension SQLPurchaseStore: AdjustmentRepository {
         let lock = dialect == .postgres ? " FOR UPDATE" : ""
         let signature = signature(of: adjustment)
         // The id first: a repeat changes nothing, whatever happened since.
-        if let row = try connection.query("SELECT signature FROM adjustments WHERE adjustment_id = $1\(lock)", [.text(adjustment.id)]).first {
-            guard row[0].string == signature else {
+        // Ids and signatures compare as bytes (`Identifier`, `Array(utf8)`), never as Unicode-equivalent Strings.
+        if let row = try connection.query("SELECT signature, user_id FROM adjustments WHERE adjustment_id = $1\(lock)", [.text(adjustment.id)]).first {
+            guard row[0].string.map({ Array($0.utf8) }) == Array(signature.utf8), row[1].identifier(UserID.self) == adjustment.userId else {
                 return .refused(.idReused, detail: "adjustment \(adjustment.id) was applied before with another user or other items")
             }
-            return .alreadyApplied(balances: try balances(connection, of: adjustment.userId, codes: adjustment.items.map(\.code)))
+            // The first answer again, in full: it may be the one that was lost.
+            let items = try appliedItems(connection, adjustment.id)
+            return .alreadyApplied(items: items, balances: try balances(connection, of: adjustment.userId, codes: items.map(\.code)))
         }
         var items = adjustment.items
         if let reversed = adjustment.reverses {
@@ -42,17 +55,18 @@ extension SQLPurchaseStore: AdjustmentRepository {
                                                  [.text(reversed)]).first else {
                 return .refused(.unknownAdjustment, detail: "no adjustment \(reversed) was applied")
             }
-            guard row[0].string == adjustment.userId.rawValue, row[1].string == nil, row[2].string == nil else {
+            guard row[0].identifier(UserID.self) == adjustment.userId, row[1].string == nil, row[2].string == nil else {
                 return .refused(.notReversible, detail: "adjustment \(reversed) is another user's, a reversal itself, or reversed already")
             }
-            items = try connection.query("""
-                SELECT item_kind, code, sum(amount), max(expires_at) FROM ledger WHERE store = $1 AND transaction_id = $2
-                GROUP BY item_kind, code ORDER BY item_kind, code
-                """, [.text(adjustmentSource), .text(reversed)]).compactMap(grantItem).map { GrantItem(kind: $0.kind, code: $0.code, amount: -$0.amount) }
+            items = try appliedItems(connection, reversed).filter { $0.amount != 0 }.map { GrantItem(kind: $0.kind, code: $0.code, amount: -$0.amount) }
         } else {
             guard !items.isEmpty, items.allSatisfy({ $0.kind == .currency ? $0.amount != 0 : $0.amount == 1 }) else {
                 return .refused(.invalidItems, detail: "an adjustment gives or takes a non-zero currency amount, or gives an entitlement "
                                 + "(to take an entitlement a purchase gave, revoke the purchase; one an adjustment gave, reverse it)")
+            }
+            // One line per item: two lines of a currency would each be checked against the same balance.
+            guard Set(items.map { [$0.kind.rawValue, $0.code] }).count == items.count else {
+                return .refused(.invalidItems, detail: "each currency or entitlement once per adjustment")
             }
         }
 

@@ -34,9 +34,11 @@ extension SQLPurchaseStore {
                 let moved: [SQLValue] = [.text(userId), .text(pseudonym)]
                 let purchases = try connection.query("UPDATE purchases SET user_id = $2, app_account_token = NULL WHERE user_id = $1 RETURNING 1", moved).count
                 let entries = try connection.query("UPDATE ledger SET user_id = $2 WHERE user_id = $1 RETURNING 1", moved).count
-                for table in ["balances", "entitlements", "adjustments", "rejections"] {
+                for table in ["balances", "entitlements", "adjustments"] {
                     try connection.query("UPDATE \(table) SET user_id = $2 WHERE user_id = $1", moved)
                 }
+                // A rejection's cause names the submission, whose id may name the user: its row id stands in for it.
+                try connection.query("UPDATE rejections SET user_id = $2, cause_id = 'erased:' || CAST(id AS TEXT) WHERE user_id = $1", moved)
                 for table in ["consents", "account_tokens"] {
                     try connection.query("DELETE FROM \(table) WHERE user_id = $1", [.text(userId)])
                 }
@@ -46,10 +48,16 @@ extension SQLPurchaseStore {
         }
     }
 
-    /// Whether `userId` was erased.
+    /// Whether `userId` was erased and nothing was recorded for it since: an id used again after its erasure (a new
+    /// account, events that were still on their way) starts afresh, and reads answer for it again.
     public func wasErased(_ userId: UserID) async throws -> Bool {
         try await executor.run { connection in
-            try connection.query("SELECT 1 FROM erasures WHERE user_digest = $1", [.text(Self.erasureDigest(userId))]).first != nil
+            guard try connection.query("SELECT 1 FROM erasures WHERE user_digest = $1", [.text(Self.erasureDigest(userId))]).first != nil else { return false }
+            let since = try connection.query("""
+                SELECT 1 FROM purchases WHERE user_id = $1 UNION ALL SELECT 1 FROM ledger WHERE user_id = $1
+                UNION ALL SELECT 1 FROM consents WHERE user_id = $1 UNION ALL SELECT 1 FROM rejections WHERE user_id = $1 LIMIT 1
+                """, [.text(userId)])
+            return since.isEmpty
         }
     }
 }

@@ -227,6 +227,14 @@ import TestSupport
             #expect(answer.status == 404 && answer.body.contains("userErased"), "\(path): \(answer.body)")
         }
         #expect(try await httpRequest(base + "/v1/users/user-kept").status == 200)
+
+        // The id used again (a new account): it starts afresh, and is read again.
+        let again = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: "e-3"), userId: "user-e", productId: "coins.100",
+                                   productType: .consumable, quantity: 1, purchaseTime: now)
+        _ = try await store.recordVerified(again, at: now)
+        _ = try await store.grant(again.key, items: [.currency("coins", 100)], at: now)
+        let afresh = try await httpRequest(base + "/v1/users/user-e")
+        #expect(afresh.status == 200 && afresh.body.contains(#""coins":100"#), "\(afresh.body)")
         #expect(try await ingest.terminate() == 0)
     }
 

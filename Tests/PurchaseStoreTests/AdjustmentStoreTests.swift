@@ -17,7 +17,8 @@ import TestSupport
         let store = try await engine.freshStore()
         let give = adjustment("t-1", [.currency("coins", 500), .entitlement("vip", until: Self.t0.addingTimeInterval(86_400))])
         #expect(try await store.adjust(give, takeWhatIsLeft: false, at: Self.t0) == .applied(items: give.items, balances: ["coins": 500], shortfall: [:]))
-        #expect(try await store.adjust(give, takeWhatIsLeft: false, at: Self.t0) == .alreadyApplied(balances: ["coins": 500]), "a repeated request")
+        #expect(try await store.adjust(give, takeWhatIsLeft: false, at: Self.t0) == .alreadyApplied(items: give.items, balances: ["coins": 500]),
+                "a repeated request changes nothing and answers as the first time")
         guard case .refused(.idReused, _) = try await store.adjust(adjustment("t-1", [.currency("coins", 5)]), takeWhatIsLeft: false, at: Self.t0) else {
             Issue.record("an id used again for other items is refused")
             return
@@ -53,10 +54,19 @@ import TestSupport
             return
         }
 
+        // A take's reversal gives back what was taken (500 of the 800 asked), not what was asked.
+        #expect(try await store.adjust(adjustment("t-8", [], reverses: "t-2"), takeWhatIsLeft: false, at: Self.t0.addingTimeInterval(3))
+                == .applied(items: [.currency("coins", 500), .currency("gems", -10)], balances: ["coins": 500, "gems": 0], shortfall: [:]))
+        guard case .refused(.invalidItems, _) = try await store.adjust(adjustment("t-9", [.currency("coins", -400), .currency("coins", -400)]),
+                                                                       takeWhatIsLeft: false, at: Self.t0) else {
+            Issue.record("a currency twice in one adjustment is refused, not checked twice against one balance")
+            return
+        }
+
         // The history names each with who asked and why.
         let adjusted = try await store.history(of: "user-a", limit: 500).events.filter { $0.kind == .adjusted }
         #expect(adjusted.map { "\($0.adjustmentId?.rawValue ?? "?") \($0.item?.code ?? "?") \($0.item?.amount ?? 0)" }.sorted()
-                == ["t-1 coins 500", "t-1 vip 1", "t-2 coins -800", "t-2 gems 10", "t-3 coins -500", "t-3 vip -1"])
+                == ["t-1 coins 500", "t-1 vip 1", "t-2 coins -800", "t-2 gems 10", "t-3 coins -500", "t-3 vip -1", "t-8 coins 500", "t-8 gems -10"])
         #expect(adjusted.allSatisfy { $0.requestedBy == "support:ana" && $0.reason == "ticket \($0.adjustmentId?.rawValue ?? "")" })
         #expect(adjusted.first { $0.adjustmentId == "t-2" && $0.item?.code == "coins" }?.item?.shortfall == 300)
     }
