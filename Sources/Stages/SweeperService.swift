@@ -62,6 +62,10 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
     /// `unavailable` or `untrusted` grow, lapsed subscriptions while either `…Unavailable` does: alert on them.
     public var storeChecks: [String: Int] { checks.withLock { $0 } }
 
+    /// Purchases flagged refund-due since the service started, by store (`iap_refunds_flagged_total`).
+    public var flaggedDue: [Store: Int] { flaggedByStore.withLock { $0 } }
+    let flaggedByStore = Mutex<[Store: Int]>([:])
+
     /// - Parameter appCoins: asked again, before flagging, about AppCoins purchases that are due: one the
     ///   store reports consumed is finished instead.
     /// - Parameter appStore: the App Store of each environment, asked before flagging about App Store purchases that are
@@ -96,21 +100,26 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
             let now = context.now()
             if storeName == .appstore && appStore.byApp.values.contains(where: { !$0.isEmpty }) {
                 // Every due purchase is asked about, and flagged (or revoked) by that alone.
-                flagged += try await recheckAppStore(deadline: deadline, now: now, lookups: appStore)
+                let count = try await recheckAppStore(deadline: deadline, now: now, lookups: appStore)
+                flaggedByStore.withLock { $0[storeName, default: 0] += count }
+                flagged += count
                 try await sendRefundNotices(store: storeName, deadline: deadline)
                 let settled = try await settleLapsedSubscriptions(now: now, lookups: appStore)
                 if settled > 0 { context.logger.info("lapsed subscriptions settled", ["count": settled]) }
                 continue
             }
             let rechecking = storeName == .appcoins && appCoins != nil
-            if rechecking, let appCoins { flagged += try await recheckAppCoins(deadline: deadline, now: now, with: appCoins) }
+            var storeFlagged = 0
+            if rechecking, let appCoins { storeFlagged += try await recheckAppCoins(deadline: deadline, now: now, with: appCoins) }
             // What the re-check asks about is flagged by it alone, once the store answered: never here, unasked (one it
             // could not ask, or granted since it asked, waits for the next sweep).
             while case let due = try await store.sweepDue(store: storeName, deadline: deadline, now: now, limit: configuration.batchSize,
                                                         leavingRecheckable: rechecking), !due.isEmpty {
-                flagged += due.count
+                storeFlagged += due.count
                 context.logger.info("flagged refund due", ["store": storeName.rawValue, "count": due.count])
             }
+            flaggedByStore.withLock { $0[storeName, default: 0] += storeFlagged }
+            flagged += storeFlagged
             try await sendRefundNotices(store: storeName, deadline: deadline)
             if storeName == .googleplay, let googlePlay {
                 let settled = try await settleLapsedGooglePlaySubscriptions(now: now, with: googlePlay)

@@ -86,8 +86,12 @@ extension Workers {
         env.metrics.declare("iap_sweeper_store_checks_total", .counter,
                             help: "Questions to the App Store before a flag or about a lapsed subscription, and to Google Play about a lapsed subscription or a due refund, by outcome; "
                                 + "alert while unavailable, untrusted or googlePlayUnavailable grow.")
+        env.metrics.declare("iap_refunds_flagged_total", .counter,
+                            help: "Purchases this sweeper flagged refund-due (paid, not completed by their deadline), by store; each store's series starts at 0.")
         env.metrics.addCollector { metrics in
             for (outcome, count) in sweeper.storeChecks { metrics.set("iap_sweeper_store_checks_total", ["outcome": outcome], to: Double(count)) }
+            let flagged = sweeper.flaggedDue
+            for store in deadlines.keys { metrics.set("iap_refunds_flagged_total", ["store": store.rawValue], to: Double(flagged[store] ?? 0)) }
         }
         try registerNearDeadline(env, apps: apps.directory, deadlines: deadlines, now: now)
         return (sweeper, try reconciler(env, googlePlay: googlePlay, apis: appStoreAPIs, context: StageContext(codec: context.codec, logger: env.logger)))

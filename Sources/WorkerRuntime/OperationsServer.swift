@@ -46,8 +46,9 @@ public final class OperationsServer: Service {
         server = try HTTPServer(configuration: configuration) { request in
             switch (request.method, request.path) {
             case ("GET", "/metrics") where !publicFacing:
-                // Readiness as of the scrape: an alert sees a process that answers but cannot work.
-                metrics.set("iap_ready", to: await readiness().isReady ? 1 : 0)
+                // Readiness as of the scrape: an alert sees a process that answers but cannot work. Bounded, so that a store
+                // busy with a batch makes a scrape report not ready (for a moment) rather than time out as a process down.
+                metrics.set("iap_ready", to: await Self.readiness(readiness, within: .seconds(2)) ? 1 : 0)
                 return HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: await metrics.render())
             case ("GET", "/healthz"):
                 return HTTPResponse(status: 200, contentType: "text/plain", body: "ok\n")
@@ -58,6 +59,25 @@ public final class OperationsServer: Service {
             default:
                 if let routes, let response = await routes(request) { return response }
                 return HTTPResponse(status: 404, contentType: "text/plain", body: "not found\n")
+            }
+        }
+    }
+
+    /// Whether `readiness` answers ready within `limit`. A check still running then (a store call, which cannot be
+    /// cancelled) finishes on its own and is not waited for.
+    static func readiness(_ readiness: @escaping @Sendable () async -> Readiness, within limit: Duration) async -> Bool {
+        /// The waiting scrape, answered once: by the check or by the limit, whichever comes first.
+        final class Answer: Sendable {
+            let waiting = Mutex<CheckedContinuation<Bool, Never>?>(nil)
+            func give(_ ready: Bool) { waiting.withLock { $0.take() }?.resume(returning: ready) }
+        }
+        let answer = Answer()
+        return await withCheckedContinuation { continuation in
+            answer.waiting.withLock { $0 = continuation }
+            Task { answer.give(await readiness().isReady) }
+            Task {
+                try? await Task.sleep(for: limit)
+                answer.give(false)
             }
         }
     }

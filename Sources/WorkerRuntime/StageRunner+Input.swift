@@ -88,13 +88,12 @@ extension StageRunner {
             if let failure = await acknowledged(pending, sentAt: sent) {
                 outputOrder.failed(partition)
                 first = .failure(failure)
-            } else {
-                countPublished(outputs)
             }
             if outputOrder.failedSince(mark, partition) {
                 // Ours failed, or an earlier message's did and was sent again after ours: sent (again) after those.
                 try await processWithRetries(message, first: first, parkable: false) { .success(.publish(outputs)) }
             } else {
+                countPublished(outputs)
                 count("handled")
             }
         }
@@ -169,11 +168,13 @@ extension StageRunner {
         switch result {
         case .publish(let outputs):
             try await publish(outputs)
+            countPublished(outputs)
             count("handled")
         case .deadLetter(let reason, let detail):
             try await deadLetter(message, reason: reason, detail: detail)
         case .recheck(let outputs, let after):
             try await publish(outputs)
+            countPublished(outputs)
             count("handled")
             if parking != nil {
                 try await park(ParkedRecord(parking: message, stage: stage.name, reason: "re-check", answered: true, at: Date(),

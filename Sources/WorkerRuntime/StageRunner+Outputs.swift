@@ -7,11 +7,11 @@ extension StageRunner {
     func publish(_ messages: [KafkaProducerMessage]) async throws {
         let sent = ContinuousClock.now
         if let failure = await acknowledged(await producer.enqueue(contentsOf: messages), sentAt: sent) { throw failure }
-        countPublished(messages)
     }
 
-    /// `iap_events_published_total{stage,type}`: the events the broker took, by CloudEvents type (`ce_type`; a bounded
-    /// set, the codec's). Records without one (parked messages) are not events and are not counted.
+    /// `iap_events_published_total{stage,type}`: a handled message's outputs (and dead letters) the broker took, by
+    /// CloudEvents type (`ce_type`; a bounded set, the codec's), once per message handled: not parked records, which keep
+    /// their original's type, nor outputs sent again.
     func countPublished(_ messages: [KafkaProducerMessage]) {
         var byType: [String: Double] = [:]
         for message in messages {
@@ -37,12 +37,16 @@ extension StageRunner {
             try deadLetters.record(of: message, stage: stage.name, reason: reason, detail: detail, failedAt: failedAt, stripped: stripped)
         }
         do {
-            try await publish([try record(stripped: false)])
+            let whole = try record(stripped: false)
+            try await publish([whole])
+            countPublished([whole])
         } catch let error as KafkaError where !error.isRetriable {
             // The broker refuses the record itself (e.g. too large for its limits): keep the reason and the
             // source coordinates, without the original bytes, rather than stop the stage.
             logger.error("dead letter refused; publishing it without the original bytes", ["error": error.description])
-            try await publish([try record(stripped: true)])
+            let stripped = try record(stripped: true)
+            try await publish([stripped])
+            countPublished([stripped])
         }
         count("deadLettered", reason: reason)
         logger.warning("dead-lettered", ["topic": message.topic, "partition": message.partition, "offset": message.offset, "reason": reason])

@@ -47,12 +47,16 @@ extension StageRunner {
             switch try await stage.handle(message) {
             case .publish(let outputs):
                 try await publish(outputs)
+                countPublished(outputs)
             case .deadLetter(let reason, let detail):
                 try await deadLetter(message, reason: reason, detail: detail)
             case .recheck(let outputs, let after):
                 // Its answer is published the first time the stage gives it: when it came from the input, or here for a
                 // message parked failing or behind its key. Then it is only asked about again, less and less often.
-                if !parked.answered { try await publish(outputs) }
+                if !parked.answered {
+                    try await publish(outputs)
+                    countPublished(outputs)
+                }
                 if !overBudget {
                     return try await parkAgain(parked, after: schedule.recheckDelay(after: after, age: age), reason: "re-check", recheck: true)
                 }

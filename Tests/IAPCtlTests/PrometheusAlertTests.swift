@@ -29,7 +29,7 @@ struct PrometheusAlertTests {
         let googlePlaySettings = googlePlayAPI + ["--googleplay-app", "\(package)=" + (try file("googleplay.pub", try GooglePlaySigner().publicKeyBase64()))]
         let catalog = TestServices.packageRoot.appendingPathComponent("schemas/examples/catalog.json").path
         let common = ["--brokers", servers, "--store", "sqlite:" + directory.path("store.sqlite"), "--topic-prefix", prefix,
-                      "--group-prefix", prefix, "--shutdown-timeout", "5", "--http-host", "127.0.0.1", "--statistics-interval", "1"]
+                      "--group-prefix", prefix, "--shutdown-timeout", "5", "--http-host", "127.0.0.1"]
         let arguments: [String: [String]] = [
             "iap-verifier": ["--bundle-id", package, "--environment", "Sandbox", "--root", try file("root.pem", try TestPKI.make().root.pemRepresentation),
                              "--catalog", catalog] + googlePlaySettings,
@@ -120,7 +120,8 @@ struct PrometheusAlertTests {
         let exited = ContinuousClock.now
         try await waitUntil("IAPWorkerDown fires for the stopped finisher", timeout: .seconds(120)) { try await finisherDown() == ["firing"] }
         #expect(ContinuousClock.now - stopping >= .seconds(60), "not before its for:")
-        #expect(ContinuousClock.now - exited <= .seconds(60 + 1 + 1 + 8), "within its for: plus a scrape and an evaluation (and the test's polling)")
+        // Its `for:`, a scrape and an evaluation (a second each), and room for a loaded machine's scheduling.
+        #expect(ContinuousClock.now - exited <= .seconds(60 + 1 + 1 + 13), "within its for: plus a scrape and an evaluation")
 
         // Back on the same port: the alert resolves.
         workers["iap-finisher"] = try start("iap-finisher", port: ports["iap-finisher"]!)

@@ -56,6 +56,7 @@ import WorkerRuntime
         #expect([consumed, adfree, recent].allSatisfy { states[$0] == .granted })
         #expect(try await store.unsentRefundNotices(store: .appstore, deadline: 86_400).isEmpty, "every notice sent and marked")
         #expect(try await sweeper.sweepOnce() == 0, "flagged once")
+        #expect(sweeper.flaggedDue[.appstore] == 4 && sweeper.flaggedDue.values.reduce(0, +) == 4, "counted once, by store (iap_refunds_flagged_total)")
     }
 
     /// A charge the store announced that nobody claimed is flagged at its deadline like any unconsumed consumable, once;

@@ -86,9 +86,11 @@ public func testConsumerKafka(_ servers: String) -> KafkaConfiguration {
     ])
 }
 
-/// Waits until `condition` holds, checking every few milliseconds; fails after `timeout`.
+/// Waits until `condition` holds, checking every few milliseconds; fails after `timeout`. The bound is a safety net, not a
+/// speed target: the whole suite runs in parallel on two cores with brokers, databases and worker processes, where a
+/// consumer group's join that takes a second alone can take a minute and more.
 public func waitUntil(
-    _ what: String, timeout: Duration = .seconds(60),
+    _ what: String, timeout: Duration = .seconds(150),
     sourceLocation: SourceLocation = #_sourceLocation, _ condition: () async throws -> Bool
 ) async throws {
     let deadline = ContinuousClock.now + timeout

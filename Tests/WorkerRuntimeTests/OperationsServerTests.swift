@@ -6,7 +6,7 @@ import Metrics
 import Synchronization
 import Testing
 import TestSupport
-import WorkerRuntime
+@testable import WorkerRuntime
 
 /// The operations port's server: probes stay answered under slow clients (the connection slots themselves are
 /// `HTTPServerSlotsTests`'s).
@@ -43,5 +43,18 @@ struct OperationsServerTests {
         #expect(try await scrape().contains("\niap_ready 1\n"))
         operations.triggerGracefulShutdown()
         await operations.run()
+    }
+
+    /// A readiness check that does not answer (a store call behind a long batch) makes the scrape report not ready in
+    /// time rather than hold it past the scraper's timeout.
+    @Test func aReadinessCheckThatHangsReportsNotReadyInTime() async throws {
+        let started = ContinuousClock.now
+        let ready = await OperationsServer.readiness({
+            try? await Task.sleep(for: .seconds(30))
+            return .ready
+        }, within: .milliseconds(200))
+        #expect(!ready)
+        #expect(ContinuousClock.now - started < .seconds(10), "answered at its limit, not the check's end")
+        #expect(await OperationsServer.readiness({ .ready }, within: .seconds(5)))
     }
 }
