@@ -48,13 +48,12 @@ struct OperationsServerTests {
     /// A readiness check that does not answer (a store call behind a long batch) makes the scrape report not ready in
     /// time rather than hold it past the scraper's timeout.
     @Test func aReadinessCheckThatHangsReportsNotReadyInTime() async throws {
-        let started = ContinuousClock.now
+        // The check answers ready only after the test's own time limit: the answer can only have come from the bound.
         let ready = await OperationsServer.readiness({
-            try? await Task.sleep(for: .seconds(30))
+            try? await Task.sleep(for: .seconds(600))
             return .ready
         }, within: .milliseconds(200))
-        #expect(!ready)
-        #expect(ContinuousClock.now - started < .seconds(10), "answered at its limit, not the check's end")
-        #expect(await OperationsServer.readiness({ .ready }, within: .seconds(5)))
+        #expect(!ready, "answered at its limit, not at the check's end")
+        #expect(await OperationsServer.readiness({ .ready }, within: .seconds(60)))
     }
 }
