@@ -76,8 +76,12 @@ struct GroupRejoinTests {
         try await waitUntil("the first 200 messages are handled") { await recorder.count >= 200 }
         let silent = try #require(members[0].consumer.memberID)
 
+        let stopping = ContinuousClock.now
         try await members[0].stop()
-        #expect(try await admin.describeGroup(group).members.contains { $0.memberID == silent }, "a LeaveGroup would have removed it at once")
+        let listed = try await admin.describeGroup(group).members.contains { $0.memberID == silent }
+        // Its session (librdkafka's default, 45 s) may have ended already when the whole suite slowed the stop and the
+        // describe that much: only an answer within it tells a silent stop from a LeaveGroup.
+        #expect(listed || ContinuousClock.now - stopping >= .seconds(45), "a LeaveGroup would have removed it at once")
         try await waitUntil("the other member owns every partition") { members[1].consumer.assignment == all }
         #expect(try await !admin.describeGroup(group).members.contains { $0.memberID == silent })
 
