@@ -1,4 +1,7 @@
+import Foundation
+import Kafka
 import Metrics
+import Synchronization
 
 /// The runner's metrics and test counters.
 extension StageRunner {
@@ -44,8 +47,12 @@ struct StageSeries: Sendable {
     let inFlight, handlerDuration, publishDuration, batchSize: MetricsRegistry.SeriesKey
     /// `iap_messages_total{outcome="handled"}` (see `StageRunner.count`).
     let handled: MetricsRegistry.SeriesKey
+    /// `iap_events_published_total{stage,type}` by the `ce_type` header's bytes, each named once: the count runs for every
+    /// output, and naming a series (labels sorted, keys built) cost more than the rest of a message's metrics.
+    let published: PublishedSeries
 
     init(_ metrics: MetricsRegistry, stage: String) {
+        published = PublishedSeries(metrics, stage: stage)
         inFlight = metrics.series("iap_in_flight_messages", ["stage": stage])
         handlerDuration = metrics.series("iap_handler_duration_seconds", ["stage": stage])
         publishDuration = metrics.series("iap_publish_duration_seconds", ["stage": stage])
@@ -59,6 +66,32 @@ struct StageSeries: Sendable {
         return { [inFlight, handlerDuration] in
             metrics.increment(inFlight, by: -1)
             metrics.observe(handlerDuration, duration: ContinuousClock.now - started)
+        }
+    }
+}
+
+/// The `iap_events_published_total` series of one stage, by CloudEvents type, named at their first use.
+final class PublishedSeries: Sendable {
+    private let metrics: MetricsRegistry
+    private let stage: String
+    private let byType = Mutex<[Data: MetricsRegistry.SeriesKey]>([:])
+
+    init(_ metrics: MetricsRegistry, stage: String) {
+        self.metrics = metrics
+        self.stage = stage
+    }
+
+    /// Counts each of `messages` that carries a `ce_type` (parked records and the like carry none of their own).
+    func count(_ messages: [KafkaProducerMessage]) {
+        for message in messages {
+            guard let type = message.headers.first(where: { $0.key == "ce_type" })?.value else { continue }
+            let series = byType.withLock { known in
+                if let series = known[type] { return series }
+                let series = metrics.series("iap_events_published_total", ["stage": stage, "type": String(decoding: type, as: UTF8.self)])
+                known[type] = series
+                return series
+            }
+            metrics.increment(series)
         }
     }
 }

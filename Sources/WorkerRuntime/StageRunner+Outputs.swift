@@ -12,13 +12,7 @@ extension StageRunner {
     /// `iap_events_published_total{stage,type}`: a handled message's outputs (and dead letters) the broker took, by
     /// CloudEvents type (`ce_type`; a bounded set, the codec's), once per message handled: not parked records, which keep
     /// their original's type, nor outputs sent again.
-    func countPublished(_ messages: [KafkaProducerMessage]) {
-        var byType: [String: Double] = [:]
-        for message in messages {
-            if let type = message.headers.first(where: { $0.key == "ce_type" })?.stringValue { byType[type, default: 0] += 1 }
-        }
-        for (type, count) in byType { metrics.increment("iap_events_published_total", ["stage": stage.name, "type": type], by: count) }
-    }
+    func countPublished(_ messages: [KafkaProducerMessage]) { series.published.count(messages) }
 
     /// Awaits the broker's answers for `pending`; the first failure, if any.
     func acknowledged(_ pending: PendingDeliveries, sentAt: ContinuousClock.Instant) async -> KafkaError? {
