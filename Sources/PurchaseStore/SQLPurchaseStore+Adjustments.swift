@@ -96,10 +96,7 @@ extension SQLPurchaseStore: AdjustmentRepository {
                 try connection.query("UPDATE balances SET amount = amount - $3 WHERE user_id = $1 AND currency = $2",
                                      [.text(adjustment.userId), .text(item.code), .integer(taken[item.code] ?? 0)])
             case (.entitlement, true):
-                try connection.query("""
-                    INSERT INTO entitlements (user_id, entitlement, store, transaction_id, expires_at, active) VALUES ($1, $2, $3, $4, $5, 1)
-                    ON CONFLICT (user_id, entitlement, store, transaction_id) DO UPDATE SET expires_at = excluded.expires_at, active = 1
-                    """, [.text(adjustment.userId), .text(item.code)] + source + [item.expiresAt.map { .integer(PurchaseTime.milliseconds($0)) } ?? .null])
+                try giveEntitlement(connection, item, to: adjustment.userId, source: source)
             case (.entitlement, false):
                 // A reversal: what the reversed adjustment gave ends.
                 try connection.query("UPDATE entitlements SET active = 0 WHERE user_id = $1 AND entitlement = $2 AND store = $3 AND transaction_id = $4",

@@ -269,11 +269,16 @@ extension SQLPurchaseStore {
     /// `userId` holds `item`'s entitlement through the purchase `key`, beside what other purchases give of it (a row each,
     /// migration 10: reads take the latest expiry of those in force).
     static func giveEntitlement(_ connection: any SQLConnection, _ item: GrantItem, to userId: UserID, from key: PurchaseKey) throws {
+        try giveEntitlement(connection, item, to: userId, source: [.text(key.store.rawValue), .text(key.transactionId)])
+    }
+
+    /// The entitlement `item` given to `userId` by `source`, the `(store, transaction_id)` that gives it: a purchase's, or
+    /// an adjustment's (`adjustmentSource`, its id).
+    static func giveEntitlement(_ connection: any SQLConnection, _ item: GrantItem, to userId: UserID, source: [SQLValue]) throws {
         try connection.query("""
             INSERT INTO entitlements (user_id, entitlement, store, transaction_id, expires_at, active) VALUES ($1, $2, $3, $4, $5, 1)
             ON CONFLICT (user_id, entitlement, store, transaction_id) DO UPDATE SET expires_at = excluded.expires_at, active = 1
-            """, [.text(userId), .text(item.code), .text(key.store.rawValue), .text(key.transactionId),
-                  item.expiresAt.map { SQLValue.integer(PurchaseTime.milliseconds($0)) } ?? .null])
+            """, [.text(userId), .text(item.code)] + source + [item.expiresAt.map { SQLValue.integer(PurchaseTime.milliseconds($0)) } ?? .null])
     }
 
     /// What a purchase grants now per item: its grants and re-grants less what was taken back (in full: a shortfall
