@@ -121,6 +121,6 @@ public struct UserAdjusted: PipelineEvent, Hashable {
     /// A refusal's id names its time: the same id may be applied later (refused, it left no trace), and that answer must
     /// not share the refusal's `ce_id`.
     public var eventID: String {
-        outcome == .refused ? "adjusted:\(adjustmentId):refused:\(Int64((adjustedAt.timeIntervalSince1970 * 1000).rounded()))" : "adjusted:\(adjustmentId)"
+        outcome == .refused ? "adjusted:\(adjustmentId):refused:\(EpochMilliseconds.milliseconds(adjustedAt))" : "adjusted:\(adjustmentId)"
     }
 }
