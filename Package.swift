@@ -31,6 +31,7 @@ let package = Package(
         .executable(name: "iap-finisher", targets: ["iap-finisher"]),
         .executable(name: "iap-sweeper", targets: ["iap-sweeper"]),
         .executable(name: "iap-ingest", targets: ["iap-ingest"]),
+        .executable(name: "iap-webhooks", targets: ["iap-webhooks"]),
     ],
     targets: [
         // C libraries from Debian, through pkg-config.
@@ -57,6 +58,8 @@ let package = Package(
         .target(name: "StoreFixtures", dependencies: ["Crypto", "HTTPServer", "JSON", "PurchaseDomain", "StoreVerification"]),
         // A small HTTP/1.1 server: health, metrics, webhooks, and stand-in store APIs in tests.
         .target(name: "HTTPServer"),
+        // The timestamped HMAC on requests between the pipeline and backends: the ingest's read side checks it, webhooks out carry it.
+        .target(name: "RequestSigning", dependencies: ["Crypto", "HTTPServer"]),
         // A small HTTP/1.1 client over libcurl for the store APIs: the only module that touches libcurl.
         .target(name: "HTTPClient", dependencies: ["CCurl"]),
         // Prometheus metrics of one process.
@@ -71,28 +74,29 @@ let package = Package(
         // lifecycle of long-running services (signals, graceful shutdown). Knows nothing of purchases or their events.
         .target(name: "WorkerRuntime", dependencies: ["Identifiers", "Crypto", "JSON", "Kafka", "HTTPServer", "Metrics"]),
         // The four stages: verify, grant, finish, sweep.
-        .target(name: "Stages", dependencies: ["PurchaseDomain", "WorkerRuntime", "Kafka", "PurchaseEvents", "StoreVerification", "JSON"]),
+        .target(name: "Stages", dependencies: ["PurchaseDomain", "WorkerRuntime", "Kafka", "PurchaseEvents", "StoreVerification", "JSON", "HTTPClient", "RequestSigning"]),
 
         // iap-ingest's API: store webhooks and client submissions to events.
         .target(name: "Ingest", dependencies: ["Crypto", "Database", "HTTPClient", "HTTPServer", "JSON", "Kafka", "Metrics", "PurchaseDomain", "PurchaseEvents", "PurchaseStore",
-                                               "StoreVerification", "WorkerRuntime"]),
+                                               "RequestSigning", "StoreVerification", "WorkerRuntime"]),
 
         // glibc's mallopt, which the Glibc module leaves out: the workers keep to two malloc arenas (see MallocArenas).
         .systemLibrary(name: "CMalloc"),
         // Start-up shared by the worker executables: settings, wiring, signals.
-        .target(name: "WorkerApp", dependencies: ["PurchaseDomain", "Ingest", "Database", "Stages", "WorkerRuntime", "Metrics", "HTTPServer", "Kafka", "PurchaseEvents", "PurchaseStore", "StoreVerification",
+        .target(name: "WorkerApp", dependencies: ["PurchaseDomain", "Ingest", "RequestSigning", "HTTPClient", "Database", "Stages", "WorkerRuntime", "Metrics", "HTTPServer", "Kafka", "PurchaseEvents", "PurchaseStore", "StoreVerification",
                                                   "JSON", "JSONSchema", "Crypto", "CMalloc"]),
         .executableTarget(name: "iap-verifier", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "iap-granter", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "iap-finisher", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "iap-sweeper", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
         .executableTarget(name: "iap-ingest", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
+        .executableTarget(name: "iap-webhooks", dependencies: ["WorkerApp"], linkerSettings: rdkafkaLinkerSettings),
         // Options and usage errors of the command-line tools.
         .target(name: "CommandLineOptions", dependencies: ["Kafka", "JSON"]),
         // The operator's tool. Links nothing that signs test data (a test walks each product's dependencies).
         .executableTarget(
             name: "iapctl",
-            dependencies: ["CommandLineOptions", "PurchaseDomain", "Ingest", "Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents",
+            dependencies: ["CommandLineOptions", "PurchaseDomain", "Ingest", "RequestSigning", "Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents",
                            "PurchaseStore", "StoreVerification", "Database"],
             linkerSettings: rdkafkaLinkerSettings
         ),
@@ -122,7 +126,7 @@ let package = Package(
         .testTarget(name: "StoreVerificationTests", dependencies: ["PurchaseDomain", "StoreVerification", "StoreFixtures", "Crypto", "HTTPClient", "JSON", "HTTPServer", "TestData",
                                                                "TestSupport"],
                     linkerSettings: rdkafkaLinkerSettings),
-        .testTarget(name: "IAPCtlTests", dependencies: ["ChildProcesses", "PurchaseDomain", "PurchaseStore", "iapctl", "iap-harness", "Kafka", "PurchaseEvents", "JSONSchema", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "Ingest", "JSON",
+        .testTarget(name: "IAPCtlTests", dependencies: ["ChildProcesses", "RequestSigning", "iap-webhooks", "PurchaseDomain", "PurchaseStore", "iapctl", "iap-harness", "Kafka", "PurchaseEvents", "JSONSchema", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "Ingest", "JSON",
                                                         "StoreVerification", "StoreFixtures", "TestSupport", "HTTPServer"], exclude: ["foreign_producer.py", "googleplay_producer.py", "deploy_check.py"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "JSONSchemaTests", dependencies: ["JSONSchema", "JSON", "TestSupport"],
@@ -136,7 +140,7 @@ let package = Package(
                     linkerSettings: rdkafkaLinkerSettings),
         // The stages' decisions on the in-memory repository: no broker, no database.
         .testTarget(name: "StagesTests", dependencies: ["Stages", "PurchaseDomain", "PurchaseEvents", "InMemoryPurchaseStore", "StageTestSupport", "Kafka",
-                                                       "WorkerRuntime", "JSON", "StoreFixtures", "StoreVerification", "Crypto"],
+                                                       "WorkerRuntime", "JSON", "StoreFixtures", "StoreVerification", "Crypto", "HTTPClient", "HTTPServer", "RequestSigning"],
                     linkerSettings: rdkafkaLinkerSettings),
         .testTarget(name: "PurchaseDomainTests", dependencies: ["PurchaseDomain", "TestData"]),
         .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "Metrics", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
@@ -146,7 +150,7 @@ let package = Package(
         .testTarget(name: "CryptoTests", dependencies: ["Crypto"]),
         .testTarget(name: "CommandLineOptionsTests", dependencies: ["CommandLineOptions"], linkerSettings: rdkafkaLinkerSettings),
         // Runs iap-ingest, iapctl and iap-harness as processes: they are built first.
-        .testTarget(name: "IngestTests", dependencies: ["Ingest", "HTTPServer", "JSON", "StoreFixtures", "TestSupport", "iap-ingest", "iapctl", "iap-harness",
+        .testTarget(name: "IngestTests", dependencies: ["Ingest", "RequestSigning", "HTTPServer", "JSON", "StoreFixtures", "TestSupport", "iap-ingest", "iapctl", "iap-harness",
                                                        "Crypto", "Kafka", "Metrics", "PurchaseDomain", "PurchaseEvents", "PurchaseStore", "StageTestSupport", "WorkerRuntime",
                                                        "StoreVerification"],
                     linkerSettings: rdkafkaLinkerSettings),

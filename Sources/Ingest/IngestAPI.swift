@@ -5,6 +5,7 @@ import JSON
 import Kafka
 import Metrics
 import PurchaseEvents
+import RequestSigning
 import Synchronization
 import WorkerRuntime
 

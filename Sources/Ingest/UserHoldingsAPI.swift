@@ -10,6 +10,7 @@ import Metrics
 import PurchaseEvents
 import PurchaseDomain
 import PurchaseStore
+import RequestSigning
 import WorkerRuntime
 
 /// The read side of `iap-ingest`: `GET /v1/users/{userId}` answers what a user owns now, read from the purchase

@@ -90,6 +90,11 @@ public struct EventCodec: Sendable {
         public let reason: String
         public let detail: String
         public var description: String { "\(reason): \(detail)" }
+
+        public init(reason: String, detail: String) {
+            self.reason = reason
+            self.detail = detail
+        }
     }
 
     /// Decodes and validates a consumed message as `Event`.

@@ -5,6 +5,7 @@ import Kafka
 import Metrics
 import PurchaseEvents
 import PurchaseStore
+import RequestSigning
 import StoreVerification
 import WorkerRuntime
 

@@ -58,6 +58,8 @@ public enum WorkerApp {
                 help: "true: a stage whose group stalled past --group-stall-seconds rejoins it as a new member, so the coordinator assigns every partition anew (what the local Tansu 0.6 needs); false: a stall is only reported"),
         Setting("--retry-budget", env: "IAP_RETRY_BUDGET", default: "300",
                 help: "seconds a message failing transiently is retried on its partition before it is parked on iap.retry"),
+        Setting("--parked-delay", env: "IAP_PARKED_DELAY", default: "60",
+                help: "seconds (1 to 3600) before a parked message is first tried again; each failed try doubles the wait, up to an hour"),
         Setting("--dead-letter-value-bytes", env: "IAP_DEAD_LETTER_VALUE_BYTES", default: String(DeadLetter.maxValueBytes),
                 help: "bytes of a dead-lettered message's value its dead letter keeps (signed payloads are claimable by whoever holds them; 0 keeps only size and SHA-256)"),
     ]
@@ -187,6 +189,10 @@ public enum WorkerApp {
                 throw SettingsError("--retry-budget (IAP_RETRY_BUDGET) must be 0 to 86400 seconds")
             }
             configuration.retryBudget = .milliseconds(Int64(budget * 1000))
+            guard let parkedDelay = try settings.seconds("--parked-delay"), (1...3600).contains(parkedDelay) else {
+                throw SettingsError("--parked-delay (IAP_PARKED_DELAY) must be 1 to 3600 seconds")
+            }
+            configuration.parkedDelay = .milliseconds(Int64(parkedDelay * 1000))
             let codec = process.codec(component: stage.name)
             // The re-driver: a consumer of the retry topic in a group of the stage's own (see StageRunner+Redriver).
             var retryConfiguration = KafkaConsumer.Configuration(kafka: kafka, groupID: groupPrefix + stage.name + "-retry", topics: [codec.retryTopic],

@@ -4,6 +4,7 @@ import Foundation
 import Ingest
 import JSON
 import PurchaseStore
+import RequestSigning
 
 /// `iapctl user USER (--store URL [--password-file F] | --ingest URL [--read-secret-file F] [--sync])
 /// [--history [--limit N] [--before CURSOR]]`: what a user owns, or with `--history` what happened to their purchases

@@ -8,7 +8,7 @@ import TestSupport
 /// executables is one the executables really take.
 @Suite(TestServices.pythonTools, .timeLimit(.minutes(2)))
 struct DeployTests {
-    static let executables = ["iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "iapctl"]
+    static let executables = ["iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "iap-webhooks", "iapctl"]
 
     static func help(_ executable: String) async throws -> String {
         let result = try await offPool { try runCommand(ExecutableProcess.binary(executable).path, ["--help"]) }

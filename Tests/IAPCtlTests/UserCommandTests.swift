@@ -4,6 +4,7 @@ import Ingest
 import JSON
 import PurchaseDomain
 @testable import PurchaseStore
+import RequestSigning
 import Testing
 import TestSupport
 

@@ -4,6 +4,7 @@ import Ingest
 import FoundationNetworking
 #endif
 import JSON
+import RequestSigning
 import StoreFixtures
 import Testing
 import TestSupport

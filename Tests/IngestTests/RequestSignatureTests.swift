@@ -1,6 +1,7 @@
 import Foundation
 @testable import HTTPServer
 import Ingest
+import RequestSigning
 import Testing
 
 /// The clock window of signed requests, at its edges.

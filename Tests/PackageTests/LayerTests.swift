@@ -22,7 +22,7 @@ import Testing
         Rule(layer: .cLibraries, targets: ["CCurl", "CLibPQ", "CMalloc", "COpenSSL", "CRdKafka", "CSQLite", "CSpawn"], mayUse: []),
         // Wrappers of the C libraries (which one may reach which library is `onlyItsWrapperReachesEachCLibrary`'s), and
         // modules of plain Swift beside them; JSONSchema builds on JSON.
-        Rule(layer: .infrastructure, targets: ["ChildProcesses", "Crypto", "HTTPClient", "HTTPServer", "JSON", "JSONSchema", "Kafka", "Metrics"],
+        Rule(layer: .infrastructure, targets: ["ChildProcesses", "Crypto", "HTTPClient", "HTTPServer", "JSON", "JSONSchema", "Kafka", "Metrics", "RequestSigning"],
              mayUse: [.cLibraries, .infrastructure]),
         // The store's engine, apart from the rest of the infrastructure: the store reaches it, and what opens a store (the
         // applications, iapctl), never the stages.
@@ -44,7 +44,7 @@ import Testing
              mayUse: [.cLibraries, .infrastructure, .database, .identifiers, .domain, .services, .runtime, .stages, .applications]),
         // The pipeline on stand-in stores, for developers and CI (that no production product links it is ProductDependencyTests').
         Rule(layer: .harness, targets: ["PipelineHarness"], mayUse: [.infrastructure, .identifiers, .domain, .services, .runtime, .fixtures]),
-        Rule(layer: .executables, targets: ["iap-finisher", "iap-granter", "iap-harness", "iap-ingest", "iap-sweeper", "iap-verifier", "iapctl"],
+        Rule(layer: .executables, targets: ["iap-finisher", "iap-granter", "iap-harness", "iap-ingest", "iap-sweeper", "iap-verifier", "iap-webhooks", "iapctl"],
              mayUse: [.infrastructure, .database, .identifiers, .domain, .services, .runtime, .fixtures, .stages, .applications, .harness]),
         // What tests share: services to start, test data, a repository in memory, the stages' fixtures. No product links it.
         Rule(layer: .testSupport, targets: ["InMemoryPurchaseStore", "StageTestSupport", "TestData", "TestSupport"],

@@ -72,7 +72,7 @@ import TestSupport
         // The walk sees through targets: the harness reaches the signer, and the workers reach the store code.
         #expect(closures["iap-harness"]?.contains("StoreFixtures") == true)
         #expect(closures["iap-verifier"]?.contains("StoreVerification") == true)
-        for product in ["iapctl", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest"] {
+        for product in ["iapctl", "iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-ingest", "iap-webhooks"] {
             #expect(closures[product] != nil, "\(product) is a product")
         }
         let linking = closures.filter { $0.key != "iap-harness" && $0.value.contains("StoreFixtures") }.map(\.key).sorted()

@@ -1,0 +1,173 @@
+import Foundation
+import HTTPClient
+import Kafka
+import PurchaseEvents
+import RequestSigning
+import WorkerRuntime
+
+/// `iap-webhooks`, one endpoint: POSTs each event it takes to the endpoint as a CloudEvent over HTTP (binary mode: the
+/// event's JSON as the body, its attributes as `ce-*` headers), signed with the endpoint's secret as the ingest's
+/// requests are (`RequestSignature`). A 2xx delivers it. A connection that fails, a timeout, `408`, `429`, a `5xx` or any
+/// other answer that a fix on the receiver's side can change is retried on the partition, parked once the retry budget is
+/// spent (holding the user's later events behind it), and dead-lettered at the end of the parked budget; `400`, `413`,
+/// `415` and `422` say the event itself is refused: dead-lettered at once, with the answer. Each endpoint has its own
+/// consumer group, so one that is down holds back no other.
+///
+/// Events that change nothing are not forwarded: a repeated grant (`alreadyGranted`, unless it moved a subscription's
+/// expiry), a repeated adjustment
+/// (`alreadyApplied`). The rest arrive at least once: a worker stopped between the answer and its commit sends the
+/// event again, with the same `ce-id`.
+public struct WebhookStage: MessageStage {
+    /// An endpoint as the stage sends to it.
+    public struct Endpoint: Sendable {
+        public var name: String
+        public var url: URL
+        public var secret: Data
+        public var events: [EventType]
+
+        public init(name: String, url: URL, secret: Data, events: [EventType]) {
+            self.name = name
+            self.url = url
+            self.secret = secret
+            self.events = events
+        }
+    }
+
+    public let name: String
+    public let topics: [String]
+    let endpoint: Endpoint
+    let client: HTTPClient
+    let context: StageContext
+    /// What became of each event taken: its type and `WebhookOutcome`.
+    let observe: @Sendable (EventType, WebhookOutcome) -> Void
+    /// The URL's path and query as sent: what the signature covers.
+    let signedPath: String, signedQuery: String?
+
+    public init(context: StageContext, endpoint: Endpoint, client: HTTPClient, observe: @escaping @Sendable (EventType, WebhookOutcome) -> Void = { _, _ in }) {
+        self.name = "webhook-" + endpoint.name
+        self.topics = endpoint.events.map(context.codec.topic)
+        self.endpoint = endpoint
+        self.client = client
+        self.context = context
+        self.observe = observe
+        let components = URLComponents(url: endpoint.url, resolvingAgainstBaseURL: false)
+        let path = components?.percentEncodedPath ?? ""
+        signedPath = path.isEmpty ? "/" : path
+        signedQuery = components?.percentEncodedQuery
+    }
+
+    public func handle(_ message: KafkaMessage) async throws -> StageResult {
+        guard let type = context.codec.eventType(ofTopic: message.topic) else { return .publish([]) }
+        switch forwards(message, type: type) {
+        case .failure(let invalid):
+            observe(type, .invalid)
+            return context.deadLetter(invalid)
+        case .success(false):
+            observe(type, .skipped)
+            return .publish([])
+        case .success(true): break
+        }
+        switch await client.send(request(for: message, sentAt: context.now())) {
+        case .failure(let failure):
+            observe(type, .failed)
+            throw TransientError("webhook \(endpoint.name): \(failure)")
+        case .success(let response):
+            switch WebhookAnswer(status: response.status) {
+            case .delivered:
+                observe(type, .delivered)
+                return .publish([])
+            case .retry:
+                observe(type, .failed)
+                throw TransientError("webhook \(endpoint.name) answered \(response.status)", retryAfter: response.retryAfter)
+            case .refused:
+                observe(type, .refused)
+                let answer = String(decoding: response.body.prefix(300), as: UTF8.self)
+                return .deadLetter(reason: "webhookRefused", detail: "endpoint \(endpoint.name) answered \(response.status) to \(type.ceType): \(answer)")
+            }
+        }
+    }
+
+    /// Whether `message` is sent: a valid event of `type` that changed something. What is not a valid event (a foreign
+    /// producer's mistake) is never signed and sent on: it is dead-lettered, as every stage does.
+    func forwards(_ message: KafkaMessage, type: EventType) -> Result<Bool, EventCodec.Invalid> {
+        let codec = context.codec
+        return switch type {
+        case .itemGranted:
+            codec.decode(message, as: ItemGranted.self).map { !ItemGranted.changedNothing(alreadyGranted: $0.alreadyGranted, eventID: message.header("ce_id") ?? "") }
+        case .userAdjusted: codec.decode(message, as: UserAdjusted.self).map { $0.outcome != .alreadyApplied }
+        case .purchaseRevoked: codec.decode(message, as: PurchaseRevokedEvent.self).map { _ in true }
+        case .refundDue: codec.decode(message, as: RefundDue.self).map { _ in true }
+        case .subscriptionStatus: codec.decode(message, as: SubscriptionStatusChanged.self).map { _ in true }
+        case .transactionFinished: codec.decode(message, as: TransactionFinished.self).map { _ in true }
+        default: .failure(EventCodec.Invalid(reason: "notForwarded", detail: "\(type.ceType) is not an event webhooks forward"))
+        }
+    }
+
+    /// The POST of `message` (a valid event): its value as the body, its CloudEvents attributes as `ce-*` headers, signed at `sentAt`.
+    func request(for message: KafkaMessage, sentAt: Date) -> HTTPClient.Request {
+        let body = message.value ?? Data()
+        var headers: [(name: String, value: String)] = [("Content-Type", message.header("content-type") ?? "application/json"),
+                                                         ("User-Agent", "iap-webhooks")]
+        for header in message.headers where CloudEventsHTTP.attributes.contains(header.key) {
+            guard let value = header.value else { continue }
+            headers.append(("ce-" + header.key.dropFirst(3), CloudEventsHTTP.headerValue(value)))
+        }
+        for (name, value) in RequestSignature.headers(secret: endpoint.secret, method: "POST", path: signedPath, query: signedQuery, body: body, now: sentAt)
+            .sorted(by: { $0.key < $1.key }) {
+            headers.append((name, value))
+        }
+        return HTTPClient.Request(method: "POST", url: endpoint.url.absoluteString, headers: headers, body: Array(body))
+    }
+}
+
+/// What became of an event an endpoint takes.
+public enum WebhookOutcome: String, Sendable, CaseIterable {
+    /// The endpoint answered 2xx.
+    case delivered
+    /// Changed nothing (a repeated grant or adjustment): not sent.
+    case skipped
+    /// No answer, or one worth trying again: retried, then parked.
+    case failed
+    /// The endpoint refused the event itself: dead-lettered.
+    case refused
+    /// Not a valid event: dead-lettered, never sent.
+    case invalid
+}
+
+/// How an endpoint's answer is taken.
+enum WebhookAnswer: Equatable {
+    case delivered, retry, refused
+
+    init(status: Int) {
+        switch status {
+        case 200...299: self = .delivered
+        // The receiver says the event itself is wrong: sending it again cannot change that.
+        case 400, 413, 415, 422: self = .refused
+        // 408, 429, 5xx, and what a fix on the receiver's side changes: a redirect (the endpoint moved), 401/403 (the
+        // secret), 404 (the path). Parked, not lost, while someone fixes it.
+        default: self = .retry
+        }
+    }
+}
+
+/// The HTTP binding of CloudEvents.
+enum CloudEventsHTTP {
+    /// The Kafka headers of the attributes the pipeline's events carry, sent as `ce-<name>`: these alone, so that no
+    /// header name a producer made up reaches the request.
+    static let attributes: Set<String> = ["ce_specversion", "ce_id", "ce_source", "ce_type", "ce_time", "ce_dataschema", "ce_subject"]
+
+    /// An attribute's value as a header carries it: printable ASCII but space, `"` and `%` as is, every other byte
+    /// percent-encoded (the binding's rule; no CR or LF can reach the request's head).
+    static func headerValue(_ value: Data) -> String {
+        var text = ""
+        text.reserveCapacity(value.count)
+        for byte in value {
+            if (0x21...0x7E).contains(byte), byte != UInt8(ascii: "\""), byte != UInt8(ascii: "%") {
+                text.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                text += "%" + String(byte >> 4, radix: 16, uppercase: true) + String(byte & 0xF, radix: 16, uppercase: true)
+            }
+        }
+        return text
+    }
+}

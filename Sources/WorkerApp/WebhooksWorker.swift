@@ -1,0 +1,63 @@
+import Foundation
+import HTTPClient
+import Metrics
+import PurchaseEvents
+import RequestSigning
+import Stages
+import WorkerRuntime
+
+extension Workers {
+    /// `iap-webhooks`' own settings.
+    public static let webhooksSettings = [
+        Setting("--webhooks", env: "IAP_WEBHOOKS_FILE",
+                help: "the webhooks file (JSON, schemas/webhooks.v1): each endpoint with its URL, the file of its secret and the events it takes (required)"),
+    ]
+
+    public static func webhooks() async -> Int32 {
+        await WorkerApp.main(command: "iap-webhooks", summary: "Forwards the pipeline's events to backends' HTTPS endpoints, as signed CloudEvents.",
+                             settings: webhooksSettings) { env in
+            try webhookStages(env).map { try env.runner(for: $0) }
+        }
+    }
+
+    /// One stage per endpoint of the webhooks file, each with its own consumer group (`webhook-NAME`) and connections.
+    public static func webhookStages(_ env: WorkerApp.Environment) throws -> [WebhookStage] {
+        let path = try env.settings.required("--webhooks")
+        let file: WebhooksFile
+        do { file = try WebhooksFile(contentsOf: URL(fileURLWithPath: path), schemas: env.schemas) } catch {
+            throw SettingsError("--webhooks (IAP_WEBHOOKS_FILE) \(path): \(error)")
+        }
+        return try file.endpoints.map { endpoint in
+            guard let secret = SharedSecret.read(file: endpoint.secretFile.path), !secret.isEmpty else {
+                throw SettingsError("--webhooks (IAP_WEBHOOKS_FILE) \(path): endpoint '\(endpoint.name)': cannot read a secret from \(endpoint.secretFile.path)")
+            }
+            return WebhookStage(context: env.context(stage: "webhook-" + endpoint.name),
+                                endpoint: .init(name: endpoint.name, url: endpoint.url, secret: secret, events: endpoint.events),
+                                client: HTTPClient(timeout: .seconds(endpoint.timeoutSeconds)),
+                                observe: WebhookMetrics.observer(endpoint: endpoint.name, events: endpoint.events, env.metrics))
+        }
+    }
+}
+
+/// `iap_webhook_events_total{endpoint,type,outcome}`: what became of each event an endpoint takes (`WebhookOutcome`).
+enum WebhookMetrics {
+    static let name = "iap_webhook_events_total"
+
+    /// The observer of `endpoint`'s events, its `delivered` series at 0 from the start so that `rate()` has them.
+    static func observer(endpoint: String, events: [EventType], _ metrics: MetricsRegistry) -> @Sendable (EventType, WebhookOutcome) -> Void {
+        metrics.declare(name, .counter, help: "Events an endpoint of iap-webhooks takes, by endpoint, CloudEvents type and outcome (delivered, skipped: changed "
+                            + "nothing, failed: retried, refused: dead-lettered on the endpoint's 4xx, invalid: dead-lettered unsent).")
+        // Each series named once: an event costs a lookup and an increment, no labels built.
+        var series: [EventType: [WebhookOutcome: MetricsRegistry.SeriesKey]] = [:]
+        for type in events {
+            for outcome in WebhookOutcome.allCases {
+                series[type, default: [:]][outcome] = metrics.series(name, ["endpoint": endpoint, "type": type.ceType, "outcome": outcome.rawValue])
+            }
+            if let delivered = series[type]?[.delivered] { metrics.increment(delivered, by: 0) }
+        }
+        let named = series
+        return { type, outcome in
+            if let key = named[type]?[outcome] { metrics.increment(key) }
+        }
+    }
+}

@@ -1,0 +1,4 @@
+import Foundation
+import WorkerApp
+
+exit(await Workers.webhooks())

@@ -1,0 +1,56 @@
+import Foundation
+import JSONSchema
+import PurchaseEvents
+import Testing
+import TestSupport
+
+/// The webhooks file: what it says reaches each endpoint, and what is wrong in it is named by its field or endpoint.
+@Suite struct WebhooksFileTests {
+    static let schemas = try! JSONSchemaRegistry(directory: TestServices.packageRoot.appendingPathComponent("schemas"))
+
+    func load(_ text: String) throws -> WebhooksFile {
+        try WebhooksFile(json: Data(text.utf8), relativeTo: URL(fileURLWithPath: "/etc/iap"), schemas: Self.schemas)
+    }
+
+    func error(_ text: String) -> String {
+        do { _ = try load(text); return "accepted" } catch { return "\(error)" }
+    }
+
+    @Test func theExampleNamesTwoEndpointsWithTheirEventsAndSecrets() throws {
+        let file = try WebhooksFile(contentsOf: TestServices.packageRoot.appendingPathComponent("schemas/examples/webhooks.json"), schemas: Self.schemas)
+        #expect(file.endpoints.map(\.name) == ["game-backend", "support-desk"])
+        #expect(file.endpoints[0].events == [.itemGranted, .purchaseRevoked, .refundDue, .subscriptionStatus])
+        #expect(file.endpoints[0].secretFile.path == TestServices.packageRoot.appendingPathComponent("schemas/examples/secrets/webhook-game-backend").path)
+        #expect(file.endpoints[0].timeoutSeconds == WebhooksFile.defaultTimeoutSeconds)
+        #expect(file.endpoints[1].url.absoluteString == "https://support.example.com/hooks/iap?source=pipeline")
+        #expect(file.endpoints[1].secretFile.path == "/run/secrets/webhook-support-desk")
+        #expect(file.endpoints[1].timeoutSeconds == 5)
+    }
+
+    @Test func anEndpointWithoutEventsTakesTheDefaultOnes() throws {
+        let file = try load(#"{"endpoints": [{"name": "b", "url": "https://b.example/h", "secretFile": "s"}]}"#)
+        #expect(file.endpoints[0].events == WebhooksFile.defaultEvents)
+        #expect(file.endpoints[0].secretFile.path == "/etc/iap/s")
+    }
+
+    /// Plain http only where nothing crosses a network, or when the operator says the network is protected.
+    @Test func plainHTTPIsForLoopbackOrWhenAllowed() throws {
+        #expect(error(#"{"endpoints": [{"name": "b", "url": "http://backend.internal/h", "secretFile": "s"}]}"#).contains("in clear"))
+        for url in ["http://127.0.0.1:8080/h", "http://localhost/h", "http://[::1]:9/h"] {
+            #expect(error(#"{"endpoints": [{"name": "b", "url": "\#(url)", "secretFile": "s"}]}"#) == "accepted", "\(url)")
+        }
+        #expect(error(#"{"endpoints": [{"name": "b", "url": "http://backend.internal/h", "secretFile": "s", "allowPlainHTTP": true}]}"#) == "accepted")
+    }
+
+    @Test func mistakesAreNamed() {
+        #expect(error(#"{"endpoints": [{"name": "b", "url": "https://u:p@b.example/h", "secretFile": "s"}]}"#).contains("user or password"))
+        #expect(error(#"{"endpoints": [{"name": "b", "url": "https://b.example/h", "secretFile": "s"}, {"name": "b", "url": "https://c.example/", "secretFile": "t"}]}"#)
+            .contains("endpoints[1] ('b'): another endpoint has this name"))
+        #expect(error(#"{"endpoints": [{"name": "b", "url": "https://b.example/h", "secretFile": "s", "events": ["purchase.submitted"]}]}"#)
+            .contains("/endpoints/0/events/0"))
+        #expect(error(#"{"endpoints": [{"name": "B", "url": "https://b.example/h", "secretFile": "s"}]}"#).contains("/endpoints/0/name"))
+        #expect(error(#"{"endpoints": [{"name": "b", "url": "ftp://b.example/h", "secretFile": "s"}]}"#).contains("/endpoints/0/url"))
+        #expect(error(#"{"endpoints": []}"#).contains("/endpoints"))
+        #expect(error("{") == "not valid JSON")
+    }
+}

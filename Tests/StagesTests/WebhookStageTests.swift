@@ -1,0 +1,168 @@
+import Foundation
+import HTTPClient
+import HTTPServer
+import Kafka
+import PurchaseDomain
+import PurchaseEvents
+import RequestSigning
+import StageTestSupport
+import Stages
+import Synchronization
+import Testing
+import WorkerRuntime
+
+/// One endpoint of `iap-webhooks` against a receiver in the test process: what it sends, how it is signed, which events it
+/// leaves out, and how each answer is taken.
+@Suite struct WebhookStageTests {
+    static let secret = Data("receiver-secret".utf8)
+
+    /// A receiver answering `status` (with `headers`), keeping every request.
+    final class Receiver: Sendable {
+        final class State: Sendable {
+            let requests = Mutex<[HTTPRequest]>([])
+            let answer: Mutex<HTTPResponse>
+            init(_ answer: HTTPResponse) { self.answer = Mutex(answer) }
+        }
+
+        let state: State
+        let server: HTTPServer
+
+        init(status: Int = 204, headers: [String: String] = [:]) throws {
+            let state = State(HTTPResponse(status: status, headers: headers))
+            self.state = state
+            server = try HTTPServer(synchronousHandler: { request in
+                state.requests.withLock { $0.append(request) }
+                return state.answer.withLock { $0 }
+            })
+        }
+
+        var received: [HTTPRequest] { state.requests.withLock { $0 } }
+        func answer(_ response: HTTPResponse) { state.answer.withLock { $0 = response } }
+        deinit { server.shutdown() }
+    }
+
+    /// What the stage reported of each event, in order.
+    final class Outcomes: Sendable {
+        private let list = Mutex<[WebhookOutcome]>([])
+        func append(_ outcome: WebhookOutcome) { list.withLock { $0.append(outcome) } }
+        var all: [WebhookOutcome] { list.withLock { $0 } }
+    }
+
+    static func stage(port: UInt16, path: String = "/iap/events?tenant=a%20b", events: [EventType] = WebhooksFile.defaultEvents,
+                      observed: Outcomes? = nil) -> WebhookStage {
+        WebhookStage(context: StageContext(codec: StageFixtures.codec, logger: Logger(stage: "webhook-test", minimum: .error)),
+                     endpoint: .init(name: "backend", url: URL(string: "http://127.0.0.1:\(port)\(path)")!, secret: secret, events: events),
+                     client: HTTPClient(timeout: .seconds(5)), observe: { _, outcome in observed?.append(outcome) })
+    }
+
+    static func granted(_ transaction: String, user: String = "user-1", alreadyGranted: Bool = false, extendedUntil: Date? = nil) -> ItemGranted {
+        ItemGranted(store: .appstore, transactionId: TransactionID(transaction), userId: UserID(user), productId: ProductID("coins.100"), productType: "consumable",
+                    quantity: 1, items: [GrantedItem(kind: .currency, code: "coins", amount: 100, balance: 250)], alreadyGranted: alreadyGranted,
+                    grantedAt: Date(timeIntervalSince1970: 1_800_000_000), extendedUntil: extendedUntil)
+    }
+
+    /// Binary mode: the event's JSON as the body, its attributes as `ce-*` headers; the signature covers the path and query as sent.
+    @Test func anEventIsPostedAsASignedCloudEvent() async throws {
+        let receiver = try Receiver()
+        let observed = Outcomes()
+        let message = try StageFixtures.message(Self.granted("1001"))
+        let result = try await Self.stage(port: receiver.server.port, observed: observed).handle(message)
+        guard case .publish(let outputs) = result else { Issue.record("delivered, not \(result)"); return }
+        #expect(outputs.isEmpty)
+        let request = try #require(receiver.received.first)
+        #expect(receiver.received.count == 1)
+        #expect(request.method == "POST" && request.path == "/iap/events" && request.query == "tenant=a%20b")
+        #expect(request.body == message.value)
+        #expect(request.header("content-type") == "application/json")
+        #expect(request.header("ce-specversion") == "1.0")
+        #expect(request.header("ce-type") == "iap.item.granted.v1")
+        #expect(request.header("ce-id") == "granted:appstore:1001")
+        #expect(request.header("ce-source") == "/test")
+        #expect(request.header("ce-time") == message.header("ce_time"))
+        #expect(request.header("ce-dataschema") == message.header("ce_dataschema"))
+        #expect(Self.refusal(RequestSignature.verify(request, secret: Self.secret)) == nil)
+        #expect(Self.refusal(RequestSignature.verify(request, secret: Data("another".utf8))) == .mismatch)
+        var tampered = request
+        tampered.body = Data(String(decoding: request.body, as: UTF8.self).replacingOccurrences(of: "250", with: "9250").utf8)
+        #expect(Self.refusal(RequestSignature.verify(tampered, secret: Self.secret)) == .mismatch, "the body is signed")
+        #expect(observed.all == [.delivered])
+    }
+
+    static func refusal(_ verdict: Result<Void, RequestSignature.Refusal>) -> RequestSignature.Refusal? {
+        if case .failure(let refusal) = verdict { refusal } else { nil }
+    }
+
+    /// A repeated grant changes nothing and is not sent; a repeat that moved a subscription's expiry is news, and is.
+    @Test func eventsThatChangedNothingAreNotSent() async throws {
+        let receiver = try Receiver()
+        let observed = Outcomes()
+        let stage = Self.stage(port: receiver.server.port, observed: observed)
+        _ = try await stage.handle(try StageFixtures.message(Self.granted("1001", alreadyGranted: true)))
+        #expect(receiver.received.isEmpty)
+        _ = try await stage.handle(try StageFixtures.message(Self.granted("1001", alreadyGranted: true, extendedUntil: Date(timeIntervalSince1970: 1_900_000_000))))
+        #expect(receiver.received.map { $0.header("ce-id") ?? "" } == ["extended:appstore:1001:1900000000000"])
+        #expect(observed.all == [.skipped, .delivered])
+    }
+
+    /// What is not a valid event is dead-lettered and never signed and sent on.
+    @Test func anInvalidEventIsDeadLetteredUnsent() async throws {
+        let receiver = try Receiver()
+        var message = try StageFixtures.message(Self.granted("1001"))
+        message = KafkaMessage(topic: message.topic, partition: 0, offset: 0, key: message.key, value: Data(#"{"userId":"user-1"}"#.utf8), headers: message.headers)
+        let result = try await Self.stage(port: receiver.server.port).handle(message)
+        guard case .deadLetter(let reason, _) = result else { Issue.record("dead-lettered, not \(result)"); return }
+        #expect(reason == "schemaViolation")
+        #expect(receiver.received.isEmpty)
+    }
+
+    /// 5xx and 429 are retried (the receiver's `Retry-After` kept), so are 401/404 (fixed on the receiver's side); 422 is
+    /// the event refused: a dead letter with the receiver's answer.
+    @Test func eachAnswerIsTakenAsItSays() async throws {
+        let receiver = try Receiver(status: 503, headers: ["Retry-After": "7"])
+        let stage = Self.stage(port: receiver.server.port)
+        let message = try StageFixtures.message(Self.granted("1001"))
+        let unavailable = await #expect(throws: TransientError.self) { try await stage.handle(message) }
+        #expect(unavailable?.retryAfter == .seconds(7))
+        for status in [429, 401, 404, 500, 301] {
+            receiver.answer(HTTPResponse(status: status))
+            let error = await #expect(throws: TransientError.self) { try await stage.handle(message) }
+            #expect(error?.description.contains("\(status)") == true)
+        }
+        receiver.answer(HTTPResponse(status: 422, contentType: "text/plain", body: "unknown product coins.100"))
+        let refused = try await stage.handle(message)
+        guard case .deadLetter(let reason, let detail) = refused else { Issue.record("dead-lettered, not \(refused)"); return }
+        #expect(reason == "webhookRefused")
+        #expect(detail.contains("422") && detail.contains("unknown product coins.100") && detail.contains("backend"))
+    }
+
+    /// No receiver listening: transient, retried.
+    @Test func anEndpointThatIsDownIsRetried() async throws {
+        let port = try Receiver().server.port // listening, then shut down when the receiver goes
+        let stage = Self.stage(port: port)
+        let message = try StageFixtures.message(Self.granted("1001"))
+        let error = await #expect(throws: TransientError.self) { try await stage.handle(message) }
+        #expect(error.map(stage.isTransient) == true)
+    }
+
+    /// Only the endpoint's chosen events are consumed; each endpoint has a stage (and group) of its own.
+    @Test func theStageTakesTheChosenTopicsUnderTheEndpointsName() {
+        let stage = Self.stage(port: 1, events: [.refundDue, .userAdjusted])
+        #expect(stage.name == "webhook-backend")
+        #expect(stage.topics == ["iap.refund.due", "iap.user.adjusted"])
+    }
+
+    /// CloudEvents' HTTP binding: an attribute value with bytes a header cannot carry as they are is percent-encoded, so
+    /// no CR or LF reaches the request's head; only known attributes are sent.
+    @Test func attributeValuesCannotBreakTheRequestHead() async throws {
+        let receiver = try Receiver()
+        let produced = try StageFixtures.message(Self.granted("1001"))
+        let headers = produced.headers.map { $0.key == "ce_source" ? KafkaHeader(key: "ce_source", string: "/a b\r\nX-Evil: 1%\"") : $0 }
+            + [KafkaHeader(key: "ce_x\r\nX-Evil", string: "1")]
+        let message = KafkaMessage(topic: produced.topic, partition: 0, offset: 0, key: produced.key, value: produced.value, headers: headers)
+        _ = try await Self.stage(port: receiver.server.port).handle(message)
+        let request = try #require(receiver.received.first)
+        #expect(request.header("ce-source") == "/a%20b%0D%0AX-Evil:%201%25%22")
+        #expect(request.header("x-evil") == nil)
+        #expect(!request.headers.keys.contains { $0.hasPrefix("ce-x") })
+    }
+}
