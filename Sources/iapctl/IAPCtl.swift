@@ -46,6 +46,9 @@ enum IAPCtl {
                                         reasons (a page of N, 50 by default; --before the page's "next" for the one after)
           user erase USER --store URL [--password-file F]
                                         erase a user on request: ids, tokens and consent go, the books stay under a pseudonym
+          books --store URL [--password-file F]
+                                        whether the store's books agree with themselves: every balance the sum of its ledger
+                                        entries, every entry with its purchase or adjustment, nothing finished ungranted (exit 1 if not)
 
         The demo, the benchmarks and the chaos run are `iap-harness`'s (not in the production image).
 
@@ -94,6 +97,8 @@ enum IAPCtl {
                 return try await AppStoreCommand.run(rest)
             case "dlq":
                 return try await DeadLetterCommand.run(rest)
+            case "books":
+                return try await BooksCommand.run(rest)
             default:
                 throw UsageError("unknown command '\(command)'")
             }

@@ -63,7 +63,8 @@ enum UserCommand {
         return 0
     }
 
-    private static func openStore(_ url: String, _ options: CommandOptions) throws -> SQLPurchaseStore {
+    /// The store at `url`, its password from `--password-file` (or `IAP_STORE_PASSWORD_FILE`, `PGPASSWORD`, `~/.pgpass`).
+    static func openStore(_ url: String, _ options: CommandOptions) throws -> SQLPurchaseStore {
         let password = try (options.string("--password-file") ?? ProcessInfo.processInfo.environment["IAP_STORE_PASSWORD_FILE"])
             .map(SQLPurchaseStore.password(fromFile:))
         return try SQLPurchaseStore(url: url, password: password)

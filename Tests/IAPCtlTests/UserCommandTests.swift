@@ -187,6 +187,8 @@ import TestSupport
         }
         let coinsBefore = try await count("SELECT sum(amount) FROM balances")
         let ledgerBefore = try await count("SELECT sum(amount) FROM ledger")
+        let booksBefore = try await Self.books(url)
+        #expect(booksBefore?["balanced"] == .bool(true) && booksBefore?["currencyTotals"] == .object(["coins": .integer(250)]), "\(String(describing: booksBefore))")
 
         // Parked messages hold the id until re-driven: not yet.
         _ = try await store.executor.run { connection in
@@ -215,6 +217,7 @@ import TestSupport
         #expect(try await count("SELECT sum(amount) FROM ledger") == ledgerBefore)
         #expect(try await store.balances(of: UserID(pseudonym)) == ["coins": 150])
         #expect(try await store.balances(of: "user-kept") == ["coins": 100])
+        #expect(try await Self.books(url) == booksBefore, "iapctl books: balanced as before")
 
         for arguments in [["user", "user-e", "--store", url], ["user", "user-e", "--store", url, "--history"]] {
             let read = try await VerifyCommandTests.run(arguments, input: "")
@@ -237,6 +240,48 @@ import TestSupport
         let afresh = try await httpRequest(base + "/v1/users/user-e")
         #expect(afresh.status == 200 && afresh.body.contains(#""coins":100"#), "\(afresh.body)")
         #expect(try await ingest.terminate() == 0)
+    }
+
+    /// `iapctl books`: its JSON report when it exits 0 (balanced); nil, recorded, when it does not.
+    static func books(_ url: String) async throws -> [String: JSONValue]? {
+        let result = try await VerifyCommandTests.run(["books", "--store", url], input: "")
+        #expect(result.status == 0, "iapctl books: \(result.lines)")
+        return result.lines.last.flatMap { JSONValue.parse(Array($0.utf8)) }?.objectValue
+    }
+
+    /// `iapctl books` finds what a change by hand broke: a balance that is not its entries' sum, an entry without its purchase
+    /// or adjustment, a purchase finished without its grant. Each is counted, with examples, and the exit status is 1.
+    @Test func theBooksCheckFindsWhatAChangeByHandBroke() async throws {
+        let directory = try TestDirectory("books")
+        defer { directory.remove() }
+        let url = "sqlite:" + directory.path("store.sqlite")
+        let store = try SQLPurchaseStore(url: url)
+        try await store.migrate()
+        let now = Date()
+        for id in ["b-1", "b-2"] {
+            let record = PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: TransactionID(id)), userId: "user-b", productId: "coins.100",
+                                        productType: .consumable, quantity: 1, purchaseTime: now)
+            _ = try await store.recordVerified(record, at: now)
+            _ = try await store.grant(record.key, items: [.currency("coins", 100)], at: now)
+        }
+        _ = try await store.adjust(Adjustment(id: "gift-b", userId: "user-b", requestedBy: "support", reason: "outage", items: [.currency("coins", 25)]),
+                                   takeWhatIsLeft: false, at: now)
+        let balanced = try await Self.books(url)
+        #expect(balanced?["balanced"] == .bool(true) && balanced?["purchases"] == .object(["granted": .integer(2)]), "\(String(describing: balanced))")
+        _ = try await store.executor.run { connection in
+            try connection.query("UPDATE balances SET amount = amount + 1 WHERE user_id = 'user-b'")
+            try connection.query("DELETE FROM purchases WHERE transaction_id = 'b-2'")
+            try connection.query("DELETE FROM adjustments WHERE adjustment_id = 'gift-b'")
+            try connection.query("UPDATE purchases SET finished_at = granted_at - 1, state = 'finished' WHERE transaction_id = 'b-1'")
+        }
+        let broken = try await VerifyCommandTests.run(["books", "--store", url], input: "")
+        #expect(broken.status == 1)
+        let report = try #require(broken.lines.last.flatMap { JSONValue.parse(Array($0.utf8)) }?.objectValue, "\(broken.lines)")
+        #expect(report["balanced"] == .bool(false))
+        #expect(report["balanceMismatches"]?.objectValue?["examples"] == .array([.string("user-b coins: balance 226, ledger 225")]))
+        #expect(report["grantsWithoutPurchase"]?.objectValue?["count"] == .integer(1))
+        #expect(report["adjustmentEntriesWithoutAdjustment"]?.objectValue?["examples"] == .array([.string("gift-b")]))
+        #expect(report["finishedWithoutGrant"]?.objectValue?["count"] == .integer(1))
     }
 
     @Test func privateAddressesAreLoopbackRFC1918LinkLocalAndUniqueLocal() {

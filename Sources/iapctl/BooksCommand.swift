@@ -1,0 +1,35 @@
+import CommandLineOptions
+import Foundation
+import JSON
+import PurchaseStore
+
+/// `iapctl books --store URL [--password-file F]`: whether the store's books agree with themselves (`StoreAudit`), as one
+/// JSON object; exit 1 when they do not. Reads every ledger entry and balance: for an audit (after an erasure, a
+/// manual change, a restore from backup), not for a probe.
+enum BooksCommand {
+    /// How many examples of each disagreement are printed.
+    static let examples = 20
+
+    static func run(_ arguments: [String]) async throws -> Int32 {
+        let options = try CommandOptions(arguments, valued: ["--store", "--password-file"])
+        guard options.positional.isEmpty else { throw UsageError("books: takes no arguments besides --store and --password-file") }
+        guard let url = options.string("--store") ?? ProcessInfo.processInfo.environment["IAP_STORE_URL"] else {
+            throw UsageError("books: --store URL (or IAP_STORE_URL) is required")
+        }
+        let audit = try await UserCommand.openStore(url, options).audit(listingPurchases: false)
+        func listed(_ items: [String]) -> JSONValue {
+            .object(["count": .integer(Int64(items.count)), "examples": .array(items.sorted().prefix(examples).map { .string($0) })])
+        }
+        let report: JSONValue = .object([
+            "balanced": .bool(audit.isBalanced),
+            "purchases": .object(Dictionary(uniqueKeysWithValues: audit.purchaseCounts.map { ($0.key.rawValue, .integer(Int64($0.value))) })),
+            "currencyTotals": .object(audit.currencyTotals.mapValues { .integer($0) }),
+            "balanceMismatches": listed(audit.balanceMismatches),
+            "grantsWithoutPurchase": listed(audit.orphanGrants.map(\.description)),
+            "adjustmentEntriesWithoutAdjustment": listed(audit.orphanAdjustmentEntries),
+            "finishedWithoutGrant": listed(audit.finishedWithoutGrant.map(\.description)),
+        ])
+        print(String(decoding: report.serialized, as: UTF8.self))
+        return audit.isBalanced ? 0 : 1
+    }
+}
