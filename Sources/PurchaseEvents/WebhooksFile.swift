@@ -1,6 +1,7 @@
 import Foundation
 import JSON
 import JSONSchema
+import PurchaseDomain
 
 /// The webhooks file an operator writes (`schemas/webhooks.v1.schema.json`): the HTTPS endpoints `iap-webhooks`
 /// forwards the pipeline's events to, each with its secret and the event types it takes. Paths are relative to the file.
@@ -19,6 +20,8 @@ public struct WebhooksFile: Sendable {
         public var secretFile: URL
         /// In the file's order, each once.
         public var events: [EventType]
+        /// The apps whose events it takes; nil: every app's.
+        public var apps: [AppID]?
         public var timeoutSeconds: Int
     }
 
@@ -56,7 +59,8 @@ public struct WebhooksFile: Sendable {
                 events.append(type)
             }
             endpoints.append(Endpoint(name: name, url: url, secretFile: file.hasPrefix("/") ? URL(fileURLWithPath: file) : directory.appendingPathComponent(file),
-                                      events: events, timeoutSeconds: fields["timeoutSeconds"]?.int64Value.map { Int($0) } ?? Self.defaultTimeoutSeconds))
+                                      events: events, apps: fields["apps"]?.arrayValue.map { $0.compactMap(\.stringValue).map { AppID($0) } },
+                                      timeoutSeconds: fields["timeoutSeconds"]?.int64Value.map { Int($0) } ?? Self.defaultTimeoutSeconds))
         }
         self.endpoints = endpoints
     }

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPClient
 import Kafka
+import PurchaseDomain
 import PurchaseEvents
 import RequestSigning
 import WorkerRuntime
@@ -12,6 +13,8 @@ import WorkerRuntime
 /// spent (holding the user's later events behind it), and dead-lettered at the end of the parked budget; `400`, `413`,
 /// `415` and `422` say the event itself is refused: dead-lettered at once, with the answer. Each endpoint has its own
 /// consumer group, so one that is down holds back no other.
+///
+/// An endpoint may take the events of some of the deployment's apps only (`AppScope`).
 ///
 /// Events that change nothing are not forwarded: a repeated grant (`alreadyGranted`, unless it moved a subscription's
 /// expiry), a repeated adjustment
@@ -33,17 +36,37 @@ public struct WebhookStage: MessageStage {
         }
     }
 
+    /// The apps an endpoint takes the events of, in a deployment of several apps: an event goes to it when its purchase was
+    /// bought in one of them. A grant names its app; the other events' purchases are read from the store (one whose purchase
+    /// is not recorded goes to none). Adjustments are a user's, not an app's: every endpoint that takes them gets them.
+    public struct AppScope: Sendable {
+        public var apps: Set<AppID>
+        /// The app of purchases recorded without one (`AppDirectory.primary`).
+        public var primary: AppID
+        public var purchases: any PurchaseRepository
+
+        public init(apps: Set<AppID>, primary: AppID, purchases: any PurchaseRepository) {
+            self.apps = apps
+            self.primary = primary
+            self.purchases = purchases
+        }
+    }
+
     public let name: String
     public let topics: [String]
     let endpoint: Endpoint
     let client: HTTPClient
     let context: StageContext
+    /// Nil: every event of the chosen types.
+    let scope: AppScope?
     /// What became of each event taken: its type and `WebhookOutcome`.
     let observe: @Sendable (EventType, WebhookOutcome) -> Void
     /// The URL's path and query as sent: what the signature covers.
     let signedPath: String, signedQuery: String?
 
-    public init(context: StageContext, endpoint: Endpoint, client: HTTPClient, observe: @escaping @Sendable (EventType, WebhookOutcome) -> Void = { _, _ in }) {
+    public init(context: StageContext, endpoint: Endpoint, client: HTTPClient, scope: AppScope? = nil,
+                observe: @escaping @Sendable (EventType, WebhookOutcome) -> Void = { _, _ in }) {
+        self.scope = scope
         self.name = "webhook-" + endpoint.name
         self.topics = endpoint.events.map(context.codec.topic)
         self.endpoint = endpoint
@@ -58,7 +81,7 @@ public struct WebhookStage: MessageStage {
 
     public func handle(_ message: KafkaMessage) async throws -> StageResult {
         guard let type = context.codec.eventType(ofTopic: message.topic) else { return .publish([]) }
-        switch forwards(message, type: type) {
+        switch try await forwards(message, type: type) {
         case .failure(let invalid):
             observe(type, .invalid)
             return context.deadLetter(invalid)
@@ -87,20 +110,51 @@ public struct WebhookStage: MessageStage {
         }
     }
 
-    /// Whether `message` is sent: a valid event of `type` that changed something. What is not a valid event (a foreign
-    /// producer's mistake) is never signed and sent on: it is dead-lettered, as every stage does.
-    func forwards(_ message: KafkaMessage, type: EventType) -> Result<Bool, EventCodec.Invalid> {
+    /// Whether `message` is sent: a valid event of `type` that changed something, of an app the endpoint takes. What is not
+    /// a valid event (a foreign producer's mistake) is never signed and sent on: it is dead-lettered, as every stage does.
+    func forwards(_ message: KafkaMessage, type: EventType) async throws -> Result<Bool, EventCodec.Invalid> {
         let codec = context.codec
-        return switch type {
+        let decoded: Result<(changed: Bool, concerns: Concerns), EventCodec.Invalid> = switch type {
         case .itemGranted:
-            codec.decode(message, as: ItemGranted.self).map { !ItemGranted.changedNothing(alreadyGranted: $0.alreadyGranted, eventID: message.header("ce_id") ?? "") }
-        case .userAdjusted: codec.decode(message, as: UserAdjusted.self).map { $0.outcome != .alreadyApplied }
-        case .purchaseRevoked: codec.decode(message, as: PurchaseRevokedEvent.self).map { _ in true }
-        case .refundDue: codec.decode(message, as: RefundDue.self).map { _ in true }
-        case .subscriptionStatus: codec.decode(message, as: SubscriptionStatusChanged.self).map { _ in true }
-        case .transactionFinished: codec.decode(message, as: TransactionFinished.self).map { _ in true }
+            codec.decode(message, as: ItemGranted.self).map {
+                (!ItemGranted.changedNothing(alreadyGranted: $0.alreadyGranted, eventID: message.header("ce_id") ?? ""), .app($0.app))
+            }
+        case .userAdjusted: codec.decode(message, as: UserAdjusted.self).map { ($0.outcome != .alreadyApplied, .user) }
+        case .purchaseRevoked: codec.decode(message, as: PurchaseRevokedEvent.self).map { (true, .purchase(PurchaseKey(store: $0.store, transactionId: $0.transactionId))) }
+        case .refundDue: codec.decode(message, as: RefundDue.self).map { (true, .purchase(PurchaseKey(store: $0.store, transactionId: $0.transactionId))) }
+        case .subscriptionStatus:
+            codec.decode(message, as: SubscriptionStatusChanged.self).map { (true, .purchase(PurchaseKey(store: $0.store, transactionId: $0.originalTransactionId))) }
+        case .transactionFinished:
+            codec.decode(message, as: TransactionFinished.self).map { (true, .purchase(PurchaseKey(store: $0.store, transactionId: $0.transactionId))) }
         default: .failure(EventCodec.Invalid(reason: "notForwarded", detail: "\(type.ceType) is not an event webhooks forward"))
         }
+        switch decoded {
+        case .failure(let invalid): return .failure(invalid)
+        case .success(let event):
+            guard event.changed, let scope else { return .success(event.changed) }
+            switch event.concerns {
+            case .user: return .success(true)
+            case .app(let app): return .success(scope.apps.contains(app ?? scope.primary))
+            case .purchase(let key):
+                guard let record = try await scope.purchases.purchase(key) else { return .success(false) }
+                return .success(scope.apps.contains(record.app ?? scope.primary))
+            }
+        }
+    }
+
+    /// What an event is about, for an endpoint's apps.
+    enum Concerns {
+        /// A purchase of this app (nil: the primary one).
+        case app(AppID?)
+        /// This purchase, whose app the store knows.
+        case purchase(PurchaseKey)
+        /// A user, of no app in particular.
+        case user
+    }
+
+    /// The store's errors a retry can fix are transient too.
+    public func isTransient(_ error: any Error) -> Bool {
+        error is TransientError || (error as? KafkaError)?.isRetriable == true || scope?.purchases.isTransient(error) == true
     }
 
     /// The POST of `message` (a valid event): its value as the body, its CloudEvents attributes as `ce-*` headers, signed at `sentAt`.

@@ -9,6 +9,7 @@ import WorkerRuntime
 extension Workers {
     /// `iap-webhooks`' own settings.
     public static let webhooksSettings = [
+        appsSetting,
         Setting("--webhooks", env: "IAP_WEBHOOKS_FILE",
                 help: "the webhooks file (JSON, schemas/webhooks.v1): each endpoint with its URL, the file of its secret and the events it takes (required)"),
     ]
@@ -27,13 +28,24 @@ extension Workers {
         do { file = try WebhooksFile(contentsOf: URL(fileURLWithPath: path), schemas: env.schemas) } catch {
             throw SettingsError("--webhooks (IAP_WEBHOOKS_FILE) \(path): \(error)")
         }
+        let apps = try appsFile(env.settings, schemas: env.schemas)?.directory
         return try file.endpoints.map { endpoint in
+            var scope: WebhookStage.AppScope?
+            if let named = endpoint.apps {
+                guard let apps else {
+                    throw SettingsError("--webhooks (IAP_WEBHOOKS_FILE) \(path): endpoint '\(endpoint.name)' takes some apps' events: give the apps file (--apps, IAP_APPS_FILE)")
+                }
+                if let unknown = named.first(where: { apps.app($0) == nil }) {
+                    throw SettingsError("--webhooks (IAP_WEBHOOKS_FILE) \(path): endpoint '\(endpoint.name)': the apps file has no app '\(unknown)'")
+                }
+                scope = .init(apps: Set(named), primary: apps.primary.id, purchases: env.store)
+            }
             guard let secret = SharedSecret.read(file: endpoint.secretFile.path), !secret.isEmpty else {
                 throw SettingsError("--webhooks (IAP_WEBHOOKS_FILE) \(path): endpoint '\(endpoint.name)': cannot read a secret from \(endpoint.secretFile.path)")
             }
             return WebhookStage(context: env.context(stage: "webhook-" + endpoint.name),
                                 endpoint: .init(name: endpoint.name, url: endpoint.url, secret: secret, events: endpoint.events),
-                                client: HTTPClient(timeout: .seconds(endpoint.timeoutSeconds)),
+                                client: HTTPClient(timeout: .seconds(endpoint.timeoutSeconds)), scope: scope,
                                 observe: WebhookMetrics.observer(endpoint: endpoint.name, events: endpoint.events, env.metrics))
         }
     }

@@ -52,6 +52,26 @@ import WorkerApp
         _ = try await Workers.granterStage(granter)
     }
 
+    /// `iap-webhooks`: an endpoint of some apps needs the apps file, and names apps it has; each endpoint is a stage of its own.
+    @Test func webhookEndpointsOfSomeAppsNeedTheAppsFile() async throws {
+        try Data("secret".utf8).write(to: directory.appendingPathComponent("hook.secret"))
+        let webhooks = directory.appendingPathComponent("webhooks.json")
+        func stages(apps: String, file: Bool) async throws -> String {
+            try Data((#"{"endpoints": [{"name": "all", "url": "https://a.example/", "secretFile": "hook.secret"},"#
+                      + #" {"name": "puzzle", "url": "https://p.example/", "secretFile": "hook.secret", "apps": [\#(apps)]}]}"#).utf8).write(to: webhooks)
+            var environment = try variables(Self.twoApps.replacingOccurrences(of: "\\(PUZZLE_CATALOG)", with: ""), ["IAP_WEBHOOKS_FILE": webhooks.path])
+            if !file { environment["IAP_APPS_FILE"] = nil }
+            let env = try WorkerApp.embedded(command: "iap-webhooks", settings: Workers.webhooksSettings, variables: environment, store: store)
+            return await refusal {
+                let names = try Workers.webhookStages(env).map(\.name)
+                #expect(names == ["webhook-all", "webhook-puzzle"])
+            }
+        }
+        #expect(try await stages(apps: #""puzzle""#, file: true) == "built")
+        #expect(try await stages(apps: #""puzzle""#, file: false).contains("endpoint 'puzzle' takes some apps' events: give the apps file (--apps, IAP_APPS_FILE)"))
+        #expect(try await stages(apps: #""chess""#, file: true).contains("endpoint 'puzzle': the apps file has no app 'chess'"))
+    }
+
     @Test func theGranterNeedsEveryAppsCatalog() async throws {
         let variables = try variables(apps(puzzleCatalog: false))
         let granter = try WorkerApp.embedded(command: "iap-granter", settings: Workers.granterSettings, variables: variables, store: store)

@@ -31,6 +31,10 @@ import TestSupport
         let file = try load(#"{"endpoints": [{"name": "b", "url": "https://b.example/h", "secretFile": "s"}]}"#)
         #expect(file.endpoints[0].events == WebhooksFile.defaultEvents)
         #expect(file.endpoints[0].secretFile.path == "/etc/iap/s")
+        #expect(file.endpoints[0].apps == nil, "every app's events")
+        let scoped = try load(#"{"endpoints": [{"name": "b", "url": "https://b.example/h", "secretFile": "s", "apps": ["puzzle", "coins-game"]}]}"#)
+        #expect(scoped.endpoints[0].apps == ["puzzle", "coins-game"])
+        #expect(error(#"{"endpoints": [{"name": "b", "url": "https://b.example/h", "secretFile": "s", "apps": ["Puzzle"]}]}"#).contains("/endpoints/0/apps/0"))
     }
 
     /// Plain http only where nothing crosses a network, or when the operator says the network is protected.

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPClient
 import HTTPServer
+import InMemoryPurchaseStore
 import Kafka
 import PurchaseDomain
 import PurchaseEvents
@@ -49,10 +50,10 @@ import WorkerRuntime
     }
 
     static func stage(port: UInt16, path: String = "/iap/events?tenant=a%20b", events: [EventType] = WebhooksFile.defaultEvents,
-                      observed: Outcomes? = nil) -> WebhookStage {
+                      scope: WebhookStage.AppScope? = nil, observed: Outcomes? = nil) -> WebhookStage {
         WebhookStage(context: StageContext(codec: StageFixtures.codec, logger: Logger(stage: "webhook-test", minimum: .error)),
                      endpoint: .init(name: "backend", url: URL(string: "http://127.0.0.1:\(port)\(path)")!, secret: secret, events: events),
-                     client: HTTPClient(timeout: .seconds(5)), observe: { _, outcome in observed?.append(outcome) })
+                     client: HTTPClient(timeout: .seconds(5)), scope: scope, observe: { _, outcome in observed?.append(outcome) })
     }
 
     static func granted(_ transaction: String, user: String = "user-1", alreadyGranted: Bool = false, extendedUntil: Date? = nil) -> ItemGranted {
@@ -102,6 +103,31 @@ import WorkerRuntime
         _ = try await stage.handle(try StageFixtures.message(Self.granted("1001", alreadyGranted: true, extendedUntil: Date(timeIntervalSince1970: 1_900_000_000))))
         #expect(receiver.received.map { $0.header("ce-id") ?? "" } == ["extended:appstore:1001:1900000000000"])
         #expect(observed.all == [.skipped, .delivered])
+    }
+
+    /// An endpoint of one app of several gets that app's events alone: a grant by the app it names (none: the primary one),
+    /// a refund by its purchase's app in the store; a refund of a purchase the store does not know goes to no such endpoint.
+    @Test func anEndpointOfSomeAppsGetsTheirEventsAlone() async throws {
+        let receiver = try Receiver()
+        let store = InMemoryPurchaseStore()
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        for (id, app) in [("p-1", AppID("puzzle")), ("c-1", AppID("coins-game"))] {
+            _ = try await store.recordVerified(PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: TransactionID(id)), userId: "user-1", productId: "coins.100",
+                                                              productType: .consumable, quantity: 1, purchaseTime: now, app: app), at: now)
+        }
+        let stage = Self.stage(port: receiver.server.port, scope: .init(apps: ["puzzle"], primary: "coins-game", purchases: store))
+        var puzzleGrant = Self.granted("p-1")
+        puzzleGrant.app = "puzzle"
+        func refund(_ id: String) -> RefundDue {
+            RefundDue(store: .appstore, transactionId: TransactionID(id), userId: "user-1", productId: "coins.100", state: "granted", purchaseDate: now,
+                      deadline: now.addingTimeInterval(86_400), flaggedAt: now.addingTimeInterval(86_400))
+        }
+        for message in [try StageFixtures.message(puzzleGrant), try StageFixtures.message(Self.granted("c-1")), try StageFixtures.message(refund("p-1")),
+                        try StageFixtures.message(refund("c-1")), try StageFixtures.message(refund("unknown-1"))] {
+            guard case .publish = try await stage.handle(message) else { Issue.record("handled, not dead-lettered"); continue }
+        }
+        #expect(receiver.received.map { $0.header("ce-type") ?? "" } == ["iap.item.granted.v1", "iap.refund.due.v1"])
+        #expect(receiver.received.allSatisfy { String(decoding: $0.body, as: UTF8.self).contains(#""transactionId":"p-1""#) })
     }
 
     /// What is not a valid event is dead-lettered and never signed and sent on.
