@@ -348,12 +348,6 @@ public struct ItemGranted: PipelineEvent, Hashable {
         if let endedAt { return expiryMoved("ended", endedAt) }
         return "\(reinstated == true ? "regranted" : "granted"):\(store.rawValue):\(transactionId)"
     }
-
-    /// Whether the grant with `ce_id` `eventID` told of nothing new: a repeat (`alreadyGranted`) that neither moved the
-    /// period's expiry nor ended it (`extendedUntil` and `endedAt`, which only the id carries).
-    public static func changedNothing(alreadyGranted: Bool, eventID: String) -> Bool {
-        alreadyGranted && !eventID.hasPrefix("extended:") && !eventID.hasPrefix("ended:")
-    }
 }
 
 /// `transaction.finished`: completed with the store; the app may call `finish()`.

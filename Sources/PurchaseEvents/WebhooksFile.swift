@@ -49,6 +49,9 @@ public struct WebhooksFile: Sendable {
                   let url = components.url else { throw refuse("url is not an absolute URL: \(text)") }
             // Logged and shown in dead letters: credentials belong in the secret, not the address.
             guard components.user == nil, components.password == nil else { throw refuse("url must not carry a user or password") }
+            // libcurl removes dot segments from the path it sends, and the signature covers the path as written: they must agree.
+            let segments = components.percentEncodedPath.split(separator: "/", omittingEmptySubsequences: false)
+            guard !segments.contains(where: { $0 == "." || $0 == ".." }) else { throw refuse("url's path has '.' or '..' segments: write the path they lead to") }
             if scheme == "http", fields["allowPlainHTTP"]?.boolValue != true, !Self.isLoopback(host) {
                 throw refuse("url is http to \(host): the events and their signature would cross the network in clear; use https, or set allowPlainHTTP")
             }

@@ -62,10 +62,18 @@ public enum RequestSignature {
     }
 }
 
-/// A shared secret as deployments mount it: a file whose surrounding whitespace (a trailing newline) is not part of it.
+/// A shared secret as deployments mount it: a file whose surrounding ASCII whitespace (a trailing newline) is not part of
+/// it. Its bytes as they are otherwise, whatever they are: the other side (a backend, a receiver) reads the same file's bytes.
 public enum SharedSecret {
     /// The secret in the file at `path`; nil when it cannot be read.
     public static func read(file path: String) -> Data? {
-        FileManager.default.contents(atPath: path).map { Data(String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8) }
+        FileManager.default.contents(atPath: path).map(trimmed)
+    }
+
+    /// `bytes` without leading and trailing spaces, tabs, CR, LF, VT and FF (Python's `bytes.strip()`).
+    static func trimmed(_ bytes: Data) -> Data {
+        let isSpace = { (byte: UInt8) in byte == 0x20 || (0x09...0x0D).contains(byte) }
+        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else { return Data() }
+        return Data(bytes[first...last])
     }
 }

@@ -16,10 +16,9 @@ import WorkerRuntime
 ///
 /// An endpoint may take the events of some of the deployment's apps only (`AppScope`).
 ///
-/// Events that change nothing are not forwarded: a repeated grant (`alreadyGranted`, unless it moved a subscription's
-/// expiry), a repeated adjustment
-/// (`alreadyApplied`). The rest arrive at least once: a worker stopped between the answer and its commit sends the
-/// event again, with the same `ce-id`.
+/// Delivery is at least once, repeats included: a grant answered `alreadyGranted` may be the only `item.granted` of its
+/// purchase (the granter stopped after its commit and before its publish), so it is sent like the first, with the same
+/// `ce-id`; a worker stopped between the answer and its commit sends the event again. Receivers act once per `ce-id`.
 public struct WebhookStage: MessageStage {
     /// An endpoint as the stage sends to it.
     public struct Endpoint: Sendable {
@@ -110,29 +109,24 @@ public struct WebhookStage: MessageStage {
         }
     }
 
-    /// Whether `message` is sent: a valid event of `type` that changed something, of an app the endpoint takes. What is not
-    /// a valid event (a foreign producer's mistake) is never signed and sent on: it is dead-lettered, as every stage does.
+    /// Whether `message` is sent: a valid event of `type`, of an app the endpoint takes. What is not a valid event (a foreign producer's mistake) is never signed and sent on: it is dead-lettered, as every stage does.
     func forwards(_ message: KafkaMessage, type: EventType) async throws -> Result<Bool, EventCodec.Invalid> {
         let codec = context.codec
-        let decoded: Result<(changed: Bool, concerns: Concerns), EventCodec.Invalid> = switch type {
-        case .itemGranted:
-            codec.decode(message, as: ItemGranted.self).map {
-                (!ItemGranted.changedNothing(alreadyGranted: $0.alreadyGranted, eventID: message.header("ce_id") ?? ""), .app($0.app))
-            }
-        case .userAdjusted: codec.decode(message, as: UserAdjusted.self).map { ($0.outcome != .alreadyApplied, .user) }
-        case .purchaseRevoked: codec.decode(message, as: PurchaseRevokedEvent.self).map { (true, .purchase(PurchaseKey(store: $0.store, transactionId: $0.transactionId))) }
-        case .refundDue: codec.decode(message, as: RefundDue.self).map { (true, .purchase(PurchaseKey(store: $0.store, transactionId: $0.transactionId))) }
+        let decoded: Result<Concerns, EventCodec.Invalid> = switch type {
+        case .itemGranted: codec.decode(message, as: ItemGranted.self).map { .app($0.app) }
+        case .userAdjusted: codec.decode(message, as: UserAdjusted.self).map { _ in .user }
+        case .purchaseRevoked: codec.decode(message, as: PurchaseRevokedEvent.self).map { .purchase(PurchaseKey(store: $0.store, transactionId: $0.transactionId)) }
+        case .refundDue: codec.decode(message, as: RefundDue.self).map { .purchase(PurchaseKey(store: $0.store, transactionId: $0.transactionId)) }
         case .subscriptionStatus:
-            codec.decode(message, as: SubscriptionStatusChanged.self).map { (true, .purchase(PurchaseKey(store: $0.store, transactionId: $0.originalTransactionId))) }
-        case .transactionFinished:
-            codec.decode(message, as: TransactionFinished.self).map { (true, .purchase(PurchaseKey(store: $0.store, transactionId: $0.transactionId))) }
+            codec.decode(message, as: SubscriptionStatusChanged.self).map { .purchase(PurchaseKey(store: $0.store, transactionId: $0.originalTransactionId)) }
+        case .transactionFinished: codec.decode(message, as: TransactionFinished.self).map { .purchase(PurchaseKey(store: $0.store, transactionId: $0.transactionId)) }
         default: .failure(EventCodec.Invalid(reason: "notForwarded", detail: "\(type.ceType) is not an event webhooks forward"))
         }
         switch decoded {
         case .failure(let invalid): return .failure(invalid)
-        case .success(let event):
-            guard event.changed, let scope else { return .success(event.changed) }
-            switch event.concerns {
+        case .success(let concerns):
+            guard let scope else { return .success(true) }
+            switch concerns {
             case .user: return .success(true)
             case .app(let app): return .success(scope.apps.contains(app ?? scope.primary))
             case .purchase(let key):
@@ -160,9 +154,11 @@ public struct WebhookStage: MessageStage {
     /// The POST of `message` (a valid event): its value as the body, its CloudEvents attributes as `ce-*` headers, signed at `sentAt`.
     func request(for message: KafkaMessage, sentAt: Date) -> HTTPClient.Request {
         let body = message.value ?? Data()
-        var headers: [(name: String, value: String)] = [("Content-Type", message.header("content-type") ?? "application/json"),
-                                                         ("User-Agent", "iap-webhooks")]
-        for header in message.headers where CloudEventsHTTP.attributes.contains(header.key) {
+        // The events are JSON (the codec checked the body against its schema): nothing of the message's own headers but the
+        // attributes, each once (the first, as the codec reads it), reaches the request's head.
+        var headers: [(name: String, value: String)] = [("Content-Type", "application/json"), ("User-Agent", "iap-webhooks")]
+        var sent: Set<String> = []
+        for header in message.headers where CloudEventsHTTP.attributes.contains(header.key) && sent.insert(header.key).inserted {
             guard let value = header.value else { continue }
             headers.append(("ce-" + header.key.dropFirst(3), CloudEventsHTTP.headerValue(value)))
         }
@@ -178,7 +174,7 @@ public struct WebhookStage: MessageStage {
 public enum WebhookOutcome: String, Sendable, CaseIterable {
     /// The endpoint answered 2xx.
     case delivered
-    /// Changed nothing (a repeated grant or adjustment): not sent.
+    /// Another app's (an endpoint of some apps): not sent.
     case skipped
     /// No answer, or one worth trying again: retried, then parked.
     case failed

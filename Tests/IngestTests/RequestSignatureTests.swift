@@ -31,4 +31,17 @@ import Testing
             }
         }
     }
+
+    /// A secret file's bytes are the secret but for the ASCII whitespace around them (a trailing newline), as a receiver
+    /// reading the same file with Python's `bytes.strip()` takes them: bytes that are not UTF-8 stay as they are.
+    @Test func aSecretFileIsItsBytesLessTheWhitespaceAroundThem() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("secret-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let secret = Data([0xFF, 0x00, 0x20, 0xC3, 0x28, 0x85, 0xA0])
+        try (Data(" \t".utf8) + secret + Data("\r\n".utf8)).write(to: file)
+        #expect(SharedSecret.read(file: file.path) == secret)
+        try Data(" \n".utf8).write(to: file)
+        #expect(SharedSecret.read(file: file.path) == Data())
+        #expect(SharedSecret.read(file: file.path + "-missing") == nil)
+    }
 }

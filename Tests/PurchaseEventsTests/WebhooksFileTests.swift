@@ -55,6 +55,9 @@ import TestSupport
         #expect(error(#"{"endpoints": [{"name": "B", "url": "https://b.example/h", "secretFile": "s"}]}"#).contains("/endpoints/0/name"))
         #expect(error(#"{"endpoints": [{"name": "b", "url": "ftp://b.example/h", "secretFile": "s"}]}"#).contains("/endpoints/0/url"))
         #expect(error(#"{"endpoints": []}"#).contains("/endpoints"))
+        for path in ["/a/../hooks", "/./hooks", "/hooks/.."] {
+            #expect(error(#"{"endpoints": [{"name": "b", "url": "https://b.example\#(path)", "secretFile": "s"}]}"#).contains("'.' or '..' segments"), "\(path)")
+        }
         #expect(error("{") == "not valid JSON")
     }
 }

@@ -93,16 +93,17 @@ import WorkerRuntime
         if case .failure(let refusal) = verdict { refusal } else { nil }
     }
 
-    /// A repeated grant changes nothing and is not sent; a repeat that moved a subscription's expiry is news, and is.
-    @Test func eventsThatChangedNothingAreNotSent() async throws {
-        let receiver = try Receiver()
+    /// A repeat is sent like the first, with the same `ce-id`: it may be the only grant event of its purchase (the granter
+    /// stopped between its commit and its publish), and receivers act once per `ce-id`.
+    @Test func repeatsAreSentWithTheFirstsId() async throws {
+        let receiver = try Receiver(status: 200)
         let observed = Outcomes()
         let stage = Self.stage(port: receiver.server.port, observed: observed)
-        _ = try await stage.handle(try StageFixtures.message(Self.granted("1001", alreadyGranted: true)))
-        #expect(receiver.received.isEmpty)
-        _ = try await stage.handle(try StageFixtures.message(Self.granted("1001", alreadyGranted: true, extendedUntil: Date(timeIntervalSince1970: 1_900_000_000))))
-        #expect(receiver.received.map { $0.header("ce-id") ?? "" } == ["extended:appstore:1001:1900000000000"])
-        #expect(observed.all == [.skipped, .delivered])
+        for grant in [Self.granted("1001"), Self.granted("1001", alreadyGranted: true)] {
+            guard case .publish = try await stage.handle(try StageFixtures.message(grant)) else { Issue.record("delivered"); continue }
+        }
+        #expect(receiver.received.map { $0.header("ce-id") ?? "" } == ["granted:appstore:1001", "granted:appstore:1001"])
+        #expect(observed.all == [.delivered, .delivered])
     }
 
     /// An endpoint of one app of several gets that app's events alone: a grant by the app it names (none: the primary one),
@@ -154,17 +155,21 @@ import WorkerRuntime
             let error = await #expect(throws: TransientError.self) { try await stage.handle(message) }
             #expect(error?.description.contains("\(status)") == true)
         }
-        receiver.answer(HTTPResponse(status: 422, contentType: "text/plain", body: "unknown product coins.100"))
-        let refused = try await stage.handle(message)
-        guard case .deadLetter(let reason, let detail) = refused else { Issue.record("dead-lettered, not \(refused)"); return }
-        #expect(reason == "webhookRefused")
-        #expect(detail.contains("422") && detail.contains("unknown product coins.100") && detail.contains("backend"))
+        for status in [400, 413, 415, 422] {
+            receiver.answer(HTTPResponse(status: status, contentType: "text/plain", body: "unknown product coins.100"))
+            let refused = try await stage.handle(message)
+            guard case .deadLetter(let reason, let detail) = refused else { Issue.record("\(status): dead-lettered, not \(refused)"); continue }
+            #expect(reason == "webhookRefused")
+            #expect(detail.contains("\(status)") && detail.contains("unknown product coins.100") && detail.contains("backend"))
+        }
+        receiver.answer(HTTPResponse(status: 202, contentType: "application/json", body: #"{"ok":true}"#))
+        let accepted = try await stage.handle(message)
+        guard case .publish = accepted else { Issue.record("202 delivers, not \(accepted)"); return }
     }
 
     /// No receiver listening: transient, retried.
     @Test func anEndpointThatIsDownIsRetried() async throws {
-        let port = try Receiver().server.port // listening, then shut down when the receiver goes
-        let stage = Self.stage(port: port)
+        let stage = Self.stage(port: 1) // nothing listens on tcpmux's port
         let message = try StageFixtures.message(Self.granted("1001"))
         let error = await #expect(throws: TransientError.self) { try await stage.handle(message) }
         #expect(error.map(stage.isTransient) == true)
@@ -178,17 +183,24 @@ import WorkerRuntime
     }
 
     /// CloudEvents' HTTP binding: an attribute value with bytes a header cannot carry as they are is percent-encoded, so
-    /// no CR or LF reaches the request's head; only known attributes are sent.
+    /// no CR or LF reaches the request's head; only known attributes are sent, each once, and the content type is JSON's.
     @Test func attributeValuesCannotBreakTheRequestHead() async throws {
         let receiver = try Receiver()
         let produced = try StageFixtures.message(Self.granted("1001"))
-        let headers = produced.headers.map { $0.key == "ce_source" ? KafkaHeader(key: "ce_source", string: "/a b\r\nX-Evil: 1%\"") : $0 }
-            + [KafkaHeader(key: "ce_x\r\nX-Evil", string: "1")]
+        let headers = produced.headers.map {
+            switch $0.key {
+            case "ce_source": KafkaHeader(key: "ce_source", string: "/a b\r\nX-Evil: 1%\"")
+            case "content-type": KafkaHeader(key: "content-type", string: "text/plain\r\nX-Evil: 2")
+            default: $0
+            }
+        } + [KafkaHeader(key: "ce_x\r\nX-Evil", string: "1"), KafkaHeader(key: "ce_id", string: "second-id")]
         let message = KafkaMessage(topic: produced.topic, partition: 0, offset: 0, key: produced.key, value: produced.value, headers: headers)
         _ = try await Self.stage(port: receiver.server.port).handle(message)
         let request = try #require(receiver.received.first)
         #expect(request.header("ce-source") == "/a%20b%0D%0AX-Evil:%201%25%22")
         #expect(request.header("x-evil") == nil)
+        #expect(request.header("content-type") == "application/json", "the body is JSON whatever the message's header says")
+        #expect(request.header("ce-id") == "granted:appstore:1001", "the first of an attribute's headers, as the codec reads it")
         #expect(!request.headers.keys.contains { $0.hasPrefix("ce-x") })
     }
 }
