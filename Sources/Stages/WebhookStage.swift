@@ -60,6 +60,8 @@ public struct WebhookStage: MessageStage {
     let scope: AppScope?
     /// What became of each event taken: its type and `WebhookOutcome`.
     let observe: @Sendable (EventType, WebhookOutcome) -> Void
+    /// Delivered ahead of a batch's answered prefix (see `handle(batch:)`).
+    let answeredAhead = AnsweredAhead()
     /// The URL's path and query as sent: what the signature covers.
     let signedPath: String, signedQuery: String?
 
@@ -79,6 +81,7 @@ public struct WebhookStage: MessageStage {
     }
 
     public func handle(_ message: KafkaMessage) async throws -> StageResult {
+        if let result = answeredAhead.take(message) { return result }
         guard let type = context.codec.eventType(ofTopic: message.topic) else { return .publish([]) }
         switch try await forwards(message, type: type) {
         case .failure(let invalid):

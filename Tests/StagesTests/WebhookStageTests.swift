@@ -21,6 +21,8 @@ import WorkerRuntime
     final class Receiver: Sendable {
         final class State: Sendable {
             let requests = Mutex<[HTTPRequest]>([])
+            /// A request whose body contains this is answered 503 (a user whose events fail), and not kept.
+            let failing = Mutex<String?>(nil)
             let answer: Mutex<HTTPResponse>
             init(_ answer: HTTPResponse) { self.answer = Mutex(answer) }
         }
@@ -32,6 +34,9 @@ import WorkerRuntime
             let state = State(HTTPResponse(status: status, headers: headers))
             self.state = state
             server = try HTTPServer(synchronousHandler: { request in
+                if let failing = state.failing.withLock({ $0 }), String(decoding: request.body, as: UTF8.self).contains(failing) {
+                    return HTTPResponse(status: 503)
+                }
                 state.requests.withLock { $0.append(request) }
                 return state.answer.withLock { $0 }
             })
@@ -129,6 +134,34 @@ import WorkerRuntime
         }
         #expect(receiver.received.map { $0.header("ce-type") ?? "" } == ["iap.item.granted.v1", "iap.refund.due.v1"])
         #expect(receiver.received.allSatisfy { String(decoding: $0.body, as: UTF8.self).contains(#""transactionId":"p-1""#) })
+    }
+
+    /// A batch: each user's events in order, one at a time, different users' at once. The answer ends at the first failure;
+    /// what was delivered after it is answered from memory when the runner hands it again, not sent twice; the failing
+    /// user's later event is not sent at all.
+    @Test func aBatchSendsEachUsersEventsInOrderAndNothingTwice() async throws {
+        let receiver = try Receiver()
+        receiver.state.failing.withLock { $0 = #""userId":"user-2""# }
+        let stage = Self.stage(port: receiver.server.port)
+        let plan = [("1", "user-1"), ("2", "user-2"), ("3", "user-1"), ("4", "user-3"), ("5", "user-2"), ("6", "user-1")]
+        let messages = try plan.enumerated().map { offset, grant in
+            try StageFixtures.message(Self.granted(grant.0, user: grant.1), offset: Int64(offset))
+        }
+        let answers = await stage.handle(batch: messages)
+        #expect(answers.count == 2, "user-1's first, then user-2's failure")
+        if answers.count == 2, case .failure(let error) = answers[1] { #expect(error is TransientError) } else { Issue.record("\(answers)") }
+        func sent() -> [String] { receiver.received.map { $0.header("ce-id") ?? "" } }
+        #expect(Set(sent()) == ["granted:appstore:1", "granted:appstore:3", "granted:appstore:4", "granted:appstore:6"])
+        #expect(sent().filter { ["granted:appstore:1", "granted:appstore:3", "granted:appstore:6"].contains($0) }
+                == ["granted:appstore:1", "granted:appstore:3", "granted:appstore:6"], "user-1's in order")
+
+        // The runner retries user-2's event, then hands the rest again.
+        receiver.state.failing.withLock { $0 = nil }
+        guard case .publish = try await stage.handle(messages[1]) else { Issue.record("delivered"); return }
+        let rest = await stage.handle(batch: Array(messages[2...]))
+        #expect(rest.count == 4 && rest.allSatisfy { if case .success(.publish) = $0 { true } else { false } })
+        #expect(sent().sorted() == (1...6).map { "granted:appstore:\($0)" }, "each once")
+        #expect(sent().filter { ["granted:appstore:2", "granted:appstore:5"].contains($0) } == ["granted:appstore:2", "granted:appstore:5"])
     }
 
     /// What is not a valid event is dead-lettered and never signed and sent on.

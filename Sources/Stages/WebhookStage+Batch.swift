@@ -1,0 +1,85 @@
+import Foundation
+import Kafka
+import Synchronization
+import WorkerRuntime
+
+/// A batch's events sent at once: a receiver that takes 50 ms an answer would otherwise cap an endpoint at 20 events a
+/// second per partition.
+extension WebhookStage {
+    /// Sends each user's (key's) events of the batch one at a time, in order, and different users' at once (as many as the
+    /// client has connections). The answer is the batch's prefix up to the first failure, as the runner takes it; events
+    /// after it that were delivered meanwhile are kept (`AnsweredAhead`) and answered from there when the runner hands them
+    /// again, so that they are not sent twice. A user whose event failed has nothing after it sent.
+    public func handle(batch messages: [KafkaMessage]) async -> [Result<StageResult, any Error>] {
+        var chains: [Data: [Int]] = [:]
+        var order: [Data] = []
+        for (index, message) in messages.enumerated() {
+            // Messages without a key wait for nothing: each is a chain of its own.
+            let key = message.key.map { Data([1]) + $0 } ?? Data([0]) + withUnsafeBytes(of: index) { Data($0) }
+            if chains[key] == nil { order.append(key) }
+            chains[key, default: []].append(index)
+        }
+        let outcomes = await withTaskGroup(of: [(Int, Result<StageResult, any Error>)].self) { group in
+            for key in order {
+                let chain = chains[key] ?? []
+                group.addTask {
+                    var done: [(Int, Result<StageResult, any Error>)] = []
+                    for index in chain {
+                        do {
+                            done.append((index, .success(try await self.handle(messages[index]))))
+                        } catch {
+                            done.append((index, .failure(error)))
+                            break
+                        }
+                    }
+                    return done
+                }
+            }
+            var outcomes: [Int: Result<StageResult, any Error>] = [:]
+            for await done in group { for (index, outcome) in done { outcomes[index] = outcome } }
+            return outcomes
+        }
+        var answers: [Result<StageResult, any Error>] = []
+        for index in messages.indices {
+            guard let outcome = outcomes[index] else { break }
+            answers.append(outcome)
+            if case .failure = outcome { break }
+        }
+        for (index, outcome) in outcomes where index >= answers.count {
+            if case .success(let result) = outcome { answeredAhead.keep(result, for: messages[index]) }
+        }
+        return answers
+    }
+}
+
+/// Results of messages a batch handled beyond its answered prefix, until the runner hands them again. Positions on a topic
+/// are never reused, so a kept result stays true; at most `limit` are kept (a partition revoked meanwhile leaves its own
+/// behind, and a message sent twice is what at-least-once delivery allows).
+final class AnsweredAhead: Sendable {
+    struct Position: Hashable {
+        let topic: String
+        let partition: Int32
+        let offset: Int64
+
+        init(_ message: KafkaMessage) {
+            topic = message.topic
+            partition = message.partition
+            offset = message.offset
+        }
+    }
+
+    static let limit = 10_000
+    private let results = Mutex<[Position: StageResult]>([:])
+
+    func keep(_ result: StageResult, for message: KafkaMessage) {
+        results.withLock { results in
+            if results.count >= Self.limit { results.removeAll() }
+            results[Position(message)] = result
+        }
+    }
+
+    /// The result kept for `message`, forgotten now; nil when none was.
+    func take(_ message: KafkaMessage) -> StageResult? {
+        results.withLock { $0.removeValue(forKey: Position(message)) }
+    }
+}
