@@ -109,7 +109,7 @@ let package = Package(
         // Demo, benchmarks and chaos on stand-in stores, with test data signed at run time: for developers and CI only.
         .executableTarget(
             name: "iap-harness",
-            dependencies: ["ChildProcesses", "CommandLineOptions", "PipelineHarness", "PurchaseDomain", "Stages", "Ingest", "Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents",
+            dependencies: ["ChildProcesses", "CommandLineOptions", "PipelineHarness", "PurchaseDomain", "Stages", "Ingest", "HTTPClient", "HTTPServer", "Kafka", "WorkerRuntime", "Crypto", "JSON", "JSONSchema", "PurchaseEvents",
                            "PurchaseStore", "StoreVerification", "StoreFixtures"],
             linkerSettings: rdkafkaLinkerSettings
         ),

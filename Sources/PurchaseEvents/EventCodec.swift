@@ -99,6 +99,22 @@ public struct EventCodec: Sendable {
 
     /// Decodes and validates a consumed message as `Event`.
     public func decode<Event: PipelineEvent>(_ message: KafkaMessage, as: Event.Type) -> Result<Event, Invalid> {
+        checkedHeaders(message, as: Event.type).flatMap { decodeBody($0, as: Event.self) }
+    }
+
+    /// A consumed message of `type` checked as `decode` checks it (CloudEvents headers, body within its schema) without
+    /// making its typed model: its body as parsed, for what reads a field or two of it and passes the bytes on.
+    public func validated(_ message: KafkaMessage, as type: EventType) -> Result<JSONValue, Invalid> {
+        checkedHeaders(message, as: type).flatMap { value in
+            parsed(value).flatMap { json in
+                let violations = schemas.validate(json, against: type.schemaID)
+                return violations.isEmpty ? .success(json) : .failure(Self.schemaViolation(violations))
+            }
+        }
+    }
+
+    /// The message's value when its CloudEvents headers say it is an event of `type`.
+    private func checkedHeaders(_ message: KafkaMessage, as type: EventType) -> Result<Data, Invalid> {
         guard let value = message.value else { return .failure(Invalid(reason: "tombstone", detail: "message has no value")) }
         guard value.count <= Self.maxMessageBytes else {
             return .failure(Invalid(reason: "oversized", detail: "\(value.count) bytes, limit \(Self.maxMessageBytes)"))
@@ -106,33 +122,38 @@ public struct EventCodec: Sendable {
         guard message.header("ce_specversion") == "1.0", let id = message.header("ce_id"), !id.isEmpty, message.header("ce_source") != nil else {
             return .failure(Invalid(reason: "missingCloudEventsHeaders", detail: "ce_specversion 1.0, ce_id and ce_source are required"))
         }
-        guard message.header("ce_type") == Event.type.ceType else {
-            return .failure(Invalid(reason: "wrongEventType", detail: "ce_type '\(message.header("ce_type") ?? "")', expected \(Event.type.ceType)"))
+        guard message.header("ce_type") == type.ceType else {
+            return .failure(Invalid(reason: "wrongEventType", detail: "ce_type '\(message.header("ce_type") ?? "")', expected \(type.ceType)"))
         }
-        return decodeBody(value, as: Event.self)
+        return .success(value)
     }
 
     /// Decodes and validates a message body (JSON, without the Kafka headers) as `Event`: UTF-8, JSON at most
     /// 128 levels deep, the event's schema, then the typed model from the value parsed once.
     public func decodeBody<Event: PipelineEvent>(_ value: Data, as: Event.Type) -> Result<Event, Invalid> {
-        let json: JSONValue
+        parsed(value).flatMap { decode($0, as: Event.self) }
+    }
+
+    /// `value` parsed: UTF-8 JSON at most 128 levels deep.
+    private func parsed(_ value: Data) -> Result<JSONValue, Invalid> {
         switch JSONValue.parseDocument(value) {
-        case .success(let parsed): json = parsed
+        case .success(let parsed): return .success(parsed)
         case .failure(let error):
             // A document the parser accepts is UTF-8 (it checks every string it reads, and takes only ASCII outside
             // them): the bytes are checked as a whole only to say why one was refused.
             guard String(validating: value, as: UTF8.self) != nil else { return .failure(Invalid(reason: "invalidUTF8", detail: "value is not UTF-8")) }
             return .failure(Invalid(reason: error.reason, detail: "value: \(error)"))
         }
-        return decode(json, as: Event.self)
+    }
+
+    private static func schemaViolation(_ violations: [JSONSchemaRegistry.Violation]) -> Invalid {
+        Invalid(reason: "schemaViolation", detail: violations.prefix(5).map(\.description).joined(separator: "; "))
     }
 
     /// Validates a parsed body against `Event`'s schema, then decodes the typed model from it.
     public func decode<Event: PipelineEvent>(_ json: JSONValue, as: Event.Type) -> Result<Event, Invalid> {
         let violations = schemas.validate(json, against: Event.type.schemaID)
-        guard violations.isEmpty else {
-            return .failure(Invalid(reason: "schemaViolation", detail: violations.prefix(5).map(\.description).joined(separator: "; ")))
-        }
+        guard violations.isEmpty else { return .failure(Self.schemaViolation(violations)) }
         do {
             return .success(try JSONValueDecoder().decode(Event.self, from: json))
         } catch {

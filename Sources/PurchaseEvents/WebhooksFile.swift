@@ -11,6 +11,8 @@ public struct WebhooksFile: Sendable {
     public static let defaultEvents: [EventType] = [.itemGranted, .purchaseRevoked, .refundDue, .subscriptionStatus, .userAdjusted]
     /// How long a request may take when the endpoint does not say.
     public static let defaultTimeoutSeconds = 10
+    /// How many requests go to an endpoint at once when it does not say.
+    public static let defaultConnections = 16
 
     /// One endpoint as written, checked.
     public struct Endpoint: Sendable {
@@ -23,6 +25,8 @@ public struct WebhooksFile: Sendable {
         /// The apps whose events it takes; nil: every app's.
         public var apps: [AppID]?
         public var timeoutSeconds: Int
+        /// Requests at once, per replica.
+        public var connections: Int
     }
 
     public let endpoints: [Endpoint]
@@ -63,7 +67,8 @@ public struct WebhooksFile: Sendable {
             }
             endpoints.append(Endpoint(name: name, url: url, secretFile: file.hasPrefix("/") ? URL(fileURLWithPath: file) : directory.appendingPathComponent(file),
                                       events: events, apps: fields["apps"]?.arrayValue.map { $0.compactMap(\.stringValue).map { AppID($0) } },
-                                      timeoutSeconds: fields["timeoutSeconds"]?.int64Value.map { Int($0) } ?? Self.defaultTimeoutSeconds))
+                                      timeoutSeconds: fields["timeoutSeconds"]?.int64Value.map { Int($0) } ?? Self.defaultTimeoutSeconds,
+                                      connections: fields["connections"]?.int64Value.map { Int($0) } ?? Self.defaultConnections))
         }
         self.endpoints = endpoints
     }

@@ -114,16 +114,22 @@ public struct WebhookStage: MessageStage {
 
     /// Whether `message` is sent: a valid event of `type`, of an app the endpoint takes. What is not a valid event (a foreign producer's mistake) is never signed and sent on: it is dead-lettered, as every stage does.
     func forwards(_ message: KafkaMessage, type: EventType) async throws -> Result<Bool, EventCodec.Invalid> {
-        let codec = context.codec
-        let decoded: Result<Concerns, EventCodec.Invalid> = switch type {
-        case .itemGranted: codec.decode(message, as: ItemGranted.self).map { .app($0.app) }
-        case .userAdjusted: codec.decode(message, as: UserAdjusted.self).map { _ in .user }
-        case .purchaseRevoked: codec.decode(message, as: PurchaseRevokedEvent.self).map { .purchase(PurchaseKey(store: $0.store, transactionId: $0.transactionId)) }
-        case .refundDue: codec.decode(message, as: RefundDue.self).map { .purchase(PurchaseKey(store: $0.store, transactionId: $0.transactionId)) }
-        case .subscriptionStatus:
-            codec.decode(message, as: SubscriptionStatusChanged.self).map { .purchase(PurchaseKey(store: $0.store, transactionId: $0.originalTransactionId)) }
-        case .transactionFinished: codec.decode(message, as: TransactionFinished.self).map { .purchase(PurchaseKey(store: $0.store, transactionId: $0.transactionId)) }
-        default: .failure(EventCodec.Invalid(reason: "notForwarded", detail: "\(type.ceType) is not an event webhooks forward"))
+        // Validated, not decoded into its model: the bytes go on as they are, and only the app or the purchase is read.
+        let decoded: Result<Concerns, EventCodec.Invalid> = context.codec.validated(message, as: type).flatMap { json in
+            let fields = json.objectValue ?? [:]
+            func purchase(_ id: String) -> Concerns? {
+                guard let store = fields["store"]?.stringValue.flatMap(Store.init(rawValue:)), let transaction = fields[id]?.stringValue else { return nil }
+                return .purchase(PurchaseKey(store: store, transactionId: TransactionID(transaction)))
+            }
+            let concerns: Concerns? = switch type {
+            case .itemGranted: .app(fields["app"]?.stringValue.map { AppID($0) })
+            case .userAdjusted: .user
+            case .purchaseRevoked, .refundDue, .transactionFinished: purchase("transactionId")
+            case .subscriptionStatus: purchase("originalTransactionId")
+            default: nil
+            }
+            guard let concerns else { return .failure(EventCodec.Invalid(reason: "notForwarded", detail: "\(type.ceType) is not an event webhooks forward")) }
+            return .success(concerns)
         }
         switch decoded {
         case .failure(let invalid): return .failure(invalid)
@@ -212,10 +218,13 @@ enum CloudEventsHTTP {
     /// An attribute's value as a header carries it: printable ASCII but space, `"` and `%` as is, every other byte
     /// percent-encoded (the binding's rule; no CR or LF can reach the request's head).
     static func headerValue(_ value: Data) -> String {
+        let plain = { (byte: UInt8) in (0x21...0x7E).contains(byte) && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "%") }
+        // The pipeline's own attributes (ids, times, sources) need no encoding: taken whole.
+        if value.withUnsafeBytes({ $0.allSatisfy(plain) }) { return String(decoding: value, as: UTF8.self) }
         var text = ""
         text.reserveCapacity(value.count)
         for byte in value {
-            if (0x21...0x7E).contains(byte), byte != UInt8(ascii: "\""), byte != UInt8(ascii: "%") {
+            if plain(byte) {
                 text.unicodeScalars.append(Unicode.Scalar(byte))
             } else {
                 text += "%" + String(byte >> 4, radix: 16, uppercase: true) + String(byte & 0xF, radix: 16, uppercase: true)

@@ -28,6 +28,9 @@ enum Harness {
           bench reconcile [--notifications N] [--seen-share F] [--store URL] [--brokers HOST:PORT] [--json]
                                         one reconciliation pass over a stand-in App Store notification history: time
                                         and CPU a page, and the defaults' calls an hour at 1,000,000 notifications a day
+          bench webhooks [--events N] [--users N] [--latency-ms MS] [--connections C] [--partitions P] [--store URL] [--brokers HOST:PORT] [--json]
+                                        grants forwarded by iap-webhooks to a receiver answering after MS: events/s
+                                        beside the same requests sent straight by one client, and CPU per 1,000
           chaos --store URL [--purchases N] [--users N] [--kills-per-worker K] [--store-down CMD --store-up CMD]
                 [--outage-seconds S] [--timeout S] [--lose-notifications F] [--unsubmitted F]
                 [--googleplay-notifications F] [--json]
@@ -61,6 +64,7 @@ enum Harness {
                 if rest.first == "codec" { return try BenchCodecCommand.run(Array(rest.dropFirst())) }
                 if rest.first == "ingest-memory" { return try await BenchIngestMemoryCommand.run(Array(rest.dropFirst())) }
                 if rest.first == "reconcile" { return try await BenchReconcileCommand.run(Array(rest.dropFirst())) }
+                if rest.first == "webhooks" { return try await BenchWebhooksCommand.run(Array(rest.dropFirst())) }
                 return try await BenchPipelineCommand.run(rest)
             default:
                 throw UsageError("unknown command '\(command)'")

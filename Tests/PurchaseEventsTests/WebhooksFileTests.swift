@@ -25,6 +25,7 @@ import TestSupport
         #expect(file.endpoints[1].url.absoluteString == "https://support.example.com/hooks/iap?source=pipeline")
         #expect(file.endpoints[1].secretFile.path == "/run/secrets/webhook-support-desk")
         #expect(file.endpoints[1].timeoutSeconds == 5)
+        #expect(file.endpoints[0].connections == 64 && file.endpoints[1].connections == WebhooksFile.defaultConnections)
     }
 
     @Test func anEndpointWithoutEventsTakesTheDefaultOnes() throws {
@@ -55,6 +56,7 @@ import TestSupport
         #expect(error(#"{"endpoints": [{"name": "B", "url": "https://b.example/h", "secretFile": "s"}]}"#).contains("/endpoints/0/name"))
         #expect(error(#"{"endpoints": [{"name": "b", "url": "ftp://b.example/h", "secretFile": "s"}]}"#).contains("/endpoints/0/url"))
         #expect(error(#"{"endpoints": []}"#).contains("/endpoints"))
+        #expect(error(#"{"endpoints": [{"name": "b", "url": "https://b.example/", "secretFile": "s", "connections": 0}]}"#).contains("/endpoints/0/connections"))
         for path in ["/a/../hooks", "/./hooks", "/hooks/.."] {
             #expect(error(#"{"endpoints": [{"name": "b", "url": "https://b.example\#(path)", "secretFile": "s"}]}"#).contains("'.' or '..' segments"), "\(path)")
         }
