@@ -73,7 +73,8 @@ struct TypeSet: OptionSet, Sendable {
         case .array: contains(.array)
         case .object: contains(.object)
         case .integer: contains(.number) || contains(.integer)
-        case .number(let value): contains(.number) || (contains(.integer) && value.rounded() == value)
+        // An integer is what the models hold: a whole number beyond Int64 (parsed as a `number`) is not one.
+        case .number(let value): contains(.number) || (contains(.integer) && value.rounded() == value && abs(value) < 0x1p63)
         }
     }
 }

@@ -46,6 +46,15 @@ public struct ProductCatalog: Sendable {
     public func product(_ store: Store, _ productId: ProductID) -> Product? { products[store]?[productId] }
 
     /// The type of every product of `store` (to name the type of purchases recorded before types were kept).
+    /// The codes of the currencies (or entitlements) some product of the catalog gives, on any store.
+    public func itemCodes(_ kind: GrantItem.Kind) -> Set<String> {
+        var codes: Set<String> = []
+        for product in products.values.flatMap(\.values) {
+            if let code = kind == .currency ? product.currency : product.entitlement { codes.insert(code) }
+        }
+        return codes
+    }
+
     public func types(of store: Store) -> [ProductID: ProductType] { (products[store] ?? [:]).mapValues(\.type) }
 
     /// The items a purchase of `quantity` × `productId` grants; `nil` for a product not in the catalog.

@@ -31,14 +31,6 @@ extension GranterStage {
 
     /// The currencies or entitlements some product of some app's catalog gives.
     private func knownItems(of kind: GrantItem.Kind) -> Set<String> {
-        var known: Set<String> = []
-        for app in apps.apps {
-            for products in (app.catalog?.products ?? [:]).values {
-                for product in products.values {
-                    if let code = kind == .currency ? product.currency : product.entitlement { known.insert(code) }
-                }
-            }
-        }
-        return known
+        apps.apps.reduce(into: []) { known, app in known.formUnion(app.catalog?.itemCodes(kind) ?? []) }
     }
 }

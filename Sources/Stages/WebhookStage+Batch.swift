@@ -25,6 +25,11 @@ extension WebhookStage {
                 group.addTask {
                     var done: [(Int, Result<StageResult, any Error>)] = []
                     for index in chain {
+                        // Revoked (its next owner sends the rest) or shutting down: nothing more is sent.
+                        if KafkaConsumer.isHandlingRevokedPartition || Task.isCancelled {
+                            done.append((index, .failure(TransientError("partition revoked or shutting down"))))
+                            break
+                        }
                         do {
                             done.append((index, .success(try await self.handle(messages[index]))))
                         } catch {
@@ -53,8 +58,9 @@ extension WebhookStage {
 }
 
 /// Results of messages a batch handled beyond its answered prefix, until the runner hands them again. Positions on a topic
-/// are never reused, so a kept result stays true; at most `limit` are kept (a partition revoked meanwhile leaves its own
-/// behind, and a message sent twice is what at-least-once delivery allows).
+/// are never reused, so a kept result stays true; at most `limit` are kept, the oldest forgotten first (a partition revoked
+/// meanwhile, or a message re-driven by another replica, leaves its own behind; one forgotten is sent again, as
+/// at-least-once delivery allows).
 final class AnsweredAhead: Sendable {
     struct Position: Hashable {
         let topic: String
@@ -69,17 +75,39 @@ final class AnsweredAhead: Sendable {
     }
 
     static let limit = 10_000
-    private let results = Mutex<[Position: StageResult]>([:])
+    private struct Kept {
+        var results: [Position: StageResult] = [:]
+        /// Positions in the order they were kept (some taken since), from `head` on.
+        var order: [Position] = []
+        var head = 0
+
+        /// Drops what `order` holds of positions taken or forgotten, once that is most of it.
+        mutating func compact() {
+            guard order.count - head > 2 * max(results.count, 64) || head > order.count / 2 else { return }
+            order = order[head...].filter { results[$0] != nil }
+            head = 0
+        }
+    }
+    private let kept = Mutex(Kept())
 
     func keep(_ result: StageResult, for message: KafkaMessage) {
-        results.withLock { results in
-            if results.count >= Self.limit { results.removeAll() }
-            results[Position(message)] = result
+        kept.withLock { kept in
+            let position = Position(message)
+            if kept.results.updateValue(result, forKey: position) == nil { kept.order.append(position) }
+            while kept.results.count > Self.limit, kept.head < kept.order.count {
+                kept.results[kept.order[kept.head]] = nil
+                kept.head += 1
+            }
+            kept.compact()
         }
     }
 
     /// The result kept for `message`, forgotten now; nil when none was.
     func take(_ message: KafkaMessage) -> StageResult? {
-        results.withLock { $0.removeValue(forKey: Position(message)) }
+        kept.withLock { kept in
+            let result = kept.results.removeValue(forKey: Position(message))
+            kept.compact()
+            return result
+        }
     }
 }

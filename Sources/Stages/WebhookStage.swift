@@ -37,17 +37,22 @@ public struct WebhookStage: MessageStage {
 
     /// The apps an endpoint takes the events of, in a deployment of several apps: an event goes to it when its purchase was
     /// bought in one of them. A grant names its app; the other events' purchases are read from the store (one whose purchase
-    /// is not recorded goes to none). Adjustments are a user's, not an app's: every endpoint that takes them gets them.
+    /// is not recorded goes to none). An adjustment goes to it when one of its items is a currency or entitlement that a
+    /// product of one of its apps gives.
     public struct AppScope: Sendable {
         public var apps: Set<AppID>
         /// The app of purchases recorded without one (`AppDirectory.primary`).
         public var primary: AppID
         public var purchases: any PurchaseRepository
+        /// The currencies and the entitlements the products of `apps` give (their catalogs').
+        public var currencies: Set<String>, entitlements: Set<String>
 
-        public init(apps: Set<AppID>, primary: AppID, purchases: any PurchaseRepository) {
+        public init(apps: Set<AppID>, primary: AppID, purchases: any PurchaseRepository, currencies: Set<String>, entitlements: Set<String>) {
             self.apps = apps
             self.primary = primary
             self.purchases = purchases
+            self.currencies = currencies
+            self.entitlements = entitlements
         }
     }
 
@@ -123,7 +128,12 @@ public struct WebhookStage: MessageStage {
             }
             let concerns: Concerns? = switch type {
             case .itemGranted: .app(fields["app"]?.stringValue.map { AppID($0) })
-            case .userAdjusted: .user
+            case .userAdjusted:
+                .items((fields["items"]?.arrayValue ?? []).compactMap { item in
+                    guard let fields = item.objectValue, let kind = fields["kind"]?.stringValue.flatMap(GrantItem.Kind.init(rawValue:)),
+                          let code = fields["code"]?.stringValue else { return nil }
+                    return (kind, code)
+                })
             case .purchaseRevoked, .refundDue, .transactionFinished: purchase("transactionId")
             case .subscriptionStatus: purchase("originalTransactionId")
             default: nil
@@ -136,7 +146,8 @@ public struct WebhookStage: MessageStage {
         case .success(let concerns):
             guard let scope else { return .success(true) }
             switch concerns {
-            case .user: return .success(true)
+            case .items(let items):
+                return .success(items.contains { kind, code in (kind == .currency ? scope.currencies : scope.entitlements).contains(code) })
             case .app(let app): return .success(scope.apps.contains(app ?? scope.primary))
             case .purchase(let key):
                 guard let record = try await scope.purchases.purchase(key) else { return .success(false) }
@@ -151,8 +162,8 @@ public struct WebhookStage: MessageStage {
         case app(AppID?)
         /// This purchase, whose app the store knows.
         case purchase(PurchaseKey)
-        /// A user, of no app in particular.
-        case user
+        /// A user's items (an adjustment), each a currency or an entitlement some app's products give.
+        case items([(GrantItem.Kind, String)])
     }
 
     /// The store's errors a retry can fix are transient too.

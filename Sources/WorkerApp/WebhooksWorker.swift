@@ -38,7 +38,10 @@ extension Workers {
                 if let unknown = named.first(where: { apps.app($0) == nil }) {
                     throw SettingsError("--webhooks (IAP_WEBHOOKS_FILE) \(path): endpoint '\(endpoint.name)': the apps file has no app '\(unknown)'")
                 }
-                scope = .init(apps: Set(named), primary: apps.primary.id, purchases: env.store)
+                let catalogs = named.compactMap { apps.app($0)?.catalog }
+                scope = .init(apps: Set(named), primary: apps.primary.id, purchases: env.store,
+                              currencies: catalogs.reduce(into: []) { $0.formUnion($1.itemCodes(.currency)) },
+                              entitlements: catalogs.reduce(into: []) { $0.formUnion($1.itemCodes(.entitlement)) })
             }
             guard let secret = SharedSecret.read(file: endpoint.secretFile.path), !secret.isEmpty else {
                 throw SettingsError("--webhooks (IAP_WEBHOOKS_FILE) \(path): endpoint '\(endpoint.name)': cannot read a secret from \(endpoint.secretFile.path)")

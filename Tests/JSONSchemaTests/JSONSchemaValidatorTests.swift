@@ -63,6 +63,8 @@ import Testing
         #expect(violations { $0["quantity"] = .integer(0) } == ["/quantity: less than 1"])
         #expect(violations { $0["quantity"] = .integer(11) } == ["/quantity: greater than 10"])
         #expect(violations { $0["quantity"] = .number(1.5) } == ["/quantity: expected integer, found number"])
+        #expect(violations { $0["quantity"] = .number(3) }.isEmpty, "a whole number written as 3.0 is an integer")
+        #expect(violations { $0["quantity"] = .number(1e19) } == ["/quantity: expected integer, found number"], "beyond Int64: no model holds it")
         #expect(violations { $0["quantity"] = .string("3") } == ["/quantity: expected integer, found string"])
         #expect(violations { $0["items"] = .array([]) } == ["/items: fewer than 1 items"])
         #expect(violations { $0["items"] = .array([.object([:])]) } == ["/items/0: missing required property 'sku'"])

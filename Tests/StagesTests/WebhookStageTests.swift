@@ -7,7 +7,7 @@ import PurchaseDomain
 import PurchaseEvents
 import RequestSigning
 import StageTestSupport
-import Stages
+@testable import Stages
 import Synchronization
 import Testing
 import WorkerRuntime
@@ -21,7 +21,9 @@ import WorkerRuntime
     final class Receiver: Sendable {
         final class State: Sendable {
             let requests = Mutex<[HTTPRequest]>([])
-            /// A request whose body contains this is answered 503 (a user whose events fail), and not kept.
+            /// Every request, those answered 503 too.
+            let attempts = Mutex<[HTTPRequest]>([])
+            /// A request whose body contains this is answered 503 (a user whose events fail), and not kept in `requests`.
             let failing = Mutex<String?>(nil)
             let answer: Mutex<HTTPResponse>
             init(_ answer: HTTPResponse) { self.answer = Mutex(answer) }
@@ -34,6 +36,7 @@ import WorkerRuntime
             let state = State(HTTPResponse(status: status, headers: headers))
             self.state = state
             server = try HTTPServer(synchronousHandler: { request in
+                state.attempts.withLock { $0.append(request) }
                 if let failing = state.failing.withLock({ $0 }), String(decoding: request.body, as: UTF8.self).contains(failing) {
                     return HTTPResponse(status: 503)
                 }
@@ -121,7 +124,8 @@ import WorkerRuntime
             _ = try await store.recordVerified(PurchaseRecord(key: PurchaseKey(store: .appstore, transactionId: TransactionID(id)), userId: "user-1", productId: "coins.100",
                                                               productType: .consumable, quantity: 1, purchaseTime: now, app: app), at: now)
         }
-        let stage = Self.stage(port: receiver.server.port, scope: .init(apps: ["puzzle"], primary: "coins-game", purchases: store))
+        let stage = Self.stage(port: receiver.server.port, scope: .init(apps: ["puzzle"], primary: "coins-game", purchases: store,
+                                                                        currencies: ["hints"], entitlements: ["puzzle-pack"]))
         var puzzleGrant = Self.granted("p-1")
         puzzleGrant.app = "puzzle"
         func refund(_ id: String) -> RefundDue {
@@ -134,6 +138,17 @@ import WorkerRuntime
         }
         #expect(receiver.received.map { $0.header("ce-type") ?? "" } == ["iap.item.granted.v1", "iap.refund.due.v1"])
         #expect(receiver.received.allSatisfy { String(decoding: $0.body, as: UTF8.self).contains(#""transactionId":"p-1""#) })
+
+        // Adjustments: by their items, the currencies and entitlements the endpoint's apps give.
+        func adjusted(_ id: String, _ items: [GrantItem]) -> UserAdjusted {
+            UserAdjusted(UserAdjustment(adjustmentId: AdjustmentID(id), userId: "user-1", requestedBy: "support", reason: "outage", requestedAt: now),
+                         outcome: .applied(items: items, balances: [:], shortfall: [:]), at: now)
+        }
+        for adjustment in [adjusted("a-coins", [.currency("coins", 50)]), adjusted("a-hints", [.currency("coins", 50), .currency("hints", 5)]),
+                           adjusted("a-pack", [GrantItem(kind: .entitlement, code: "puzzle-pack", amount: 1)])] {
+            _ = try await stage.handle(try StageFixtures.message(adjustment))
+        }
+        #expect(receiver.received.compactMap { $0.header("ce-id") }.filter { $0.hasPrefix("adjusted:") } == ["adjusted:a-hints", "adjusted:a-pack"])
     }
 
     /// A batch: each user's events in order, one at a time, different users' at once. The answer ends at the first failure;
@@ -152,6 +167,8 @@ import WorkerRuntime
         if answers.count == 2, case .failure(let error) = answers[1] { #expect(error is TransientError) } else { Issue.record("\(answers)") }
         func sent() -> [String] { receiver.received.map { $0.header("ce-id") ?? "" } }
         #expect(Set(sent()) == ["granted:appstore:1", "granted:appstore:3", "granted:appstore:4", "granted:appstore:6"])
+        #expect(receiver.state.attempts.withLock { $0 }.filter { String(decoding: $0.body, as: UTF8.self).contains(#""userId":"user-2""#) }.count == 1,
+                "user-2's second event is not tried after its first failed")
         #expect(sent().filter { ["granted:appstore:1", "granted:appstore:3", "granted:appstore:6"].contains($0) }
                 == ["granted:appstore:1", "granted:appstore:3", "granted:appstore:6"], "user-1's in order")
 
@@ -162,6 +179,17 @@ import WorkerRuntime
         #expect(rest.count == 4 && rest.allSatisfy { if case .success(.publish) = $0 { true } else { false } })
         #expect(sent().sorted() == (1...6).map { "granted:appstore:\($0)" }, "each once")
         #expect(sent().filter { ["granted:appstore:2", "granted:appstore:5"].contains($0) } == ["granted:appstore:2", "granted:appstore:5"])
+    }
+
+    /// What a batch delivered beyond its answer is kept until taken, the oldest forgotten first beyond the limit.
+    @Test func answersKeptAheadAreTakenOnceAndTheOldestForgottenFirst() throws {
+        let kept = AnsweredAhead()
+        let messages = try (0...Int64(AnsweredAhead.limit)).map { try StageFixtures.message(Self.granted("\($0)"), offset: $0) }
+        for message in messages { kept.keep(.publish([]), for: message) }
+        #expect(kept.take(messages[0]) == nil, "the oldest, forgotten")
+        #expect(kept.take(messages[1]) != nil)
+        #expect(kept.take(messages[1]) == nil, "taken once")
+        #expect(kept.take(messages[AnsweredAhead.limit]) != nil)
     }
 
     /// What is not a valid event is dead-lettered and never signed and sent on.
