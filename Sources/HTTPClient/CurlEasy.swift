@@ -29,7 +29,7 @@ final class CurlEasy {
     func prepare(_ request: HTTPClient.Request, limits: HTTPClient.Limits) -> HTTPClient.Failure? {
         curl_easy_reset(handle)
         release()
-        let body = ResponseBody(limit: limits.maxBodyBytes)
+        let body = ResponseBody(limit: limits.maxBodyBytes, truncates: limits.truncatesBody)
         self.body = body
         // No "Expect: 100-continue" round trip before a body, and no Content-Type libcurl would make up for one.
         var lines = request.headers.map { "\($0.name): \($0.value)" } + ["Expect:"]
@@ -103,8 +103,13 @@ final class CurlEasy {
         var bytes: [UInt8] = []
         var exceeded = false
         let limit: Int
+        /// Past the limit: the rest is read and dropped, not a failure.
+        let truncates: Bool
 
-        init(limit: Int) { self.limit = limit }
+        init(limit: Int, truncates: Bool) {
+            self.limit = limit
+            self.truncates = truncates
+        }
 
         /// libcurl's write callback: returning less than it was given ends the transfer with an error.
         static let append: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { data, size, count, context in
@@ -112,6 +117,10 @@ final class CurlEasy {
             let body = Unmanaged<ResponseBody>.fromOpaque(context).takeUnretainedValue()
             let length = size * count
             guard body.bytes.count + length <= body.limit else {
+                if body.truncates, let data {
+                    body.bytes.append(contentsOf: UnsafeRawBufferPointer(start: data, count: body.limit - body.bytes.count))
+                    return length
+                }
                 body.exceeded = true
                 return 0
             }

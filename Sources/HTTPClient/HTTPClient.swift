@@ -41,6 +41,8 @@ public final class HTTPClient: Sendable {
     struct Limits: Sendable {
         var timeoutMilliseconds: Int
         var maxBodyBytes: Int
+        /// A longer answer keeps its first `maxBodyBytes` rather than failing.
+        var truncatesBody = false
     }
 
     private let shared: Shared
@@ -100,10 +102,11 @@ public final class HTTPClient: Sendable {
 
     /// - Parameter timeout: for the whole of each request, connecting included.
     /// - Parameter maxConnections: requests in flight at once (and connections); the rest wait their turn.
-    /// - Parameter maxBodyBytes: a longer answer is a failure.
-    public init(timeout: Duration, maxConnections: Int = 16, maxBodyBytes: Int = 1 << 20) {
+    /// - Parameter maxBodyBytes: a longer answer is a failure, or with `truncatingBody` keeps only that much (for callers
+    ///   that act on the status and read no more than the start of the body, such as webhooks out).
+    public init(timeout: Duration, maxConnections: Int = 16, maxBodyBytes: Int = 1 << 20, truncatingBody: Bool = false) {
         let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
-        shared = Shared(limits: Limits(timeoutMilliseconds: Int(max(1, milliseconds)), maxBodyBytes: maxBodyBytes),
+        shared = Shared(limits: Limits(timeoutMilliseconds: Int(max(1, milliseconds)), maxBodyBytes: maxBodyBytes, truncatesBody: truncatingBody),
                         maxConnections: max(1, maxConnections))
     }
 

@@ -85,6 +85,12 @@ public struct WebhookStage: MessageStage {
         signedQuery = components?.percentEncodedQuery
     }
 
+    /// The HTTP client of an endpoint: its answers are read for their status and the start of their body (what a refusal's
+    /// dead letter keeps), so a long body is cut, never a failure of an event the receiver took.
+    public static func client(timeoutSeconds: Int, connections: Int) -> HTTPClient {
+        HTTPClient(timeout: .seconds(timeoutSeconds), maxConnections: connections, maxBodyBytes: 4096, truncatingBody: true)
+    }
+
     public func handle(_ message: KafkaMessage) async throws -> StageResult {
         if let result = answeredAhead.take(message) { return result }
         guard let type = context.codec.eventType(ofTopic: message.topic) else { return .publish([]) }

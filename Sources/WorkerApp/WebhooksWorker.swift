@@ -48,7 +48,7 @@ extension Workers {
             }
             return WebhookStage(context: env.context(stage: "webhook-" + endpoint.name),
                                 endpoint: .init(name: endpoint.name, url: endpoint.url, secret: secret, events: endpoint.events),
-                                client: HTTPClient(timeout: .seconds(endpoint.timeoutSeconds), maxConnections: endpoint.connections), scope: scope,
+                                client: WebhookStage.client(timeoutSeconds: endpoint.timeoutSeconds, connections: endpoint.connections), scope: scope,
                                 observe: WebhookMetrics.observer(endpoint: endpoint.name, events: endpoint.events, env.metrics))
         }
     }

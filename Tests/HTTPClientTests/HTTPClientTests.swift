@@ -179,6 +179,9 @@ import TestSupport
         }
         #expect(tooLarge.description.contains("larger than 1024 bytes"))
         #expect(try await HTTPClient(timeout: .seconds(5)).send(.init(method: "GET", url: "http://127.0.0.1:\(port)/")).get().body.count == 4096)
+        // Truncating: the status and the body's start, not a failure.
+        let cut = try await HTTPClient(timeout: .seconds(5), maxBodyBytes: 1024, truncatingBody: true).send(.init(method: "GET", url: "http://127.0.0.1:\(port)/")).get()
+        #expect(cut.status == 200 && cut.body.count == 1024)
         server.shutdown()
         guard case .failure = await HTTPClient(timeout: .seconds(5)).send(.init(method: "GET", url: "http://127.0.0.1:\(port)/")) else {
             Issue.record("answered by a server that stopped")

@@ -61,7 +61,7 @@ import WorkerRuntime
                       scope: WebhookStage.AppScope? = nil, observed: Outcomes? = nil) -> WebhookStage {
         WebhookStage(context: StageContext(codec: StageFixtures.codec, logger: Logger(stage: "webhook-test", minimum: .error)),
                      endpoint: .init(name: "backend", url: URL(string: "http://127.0.0.1:\(port)\(path)")!, secret: secret, events: events),
-                     client: HTTPClient(timeout: .seconds(5)), scope: scope, observe: { _, outcome in observed?.append(outcome) })
+                     client: WebhookStage.client(timeoutSeconds: 5, connections: 16), scope: scope, observe: { _, outcome in observed?.append(outcome) })
     }
 
     static func granted(_ transaction: String, user: String = "user-1", alreadyGranted: Bool = false, extendedUntil: Date? = nil) -> ItemGranted {
@@ -226,6 +226,13 @@ import WorkerRuntime
         receiver.answer(HTTPResponse(status: 202, contentType: "application/json", body: #"{"ok":true}"#))
         let accepted = try await stage.handle(message)
         guard case .publish = accepted else { Issue.record("202 delivers, not \(accepted)"); return }
+        // A long answer is cut, not a failure: the receiver took the event.
+        receiver.answer(HTTPResponse(status: 200, headers: ["Content-Type": "text/plain"], body: Data(repeating: 0x61, count: 2 << 20)))
+        let long = try await stage.handle(message)
+        guard case .publish = long else { Issue.record("a 200 with 2 MiB delivers, not \(long)"); return }
+        receiver.answer(HTTPResponse(status: 422, headers: ["Content-Type": "text/plain"], body: Data(repeating: 0x62, count: 2 << 20)))
+        guard case .deadLetter(_, let cut) = try await stage.handle(message) else { Issue.record("a 422 with 2 MiB refuses"); return }
+        #expect(cut.contains(String(repeating: "b", count: 300)) && cut.count < 1_000)
     }
 
     /// No receiver listening: transient, retried.
