@@ -47,6 +47,9 @@ public final class HTTPClient: Sendable {
 
     private let shared: Shared
 
+    /// Requests in flight at once, at most.
+    public var maxConnections: Int { shared.maxConnections }
+
     /// What the client shares with its thread; the thread holds it, not the client, whose `deinit` stops the thread.
     private final class Shared: Sendable {
         let limits: Limits

@@ -111,3 +111,53 @@ final class AnsweredAhead: Sendable {
         }
     }
 }
+
+/// At most `count` requests of an endpoint on their way at once, across its partitions' batches: a request is signed once
+/// it has its turn, not while it waits for a connection behind a slow receiver (its timestamp would age past the
+/// receiver's tolerance).
+final class SendPermits: Sendable {
+    private struct State {
+        var free: Int
+        var waiting: [CheckedContinuation<Void, Never>] = []
+        var head = 0
+    }
+    private let state: Mutex<State>
+
+    init(_ count: Int) { state = Mutex(State(free: max(1, count))) }
+
+    /// Waits for a free permit and takes it; `release()` gives it back.
+    func acquire() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let granted = state.withLock { state -> Bool in
+                guard state.free == 0 else {
+                    state.free -= 1
+                    return true
+                }
+                state.waiting.append(continuation)
+                return false
+            }
+            if granted { continuation.resume() }
+        }
+    }
+
+    /// How many wait for a permit now.
+    var waiting: Int { state.withLock { $0.waiting.count - $0.head } }
+
+    /// Hands the permit to the longest waiting, else frees it.
+    func release() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard state.head < state.waiting.count else {
+                state.free += 1
+                return nil
+            }
+            let next = state.waiting[state.head]
+            state.head += 1
+            if state.head == state.waiting.count {
+                state.waiting.removeAll(keepingCapacity: true)
+                state.head = 0
+            }
+            return next
+        }
+        next?.resume()
+    }
+}

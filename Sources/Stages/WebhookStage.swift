@@ -67,12 +67,15 @@ public struct WebhookStage: MessageStage {
     let observe: @Sendable (EventType, WebhookOutcome) -> Void
     /// Delivered ahead of a batch's answered prefix (see `handle(batch:)`).
     let answeredAhead = AnsweredAhead()
+    /// Requests on their way, at most the client's connections.
+    let permits: SendPermits
     /// The URL's path and query as sent: what the signature covers.
     let signedPath: String, signedQuery: String?
 
     public init(context: StageContext, endpoint: Endpoint, client: HTTPClient, scope: AppScope? = nil,
                 observe: @escaping @Sendable (EventType, WebhookOutcome) -> Void = { _, _ in }) {
         self.scope = scope
+        permits = SendPermits(client.maxConnections)
         self.name = "webhook-" + endpoint.name
         self.topics = endpoint.events.map(context.codec.topic)
         self.endpoint = endpoint
@@ -103,7 +106,10 @@ public struct WebhookStage: MessageStage {
             return .publish([])
         case .success(true): break
         }
-        switch await client.send(request(for: message, sentAt: context.now())) {
+        await permits.acquire()
+        let answer = await client.send(request(for: message, sentAt: context.now()))
+        permits.release()
+        switch answer {
         case .failure(let failure):
             observe(type, .failed)
             throw TransientError("webhook \(endpoint.name): \(failure)")

@@ -192,6 +192,37 @@ import WorkerRuntime
         #expect(kept.take(messages[AnsweredAhead.limit]) != nil)
     }
 
+    /// An endpoint's requests on their way are at most its connections: the next waits for a permit (and is signed then),
+    /// the longest waiting first.
+    @Test func requestsBeyondTheConnectionsWaitTheirTurnInOrder() async throws {
+        let permits = SendPermits(1)
+        await permits.acquire()
+        final class Order: Sendable {
+            let names = Mutex<[String]>([])
+            func append(_ name: String) { names.withLock { $0.append(name) } }
+            var all: [String] { names.withLock { $0 } }
+        }
+        let order = Order()
+        let second = Task {
+            await permits.acquire()
+            order.append("second")
+            permits.release()
+        }
+        while permits.waiting < 1 { await Task.yield() }
+        let third = Task {
+            await permits.acquire()
+            order.append("third")
+            permits.release()
+        }
+        while permits.waiting < 2 { await Task.yield() }
+        #expect(order.all.isEmpty, "both wait while the permit is held")
+        permits.release()
+        await second.value
+        await third.value
+        #expect(order.all == ["second", "third"])
+        #expect(permits.waiting == 0)
+    }
+
     /// What is not a valid event is dead-lettered and never signed and sent on.
     @Test func anInvalidEventIsDeadLetteredUnsent() async throws {
         let receiver = try Receiver()
