@@ -20,7 +20,7 @@ struct PrometheusAlertTests {
         defer { directory.remove() }
         let file = directory.file
 
-        // The four workers, each with what makes it export its store-facing series: the sweeper reconciles with a stand-in
+        // The workers, each with what makes it export its store-facing series: the sweeper reconciles with a stand-in
         // Google Play (voided purchases) and counts purchases near their deadline.
         let package = "com.example.coins"
         let googlePlay = try GooglePlayAPIStandIn(purchases: [:])
@@ -36,11 +36,14 @@ struct PrometheusAlertTests {
             "iap-granter": ["--catalog", catalog],
             "iap-finisher": googlePlayAPI,
             "iap-sweeper": googlePlaySettings,
+            // An endpoint nothing listens at: no event is published here, so nothing is tried.
+            "iap-webhooks": ["--webhooks", try file("webhooks.json", #"{"endpoints": [{"name": "backend", "url": "http://127.0.0.1:9/iap", "secretFile": "webhook.secret"}]}"#)],
         ]
+        _ = try file("webhook.secret", "s3cret")
         func start(_ name: String, port: Int = 0) throws -> ExecutableProcess {
             try ExecutableProcess(name, common + ["--http-port", String(port)] + arguments[name, default: []])
         }
-        let names = ["iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper"]
+        let names = ["iap-verifier", "iap-granter", "iap-finisher", "iap-sweeper", "iap-webhooks"]
         var workers: [String: ExecutableProcess] = [:]
         var ports: [String: Int] = [:]
         for name in names {
