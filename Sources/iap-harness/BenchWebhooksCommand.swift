@@ -104,7 +104,3 @@ enum BenchWebhooksCommand {
         return 0
     }
 }
-
-extension Duration {
-    fileprivate var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}

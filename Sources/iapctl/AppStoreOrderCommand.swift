@@ -43,10 +43,7 @@ enum AppStoreOrderCommand {
             trustedRoots: roots, bundleId: BundleID(try AppStoreCommand.setting(options, "--bundle-id", "IAP_BUNDLE_ID")),
             environment: AppStoreEnvironment(rawValue: options.string("--environment") ?? environment["IAP_ENVIRONMENT"] ?? "Production"),
             appAppleId: appAppleId))
-        let store = try (options.string("--store") ?? environment["IAP_STORE_URL"]).map { url in
-            try SQLPurchaseStore(url: url, password: try (options.string("--password-file") ?? environment["IAP_STORE_PASSWORD_FILE"])
-                .map(SQLPurchaseStore.password(fromFile:)))
-        }
+        let store = try IAPCtl.store(options)
 
         let lookup: OrderLookup
         switch await client.lookUpOrder(orderId) {

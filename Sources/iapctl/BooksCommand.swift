@@ -13,10 +13,8 @@ enum BooksCommand {
     static func run(_ arguments: [String]) async throws -> Int32 {
         let options = try CommandOptions(arguments, valued: ["--store", "--password-file"])
         guard options.positional.isEmpty else { throw UsageError("books: takes no arguments besides --store and --password-file") }
-        guard let url = options.string("--store") ?? ProcessInfo.processInfo.environment["IAP_STORE_URL"] else {
-            throw UsageError("books: --store URL (or IAP_STORE_URL) is required")
-        }
-        let audit = try await UserCommand.openStore(url, options).audit(listingPurchases: false)
+        guard let store = try IAPCtl.store(options) else { throw UsageError("books: --store URL (or IAP_STORE_URL) is required") }
+        let audit = try await store.audit(listingPurchases: false)
         func listed(_ items: [String]) -> JSONValue {
             .object(["count": .integer(Int64(items.count)), "examples": .array(items.sorted().prefix(examples).map { .string($0) })])
         }

@@ -9,12 +9,7 @@ import PurchaseStore
 enum MigrateCommand {
     static func run(_ arguments: [String]) async throws -> Int32 {
         let options = try CommandOptions(arguments, valued: ["--store", "--password-file", "--catalog"])
-        guard let url = options.string("--store") ?? ProcessInfo.processInfo.environment["IAP_STORE_URL"] else {
-            throw UsageError("migrate: --store URL (or IAP_STORE_URL) is required")
-        }
-        let password = try (options.string("--password-file") ?? ProcessInfo.processInfo.environment["IAP_STORE_PASSWORD_FILE"])
-            .map(SQLPurchaseStore.password(fromFile:))
-        let store = try SQLPurchaseStore(url: url, password: password)
+        guard let store = try IAPCtl.store(options) else { throw UsageError("migrate: --store URL (or IAP_STORE_URL) is required") }
         let applied = try await store.migrate()
         print(applied.isEmpty ? "\(store.location): up to date" : "\(store.location): applied \(applied.map { "v\($0)" }.joined(separator: ", "))")
         if let path = options.string("--catalog") ?? ProcessInfo.processInfo.environment["IAP_CATALOG"] {

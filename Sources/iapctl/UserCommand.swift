@@ -43,10 +43,7 @@ enum UserCommand {
             return (200...202).contains(status) ? 0 : 1
         }
         if options.flags.contains("--sync") { throw UsageError("user: --sync goes with --ingest URL (the ingest holds the App Store Server API key)") }
-        guard let url = options.string("--store") ?? ProcessInfo.processInfo.environment["IAP_STORE_URL"] else {
-            throw UsageError("user: --store URL (or IAP_STORE_URL) or --ingest URL is required")
-        }
-        let store = try openStore(url, options)
+        guard let store = try IAPCtl.store(options) else { throw UsageError("user: --store URL (or IAP_STORE_URL) or --ingest URL is required") }
         if try await store.wasErased(UserID(userId)) {
             print(String(decoding: JSONValue.object(["error": .string("userErased"), "userId": .string(userId)]).serialized, as: UTF8.self))
             return 1
@@ -63,20 +60,12 @@ enum UserCommand {
         return 0
     }
 
-    /// The store at `url`, its password from `--password-file` (or `IAP_STORE_PASSWORD_FILE`, `PGPASSWORD`, `~/.pgpass`).
-    static func openStore(_ url: String, _ options: CommandOptions) throws -> SQLPurchaseStore {
-        let password = try (options.string("--password-file") ?? ProcessInfo.processInfo.environment["IAP_STORE_PASSWORD_FILE"])
-            .map(SQLPurchaseStore.password(fromFile:))
-        return try SQLPurchaseStore(url: url, password: password)
-    }
-
     /// `iapctl user erase USER --store URL`: erases the user on request (`SQLPurchaseStore.erase`); exit 1 when the user
     /// was erased before or has messages parked.
     private static func erase(_ userId: UserID, _ options: CommandOptions) async throws -> Int32 {
-        guard let url = options.string("--store") ?? ProcessInfo.processInfo.environment["IAP_STORE_URL"] else {
+        guard let store = try IAPCtl.store(options) else {
             throw UsageError("user erase: --store URL (or IAP_STORE_URL) is required: the store is erased, not the ingest")
         }
-        let store = try openStore(url, options)
         let fields: [String: JSONValue]
         switch try await store.erase(userId, at: Date()) {
         case .erased(let pseudonym, let purchases, let entries):
