@@ -158,24 +158,47 @@ public final class UserHoldingsAPI: Sendable {
     public static func encode(_ holdings: UserHoldings) throws -> Data { Data(try EventCodec.json(holdings).serialized) }
 }
 
-/// Whether a listening address reaches only a private network: loopback, RFC 1918, link-local, IPv6 unique-local.
+/// Whether an address reaches only a private network (loopback, RFC 1918, link-local, IPv6 unique-local), or only this
+/// machine.
 public enum PrivateAddress {
     public static func contains(_ host: String) -> Bool {
+        if isLoopback(host) { return true }
+        switch parse(host) {
+        case .v4(let first, let second)?:
+            return first == 10 || (first == 172 && (16...31).contains(second)) || (first == 192 && second == 168) || (first == 169 && second == 254)
+        case .v6(let bytes)?:
+            return bytes[0] & 0xFE == 0xFC || (bytes[0] == 0xFE && bytes[1] & 0xC0 == 0x80)
+        case nil:
+            return false
+        }
+    }
+
+    /// Whether `host` is this machine: `localhost`, 127.0.0.0/8 or ::1 (in a URL's brackets too).
+    public static func isLoopback(_ host: String) -> Bool {
         if host == "localhost" { return true }
+        switch parse(host) {
+        case .v4(let first, _)?: return first == 127
+        case .v6(let bytes)?: return bytes.dropLast().allSatisfy { $0 == 0 } && bytes.last == 1
+        case nil: return false
+        }
+    }
+
+    private enum Parsed {
+        /// The first two octets.
+        case v4(UInt32, UInt32)
+        case v6([UInt8])
+    }
+
+    private static func parse(_ host: String) -> Parsed? {
         var v4 = in_addr()
         if inet_pton(AF_INET, host, &v4) == 1 {
             let a = UInt32(bigEndian: v4.s_addr)
-            let (first, second) = (a >> 24, (a >> 16) & 0xFF)
-            return first == 127 || first == 10 || (first == 172 && (16...31).contains(second)) || (first == 192 && second == 168)
-                || (first == 169 && second == 254)
+            return .v4(a >> 24, (a >> 16) & 0xFF)
         }
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         var v6 = in6_addr()
-        if inet_pton(AF_INET6, host, &v6) == 1 {
-            let bytes = withUnsafeBytes(of: &v6) { Array($0) }
-            let loopback = bytes.dropLast().allSatisfy { $0 == 0 } && bytes.last == 1
-            return loopback || bytes[0] & 0xFE == 0xFC || (bytes[0] == 0xFE && bytes[1] & 0xC0 == 0x80)
-        }
-        return false
+        if inet_pton(AF_INET6, bare, &v6) == 1 { return .v6(withUnsafeBytes(of: &v6) { Array($0) }) }
+        return nil
     }
 }
 

@@ -17,11 +17,13 @@ public struct WebhooksFile: Sendable {
     /// One endpoint as written, checked.
     public struct Endpoint: Sendable {
         public var name: String
-        /// `https`, or `http` to a loopback address or with `allowPlainHTTP`; no user or password in it.
+        /// `http` or `https`, without a user or password, nor '.' or '..' in its path.
         public var url: URL
         public var secretFile: URL
         /// In the file's order, each once.
         public var events: [EventType]
+        /// `allowPlainHTTP`: an http `url` may name another host than this one (the worker refuses it otherwise).
+        public var allowsPlainHTTP: Bool
         /// The apps whose events it takes; nil: every app's.
         public var apps: [AppID]?
         public var timeoutSeconds: Int
@@ -49,16 +51,12 @@ public struct WebhooksFile: Sendable {
             func refuse(_ problem: String) -> WebhooksFileError { WebhooksFileError("endpoints[\(index)] ('\(name)'): \(problem)") }
             guard names.insert(Array(name.utf8)).inserted else { throw refuse("another endpoint has this name") }
             let text = fields["url"]?.stringValue ?? ""
-            guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(), let host = components.host, !host.isEmpty,
-                  let url = components.url else { throw refuse("url is not an absolute URL: \(text)") }
+            guard let components = URLComponents(string: text), components.scheme != nil, components.host?.isEmpty == false, let url = components.url else { throw refuse("url is not an absolute URL: \(text)") }
             // Logged and shown in dead letters: credentials belong in the secret, not the address.
             guard components.user == nil, components.password == nil else { throw refuse("url must not carry a user or password") }
             // libcurl removes dot segments from the path it sends, and the signature covers the path as written: they must agree.
             let segments = components.percentEncodedPath.split(separator: "/", omittingEmptySubsequences: false)
             guard !segments.contains(where: { $0 == "." || $0 == ".." }) else { throw refuse("url's path has '.' or '..' segments: write the path they lead to") }
-            if scheme == "http", fields["allowPlainHTTP"]?.boolValue != true, !Self.isLoopback(host) {
-                throw refuse("url is http to \(host): the events and their signature would cross the network in clear; use https, or set allowPlainHTTP")
-            }
             let file = fields["secretFile"]?.stringValue ?? ""
             var events: [EventType] = []
             for type in fields["events"]?.arrayValue?.compactMap({ $0.stringValue.flatMap(EventType.init(rawValue:)) }) ?? Self.defaultEvents
@@ -66,19 +64,12 @@ public struct WebhooksFile: Sendable {
                 events.append(type)
             }
             endpoints.append(Endpoint(name: name, url: url, secretFile: file.hasPrefix("/") ? URL(fileURLWithPath: file) : directory.appendingPathComponent(file),
-                                      events: events, apps: fields["apps"]?.arrayValue.map { $0.compactMap(\.stringValue).map { AppID($0) } },
+                                      events: events, allowsPlainHTTP: fields["allowPlainHTTP"]?.boolValue == true,
+                                      apps: fields["apps"]?.arrayValue.map { $0.compactMap(\.stringValue).map { AppID($0) } },
                                       timeoutSeconds: fields["timeoutSeconds"]?.int64Value.map { Int($0) } ?? Self.defaultTimeoutSeconds,
                                       connections: fields["connections"]?.int64Value.map { Int($0) } ?? Self.defaultConnections))
         }
         self.endpoints = endpoints
-    }
-
-    /// Whether `host` names this machine: `localhost`, 127.0.0.0/8 or ::1.
-    static func isLoopback(_ host: String) -> Bool {
-        let host = host.lowercased()
-        if host == "localhost" || host == "[::1]" || host == "::1" { return true }
-        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
-        return octets.count == 4 && octets.first == "127" && octets.allSatisfy { UInt8($0) != nil }
     }
 }
 

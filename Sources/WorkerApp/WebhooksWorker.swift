@@ -1,5 +1,6 @@
 import Foundation
 import HTTPClient
+import Ingest
 import Metrics
 import PurchaseEvents
 import RequestSigning
@@ -42,6 +43,10 @@ extension Workers {
                 scope = .init(apps: Set(named), primary: apps.primary.id, purchases: env.store,
                               currencies: catalogs.reduce(into: []) { $0.formUnion($1.itemCodes(.currency)) },
                               entitlements: catalogs.reduce(into: []) { $0.formUnion($1.itemCodes(.entitlement)) })
+            }
+            if endpoint.url.scheme?.lowercased() == "http", !endpoint.allowsPlainHTTP, let host = endpoint.url.host, !PrivateAddress.isLoopback(host) {
+                throw SettingsError("--webhooks (IAP_WEBHOOKS_FILE) \(path): endpoint '\(endpoint.name)': url is http to \(host): the events and their "
+                                    + "signature would cross the network in clear; use https, or set allowPlainHTTP")
             }
             guard let secret = SharedSecret.read(file: endpoint.secretFile.path), !secret.isEmpty else {
                 throw SettingsError("--webhooks (IAP_WEBHOOKS_FILE) \(path): endpoint '\(endpoint.name)': cannot read a secret from \(endpoint.secretFile.path)")

@@ -291,5 +291,9 @@ import TestSupport
         for host in ["0.0.0.0", "::", "8.8.8.8", "172.32.0.1", "192.169.0.1", "2001:db8::1", "example.com"] {
             #expect(!PrivateAddress.contains(host), "\(host)")
         }
+        for host in ["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"] { #expect(PrivateAddress.isLoopback(host), "\(host)") }
+        for host in ["10.1.2.3", "192.168.1.1", "fd00::1", "0.0.0.0", "::", "128.0.0.1", "localhost.example.com"] {
+            #expect(!PrivateAddress.isLoopback(host), "\(host)")
+        }
     }
 }

@@ -72,6 +72,23 @@ import WorkerApp
         #expect(try await stages(apps: #""chess""#, file: true).contains("endpoint 'puzzle': the apps file has no app 'chess'"))
     }
 
+    /// Plain http only where nothing crosses a network, or when the operator says the network is protected.
+    @Test func webhookEndpointsTakePlainHTTPOnlyToThisMachineOrWhenAllowed() async throws {
+        try Data("secret".utf8).write(to: directory.appendingPathComponent("hook.secret"))
+        let webhooks = directory.appendingPathComponent("webhooks.json")
+        func stages(_ url: String, allow: Bool = false) async throws -> String {
+            try Data(#"{"endpoints": [{"name": "b", "url": "\#(url)", "secretFile": "hook.secret", "allowPlainHTTP": \#(allow)}]}"#.utf8).write(to: webhooks)
+            let env = try WorkerApp.embedded(command: "iap-webhooks", settings: Workers.webhooksSettings,
+                                             variables: ["KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1", "IAP_WEBHOOKS_FILE": webhooks.path], store: store)
+            return await refusal { _ = try Workers.webhookStages(env) }
+        }
+        #expect(try await stages("http://backend.internal/h").contains("endpoint 'b': url is http to backend.internal: the events and their signature would cross the network in clear"))
+        for url in ["http://127.0.0.1:8080/h", "http://localhost/h", "http://[::1]:9/h", "https://backend.internal/h"] {
+            #expect(try await stages(url) == "built", "\(url)")
+        }
+        #expect(try await stages("http://backend.internal/h", allow: true) == "built")
+    }
+
     @Test func theGranterNeedsEveryAppsCatalog() async throws {
         let variables = try variables(apps(puzzleCatalog: false))
         let granter = try WorkerApp.embedded(command: "iap-granter", settings: Workers.granterSettings, variables: variables, store: store)

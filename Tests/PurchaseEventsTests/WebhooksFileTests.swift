@@ -38,13 +38,11 @@ import TestSupport
         #expect(error(#"{"endpoints": [{"name": "b", "url": "https://b.example/h", "secretFile": "s", "apps": ["Puzzle"]}]}"#).contains("/endpoints/0/apps/0"))
     }
 
-    /// Plain http only where nothing crosses a network, or when the operator says the network is protected.
-    @Test func plainHTTPIsForLoopbackOrWhenAllowed() throws {
-        #expect(error(#"{"endpoints": [{"name": "b", "url": "http://backend.internal/h", "secretFile": "s"}]}"#).contains("in clear"))
-        for url in ["http://127.0.0.1:8080/h", "http://localhost/h", "http://[::1]:9/h"] {
-            #expect(error(#"{"endpoints": [{"name": "b", "url": "\#(url)", "secretFile": "s"}]}"#) == "accepted", "\(url)")
-        }
-        #expect(error(#"{"endpoints": [{"name": "b", "url": "http://backend.internal/h", "secretFile": "s", "allowPlainHTTP": true}]}"#) == "accepted")
+    /// `allowPlainHTTP` is read for the worker, which refuses plain http but to this machine without it.
+    @Test func plainHTTPIsAllowedByName() throws {
+        #expect(try load(#"{"endpoints": [{"name": "b", "url": "http://backend.internal/h", "secretFile": "s"}]}"#).endpoints[0].allowsPlainHTTP == false)
+        #expect(try load(#"{"endpoints": [{"name": "b", "url": "http://backend.internal/h", "secretFile": "s", "allowPlainHTTP": true}]}"#)
+            .endpoints[0].allowsPlainHTTP)
     }
 
     @Test func mistakesAreNamed() {
