@@ -11,7 +11,7 @@ import TestSupport
 
 /// `iap-webhooks` against a receiver in the test process, through the broker: every event arrives once, each user's in
 /// the order the pipeline published them, through 30 s in which the receiver is down (retried, parked, re-driven). Beside
-/// it, the README's Python receiver, as written, takes the same events signed with its own secret, and is not held back.
+/// it, the Python receiver of docs/webhooks.md, as written, takes the same events signed with its own secret, and is not held back.
 @Suite(TestServices.broker, TestServices.pythonTools, .timeLimit(.minutes(8)))
 struct WebhookDeliveryTests {
     /// The receiver: checks each request's signature (refusing a bad one with 401), keeps what it accepted.
@@ -127,13 +127,13 @@ struct WebhookDeliveryTests {
             Issue.record("nothing parked: \(worker.log.filter { !$0.contains("re-driven") }.suffix(40).joined(separator: "\n"))")
             throw error
         }
-        // The other endpoint is not held back: the README's receiver takes every event while this one is down.
+        // The other endpoint is not held back: the documented receiver takes every event while this one is down.
         try await waitUntil("the Python receiver has all \(expected.count) events", timeout: .seconds(150)) {
             python.received.count >= expected.count || !python.process.isRunning
         }
         // It prints each ce-id, a repeat's as its first's.
         let printed = expected.map { $0.replacingOccurrences(of: "#repeat", with: "") }.sorted()
-        #expect(python.received.sorted() == printed, "the README's receiver: each event once, verified; output:\n\(python.process.output.suffix(2_000))")
+        #expect(python.received.sorted() == printed, "docs/webhooks.md's receiver: each event once, verified; output:\n\(python.process.output.suffix(2_000))")
         #expect(receiver.deliveries.count == 16, "nothing reached the receiver while it was down")
         try await Task.sleep(until: outage + .seconds(30))
         #expect(try receiver.start(port: port) == port)
@@ -164,7 +164,7 @@ struct WebhookDeliveryTests {
         python.process.stop()
     }
 
-    /// The README's receiver (`test: webhook receiver`), run as written with a secret of its own.
+    /// docs/webhooks.md's receiver (`test: webhook receiver`), run as written with a secret of its own.
     struct PythonReceiver {
         let process: BackgroundProcess
         let port: Int
@@ -176,8 +176,8 @@ struct WebhookDeliveryTests {
 
     static func readmeReceiver(secretFile: URL, directory: URL) async throws -> PythonReceiver {
         let interpreter = try TestServices.requirePython()
-        let code = try #require(try documentedBlocks(in: TestServices.packageRoot.appendingPathComponent("README.md"))
-            .first { $0.marker == "test: webhook receiver" }?.text, "README.md shows the webhook receiver")
+        let code = try #require(try documentedBlocks(in: TestServices.packageRoot.appendingPathComponent("docs/webhooks.md"))
+            .first { $0.marker == "test: webhook receiver" }?.text, "docs/webhooks.md shows the webhook receiver")
         let script = directory.appendingPathComponent("receiver.py")
         try Data(code.utf8).write(to: script)
         try Data("python-receiver-secret".utf8).write(to: secretFile)
