@@ -413,6 +413,21 @@ enum Migrations {
                 erased_at BIGINT NOT NULL
             );
             """),
+            // What each stage's partitions have in flight, so that the message that crashes a worker is found by whichever
+            // replica holds the partition next (see StageRunner+Crashes): the offsets in hand, and those in hand at a crash.
+            (30, """
+            CREATE TABLE in_flight_marks (
+                stage TEXT NOT NULL,
+                topic TEXT NOT NULL,
+                topic_partition BIGINT NOT NULL,
+                handling_first BIGINT,
+                handling_last BIGINT,
+                suspect_first BIGINT,
+                suspect_last BIGINT,
+                marked_at BIGINT NOT NULL,
+                PRIMARY KEY (stage, topic, topic_partition)
+            );
+            """),
         ]
     }
 }
