@@ -19,7 +19,9 @@ extension VerifierStage {
             return .deadLetter(reason: "notificationRejected",
                                detail: "'\(notification.packageName.rawValue.prefix(256))' is not one of this deployment's Google Play apps")
         }
-        context.logger.info("Google Play notification", ["package": notification.packageName, "token": notification.purchaseToken.map { Fingerprint($0).description } ?? ""])
+        var fields: [String: any Sendable] = ["package": notification.packageName]
+        if let token = notification.purchaseToken { fields["token"] = Fingerprint(token) }
+        context.logger.info("Google Play notification", fields)
         switch notification.kind {
         case .test:
             return .publish([])

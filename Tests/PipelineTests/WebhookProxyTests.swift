@@ -7,27 +7,30 @@ import PurchaseStore
 import StageTestSupport
 import Synchronization
 import Testing
+import TestSupport
 import WorkerApp
 
 /// `iap-webhooks` built from its file and an environment naming an HTTP proxy (`http_proxy`, as a container or a shell
 /// sets it): an endpoint on this machine is sent its events directly, signed, never through the proxy; another goes through
-/// it. The proxy is an HTTP server in the test process that records what reaches it and answers itself: nothing leaves the
-/// machine, and no other host's name is looked up.
+/// it. The proxy is played in the test process (`ProxyStandIn`: it records what reaches it and answers itself): nothing
+/// leaves the machine, and no other host's name is looked up.
 @Suite struct WebhookProxyTests {
     /// A server keeping the target and the signature of each request it answers 204.
     final class Recorder: Sendable {
-        let seen = Mutex<[(target: String, signed: Bool)]>([])
+        /// Apart from the recorder: the server's handler holds it.
+        final class Log: Sendable { let seen = Mutex<[(target: String, signed: Bool)]>([]) }
+        let log = Log()
         let server: HTTPServer
 
         init() throws {
-            let seen = self.seen
+            let log = self.log
             server = try HTTPServer(synchronousHandler: { request in
-                seen.withLock { $0.append((request.path, request.header("X-IAP-Signature") != nil)) }
+                log.seen.withLock { $0.append((request.path, request.header("X-IAP-Signature") != nil)) }
                 return HTTPResponse(status: 204)
             })
         }
 
-        var targets: [String] { seen.withLock { $0.map(\.target) } }
+        var targets: [String] { log.seen.withLock { $0.map(\.target) } }
         deinit { server.shutdown() }
     }
 
@@ -35,7 +38,7 @@ import WorkerApp
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("webhook-proxy-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let proxy = try Recorder(), sidecar = try Recorder()
+        let proxy = try ProxyStandIn(), sidecar = try Recorder()
         try Data("secret".utf8).write(to: directory.appendingPathComponent("hook.secret"))
         let file = directory.appendingPathComponent("webhooks.json")
         try Data(("""
@@ -48,7 +51,7 @@ import WorkerApp
         let store = try SQLPurchaseStore(url: "sqlite:" + directory.appendingPathComponent("store.sqlite").path)
         let env = try WorkerApp.embedded(command: "iap-webhooks", settings: Workers.webhooksSettings,
                                          variables: ["KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1", "IAP_WEBHOOKS_FILE": file.path,
-                                                     "http_proxy": "http://127.0.0.1:\(proxy.server.port)"],
+                                                     "http_proxy": proxy.url],
                                          store: store)
         let stages = try Workers.webhookStages(env)
         #expect(stages.map(\.name) == ["webhook-sidecar", "webhook-localhost", "webhook-remote"])
@@ -60,7 +63,7 @@ import WorkerApp
             guard case .publish(let outputs) = result, outputs.isEmpty else { Issue.record("\(stage.name): not delivered: \(result)"); continue }
         }
         #expect(sidecar.targets == ["/hook", "/named"], "the machine's endpoints got theirs directly: \(sidecar.targets)")
-        #expect(sidecar.seen.withLock { $0.allSatisfy(\.signed) })
+        #expect(sidecar.log.seen.withLock { $0.allSatisfy(\.signed) })
         #expect(proxy.targets == ["http://backend.internal/hook"], "only the other host's went through the proxy: \(proxy.targets)")
     }
 }
