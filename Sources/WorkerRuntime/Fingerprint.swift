@@ -21,3 +21,17 @@ public struct Fingerprint: Sendable, Hashable, CustomStringConvertible {
         description = "sha256:" + sha256(bytes).prefix(6).lowercaseHex
     }
 }
+
+extension Fingerprint {
+    /// Bytes of the longest transaction id any store gives (the App Store's are digits, Google Play's `GPA.` order ids and
+    /// AppCoins' ids a few dozen characters): a longer one is a Google Play purchase token standing for an order id the
+    /// purchase does not have (a test or promotional purchase's).
+    public static let longestTransactionId = 64
+
+    /// A transaction id as logs and error messages name it: as it is, or its fingerprint when it is a purchase token
+    /// (`longestTransactionId`).
+    public static func transactionId(_ id: some CustomStringConvertible) -> String {
+        let text = id.description
+        return text.utf8.count > longestTransactionId ? Fingerprint(text).description : text
+    }
+}

@@ -4,7 +4,8 @@ import Synchronization
 /// JSON-lines logging to standard error: one object per line with `ts`, `level`, `stage`, `msg` and
 /// the fields given (topic, partition, offset, transaction id, …). Payloads are never passed in, and secrets appear only
 /// as their `Fingerprint`: a field whose name says it holds one (`namesSecret`) is fingerprinted whatever its value, at
-/// every level.
+/// every level, and so is a `transactionId` or `originalTransactionId` that is a purchase token
+/// (`Fingerprint.transactionId`).
 public struct Logger: Sendable {
     public enum Level: Int, Sendable, Comparable, CustomStringConvertible {
         case debug, info, warning, error
@@ -31,8 +32,8 @@ public struct Logger: Sendable {
             } else if Self.namesSecret(key) {
                 let text = "\(value)"
                 object[key] = text.isEmpty ? text : Fingerprint(text).description
-            } else if Self.standsForToken(key), let text = value as? CustomStringConvertible, text.description.utf8.count > Self.longestStoreId {
-                object[key] = Fingerprint(text).description
+            } else if key == "transactionId" || key == "originalTransactionId", let id = value as? CustomStringConvertible {
+                object[key] = Fingerprint.transactionId(id)
             } else {
                 object[key] = value is String || value is Int || value is Int32 || value is Int64 || value is Bool || value is Double ? value : "\(value)"
             }
@@ -50,13 +51,6 @@ public struct Logger: Sendable {
     }
 
     private static let secretWords = ["token", "obfuscated", "signature", "signed", "receipt", "jws", "purchasedata", "authorization", "secret", "password"]
-
-    /// A transaction id longer than any store's order or transaction id (the App Store's are digits, Google Play's
-    /// `GPA.` order ids and AppCoins' ids a few dozen characters) is a Google Play purchase token standing for an order id
-    /// the purchase does not have (a test or promotional purchase's): logged as its fingerprint.
-    static let longestStoreId = 64
-
-    static func standsForToken(_ key: String) -> Bool { key == "transactionId" || key == "originalTransactionId" }
 
     public func debug(_ message: String, _ fields: [String: any Sendable] = [:]) { log(.debug, message, fields) }
     public func info(_ message: String, _ fields: [String: any Sendable] = [:]) { log(.info, message, fields) }

@@ -118,6 +118,23 @@ import WorkerRuntime
         }
     }
 
+    /// A purchase recorded by its token (no order id) that the granter cannot find fails with an error that is logged: it
+    /// names the token by its fingerprint.
+    @Test func anErrorAboutAPurchaseRecordedByItsTokenNamesItsFingerprint() async throws {
+        let token = Self.token()
+        let granter = GranterStage(context: StageContext(codec: StageFixtures.codec, logger: Logger(stage: "t", minimum: .error)), store: InMemoryPurchaseStore(),
+                                   catalog: StageFixtures.catalog, clawBackDueRefunds: false)
+        let verified = PurchaseVerifiedEvent(store: .googleplay, transactionId: TransactionID(token), productId: "coins.100", productType: "consumable", quantity: 1,
+                                             userId: "android-1", purchaseDate: Date(), source: .client, verifiedAt: Date())
+        do {
+            let result = try await granter.handle(try StageFixtures.message(verified))
+            Issue.record("a purchase the store does not hold was answered: \(result)")
+        } catch {
+            #expect(error is TransientError)
+            #expect(!"\(error)".contains(token) && "\(error)".contains("googleplay:" + Fingerprint(token).description), "\(error)")
+        }
+    }
+
     /// Whatever a call site passes under a name that says it holds a secret, the line has its fingerprint.
     @Test func fieldsNamedForSecretsAreFingerprintedWhateverTheyHold() throws {
         let lines = Lines()
