@@ -48,6 +48,9 @@ final class CurlEasy {
         set(CURLOPT_TIMEOUT_MS, limits.timeoutMilliseconds)
         set(CURLOPT_CONNECTTIMEOUT_MS, limits.timeoutMilliseconds)
         set(CURLOPT_HTTPHEADER, UnsafeRawPointer(headers))
+        // Always set, "" for none: libcurl then reads no proxy variable of its own (`HTTPClient.Proxy`).
+        (limits.proxy.proxy(of: request.url) ?? "").withCString { set(CURLOPT_PROXY, $0) }
+        limits.proxy.noProxy.withCString { set(CURLOPT_NOPROXY, $0) }
         // Unretained: `self.body` holds it until the answer is read.
         set(CURLOPT_WRITEDATA, UnsafeRawPointer(Unmanaged.passUnretained(body).toOpaque()))
         if code == CURLE_OK { code = iap_curl_setopt_write_function(handle, ResponseBody.append) }

@@ -3,7 +3,8 @@ import Synchronization
 
 /// A small HTTP/1.1 client for the store APIs, over libcurl (TLS verified against the system's CAs): up to
 /// `maxConnections` requests at once, all run by one thread of the client's over connections kept alive from one
-/// request to the next. Nothing is cached, no cookies, no redirects followed.
+/// request to the next. Nothing is cached, no cookies, no redirects followed. Requests go through the proxy the client's
+/// `Proxy` names (by default the one the environment names, as curl reads it).
 ///
 /// Written for the finisher's Finish Transaction calls: URLSession on Linux is libcurl too, under layers of dispatch
 /// queues, callbacks and header parsing that `perf` put at a fifth of the finisher's CPU. One thread for all requests
@@ -32,7 +33,8 @@ public final class HTTPClient: Sendable {
         public let retryAfter: Duration?
     }
 
-    /// No answer: the connection failed, timed out, or the answer was too large or malformed.
+    /// No answer: the connection failed, timed out, or the answer was too large or malformed. Its description never names
+    /// the request's URL (a store API's path carries a purchase token): it is logged.
     public struct Failure: Error, Sendable, CustomStringConvertible {
         public let description: String
         init(_ description: String) { self.description = description }
@@ -43,6 +45,7 @@ public final class HTTPClient: Sendable {
         var maxBodyBytes: Int
         /// A longer answer keeps its first `maxBodyBytes` rather than failing.
         var truncatesBody = false
+        var proxy: Proxy
     }
 
     private let shared: Shared
@@ -107,9 +110,11 @@ public final class HTTPClient: Sendable {
     /// - Parameter maxConnections: requests in flight at once (and connections); the rest wait their turn.
     /// - Parameter maxBodyBytes: a longer answer is a failure, or with `truncatingBody` keeps only that much (for callers
     ///   that act on the status and read no more than the start of the body, such as webhooks out).
-    public init(timeout: Duration, maxConnections: Int = 16, maxBodyBytes: Int = 1 << 20, truncatingBody: Bool = false) {
+    /// - Parameter proxy: what the requests go through; by default the proxy the process's environment names.
+    public init(timeout: Duration, maxConnections: Int = 16, maxBodyBytes: Int = 1 << 20, truncatingBody: Bool = false, proxy: Proxy = .environment()) {
         let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
-        shared = Shared(limits: Limits(timeoutMilliseconds: Int(max(1, milliseconds)), maxBodyBytes: maxBodyBytes, truncatesBody: truncatingBody),
+        shared = Shared(limits: Limits(timeoutMilliseconds: Int(max(1, milliseconds)), maxBodyBytes: maxBodyBytes, truncatesBody: truncatingBody,
+                                       proxy: proxy),
                         maxConnections: max(1, maxConnections))
     }
 

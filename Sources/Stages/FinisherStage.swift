@@ -179,7 +179,7 @@ public struct FinisherStage: StoreBackedStage {
                 // The verifier records before it emits: a missing row is a store not caught up yet. Without an API call to
                 // make, nothing is owed: the grant that comes with the record finishes it.
                 if !throughAPI { return .publish([]) }
-                throw TransientError("purchase \(key) not in the store yet")
+                throw TransientError("purchase \(key.logged) not in the store yet")
             }
             let finishing = { (method: FinishMethod) in
                 try await self.finish(store: granted.store, transactionId: granted.transactionId, userId: granted.userId, method: method)
@@ -200,7 +200,7 @@ public struct FinisherStage: StoreBackedStage {
                 // In a batch's transaction: no call to the store's API while it is open.
                 let answered = googlePlayCalls?[granted.transactionId]
                 if googlePlayCalls != nil && answered == nil && !(record.productType == .consumable && record.storeConsumed) {
-                    throw TransientError("purchase \(key) was granted during its batch")
+                    throw TransientError("purchase \(key.logged) was granted during its batch")
                 }
                 return try await completeOnGooglePlay(record, with: googlePlay, answered: answered, finishing: finishing)
             case .callStoreAPI:
@@ -212,7 +212,7 @@ public struct FinisherStage: StoreBackedStage {
                 let answer: Result<Void, AppStoreServerAPIClient.Failure>
                 if let finishCalls {
                     // In a batch's transaction: no call to the store API while it is open.
-                    guard let made = finishCalls[granted.transactionId] else { throw TransientError("purchase \(key) was granted during its batch") }
+                    guard let made = finishCalls[granted.transactionId] else { throw TransientError("purchase \(key.logged) was granted during its batch") }
                     answer = made
                 } else {
                     answer = await clients.client(forRecorded: record.environment).finishTransaction(granted.transactionId)

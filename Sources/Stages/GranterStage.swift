@@ -132,7 +132,7 @@ public struct GranterStage: StoreBackedStage {
             return try await rejected(verified, reason: reason.rawValue, detail: "purchase is \(state.rawValue)")
         case .notGrantable(nil):
             // The verifier records before it emits; a missing row means a store that lost it or is not the same one.
-            throw TransientError("purchase \(key) is not in the store yet")
+            throw TransientError("purchase \(key.logged) is not in the store yet")
         }
     }
 

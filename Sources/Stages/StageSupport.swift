@@ -128,3 +128,9 @@ extension GrantedItem {
                   expiresAt: item.expiresAt, balance: currency ? balances[item.code] : nil)
     }
 }
+
+extension PurchaseKey {
+    /// The key as errors that are logged name it: a Google Play purchase recorded by its token (no order id) by the
+    /// token's fingerprint (`Fingerprint.transactionId`).
+    var logged: String { "\(store.rawValue):\(Fingerprint.transactionId(transactionId))" }
+}

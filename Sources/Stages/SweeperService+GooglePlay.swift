@@ -2,6 +2,7 @@ import Foundation
 import PurchaseDomain
 import PurchaseEvents
 import StoreVerification
+import WorkerRuntime
 
 extension SweeperService {
     /// Asks `purchases.subscriptionsv2` about each Google Play subscription whose latest period expired between
@@ -29,7 +30,7 @@ extension SweeperService {
                 context.logger.warning("Google Play API unavailable; lapsed subscriptions wait for the next sweep", ["detail": rejection.detail])
                 return settled
             case .failure(let rejection):
-                context.logger.warning("Google Play refused a lapsed subscription", ["purchaseToken": token, "reason": rejection.reason.rawValue,
+                context.logger.warning("Google Play refused a lapsed subscription", ["purchaseToken": Fingerprint(token), "reason": rejection.reason.rawValue,
                                                                                       "detail": rejection.detail])
                 continue
             }
@@ -48,7 +49,7 @@ extension SweeperService {
             settled += 1
             count("googlePlaySubscriptionSettled")
             context.logger.info("lapsed subscription settled with Google Play", [
-                "purchaseToken": token, "state": purchase.state.rawValue,
+                "purchaseToken": Fingerprint(token), "state": purchase.state.rawValue,
                 "outcome": later ? (newOrder ? "renewal notified" : "expiry moved, notified") : "status recorded"])
         }
         return settled

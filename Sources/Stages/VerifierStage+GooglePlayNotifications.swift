@@ -19,7 +19,9 @@ extension VerifierStage {
             return .deadLetter(reason: "notificationRejected",
                                detail: "'\(notification.packageName.rawValue.prefix(256))' is not one of this deployment's Google Play apps")
         }
-        context.logger.info("Google Play notification", ["package": notification.packageName, "token": notification.purchaseToken?.rawValue ?? ""])
+        var fields: [String: any Sendable] = ["package": notification.packageName]
+        if let token = notification.purchaseToken { fields["token"] = Fingerprint(token) }
+        context.logger.info("Google Play notification", fields)
         switch notification.kind {
         case .test:
             return .publish([])
@@ -50,7 +52,7 @@ extension VerifierStage {
         switch verdict {
         case .success(let verified): purchase = try await continuingItsSubscription(verified)
         case .failure(let rejection) where rejection.reason == .purchasePending || !rejection.isRetryable:
-            context.logger.info("Google Play notification: nothing to record", ["token": token, "reason": rejection.reason.rawValue])
+            context.logger.info("Google Play notification: nothing to record", ["token": Fingerprint(token), "reason": rejection.reason.rawValue])
             return .publish([])
         case .failure(let rejection):
             throw TransientError("\(rejection)")

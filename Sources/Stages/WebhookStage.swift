@@ -89,9 +89,10 @@ public struct WebhookStage: MessageStage {
     }
 
     /// The HTTP client of an endpoint: its answers are read for their status and the start of their body (what a refusal's
-    /// dead letter keeps), so a long body is cut, never a failure of an event the receiver took.
-    public static func client(timeoutSeconds: Int, connections: Int) -> HTTPClient {
-        HTTPClient(timeout: .seconds(timeoutSeconds), maxConnections: connections, maxBodyBytes: 4096, truncatingBody: true)
+    /// dead letter keeps), so a long body is cut, never a failure of an event the receiver took. `proxy`: what its requests
+    /// go through (none for an endpoint on this machine: the events, signed, must not leave it).
+    public static func client(timeoutSeconds: Int, connections: Int, proxy: HTTPClient.Proxy) -> HTTPClient {
+        HTTPClient(timeout: .seconds(timeoutSeconds), maxConnections: connections, maxBodyBytes: 4096, truncatingBody: true, proxy: proxy)
     }
 
     public func handle(_ message: KafkaMessage) async throws -> StageResult {

@@ -51,9 +51,14 @@ extension Workers {
             guard let secret = SharedSecret.read(file: endpoint.secretFile.path), !secret.isEmpty else {
                 throw SettingsError("--webhooks (IAP_WEBHOOKS_FILE) \(path): endpoint '\(endpoint.name)': cannot read a secret from \(endpoint.secretFile.path)")
             }
+            // An endpoint on this machine (a sidecar) is reached directly, whatever proxy the environment names: the events
+            // and their signature never leave the machine. Others go through the environment's proxy but to its NO_PROXY hosts.
+            let direct = endpoint.url.host.map(PrivateAddress.isLoopback) ?? false
+            let client = WebhookStage.client(timeoutSeconds: endpoint.timeoutSeconds, connections: endpoint.connections,
+                                             proxy: direct ? .none : .environment(env.process.variables))
             return WebhookStage(context: env.context(stage: "webhook-" + endpoint.name),
                                 endpoint: .init(name: endpoint.name, url: endpoint.url, secret: secret, events: endpoint.events),
-                                client: WebhookStage.client(timeoutSeconds: endpoint.timeoutSeconds, connections: endpoint.connections), scope: scope,
+                                client: client, scope: scope,
                                 observe: WebhookMetrics.observer(endpoint: endpoint.name, events: endpoint.events, env.metrics))
         }
     }

@@ -76,9 +76,13 @@ public enum WorkerApp {
         public let metrics: MetricsRegistry
         public let shutdownTimeout: Duration
         public let topicPrefix: String
+        /// The environment variables the process runs with (an embedded worker's: those it was given), as HTTP clients read
+        /// their proxy from them (`HTTPClient.Proxy.environment`).
+        public let variables: [String: String]
 
         /// Resolves what every executable shares from `settings` (Kafka properties from `variables`' `KAFKA_*` too).
         init(command: String, settings: Settings, variables: [String: String]) throws {
+            self.variables = variables
             let level: Logger.Level = switch settings.string("--log-level") {
             case "debug": .debug
             case "warning": .warning

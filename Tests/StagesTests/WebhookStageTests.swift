@@ -61,7 +61,7 @@ import WorkerRuntime
                       scope: WebhookStage.AppScope? = nil, observed: Outcomes? = nil) -> WebhookStage {
         WebhookStage(context: StageContext(codec: StageFixtures.codec, logger: Logger(stage: "webhook-test", minimum: .error)),
                      endpoint: .init(name: "backend", url: URL(string: "http://127.0.0.1:\(port)\(path)")!, secret: secret, events: events),
-                     client: WebhookStage.client(timeoutSeconds: 5, connections: 16), scope: scope, observe: { _, outcome in observed?.append(outcome) })
+                     client: WebhookStage.client(timeoutSeconds: 5, connections: 16, proxy: .none), scope: scope, observe: { _, outcome in observed?.append(outcome) })
     }
 
     static func granted(_ transaction: String, user: String = "user-1", alreadyGranted: Bool = false, extendedUntil: Date? = nil) -> ItemGranted {
