@@ -48,6 +48,13 @@ public struct CommandOptions {
         return value
     }
 
+    /// The option's whole number, refused with the range it takes when outside `range` (nil when absent).
+    public func int(_ name: String, in range: ClosedRange<Int>) throws -> Int? {
+        guard let value = try int(name) else { return nil }
+        guard range.contains(value) else { throw UsageError("\(name) takes a whole number from \(range.lowerBound) to \(range.upperBound), got \(value)") }
+        return value
+    }
+
     /// What a tool's usage says of `kafkaConfiguration`.
     public static let kafkaSettingsHelp = """
         Kafka settings: KAFKA_BOOTSTRAP_SERVERS and any KAFKA_<PROPERTY> environment variable

@@ -51,6 +51,8 @@ public enum AdjustmentRefusal: String, Sendable, Hashable, Codable, CaseIterable
     case unknownItem
     /// Nothing to do, or an item that cannot be adjusted so (an entitlement taken: revoke the purchase that gave it).
     case invalidItems
+    /// An amount beyond `CurrencyAmounts.itemLimit`, or a give that would take a balance past `CurrencyAmounts.balanceLimit`.
+    case amountOutOfRange
 }
 
 /// The store side of adjustments.

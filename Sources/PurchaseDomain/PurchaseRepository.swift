@@ -68,6 +68,7 @@ public protocol PurchaseRepository: Sendable {
     func registerAccountToken(_ token: AccountToken, for userId: UserID, at now: Date) async throws -> UserID
 
     /// Gives `items` for a verified purchase (`LifecycleEvent.grant`); one granted before answers with its original items.
+    /// Throws `BalanceOutOfRange`, having written nothing, when a currency's balance would pass `CurrencyAmounts.balanceLimit`.
     func grant(_ key: PurchaseKey, items: [GrantItem], at now: Date) async throws -> GrantOutcome
 
     /// Marks a granted purchase finished (`LifecycleEvent.finish`); never one that was not granted.
@@ -79,6 +80,7 @@ public protocol PurchaseRepository: Sendable {
     func revoke(_ key: PurchaseKey, reason: String, decidedAt: Date?, onlyIfDue: Bool, share: Int64?, at now: Date) async throws -> RevokeOutcome
 
     /// The store reversed its refund (`LifecycleEvent.refundReversed`): `items` (what the purchase grants) are given back.
+    /// Throws `BalanceOutOfRange`, having written nothing, when a currency's balance would pass `CurrencyAmounts.balanceLimit`.
     func reinstate(_ key: PurchaseKey, items: [GrantItem], decidedAt: Date?, at now: Date) async throws -> ReinstateOutcome
 
     /// A restore by `newUser` of a purchase another user owns (`LifecycleEvent.restoreByAnotherUser`).

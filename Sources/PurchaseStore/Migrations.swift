@@ -428,6 +428,22 @@ enum Migrations {
                 PRIMARY KEY (stage, topic, topic_partition)
             );
             """),
+            // Amounts stay integers. SQLite turns an integer sum that overflows into a floating-point number, which a BIGINT
+            // column keeps as it is (a balance of 9.2e18 that no read takes for an amount); triggers refuse such a value in
+            // a balance or a ledger entry, as SQLite's `sum` refuses an overflow (the same words): the statement fails,
+            // permanently. (SQLite cannot add a CHECK to a column; rows written before stay as they are.) PostgreSQL's
+            // BIGINT refuses an overflow itself (SQLSTATE 22003).
+            (31, dialect == .postgres ? "SELECT 1;" : """
+            CREATE TRIGGER balances_amount_insert BEFORE INSERT ON balances WHEN typeof(NEW.amount) <> 'integer'
+                BEGIN SELECT RAISE(ABORT, 'integer overflow: a balance is an integer'); END;
+            CREATE TRIGGER balances_amount_update BEFORE UPDATE OF amount ON balances WHEN typeof(NEW.amount) <> 'integer'
+                BEGIN SELECT RAISE(ABORT, 'integer overflow: a balance is an integer'); END;
+            CREATE TRIGGER ledger_amount_insert BEFORE INSERT ON ledger WHEN typeof(NEW.amount) <> 'integer' OR typeof(NEW.shortfall) <> 'integer'
+                BEGIN SELECT RAISE(ABORT, 'integer overflow: a ledger amount is an integer'); END;
+            CREATE TRIGGER ledger_amount_update BEFORE UPDATE OF amount, shortfall ON ledger
+                WHEN typeof(NEW.amount) <> 'integer' OR typeof(NEW.shortfall) <> 'integer'
+                BEGIN SELECT RAISE(ABORT, 'integer overflow: a ledger amount is an integer'); END;
+            """),
         ]
     }
 }

@@ -58,11 +58,19 @@ extension SQLPurchaseStore: AdjustmentRepository {
             guard row[0].identifier(UserID.self) == adjustment.userId, row[1].string == nil, row[2].string == nil else {
                 return .refused(.notReversible, detail: "adjustment \(reversed) is another user's, a reversal itself, or reversed already")
             }
-            items = try appliedItems(connection, reversed).filter { $0.amount != 0 }.map { GrantItem(kind: $0.kind, code: $0.code, amount: -$0.amount) }
+            let applied = try appliedItems(connection, reversed).filter { $0.amount != 0 }
+            // Negated without trapping: an amount recorded before amounts were bounded may have no negation.
+            guard applied.allSatisfy({ $0.amount != .min }) else {
+                return .refused(.amountOutOfRange, detail: "adjustment \(reversed) gave or took an amount that cannot be given back")
+            }
+            items = applied.map { GrantItem(kind: $0.kind, code: $0.code, amount: -$0.amount) }
         } else {
             guard !items.isEmpty, items.allSatisfy({ $0.kind == .currency ? $0.amount != 0 : $0.amount == 1 }) else {
                 return .refused(.invalidItems, detail: "an adjustment gives or takes a non-zero currency amount, or gives an entitlement "
                                 + "(to take an entitlement a purchase gave, revoke the purchase; one an adjustment gave, reverse it)")
+            }
+            guard items.allSatisfy({ $0.kind == .entitlement || CurrencyAmounts.isItemAmount($0.amount) }) else {
+                return .refused(.amountOutOfRange, detail: "an adjustment gives or takes at most \(CurrencyAmounts.itemLimit) of a currency")
             }
             // One line per item: two lines of a currency would each be checked against the same balance.
             guard Set(items.map { [$0.kind.rawValue, $0.code] }).count == items.count else {
@@ -70,13 +78,19 @@ extension SQLPurchaseStore: AdjustmentRepository {
             }
         }
 
-        // Every take is checked before anything is written: refused, the adjustment leaves no trace.
+        // Every take and every give is checked before anything is written: refused, the adjustment leaves no trace.
         var shortfall: [String: Int64] = [:]
         var taken: [String: Int64] = [:]
-        for item in items where item.kind == .currency && item.amount < 0 {
+        for item in items where item.kind == .currency {
             let balance = try connection.query("SELECT amount FROM balances WHERE user_id = $1 AND currency = $2\(lock)",
                                                [.text(adjustment.userId), .text(item.code)]).first?[0].int64 ?? 0
-            let wanted = -item.amount
+            guard item.amount < 0 else {
+                guard CurrencyAmounts.balance(balance, adding: item.amount) != nil else {
+                    return .refused(.amountOutOfRange, detail: BalanceOutOfRange(currency: item.code, balance: balance, amount: item.amount).description)
+                }
+                continue
+            }
+            let wanted = -item.amount // never .min: bounded above, or the negation of a recorded amount
             if balance < wanted {
                 guard takeWhatIsLeft else {
                     return .refused(.insufficientBalance, detail: "the user has \(balance) \(item.code), fewer than the \(wanted) to take")

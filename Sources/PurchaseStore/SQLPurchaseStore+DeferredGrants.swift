@@ -38,6 +38,8 @@ extension SQLPurchaseStore {
         if items.contains(where: { $0.kind == .currency }) {
             balances = try executor.balances(of: userId) ?? readBalances(connection, of: [userId], lock: false, dialect)[userId] ?? [:]
         }
+        // Checked before anything is written (in memory or not): refused, the batch goes on without a trace of it.
+        if let refusal = BalanceOutOfRange.first(of: items, adding: balances) { throw refusal }
         var applied = Applied()
         for item in items {
             let id: Int64
@@ -52,7 +54,7 @@ extension SQLPurchaseStore {
             var after: Int64?
             switch item.kind {
             case .currency:
-                after = balances[item.code, default: 0] + item.amount
+                after = balances[item.code, default: 0] + item.amount // within the limit: checked above
                 balances[item.code] = after
                 applied.balances[item.code] = after
             case .entitlement:

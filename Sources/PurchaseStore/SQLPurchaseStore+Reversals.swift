@@ -72,6 +72,15 @@ extension SQLPurchaseStore {
     ///   its refund, the reversal makes that refund `outdated` when it comes; older than a refund taken since, it is.
     public func reinstate(_ key: PurchaseKey, items: [GrantItem], decidedAt: Date? = nil, at now: Date) async throws -> ReinstateOutcome {
         try await decide(key, on: .refundReversed) { _, connection, current, transition in
+            // What it would give back checked before anything is written (the decision included): past a balance's limit,
+            // it is refused whole (`BalanceOutOfRange`), and a later reversal of the same refund is judged afresh.
+            if transition.outcome == .applied, !transition.effects.contains(.clearTombstone), let userId = current.userId {
+                let giving = (try Self.takenBack(connection, key) ?? items).filter { $0.amount > 0 }
+                if giving.contains(where: { $0.kind == .currency }),
+                   let refusal = BalanceOutOfRange.first(of: giving, adding: try Self.readBalances(connection, of: [userId], lock: true, self.dialect)[userId] ?? [:]) {
+                    throw refusal
+                }
+            }
             guard try Self.takeRefundDecision(connection, key, decidedAt: decidedAt) else { return .outdated }
             guard transition.outcome == .applied else { return .notRevoked(state: current.state) }
             if transition.effects.contains(.clearTombstone) {

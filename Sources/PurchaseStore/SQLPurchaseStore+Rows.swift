@@ -212,24 +212,34 @@ extension SQLPurchaseStore {
     }
 
     /// Ledger entries of kind `entry` (`grant` or `regrant`) for `items`, and the balances and entitlements they give.
+    /// - Throws: `BalanceOutOfRange` when a currency's balance would pass `CurrencyAmounts.balanceLimit`, with nothing
+    ///   of `items` written (a refusal after an earlier item of them was written is a permanent `DatabaseError`).
     static func apply(_ items: [GrantItem], entry: String, _ connection: any SQLConnection, _ key: PurchaseKey, userId: UserID, at now: Date,
                       _ dialect: Migrations.Dialect) throws -> Applied {
         let at = SQLValue.integer(PurchaseTime.milliseconds(now))
         var applied = Applied()
+        if let refusal = BalanceOutOfRange.first(of: items, adding: [:]) { throw refusal } // an amount no balance takes
         for item in items {
             let expires = item.expiresAt.map { SQLValue.integer(PurchaseTime.milliseconds($0)) } ?? .null
             let entryValues: [SQLValue] = [.text(key.store.rawValue), .text(key.transactionId), .text(entry), .text(userId), .text(item.kind.rawValue),
                                            .text(item.code), .integer(item.amount), expires, at]
             switch (item.kind, dialect) {
             case (.currency, .postgres):
-                // One statement (a round trip and a plan fewer per grant): the entry and the balance it adds to.
+                // One statement (a round trip and a plan fewer per grant): the entry and the balance it adds to, the entry
+                // only when the balance took it.
                 let row = try connection.query(Self.insertEntryAddingToBalance, entryValues).first
-                if let id = row?[0].int64 { applied.ledgerEntryIds.append(id) }
-                applied.balances[item.code] = row?[1].int64
+                guard let id = row?[0].int64, let balance = row?[1].int64 else {
+                    throw try balanceRefused(connection, item, of: userId, afterWriting: !applied.ledgerEntryIds.isEmpty)
+                }
+                applied.ledgerEntryIds.append(id)
+                applied.balances[item.code] = balance
             case (.currency, .sqlite):
+                // The balance first: refused, nothing of the item is written.
+                guard let balance = try connection.query(Self.addToBalanceAlone, [.text(userId), .text(item.code), .integer(item.amount)]).first?[0].int64 else {
+                    throw try balanceRefused(connection, item, of: userId, afterWriting: !applied.ledgerEntryIds.isEmpty)
+                }
                 if let id = try connection.query(Self.insertEntry, entryValues).first?[0].int64 { applied.ledgerEntryIds.append(id) }
-                let balance = try connection.query(Self.addToBalanceAlone, [.text(userId), .text(item.code), .integer(item.amount)])
-                applied.balances[item.code] = balance.first?[0].int64
+                applied.balances[item.code] = balance
             case (.entitlement, _):
                 if let id = try connection.query(Self.insertEntry, entryValues).first?[0].int64 { applied.ledgerEntryIds.append(id) }
                 try giveEntitlement(connection, item, to: userId, from: key)
@@ -242,22 +252,6 @@ extension SQLPurchaseStore {
     static let insertEntry = """
         INSERT INTO ledger (store, transaction_id, entry_kind, user_id, item_kind, code, amount, expires_at, created_at)
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id
-        """
-
-    /// Adds to a user's balance of a currency (the parameters named), answering the new balance.
-    static func addToBalance(user: UserID, currency: String, amount: String) -> String {
-        """
-        INSERT INTO balances (user_id, currency, amount) VALUES (\(user), \(currency), \(amount))
-        ON CONFLICT (user_id, currency) DO UPDATE SET amount = balances.amount + excluded.amount RETURNING amount
-        """
-    }
-
-    static let addToBalanceAlone = addToBalance(user: "$1", currency: "$2", amount: "$3")
-
-    /// PostgreSQL: `insertEntry` and `addToBalance` of its user, currency and amount in one statement, answering both.
-    static let insertEntryAddingToBalance = """
-        WITH entry AS (\(insertEntry)), balance AS (\(addToBalance(user: "$4", currency: "$6", amount: "$7")))
-        SELECT (SELECT id FROM entry), (SELECT amount FROM balance)
         """
 
     /// What `apply` wrote: the ledger entries, and the user's balance of each currency it added to, after it.

@@ -104,7 +104,14 @@ public struct GranterStage: StoreBackedStage {
             return try await rejected(verified, reason: "unknownProduct", detail: "product '\(verified.productId)' is not in the \(verified.store) catalog\(ofApp)")
         }
         let type = verified.productType.flatMap(ProductType.init(rawValue:)) ?? catalog?.product(verified.store, verified.productId)?.type ?? .unknown
-        switch try await store.grant(key, items: items, at: context.now()) {
+        let outcome: GrantOutcome
+        do {
+            outcome = try await store.grant(key, items: items, at: context.now())
+        } catch let refusal as BalanceOutOfRange {
+            // Nothing was written: the purchase stays verified (never granted, so its refund falls due) and the batch goes on.
+            return try await rejected(verified, reason: BalanceOutOfRange.reason, detail: refusal.description)
+        }
+        switch outcome {
         case .granted(let ids, let balances, let endsBy, let ended):
             context.logger.debug("granted", ["transactionId": verified.transactionId, "productId": verified.productId])
             // A subscription period an upgrade granted before it replaced: what it gives ends at the upgrade.
@@ -163,7 +170,14 @@ public struct GranterStage: StoreBackedStage {
         var items = catalog?.grants(store: key.store, productId: record.productId, quantity: record.quantity, purchaseDate: record.purchaseTime,
                                     expiresDate: record.expiresDate) ?? []
         if record.expiresDate == nil, catalog?.product(key.store, record.productId)?.type == .autoRenewable { items.removeAll { $0.kind == .entitlement } }
-        switch try await store.reinstate(key, items: items, decidedAt: decidedAt, at: context.now()) {
+        let outcome: ReinstateOutcome
+        do {
+            outcome = try await store.reinstate(key, items: items, decidedAt: decidedAt, at: context.now())
+        } catch let refusal as BalanceOutOfRange {
+            // Nothing was written: the purchase stays revoked, for an operator to settle (`iapctl dlq`).
+            return .deadLetter(reason: BalanceOutOfRange.reason, detail: "giving back \(key) refused: \(refusal)")
+        }
+        switch outcome {
         case .reinstated(let granted, let ids, let balances, let ended):
             context.logger.info("refund reversed: granted again", ["transactionId": key.transactionId])
             return try context.messages([ItemGranted(

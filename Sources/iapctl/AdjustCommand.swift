@@ -13,8 +13,9 @@ enum AdjustCommand {
         usage: iapctl adjust --user USER --id ID --by OPERATOR --reason TEXT
                              (--currency CODE=AMOUNT | --entitlement CODE[@RFC3339])... | --reverse ID
                              [--brokers HOST:PORT] [--topic-prefix P] [--kafka key=value]...
-          --id is the idempotency key: the same request again changes nothing. AMOUNT is signed (-200 takes 200); an
-          entitlement is given for good, or until the time after @. --reverse ID undoes an earlier adjustment.
+          --id is the idempotency key: the same request again changes nothing. AMOUNT is signed (-200 takes 200), at most
+          10^12 either way; an entitlement is given for good, or until the time after @. --reverse ID undoes an earlier
+          adjustment.
         """
 
     static func run(_ arguments: [String]) async throws -> Int32 {
@@ -27,7 +28,9 @@ enum AdjustCommand {
         var items: [UserAdjustment.Item] = []
         for text in options.values["--currency"] ?? [] {
             let parts = text.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2, let amount = Int64(parts[1]), amount != 0 else { throw UsageError("adjust: --currency CODE=AMOUNT (non-zero), got \(text)") }
+            guard parts.count == 2, let amount = Int64(parts[1]), CurrencyAmounts.isItemAmount(amount) else {
+                throw UsageError("adjust: --currency CODE=AMOUNT takes a non-zero whole number from -\(CurrencyAmounts.itemLimit) to \(CurrencyAmounts.itemLimit), got \(text)")
+            }
             items.append(.init(kind: .currency, code: String(parts[0]), amount: amount))
         }
         for text in options.values["--entitlement"] ?? [] {

@@ -45,7 +45,7 @@ enum AppStoreCommand {
 
     private static func testNotification(_ arguments: [String]) async throws -> Int32 {
         let options = try CommandOptions(arguments, valued: ["--api-url", "--key-id", "--issuer-id", "--private-key", "--bundle-id", "--timeout"])
-        let timeout = try options.int("--timeout") ?? 60
+        let timeout = try options.int("--timeout", in: 1...86_400) ?? 60
         let client = try client(options)
 
         let token: String

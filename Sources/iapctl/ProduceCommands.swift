@@ -144,13 +144,13 @@ enum ProduceCommands {
     static func tail(_ arguments: [String]) async throws -> Int32 {
         let options = try CommandOptions(arguments, valued: ["--topic", "--brokers", "--kafka", "--max", "--timeout"], flags: ["--from-beginning"])
         guard let topic = options.string("--topic") else { throw UsageError("tail: --topic is required") }
-        let limit = try options.int("--max")
+        let limit = try options.int("--max", in: 1...Int.max)
         var kafka = try options.kafkaConfiguration()
         kafka["auto.offset.reset"] = options.flags.contains("--from-beginning") ? "earliest" : "latest"
         let consumer = try KafkaConsumer(configuration: .init(kafka: kafka, groupID: "iapctl-tail-\(UUID().uuidString.prefix(8))", topics: [topic]))
         let printed = Counter()
         let timedOut = Mutex(false)
-        if let seconds = try options.int("--timeout") {
+        if let seconds = try options.int("--timeout", in: 1...86_400) {
             Task {
                 try await Task.sleep(for: .seconds(seconds))
                 timedOut.withLock { $0 = true }

@@ -68,7 +68,7 @@ extension InMemoryPurchaseStore: SweepRepository, ConsumptionRequestRepository {
     }
 
     public func grant(_ key: PurchaseKey, items: [GrantItem], at now: Date) async throws -> GrantOutcome {
-        try await withTables([key]) { $0.grant(key, items: items, at: now) }
+        try await withTables([key]) { tables in Result { () throws(BalanceOutOfRange) in try tables.grant(key, items: items, at: now) } }.get()
     }
 
     public func finish(_ key: PurchaseKey, at now: Date) async throws -> FinishOutcome {
@@ -80,7 +80,9 @@ extension InMemoryPurchaseStore: SweepRepository, ConsumptionRequestRepository {
     }
 
     public func reinstate(_ key: PurchaseKey, items: [GrantItem], decidedAt: Date?, at now: Date) async throws -> ReinstateOutcome {
-        try await withTables([key]) { $0.reinstate(key, items: items, decidedAt: decidedAt, at: now) }
+        try await withTables([key]) { tables in
+            Result { () throws(BalanceOutOfRange) in try tables.reinstate(key, items: items, decidedAt: decidedAt, at: now) }
+        }.get()
     }
 
     public func transfer(_ key: PurchaseKey, to newUser: UserID, policy: RestorePolicy, at now: Date) async throws -> TransferOutcome {

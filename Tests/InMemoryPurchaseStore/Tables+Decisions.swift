@@ -44,10 +44,12 @@ extension Tables {
         return accountTokens[token.folded] ?? userId
     }
 
-    mutating func grant(_ key: PurchaseKey, items: [GrantItem], at now: Date) -> GrantOutcome {
+    mutating func grant(_ key: PurchaseKey, items: [GrantItem], at now: Date) throws(BalanceOutOfRange) -> GrantOutcome {
         let (current, transition) = decide(key, on: .grant)
         switch transition.outcome {
         case .applied:
+            // Checked before anything is written, as the SQL store checks it.
+            if let refusal = BalanceOutOfRange.first(of: items, adding: balances[current.userId ?? ""] ?? [:]) { throw refusal }
             let applied = apply(items, entry: .grant, key, userId: current.userId ?? "", at: now)
             let superseded = endingSupersededPeriods(current, items, key)
             setState(key, transition.to, at: now, stamping: \.grantedAt)

@@ -43,8 +43,13 @@ extension Tables {
         return .revoked(shortfall: shortfall)
     }
 
-    mutating func reinstate(_ key: PurchaseKey, items: [GrantItem], decidedAt: Date?, at now: Date) -> ReinstateOutcome {
+    mutating func reinstate(_ key: PurchaseKey, items: [GrantItem], decidedAt: Date?, at now: Date) throws(BalanceOutOfRange) -> ReinstateOutcome {
         let (current, transition) = decide(key, on: .refundReversed)
+        // What it would give back checked before anything is written (the decision included), as the SQL store checks it.
+        if transition.outcome == .applied, !transition.effects.contains(.clearTombstone), let userId = current.userId,
+           let refusal = BalanceOutOfRange.first(of: (takenBack(key) ?? items).filter { $0.amount > 0 }, adding: balances[userId] ?? [:]) {
+            throw refusal
+        }
         guard takeRefundDecision(key, decidedAt: decidedAt) else { return .outdated }
         guard transition.outcome == .applied else { return .notRevoked(state: current.state) }
         if transition.effects.contains(.clearTombstone) {
