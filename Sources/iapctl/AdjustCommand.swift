@@ -28,7 +28,7 @@ enum AdjustCommand {
         for text in options.values["--currency"] ?? [] {
             let parts = text.split(separator: "=", maxSplits: 1)
             guard parts.count == 2, let amount = Int64(parts[1]), amount != 0 else { throw UsageError("adjust: --currency CODE=AMOUNT (non-zero), got \(text)") }
-            items.append(.init(kind: .currency, code: String(parts[0]), amount: amount))
+            items.append(.init(kind: .currency, code: ItemCode(String(parts[0])), amount: amount))
         }
         for text in options.values["--entitlement"] ?? [] {
             let parts = text.split(separator: "@", maxSplits: 1)
@@ -36,7 +36,7 @@ enum AdjustCommand {
                 guard let date = RFC3339.parse(String(time)) else { throw UsageError("adjust: --entitlement CODE@TIME takes an RFC 3339 time, got \(time)") }
                 return date
             }
-            items.append(.init(kind: .entitlement, code: String(parts[0]), expiresAt: until))
+            items.append(.init(kind: .entitlement, code: ItemCode(String(parts[0])), expiresAt: until))
         }
         let reverses = options.string("--reverse").map { AdjustmentID($0) }
         guard (reverses == nil) != items.isEmpty else { throw UsageError("adjust: give --currency or --entitlement items, or --reverse ID, not both\n\(usage)") }
