@@ -124,8 +124,8 @@ import WorkerApp
 
         // Both spellings in one catalog file of an app: the catalog's file is named.
         let catalogFile = directory.appendingPathComponent("catalog.json")
-        try Data(#"{"appstore": {"a": {"type": "consumable", "currency": "\#(precomposed)", "amount": 1}, "b": {"type": "consumable", "currency": "\#(decomposed)", "amount": 2}}}"#.utf8)
-            .write(to: catalogFile)
+        try Data((#"{"appstore": {"a": {"type": "consumable", "currency": "\#(precomposed)", "amount": 1},"#
+                  + #" "b": {"type": "consumable", "currency": "\#(decomposed)", "amount": 2}}}"#).utf8).write(to: catalogFile)
         let oneFile = try WorkerApp.embedded(command: "iap-verifier", settings: Workers.verifierSettings,
                                              variables: try self.variables(#"{"apps": [{"id": "a", "appstore": {"bundleId": "com.example.a"}, "catalog": "catalog.json"}]}"#),
                                              store: store)
