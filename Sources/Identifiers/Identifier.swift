@@ -48,3 +48,37 @@ public struct Identifier<Kind>: Hashable, Comparable, Sendable, Codable, CustomS
         try container.encode(rawValue)
     }
 }
+
+/// A map keyed by identifiers is coded as an object named by their text (`{"coins": 5}`), as a `String`-keyed one is.
+extension Identifier: CodingKeyRepresentable {
+    public var codingKey: any CodingKey { IdentifierCodingKey(stringValue: rawValue) }
+
+    public init?<T: CodingKey>(codingKey: T) { rawValue = codingKey.stringValue }
+}
+
+private struct IdentifierCodingKey: CodingKey {
+    let stringValue: String
+    init(stringValue: String) { self.stringValue = stringValue }
+    var intValue: Int? { nil }
+    init?(intValue: Int) { nil }
+}
+
+extension Identifier {
+    /// The UTF-8 bytes in hex (`63 61 66 c3 a9`): how a message tells two spellings of one text apart.
+    public var hex: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        for byte in rawValue.utf8 {
+            if !text.isEmpty { text.append(UInt8(ascii: " ")) }
+            text += [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]]
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// The identifier and its bytes, for a message: `'café' (63 61 66 c3 a9)`.
+    public var quotedWithHex: String { "'\(rawValue)' (\(hex))" }
+
+    /// Whether `self` and `other` are one text in two Unicode spellings: equal as Swift `String`s (canonically
+    /// equivalent), different as bytes, so two identifiers wherever they are compared.
+    public func isOtherSpelling(of other: Self) -> Bool { self != other && rawValue == other.rawValue }
+}

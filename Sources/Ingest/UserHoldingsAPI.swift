@@ -154,8 +154,17 @@ public final class UserHoldingsAPI: Sendable {
         return response
     }
 
-    /// The JSON apps get (and `iapctl user` prints): sorted keys, RFC 3339 times, `expiresAt` null for good.
-    public static func encode(_ holdings: UserHoldings) throws -> Data { Data(try EventCodec.json(holdings).serialized) }
+    /// The JSON apps get (and `iapctl user` prints): sorted keys, RFC 3339 times, `expiresAt` null for good. `balances`
+    /// has a member per currency code as the store keys it, by its bytes: two spellings of one text are two members.
+    public static func encode(_ holdings: UserHoldings) throws -> Data {
+        var others = holdings
+        others.balances = [:]
+        // Written apart: a `JSONValue.object` is keyed by `String`, which would keep one of two spellings of a code.
+        var fields = try EventCodec.json(others).objectValue ?? [:]
+        fields["balances"] = nil
+        let balances = JSONValue.serializedObject(holdings.balances.map { (name: $0.key.rawValue, value: JSONValue.integer($0.value).serialized) })
+        return Data(JSONValue.serializedObject(fields.map { (name: $0.key, value: $0.value.serialized) } + [(name: "balances", value: balances)]))
+    }
 }
 
 /// Whether an address reaches only a private network (loopback, RFC 1918, link-local, IPv6 unique-local), or only this

@@ -47,6 +47,21 @@ extension JSONValue {
         }
     }
 
+    /// An object of `members`, each value already serialized, in the order of their names' bytes: every name is its own
+    /// member, where `.object`, keyed by `String`, keeps one of two names that are one text in two Unicode spellings
+    /// (`café` with é as one scalar or two). For objects keyed by codes from outside, told apart by their bytes.
+    public static func serializedObject(_ members: [(name: String, value: [UInt8])]) -> [UInt8] {
+        var output: [UInt8] = [UInt8(ascii: "{")]
+        for (index, member) in members.sorted(by: { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }).enumerated() {
+            if index > 0 { output.append(UInt8(ascii: ",")) }
+            write(string: member.name, to: &output)
+            output.append(UInt8(ascii: ":"))
+            output += member.value
+        }
+        output.append(UInt8(ascii: "}"))
+        return output
+    }
+
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// An integer's decimal digits, without making a String of them.

@@ -77,7 +77,7 @@ public struct PipelineBooks: Sendable {
         // Every valid purchase granted exactly once (one refunded before its submission at most once), and in the state its
         // story ends in.
         var expectedCoins: [UserID: Int64] = [:]
-        var expectedEntitlements: [UserID: Set<String>] = [:]
+        var expectedEntitlements: [UserID: Set<ItemCode>] = [:]
         var subscriptionPeriods: [PurchaseInput.Purchase] = []
         for purchase in input.unique {
             let refundedFirst = expectations.refundedFirst.contains(purchase.transactionId)
@@ -243,7 +243,7 @@ public struct PipelineBooks: Sendable {
         }
         var violations: [(String, String)] = []
         let checkedAt = Date()
-        var expected: [UserID: [String: Date]] = [:]
+        var expected: [UserID: [ItemCode: Date]] = [:]
         for purchase in periods {
             guard let tier = purchase.product.entitlement, let end = end(of: purchase) else { continue }
             if end > checkedAt { expected[purchase.user, default: [:]][tier] = max(end, expected[purchase.user]?[tier] ?? end) }
@@ -256,10 +256,10 @@ public struct PipelineBooks: Sendable {
             }
         }
         let tiers = Set(all.joined().compactMap(\.product.entitlement))
-        func described(_ held: [String: Date]) -> String { held.isEmpty ? "none" : held.sorted { $0.key < $1.key }.map { "\($0.key) until \($0.value)" }.joined(separator: ", ") }
+        func described(_ held: [ItemCode: Date]) -> String { held.isEmpty ? "none" : held.sorted { $0.key < $1.key }.map { "\($0.key) until \($0.value)" }.joined(separator: ", ") }
         for user in Set(periods.map(\.user)).sorted() {
             subscribersChecked += 1
-            var held: [String: Date] = [:]
+            var held: [ItemCode: Date] = [:]
             for (tier, until) in try await store.entitlements(of: user, at: checkedAt) where tiers.contains(tier) { held[tier] = until ?? .distantFuture }
             let wanted = expected[user] ?? [:]
             let same = held.count == wanted.count && wanted.allSatisfy { tier, end in held[tier].map { abs($0.timeIntervalSince(end)) < 0.002 } ?? false }

@@ -54,9 +54,9 @@ public struct PurchaseInput: Sendable {
             /// A consumable that adds to a currency balance.
             case coins(Int64)
             /// A non-consumable: an entitlement for good, finished at its grant and never flagged.
-            case entitlement(String)
+            case entitlement(ItemCode)
             /// An auto-renewable subscription's tier: an entitlement until each period's expiry, finished at its grant.
-            case subscription(String)
+            case subscription(ItemCode)
         }
 
         public let id: ProductID
@@ -74,7 +74,7 @@ public struct PurchaseInput: Sendable {
 
         public var coins: Int64 { if case .coins(let amount) = kind { amount } else { 0 } }
         /// What it gives other than coins, for good or (a subscription) for a period.
-        public var entitlement: String? {
+        public var entitlement: ItemCode? {
             switch kind {
             case .entitlement(let name), .subscription(let name): name
             case .coins: nil

@@ -29,10 +29,10 @@ public struct Adjustment: Sendable, Hashable {
 public enum AdjustmentOutcome: Sendable, Hashable {
     /// Applied now: what it gave or took, the user's balances of the currencies it touched, and what a take found spent
     /// already (only when the deployment allows taking what is left).
-    case applied(items: [GrantItem], balances: [String: Int64], shortfall: [String: Int64])
+    case applied(items: [GrantItem], balances: [ItemCode: Int64], shortfall: [ItemCode: Int64])
     /// Applied before under the same id (a repeated request): nothing changed. What it gave or took then, and the user's
     /// balances of those currencies now.
-    case alreadyApplied(items: [GrantItem], balances: [String: Int64])
+    case alreadyApplied(items: [GrantItem], balances: [ItemCode: Int64])
     /// Not applied, and why.
     case refused(AdjustmentRefusal, detail: String)
 }

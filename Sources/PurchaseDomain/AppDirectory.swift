@@ -51,7 +51,8 @@ public struct AppDirectory: Sendable {
     /// Index into `apps` by store and the store's name of the app, compared as bytes.
     private let byStoreName: [Store: [Identifier<StoreName>: Int]]
 
-    /// - Throws: `AppDirectoryError` for no app, an id given twice, or a bundle id or package given to two apps of one store.
+    /// - Throws: `AppDirectoryError` for no app, an id given twice, a bundle id or package given to two apps of one store, or
+    ///   an item code spelled two ways (two Unicode spellings of one text) in two apps' catalogs.
     /// Whether the operator named the apps (an apps file): then what is recorded names its app.
     public let namesApps: Bool
 
@@ -85,6 +86,15 @@ public struct AppDirectory: Sendable {
                     }
                 }
             }
+        }
+        // Balances and entitlements are the user's, whichever app gave them: one code in two spellings in two catalogs
+        // would be two balances of what the operator reads as one currency.
+        let catalogued = apps.indices.filter { apps[$0].catalog != nil }
+        if let (one, other) = ProductCatalog.twoSpellings(in: catalogued.compactMap { apps[$0].catalog }) {
+            let (first, second) = (catalogued[one.catalog], catalogued[other.catalog])
+            throw AppDirectoryError("apps[\(first)].catalog ('\(apps[first].id)') and apps[\(second)].catalog ('\(apps[second].id)'): the item codes "
+                                    + "\(one.code.quotedWithHex) and \(other.code.quotedWithHex) are one text in two Unicode spellings: spell them alike, "
+                                    + "or name two items")
         }
         self.init(checked: apps, named: named, byStoreName: byStoreName)
     }

@@ -27,13 +27,13 @@ public struct BalanceOutOfRange: Error, Sendable, Hashable, CustomStringConverti
     /// The reason word of the refusal (`purchase.rejected`, a dead letter).
     public static let reason = "balanceOutOfRange"
 
-    public let currency: String
+    public let currency: ItemCode
     /// The balance as it stood.
     public let balance: Int64
     /// What was to be added to it.
     public let amount: Int64
 
-    public init(currency: String, balance: Int64, amount: Int64) {
+    public init(currency: ItemCode, balance: Int64, amount: Int64) {
         self.currency = currency
         self.balance = balance
         self.amount = amount
@@ -44,7 +44,7 @@ public struct BalanceOutOfRange: Error, Sendable, Hashable, CustomStringConverti
     }
 
     /// The first of `items`' currencies whose amount would take its balance in `balances` (absent: zero) out of range.
-    public static func first(of items: [GrantItem], adding balances: [String: Int64]) -> BalanceOutOfRange? {
+    public static func first(of items: [GrantItem], adding balances: [ItemCode: Int64]) -> BalanceOutOfRange? {
         var after = balances
         for item in items where item.kind == .currency {
             let balance = after[item.code] ?? 0

@@ -14,6 +14,7 @@ public enum IdentifierKinds {
     public enum Notification {}
     public enum App {}
     public enum Adjustment {}
+    public enum Item {}
 }
 
 /// A user of the operator's app, as the app's backend names them (the Kafka key of their events).
@@ -36,6 +37,10 @@ public typealias AppID = Identifier<IdentifierKinds.App>
 public typealias AdjustmentID = Identifier<IdentifierKinds.Adjustment>
 /// A store notification's own id (App Store `notificationUUID`).
 public typealias NotificationID = Identifier<IdentifierKinds.Notification>
+/// A currency's or an entitlement's code, as the catalog names it (`coins`, `pass`): what balances and entitlements are
+/// keyed by, here as in the database. A `String`-keyed map of them does not compile: two spellings of one text
+/// (`café` in NFC and NFD) are two codes, as they are two rows.
+public typealias ItemCode = Identifier<IdentifierKinds.Item>
 
 extension Identifier where Kind == IdentifierKinds.AccountToken {
     /// The token with its ASCII letters in lower case: one spelling per account (`isSameAccount`), for keys.

@@ -10,12 +10,12 @@ import Foundation
 public struct ProductCatalog: Sendable {
     public struct Product: Sendable, Hashable {
         public var type: ProductType
-        public var currency: String?
+        public var currency: ItemCode?
         public var amount: Int64?
-        public var entitlement: String?
+        public var entitlement: ItemCode?
         public var durationDays: Int64?
 
-        public init(type: ProductType, currency: String? = nil, amount: Int64? = nil, entitlement: String? = nil, durationDays: Int64? = nil) {
+        public init(type: ProductType, currency: ItemCode? = nil, amount: Int64? = nil, entitlement: ItemCode? = nil, durationDays: Int64? = nil) {
             self.type = type
             self.currency = currency
             self.amount = amount
@@ -29,26 +29,33 @@ public struct ProductCatalog: Sendable {
     /// The products given, keyed by store and product id. Refuses two item codes that are one text in two Unicode
     /// spellings (é as one scalar or two): balances and entitlements are keyed by their code's bytes.
     public init(products: [Store: [ProductID: Product]]) throws {
-        // Item codes key balances and entitlements as `String`s, which take two spellings of one text as equal; the
-        // database takes them as two. The catalog is where they come from: it keeps them apart.
-        var codes: [String: String] = [:]
-        for product in products.values.flatMap(\.values) {
-            for code in [product.currency, product.entitlement].compactMap({ $0 }) {
-                if let spelled = codes[code], !spelled.utf8.elementsEqual(code.utf8) {
-                    throw CatalogError("the item codes '\(spelled)' and '\(code)' are one text in two Unicode spellings: spell them alike, or name two items")
-                }
-                codes[code] = code
+        self.products = products
+        if let (one, other) = Self.twoSpellings(in: [self]) {
+            throw CatalogError("the item codes \(one.code.quotedWithHex) and \(other.code.quotedWithHex) are one text in two Unicode spellings: "
+                               + "spell them alike, or name two items")
+        }
+    }
+
+    /// Two item codes of `catalogs` (by the index of their catalog) that are one text in two Unicode spellings, if any:
+    /// the database, and `ItemCode`, take them as two currencies (or entitlements) where an operator reads one.
+    public static func twoSpellings(in catalogs: [ProductCatalog]) -> (one: (code: ItemCode, catalog: Int), other: (code: ItemCode, catalog: Int))? {
+        // Keyed by String on purpose: canonically equivalent spellings meet in one entry.
+        var seen: [String: (code: ItemCode, catalog: Int)] = [:]
+        for (index, catalog) in catalogs.enumerated() {
+            for code in catalog.itemCodes(.currency).union(catalog.itemCodes(.entitlement)).sorted() {
+                if let first = seen[code.rawValue], code.isOtherSpelling(of: first.code) { return (first, (code, index)) }
+                if seen[code.rawValue] == nil { seen[code.rawValue] = (code, index) }
             }
         }
-        self.products = products
+        return nil
     }
 
     public func product(_ store: Store, _ productId: ProductID) -> Product? { products[store]?[productId] }
 
     /// The type of every product of `store` (to name the type of purchases recorded before types were kept).
     /// The codes of the currencies (or entitlements) some product of the catalog gives, on any store.
-    public func itemCodes(_ kind: GrantItem.Kind) -> Set<String> {
-        var codes: Set<String> = []
+    public func itemCodes(_ kind: GrantItem.Kind) -> Set<ItemCode> {
+        var codes: Set<ItemCode> = []
         for product in products.values.flatMap(\.values) {
             if let code = kind == .currency ? product.currency : product.entitlement { codes.insert(code) }
         }

@@ -63,16 +63,16 @@ public struct PurchaseRecord: Sendable, Hashable {
 public struct GrantItem: Sendable, Hashable, Codable {
     public enum Kind: String, Sendable, Codable { case currency, entitlement }
     public var kind: Kind
-    public var code: String
+    public var code: ItemCode
     public var amount: Int64
     public var expiresAt: Date?
 
-    public static func currency(_ code: String, _ amount: Int64) -> GrantItem { GrantItem(kind: .currency, code: code, amount: amount) }
-    public static func entitlement(_ code: String, until expiresAt: Date? = nil) -> GrantItem {
+    public static func currency(_ code: ItemCode, _ amount: Int64) -> GrantItem { GrantItem(kind: .currency, code: code, amount: amount) }
+    public static func entitlement(_ code: ItemCode, until expiresAt: Date? = nil) -> GrantItem {
         GrantItem(kind: .entitlement, code: code, amount: 1, expiresAt: expiresAt)
     }
 
-    public init(kind: Kind, code: String, amount: Int64, expiresAt: Date? = nil) {
+    public init(kind: Kind, code: ItemCode, amount: Int64, expiresAt: Date? = nil) {
         self.kind = kind
         self.code = code
         self.amount = amount
@@ -108,10 +108,10 @@ public enum GrantOutcome: Sendable, Hashable {
     /// `balances`: the user's balance of each currency the grant added to, after it. `endsBy`: a subscription period
     /// another product of the subscription replaced before it was granted (an upgrade) ends then, before its own expiry.
     /// `ended`: the subscription's earlier periods this one (an upgrade) ended at its start.
-    case granted(ledgerEntryIds: [Int64], balances: [String: Int64], endsBy: Date? = nil, ended: [EndedPeriod] = [])
+    case granted(ledgerEntryIds: [Int64], balances: [ItemCode: Int64], endsBy: Date? = nil, ended: [EndedPeriod] = [])
     /// Granted before: nothing changed. The items are those of the original grant, `balances` the user's balance of
     /// their currencies now, `ended` what the grant answered as `ended` (the periods an upgrade ended).
-    case alreadyGranted(items: [GrantItem], balances: [String: Int64], ended: [EndedPeriod] = [])
+    case alreadyGranted(items: [GrantItem], balances: [ItemCode: Int64], ended: [EndedPeriod] = [])
     /// Not in a state that may be granted (e.g. revoked, refund_due), or unknown.
     case notGrantable(state: PurchaseState?)
 }
@@ -148,7 +148,7 @@ public enum FinishOutcome: Sendable, Hashable {
 
 public enum RevokeOutcome: Sendable, Hashable {
     /// Grants reversed; `shortfall` per currency is what could not be taken back (spent already).
-    case revoked(shortfall: [String: Int64])
+    case revoked(shortfall: [ItemCode: Int64])
     case alreadyRevoked
     /// Not seen yet: a tombstone is recorded, so that the purchase is refused when it arrives.
     case recordedBeforePurchase
@@ -161,7 +161,7 @@ public enum RevokeOutcome: Sendable, Hashable {
 public enum ReinstateOutcome: Sendable, Hashable {
     /// The refund was reversed: what it took back, `items`, is given back and the purchase is finished. `ended`: as for a
     /// grant (`GrantOutcome.granted`), the subscription's earlier periods this one, an upgrade, ended at its start.
-    case reinstated(items: [GrantItem], ledgerEntryIds: [Int64], balances: [String: Int64], ended: [EndedPeriod] = [])
+    case reinstated(items: [GrantItem], ledgerEntryIds: [Int64], balances: [ItemCode: Int64], ended: [EndedPeriod] = [])
     /// The tombstone of a purchase not seen yet is cleared: it is granted as usual when it arrives.
     case tombstoneCleared
     /// Not revoked (never, or reinstated already): nothing changes. The reversal is remembered: its refund, if it comes
@@ -182,7 +182,7 @@ public enum TransferOutcome: Sendable, Hashable {
 
 public enum ExpireOutcome: Sendable, Hashable {
     /// What the expired period gave ended now.
-    case ended(entitlements: [String])
+    case ended(entitlements: [ItemCode])
     /// Nothing to end: unknown, not a subscription, not granted, or ended already.
     case nothingToEnd(state: PurchaseState)
 }
@@ -191,7 +191,7 @@ public enum ExpireOutcome: Sendable, Hashable {
 public enum ExtendOutcome: Sendable, Hashable {
     /// Its expiry moved later (now, or by the same extension before), `until` then (the date asked for, or the start of
     /// the period that replaced it, if earlier); these active entitlements with it.
-    case extended(entitlements: [String], until: Date)
+    case extended(entitlements: [ItemCode], until: Date)
     /// Nothing in force moved: unknown, not a granted subscription period, ended, an older date; or revoked (the date is
     /// recorded for its refund's reversal).
     case unchanged(state: PurchaseState)
@@ -215,12 +215,12 @@ public struct DuePurchase: Sendable, Hashable {
 /// statuses of their subscriptions.
 public struct UserHoldings: Sendable, Hashable, Codable {
     public struct Entitlement: Sendable, Hashable, Codable {
-        public var entitlement: String
+        public var entitlement: ItemCode
         public var productId: ProductID?
         /// Nil: for good.
         public var expiresAt: Date?
 
-        public init(entitlement: String, productId: ProductID?, expiresAt: Date?) {
+        public init(entitlement: ItemCode, productId: ProductID?, expiresAt: Date?) {
             self.entitlement = entitlement
             self.productId = productId
             self.expiresAt = expiresAt
@@ -257,13 +257,13 @@ public struct UserHoldings: Sendable, Hashable, Codable {
     }
 
     public var userId: UserID
-    public var balances: [String: Int64]
+    public var balances: [ItemCode: Int64]
     public var entitlements: [Entitlement]
     public var pending: [Pending]
     /// The statuses of the subscriptions the user owns (`SubscriptionStatusRepository.subscriptionStatuses(of:)`).
     public var subscriptions: [SubscriptionStatus]
 
-    public init(userId: UserID, balances: [String: Int64], entitlements: [Entitlement], pending: [Pending], subscriptions: [SubscriptionStatus] = []) {
+    public init(userId: UserID, balances: [ItemCode: Int64], entitlements: [Entitlement], pending: [Pending], subscriptions: [SubscriptionStatus] = []) {
         self.userId = userId
         self.balances = balances
         self.entitlements = entitlements

@@ -9,11 +9,11 @@ public struct UserAdjustment: PipelineEvent, Hashable {
     /// An item to give or take: a currency amount (negative takes), or an entitlement to give (until `expiresAt`).
     public struct Item: Codable, Sendable, Hashable {
         public var kind: GrantItem.Kind
-        public var code: String
+        public var code: ItemCode
         public var amount: Int64?
         public var expiresAt: Date?
 
-        public init(kind: GrantItem.Kind, code: String, amount: Int64? = nil, expiresAt: Date? = nil) {
+        public init(kind: GrantItem.Kind, code: ItemCode, amount: Int64? = nil, expiresAt: Date? = nil) {
             self.kind = kind
             self.code = code
             self.amount = amount
@@ -61,13 +61,13 @@ public struct UserAdjusted: PipelineEvent, Hashable {
 
     public struct Item: Codable, Sendable, Hashable {
         public var kind: GrantItem.Kind
-        public var code: String
+        public var code: ItemCode
         public var amount: Int64
         public var expiresAt: Date?
         public var balance: Int64?
         public var shortfall: Int64?
 
-        public init(kind: GrantItem.Kind, code: String, amount: Int64, expiresAt: Date? = nil, balance: Int64? = nil, shortfall: Int64? = nil) {
+        public init(kind: GrantItem.Kind, code: ItemCode, amount: Int64, expiresAt: Date? = nil, balance: Int64? = nil, shortfall: Int64? = nil) {
             self.kind = kind
             self.code = code
             self.amount = amount
@@ -95,7 +95,7 @@ public struct UserAdjusted: PipelineEvent, Hashable {
         reason = request.reason
         reverses = request.reverses
         adjustedAt = now
-        func answered(_ applied: [GrantItem], _ balances: [String: Int64], _ shortfall: [String: Int64]) -> [Item] {
+        func answered(_ applied: [GrantItem], _ balances: [ItemCode: Int64], _ shortfall: [ItemCode: Int64]) -> [Item] {
             applied.map { item in
                 Item(kind: item.kind, code: item.code, amount: item.amount, expiresAt: item.expiresAt,
                      balance: item.kind == .currency ? balances[item.code] ?? 0 : nil, shortfall: item.kind == .currency ? shortfall[item.code] : nil)

@@ -63,7 +63,8 @@ public struct AppsFile: Sendable {
                 case nil: break
                 }
             } catch {
-                throw AppsFileError("apps[\(index)].catalog ('\(app.id)'): \(error)")
+                let file = fields["catalog"]?.stringValue.map { " \(path($0).path)" } ?? ""
+                throw AppsFileError("apps[\(index)].catalog ('\(app.id)')\(file): \(error)")
             }
             apps.append(app)
         }

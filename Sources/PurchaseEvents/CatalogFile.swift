@@ -27,8 +27,8 @@ extension ProductCatalog {
             let store: Store = name == "products" ? .appstore : Store(rawValue: name) ?? .appstore
             for (id, entry) in section.objectValue ?? [:] {
                 guard let fields = entry.objectValue, let type = fields["type"]?.stringValue.flatMap(ProductType.init(rawValue:)) else { continue }
-                products[store, default: [:]][ProductID(id)] = Product(type: type, currency: fields["currency"]?.stringValue, amount: fields["amount"]?.int64Value,
-                                                                       entitlement: fields["entitlement"]?.stringValue, durationDays: fields["durationDays"]?.int64Value)
+                products[store, default: [:]][ProductID(id)] = Product(type: type, currency: fields["currency"]?.stringValue.map { ItemCode($0) }, amount: fields["amount"]?.int64Value,
+                                                                       entitlement: fields["entitlement"]?.stringValue.map { ItemCode($0) }, durationDays: fields["durationDays"]?.int64Value)
             }
         }
         try self.init(products: products)

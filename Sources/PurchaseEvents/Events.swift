@@ -266,7 +266,7 @@ public struct PurchaseRejectedEvent: PipelineEvent, Hashable {
 public struct GrantedItem: Codable, Sendable, Hashable {
     public enum Kind: String, Codable, Sendable { case currency, entitlement }
     public var kind: Kind
-    public var code: String
+    public var code: ItemCode
     public var amount: Int64?
     public var expiresAt: Date?
     /// Currency items: the user's balance of the currency once this event applied (so a backend mirroring events
@@ -274,7 +274,7 @@ public struct GrantedItem: Codable, Sendable, Hashable {
     /// latest expiry of the purchases that give it (`GET /v1/users/{userId}`).
     public var balance: Int64?
 
-    public init(kind: Kind, code: String, amount: Int64? = nil, expiresAt: Date? = nil, balance: Int64? = nil) {
+    public init(kind: Kind, code: ItemCode, amount: Int64? = nil, expiresAt: Date? = nil, balance: Int64? = nil) {
         self.kind = kind
         self.code = code
         self.amount = amount

@@ -73,14 +73,14 @@ extension SQLPurchaseStore: AdjustmentRepository {
                 return .refused(.amountOutOfRange, detail: "an adjustment gives or takes at most \(CurrencyAmounts.itemLimit) of a currency")
             }
             // One line per item: two lines of a currency would each be checked against the same balance.
-            guard Set(items.map { [$0.kind.rawValue, $0.code] }).count == items.count else {
+            guard Set(items.map { GrantItem(kind: $0.kind, code: $0.code, amount: 0) }).count == items.count else {
                 return .refused(.invalidItems, detail: "each currency or entitlement once per adjustment")
             }
         }
 
         // Every take and every give is checked before anything is written: refused, the adjustment leaves no trace.
-        var shortfall: [String: Int64] = [:]
-        var taken: [String: Int64] = [:]
+        var shortfall: [ItemCode: Int64] = [:]
+        var taken: [ItemCode: Int64] = [:]
         for item in items where item.kind == .currency {
             let balance = try connection.query("SELECT amount FROM balances WHERE user_id = $1 AND currency = $2\(lock)",
                                                [.text(adjustment.userId), .text(item.code)]).first?[0].int64 ?? 0
@@ -134,7 +134,7 @@ extension SQLPurchaseStore: AdjustmentRepository {
     }
 
     /// The user's balances of the currencies among `codes`.
-    private static func balances(_ connection: any SQLConnection, of userId: UserID, codes: [String]) throws -> [String: Int64] {
+    private static func balances(_ connection: any SQLConnection, of userId: UserID, codes: [ItemCode]) throws -> [ItemCode: Int64] {
         try balances(connection, of: userId).filter { codes.contains($0.key) }
     }
 }

@@ -14,11 +14,10 @@ struct DeferredLedgerEntry: Sendable {
     let balanceAfter: Int64?
 }
 
-/// A user's balance of one currency. (Currency codes come from the catalog, which refuses two that are equal as Swift
-/// strings but not as bytes: a `String` compares them as the database does.)
+/// A user's balance of one currency (its code compared as bytes, as the database compares it).
 struct BalanceKey: Hashable {
     let user: UserID
-    let currency: String
+    let currency: ItemCode
 }
 
 /// A batch's grants, decided without a statement each for their ledger: an entry's id comes from ids the batch reserved, a
@@ -34,7 +33,7 @@ extension SQLPurchaseStore {
     static func applyDeferring(_ items: [GrantItem], entry: String, _ connection: any SQLConnection, _ key: PurchaseKey, userId: UserID,
                                at now: Date, _ dialect: Migrations.Dialect, _ executor: StoreExecutor) throws -> Applied {
         guard executor.defersWrites else { return try apply(items, entry: entry, connection, key, userId: userId, at: now, dialect) }
-        var balances: [String: Int64] = [:]
+        var balances: [ItemCode: Int64] = [:]
         if items.contains(where: { $0.kind == .currency }) {
             balances = try executor.balances(of: userId) ?? readBalances(connection, of: [userId], lock: false, dialect)[userId] ?? [:]
         }
@@ -68,13 +67,13 @@ extension SQLPurchaseStore {
     }
 
     /// Every balance of `users` (a user without one is absent); PostgreSQL with `lock`: their rows locked, in user order.
-    static func readBalances(_ connection: any SQLConnection, of users: [UserID], lock: Bool, _ dialect: Migrations.Dialect) throws -> [UserID: [String: Int64]] {
-        var found: [UserID: [String: Int64]] = [:]
+    static func readBalances(_ connection: any SQLConnection, of users: [UserID], lock: Bool, _ dialect: Migrations.Dialect) throws -> [UserID: [ItemCode: Int64]] {
+        var found: [UserID: [ItemCode: Int64]] = [:]
         for user in users { found[user] = [:] }
         let order = lock && dialect == .postgres ? " ORDER BY user_id, currency FOR UPDATE" : ""
         try matching(["user_id"], users.sorted().map { [$0.rawValue] }, firstParameter: 1, dialect) { condition, values in
             for row in try connection.query("SELECT user_id, currency, amount FROM balances WHERE \(condition)\(order)", values) {
-                if let user = row[0].identifier(UserID.self), let currency = row[1].string, let amount = row[2].int64 { found[user, default: [:]][currency] = amount }
+                if let user = row[0].identifier(UserID.self), let currency = row[1].identifier(ItemCode.self), let amount = row[2].int64 { found[user, default: [:]][currency] = amount }
             }
         }
         return found
@@ -117,7 +116,7 @@ extension SQLPurchaseStore {
     static func flushLedger(_ connection: any SQLConnection, _ entries: [DeferredLedgerEntry], _ dialect: Migrations.Dialect) throws {
         guard !entries.isEmpty else { return }
         let rows: [[String?]] = entries.map { entry in
-            [String(entry.id), entry.key.store.rawValue, entry.key.transactionId.rawValue, entry.entry, entry.userId.rawValue, entry.item.kind.rawValue, entry.item.code,
+            [String(entry.id), entry.key.store.rawValue, entry.key.transactionId.rawValue, entry.entry, entry.userId.rawValue, entry.item.kind.rawValue, entry.item.code.rawValue,
              String(entry.item.amount), entry.item.expiresAt.map { String(PurchaseTime.milliseconds($0)) }, String(PurchaseTime.milliseconds(entry.at))]
         }
         try inSet(rows, firstParameter: 1, dialect) { set, values in
@@ -138,7 +137,7 @@ extension SQLPurchaseStore {
             added[balance] = ((added[balance]?.amount ?? 0) + entry.item.amount, after)
         }
         guard !order.isEmpty else { return }
-        let sums = order.map { balance in [balance.user.rawValue, balance.currency, String(added[balance]?.amount ?? 0)] as [String?] }
+        let sums = order.map { balance in [balance.user.rawValue, balance.currency.rawValue, String(added[balance]?.amount ?? 0)] as [String?] }
         try inSet(sums, firstParameter: 1, dialect) { set, values in
             // WHERE true: SQLite would otherwise read the upsert's ON CONFLICT as the join constraint of the SELECT.
             for row in try connection.query("""
@@ -146,7 +145,7 @@ extension SQLPurchaseStore {
                 SELECT column1, column2, CAST(column3 AS BIGINT) FROM (\(distinct(set, dialect))) AS \(rowsAlias(columns: 3, dialect))
                 WHERE true ON CONFLICT (user_id, currency) DO UPDATE SET amount = balances.amount + excluded.amount RETURNING user_id, currency, amount
                 """, values) {
-                guard let user = row[0].identifier(UserID.self), let currency = row[1].string,
+                guard let user = row[0].identifier(UserID.self), let currency = row[1].identifier(ItemCode.self),
                       let promised = added[BalanceKey(user: user, currency: currency)]?.after else { continue }
                 if row[2].int64 != promised {
                     throw DatabaseError(code: "40001", message: "the balance of \(user) in \(currency) changed while a batch granted to it", isRetriable: true)

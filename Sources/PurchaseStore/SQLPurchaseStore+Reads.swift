@@ -187,14 +187,14 @@ extension SQLPurchaseStore {
         """
 
     /// A user's currency balances.
-    public func balances(of userId: UserID) async throws -> [String: Int64] {
+    public func balances(of userId: UserID) async throws -> [ItemCode: Int64] {
         try await executor.run { connection in try Self.balances(connection, of: userId) }
     }
 
     /// A user's entitlements in force at `now` and their expiry (nil: no expiry).
-    public func entitlements(of userId: UserID, at now: Date = Date()) async throws -> [String: Date?] {
+    public func entitlements(of userId: UserID, at now: Date = Date()) async throws -> [ItemCode: Date?] {
         try await executor.run { connection in
-            var entitlements: [String: Date?] = [:]
+            var entitlements: [ItemCode: Date?] = [:]
             for entitlement in try Self.entitlementsInForce(connection, of: userId, at: now) {
                 // updateValue: assigning a nil expiry through the subscript would remove the entitlement.
                 entitlements.updateValue(entitlement.expiresAt, forKey: entitlement.entitlement)
@@ -203,10 +203,10 @@ extension SQLPurchaseStore {
         }
     }
 
-    static func balances(_ connection: any SQLConnection, of userId: UserID) throws -> [String: Int64] {
-        var balances: [String: Int64] = [:]
+    static func balances(_ connection: any SQLConnection, of userId: UserID) throws -> [ItemCode: Int64] {
+        var balances: [ItemCode: Int64] = [:]
         for row in try connection.query("SELECT currency, amount FROM balances WHERE user_id = $1", [.text(userId)]) {
-            if let currency = row[0].string, let amount = row[1].int64 { balances[currency] = amount }
+            if let currency = row[0].identifier(ItemCode.self), let amount = row[1].int64 { balances[currency] = amount }
         }
         return balances
     }
@@ -222,7 +222,7 @@ extension SQLPurchaseStore {
             ORDER BY e.entitlement, coalesce(e.expires_at, \(Int64.max)) DESC, p.product_id
             """, [.text(userId), .integer(PurchaseTime.milliseconds(now))]) {
             // The first row of each entitlement is the one that lasts longest.
-            guard let code = row[0].string, held.last?.entitlement != code else { continue }
+            guard let code = row[0].identifier(ItemCode.self), held.last?.entitlement != code else { continue }
             held.append(UserHoldings.Entitlement(entitlement: code, productId: row[1].identifier(), expiresAt: row[2].int64.map(PurchaseTime.date)))
         }
         return held

@@ -30,7 +30,7 @@ extension SQLPurchaseStore {
                     """, [.text(key.store.rawValue), .text(key.transactionId), .text(reason), at])
                 return .recordedBeforePurchase
             }
-            var shortfall: [String: Int64] = [:]
+            var shortfall: [ItemCode: Int64] = [:]
             if transition.effects.contains(.reverseGrants), let userId = current.userId {
                 for held in try Self.heldItems(connection, key) {
                     var item = held

@@ -257,7 +257,7 @@ extension SQLPurchaseStore {
     /// What `apply` wrote: the ledger entries, and the user's balance of each currency it added to, after it.
     struct Applied {
         var ledgerEntryIds: [Int64] = []
-        var balances: [String: Int64] = [:]
+        var balances: [ItemCode: Int64] = [:]
     }
 
     /// `userId` holds `item`'s entitlement through the purchase `key`, beside what other purchases give of it (a row each,
@@ -287,7 +287,7 @@ extension SQLPurchaseStore {
 
     /// A ledger item from `item_kind, code, amount, expires_at` (an amount summed or not).
     static func grantItem(_ row: [SQLValue]) -> GrantItem? {
-        guard let kind = row[0].string.flatMap(GrantItem.Kind.init(rawValue:)), let code = row[1].string, let amount = row[2].int64 else { return nil }
+        guard let kind = row[0].string.flatMap(GrantItem.Kind.init(rawValue:)), let code = row[1].identifier(ItemCode.self), let amount = row[2].int64 else { return nil }
         return GrantItem(kind: kind, code: code, amount: amount, expiresAt: row[3].int64.map(PurchaseTime.date))
     }
 

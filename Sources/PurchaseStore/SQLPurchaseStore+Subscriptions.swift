@@ -20,7 +20,7 @@ extension SQLPurchaseStore {
                       SELECT coalesce(original_transaction_id, transaction_id), purchase_time FROM purchases WHERE store = $1 AND transaction_id = $2
                       """, [store, .text(key.transactionId)]).first,
                   let original = named[0].string, let time = named[1].int64 else { return .nothingToEnd(state: current.state) }
-            var ended: Set<String> = []
+            var ended: Set<ItemCode> = []
             // Latest first (it first), locked on PostgreSQL in that order: every expiry locks the periods it ends in one order.
             for row in try connection.query("""
                 SELECT transaction_id, state, product_type FROM purchases WHERE store = $1 AND \(Self.ofOriginalCondition) AND purchase_time <= $3
@@ -33,7 +33,7 @@ extension SQLPurchaseStore {
                     UPDATE entitlements SET active = 0, expires_at = CASE WHEN expires_at IS NULL OR expires_at > $3 THEN $3 ELSE expires_at END
                     WHERE store = $1 AND transaction_id = $2 AND active = 1 RETURNING entitlement
                     """, [store, .text(id), .integer(PurchaseTime.milliseconds(now))]) {
-                    if let code = entitlement[0].string { ended.insert(code) }
+                    if let code = entitlement[0].identifier(ItemCode.self) { ended.insert(code) }
                 }
             }
             return ended.isEmpty ? .nothingToEnd(state: current.state) : .ended(entitlements: ended.sorted())
@@ -58,7 +58,7 @@ extension SQLPurchaseStore {
             }
             let moved = try connection.query("""
                 UPDATE entitlements SET expires_at = $3 WHERE store = $1 AND transaction_id = $2 AND active = 1 AND expires_at < $3 RETURNING entitlement
-                """, values).compactMap { $0[0].string }
+                """, values).compactMap { $0[0].identifier(ItemCode.self) }
             if !moved.isEmpty {
                 try connection.query(recordExpiry, values)
                 return .extended(entitlements: moved.sorted(), until: until)
@@ -68,7 +68,7 @@ extension SQLPurchaseStore {
                 SELECT e.entitlement FROM entitlements e WHERE e.store = $1 AND e.transaction_id = $2 AND e.active = 1 AND e.expires_at = $3
                     AND $3 > (SELECT max(l.expires_at) FROM ledger l WHERE l.store = $1 AND l.transaction_id = $2 AND l.item_kind = 'entitlement'
                               AND l.code = e.entitlement AND l.entry_kind IN ('grant', 'regrant'))
-                """, values).compactMap { $0[0].string }
+                """, values).compactMap { $0[0].identifier(ItemCode.self) }
             return before.isEmpty ? .unchanged(state: current.state) : .extended(entitlements: before.sorted(), until: until)
         }
     }
@@ -170,9 +170,9 @@ extension SQLPurchaseStore {
     /// reversal has no `grant` entries.
     private static func endedPeriods(_ rows: [SQLRow], store: Store, at start: Date, _ connection: any SQLConnection) throws -> [EndedPeriod] {
         struct Holding: Hashable { let transactionId: TransactionID, holder: UserID }
-        var entitlements: [Holding: Set<String>] = [:]
+        var entitlements: [Holding: Set<ItemCode>] = [:]
         for row in rows {
-            if let id = row[0].identifier(TransactionID.self), let holder = row[1].identifier(UserID.self), let code = row[2].string {
+            if let id = row[0].identifier(TransactionID.self), let holder = row[1].identifier(UserID.self), let code = row[2].identifier(ItemCode.self) {
                 entitlements[Holding(transactionId: id, holder: holder), default: []].insert(code)
             }
         }

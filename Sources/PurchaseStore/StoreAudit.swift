@@ -29,7 +29,7 @@ public struct StoreAudit: Sendable {
     /// Purchases finished without a grant in the ledger, or finished before they were granted.
     public var finishedWithoutGrant: [PurchaseKey] = []
     /// Σ balances by currency.
-    public var currencyTotals: [String: Int64] = [:]
+    public var currencyTotals: [ItemCode: Int64] = [:]
 
     /// Whether the books agree with themselves: no entry without its purchase or adjustment, every balance the sum of its
     /// entries, nothing finished without its grant.
@@ -85,7 +85,7 @@ extension SQLPurchaseStore {
                     SELECT 1 FROM ledger l WHERE l.store = p.store AND l.transaction_id = p.transaction_id AND l.entry_kind IN ('grant', 'regrant')))
                 """).compactMap(Self.key)
             for row in try connection.query("SELECT currency, sum(amount) FROM balances GROUP BY currency") {
-                if let currency = row[0].string, let total = row[1].int64 { audit.currencyTotals[currency] = total }
+                if let currency = row[0].identifier(ItemCode.self), let total = row[1].int64 { audit.currencyTotals[currency] = total }
             }
             return audit
         }

@@ -42,7 +42,7 @@ final class StoreExecutor: @unchecked Sendable {
     /// Users' balances (every currency of each user read; absent: zero) as the batch's deferred writes leave them. Only
     /// touched on `queue`; forgotten with what was read ahead, when a batch begins or ends, and before anything that may
     /// change balances other than a deferred grant (`flushDeferredBeforeOtherWrites`).
-    private var balances: [UserID: [String: Int64]] = [:]
+    private var balances: [UserID: [ItemCode: Int64]] = [:]
     /// Ledger entry ids reserved for the batch's deferred entries, taken in order. Forgotten with `balances` (a ledger
     /// entry written at once gets a later id than every reserved one, so ids keep the order entries were decided in).
     private var ledgerIds: Range<Int64> = 0..<0
@@ -119,10 +119,10 @@ final class StoreExecutor: @unchecked Sendable {
     }
 
     /// On the queue: `user`'s balances as the batch left them, if the batch read them.
-    func balances(of user: UserID) -> [String: Int64]? { balances[user] }
+    func balances(of user: UserID) -> [ItemCode: Int64]? { balances[user] }
 
     /// On the queue: records `user`'s balances, as read or as a deferred grant leaves them.
-    func setBalances(_ amounts: [String: Int64], of user: UserID) { balances[user] = amounts }
+    func setBalances(_ amounts: [ItemCode: Int64], of user: UserID) { balances[user] = amounts }
 
     /// On the queue: the next reserved ledger entry id, if any is left.
     func takeLedgerId() -> Int64? {

@@ -10,7 +10,10 @@ extension GranterStage {
         let now = context.now()
         let outcome: AdjustmentOutcome
         if let unknown = (request.items ?? []).first(where: { !knownItems(of: $0.kind).contains($0.code) }) {
-            outcome = .refused(.unknownItem, detail: "no product of the catalog gives the \(unknown.kind.rawValue) '\(unknown.code)'")
+            // Codes are compared as bytes: one spelled otherwise than the catalog spells it (é as one scalar or two) is unknown.
+            let spelled = knownItems(of: unknown.kind).first { $0.isOtherSpelling(of: unknown.code) }
+            outcome = .refused(.unknownItem, detail: "no product of the catalog gives the \(unknown.kind.rawValue) '\(unknown.code)'"
+                               + (spelled.map { ": \(unknown.code.quotedWithHex) is not the catalog's spelling \($0.quotedWithHex)" } ?? ""))
         } else if let adjustments = store as? any AdjustmentRepository {
             outcome = try await adjustments.adjust(request.adjustment, takeWhatIsLeft: adjustmentsTakeWhatIsLeft, at: now)
         } else {
@@ -30,7 +33,7 @@ extension GranterStage {
     }
 
     /// The currencies or entitlements some product of some app's catalog gives.
-    private func knownItems(of kind: GrantItem.Kind) -> Set<String> {
+    private func knownItems(of kind: GrantItem.Kind) -> Set<ItemCode> {
         apps.apps.reduce(into: []) { known, app in known.formUnion(app.catalog?.itemCodes(kind) ?? []) }
     }
 }

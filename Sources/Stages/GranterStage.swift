@@ -122,7 +122,7 @@ public struct GranterStage: StoreBackedStage {
             // A subscription period signed again with a later expiry (RENEWAL_EXTENDED): the entitlement lasts until then.
             if type == .autoRenewable, let expiresDate = verified.expiresDate,
                case .extended(let entitlements, let until) = try await store.extendSubscription(key, to: expiresDate, at: context.now()) {
-                context.logger.info("subscription extended", ["transactionId": verified.transactionId, "entitlements": entitlements.joined(separator: ",")])
+                context.logger.info("subscription extended", ["transactionId": verified.transactionId, "entitlements": entitlements.map(\.rawValue).joined(separator: ",")])
                 var answer = granted(verified, type: type, items: original.map { $0.lasting(until: until) }, balances: balances, already: true,
                                      ledgerEntryId: nil)
                 answer.extendedUntil = until
@@ -143,7 +143,7 @@ public struct GranterStage: StoreBackedStage {
         }
     }
 
-    private func granted(_ verified: PurchaseVerifiedEvent, type: ProductType, items: [GrantItem], balances: [String: Int64], already: Bool,
+    private func granted(_ verified: PurchaseVerifiedEvent, type: ProductType, items: [GrantItem], balances: [ItemCode: Int64], already: Bool,
                          ledgerEntryId: Int64?) -> ItemGranted {
         ItemGranted(store: verified.store, transactionId: verified.transactionId, userId: verified.userId, productId: verified.productId,
                     productType: type.rawValue, quantity: verified.quantity, items: items.map { GrantedItem($0, balances: balances) },

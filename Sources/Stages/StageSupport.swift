@@ -122,7 +122,7 @@ extension StoreBackedStage {
 
 extension GrantedItem {
     /// An item of the store's ledger as `item.granted` reports it, with the user's resulting balance of its currency.
-    init(_ item: GrantItem, balances: [String: Int64] = [:]) {
+    init(_ item: GrantItem, balances: [ItemCode: Int64] = [:]) {
         let currency = item.kind == .currency
         self.init(kind: currency ? .currency : .entitlement, code: item.code, amount: currency ? item.amount : nil,
                   expiresAt: item.expiresAt, balance: currency ? balances[item.code] : nil)

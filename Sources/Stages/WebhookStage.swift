@@ -45,9 +45,9 @@ public struct WebhookStage: MessageStage {
         public var primary: AppID
         public var purchases: any PurchaseRepository
         /// The currencies and the entitlements the products of `apps` give (their catalogs').
-        public var currencies: Set<String>, entitlements: Set<String>
+        public var currencies: Set<ItemCode>, entitlements: Set<ItemCode>
 
-        public init(apps: Set<AppID>, primary: AppID, purchases: any PurchaseRepository, currencies: Set<String>, entitlements: Set<String>) {
+        public init(apps: Set<AppID>, primary: AppID, purchases: any PurchaseRepository, currencies: Set<ItemCode>, entitlements: Set<ItemCode>) {
             self.apps = apps
             self.primary = primary
             self.purchases = purchases
@@ -145,7 +145,7 @@ public struct WebhookStage: MessageStage {
                 .items((fields["items"]?.arrayValue ?? []).compactMap { item in
                     guard let fields = item.objectValue, let kind = fields["kind"]?.stringValue.flatMap(GrantItem.Kind.init(rawValue:)),
                           let code = fields["code"]?.stringValue else { return nil }
-                    return (kind, code)
+                    return (kind, ItemCode(code))
                 })
             case .purchaseRevoked, .refundDue, .transactionFinished: purchase("transactionId")
             case .subscriptionStatus: purchase("originalTransactionId")
@@ -176,7 +176,7 @@ public struct WebhookStage: MessageStage {
         /// This purchase, whose app the store knows.
         case purchase(PurchaseKey)
         /// A user's items (an adjustment), each a currency or an entitlement some app's products give.
-        case items([(GrantItem.Kind, String)])
+        case items([(GrantItem.Kind, ItemCode)])
     }
 
     /// The store's errors a retry can fix are transient too.

@@ -31,7 +31,7 @@ enum AdjustCommand {
             guard parts.count == 2, let amount = Int64(parts[1]), CurrencyAmounts.isItemAmount(amount) else {
                 throw UsageError("adjust: --currency CODE=AMOUNT takes a non-zero whole number from -\(CurrencyAmounts.itemLimit) to \(CurrencyAmounts.itemLimit), got \(text)")
             }
-            items.append(.init(kind: .currency, code: String(parts[0]), amount: amount))
+            items.append(.init(kind: .currency, code: ItemCode(String(parts[0])), amount: amount))
         }
         for text in options.values["--entitlement"] ?? [] {
             let parts = text.split(separator: "@", maxSplits: 1)
@@ -39,7 +39,7 @@ enum AdjustCommand {
                 guard let date = RFC3339.parse(String(time)) else { throw UsageError("adjust: --entitlement CODE@TIME takes an RFC 3339 time, got \(time)") }
                 return date
             }
-            items.append(.init(kind: .entitlement, code: String(parts[0]), expiresAt: until))
+            items.append(.init(kind: .entitlement, code: ItemCode(String(parts[0])), expiresAt: until))
         }
         let reverses = options.string("--reverse").map { AdjustmentID($0) }
         guard (reverses == nil) != items.isEmpty else { throw UsageError("adjust: give --currency or --entitlement items, or --reverse ID, not both\n\(usage)") }

@@ -21,13 +21,15 @@ enum BooksCommand {
         let report: JSONValue = .object([
             "balanced": .bool(audit.isBalanced),
             "purchases": .object(Dictionary(uniqueKeysWithValues: audit.purchaseCounts.map { ($0.key.rawValue, .integer(Int64($0.value))) })),
-            "currencyTotals": .object(audit.currencyTotals.mapValues { .integer($0) }),
             "balanceMismatches": listed(audit.balanceMismatches),
             "grantsWithoutPurchase": listed(audit.orphanGrants.map(\.description)),
             "adjustmentEntriesWithoutAdjustment": listed(audit.orphanAdjustmentEntries),
             "finishedWithoutGrant": listed(audit.finishedWithoutGrant.map(\.description)),
         ])
-        print(String(decoding: report.serialized, as: UTF8.self))
+        // Codes keyed by their bytes: a `JSONValue.object`, keyed by `String`, would keep one of two spellings of a currency.
+        let totals = JSONValue.serializedObject(audit.currencyTotals.map { (name: $0.key.rawValue, value: JSONValue.integer($0.value).serialized) })
+        let members = (report.objectValue ?? [:]).map { (name: $0.key, value: $0.value.serialized) } + [(name: "currencyTotals", value: totals)]
+        print(String(decoding: JSONValue.serializedObject(members), as: UTF8.self))
         return audit.isBalanced ? 0 : 1
     }
 }

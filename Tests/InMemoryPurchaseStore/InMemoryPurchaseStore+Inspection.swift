@@ -5,13 +5,13 @@ import PurchaseDomain
 /// they do to it from outside (the game spending coins).
 extension InMemoryPurchaseStore {
     /// A user's currency balances.
-    public func balances(of userId: UserID) async throws -> [String: Int64] {
+    public func balances(of userId: UserID) async throws -> [ItemCode: Int64] {
         try await withTables { $0.balances[userId] ?? [:] }
     }
 
     /// A user's entitlements in force at `now` and their expiry (nil: no expiry).
-    public func entitlements(of userId: UserID, at now: Date = Date()) async throws -> [String: Date?] {
-        var entitlements: [String: Date?] = [:]
+    public func entitlements(of userId: UserID, at now: Date = Date()) async throws -> [ItemCode: Date?] {
+        var entitlements: [ItemCode: Date?] = [:]
         let inForce = try await withTables { $0.entitlementsInForce(of: userId, at: now) }
         for entitlement in inForce {
             // updateValue: assigning a nil expiry through the subscript would remove the entitlement.
@@ -51,7 +51,7 @@ extension InMemoryPurchaseStore {
     }
 
     /// Sets `userId`'s balance of `currency`, as the game does when the user spends it.
-    public func setBalance(of userId: UserID, _ currency: String, to amount: Int64) async throws {
+    public func setBalance(of userId: UserID, _ currency: ItemCode, to amount: Int64) async throws {
         try await withTables { $0.balances[userId, default: [:]][currency] = amount }
     }
 
@@ -78,7 +78,7 @@ extension Tables {
 
     func bookMismatches() -> [String] {
         var mismatches: [String] = []
-        var sums: [UserID: [String: Int64]] = [:]
+        var sums: [UserID: [ItemCode: Int64]] = [:]
         for entry in ledger where entry.itemKind == .currency { sums[entry.userId, default: [:]][entry.code, default: 0] += entry.amount + entry.shortfall }
         for user in Set(sums.keys).union(balances.keys) {
             let (held, summed) = (balances[user] ?? [:], sums[user] ?? [:])

@@ -16,7 +16,7 @@ extension Tables {
             tombstones[key] = Tombstone(reason: reason, revokedAt: now.milliseconds, reversedAt: nil)
             return .recordedBeforePurchase
         }
-        var shortfall: [String: Int64] = [:]
+        var shortfall: [ItemCode: Int64] = [:]
         if transition.effects.contains(.reverseGrants), let userId = current.userId {
             for held in heldItems(key) {
                 var item = held

@@ -17,7 +17,7 @@ extension Tables {
     mutating func expireSubscription(_ key: PurchaseKey, at now: Date) -> ExpireOutcome {
         let (current, transition) = decide(key, on: .expire)
         guard transition.effects.contains(.endEntitlement), let named = purchases[key] else { return .nothingToEnd(state: current.state) }
-        var ended: Set<String> = []
+        var ended: Set<ItemCode> = []
         // It and the subscription's earlier periods: not a later one's (an expiry can arrive late, after a renewal).
         for row in periods(key.store, original: named.original) where row.purchaseTime <= named.purchaseTime
             && Lifecycle.transition(from: row.state, on: .expire, type: row.record.productType).effects.contains(.endEntitlement) {
@@ -43,7 +43,7 @@ extension Tables {
             recordExpiry(&self)
             return .unchanged(state: current.state)
         }
-        var moved: [String] = []
+        var moved: [ItemCode] = []
         for (entitlement, held) in entitlements where entitlement.key == key && held.active && (held.expiresAt.map { $0 < end } ?? false) {
             entitlements[entitlement]?.expiresAt = end
             moved.append(entitlement.code)
@@ -131,7 +131,7 @@ extension Tables {
     /// entitlements ending then.
     func endedPeriods(_ rows: [EntitlementKey], at start: Date) -> [EndedPeriod] {
         struct Holding: Hashable { let key: PurchaseKey, holder: UserID }
-        var codes: [Holding: Set<String>] = [:]
+        var codes: [Holding: Set<ItemCode>] = [:]
         for row in rows { codes[Holding(key: row.key, holder: row.user), default: []].insert(row.code) }
         return codes.sorted { ($0.key.key.transactionId, $0.key.holder) < ($1.key.key.transactionId, $1.key.holder) }.compactMap { holding, codes in
             guard let record = purchases[holding.key]?.record else { return nil }

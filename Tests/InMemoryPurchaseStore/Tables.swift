@@ -10,8 +10,8 @@ struct Tables: Sendable {
     /// In the order the entries were written: their ids increase.
     var ledger: [LedgerEntry] = []
     var nextLedgerId: Int64 = 1
-    /// Per user, per currency code (codes come from the catalog, which keeps codes equal as `String`s but not as bytes apart).
-    var balances: [UserID: [String: Int64]] = [:]
+    /// Per user, per currency code (by its bytes, as the database keys it).
+    var balances: [UserID: [ItemCode: Int64]] = [:]
     /// One row per holder, entitlement and purchase that gives it.
     var entitlements: [EntitlementKey: EntitlementRow] = [:]
     /// Refunds of purchases not recorded yet.
@@ -69,7 +69,7 @@ struct LedgerEntry: Sendable {
     let kind: Kind
     let userId: UserID
     let itemKind: GrantItem.Kind
-    let code: String
+    let code: ItemCode
     let amount: Int64
     /// A revocation's: what the balance could not give back.
     let shortfall: Int64
@@ -79,7 +79,7 @@ struct LedgerEntry: Sendable {
 
 struct EntitlementKey: Hashable, Sendable {
     let user: UserID
-    let code: String
+    let code: ItemCode
     let key: PurchaseKey
 }
 
@@ -157,7 +157,7 @@ extension Tables {
     }
 
     @discardableResult
-    mutating func writeLedger(_ key: PurchaseKey, _ kind: LedgerEntry.Kind, user: UserID, _ itemKind: GrantItem.Kind, code: String, amount: Int64,
+    mutating func writeLedger(_ key: PurchaseKey, _ kind: LedgerEntry.Kind, user: UserID, _ itemKind: GrantItem.Kind, code: ItemCode, amount: Int64,
                               shortfall: Int64 = 0, expiresAt: Int64?, at now: Date) -> Int64 {
         let id = nextLedgerId
         nextLedgerId += 1
@@ -169,8 +169,8 @@ extension Tables {
     /// Ledger entries of kind `entry` (`grant` or `regrant`) for `items`, and the balances and entitlements they give:
     /// the ids, and the user's balance of each currency added to, after it.
     mutating func apply(_ items: [GrantItem], entry: LedgerEntry.Kind, _ key: PurchaseKey, userId: UserID,
-                        at now: Date) -> (ledgerEntryIds: [Int64], balances: [String: Int64]) {
-        var applied: (ledgerEntryIds: [Int64], balances: [String: Int64]) = ([], [:])
+                        at now: Date) -> (ledgerEntryIds: [Int64], balances: [ItemCode: Int64]) {
+        var applied: (ledgerEntryIds: [Int64], balances: [ItemCode: Int64]) = ([], [:])
         for item in items {
             applied.ledgerEntryIds.append(writeLedger(key, entry, user: userId, item.kind, code: item.code, amount: item.amount,
                                                       expiresAt: item.expiresAt?.milliseconds, at: now))
@@ -208,10 +208,10 @@ extension Tables {
 
     /// `entries` summed per item (kind, then code, in byte order, as the database orders them), each with `expiry` of its group.
     static func summed(_ entries: [LedgerEntry], amount: (LedgerEntry) -> Int64, expiry: ([LedgerEntry]) -> Int64?) -> [GrantItem] {
-        struct Item: Hashable { let kind: GrantItem.Kind, code: String }
+        struct Item: Hashable { let kind: GrantItem.Kind, code: ItemCode }
         let groups = Dictionary(grouping: entries) { Item(kind: $0.itemKind, code: $0.code) }
         return groups.sorted { left, right in
-            bytesPrecede([left.key.kind.rawValue, left.key.code], [right.key.kind.rawValue, right.key.code])
+            bytesPrecede([left.key.kind.rawValue, left.key.code.rawValue], [right.key.kind.rawValue, right.key.code.rawValue])
         }.map { item, group in
             GrantItem(kind: item.kind, code: item.code, amount: group.reduce(0) { $0 + amount($1) }, expiresAt: expiry(group).map(Date.init(milliseconds:)))
         }

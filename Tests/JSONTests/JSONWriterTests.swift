@@ -35,6 +35,17 @@ struct JSONWriterTests {
         let extreme = JSONValue.number(-9_223_372_036_854_775_808.0)
         #expect(JSONValue.parse(extreme.serialized) == extreme)
     }
+
+    /// `serializedObject`: two names that are one text in two Unicode spellings are two members (an `.object`, keyed by
+    /// `String`, holds one), in the order of their bytes; names are escaped, values written as given.
+    @Test func anObjectOfMembersKeepsEverySpellingOfAName() {
+        let members: [(name: String, value: [UInt8])] = [("caf\u{E9}", Array("7".utf8)), ("cafe\u{301}", Array("5".utf8)),
+                                                          ("a\"b", JSONValue.object(["x": .null]).serialized)]
+        let expected = Array("{\"a\\\"b\":{\"x\":null},\"cafe\u{301}\":5,\"caf\u{E9}\":7}".utf8)
+        #expect(JSONValue.serializedObject(members) == expected)
+        // Why it is needed: a `String`-keyed map takes the two names as one.
+        #expect(Dictionary([("caf\u{E9}", 7), ("cafe\u{301}", 5)], uniquingKeysWith: { first, _ in first }).count == 1)
+    }
 }
 
 /// RFC 3339 timestamps as the events and the verdicts carry them.

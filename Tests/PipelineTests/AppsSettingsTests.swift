@@ -96,6 +96,43 @@ import WorkerApp
         #expect(message.contains("--apps (IAP_APPS_FILE): the app 'puzzle' has no catalog"), "\(message)")
     }
 
+    /// One currency spelled in two Unicode forms (`café` precomposed in one app's catalog, decomposed in another's, or
+    /// both in one catalog file) would be two balances of what the operator reads as one: the workers refuse to start,
+    /// naming the file and both spellings' bytes.
+    @Test func oneItemCodeSpelledTwoWaysStopsTheWorkers() async throws {
+        let (precomposed, decomposed) = ("caf\u{E9}", "cafe\u{301}")
+        let hex = ["63 61 66 c3 a9", "63 61 66 65 cc 81"]
+        func catalog(_ currency: String) -> String {
+            #"{"appstore": {"pack": {"type": "consumable", "currency": "\#(currency)", "amount": 5}}}"#
+        }
+        let twoCatalogs = #"{"apps": [{"id": "coins-game", "appstore": {"bundleId": "com.example.coins"}, "catalog": \#(catalog(precomposed))},"#
+            + #" {"id": "puzzle", "appstore": {"bundleId": "com.example.puzzle"}, "catalog": \#(catalog(decomposed))}]}"#
+        let variables = try variables(twoCatalogs)
+        let file = try #require(variables["IAP_APPS_FILE"])
+        for (command, settings) in [("iap-granter", Workers.granterSettings), ("iap-verifier", Workers.verifierSettings)] {
+            let env = try WorkerApp.embedded(command: command, settings: settings, variables: variables, store: store)
+            let message = await refusal {
+                if command == "iap-granter" { _ = try await Workers.granterStage(env) } else { _ = try Workers.verifierStage(env) }
+            }
+            #expect(message.contains("--apps (IAP_APPS_FILE) \(file)") && hex.allSatisfy(message.contains), "\(command): \(message)")
+            #expect(message.contains("apps[0].catalog ('coins-game') and apps[1].catalog ('puzzle')"), "\(message)")
+        }
+        // Spelled alike in both, the apps start.
+        let alike = try WorkerApp.embedded(command: "iap-verifier", settings: Workers.verifierSettings,
+                                           variables: try self.variables(twoCatalogs.replacingOccurrences(of: decomposed, with: precomposed)), store: store)
+        _ = try Workers.verifierStage(alike)
+
+        // Both spellings in one catalog file of an app: the catalog's file is named.
+        let catalogFile = directory.appendingPathComponent("catalog.json")
+        try Data((#"{"appstore": {"a": {"type": "consumable", "currency": "\#(precomposed)", "amount": 1},"#
+                  + #" "b": {"type": "consumable", "currency": "\#(decomposed)", "amount": 2}}}"#).utf8).write(to: catalogFile)
+        let oneFile = try WorkerApp.embedded(command: "iap-verifier", settings: Workers.verifierSettings,
+                                             variables: try self.variables(#"{"apps": [{"id": "a", "appstore": {"bundleId": "com.example.a"}, "catalog": "catalog.json"}]}"#),
+                                             store: store)
+        let message = await refusal { _ = try Workers.verifierStage(oneFile) }
+        #expect(message.contains(catalogFile.path) && hex.allSatisfy(message.contains), "\(message)")
+    }
+
     /// Google does not say whether a product is consumed or acknowledged: an app on Google Play needs its catalog.
     @Test func aGooglePlayAppNeedsItsCatalog() async throws {
         try Data(try GooglePlaySigner().publicKeyBase64().utf8).write(to: directory.appendingPathComponent("play.pub"))

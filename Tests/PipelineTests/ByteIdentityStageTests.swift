@@ -2,7 +2,7 @@ import Foundation
 import Kafka
 import PurchaseDomain
 import PurchaseEvents
-import PurchaseStore
+@testable import PurchaseStore
 import Stages
 import StageTestSupport
 import TestData
@@ -81,6 +81,41 @@ import WorkerRuntime
             }
             #expect(try await batched.audit().balanceMismatches.isEmpty, "seed \(seed): the ledger is the balances")
         }
+    }
+
+    /// An adjustment naming a currency in another Unicode spelling than the catalog's (`café` decomposed, the catalog's
+    /// precomposed) is an unknown item: refused, and no balance row is made for it. The catalog's spelling is applied.
+    @Test(arguments: StoreEngine.available) func anAdjustmentSpellingACatalogCodeOtherwiseIsAnUnknownItem(_ engine: StoreEngine) async throws {
+        let store = try await Self.freshStore(engine)
+        let (precomposed, decomposed): (ItemCode, ItemCode) = ("caf\u{E9}", "cafe\u{301}")
+        let catalog = try ProductCatalog(products: [.appstore: ["cafe.pack": .init(type: .consumable, currency: precomposed, amount: 7)]])
+        let granter = GranterStage(context: StageContext(codec: Self.codec, logger: Logger(stage: "granter", minimum: .error), now: { Self.now }), store: store,
+                                   catalog: catalog, clawBackDueRefunds: false)
+        func adjust(_ id: AdjustmentID, _ code: ItemCode) async throws -> UserAdjusted? {
+            let produced = try Self.codec.message(UserAdjustment(adjustmentId: id, userId: "player-1", requestedBy: "support", reason: "goodwill",
+                                                                 items: [.init(kind: .currency, code: code, amount: 5)], requestedAt: Self.now), time: Self.now)
+            let message = KafkaMessage(topic: produced.topic, partition: 0, offset: 0, key: produced.key, value: produced.value, headers: produced.headers)
+            guard case .publish(let events) = try await granter.handle(message), let event = events.first else {
+                Issue.record("\(id): not answered")
+                return nil
+            }
+            return try Self.codec.decode(KafkaMessage(topic: event.topic, partition: 0, offset: 0, key: event.key, value: event.value, headers: event.headers),
+                                         as: UserAdjusted.self).get()
+        }
+        func balanceRows() async throws -> [[UInt8]] {
+            try await store.executor.run { connection in
+                try connection.query("SELECT currency FROM balances WHERE user_id = $1", [.text("player-1")]).map { Array(($0[0].string ?? "").utf8) }
+            }
+        }
+        let refused = try #require(try await adjust("nfd-1", decomposed))
+        #expect(refused.outcome == .refused && refused.refusal == .unknownItem, "\(refused)")
+        #expect(refused.detail?.contains("63 61 66 65 cc 81") == true && refused.detail?.contains("63 61 66 c3 a9") == true, "\(refused.detail ?? "")")
+        #expect(try await balanceRows().isEmpty, "no balance row for the refused spelling")
+        #expect(try await store.balances(of: "player-1").isEmpty)
+
+        let applied = try #require(try await adjust("nfc-1", precomposed))
+        #expect(applied.outcome == .applied && applied.items.map(\.balance) == [5])
+        #expect(try await balanceRows() == [Array(precomposed.rawValue.utf8)], "the catalog's spelling, as its bytes")
     }
 
     /// Item codes key balances in memory as text: a catalog naming one code in two Unicode spellings is refused with both

@@ -18,7 +18,7 @@ import TestSupport
     }
 
     /// Whether `body` threw `BalanceOutOfRange` of `currency`.
-    static func refused(_ currency: String, _ body: () async throws -> Void) async -> Bool {
+    static func refused(_ currency: ItemCode, _ body: () async throws -> Void) async -> Bool {
         do {
             try await body()
             return false

@@ -37,7 +37,7 @@ import TestSupport
 
     /// A grant's answer without its ledger entry ids (a batch reserves ids ahead and may skip some), balances in order.
     static func described(_ outcome: GrantOutcome) -> String {
-        func sorted(_ balances: [String: Int64]) -> String { "\(balances.sorted { $0.key < $1.key })" }
+        func sorted(_ balances: [ItemCode: Int64]) -> String { "\(balances.sorted { $0.key < $1.key })" }
         switch outcome {
         case .granted(let ids, let balances, let endsBy, let ended): return "granted \(ids.count) entries, balances \(sorted(balances)), \(String(describing: endsBy)), \(ended)"
         case .alreadyGranted(let items, let balances, let ended): return "already granted \(items), balances \(sorted(balances)), \(ended)"
@@ -92,7 +92,7 @@ import TestSupport
                 let record = PurchaseRecord(key: PurchaseKey(store: .appcoins, transactionId: id), userId: user,
                                             productId: kind == 3 ? "adfree" : "coins.100", productType: kind == 3 ? .nonConsumable : .consumable,
                                             quantity: 1, purchaseTime: Self.t0)
-                purchases.append((record, kind == 3 ? [.entitlement(spellings[index % 4])] : [.currency(kind == 2 ? "gems" : "coins", Int64(index + 1))]))
+                purchases.append((record, kind == 3 ? [.entitlement(ItemCode(spellings[index % 4]))] : [.currency(kind == 2 ? "gems" : "coins", Int64(index + 1))]))
             }
             // Repeats of earlier purchases: answered "already granted" with the balances of their own user.
             let calls = purchases + (0..<15).map { _ in purchases.randomElement(using: &generator)! }
@@ -136,7 +136,7 @@ import TestSupport
             for (record, items) in purchases where owners[Array(record.key.transactionId.rawValue.utf8)] == nil {
                 owners[Array(record.key.transactionId.rawValue.utf8)] = (Array(record.userId.rawValue.utf8), items)
             }
-            var sums: [[UInt8]: [String: Int64]] = [:]
+            var sums: [[UInt8]: [ItemCode: Int64]] = [:]
             for (user, items) in owners.values {
                 for item in items where item.kind == .currency { sums[user, default: [:]][item.code, default: 0] += item.amount }
             }

@@ -95,7 +95,7 @@ import TestSupport
             try await store.batch {
                 try await store.readAhead([purchase.key], ownersBalances: true)
                 let outcome = try await store.grant(purchase.key, items: [.currency("coins", 10)], at: Self.t0)
-                #expect("\(outcome)".contains("\"coins\": 10"), "the balance the grant reports: \(outcome)")
+                #expect("\(outcome)".contains("[coins: 10]"), "the balance the grant reports: \(outcome)")
                 _ = try await other.executor.run { connection in
                     try connection.query("INSERT INTO balances (user_id, currency, amount) VALUES ($1, 'coins', 5)", [.text(purchase.userId)])
                 }
@@ -104,6 +104,6 @@ import TestSupport
         #expect(error?.isRetriable == true)
         #expect(try await store.balances(of: purchase.userId) == ["coins": 5])
         #expect(try await store.states(of: [purchase.key]) == [purchase.key: .verified])
-        #expect("\(try await store.grant(purchase.key, items: [.currency("coins", 10)], at: Self.t0))".contains("\"coins\": 15"), "granted when tried again")
+        #expect("\(try await store.grant(purchase.key, items: [.currency("coins", 10)], at: Self.t0))".contains("[coins: 15]"), "granted when tried again")
     }
 }

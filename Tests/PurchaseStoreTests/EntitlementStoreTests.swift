@@ -15,7 +15,7 @@ import TestSupport
     /// A purchase of `product` by `user`, recorded and granted "pass" until `until` at `at`.
     @discardableResult
     func grantPass(_ store: any TestedRepository, _ id: TransactionID, user: UserID = "user-e", product: ProductID, type: ProductType, original: TransactionID? = nil,
-                   entitlement: String = "pass", until: Date?, at time: Date) async throws -> PurchaseKey {
+                   entitlement: ItemCode = "pass", until: Date?, at time: Date) async throws -> PurchaseKey {
         let key = try await record(store, id, user: user, product: product, type: type, original: original, at: time)
         guard case .granted = try await store.grant(key, items: [.entitlement(entitlement, until: until)], at: time) else {
             Issue.record("\(id) not granted")

@@ -9,21 +9,21 @@ import TestSupport
 /// A repository the contract tests run on, with what they read and do beyond the repository's calls: both stores have
 /// these, under the same names.
 protocol TestedRepository: SweepRepository, ConsumptionRequestRepository, ReconciliationRepository, SubscriptionStatusRepository {
-    func balances(of userId: UserID) async throws -> [String: Int64]
-    func entitlements(of userId: UserID, at now: Date) async throws -> [String: Date?]
+    func balances(of userId: UserID) async throws -> [ItemCode: Int64]
+    func entitlements(of userId: UserID, at now: Date) async throws -> [ItemCode: Date?]
     func holdings(of userId: UserID, at now: Date) async throws -> UserHoldings
     func grantedItems(_ key: PurchaseKey) async throws -> [GrantItem]
     func consumptionAnswer(notificationUUID: String) async throws -> ConsumptionAnswer?
     /// The kept consumption reports whose purchase is not recorded.
     func consumptionReportsWaiting() async throws -> Int
     /// Sets a user's balance of a currency, as the game does when the user spends it.
-    func setBalance(of userId: UserID, _ currency: String, to amount: Int64) async throws
+    func setBalance(of userId: UserID, _ currency: ItemCode, to amount: Int64) async throws
     /// Where the books disagree with themselves (balances and ledger, grants without purchase, finishes without grant).
     func bookMismatches() async throws -> [String]
 }
 
 extension TestedRepository {
-    func entitlements(of userId: UserID) async throws -> [String: Date?] { try await entitlements(of: userId, at: Date()) }
+    func entitlements(of userId: UserID) async throws -> [ItemCode: Date?] { try await entitlements(of: userId, at: Date()) }
 
     func dueGrantedWithToken(store: Store, deadline: TimeInterval, now: Date) async throws -> [PurchaseRecord] {
         try await dueGrantedWithToken(store: store, deadline: deadline, now: now, after: nil, limit: 500)
@@ -35,7 +35,7 @@ extension InMemoryPurchaseStore: TestedRepository {}
 extension SQLPurchaseStore: TestedRepository {
     func consumptionReportsWaiting() async throws -> Int { try await openStatistics().consumptionReportsWaiting }
 
-    func setBalance(of userId: UserID, _ currency: String, to amount: Int64) async throws {
+    func setBalance(of userId: UserID, _ currency: ItemCode, to amount: Int64) async throws {
         _ = try await executor.run { connection in
             try connection.query("""
                 INSERT INTO balances (user_id, currency, amount) VALUES ($1, $2, $3) ON CONFLICT (user_id, currency) DO UPDATE SET amount = excluded.amount

@@ -21,7 +21,7 @@ import WorkerRuntime
     let granter: GranterStage
 
     init() throws {
-        func catalog(_ currency: String, _ amount: Int64) throws -> ProductCatalog {
+        func catalog(_ currency: ItemCode, _ amount: Int64) throws -> ProductCatalog {
             try ProductCatalog(products: [.appstore: ["pack.small": .init(type: .consumable, currency: currency, amount: amount)]])
         }
         apps = try AppDirectory(apps: [.init(id: "coins-game", bundleIds: ["com.example.coins"], catalog: try catalog("coins", 100)),
