@@ -8,20 +8,38 @@ extension HTTPServer {
     struct RequestError: Error {
         let status: Int
         let message: String
+        /// The answer, when not the plain text of `status` and `message`.
+        var answer: HTTPResponse?
         /// No byte of a next request came on a kept-alive connection: closed without an answer.
         static let idle = RequestError(status: 0, message: "idle")
+        /// No room for the body within the body budget, in time.
+        static let bodyBudgetSpent = RequestError(status: 503, message: "busy", answer: HTTPResponse(
+            status: 503, headers: ["Content-Type": "text/plain", "Retry-After": "1"], body: Data("busy: too many request bodies at once; retry\n".utf8)))
+
+        init(status: Int, message: String, answer: HTTPResponse? = nil) {
+            self.status = status
+            self.message = message
+            self.answer = answer
+        }
+
+        var response: HTTPResponse { answer ?? HTTPResponse(status: status, contentType: "text/plain", body: message + "\n") }
     }
 
     /// Reads up to `count` bytes into `chunk`, waiting at most the read timeout and never past `deadline`; ≤ 0 when
     /// the client closed, failed or ran out of time.
     func read(_ connection: Int32, into chunk: inout [UInt8], count: Int, deadline: ContinuousClock.Instant) -> Int {
+        chunk.withUnsafeMutableBytes { read(connection, into: $0.baseAddress!, count: min(count, $0.count), deadline: deadline) }
+    }
+
+    /// Reads up to `count` bytes to `destination`, as `read(_:into:count:deadline:)`.
+    func read(_ connection: Int32, into destination: UnsafeMutableRawPointer, count: Int, deadline: ContinuousClock.Instant) -> Int {
         while true {
             let remaining = min(configuration.readTimeout, deadline - ContinuousClock.now)
             guard remaining > .zero else { return 0 }
             let (seconds, attoseconds) = remaining.components
             var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int(max(1, attoseconds / 1_000_000_000_000)))
             setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            let read = Glibc.read(connection, &chunk, count)
+            let read = Glibc.read(connection, destination, count)
             // A signal (e.g. SIGCHLD of a child process) interrupts the wait, not the connection.
             if read < 0 && errno == EINTR { continue }
             return read
@@ -30,8 +48,10 @@ extension HTTPServer {
 
     /// Reads one request, all of it within `requestTimeout` (on a kept-alive connection, from its first byte: the wait
     /// for that is bounded by `keepAliveTimeout`). `pending` holds bytes already read, and is left with those read past
-    /// the request; `chunk` is the connection's read buffer.
-    func readRequest(_ connection: Int32, pending: inout [UInt8], chunk: inout [UInt8], first: Bool) -> Result<HTTPRequest, RequestError> {
+    /// the request; `chunk` is the connection's read buffer. With the request, the bytes it holds within the body budget,
+    /// to be released once it is answered.
+    func readRequest(_ connection: Int32, pending: inout [UInt8], chunk: inout [UInt8], first: Bool)
+        -> Result<(request: HTTPRequest, reserved: Int), RequestError> {
         var buffer = pending
         pending = []
         if !first && buffer.isEmpty {
@@ -108,21 +128,41 @@ extension HTTPServer {
         guard let length = headerDecimal(declared).map(Int.init) else {
             return .failure(RequestError(status: 400, message: "invalid Content-Length"))
         }
-        guard length <= configuration.maxBodyBytes else {
-            return .failure(RequestError(status: 413, message: "body larger than \(configuration.maxBodyBytes) bytes"))
-        }
-        var body = Array(buffer[(headerEnd + 4)...])
-        while body.count < length {
-            let count = read(connection, into: &chunk, count: min(chunk.count, length - body.count), deadline: deadline)
-            if count <= 0 { return .failure(RequestError(status: 408, message: "incomplete body")) }
-            body.append(contentsOf: chunk[0..<count])
-        }
-        pending = Array(body.dropFirst(length))
+        let method = String(decoding: requestLine[0], as: UTF8.self)
         let target = requestLine[1]
         let query = target.firstIndex(of: UInt8(ascii: "?")).map { String(decoding: target[($0 + 1)...], as: UTF8.self) }
         let path = String(decoding: target.prefix { $0 != UInt8(ascii: "?") }, as: UTF8.self)
-        return .success(HTTPRequest(method: String(decoding: requestLine[0], as: UTF8.self), path: path, query: query, headers: headers,
-                                    body: Data(body.prefix(length)), version: String(decoding: requestLine[2], as: UTF8.self)))
+        // Refused on its Content-Length, before a byte of the body is read or held.
+        let route = configuration.bodyLimit?(method, path)
+        let limit = min(configuration.maxBodyBytes, route?.bytes ?? configuration.maxBodyBytes)
+        guard length <= limit else {
+            return .failure(RequestError(status: 413, message: "body larger than \(limit) bytes", answer: route?.refusal))
+        }
+        // Room for the whole body within the budget before any of it is read; given back by the caller once answered.
+        var reserved = 0
+        if length > 0, let bodyBudget {
+            guard bodyBudget.reserve(length, patience: configuration.bodyBudgetPatience) else { return .failure(.bodyBudgetSpent) }
+            reserved = length
+        }
+        // The body is read straight into its own buffer, of its declared size: no copy of it is held meanwhile.
+        let start = headerEnd + 4
+        let arrived = min(length, buffer.count - start)
+        var body = Data(count: length)
+        body.replaceSubrange(0..<arrived, with: buffer[start..<(start + arrived)])
+        var filled = arrived
+        while filled < length {
+            let count = body.withUnsafeMutableBytes { raw in
+                read(connection, into: raw.baseAddress! + filled, count: length - filled, deadline: deadline)
+            }
+            if count <= 0 {
+                bodyBudget?.release(reserved)
+                return .failure(RequestError(status: 408, message: "incomplete body"))
+            }
+            filled += count
+        }
+        pending = Array(buffer[(start + arrived)...])
+        return .success((HTTPRequest(method: method, path: path, query: query, headers: headers, body: body,
+                                     version: String(decoding: requestLine[2], as: UTF8.self)), reserved))
     }
 
     /// After an error answer the client may still be sending (the rest of a head too large, a refused body): closing

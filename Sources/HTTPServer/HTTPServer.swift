@@ -13,7 +13,10 @@ import Glibc
 /// request (headers and body) must arrive within `requestTimeout` however slowly it trickles, at most
 /// `maxConnections` connections are served at once and at most `maxConnectionsPerAddress` from one client address
 /// (more are answered 503 and closed, or, with `evictsWaitingConnections`, take the slot of the one that has waited
-/// longest for its request head). The grammar is strict: every line of the head ends in CRLF, header names are
+/// longest for its request head). Memory is bounded with them: the bodies held at once stay within `bodyBudgetBytes` (a
+/// body waits briefly for room, else 503 with `Retry-After`), a body over its route's `bodyLimit` is refused on its
+/// `Content-Length` before it is read, and besides its body a connection holds a 4 KiB read buffer and its head (at most
+/// `maxHeaderBytes`). Chunked bodies are never held: `Transfer-Encoding` is refused. The grammar is strict: every line of the head ends in CRLF, header names are
 /// tokens, a header appears once, an HTTP/1.1 request names its `Host`, `Content-Length` is digits, and
 /// `Transfer-Encoding` is refused — so no proxy in front can read a different request boundary than this server.
 public final class HTTPServer: Sendable {
@@ -49,11 +52,25 @@ public final class HTTPServer: Sendable {
         /// slow clients connect: a probe sends its whole head at once, so it is never the one waiting longest, and a
         /// head that had already arrived is answered even so. Connections reading a body or being answered keep theirs.
         public var evictsWaitingConnections: Bool
+        /// The most bytes of request bodies held in memory at once, over all connections: a body's `Content-Length` is
+        /// reserved before it is read and given back once its answer was sent or its connection ended. A body that finds
+        /// no room waits up to `bodyBudgetPatience` for some, then is answered 503 with `Retry-After` (its bytes read
+        /// and dropped, not held). Requests without a body never wait for it. Nil: no total, each body within its limit.
+        public var bodyBudgetBytes: Int?
+        /// How long a body waits for room in `bodyBudgetBytes` before it is answered 503.
+        public var bodyBudgetPatience: Duration
+        /// Routes that take less than `maxBodyBytes`, by method and path: a request whose `Content-Length` is over its
+        /// route's limit is answered 413 before any byte of its body is read. Nil, or nil for a route: `maxBodyBytes`.
+        public var bodyLimit: (@Sendable (_ method: String, _ path: String) -> BodyLimit?)?
 
         public init(host: String = "127.0.0.1", port: UInt16 = 0, maxHeaderBytes: Int = 16 * 1024, maxBodyBytes: Int = 1024 * 1024,
                     readTimeout: Duration = .seconds(10), requestTimeout: Duration = .seconds(15), maxConnections: Int = 256,
                     maxConnectionsPerAddress: Int? = nil, maxRequestsPerConnection: Int = 1_000, keepAliveTimeout: Duration = .seconds(5),
-                    evictsWaitingConnections: Bool = false) {
+                    evictsWaitingConnections: Bool = false, bodyBudgetBytes: Int? = nil, bodyBudgetPatience: Duration = .seconds(1),
+                    bodyLimit: (@Sendable (_ method: String, _ path: String) -> BodyLimit?)? = nil) {
+            self.bodyBudgetBytes = bodyBudgetBytes
+            self.bodyBudgetPatience = bodyBudgetPatience
+            self.bodyLimit = bodyLimit
             self.maxRequestsPerConnection = max(1, maxRequestsPerConnection)
             self.evictsWaitingConnections = evictsWaitingConnections
             self.keepAliveTimeout = keepAliveTimeout
@@ -74,6 +91,8 @@ public final class HTTPServer: Sendable {
     private let listener: Int32
     private let responder: Responder
     let state = Mutex(ConnectionState())
+    /// The bytes of bodies held at once (`bodyBudgetBytes`); nil without a budget.
+    let bodyBudget: BodyBudget?
     /// Signalled as each evicted connection ends, for the accept loop waiting to admit one.
     let evictedEnded = DispatchSemaphore(value: 0)
 
@@ -90,6 +109,7 @@ public final class HTTPServer: Sendable {
     private init(configuration: Configuration, responder: Responder) throws {
         self.configuration = configuration
         self.responder = responder
+        bodyBudget = configuration.bodyBudgetBytes.map(BodyBudget.init(total:))
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard listener >= 0 else { throw HTTPServerError("socket: \(String(cString: strerror(errno)))") }
         var reuse: Int32 = 1
@@ -128,6 +148,9 @@ public final class HTTPServer: Sendable {
 
     /// Connections served since the server started (to see clients keep theirs alive).
     public var acceptedConnections: Int { state.withLock { $0.accepted } }
+
+    /// Bytes of request bodies held now within `bodyBudgetBytes` (0 without a budget).
+    public var heldBodyBytes: Int { bodyBudget?.heldBytes ?? 0 }
 
     /// Stops accepting; connections in progress finish.
     public func shutdown() {
@@ -200,14 +223,19 @@ public final class HTTPServer: Sendable {
         var timeout = timeval(tv_sec: Int(configuration.readTimeout.components.seconds), tv_usec: 0)
         setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var pending: [UInt8] = [] // bytes read past the last request: the start of the next
-        var chunk = [UInt8](repeating: 0, count: 16 * 1024) // what each read fills: one per connection, not per request
+        // What each read of a head fills (a body is read straight into its own buffer): one per connection, not per
+        // request, and small, for `maxConnections` of them are held at once.
+        var chunk = [UInt8](repeating: 0, count: Self.readBufferBytes)
         for served in 1...configuration.maxRequestsPerConnection {
             let response: HTTPResponse
             var keepAlive = false
             var failed = false
             if served > 1 { waitingForHead(connection) } // the first waits since it was admitted
+            var reserved = 0 // the request's bytes within the body budget, given back once it is answered
+            defer { bodyBudget?.release(reserved) }
             switch readRequest(connection, pending: &pending, chunk: &chunk, first: served == 1) {
-            case .success(let request):
+            case .success(let (request, bodyBytes)):
+                reserved = bodyBytes
                 response = respond(to: request)
                 // HTTP/1.1 keeps the connection unless either side says close; after an error the framing is not trusted.
                 keepAlive = served < configuration.maxRequestsPerConnection && request.version == "HTTP/1.1" && response.status < 400
@@ -216,7 +244,7 @@ public final class HTTPServer: Sendable {
             case .failure(let error) where error.status == RequestError.idle.status:
                 return // A kept-alive connection the client closed or left idle: nothing to answer.
             case .failure(let error):
-                response = HTTPResponse(status: error.status, contentType: "text/plain", body: error.message + "\n")
+                response = error.response
                 failed = true
             }
             // A response not sent whole leaves the client out of step with the connection: it ends there.

@@ -28,9 +28,7 @@ extension IngestAPI {
     /// the answer that refuses the body.
     func developerNotification(_ body: Data) -> Admission<String> {
         let limit = configuration.maxNotificationPayloadBytes
-        guard body.count <= limit * 4 / 3 + Self.notificationEnvelopeBytes else {
-            return .refused(Self.error(413, "payloadTooLarge", "the push is larger than a notification of the \(limit) bytes the verifier accepts"))
-        }
+        if let refusal = oversized(body, path: "/v1/googleplay/notifications") { return .refused(refusal) }
         let object: [String: JSONValue]
         switch Self.jsonObject(body, keeping: ["message"]) {
         case .accepted(let parsed): object = parsed

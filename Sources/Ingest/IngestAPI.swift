@@ -88,6 +88,29 @@ public final class IngestAPI: Sendable {
         return response
     }
 
+    /// The body limit of each route that takes less than the server's `--max-body-bytes`, by path: a notification's body
+    /// is refused on its `Content-Length`, before a byte of it is read, when it is larger than the verifier accepts with
+    /// the room around it. Nil for other paths (their limit is the server's).
+    public func bodyLimit(path: String) -> HTTPServer.BodyLimit? {
+        let limit = configuration.maxNotificationPayloadBytes
+        switch path {
+        case "/v1/appstore/notifications":
+            return HTTPServer.BodyLimit(bytes: limit + Self.notificationEnvelopeBytes, refusal: Self.error(
+                413, "payloadTooLarge", "the body is larger than a signedPayload of the \(limit) bytes the verifier accepts"))
+        case "/v1/googleplay/notifications" where configuration.googlePlayPush != nil:
+            return HTTPServer.BodyLimit(bytes: limit * 4 / 3 + Self.notificationEnvelopeBytes, refusal: Self.error(
+                413, "payloadTooLarge", "the push is larger than a notification of the \(limit) bytes the verifier accepts"))
+        default:
+            return nil
+        }
+    }
+
+    /// The refusal of a body over its path's `bodyLimit`; nil when it is within (or the path has none).
+    func oversized(_ body: Data, path: String) -> HTTPResponse? {
+        guard let limit = bodyLimit(path: path), body.count > limit.bytes else { return nil }
+        return limit.refusal
+    }
+
     /// The request counter every route of the ingest counts in.
     static func declareRequestMetrics(_ metrics: MetricsRegistry) {
         metrics.declare("iap_ingest_requests_total", .counter, help: "Requests to the ingest API, by route and status.")
@@ -128,9 +151,7 @@ public final class IngestAPI: Sendable {
     /// days of Apple's retries); the event never carried any but the payload.
     func notificationPayload(_ body: Data) -> Admission<String> {
         // Refused unparsed: a body the verifier would refuse anyway is not worth a parse.
-        guard body.count <= configuration.maxNotificationPayloadBytes + Self.notificationEnvelopeBytes else {
-            return .refused(Self.error(413, "payloadTooLarge", "the body is larger than a signedPayload of the \(configuration.maxNotificationPayloadBytes) bytes the verifier accepts"))
-        }
+        if let refusal = oversized(body, path: "/v1/appstore/notifications") { return .refused(refusal) }
         let object: [String: JSONValue]
         switch Self.jsonObject(body, keeping: Self.notificationMembers) {
         case .accepted(let parsed): object = parsed

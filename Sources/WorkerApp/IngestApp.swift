@@ -18,6 +18,8 @@ extension Workers {
             Setting("--max-connections", env: "IAP_INGEST_MAX_CONNECTIONS", default: "256", help: "connections served at once; more are answered 503"),
             Setting("--max-connections-per-address", env: "IAP_INGEST_MAX_CONNECTIONS_PER_ADDRESS",
                     help: "connections served at once from one client address, more answered 503 (only where clients connect directly: behind a proxy every client shares its address); unset: no cap"),
+            Setting("--body-budget-bytes", env: "IAP_INGEST_BODY_BUDGET_BYTES", default: String(defaultBodyBudgetBytes),
+                    help: "request bodies held in memory at once, over all connections (at least --max-body-bytes); a body that finds no room within 1 s is answered 503 with Retry-After. The default suits a 128 MiB replica"),
             Setting("--request-timeout", env: "IAP_INGEST_REQUEST_TIMEOUT", default: "15",
                     help: "seconds a client has to send a whole request, headers and body, however slowly; then 408"),
             Setting("--ops-port", env: "IAP_OPS_PORT",
@@ -53,6 +55,9 @@ extension Workers {
                   let requestTimeout = try process.settings.seconds("--request-timeout"), (0.1...3600).contains(requestTimeout) else {
                 throw SettingsError("--max-body-bytes and --max-connections must be positive, --request-timeout 0.1–3600 seconds")
             }
+            guard let bodyBudget = try process.settings.int("--body-budget-bytes"), bodyBudget >= maxBody else {
+                throw SettingsError("--body-budget-bytes (IAP_INGEST_BODY_BUDGET_BYTES) must be at least --max-body-bytes (\(maxBody))")
+            }
             let perAddress = try process.settings.int("--max-connections-per-address") ?? maxConnections
             guard perAddress > 0 else { throw SettingsError("--max-connections-per-address (IAP_INGEST_MAX_CONNECTIONS_PER_ADDRESS) must be positive") }
             let operationsPort = try process.settings.int("--ops-port")
@@ -70,7 +75,8 @@ extension Workers {
                 return .ready
             }
             let http = HTTPServer.Configuration(host: host, maxBodyBytes: maxBody, requestTimeout: .milliseconds(Int64(requestTimeout * 1000)),
-                                                maxConnections: maxConnections, maxConnectionsPerAddress: perAddress)
+                                                maxConnections: maxConnections, maxConnectionsPerAddress: perAddress, bodyBudgetBytes: bodyBudget,
+                                                bodyLimit: { _, path in api.bodyLimit(path: path) })
             let routes: OperationsServer.Routes = { request in
                 if let answer = await api.route(request) { return answer }
                 return await holdings?.route(request)
@@ -84,6 +90,12 @@ extension Workers {
             return launch
         }
     }
+
+    /// The default `--body-budget-bytes`, sized for the 128 MiB a replica has in `deploy/k8s`: a body costs the ingest
+    /// up to about three times its size while it is handled (parsed, its event encoded, librdkafka's copy), beside the
+    /// process's own ~40 MiB and ~11 MiB for 256 connections' threads and buffers; 12 MiB of bodies keep a replica
+    /// under 96 MiB, three quarters of its limit.
+    static let defaultBodyBudgetBytes = 12 * 1024 * 1024
 
     /// A shared secret from the file a setting names, else from an environment variable; nil when neither is set.
     private static func secret(_ settings: Settings, file setting: String, variable: String) throws -> Data? {

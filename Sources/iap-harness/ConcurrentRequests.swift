@@ -12,6 +12,8 @@ enum ConcurrentRequests {
         var sent: ContinuousClock.Instant?
         var answered: ContinuousClock.Instant
         var status: Int
+        /// Whether the answer said when to retry (`Retry-After`).
+        var retryAfter = false
     }
 
     /// What a run of exchanges says together.
@@ -30,13 +32,17 @@ enum ConcurrentRequests {
     }
 
     /// Sends `request` (bytes of a whole HTTP request, `Connection: close`) `count` times at once to 127.0.0.1:`port`; returns
-    /// once every answer ended (or its connection failed, or `timeout` passed).
-    static func send(_ request: [UInt8], count: Int, port: Int, timeout: Duration) async -> Outcome {
+    /// once every answer ended (or its connection failed, or `timeout` passed). `holdLastByte`: each in two writes, all but
+    /// its last byte, then, once every request's first write is done (or after `timeout`) and this long after, that byte:
+    /// the server gets the rest of every request, and time to read it, before the last byte of any (slow clients).
+    static func send(_ request: [UInt8], count: Int, port: Int, timeout: Duration, holdLastByte: Duration? = nil) async -> Outcome {
         let results = Collected()
+        let firstWrites = DispatchGroup()
+        for _ in 0..<count { firstWrites.enter() }
         let exchanges = await withCheckedContinuation { (done: CheckedContinuation<[Exchange], Never>) in
             for _ in 0..<count {
                 let thread = Thread {
-                    let exchange = Self.exchange(request, port: port, timeout: timeout)
+                    let exchange = Self.exchange(request, port: port, timeout: timeout, split: holdLastByte.map { (firstWrites, $0) })
                     let all = results.state.withLock { results -> [Exchange]? in
                         results.append(exchange)
                         return results.count == count ? results : nil
@@ -55,8 +61,16 @@ enum ConcurrentRequests {
         let state = Mutex<[Exchange]>([])
     }
 
-    /// One request on a connection of its own.
-    static func exchange(_ request: [UInt8], port: Int, timeout: Duration) -> Exchange {
+    /// One request on a connection of its own. With `split`, in two writes as `send` says: it leaves the group after the
+    /// first (or once it failed), waits for the group, then holds the last byte as long as it says.
+    static func exchange(_ request: [UInt8], port: Int, timeout: Duration, split: (firstWrites: DispatchGroup, hold: Duration)? = nil) -> Exchange {
+        let firstWrites = split?.firstWrites
+        var leftGroup = false
+        func leaveGroup() {
+            if let firstWrites, !leftGroup { firstWrites.leave() }
+            leftGroup = true
+        }
+        defer { leaveGroup() }
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { if descriptor >= 0 { close(descriptor) } }
         var address = sockaddr_in()
@@ -71,8 +85,16 @@ enum ConcurrentRequests {
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
         let sentWhole = request.withUnsafeBytes { raw -> Bool in
             var offset = 0
+            // The first write ends before the last byte: the second is the last byte alone.
+            var end = firstWrites != nil && raw.count > 1 ? raw.count - 1 : raw.count
             while offset < raw.count {
-                let written = Glibc.send(descriptor, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+                if offset == end {
+                    leaveGroup()
+                    _ = firstWrites?.wait(timeout: .now() + .seconds(Int(timeout.components.seconds)))
+                    if let hold = split?.hold { usleep(UInt32(hold / .microseconds(1))) }
+                    end = raw.count
+                }
+                let written = Glibc.send(descriptor, raw.baseAddress! + offset, end - offset, Int32(MSG_NOSIGNAL))
                 if written < 0 && errno == EINTR { continue }
                 if written <= 0 { return false }
                 offset += written
@@ -91,7 +113,8 @@ enum ConcurrentRequests {
         }
         let words = answer.prefix { $0 != UInt8(ascii: "\r") }.split(separator: UInt8(ascii: " "))
         let status = words.count >= 2 ? Int(String(decoding: words[1], as: UTF8.self)) ?? 0 : 0
-        return Exchange(sent: sent, answered: .now, status: status)
+        let head = String(decoding: answer.prefix(4096), as: UTF8.self).lowercased().components(separatedBy: "\r\n\r\n")[0]
+        return Exchange(sent: sent, answered: .now, status: status, retryAfter: head.contains("\r\nretry-after:"))
     }
 
     /// An HTTP/1.1 POST of `body` to `path`, closing the connection after the answer.

@@ -22,9 +22,11 @@ enum Harness {
                                         JSONSerialization parsing the same bytes
           bench ingest-memory [--requests N] [--body NAME]... [--brokers HOST:PORT] [--publish-timeout S] [--json]
                                         iap-ingest's resident memory before, at its peak and after N concurrent
-                                        requests (default 250) of each costliest body (notification-values,
-                                        notification-payload, submission-values, submission-receipt); without
-                                        --brokers the broker is unreachable: each request is held --publish-timeout
+                                        requests, each in two writes, of each costliest body (notification-values,
+                                        notification-payload, submission-values, submission-receipt: 250 each;
+                                        notification-oversized: 256 of 256 KiB), /healthz on its operations port
+                                        meanwhile; without --brokers the broker is unreachable: each request is
+                                        held --publish-timeout
           bench reconcile [--notifications N] [--seen-share F] [--store URL] [--brokers HOST:PORT] [--json]
                                         one reconciliation pass over a stand-in App Store notification history: time
                                         and CPU a page, and the defaults' calls an hour at 1,000,000 notifications a day

@@ -158,6 +158,13 @@ struct IngestTests {
         let numbers = Data((#"{"a":["# + String(repeating: "1,", count: 100 * 1024) + #"1]}"#).utf8)
         let unparsed = try await httpRequest(ingest.base + "/v1/appstore/notifications", method: "POST", body: numbers)
         #expect(unparsed.status == 413 && unparsed.body.contains("payloadTooLarge"), "\(unparsed.status) \(unparsed.body)")
+        // Refused on its Content-Length alone: the head is answered, not a byte of the body sent (within --max-body-bytes,
+        // over what the route takes).
+        let port = Int(ingest.base.split(separator: ":").last!)!
+        let head = try await offPool {
+            rawHTTP(port: port, "POST /v1/appstore/notifications HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 262144\r\n\r\n")
+        }
+        #expect(head.hasPrefix("HTTP/1.1 413") && head.contains("payloadTooLarge"), "\(head)")
         #expect(try await ingest.process.terminate() == 0)
     }
 
@@ -176,6 +183,18 @@ struct IngestTests {
         }
         slow.forEach { close($0) }
         #expect(try await ingest.process.terminate() == 0)
+    }
+
+    /// A budget smaller than the largest body would refuse that body for good: the ingest does not start with one.
+    @Test func aBodyBudgetSmallerThanTheLargestBodyIsRefusedAtStart() async throws {
+        let refused = try ExecutableProcess("iap-ingest", ["--brokers", "127.0.0.1:1", "--http-port", "0", "--max-body-bytes", "65536",
+                                                           "--body-budget-bytes", "65535"])
+        let message = try await refused.waitForLog("--body-budget-bytes")
+        try await waitUntil("it exits") { !refused.process.isRunning }
+        #expect(refused.process.terminationStatus == 2 && message.contains("at least --max-body-bytes"), "\(refused.log)")
+        let started = try await Running(brokers: "127.0.0.1:1", ["--max-body-bytes", "65536", "--body-budget-bytes", "65536"])
+        #expect(try await httpRequest(started.base + "/healthz").status == 200, "a budget of one largest body is enough")
+        #expect(try await started.process.terminate() == 0)
     }
 
     @Test func anUnreachableBrokerIsAnswered503AndNotReady() async throws {
