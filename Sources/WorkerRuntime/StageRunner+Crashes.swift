@@ -47,6 +47,8 @@ extension StageRunner {
                         into completions: inout [KafkaConsumer.Completion]) async throws {
         guard let first = messages.first else { return }
         var marks = try await PartitionMarks(self, crashGuard, resuming: first)
+        // A culprit not dead-lettered yet stays named in the mark, whatever interrupts this holder.
+        var pendingCulprit = marks.evidence.culprit
         do {
             for segment in CrashSegments.split(messages.map(\.offset), suspect: marks.evidence.suspect) {
                 switch segment {
@@ -60,6 +62,7 @@ extension StageRunner {
                     let done = series.begin(metrics, started: .now)
                     defer { done() }
                     try await processWithRetries(message, first: .success(letter), parkable: false) { .success(letter) }
+                    pendingCulprit = nil
                     completions.append({})
                 case .alone(let index):
                     try await marks.mark(messages[index].offset...messages[index].offset)
@@ -67,8 +70,9 @@ extension StageRunner {
                 }
             }
         } catch {
-            // Interrupted (shutdown, revocation) or failed: not a crash, so nothing is left in hand for the next holder.
-            await marks.release()
+            // Interrupted (shutdown, revocation) or failed: not a crash, so nothing is left in hand for the next holder, but
+            // for a culprit this holder did not dead-letter yet.
+            await marks.release(keeping: pendingCulprit)
             throw error
         }
     }
@@ -148,9 +152,11 @@ extension StageRunner {
             crashGuard.remember(next, partition, assignment: assignment)
         }
 
-        /// Leaves nothing in hand: what this holder had was not a crash's.
-        func release() async {
-            await runner.release(partition, InFlightMark(handling: nil, suspect: current.suspect), guard: crashGuard, assignment: assignment)
+        /// Leaves nothing in hand (what this holder had was not a crash's), or only `culprit`, alone among the suspects, so that
+        /// the next holder dead-letters it in turn.
+        func release(keeping culprit: Int64? = nil) async {
+            let mark = culprit.map { InFlightMark(handling: $0...$0, suspect: evidence.suspect) } ?? InFlightMark(handling: nil, suspect: current.suspect)
+            await runner.release(partition, mark, guard: crashGuard, assignment: assignment)
         }
     }
 
