@@ -132,9 +132,9 @@ extension HTTPServer {
         let target = requestLine[1]
         let query = target.firstIndex(of: UInt8(ascii: "?")).map { String(decoding: target[($0 + 1)...], as: UTF8.self) }
         let path = String(decoding: target.prefix { $0 != UInt8(ascii: "?") }, as: UTF8.self)
-        // Refused on its Content-Length, before a byte of the body is read or held.
+        // Refused on its Content-Length, before a byte of the body is read or held; so is one the whole budget cannot hold.
         let route = configuration.bodyLimit?(method, path)
-        let limit = min(configuration.maxBodyBytes, route?.bytes ?? configuration.maxBodyBytes)
+        let limit = min(configuration.maxBodyBytes, route?.bytes ?? configuration.maxBodyBytes, bodyBudget?.total ?? .max)
         guard length <= limit else {
             return .failure(RequestError(status: 413, message: "body larger than \(limit) bytes", answer: route?.refusal))
         }

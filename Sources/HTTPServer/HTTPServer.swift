@@ -16,9 +16,9 @@ import Glibc
 /// longest for its request head). Memory is bounded with them: the bodies held at once stay within `bodyBudgetBytes` (a
 /// body waits briefly for room, else 503 with `Retry-After`), a body over its route's `bodyLimit` is refused on its
 /// `Content-Length` before it is read, and besides its body a connection holds a 4 KiB read buffer and its head (at most
-/// `maxHeaderBytes`). Chunked bodies are never held: `Transfer-Encoding` is refused. The grammar is strict: every line of the head ends in CRLF, header names are
-/// tokens, a header appears once, an HTTP/1.1 request names its `Host`, `Content-Length` is digits, and
-/// `Transfer-Encoding` is refused — so no proxy in front can read a different request boundary than this server.
+/// `maxHeaderBytes`). The grammar is strict: every line of the head ends in CRLF, header names are tokens, a header
+/// appears once, an HTTP/1.1 request names its `Host`, `Content-Length` is digits, and `Transfer-Encoding` is refused —
+/// so no proxy in front can read a different request boundary than this server, and no chunked body is ever held.
 public final class HTTPServer: Sendable {
     public typealias Handler = @Sendable (HTTPRequest) async -> HTTPResponse
     /// A handler that answers without suspending; it runs on the connection's thread.

@@ -90,6 +90,13 @@ struct HTTPServerBodyBudgetTests {
         try await waitUntil("every body's bytes given back") { server.heldBodyBytes == 0 }
     }
 
+    /// A body larger than the whole budget could never be held: refused 413 on its Content-Length, not 503 to be retried.
+    @Test func aBodyLargerThanTheWholeBudgetIsRefused413() async throws {
+        let server = try HTTPServer(configuration: .init(maxBodyBytes: 64 * 1024, bodyBudgetBytes: 1024), synchronousHandler: { _ in HTTPResponse(status: 200) })
+        let answer = try await offPool { rawHTTP(port: Int(server.port), "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 1025\r\n\r\n") }
+        #expect(answer.hasPrefix("HTTP/1.1 413") && answer.contains("larger than 1024 bytes"), "\(answer)")
+    }
+
     /// A body whose connection ends before it arrived gives its bytes back.
     @Test func aConnectionThatDiesMidBodyGivesItsBytesBack() async throws {
         let server = try Self.server(holding: Locked(0), until: DispatchSemaphore(value: 0))
