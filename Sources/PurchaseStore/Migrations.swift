@@ -414,7 +414,8 @@ enum Migrations {
             );
             """),
             // What each stage's partitions have in flight, so that the message that crashes a worker is found by whichever
-            // replica holds the partition next (see StageRunner+Crashes): the offsets in hand, and those in hand at a crash.
+            // replica holds the partition next (see StageRunner+Crashes): the offsets in hand, those in hand at a crash, and the
+            // culprit of two crashes until it is dead-lettered.
             (30, """
             CREATE TABLE in_flight_marks (
                 stage TEXT NOT NULL,
@@ -424,6 +425,7 @@ enum Migrations {
                 handling_last BIGINT,
                 suspect_first BIGINT,
                 suspect_last BIGINT,
+                culprit BIGINT,
                 marked_at BIGINT NOT NULL,
                 PRIMARY KEY (stage, topic, topic_partition)
             );

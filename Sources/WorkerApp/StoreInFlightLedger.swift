@@ -15,14 +15,14 @@ public struct StoreInFlightLedger: InFlightLedger {
     public func mark(stage: String, partition: TopicPartition) async throws -> InFlightMark? {
         try await store.withConnection { connection, _ in
             guard let row = try connection.query("""
-                SELECT handling_first, handling_last, suspect_first, suspect_last FROM in_flight_marks
+                SELECT handling_first, handling_last, suspect_first, suspect_last, culprit FROM in_flight_marks
                 WHERE stage = $1 AND topic = $2 AND topic_partition = $3
                 """, Self.key(stage, partition)).first else { return nil }
             func range(_ first: SQLValue, _ last: SQLValue) -> ClosedRange<Int64>? {
                 guard let first = first.int64, let last = last.int64, first <= last else { return nil }
                 return first...last
             }
-            return InFlightMark(handling: range(row[0], row[1]), suspect: range(row[2], row[3]))
+            return InFlightMark(handling: range(row[0], row[1]), suspect: range(row[2], row[3]), culprit: row[4].int64)
         }
     }
 
@@ -30,14 +30,16 @@ public struct StoreInFlightLedger: InFlightLedger {
         func bounds(_ range: ClosedRange<Int64>?) -> [SQLValue] {
             range.map { [.integer($0.lowerBound), .integer($0.upperBound)] } ?? [.null, .null]
         }
-        let values = Self.key(stage, partition) + bounds(mark.handling) + bounds(mark.suspect) + [.integer(EpochMilliseconds.milliseconds(.now))]
+        let values = Self.key(stage, partition) + bounds(mark.handling) + bounds(mark.suspect)
+            + [mark.culprit.map { .integer($0) } ?? .null, .integer(EpochMilliseconds.milliseconds(.now))]
         _ = try await store.withConnection { connection, _ in
             try connection.query("""
-                INSERT INTO in_flight_marks (stage, topic, topic_partition, handling_first, handling_last, suspect_first, suspect_last, marked_at)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                INSERT INTO in_flight_marks (stage, topic, topic_partition, handling_first, handling_last, suspect_first, suspect_last, culprit, marked_at)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
                 ON CONFLICT (stage, topic, topic_partition) DO UPDATE
                 SET handling_first = excluded.handling_first, handling_last = excluded.handling_last,
-                    suspect_first = excluded.suspect_first, suspect_last = excluded.suspect_last, marked_at = excluded.marked_at
+                    suspect_first = excluded.suspect_first, suspect_last = excluded.suspect_last, culprit = excluded.culprit,
+                    marked_at = excluded.marked_at
                 """, values)
         }
     }

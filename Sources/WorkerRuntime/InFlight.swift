@@ -12,10 +12,14 @@ public struct InFlightMark: Sendable, Equatable {
     public var handling: ClosedRange<Int64>?
     /// Offsets that were in flight at an earlier crash: handled one at a time until the partition passes them.
     public var suspect: ClosedRange<Int64>?
+    /// A crash's culprit the partition has not passed: dead-lettered, never handed to the stage, by whoever reaches it.
+    /// Kept while the messages before it are handled, which may come in batches of their own.
+    public var culprit: Int64?
 
-    public init(handling: ClosedRange<Int64>?, suspect: ClosedRange<Int64>?) {
+    public init(handling: ClosedRange<Int64>?, suspect: ClosedRange<Int64>?, culprit: Int64? = nil) {
         self.handling = handling
         self.suspect = suspect
+        self.culprit = culprit
     }
 }
 
@@ -48,14 +52,15 @@ struct CrashEvidence: Equatable {
             self.init(suspect: nil, culprit: nil, crashed: false)
             return
         }
-        // Suspects the partition has passed are settled.
+        // Suspects and a culprit the partition has passed are settled.
         let stillSuspect = mark.suspect.flatMap { $0.upperBound >= offset ? $0 : nil }
+        let pendingCulprit = mark.culprit.flatMap { $0 >= offset ? $0 : nil }
         guard let handling = mark.handling, handling.upperBound >= offset else {
-            self.init(suspect: stillSuspect, culprit: nil, crashed: false)
+            self.init(suspect: stillSuspect, culprit: pendingCulprit, crashed: false)
             return
         }
         let alone = handling.lowerBound == handling.upperBound
-        let culprit = alone && stillSuspect?.contains(handling.lowerBound) == true ? handling.lowerBound : nil
+        let culprit = alone && stillSuspect?.contains(handling.lowerBound) == true ? handling.lowerBound : pendingCulprit
         // What was in hand is suspect now, and so are the earlier suspects not reached yet.
         let end = max(handling.upperBound, stillSuspect?.upperBound ?? handling.upperBound)
         self.init(suspect: handling.lowerBound...end, culprit: culprit, crashed: true)

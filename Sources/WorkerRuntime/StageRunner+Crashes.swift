@@ -36,7 +36,7 @@ extension StageRunner {
             known.withLock { known in
                 defer { known.removeAll() }
                 return known.compactMap { partition, entry in
-                    entry.mark.handling == nil ? nil : (partition, InFlightMark(handling: nil, suspect: entry.mark.suspect))
+                    entry.mark.handling == nil ? nil : (partition, InFlightMark(handling: nil, suspect: entry.mark.suspect, culprit: entry.mark.culprit))
                 }
             }
         }
@@ -47,8 +47,6 @@ extension StageRunner {
                         into completions: inout [KafkaConsumer.Completion]) async throws {
         guard let first = messages.first else { return }
         var marks = try await PartitionMarks(self, crashGuard, resuming: first)
-        // A culprit not dead-lettered yet stays named in the mark, whatever interrupts this holder.
-        var pendingCulprit = marks.evidence.culprit
         do {
             for segment in CrashSegments.split(messages.map(\.offset), suspect: marks.evidence.suspect) {
                 switch segment {
@@ -62,7 +60,7 @@ extension StageRunner {
                     let done = series.begin(metrics, started: .now)
                     defer { done() }
                     try await processWithRetries(message, first: .success(letter), parkable: false) { .success(letter) }
-                    pendingCulprit = nil
+                    marks.deadLettered()
                     completions.append({})
                 case .alone(let index):
                     try await marks.mark(messages[index].offset...messages[index].offset)
@@ -70,9 +68,8 @@ extension StageRunner {
                 }
             }
         } catch {
-            // Interrupted (shutdown, revocation) or failed: not a crash, so nothing is left in hand for the next holder, but
-            // for a culprit this holder did not dead-letter yet.
-            await marks.release(keeping: pendingCulprit)
+            // Interrupted (shutdown, revocation) or failed: not a crash, so nothing is left in hand for the next holder.
+            await marks.release()
             throw error
         }
     }
@@ -117,6 +114,8 @@ extension StageRunner {
         let evidence: CrashEvidence
         /// The mark as the ledger holds it now.
         private var current: InFlightMark
+        /// The culprit not dead-lettered yet by this holder.
+        private var culprit: Int64?
 
         /// Reads the partition's mark (once per assignment: after that the process's own marks are known) and judges it.
         init(_ runner: StageRunner, _ crashGuard: CrashGuard, resuming first: KafkaMessage) async throws {
@@ -133,6 +132,7 @@ extension StageRunner {
             }
             evidence = CrashEvidence(after: previous, resumingAt: first.offset)
             current = previous ?? InFlightMark(handling: nil, suspect: nil)
+            culprit = evidence.culprit
             if evidence.crashed, let suspect = evidence.suspect {
                 runner.count("crashesFound")
                 runner.logger.warning("resuming after a crash: its messages go to the stage one at a time",
@@ -141,9 +141,10 @@ extension StageRunner {
             }
         }
 
-        /// Marks `handling` in flight, with the suspects the partition has not passed, before the stage gets it.
+        /// Marks `handling` in flight, with the suspects and the culprit the partition has not passed, before the stage gets it.
         mutating func mark(_ handling: ClosedRange<Int64>) async throws {
-            let next = InFlightMark(handling: handling, suspect: evidence.suspect.flatMap { $0.upperBound >= handling.upperBound ? $0 : nil })
+            let next = InFlightMark(handling: handling, suspect: evidence.suspect.flatMap { $0.upperBound >= handling.upperBound ? $0 : nil },
+                                    culprit: culprit.flatMap { $0 > handling.upperBound ? $0 : nil })
             if next != current {
                 let (stage, partition) = (runner.stage.name, partition)
                 try await runner.inPlace("marking messages in flight") { try await crashGuard.ledger.setMark(next, stage: stage, partition: partition) }
@@ -152,10 +153,13 @@ extension StageRunner {
             crashGuard.remember(next, partition, assignment: assignment)
         }
 
-        /// Leaves nothing in hand (what this holder had was not a crash's), or only `culprit`, alone among the suspects, so that
-        /// the next holder dead-letters it in turn.
-        func release(keeping culprit: Int64? = nil) async {
-            let mark = culprit.map { InFlightMark(handling: $0...$0, suspect: evidence.suspect) } ?? InFlightMark(handling: nil, suspect: current.suspect)
+        /// The culprit is dead-lettered: later marks and a release no longer name it.
+        mutating func deadLettered() { culprit = nil }
+
+        /// Leaves nothing in hand: what this holder had was not a crash's. Its suspects, and the culprit it has not dead-lettered,
+        /// stay for the next holder.
+        func release() async {
+            let mark = InFlightMark(handling: nil, suspect: current.suspect, culprit: culprit)
             await runner.release(partition, mark, guard: crashGuard, assignment: assignment)
         }
     }

@@ -13,10 +13,7 @@ import TestSupport
 /// after each crash as a supervisor would, with the test-only fault that traps on a marked message.
 @Suite(TestServices.broker, .timeLimit(.minutes(5)))
 struct CrashedWorkerTests {
-    // Disabled: when the holder after the second crash is first handed only the messages before the culprit, marking them
-    // replaces the mark that names the culprit, and the culprit is handed to the stage a third time (seen under load).
-    @Test(.disabled("a culprit behind a partial first batch is handed to the stage again: the mark forgets it"))
-    func aMessageThatCrashesTheWorkerIsDeadLetteredAfterTwoCrashesAndItsPartitionGoesOn() async throws {
+    @Test func aMessageThatCrashesTheWorkerIsDeadLetteredAfterTwoCrashesAndItsPartitionGoesOn() async throws {
         let servers = try TestServices.requireBrokers()
         let pki = try TestPKI.make()
         let engine = StoreEngine.available.last ?? .sqlite // PostgreSQL when there is one: two processes share the store

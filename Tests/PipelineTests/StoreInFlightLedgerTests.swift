@@ -15,8 +15,10 @@ import WorkerRuntime
         #expect(try await ledger.mark(stage: "granter", partition: partition) == InFlightMark(handling: 10...19, suspect: nil))
         #expect(try await ledger.mark(stage: "finisher", partition: partition) == InFlightMark(handling: 12...12, suspect: 10...19))
         #expect(try await ledger.mark(stage: "granter", partition: TopicPartition(topic: "iap.purchase.verified", partition: 4)) == nil)
-        try await ledger.setMark(InFlightMark(handling: nil, suspect: 10...19), stage: "finisher", partition: partition)
-        #expect(try await ledger.mark(stage: "finisher", partition: partition) == InFlightMark(handling: nil, suspect: 10...19))
+        try await ledger.setMark(InFlightMark(handling: nil, suspect: 10...19, culprit: 12), stage: "finisher", partition: partition)
+        #expect(try await ledger.mark(stage: "finisher", partition: partition) == InFlightMark(handling: nil, suspect: 10...19, culprit: 12))
+        try await ledger.setMark(InFlightMark(handling: 13...19, suspect: nil), stage: "finisher", partition: partition)
+        #expect(try await ledger.mark(stage: "finisher", partition: partition) == InFlightMark(handling: 13...19, suspect: nil))
         // Offsets past 32 bits, as a long-lived topic has.
         try await ledger.setMark(InFlightMark(handling: 5_000_000_000...5_000_000_127, suspect: nil), stage: "granter", partition: partition)
         #expect(try await ledger.mark(stage: "granter", partition: partition)?.handling == 5_000_000_000...5_000_000_127)

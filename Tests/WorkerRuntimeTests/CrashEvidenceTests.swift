@@ -49,6 +49,22 @@ import Testing
         #expect(evidence == CrashEvidence(suspect: 4...19, culprit: nil, crashed: true))
     }
 
+    /// The holder after the second crash may first be handed only the messages before the culprit (a batch of its own):
+    /// their mark keeps naming the culprit, so the next batch, or the next holder, still dead-letters it.
+    @Test func aCulpritIsKeptInTheMarkWhileTheMessagesBeforeItAreHandled() {
+        let second = CrashEvidence(after: InFlightMark(handling: 4...4, suspect: 4...8), resumingAt: 0)
+        #expect(second == CrashEvidence(suspect: 4...8, culprit: 4, crashed: true))
+        // The mark the messages 0...3 go under, as `StageRunner` writes it: the culprit is ahead of them.
+        let prefixMark = InFlightMark(handling: 0...3, suspect: 4...8, culprit: 4)
+        #expect(CrashEvidence(after: prefixMark, resumingAt: 4) == CrashEvidence(suspect: 4...8, culprit: 4, crashed: false))
+        // Interrupted there (the mark cleared of what was in hand): the next holder dead-letters it too.
+        #expect(CrashEvidence(after: InFlightMark(handling: nil, suspect: 4...8, culprit: 4), resumingAt: 2).culprit == 4)
+        // A crash among the messages before it leaves it the culprit.
+        #expect(CrashEvidence(after: prefixMark, resumingAt: 0) == CrashEvidence(suspect: 0...8, culprit: 4, crashed: true))
+        // Passed (its dead letter committed), it is settled.
+        #expect(CrashEvidence(after: InFlightMark(handling: nil, suspect: 4...8, culprit: 4), resumingAt: 5).culprit == nil)
+    }
+
     @Test func aBatchIsSplitIntoRunsAroundItsSuspectsEachSuspectAlone() {
         #expect(CrashSegments.split([1, 2, 3], suspect: nil) == [.batch(0..<3)])
         #expect(CrashSegments.split([], suspect: nil) == [])
