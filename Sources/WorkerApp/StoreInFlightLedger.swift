@@ -27,11 +27,7 @@ public struct StoreInFlightLedger: InFlightLedger {
     }
 
     public func setMark(_ mark: InFlightMark, stage: String, partition: TopicPartition) async throws {
-        func bounds(_ range: ClosedRange<Int64>?) -> [SQLValue] {
-            range.map { [.integer($0.lowerBound), .integer($0.upperBound)] } ?? [.null, .null]
-        }
-        let values = Self.key(stage, partition) + bounds(mark.handling) + bounds(mark.suspect)
-            + [mark.culprit.map { .integer($0) } ?? .null, .integer(EpochMilliseconds.milliseconds(.now))]
+        let values = Self.key(stage, partition) + Self.columns(mark) + [Self.now()]
         _ = try await store.withConnection { connection, _ in
             try connection.query("""
                 INSERT INTO in_flight_marks (stage, topic, topic_partition, handling_first, handling_last, suspect_first, suspect_last, culprit, marked_at)
@@ -43,6 +39,31 @@ public struct StoreInFlightLedger: InFlightLedger {
                 """, values)
         }
     }
+
+    public func replaceMark(_ held: InFlightMark, with mark: InFlightMark, stage: String, partition: TopicPartition) async throws {
+        // Null-safe comparisons (SQLite 3.39 and PostgreSQL both say IS NOT DISTINCT FROM): a mark with nothing in hand holds nulls.
+        let values = Self.key(stage, partition) + Self.columns(mark) + [Self.now()] + Self.columns(held)
+        _ = try await store.withConnection { connection, _ in
+            try connection.query("""
+                UPDATE in_flight_marks
+                SET handling_first = $4, handling_last = $5, suspect_first = $6, suspect_last = $7, culprit = $8, marked_at = $9
+                WHERE stage = $1 AND topic = $2 AND topic_partition = $3
+                  AND handling_first IS NOT DISTINCT FROM $10 AND handling_last IS NOT DISTINCT FROM $11
+                  AND suspect_first IS NOT DISTINCT FROM $12 AND suspect_last IS NOT DISTINCT FROM $13 AND culprit IS NOT DISTINCT FROM $14
+                """, values)
+        }
+    }
+
+    /// A mark's columns after the key: `handling_first` to `culprit`.
+    private static func columns(_ mark: InFlightMark) -> [SQLValue] {
+        func bounds(_ range: ClosedRange<Int64>?) -> [SQLValue] {
+            range.map { [.integer($0.lowerBound), .integer($0.upperBound)] } ?? [.null, .null]
+        }
+        return bounds(mark.handling) + bounds(mark.suspect) + [mark.culprit.map { .integer($0) } ?? .null]
+    }
+
+    /// `marked_at`.
+    private static func now() -> SQLValue { .integer(EpochMilliseconds.milliseconds(.now)) }
 
     private static func key(_ stage: String, _ partition: TopicPartition) -> [SQLValue] {
         [.text(stage), .text(partition.topic), .integer(Int64(partition.partition))]

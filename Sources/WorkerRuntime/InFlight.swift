@@ -29,6 +29,8 @@ public protocol InFlightLedger: Sendable {
     func mark(stage: String, partition: TopicPartition) async throws -> InFlightMark?
     /// Replaces the mark of `stage` on `partition`; returns once it is durable enough to outlive this process.
     func setMark(_ mark: InFlightMark, stage: String, partition: TopicPartition) async throws
+    /// Replaces the mark of `stage` on `partition` with `mark` only while it is still `held` (nothing when it is another).
+    func replaceMark(_ held: InFlightMark, with mark: InFlightMark, stage: String, partition: TopicPartition) async throws
 }
 
 /// What a partition's resumption means after the mark its previous holder left. Pure: `StageRunner` reads the mark,

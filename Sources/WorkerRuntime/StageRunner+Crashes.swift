@@ -10,7 +10,7 @@ import Synchronization
 /// `handling` offsets the partition resumes at or before was left by a crash: those offsets become suspects, handed to
 /// the stage one at a time, each marked alone; the one in hand at a second crash is dead-lettered without being handed
 /// to the stage again (`CrashEvidence`). An interrupted batch (shutdown, revocation) clears its mark, so neither counts
-/// as a crash.
+/// as a crash; a batch done before a shutdown leaves its mark, which the partition's committed offset has passed.
 extension StageRunner {
     /// What a runner knows of the marks of the partitions it holds (nil without an `InFlightLedger`).
     final class CrashGuard: Sendable {
@@ -29,16 +29,6 @@ extension StageRunner {
         func remember(_ mark: InFlightMark, _ partition: TopicPartition, assignment: UInt64?) {
             guard let assignment else { return }
             known.withLock { $0[partition] = (assignment, mark) }
-        }
-
-        /// Every partition whose mark says something is in hand, with the mark to leave instead (nothing in hand).
-        func takeHandling() -> [(TopicPartition, InFlightMark)] {
-            known.withLock { known in
-                defer { known.removeAll() }
-                return known.compactMap { partition, entry in
-                    entry.mark.handling == nil ? nil : (partition, InFlightMark(handling: nil, suspect: entry.mark.suspect, culprit: entry.mark.culprit))
-                }
-            }
         }
     }
 
@@ -157,29 +147,17 @@ extension StageRunner {
         mutating func deadLettered() { culprit = nil }
 
         /// Leaves nothing in hand: what this holder had was not a crash's. Its suspects, and the culprit it has not dead-lettered,
-        /// stay for the next holder.
+        /// stay for the next holder. Only while the ledger still holds this holder's mark: a holder interrupted late (past the
+        /// revocation's wait) must not clear the mark of the partition's next holder.
         func release() async {
             let mark = InFlightMark(handling: nil, suspect: current.suspect, culprit: culprit)
-            await runner.release(partition, mark, guard: crashGuard, assignment: assignment)
-        }
-    }
-
-    /// Leaves `mark` for the partition: what this holder had in hand is not a crash's.
-    func release(_ partition: TopicPartition, _ mark: InFlightMark, guard crashGuard: CrashGuard, assignment: UInt64?) async {
-        do {
-            try await crashGuard.ledger.setMark(mark, stage: stage.name, partition: partition)
-            crashGuard.remember(mark, partition, assignment: assignment)
-        } catch {
-            // The next holder then takes what was in hand for a crash's: handled one at a time, never dead-lettered for this.
-            logger.warning("cannot clear the in-flight mark", ["topic": partition.topic, "partition": partition.partition, "error": "\(error)"])
-        }
-    }
-
-    /// At a graceful shutdown: clears what the partitions' marks say is in hand (their offsets are committed by now).
-    func releaseMarks() async {
-        guard let crashGuard else { return }
-        for (partition, mark) in crashGuard.takeHandling() {
-            await release(partition, mark, guard: crashGuard, assignment: nil)
+            do {
+                try await crashGuard.ledger.replaceMark(current, with: mark, stage: runner.stage.name, partition: partition)
+                crashGuard.remember(mark, partition, assignment: assignment)
+            } catch {
+                // The next holder then takes what was in hand for a crash's: handled one at a time, never dead-lettered for this.
+                runner.logger.warning("cannot clear the in-flight mark", ["topic": partition.topic, "partition": partition.partition, "error": "\(error)"])
+            }
         }
     }
 

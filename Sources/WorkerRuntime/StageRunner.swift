@@ -114,7 +114,6 @@ public final class StageRunner: Service {
             }
             try await group.waitForAll()
         }
-        await releaseMarks()
         await producer.shutdown()
     }
 
