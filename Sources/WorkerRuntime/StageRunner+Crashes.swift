@@ -89,9 +89,8 @@ extension StageRunner {
 
     /// What a `crashedWorker` dead letter says.
     private func crashedWorkerDetail(_ message: KafkaMessage) -> String {
-        let detail = "in flight at two crashes of the \(stage.name) worker, the second time alone: \(message.topic)[\(message.partition)]@\(message.offset)"
         logger.error("a message crashed the worker twice: dead-lettered", ["topic": message.topic, "partition": message.partition, "offset": message.offset])
-        return detail + (crashReport.map { "; \($0)" } ?? "")
+        return "in flight at two crashes of the \(stage.name) worker, the second time alone: \(message.topic)[\(message.partition)]@\(message.offset)"
     }
 
     /// The marks of one partition while a holder works through what it was handed.

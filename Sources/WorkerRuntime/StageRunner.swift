@@ -59,8 +59,6 @@ public final class StageRunner: Service {
     let parking: Parking?
     /// Finds the message that crashes the worker (`StageRunner+Crashes.swift`); nil: a crash is retried as a redelivery.
     let crashGuard: CrashGuard?
-    /// What the process knows of its predecessor's crash (its last log line), for `crashedWorker` dead letters.
-    let crashReport: String?
     private let stopping = Mutex(false)
     /// Which partitions' outputs failed to be delivered, for sending later ones again after them.
     let outputOrder = OutputOrder()
@@ -83,13 +81,11 @@ public final class StageRunner: Service {
     ///   - deadLetters: the records of messages given up on.
     ///   - parking: with it, messages past `Configuration.retryBudget` are parked; without, retried in place until done.
     ///   - inFlight: with it, a message that crashes the worker is dead-lettered (`crashedWorker`) after its second crash.
-    ///   - crashReport: what is known of the previous process's crash, added to those dead letters.
     public init(stage: any MessageStage, consumer: KafkaConsumer, producer: KafkaProducer, deadLetters: any DeadLetterWriter, logger: Logger,
                 configuration: Configuration = Configuration(), metrics: MetricsRegistry = MetricsRegistry(), parking: Parking? = nil,
-                inFlight: (any InFlightLedger)? = nil, crashReport: String? = nil) {
+                inFlight: (any InFlightLedger)? = nil) {
         self.parking = parking
         crashGuard = inFlight.map(CrashGuard.init)
-        self.crashReport = crashReport
         self.stage = stage
         self.consumer = consumer
         self.producer = producer
