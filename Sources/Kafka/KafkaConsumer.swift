@@ -216,6 +216,11 @@ public final class KafkaConsumer: Sendable {
     /// `false` outside handlers.
     public static var isHandlingRevokedPartition: Bool { PartitionWorker.current?.isRevoked ?? false }
 
+    /// Names the assignment of the partition whose messages the calling task is handling: the same for every batch of
+    /// one assignment, another after the partition was revoked and assigned again (to this member or a new consumer of
+    /// the process). nil outside handlers. What a handler remembers of a partition holds only within one assignment.
+    public static var handlingAssignment: UInt64? { PartitionWorker.current?.assignment }
+
     /// How long this member has been without partitions (since it subscribed, or since its last revocation left it
     /// none); nil while it has some.
     public var withoutPartitionsFor: Duration? { core.withoutPartitionsSince.map { ContinuousClock.now - $0 } }

@@ -27,6 +27,10 @@ final class PartitionWorker: Sendable {
     }
 
     let partition: TopicPartition
+    /// Names this assignment of the partition to this member, unlike any other in the process (see
+    /// `KafkaConsumer.handlingAssignment`).
+    let assignment = PartitionWorker.nextAssignment.add(1, ordering: .relaxed).newValue
+    private static let nextAssignment = Atomic<UInt64>(0)
     /// Weak: the consumer's membership owns the client. A worker abandoned by a revocation (its handler still running)
     /// must not keep the client, and with it a member that rejoined as a new one, alive and heartbeating.
     private weak let client: RDKafkaClient?

@@ -413,12 +413,29 @@ enum Migrations {
                 erased_at BIGINT NOT NULL
             );
             """),
+            // What each stage's partitions have in flight, so that the message that crashes a worker is found by whichever
+            // replica holds the partition next (see StageRunner+Crashes): the offsets in hand, those in hand at a crash, and the
+            // culprit of two crashes until it is dead-lettered.
+            (30, """
+            CREATE TABLE in_flight_marks (
+                stage TEXT NOT NULL,
+                topic TEXT NOT NULL,
+                topic_partition BIGINT NOT NULL,
+                handling_first BIGINT,
+                handling_last BIGINT,
+                suspect_first BIGINT,
+                suspect_last BIGINT,
+                culprit BIGINT,
+                marked_at BIGINT NOT NULL,
+                PRIMARY KEY (stage, topic, topic_partition)
+            );
+            """),
             // Amounts stay integers. SQLite turns an integer sum that overflows into a floating-point number, which a BIGINT
             // column keeps as it is (a balance of 9.2e18 that no read takes for an amount); triggers refuse such a value in
             // a balance or a ledger entry, as SQLite's `sum` refuses an overflow (the same words): the statement fails,
             // permanently. (SQLite cannot add a CHECK to a column; rows written before stay as they are.) PostgreSQL's
             // BIGINT refuses an overflow itself (SQLSTATE 22003).
-            (30, dialect == .postgres ? "SELECT 1;" : """
+            (31, dialect == .postgres ? "SELECT 1;" : """
             CREATE TRIGGER balances_amount_insert BEFORE INSERT ON balances WHEN typeof(NEW.amount) <> 'integer'
                 BEGIN SELECT RAISE(ABORT, 'integer overflow: a balance is an integer'); END;
             CREATE TRIGGER balances_amount_update BEFORE UPDATE OF amount ON balances WHEN typeof(NEW.amount) <> 'integer'

@@ -62,6 +62,8 @@ public enum WorkerApp {
                 help: "seconds (1 to 3600) before a parked message is first tried again; each failed try doubles the wait, up to an hour"),
         Setting("--dead-letter-value-bytes", env: "IAP_DEAD_LETTER_VALUE_BYTES", default: String(DeadLetter.maxValueBytes),
                 help: "bytes of a dead-lettered message's value its dead letter keeps (signed payloads are claimable by whoever holds them; 0 keeps only size and SHA-256)"),
+        Setting("--test-fault-mark", env: "IAP_TEST_FAULT_MARK",
+                help: "tests only, never in a deployment: a message whose iap-fault header holds this text crashes the worker when handled (to show that it is dead-lettered crashedWorker)"),
     ]
 
     /// What every executable resolves from its settings.
@@ -197,6 +199,10 @@ public enum WorkerApp {
                 throw SettingsError("--parked-delay (IAP_PARKED_DELAY) must be 1 to 3600 seconds")
             }
             configuration.parkedDelay = .milliseconds(Int64(parkedDelay * 1000))
+            if let mark = settings.string("--test-fault-mark") {
+                guard !mark.isEmpty else { throw SettingsError("--test-fault-mark (IAP_TEST_FAULT_MARK) must not be empty") }
+                configuration.faultMark = Data(mark.utf8)
+            }
             let codec = process.codec(component: stage.name)
             // The re-driver: a consumer of the retry topic in a group of the stage's own (see StageRunner+Redriver).
             var retryConfiguration = KafkaConsumer.Configuration(kafka: kafka, groupID: groupPrefix + stage.name + "-retry", topics: [codec.retryTopic],
@@ -205,7 +211,8 @@ public enum WorkerApp {
             let retryConsumer = try KafkaConsumer(configuration: retryConfiguration)
             return StageRunner(stage: stage, consumer: consumer, producer: producer, deadLetters: EventDeadLetters(codec: codec, keepValueBytes: keep),
                                logger: logger, configuration: configuration, metrics: metrics,
-                               parking: Parking(ledger: StoreParkingLedger(store: store), consumer: retryConsumer, topic: codec.retryTopic))
+                               parking: Parking(ledger: StoreParkingLedger(store: store), consumer: retryConsumer, topic: codec.retryTopic),
+                               inFlight: StoreInFlightLedger(store: store))
         }
     }
 

@@ -6,13 +6,17 @@ import Kafka
 extension StageRunner {
     /// Handles consecutive messages of a partition: runs of them whose keys have nothing parked go to the stage at
     /// once (`MessageStage.handle(batch:)`); a message the batch did not answer, or whose key has a parked message,
-    /// goes through `process(_:)` alone, and the run after it is formed anew (`BatchSplit`). One completion per
+    /// goes through `processAlone(_:)`, and the run after it is formed anew (`BatchSplit`). One completion per
     /// message, in order.
     func process(batch messages: [KafkaMessage]) async throws -> [KafkaConsumer.Completion] {
         var completions: [KafkaConsumer.Completion] = []
         completions.reserveCapacity(messages.count)
         do {
-            try await process(batch: messages, into: &completions)
+            if let crashGuard {
+                try await processGuarded(batch: messages, guard: crashGuard, into: &completions)
+            } else {
+                try await process(batch: messages, into: &completions)
+            }
         } catch {
             // Interrupted (shutdown, revocation) or failed at a message: the ones before it are done and their offsets may
             // be stored; the partition's worker stops there.
@@ -21,14 +25,15 @@ extension StageRunner {
         return completions
     }
 
-    private func process(batch messages: [KafkaMessage], into completions: inout [KafkaConsumer.Completion]) async throws {
+    func process(batch messages: [KafkaMessage], into completions: inout [KafkaConsumer.Completion]) async throws {
         let started = ContinuousClock.now
         var split = BatchSplit(count: messages.count)
         while !split.isDone {
             switch split.step(unparked: await unparked(messages[split.next...])) {
             case .alone(let index):
-                completions.append(try await process(messages[index]))
+                completions.append(try await processAlone(messages[index]))
             case .batch(let run):
+                trapIfMarked(messages[run])
                 let results = await stage.handle(batch: Array(messages[run]))
                 // What the stage answered was decided together; the rest is handled alone or batched again, and counted then.
                 let answer = split.answered(results.count, of: run)
@@ -38,7 +43,7 @@ extension StageRunner {
                 for (index, result) in zip(answer.final, results) {
                     completions.append(try await complete(messages[index], first: result, started: started))
                 }
-                if let alone = answer.alone { completions.append(try await process(messages[alone])) }
+                if let alone = answer.alone { completions.append(try await processAlone(messages[alone])) }
             }
         }
     }
@@ -57,7 +62,7 @@ extension StageRunner {
     }
 
     /// Handles `message` alone and hands its outputs to the producer (see `complete`).
-    private func process(_ message: KafkaMessage) async throws -> KafkaConsumer.Completion {
+    func processAlone(_ message: KafkaMessage) async throws -> KafkaConsumer.Completion {
         let completion = try await complete(message, first: await attempt(message), started: ContinuousClock.now)
         metrics.observe(series.batchSize, 1) // handled alone: a batch of one
         return completion
@@ -70,7 +75,7 @@ extension StageRunner {
     /// refuses every partition's, and the message cannot be parked (later messages of the partition were handled
     /// already). Then the later messages' outputs, enqueued before and perhaps delivered first, are sent again after
     /// them (`OutputOrder`).
-    private func complete(_ message: KafkaMessage, first: Result<StageResult, any Error>,
+    func complete(_ message: KafkaMessage, first: Result<StageResult, any Error>,
                           started: ContinuousClock.Instant) async throws -> KafkaConsumer.Completion {
         let done = series.begin(metrics, started: started)
         guard case .success(.publish(let outputs)) = first else {
@@ -106,6 +111,7 @@ extension StageRunner {
                 let ahead = try await parking.withLedger { try await $0.parked(stage: stage.name, key: key) }
                 if let first = ahead.first { throw ParkedAhead(first: first) }
             }
+            trapIfMarked(CollectionOfOne(message))
             return .success(try await stage.handle(message))
         } catch {
             return .failure(error)
@@ -115,7 +121,7 @@ extension StageRunner {
     /// Handles a message from the input until it is done (outputs acknowledged, dead-lettered or parked), starting
     /// from the outcome of a first attempt and trying `again`; transient failures are retried with backoff while
     /// the partition stays assigned, and past `retryBudget` the message is parked when `parkable` (`MessageRetries`).
-    private func processWithRetries(_ message: KafkaMessage, first: Result<StageResult, any Error>, parkable: Bool = true,
+    func processWithRetries(_ message: KafkaMessage, first: Result<StageResult, any Error>, parkable: Bool = true,
                                     again: () async -> Result<StageResult, any Error>) async throws {
         var retries = MessageRetries(backoff: configuration.backoff, budget: parkable && parking != nil ? configuration.retryBudget : nil,
                                      started: ContinuousClock.now)

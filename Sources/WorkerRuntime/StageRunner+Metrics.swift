@@ -23,6 +23,8 @@ extension StageRunner {
         metrics.declare("iap_events_published_total", .counter,
                         help: "Events the stage published and the broker took, by stage and CloudEvents type (e.g. iap.purchase.rejected.v1: the verifier's rejections).")
         metrics.declare("iap_rechecks_total", .counter, help: "Answered messages set aside to be asked about again (e.g. a pending payment), by stage.")
+        metrics.declare("iap_crashes_found_total", .counter,
+                        help: "Partitions resumed after a crash left messages in hand (they then go to the stage one at a time), by stage.")
     }
 
     func count(_ name: String, reason: String? = nil) {
@@ -32,6 +34,7 @@ extension StageRunner {
         case "parked": metrics.increment("iap_parked_total", ["stage": stage.name])
         case "redriven": metrics.increment("iap_redriven_total", ["stage": stage.name])
         case "rechecks": metrics.increment("iap_rechecks_total", ["stage": stage.name])
+        case "crashesFound": metrics.increment("iap_crashes_found_total", ["stage": stage.name])
         case "batches": metrics.increment("iap_batches_total", ["stage": stage.name])
         case "batchesCut": metrics.increment("iap_batches_cut_total", ["stage": stage.name])
         case "handled": metrics.increment(series.handled)

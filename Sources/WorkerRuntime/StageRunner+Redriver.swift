@@ -28,7 +28,7 @@ extension StageRunner {
             return
         }
         guard parked.origin.stage == stage.name,
-              try await inPlace({ try await parking.withLedger { try await $0.parkedToken(parked.origin) } }) == parked.token else { return }
+              try await inPlace("re-driver", { try await parking.withLedger { try await $0.parkedToken(parked.origin) } }) == parked.token else { return }
         let schedule = configuration.parkedSchedule
         if let hold = schedule.hold(due: parked.due, now: Date()) {
             try await sleep(hold)
@@ -44,6 +44,7 @@ extension StageRunner {
         let age = Date().timeIntervalSince(parked.parkedAt)
         let overBudget = schedule.isOverBudget(age: age)
         do {
+            trapIfMarked(CollectionOfOne(message))
             switch try await stage.handle(message) {
             case .publish(let outputs):
                 try await publish(outputs)
@@ -99,8 +100,8 @@ extension StageRunner {
         }
     }
 
-    /// `body`, retried with backoff while it fails and the partition stays assigned.
-    private func inPlace<T>(_ body: () async throws -> T) async throws -> T {
+    /// `body`, retried with backoff while it fails and the partition stays assigned; `doing` says what in the log.
+    func inPlace<T>(_ doing: String = "re-driver", _ body: () async throws -> T) async throws -> T {
         var attempt = 0
         while true {
             do {
@@ -108,7 +109,7 @@ extension StageRunner {
             } catch {
                 attempt += 1
                 let delay = configuration.backoff.delay(attempt)
-                logger.warning("re-driver: retrying", ["attempt": attempt, "delayMs": delay.milliseconds, "error": "\(error)"])
+                logger.warning("\(doing): retrying", ["attempt": attempt, "delayMs": delay.milliseconds, "error": "\(error)"])
                 try await sleep(delay)
             }
         }

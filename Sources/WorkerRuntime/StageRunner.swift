@@ -39,6 +39,9 @@ public final class StageRunner: Service {
         /// seventy downstream, against sixty and fifty with 64, cost PostgreSQL and the broker up to 46 % less CPU per
         /// purchase, the p99 latency at 1,000/s stays under 2 s, and each worker under 64 MiB (docs/benchmarks.md, "Batch size").
         public static let defaultMaxBatch = 128
+        /// Test-only: a message whose `StageRunner.faultHeader` header holds these bytes traps the process when handed to
+        /// the stage, to show crash containment. nil (never set in a deployment): no message can reach the trap.
+        public var faultMark: Data?
         public init() {}
 
         var backoff: Backoff { Backoff(initial: initialBackoff, maximum: maxBackoff) }
@@ -54,6 +57,8 @@ public final class StageRunner: Service {
     let configuration: Configuration
     /// Parks past the retry budget and re-drives what was parked; nil: transient failures are retried in place until done.
     let parking: Parking?
+    /// Finds the message that crashes the worker (`StageRunner+Crashes.swift`); nil: a crash is retried as a redelivery.
+    let crashGuard: CrashGuard?
     private let stopping = Mutex(false)
     /// Which partitions' outputs failed to be delivered, for sending later ones again after them.
     let outputOrder = OutputOrder()
@@ -75,9 +80,12 @@ public final class StageRunner: Service {
     ///   - producer: publishes the stage's outputs, its dead letters and its parked records; shut down when the runner ends.
     ///   - deadLetters: the records of messages given up on.
     ///   - parking: with it, messages past `Configuration.retryBudget` are parked; without, retried in place until done.
+    ///   - inFlight: with it, a message that crashes the worker is dead-lettered (`crashedWorker`) after its second crash.
     public init(stage: any MessageStage, consumer: KafkaConsumer, producer: KafkaProducer, deadLetters: any DeadLetterWriter, logger: Logger,
-                configuration: Configuration = Configuration(), metrics: MetricsRegistry = MetricsRegistry(), parking: Parking? = nil) {
+                configuration: Configuration = Configuration(), metrics: MetricsRegistry = MetricsRegistry(), parking: Parking? = nil,
+                inFlight: (any InFlightLedger)? = nil) {
         self.parking = parking
+        crashGuard = inFlight.map(CrashGuard.init)
         self.stage = stage
         self.consumer = consumer
         self.producer = producer
@@ -98,7 +106,7 @@ public final class StageRunner: Service {
                 }
             }
             if let parking {
-                group.addTask { [self] in try await untilStopped { try await parking.consumer.run { [self] record in try await redrive(record) } } }
+                group.addTask { [self] in try await untilStopped { try await parking.consumer.run { [self] record in try await redriveGuarded(record) } } }
             }
             try await group.waitForAll()
         }

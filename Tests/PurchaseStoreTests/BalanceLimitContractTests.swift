@@ -134,7 +134,7 @@ import TestSupport
         if engine == .sqlite { #expect(try await Self.nonIntegerAmounts(store) == 0) }
     }
     /// Below the store's checks, the databases refuse an amount that is not an integer: SQLite's REAL of an overflowing sum
-    /// (migration 30's triggers, in the words of SQLite's own `sum`), PostgreSQL's BIGINT overflow (SQLSTATE 22003). Both are
+    /// (migration 31's triggers, in the words of SQLite's own `sum`), PostgreSQL's BIGINT overflow (SQLSTATE 22003). Both are
     /// permanent errors (a refusal, never retried), and the balance stays as it was.
     @Test(arguments: StoreEngine.available) func anOverflowingSumIsAPermanentErrorNotAFloatingPointAmount(_ engine: StoreEngine) async throws {
         let store = try await engine.freshStore()

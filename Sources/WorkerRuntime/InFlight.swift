@@ -1,0 +1,105 @@
+import Kafka
+
+/// What a partition of a stage's input has in flight, kept where every replica of the stage sees it, so that the
+/// message that crashes a worker is found whichever replica owns the partition after the crash.
+///
+/// Before the stage is handed messages, their offsets are recorded as `handling`; a partition's next batch replaces
+/// them, and a batch that is interrupted (shutdown, revocation) clears them. So a mark still `handling` messages at or
+/// after the offset its partition resumes from says that the holder stopped while handling them without a shutdown: a
+/// crash (a trap, a kill, the node lost).
+public struct InFlightMark: Sendable, Equatable {
+    /// The offsets handed to the stage and not finished yet; nil when none.
+    public var handling: ClosedRange<Int64>?
+    /// Offsets that were in flight at an earlier crash: handled one at a time until the partition passes them.
+    public var suspect: ClosedRange<Int64>?
+    /// A crash's culprit the partition has not passed: dead-lettered, never handed to the stage, by whoever reaches it.
+    /// Kept while the messages before it are handled, which may come in batches of their own.
+    public var culprit: Int64?
+
+    public init(handling: ClosedRange<Int64>?, suspect: ClosedRange<Int64>?, culprit: Int64? = nil) {
+        self.handling = handling
+        self.suspect = suspect
+        self.culprit = culprit
+    }
+}
+
+/// Where the runners keep their `InFlightMark`s (the purchase store, beside the parking ledger).
+public protocol InFlightLedger: Sendable {
+    /// The mark of `stage` on `partition`; nil when it has none.
+    func mark(stage: String, partition: TopicPartition) async throws -> InFlightMark?
+    /// Replaces the mark of `stage` on `partition`; returns once it is durable enough to outlive this process.
+    func setMark(_ mark: InFlightMark, stage: String, partition: TopicPartition) async throws
+    /// Replaces the mark of `stage` on `partition` with `mark` only while it is still `held` (nothing when it is another).
+    func replaceMark(_ held: InFlightMark, with mark: InFlightMark, stage: String, partition: TopicPartition) async throws
+}
+
+/// What a partition's resumption means after the mark its previous holder left. Pure: `StageRunner` reads the mark,
+/// asks, and handles the messages as it says.
+///
+/// A message is a crash's culprit when it was handled alone at a crash after it had been in flight at an earlier one:
+/// a batch that crashes makes its messages suspects, handled one at a time; the one in hand at the next crash is
+/// dead-lettered (`crashedWorker`) and skipped. So a message that crashes its worker every time costs two crashes, and
+/// the messages around it are handled as if nothing happened.
+struct CrashEvidence: Equatable {
+    /// Offsets to handle one at a time, each marked alone before it is handed to the stage.
+    var suspect: ClosedRange<Int64>?
+    /// The offset to dead-letter instead of handling.
+    var culprit: Int64?
+    /// Whether the previous holder stopped while handling (a crash).
+    var crashed: Bool
+
+    /// What `mark` says to a holder resuming the partition at `offset` (the first offset it was handed).
+    init(after mark: InFlightMark?, resumingAt offset: Int64) {
+        guard let mark else {
+            self.init(suspect: nil, culprit: nil, crashed: false)
+            return
+        }
+        // Suspects and a culprit the partition has passed are settled.
+        let stillSuspect = mark.suspect.flatMap { $0.upperBound >= offset ? $0 : nil }
+        let pendingCulprit = mark.culprit.flatMap { $0 >= offset ? $0 : nil }
+        guard let handling = mark.handling, handling.upperBound >= offset else {
+            self.init(suspect: stillSuspect, culprit: pendingCulprit, crashed: false)
+            return
+        }
+        let alone = handling.lowerBound == handling.upperBound
+        let culprit = alone && stillSuspect?.contains(handling.lowerBound) == true ? handling.lowerBound : pendingCulprit
+        // What was in hand is suspect now, and so are the earlier suspects not reached yet.
+        let end = max(handling.upperBound, stillSuspect?.upperBound ?? handling.upperBound)
+        self.init(suspect: handling.lowerBound...end, culprit: culprit, crashed: true)
+    }
+
+    init(suspect: ClosedRange<Int64>?, culprit: Int64?, crashed: Bool) {
+        self.suspect = suspect
+        self.culprit = culprit
+        self.crashed = crashed
+    }
+}
+
+/// How a partition's batch is handled under `CrashEvidence`: runs of messages outside the suspect offsets go to the stage
+/// as usual; each suspect goes alone. Pure.
+enum CrashSegments {
+    enum Segment: Equatable {
+        /// Messages `range` (indexes into the batch) handled as a batch under one mark.
+        case batch(Range<Int>)
+        /// The message at this index, handled alone under a mark of its own.
+        case alone(Int)
+    }
+
+    /// The segments of a batch whose messages have `offsets` (ascending), `suspect` being the offsets to take one at a time.
+    static func split(_ offsets: [Int64], suspect: ClosedRange<Int64>?) -> [Segment] {
+        guard let suspect else { return offsets.isEmpty ? [] : [.batch(0..<offsets.count)] }
+        var segments: [Segment] = []
+        var runStart: Int?
+        for (index, offset) in offsets.enumerated() {
+            if suspect.contains(offset) {
+                if let start = runStart { segments.append(.batch(start..<index)) }
+                runStart = nil
+                segments.append(.alone(index))
+            } else if runStart == nil {
+                runStart = index
+            }
+        }
+        if let start = runStart { segments.append(.batch(start..<offsets.count)) }
+        return segments
+    }
+}

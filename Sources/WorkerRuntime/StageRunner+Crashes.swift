@@ -1,0 +1,174 @@
+import Foundation
+import Kafka
+import Synchronization
+
+/// Crash containment: a message that crashes the worker is found and dead-lettered (`crashedWorker`), and the rest of
+/// its partition goes on.
+///
+/// Before a partition's messages are handed to the stage, their offsets are marked in the `InFlightLedger`; the holder
+/// of a partition reads the mark once per assignment (a process's own marks are known to it after that). A mark left
+/// `handling` offsets the partition resumes at or before was left by a crash: those offsets become suspects, handed to
+/// the stage one at a time, each marked alone; the one in hand at a second crash is dead-lettered without being handed
+/// to the stage again (`CrashEvidence`). An interrupted batch (shutdown, revocation) clears its mark, so neither counts
+/// as a crash; a batch done before a shutdown leaves its mark, which the partition's committed offset has passed.
+extension StageRunner {
+    /// What a runner knows of the marks of the partitions it holds (nil without an `InFlightLedger`).
+    final class CrashGuard: Sendable {
+        let ledger: any InFlightLedger
+        /// The mark each held partition has, by the assignment that wrote it: valid only while that assignment lasts.
+        private let known = Mutex<[TopicPartition: (assignment: UInt64, mark: InFlightMark)]>([:])
+
+        init(ledger: any InFlightLedger) { self.ledger = ledger }
+
+        /// The mark this process wrote for `partition` in the current assignment; nil when it must be read.
+        func knownMark(_ partition: TopicPartition, assignment: UInt64?) -> InFlightMark? {
+            guard let assignment else { return nil }
+            return known.withLock { known in known[partition].flatMap { $0.assignment == assignment ? $0.mark : nil } }
+        }
+
+        func remember(_ mark: InFlightMark, _ partition: TopicPartition, assignment: UInt64?) {
+            guard let assignment else { return }
+            known.withLock { $0[partition] = (assignment, mark) }
+        }
+    }
+
+    /// Handles a partition's batch under its in-flight marks (see above); `completions` gets one per message handled.
+    func processGuarded(batch messages: [KafkaMessage], guard crashGuard: CrashGuard,
+                        into completions: inout [KafkaConsumer.Completion]) async throws {
+        guard let first = messages.first else { return }
+        var marks = try await PartitionMarks(self, crashGuard, resuming: first)
+        do {
+            for segment in CrashSegments.split(messages.map(\.offset), suspect: marks.evidence.suspect) {
+                switch segment {
+                case .batch(let run):
+                    try await marks.mark(messages[run.lowerBound].offset...messages[run.upperBound - 1].offset)
+                    try await process(batch: Array(messages[run]), into: &completions)
+                case .alone(let index) where messages[index].offset == marks.evidence.culprit:
+                    let message = messages[index]
+                    let letter = StageResult.deadLetter(reason: "crashedWorker", detail: crashedWorkerDetail(message))
+                    // Never handed to the stage again: a dead letter the broker does not take yet is tried again as it is.
+                    let done = series.begin(metrics, started: .now)
+                    defer { done() }
+                    try await processWithRetries(message, first: .success(letter), parkable: false) { .success(letter) }
+                    marks.deadLettered()
+                    completions.append({})
+                case .alone(let index):
+                    try await marks.mark(messages[index].offset...messages[index].offset)
+                    completions.append(try await processAlone(messages[index]))
+                }
+            }
+        } catch {
+            // Interrupted (shutdown, revocation) or failed: not a crash, so nothing is left in hand for the next holder.
+            await marks.release()
+            throw error
+        }
+    }
+
+    /// Hands a record of the retry topic to the re-driver under its in-flight mark: the re-driver takes one record at a
+    /// time, so a record in hand at two crashes is the culprit, its original dead-lettered and its parking released.
+    func redriveGuarded(_ record: KafkaMessage) async throws {
+        guard let crashGuard else { return try await redrive(record) }
+        var marks = try await PartitionMarks(self, crashGuard, resuming: record)
+        if marks.evidence.culprit == record.offset {
+            let original = ParkedRecord(record)
+            let message = original?.original ?? record
+            try await inPlace { try await self.deadLetter(message, reason: "crashedWorker", detail: self.crashedWorkerDetail(record)) }
+            if let parking, let origin = original?.origin {
+                try await inPlace { try await parking.withLedger { try await $0.releaseParked(origin) } }
+            }
+            return
+        }
+        do {
+            try await marks.mark(record.offset...record.offset)
+            try await redrive(record)
+        } catch {
+            await marks.release()
+            throw error
+        }
+    }
+
+    /// What a `crashedWorker` dead letter says.
+    private func crashedWorkerDetail(_ message: KafkaMessage) -> String {
+        logger.error("a message crashed the worker twice: dead-lettered", ["topic": message.topic, "partition": message.partition, "offset": message.offset])
+        return "in flight at two crashes of the \(stage.name) worker, the second time alone: \(message.topic)[\(message.partition)]@\(message.offset)"
+    }
+
+    /// The marks of one partition while a holder works through what it was handed.
+    struct PartitionMarks {
+        let runner: StageRunner
+        let crashGuard: CrashGuard
+        let partition: TopicPartition
+        let assignment: UInt64?
+        /// What the mark found on resuming says.
+        let evidence: CrashEvidence
+        /// The mark as the ledger holds it now.
+        private var current: InFlightMark
+        /// The culprit not dead-lettered yet by this holder.
+        private var culprit: Int64?
+
+        /// Reads the partition's mark (once per assignment: after that the process's own marks are known) and judges it.
+        init(_ runner: StageRunner, _ crashGuard: CrashGuard, resuming first: KafkaMessage) async throws {
+            self.runner = runner
+            self.crashGuard = crashGuard
+            partition = TopicPartition(topic: first.topic, partition: first.partition)
+            assignment = KafkaConsumer.handlingAssignment
+            let previous: InFlightMark?
+            if let mark = crashGuard.knownMark(partition, assignment: assignment) {
+                previous = mark
+            } else {
+                let (stage, partition) = (runner.stage.name, partition)
+                previous = try await runner.inPlace("reading the in-flight mark") { try await crashGuard.ledger.mark(stage: stage, partition: partition) }
+            }
+            evidence = CrashEvidence(after: previous, resumingAt: first.offset)
+            current = previous ?? InFlightMark(handling: nil, suspect: nil)
+            culprit = evidence.culprit
+            if evidence.crashed, let suspect = evidence.suspect {
+                runner.count("crashesFound")
+                runner.logger.warning("resuming after a crash: its messages go to the stage one at a time",
+                                      ["topic": partition.topic, "partition": partition.partition, "offsets": "\(suspect.lowerBound)-\(suspect.upperBound)",
+                                       "culprit": evidence.culprit.map { "\($0)" } ?? "none yet"])
+            }
+        }
+
+        /// Marks `handling` in flight, with the suspects and the culprit the partition has not passed, before the stage gets it.
+        mutating func mark(_ handling: ClosedRange<Int64>) async throws {
+            let next = InFlightMark(handling: handling, suspect: evidence.suspect.flatMap { $0.upperBound >= handling.upperBound ? $0 : nil },
+                                    culprit: culprit.flatMap { $0 > handling.upperBound ? $0 : nil })
+            if next != current {
+                let (stage, partition) = (runner.stage.name, partition)
+                try await runner.inPlace("marking messages in flight") { try await crashGuard.ledger.setMark(next, stage: stage, partition: partition) }
+                current = next
+            }
+            crashGuard.remember(next, partition, assignment: assignment)
+        }
+
+        /// The culprit is dead-lettered: later marks and a release no longer name it.
+        mutating func deadLettered() { culprit = nil }
+
+        /// Leaves nothing in hand: what this holder had was not a crash's. Its suspects, and the culprit it has not dead-lettered,
+        /// stay for the next holder. Only while the ledger still holds this holder's mark: a holder interrupted late (past the
+        /// revocation's wait) must not clear the mark of the partition's next holder.
+        func release() async {
+            let mark = InFlightMark(handling: nil, suspect: current.suspect, culprit: culprit)
+            do {
+                try await crashGuard.ledger.replaceMark(current, with: mark, stage: runner.stage.name, partition: partition)
+                crashGuard.remember(mark, partition, assignment: assignment)
+            } catch {
+                // The next holder then takes what was in hand for a crash's: handled one at a time, never dead-lettered for this.
+                runner.logger.warning("cannot clear the in-flight mark", ["topic": partition.topic, "partition": partition.partition, "error": "\(error)"])
+            }
+        }
+    }
+
+    /// Traps on a message carrying the fault header with the configured mark (`Configuration.faultMark`): the test-only
+    /// crash that shows containment. Never set in a deployment.
+    func trapIfMarked(_ messages: some Sequence<KafkaMessage>) {
+        guard let faultMark = configuration.faultMark else { return }
+        for message in messages where message.headers.contains(where: { $0.key == Self.faultHeader && $0.value == faultMark }) {
+            fatalError("injected fault: \(message.topic)[\(message.partition)]@\(message.offset) carries the fault mark")
+        }
+    }
+
+    /// The header a message carries to reach the test-only fault.
+    public static let faultHeader = "iap-fault"
+}

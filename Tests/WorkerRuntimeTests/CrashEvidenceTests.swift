@@ -1,0 +1,76 @@
+import Testing
+@testable import WorkerRuntime
+
+/// What an in-flight mark says to the next holder of a partition, and how a batch is split around the suspects.
+@Suite struct CrashEvidenceTests {
+    @Test func noMarkOrAMarkWithNothingInHandIsNoCrash() {
+        #expect(CrashEvidence(after: nil, resumingAt: 5) == CrashEvidence(suspect: nil, culprit: nil, crashed: false))
+        #expect(CrashEvidence(after: InFlightMark(handling: nil, suspect: nil), resumingAt: 5).crashed == false)
+    }
+
+    /// A holder that handled its batch and then stopped left its mark behind: the partition resumes after it.
+    @Test func aMarkThePartitionHasPassedIsNoCrash() {
+        let evidence = CrashEvidence(after: InFlightMark(handling: 10...19, suspect: nil), resumingAt: 20)
+        #expect(evidence == CrashEvidence(suspect: nil, culprit: nil, crashed: false))
+    }
+
+    @Test func aBatchInHandAtACrashMakesItsMessagesSuspectsWithoutACulprit() {
+        // Resumed at the last committed offset, which may be before the batch.
+        let evidence = CrashEvidence(after: InFlightMark(handling: 10...19, suspect: nil), resumingAt: 4)
+        #expect(evidence == CrashEvidence(suspect: 10...19, culprit: nil, crashed: true))
+    }
+
+    /// One message at a time through the suspects: the one in hand at the second crash is the culprit, and the suspects
+    /// after it stay suspects.
+    @Test func aSuspectInHandAloneAtASecondCrashIsTheCulprit() {
+        let evidence = CrashEvidence(after: InFlightMark(handling: 13...13, suspect: 10...19), resumingAt: 13)
+        #expect(evidence == CrashEvidence(suspect: 13...19, culprit: 13, crashed: true))
+    }
+
+    /// A message that came alone (no traffic) and crashed once is a suspect, not yet a culprit: every message gets a
+    /// second chance alone.
+    @Test func aMessageAloneAtAFirstCrashIsOnlyASuspect() {
+        let evidence = CrashEvidence(after: InFlightMark(handling: 7...7, suspect: nil), resumingAt: 7)
+        #expect(evidence == CrashEvidence(suspect: 7...7, culprit: nil, crashed: true))
+        let second = CrashEvidence(after: InFlightMark(handling: 7...7, suspect: 7...7), resumingAt: 7)
+        #expect(second.culprit == 7)
+    }
+
+    /// A graceful stop while going through the suspects clears what was in hand and keeps the suspects.
+    @Test func suspectsLeftByAGracefulStopAreStillSuspectsButNoCrash() {
+        let evidence = CrashEvidence(after: InFlightMark(handling: nil, suspect: 10...19), resumingAt: 14)
+        #expect(evidence == CrashEvidence(suspect: 10...19, culprit: nil, crashed: false))
+        #expect(CrashEvidence(after: InFlightMark(handling: nil, suspect: 10...19), resumingAt: 20).suspect == nil)
+    }
+
+    /// A crash in a batch before the suspects (messages redelivered from the last commit): the batch joins the suspects.
+    @Test func aCrashInABatchBeforeTheSuspectsWidensThem() {
+        let evidence = CrashEvidence(after: InFlightMark(handling: 4...9, suspect: 10...19), resumingAt: 4)
+        #expect(evidence == CrashEvidence(suspect: 4...19, culprit: nil, crashed: true))
+    }
+
+    /// The holder after the second crash may first be handed only the messages before the culprit (a batch of its own):
+    /// their mark keeps naming the culprit, so the next batch, or the next holder, still dead-letters it.
+    @Test func aCulpritIsKeptInTheMarkWhileTheMessagesBeforeItAreHandled() {
+        let second = CrashEvidence(after: InFlightMark(handling: 4...4, suspect: 4...8), resumingAt: 0)
+        #expect(second == CrashEvidence(suspect: 4...8, culprit: 4, crashed: true))
+        // The mark the messages 0...3 go under, as `StageRunner` writes it: the culprit is ahead of them.
+        let prefixMark = InFlightMark(handling: 0...3, suspect: 4...8, culprit: 4)
+        #expect(CrashEvidence(after: prefixMark, resumingAt: 4) == CrashEvidence(suspect: 4...8, culprit: 4, crashed: false))
+        // Interrupted there (the mark cleared of what was in hand): the next holder dead-letters it too.
+        #expect(CrashEvidence(after: InFlightMark(handling: nil, suspect: 4...8, culprit: 4), resumingAt: 2).culprit == 4)
+        // A crash among the messages before it leaves it the culprit.
+        #expect(CrashEvidence(after: prefixMark, resumingAt: 0) == CrashEvidence(suspect: 0...8, culprit: 4, crashed: true))
+        // Passed (its dead letter committed), it is settled.
+        #expect(CrashEvidence(after: InFlightMark(handling: nil, suspect: 4...8, culprit: 4), resumingAt: 5).culprit == nil)
+    }
+
+    @Test func aBatchIsSplitIntoRunsAroundItsSuspectsEachSuspectAlone() {
+        #expect(CrashSegments.split([1, 2, 3], suspect: nil) == [.batch(0..<3)])
+        #expect(CrashSegments.split([], suspect: nil) == [])
+        #expect(CrashSegments.split([4, 5, 6, 7, 8], suspect: 6...7) == [.batch(0..<2), .alone(2), .alone(3), .batch(4..<5)])
+        #expect(CrashSegments.split([6, 7], suspect: 1...9) == [.alone(0), .alone(1)])
+        // Offsets need not be consecutive (compacted topics, transaction markers).
+        #expect(CrashSegments.split([2, 5, 9], suspect: 3...8) == [.batch(0..<1), .alone(1), .batch(2..<3)])
+    }
+}
