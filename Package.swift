@@ -72,7 +72,9 @@ let package = Package(
         .target(name: "PurchaseEvents", dependencies: ["PurchaseDomain", "Kafka", "JSON", "JSONSchema", "Crypto"]),
         // Delivery of a stage's messages (consumption, retries, batches, output order, parking, dead letters, metrics) and the
         // lifecycle of long-running services (signals, graceful shutdown). Knows nothing of purchases or their events.
-        .target(name: "WorkerRuntime", dependencies: ["Identifiers", "Crypto", "JSON", "Kafka", "HTTPServer", "Metrics"]),
+        // The signal handler that records the message a trapping worker had in hand (C: it must be async-signal-safe).
+        .target(name: "CTrapRecord"),
+        .target(name: "WorkerRuntime", dependencies: ["CTrapRecord", "Identifiers", "Crypto", "JSON", "Kafka", "HTTPServer", "Metrics"]),
         // The four stages: verify, grant, finish, sweep.
         .target(name: "Stages", dependencies: ["PurchaseDomain", "WorkerRuntime", "Kafka", "PurchaseEvents", "StoreVerification", "JSON", "HTTPClient", "RequestSigning"]),
 

@@ -62,6 +62,8 @@ public enum WorkerApp {
                 help: "seconds (1 to 3600) before a parked message is first tried again; each failed try doubles the wait, up to an hour"),
         Setting("--dead-letter-value-bytes", env: "IAP_DEAD_LETTER_VALUE_BYTES", default: String(DeadLetter.maxValueBytes),
                 help: "bytes of a dead-lettered message's value its dead letter keeps (signed payloads are claimable by whoever holds them; 0 keeps only size and SHA-256)"),
+        Setting("--trap-records", env: "IAP_TRAP_RECORDS", default: FileManager.default.temporaryDirectory.appendingPathComponent("iap-trap-records").path,
+                help: "directory that outlives the worker's process (an emptyDir in Kubernetes) where a worker that traps leaves the message it had in hand, so that the next one dead-letters it"),
         Setting("--test-fault-mark", env: "IAP_TEST_FAULT_MARK",
                 help: "tests only, never in a deployment: a message whose iap-fault header holds this text crashes the worker when handled (to show that it is dead-lettered crashedWorker)"),
     ]
@@ -199,6 +201,10 @@ public enum WorkerApp {
                 throw SettingsError("--parked-delay (IAP_PARKED_DELAY) must be 1 to 3600 seconds")
             }
             configuration.parkedDelay = .milliseconds(Int64(parkedDelay * 1000))
+            if let directory = settings.string("--trap-records") {
+                guard !directory.isEmpty else { throw SettingsError("--trap-records (IAP_TRAP_RECORDS) must not be empty") }
+                configuration.trapRecordDirectory = directory
+            }
             if let mark = settings.string("--test-fault-mark") {
                 guard !mark.isEmpty else { throw SettingsError("--test-fault-mark (IAP_TEST_FAULT_MARK) must not be empty") }
                 configuration.faultMark = Data(mark.utf8)

@@ -12,14 +12,25 @@ public struct InFlightMark: Sendable, Equatable {
     public var handling: ClosedRange<Int64>?
     /// Offsets that were in flight at an earlier crash: handled one at a time until the partition passes them.
     public var suspect: ClosedRange<Int64>?
-    /// A crash's culprit the partition has not passed: dead-lettered, never handed to the stage, by whoever reaches it.
-    /// Kept while the messages before it are handled, which may come in batches of their own.
+    /// A crash's culprit the partition has not passed (a suspect the worker trapped on, `TrapRecords`): dead-lettered,
+    /// never handed to the stage, by whoever reaches it. Kept while the messages before it are handled, which may come
+    /// in batches of their own.
     public var culprit: Int64?
 
     public init(handling: ClosedRange<Int64>?, suspect: ClosedRange<Int64>?, culprit: Int64? = nil) {
         self.handling = handling
         self.suspect = suspect
         self.culprit = culprit
+    }
+}
+
+extension InFlightMark {
+    /// The mark naming `offset` its culprit, when the trap record of the worker that left this mark names it: `offset`
+    /// was the suspect in hand alone. nil when the mark says otherwise (the partition moved on, another holder's mark):
+    /// the record is stale, and `offset`, if still a suspect, is handled again alone.
+    public func confirmingTrap(at offset: Int64) -> InFlightMark? {
+        guard handling == offset...offset, suspect?.contains(offset) == true else { return nil }
+        return InFlightMark(handling: handling, suspect: suspect, culprit: offset)
     }
 }
 
@@ -36,10 +47,11 @@ public protocol InFlightLedger: Sendable {
 /// What a partition's resumption means after the mark its previous holder left. Pure: `StageRunner` reads the mark,
 /// asks, and handles the messages as it says.
 ///
-/// A message is a crash's culprit when it was handled alone at a crash after it had been in flight at an earlier one:
-/// a batch that crashes makes its messages suspects, handled one at a time; the one in hand at the next crash is
-/// dead-lettered (`crashedWorker`) and skipped. So a message that crashes its worker every time costs two crashes, and
-/// the messages around it are handled as if nothing happened.
+/// Messages in hand at a crash become suspects, handled one at a time with nothing else in hand in the process. A
+/// suspect the process traps on is named by the trap's record (`TrapRecords`), which the next process of the stage
+/// writes into the mark as its culprit: dead-lettered (`crashedWorker`) and skipped. So a message that crashes its
+/// worker every time costs two crashes, and the messages around it are handled as if nothing happened. A kill (SIGKILL,
+/// the out-of-memory killer, the node lost) leaves no record: its suspects are handled again, never dead-lettered for it.
 struct CrashEvidence: Equatable {
     /// Offsets to handle one at a time, each marked alone before it is handed to the stage.
     var suspect: ClosedRange<Int64>?
@@ -61,11 +73,9 @@ struct CrashEvidence: Equatable {
             self.init(suspect: stillSuspect, culprit: pendingCulprit, crashed: false)
             return
         }
-        let alone = handling.lowerBound == handling.upperBound
-        let culprit = alone && stillSuspect?.contains(handling.lowerBound) == true ? handling.lowerBound : pendingCulprit
         // What was in hand is suspect now, and so are the earlier suspects not reached yet.
         let end = max(handling.upperBound, stillSuspect?.upperBound ?? handling.upperBound)
-        self.init(suspect: handling.lowerBound...end, culprit: culprit, crashed: true)
+        self.init(suspect: handling.lowerBound...end, culprit: pendingCulprit, crashed: true)
     }
 
     init(suspect: ClosedRange<Int64>?, culprit: Int64?, crashed: Bool) {

@@ -42,7 +42,7 @@ extension StageRunner {
                 switch segment {
                 case .batch(let run):
                     try await marks.mark(messages[run.lowerBound].offset...messages[run.upperBound - 1].offset)
-                    try await process(batch: Array(messages[run]), into: &completions)
+                    try await HandlingGate.process.shared { try await process(batch: Array(messages[run]), into: &completions) }
                 case .alone(let index) where messages[index].offset == marks.evidence.culprit:
                     let message = messages[index]
                     let letter = StageResult.deadLetter(reason: "crashedWorker", detail: crashedWorkerDetail(message))
@@ -53,8 +53,9 @@ extension StageRunner {
                     marks.deadLettered()
                     completions.append({})
                 case .alone(let index):
-                    try await marks.mark(messages[index].offset...messages[index].offset)
-                    completions.append(try await processAlone(messages[index]))
+                    let message = messages[index]
+                    try await marks.mark(message.offset...message.offset)
+                    completions.append(try await handleSuspect(message) { try await processAlone(message) })
                 }
             }
         } catch {
@@ -80,17 +81,48 @@ extension StageRunner {
         }
         do {
             try await marks.mark(record.offset...record.offset)
-            try await redrive(record)
+            if marks.evidence.suspect?.contains(record.offset) == true {
+                try await handleSuspect(record) { try await redrive(record) }
+            } else {
+                try await HandlingGate.process.shared { try await redrive(record) }
+            }
         } catch {
             await marks.release()
             throw error
         }
     }
 
+    /// Handles a suspect of a crash with nothing else in hand in the process, holding its trap record: if the process
+    /// traps meanwhile, the record names this message, and the next process of the stage makes it the culprit.
+    private func handleSuspect<T>(_ message: KafkaMessage, _ body: () async throws -> T) async throws -> T {
+        let record = TrapRecord(stage: stage.name, partition: TopicPartition(topic: message.topic, partition: message.partition), offset: message.offset)
+        return try await HandlingGate.process.exclusive {
+            guard TrapRecords.isInstalled else { return try await body() }
+            return try await TrapRecords.holding(record, body)
+        }
+    }
+
+    /// Makes the suspects that processes of this stage trapped on (their `TrapRecords` in `directory`) culprits in their
+    /// partitions' marks, for whichever replica holds each partition to dead-letter. Before consuming.
+    func confirmTraps(in directory: String, ledger: any InFlightLedger) async throws {
+        for record in try TrapRecords.collect(directory: directory, stage: stage.name) {
+            let fields: [String: any Sendable] = ["topic": record.partition.topic, "partition": record.partition.partition, "offset": record.offset]
+            let mark = try await inPlace("reading the in-flight mark") { try await ledger.mark(stage: record.stage, partition: record.partition) }
+            guard let mark, let confirmed = mark.confirmingTrap(at: record.offset) else {
+                logger.info("a trap record the partition has moved past: its message, if still a suspect, is handled again alone", fields)
+                continue
+            }
+            try await inPlace("naming a crash's culprit") {
+                try await ledger.replaceMark(mark, with: confirmed, stage: record.stage, partition: record.partition)
+            }
+            logger.error("the worker trapped on a message handled alone: it is dead-lettered crashedWorker", fields)
+        }
+    }
+
     /// What a `crashedWorker` dead letter says.
     private func crashedWorkerDetail(_ message: KafkaMessage) -> String {
-        logger.error("a message crashed the worker twice: dead-lettered", ["topic": message.topic, "partition": message.partition, "offset": message.offset])
-        return "in flight at two crashes of the \(stage.name) worker, the second time alone: \(message.topic)[\(message.partition)]@\(message.offset)"
+        logger.error("a message trapped the worker: dead-lettered", ["topic": message.topic, "partition": message.partition, "offset": message.offset])
+        return "the \(stage.name) worker trapped while it had this message alone in hand, after a crash with it in flight: \(message.topic)[\(message.partition)]@\(message.offset)"
     }
 
     /// The marks of one partition while a holder works through what it was handed.

@@ -42,6 +42,10 @@ public final class StageRunner: Service {
         /// Test-only: a message whose `StageRunner.faultHeader` header holds these bytes traps the process when handed to
         /// the stage, to show crash containment. nil (never set in a deployment): no message can reach the trap.
         public var faultMark: Data?
+        /// With an `InFlightLedger`: the directory where a worker that traps leaves the message it had alone in hand
+        /// (`TrapRecords`), read back by the next process of the stage. It must outlive the process (an `emptyDir`).
+        /// nil: a trap is not told from a kill, and a message that traps the worker is handed to it again, alone.
+        public var trapRecordDirectory: String?
         public init() {}
 
         var backoff: Backoff { Backoff(initial: initialBackoff, maximum: maxBackoff) }
@@ -80,7 +84,7 @@ public final class StageRunner: Service {
     ///   - producer: publishes the stage's outputs, its dead letters and its parked records; shut down when the runner ends.
     ///   - deadLetters: the records of messages given up on.
     ///   - parking: with it, messages past `Configuration.retryBudget` are parked; without, retried in place until done.
-    ///   - inFlight: with it, a message that crashes the worker is dead-lettered (`crashedWorker`) after its second crash.
+    ///   - inFlight: with it, a message that traps the worker is dead-lettered (`crashedWorker`) after its second crash.
     public init(stage: any MessageStage, consumer: KafkaConsumer, producer: KafkaProducer, deadLetters: any DeadLetterWriter, logger: Logger,
                 configuration: Configuration = Configuration(), metrics: MetricsRegistry = MetricsRegistry(), parking: Parking? = nil,
                 inFlight: (any InFlightLedger)? = nil) {
@@ -99,6 +103,15 @@ public final class StageRunner: Service {
 
     /// Consumes the stage's topics (and, with parking, the retry topic) until `triggerGracefulShutdown()`.
     public func run() async throws {
+        if let crashGuard, let directory = configuration.trapRecordDirectory {
+            do {
+                try TrapRecords.install(directory: directory)
+                try await confirmTraps(in: directory, ledger: crashGuard.ledger)
+            } catch {
+                // Not a reason to stay down: without records a trap is taken for a kill (its message handled again, alone).
+                logger.error("trap records are off: a message that traps the worker will not be dead-lettered", ["directory": directory, "error": "\(error)"])
+            }
+        }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { [self] in
                 try await untilStopped {

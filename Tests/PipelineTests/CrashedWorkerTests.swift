@@ -8,9 +8,10 @@ import StoreFixtures
 import Testing
 import TestSupport
 
-/// A message that crashes its worker every time it is handled is dead-lettered `crashedWorker` after two crashes, and
-/// the messages before and after it on its partition are handled as usual: the real `iap-verifier` executable, restarted
-/// after each crash as a supervisor would, with the test-only fault that traps on a marked message.
+/// A message that traps its worker every time it is handled is dead-lettered `crashedWorker` after two crashes, and the
+/// messages before and after it on its partition are handled as usual: the real `iap-verifier` executable, restarted
+/// after each crash as a supervisor would, with the test-only fault that traps on a marked message. The second trap,
+/// with the message alone in hand, leaves the trap record that names it.
 @Suite(TestServices.broker, .timeLimit(.minutes(5)))
 struct CrashedWorkerTests {
     @Test func aMessageThatCrashesTheWorkerIsDeadLetteredAfterTwoCrashesAndItsPartitionGoesOn() async throws {
@@ -29,6 +30,9 @@ struct CrashedWorkerTests {
         // A group of its own: the in-process verifier's group may still be settling after it left.
         variables["IAP_GROUP_PREFIX", default: ""] += "crash."
         variables["IAP_LOG_LEVEL"] = "info"
+        let trapRecords = FileManager.default.temporaryDirectory.appendingPathComponent("trap-records-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: trapRecords) }
+        variables["IAP_TRAP_RECORDS"] = trapRecords
         func startVerifier() throws -> ExecutableProcess { try ExecutableProcess("iap-verifier", [], environment: variables) }
 
         // One user, so one partition: purchases before and after the marked one.
@@ -75,10 +79,12 @@ struct CrashedWorkerTests {
         #expect(data?["reason"]?.stringValue == "crashedWorker")
         #expect(data?["stage"]?.stringValue == "verifier")
         #expect(data?["sourceOffset"]?.int64Value != nil)
-        #expect(data?["detail"]?.stringValue?.contains("two crashes") == true)
+        #expect(data?["detail"]?.stringValue?.contains("trapped while it had this message alone in hand") == true)
         // Nothing about the marked purchase was recorded, and every other one was verified once.
         #expect(try await pipeline.store.statistics().purchasesByState.values.reduce(0, +) == 8)
-        #expect(verifier.log.contains { $0.contains("a message crashed the worker twice") })
+        #expect(verifier.log.contains { $0.contains("the worker trapped on a message handled alone") })
+        #expect(verifier.log.contains { $0.contains("a message trapped the worker: dead-lettered") })
+        #expect(try FileManager.default.contentsOfDirectory(atPath: trapRecords).isEmpty, "the record is taken once")
 
         _ = try await verifier.terminate()
         try await reading.stop()

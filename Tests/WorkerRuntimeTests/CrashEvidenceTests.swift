@@ -20,20 +20,32 @@ import Testing
         #expect(evidence == CrashEvidence(suspect: 10...19, culprit: nil, crashed: true))
     }
 
-    /// One message at a time through the suspects: the one in hand at the second crash is the culprit, and the suspects
-    /// after it stay suspects.
-    @Test func aSuspectInHandAloneAtASecondCrashIsTheCulprit() {
-        let evidence = CrashEvidence(after: InFlightMark(handling: 13...13, suspect: 10...19), resumingAt: 13)
-        #expect(evidence == CrashEvidence(suspect: 13...19, culprit: 13, crashed: true))
+    /// One message at a time through the suspects: one in hand alone at a second crash is still only a suspect (a kill
+    /// says nothing about the message in hand). It becomes the culprit when the worker's trap record names it.
+    @Test func aSuspectInHandAloneAtASecondCrashIsTheCulpritOnlyWhenItsTrapNamesIt() throws {
+        let killed = InFlightMark(handling: 13...13, suspect: 10...19)
+        #expect(CrashEvidence(after: killed, resumingAt: 13) == CrashEvidence(suspect: 13...19, culprit: nil, crashed: true))
+        let trapped = try #require(killed.confirmingTrap(at: 13))
+        #expect(trapped == InFlightMark(handling: 13...13, suspect: 10...19, culprit: 13))
+        #expect(CrashEvidence(after: trapped, resumingAt: 13) == CrashEvidence(suspect: 13...19, culprit: 13, crashed: true))
+    }
+
+    /// A trap record confirms only what the mark says was in hand alone: a batch's trap, a stale record (the partition
+    /// moved on), or one not a suspect names no culprit.
+    @Test func aTrapRecordNamesACulpritOnlyWhereTheMarkHadItAloneAmongTheSuspects() {
+        #expect(InFlightMark(handling: 10...19, suspect: nil).confirmingTrap(at: 12) == nil)
+        #expect(InFlightMark(handling: 14...14, suspect: 10...19).confirmingTrap(at: 13) == nil)
+        #expect(InFlightMark(handling: 7...7, suspect: nil).confirmingTrap(at: 7) == nil)
+        #expect(InFlightMark(handling: nil, suspect: 10...19).confirmingTrap(at: 13) == nil)
     }
 
     /// A message that came alone (no traffic) and crashed once is a suspect, not yet a culprit: every message gets a
-    /// second chance alone.
+    /// second chance alone, with nothing else in hand in the process.
     @Test func aMessageAloneAtAFirstCrashIsOnlyASuspect() {
         let evidence = CrashEvidence(after: InFlightMark(handling: 7...7, suspect: nil), resumingAt: 7)
         #expect(evidence == CrashEvidence(suspect: 7...7, culprit: nil, crashed: true))
-        let second = CrashEvidence(after: InFlightMark(handling: 7...7, suspect: 7...7), resumingAt: 7)
-        #expect(second.culprit == 7)
+        #expect(CrashEvidence(after: InFlightMark(handling: 7...7, suspect: 7...7), resumingAt: 7).culprit == nil)
+        #expect(InFlightMark(handling: 7...7, suspect: 7...7).confirmingTrap(at: 7)?.culprit == 7)
     }
 
     /// A graceful stop while going through the suspects clears what was in hand and keeps the suspects.
@@ -52,7 +64,7 @@ import Testing
     /// The holder after the second crash may first be handed only the messages before the culprit (a batch of its own):
     /// their mark keeps naming the culprit, so the next batch, or the next holder, still dead-letters it.
     @Test func aCulpritIsKeptInTheMarkWhileTheMessagesBeforeItAreHandled() {
-        let second = CrashEvidence(after: InFlightMark(handling: 4...4, suspect: 4...8), resumingAt: 0)
+        let second = CrashEvidence(after: InFlightMark(handling: 4...4, suspect: 4...8, culprit: 4), resumingAt: 0)
         #expect(second == CrashEvidence(suspect: 4...8, culprit: 4, crashed: true))
         // The mark the messages 0...3 go under, as `StageRunner` writes it: the culprit is ahead of them.
         let prefixMark = InFlightMark(handling: 0...3, suspect: 4...8, culprit: 4)
