@@ -57,6 +57,8 @@ public struct PipelineBooks: Sendable {
     /// Forgeries rejected, malformed messages dead-lettered.
     public var rejected = 0
     public var deadLettered = 0
+    /// Trapping messages dead-lettered `crashedWorker`.
+    public var crashedWorker = 0
     /// Finish Transaction calls the stand-in App Store received, and how many repeated an earlier one (after a kill).
     public var finishCalls = 0
     public var repeatedFinishCalls = 0
@@ -181,7 +183,17 @@ public struct PipelineBooks: Sendable {
         for key in input.malformed {
             if seen.deadLettered[key] != nil { books.deadLettered += 1 } else { violation("malformed messages not dead-lettered", key) }
         }
-        let outcomes = books.grantedOnce + books.refundedFirst + books.rejected + books.deadLettered
+        // Every trapping message dead-lettered as the message that crashed its worker, and nothing recorded of its purchase.
+        for (key, id) in input.trapping {
+            if seen.deadLettered[key] == ["crashedWorker"] { books.crashedWorker += 1 } else {
+                violation("trapping messages not dead-lettered crashedWorker", "\(key): \(seen.deadLettered[key]?.sorted() ?? [])")
+            }
+            if record(id) != nil { violation("trapping messages recorded", id) }
+        }
+        for (key, reasons) in seen.deadLettered where reasons.contains("crashedWorker") && input.trapping[key] == nil {
+            violation("messages dead-lettered crashedWorker that trap nothing", key)
+        }
+        let outcomes = books.grantedOnce + books.refundedFirst + books.rejected + books.deadLettered + books.crashedWorker
         if outcomes != input.outcomesExpected {
             violation("messages without an outcome", "\(input.outcomesExpected - outcomes) of \(input.outcomesExpected) (granted + refunded first + rejected + dead-lettered)")
         }
@@ -194,7 +206,9 @@ public struct PipelineBooks: Sendable {
             if seen.grantAnswers != input.unique.count || seen.alreadyGrantedAnswers != repeats {
                 violation("submissions not answered once", "\(answers), expected \(input.unique.count) + \(repeats)")
             }
-            if seen.deadLetterEvents.count != input.malformed.count { violation("dead letters not of the malformed messages", "\(seen.deadLetterEvents.count) for \(input.malformed.count)") }
+            if seen.deadLetterEvents.count != input.malformed.count + input.trapping.count {
+                violation("dead letters not of the malformed and trapping messages", "\(seen.deadLetterEvents.count) for \(input.malformed.count + input.trapping.count)")
+            }
         } else if seen.grantAnswers + seen.alreadyGrantedAnswers + seen.revokedAnswers < input.unique.count + repeats {
             violation("submissions not answered", "\(answers) + \(seen.revokedAnswers) revoked, expected at least \(input.unique.count + repeats)")
         }

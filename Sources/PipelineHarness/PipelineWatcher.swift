@@ -107,13 +107,14 @@ public final class PipelineWatcher: Sendable {
     public func read<T>(_ body: (Seen) -> T) -> T { box.seen.withLock { body($0) } }
 
     /// Distinct outcomes of `input` seen so far: finished or flagged valid purchases (but those `excluded`, whose outcome
-    /// the topics do not tell), rejected forgeries, dead-lettered malformed messages (a run's progress).
+    /// the topics do not tell), rejected forgeries, dead-lettered malformed and trapping messages (a run's progress).
     public func outcomes(of input: PurchaseInput, excluding excluded: Set<TransactionID> = []) -> Int {
         read { seen in
             input.unique.count(where: {
                 !excluded.contains($0.transactionId) && (seen.finished[$0.transactionId] != nil || seen.refundDue[$0.transactionId] != nil)
             })
                 + input.forged.keys.count(where: { seen.rejected[$0] != nil }) + input.malformed.count(where: { seen.deadLettered[$0] != nil })
+                + input.trapping.keys.count(where: { seen.deadLettered[$0] != nil })
         }
     }
 

@@ -5,6 +5,7 @@ import PurchaseDomain
 import PurchaseEvents
 import StoreFixtures
 import StoreVerification
+import WorkerRuntime
 
 /// The harness's one input generator: App Store coin purchases signed by a test PKI, submitted as a client would,
 /// with repeats, forgeries, malformed messages and purchases left unconsumed past their deadline as the plan asks;
@@ -20,6 +21,10 @@ public struct PurchaseInput: Sendable {
         public var forged = 0
         /// Messages that are not a submission (truncated JSON, a schema violation, invalid UTF-8): each dead-lettered.
         public var malformed = 0
+        /// Valid App Store submissions carrying the test-only fault header (`StageRunner.faultHeader`, holding `trapMark`):
+        /// each traps a verifier started with `IAP_TEST_FAULT_MARK` set to it, until it is dead-lettered `crashedWorker`.
+        /// Their transaction ids start 1.5 × 10^12 after the first.
+        public var trapping = 0
         /// The last `stale` valid purchases were bought 48 hours ago, and the plan never consumes them: each flagged
         /// refund-due once by the sweeper.
         public var stale = 0
@@ -148,6 +153,10 @@ public struct PurchaseInput: Sendable {
     public let forged: [String: TransactionID]
     /// Keys of the malformed messages.
     public let malformed: Set<String>
+    /// The trapping submissions by key, with the transaction id they carry (`Plan.trapping`).
+    public let trapping: [String: TransactionID]
+    /// What the trapping submissions' fault header holds: the verifier's `IAP_TEST_FAULT_MARK`.
+    public static let trapMark = "harness-trap"
     /// Each user's account token, when the plan's transactions carry them (`Plan.appAccountTokens`).
     public let accountTokens: [UserID: String]
     /// Every submission of the plan, in the plan's order.
@@ -258,8 +267,23 @@ public struct PurchaseInput: Sendable {
             messages.append(KafkaProducerMessage(topic: codec.topic(.purchaseSubmitted), key: Data(key.utf8), value: bodies[index % bodies.count],
                                                  headers: valid.first?.headers ?? []))
         }
+        var trapping: [String: TransactionID] = [:]
+        for index in 0..<plan.trapping {
+            let id = String(plan.firstTransactionId + 1_500_000_000_000 + Int64(index))
+            let key = "trapping-\(plan.firstTransactionId)-\(index)"
+            trapping[key] = TransactionID(id)
+            let jws = try signer.sign(AppStorePayloads.transaction(transactionId: id, productId: "coins.100", bundleId: StandInAppStore.bundleId,
+                                                                  environment: .sandbox, purchaseDate: now, signedDate: now))
+            var message = try codec.message(PurchaseSubmitted(store: .appstore, kind: .signedTransaction, signedTransaction: jws,
+                                                              userId: UserID(plan.userPrefix + String(index % plan.users + 1)), submittedAt: now,
+                                                              source: .client, submissionId: UUID().uuidString.lowercased()), time: now)
+            message.key = Data(key.utf8)
+            message.headers.append(KafkaHeader(key: StageRunner.faultHeader, string: trapMark))
+            messages.append(message)
+        }
         if plan.shuffled { messages.shuffle(using: &generator) }
-        return PurchaseInput(plan: plan, unique: unique, forged: forged, malformed: malformed, accountTokens: accountTokens, messages: messages)
+        return PurchaseInput(plan: plan, unique: unique, forged: forged, malformed: malformed, trapping: trapping, accountTokens: accountTokens,
+                             messages: messages)
     }
 
     /// App Store `purchase` submitted again by its user from `source` (a restore, a retry), under a submission id of its own.
@@ -303,6 +327,6 @@ public struct PurchaseInput: Sendable {
             .map { $0.sorted { ($0.period?.lowerBound ?? .distantPast) < ($1.period?.lowerBound ?? .distantPast) } }
     }
 
-    /// Messages that end in a distinct outcome: valid purchases, forgeries, malformed messages.
-    public var outcomesExpected: Int { unique.count + forged.count + malformed.count }
+    /// Messages that end in a distinct outcome: valid purchases, forgeries, malformed and trapping messages.
+    public var outcomesExpected: Int { unique.count + forged.count + malformed.count + trapping.count }
 }

@@ -14,6 +14,8 @@ public final class WorkerProcesses: @unchecked Sendable {
     private var replicasStarted: [String: Int] = [:]
     /// Workers whose first replica left for good (`leave`): not brought back by `killAndRestart`.
     private var firstReplicaLeft: Set<String> = []
+    /// Replicas told to leave (`leave`), as "name#replica": not brought back by `restartExited`.
+    private var left: Set<String> = []
 
     public init(directory: URL, environment: [String: String]) throws {
         self.directory = directory
@@ -65,6 +67,7 @@ public final class WorkerProcesses: @unchecked Sendable {
     /// Stops replica `replica` of `name`: SIGTERM (it leaves its groups gracefully; not awaited) or SIGKILL.
     public func leave(_ name: String, replica: Int, signal: Int32) {
         if replica == 1 { firstReplicaLeft.insert(name) }
+        left.insert("\(name)#\(replica)")
         for entry in processes where entry.name == name && entry.replica == replica && entry.process.isRunning {
             entry.process.signal(signal)
         }
@@ -101,6 +104,15 @@ public final class WorkerProcesses: @unchecked Sendable {
         }
         processes.removeAll { !$0.process.isRunning }
         try start(name)
+    }
+
+    /// Starts again each replica of `names` that ended by itself (a trap, not a kill or a leave of the harness's), as
+    /// Kubernetes restarts a container; returns each with the status or signal it ended by.
+    public func restartExited(_ names: [String]) throws -> [(name: String, replica: Int, status: Int32)] {
+        let exited = processes.filter { names.contains($0.name) && !$0.process.isRunning && !left.contains("\($0.name)#\($0.replica)") }
+        processes.removeAll { entry in exited.contains { $0.process === entry.process } }
+        for entry in exited { try start(entry.name, replica: entry.replica, arguments: []) }
+        return exited.map { ($0.name, $0.replica, $0.process.terminationStatus) }
     }
 
     /// SIGTERM, a bounded wait for the graceful shutdown, then SIGKILL.

@@ -14,9 +14,10 @@ import Synchronization
 
 /// `iap-harness chaos --store postgres://… [--purchases N] [--users N] [--kills-per-worker K] [--store-down CMD --store-up CMD]
 /// [--outage-seconds S] [--replicas churn|one-two-one|none] [--partitions P] [--rate R] [--lose-notifications SHARE]
-/// [--unsubmitted SHARE] [--googleplay-notifications SHARE] [--timeout S] [--json]`: the pipeline under faults, then its books.
+/// [--unsubmitted SHARE] [--googleplay-notifications SHARE] [--trapping N] [--timeout S] [--json]`: the pipeline under faults, then its books.
 ///
-/// Submits N messages (20 % duplicates, 1 % forged, 0.5 % malformed; all at once, or R per second) to the four
+/// Submits N messages (20 % duplicates, 1 % forged, 0.5 % malformed, and N trapping the verifier (3 by default), each
+/// restarted after a trap until the message is dead-lettered `crashedWorker`; all at once, or R per second) to the four
 /// worker processes, and pushes Google Play's notifications to the ingest (`GooglePlayNotificationPlan`); while they
 /// work, kills each worker with SIGKILL K times at random moments and restarts it, takes the store down once for S
 /// seconds (the commands given), and has replicas of the stages join and leave (`churn` by default; see `ReplicaPlan`). Then checks the invariants against the generated input. Exit 0 only without a violation;
@@ -28,13 +29,15 @@ enum ChaosCommand {
         let options = try CommandOptions(arguments, valued: ["--brokers", "--kafka", "--store", "--purchases", "--users", "--kills-per-worker",
                                                              "--store-down", "--store-up", "--outage-seconds", "--timeout", "--replicas",
                                                              "--partitions", "--rate", "--lose-notifications", "--unsubmitted",
-                                                             "--googleplay-notifications"], flags: ["--json"])
+                                                             "--googleplay-notifications", "--trapping"], flags: ["--json"])
         let total = try options.int("--purchases") ?? 50_000
         let users = try options.int("--users") ?? 5_000
         let killsPerWorker = try options.int("--kills-per-worker") ?? 5
         let outageSeconds = try options.int("--outage-seconds") ?? 20
         let timeout = try options.int("--timeout") ?? 1_200
         let partitions = try options.int("--partitions") ?? 4
+        // Submissions that trap the verifier (the test-only fault), each until it is dead-lettered crashedWorker.
+        let trapping = try options.int("--trapping", in: 0...100) ?? 3
         let rate = try options.int("--rate")
         // A share of the App Store's notifications never reaches the pipeline (the webhook down): the store keeps them in
         // its history, which the sweeper's reconciliation reads.
@@ -78,7 +81,9 @@ enum ChaosCommand {
             appCoins.api.server.shutdown()
             googlePlay.api.server.shutdown()
         }
-        let input = try PurchaseInput.make(chaosPlan(total: total, users: users), pki: pki, codec: codec, now: started, appCoins: appCoins,
+        var inputPlan = chaosPlan(total: total, users: users)
+        inputPlan.trapping = trapping
+        let input = try PurchaseInput.make(inputPlan, pki: pki, codec: codec, now: started, appCoins: appCoins,
                                            googlePlay: googlePlay)
         appStore.record(input.unique)
         let submittedConsumables = input.unique.count { $0.store == .appstore && $0.product.entitlement == nil }
@@ -97,13 +102,15 @@ enum ChaosCommand {
         say("chaos: \(total) messages (\(input.unique.count) unique valid: "
             + byStore.sorted { $0.key < $1.key }.map { "\($0.value.count) \($0.key)" }.joined(separator: ", ")
             + "; \(input.plan.duplicates) duplicates, \(input.forged.count) forged, "
-            + "\(input.malformed.count) malformed; \(unsubmitted.charges.count) App Store and \(googlePlayNotifications.unsubmitted.charges.count) Google Play "
+            + "\(input.malformed.count) malformed, \(input.trapping.count) trapping the verifier; \(unsubmitted.charges.count) App Store and \(googlePlayNotifications.unsubmitted.charges.count) Google Play "
             + "consumables paid and never submitted) for \(users) users; workers \(prefix)*; signed in \(Int(Date().timeIntervalSince(started))) s")
 
         let workers = try WorkerProcesses.withStandInStores(
             directory: work, kafka: kafka, storeURL: storeURL, prefix: prefix, pki: pki, schemas: schemas, catalog: PurchaseInput.catalog,
             // The workers' own group settings: a killed member's partitions move once its session (10 s) ends.
-            appStore: appStore, appCoins: appCoins, googlePlay: googlePlay, environment: ["IAP_SWEEP_INTERVAL": "2", "IAP_RECONCILE_INTERVAL": "5"])
+            appStore: appStore, appCoins: appCoins, googlePlay: googlePlay,
+            environment: ["IAP_SWEEP_INTERVAL": "2", "IAP_RECONCILE_INTERVAL": "5", "IAP_TEST_FAULT_MARK": PurchaseInput.trapMark,
+                          "IAP_TRAP_RECORDS": work.appendingPathComponent("trap-records").path])
         defer { workers.stopAll() }
         for name in stages { try workers.start(name) }
         // Google Play's pushes come through the ingest (not killed: Pub/Sub would retry what it refused).
@@ -172,6 +179,7 @@ enum ChaosCommand {
         let deadline = Date().addingTimeInterval(TimeInterval(timeout))
         var lastReport = Date()
         var outageTask: Task<Void, any Error>?
+        var selfExits: [(name: String, replica: Int, status: Int32)] = []
         while true {
             // A purchase refunded first has no outcome on the topics when its refund came first (its submission answered
             // `revoked`), one when its submission overtook the refund: it is counted by the store's revocations instead.
@@ -201,6 +209,12 @@ enum ChaosCommand {
                     + notifications(.refundReversed, due.reversals.compactMap { refundable[$0] })
                 for result in await refundProducer.send(contentsOf: sent) { _ = try result.get() }
                 say(String(format: "  refunded %d finished purchases, reversed %d refunds at %.0f %%", due.refunds.count, due.reversals.count, progress * 100))
+            }
+            // A worker that ended by itself (a trap) is started again, as Kubernetes restarts a container.
+            for exit in try workers.restartExited(stages + ReplicaPlan.stages) {
+                selfExits.append(exit)
+                say(String(format: "  %@ (replica %d) ended by itself (%@) and was restarted at %.0f %%", exit.name, exit.replica,
+                           exit.status == SIGILL ? "SIGILL: a trap" : "status \(exit.status)", progress * 100))
             }
             try await replicas.perform(at: progress, workers: workers, say: say)
             for name in plan.killsDue(at: progress, lastFault: { replicas.lastEvent[$0] }) {
@@ -244,6 +258,10 @@ enum ChaosCommand {
                                                                                      unsubmitted: unsubmitted.charges.adding(onlyAnnounced)),
                                                   seen: watcher.seen, store: store, finishCalls: appStore.api.finishTimes)
         books.violations += replicas.violations
+        // Only the trapping submissions end a worker by itself: the verifier's, by a trap, at most twice each.
+        for exit in selfExits where exit.name != "iap-verifier" || exit.status != SIGILL {
+            books.violations.append("\(exit.name) (replica \(exit.replica)) ended by itself with status \(exit.status)")
+        }
         // Each Google Play purchase completed at the store once, through the kills, the outage and the replicas; none that
         // nobody claimed.
         let googlePlayViolations = googlePlay.completionViolations(input.unique + onlyAnnounced.withToken.map(\.charge), untouched: onlyAnnounced.withoutToken)
@@ -257,6 +275,7 @@ enum ChaosCommand {
         var summary = books.chaosSummary(input: input, plan: plan, refunds: refunds, seconds: seconds)
         if case .object(var fields) = summary {
             fields["replicas"] = replicas.summary
+            fields["trapRestarts"] = .integer(Int64(selfExits.count))
             fields["subscriptionNotifications"] = subscriptionNotifications.summary
             fields["notifications"] = lost.summary
             let onGooglePlay = input.unique.filter { $0.store == .googleplay }

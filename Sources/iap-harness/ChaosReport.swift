@@ -8,7 +8,8 @@ extension PipelineBooks {
         .object([
             "submitted": .integer(Int64(input.messages.count)), "uniqueValid": .integer(Int64(input.unique.count)),
             "duplicates": .integer(Int64(input.plan.duplicates)), "forged": .integer(Int64(input.forged.count)),
-            "malformed": .integer(Int64(input.malformed.count)),
+            "malformed": .integer(Int64(input.malformed.count)), "trapping": .integer(Int64(input.trapping.count)),
+            "crashedWorker": .integer(Int64(crashedWorker)),
             "grantedOnce": .integer(Int64(grantedOnce)), "finished": .integer(Int64(finished)), "rejected": .integer(Int64(rejected)),
             "deadLettered": .integer(Int64(deadLettered)), "refunded": .integer(Int64(refunds.refunded.count)), "refundsReversed": .integer(Int64(refunds.reversed.count)),
             "revoked": .integer(Int64(revoked)),
@@ -35,6 +36,7 @@ extension PipelineBooks {
             ("refunded before submission → revoked", "\(refunds.first.count) → \(refundedFirst)"),
             ("forged → rejected", "\(input.forged.count) → \(rejected)"),
             ("malformed → dead-lettered", "\(input.malformed.count) → \(deadLettered)"),
+            ("trapping the verifier → crashedWorker", "\(input.trapping.count) → \(crashedWorker)"),
             ("Finish Transaction calls", "\(finishCalls) (\(repeatedFinishCalls) repeated after a kill)"),
             ("kills (SIGKILL) and restarts", plan.killed.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")),
             ("store outage", plan.outageStarted ? "\(plan.outageSeconds) s" : "none"),

@@ -13,7 +13,7 @@ struct ChaosCommandTests {
     @Test func theBooksBalanceWithGooglePlayNotificationsPushedToTheIngest() async throws {
         let command = ["chaos", "--brokers", try TestServices.requireBrokers(), "--store", try await StoreEngine.postgres.freshURL(),
                        "--purchases", "1000", "--users", "100", "--kills-per-worker", "1", "--replicas", "none",
-                       "--googleplay-notifications", "0.4", "--json"]
+                       "--googleplay-notifications", "0.4", "--trapping", "1", "--json"]
         let (status, text) = try await offPool {
             try runCommand(ExecutableProcess.binary("iap-harness").path, command,
                            environment: ["IAP_SCHEMAS_DIR": TestServices.packageRoot.appendingPathComponent("schemas").path])
@@ -21,6 +21,9 @@ struct ChaosCommandTests {
         let summary = try #require(text.split(separator: "\n").last.flatMap { JSONValue.parse(Array($0.utf8))?.objectValue }, "\(text)")
         #expect(status == 0, "\(text.suffix(4000))")
         #expect(summary["violations"] == .array([]))
+        // The submission that traps the verifier: two traps, then dead-lettered crashedWorker.
+        #expect(summary["trapping"] == .integer(1) && summary["crashedWorker"] == .integer(1), "\(summary)")
+        #expect(summary["trapRestarts"] == .integer(2), "\(summary)")
         // 1,000 messages: 785 valid purchases, every sixth Google Play coins and every sixth Google Play ad-free (251), of which
         // 0.4 is announced (100): a third before the submissions (34), one in four pushed twice (25). 5 % of the Google Play
         // coins (126) paid and never submitted (7): four with their buyer's token, three without.
