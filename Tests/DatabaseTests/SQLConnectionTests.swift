@@ -107,6 +107,24 @@ enum Engine: String, CaseIterable, Sendable {
         #expect(try connection.query("SELECT encode(CAST($1 AS BYTEA), 'hex')", [.blob(bytes)]) == [[.text("005c78ff10")]])
     }
 
+    /// A constraint's error names the constraint, never the values: PostgreSQL's DETAIL ("Key (token)=(…) already exists")
+    /// would carry a purchase token into logs and dead letters.
+    func uniqueViolationQuotesNoValue(_ engine: Engine) throws {
+        let connection = try engine.connect()
+        let table = "u_\(UUID().uuidString.prefix(8).lowercased())"
+        try connection.executeScript("CREATE TABLE \(table) (token TEXT PRIMARY KEY)")
+        defer { _ = try? connection.query("DROP TABLE \(table)") }
+        let token = "secret-token-\(UUID().uuidString)"
+        try connection.query("INSERT INTO \(table) (token) VALUES ($1)", [.text(token)])
+        let duplicate = #expect(throws: DatabaseError.self) { try connection.query("INSERT INTO \(table) (token) VALUES ($1)", [.text(token)]) }
+        #expect(duplicate?.isUniqueViolation == true)
+        #expect(!String(describing: duplicate).contains(token), "\(String(describing: duplicate))")
+    }
+
+    @Test func aSQLiteUniqueViolationDoesNotQuoteTheDuplicateValue() throws { try uniqueViolationQuotesNoValue(.sqlite) }
+
+    @Test(TestServices.postgres) func aPostgresUniqueViolationDoesNotQuoteTheDuplicateValue() throws { try uniqueViolationQuotesNoValue(.postgres) }
+
     @Test(TestServices.postgres) func postgresRefusesNULInTextWithAnError() throws {
         let connection = try Engine.postgres.connect()
         let error = #expect(throws: DatabaseError.self) { try connection.query("SELECT $1::text", [.text("a\u{0}b")]) }

@@ -35,6 +35,9 @@ public final class PostgresConnection: SQLConnection {
             throw DatabaseError(code: "08001", message: "cannot connect: \(message)", isRetriable: true, isConnectionLost: true)
         }
         self.handle = handle
+        // Error messages without their DETAIL and CONTEXT: a unique violation's DETAIL quotes the key ("Key (purchase_token)=
+        // (…) already exists"), and the messages end up in logs and dead letters. The SQLSTATE and the primary text remain.
+        PQsetErrorVerbosity(handle, PQERRORS_TERSE)
         // Statements are prepared (see `preparedName`), and PostgreSQL would otherwise switch a statement to a generic
         // plan after five runs, made from the statistics of that moment: on a new, empty table that plan scans
         // `purchases` by an index whose first column is the store (every row) and stays so as the table grows. A
