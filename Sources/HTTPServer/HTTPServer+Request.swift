@@ -10,6 +10,8 @@ extension HTTPServer {
         let message: String
         /// The answer, when not the plain text of `status` and `message`.
         var answer: HTTPResponse?
+        /// The request's path, when its head was read.
+        var path: String?
         /// No byte of a next request came on a kept-alive connection: closed without an answer.
         static let idle = RequestError(status: 0, message: "idle")
         /// No room for the body within the body budget, in time.
@@ -136,12 +138,18 @@ extension HTTPServer {
         let route = configuration.bodyLimit?(method, path)
         let limit = min(configuration.maxBodyBytes, route?.bytes ?? configuration.maxBodyBytes, bodyBudget?.total ?? .max)
         guard length <= limit else {
-            return .failure(RequestError(status: 413, message: "body larger than \(limit) bytes", answer: route?.refusal))
+            var error = RequestError(status: 413, message: "body larger than \(limit) bytes", answer: route?.refusal)
+            error.path = path
+            return .failure(error)
         }
         // Room for the whole body within the budget before any of it is read; given back by the caller once answered.
         var reserved = 0
         if length > 0, let bodyBudget {
-            guard bodyBudget.reserve(length, patience: configuration.bodyBudgetPatience) else { return .failure(.bodyBudgetSpent) }
+            guard bodyBudget.reserve(length, patience: configuration.bodyBudgetPatience) else {
+                var error = RequestError.bodyBudgetSpent
+                error.path = path
+                return .failure(error)
+            }
             reserved = length
         }
         // The body is read straight into its own buffer, of its declared size: no copy of it is held meanwhile.

@@ -62,6 +62,10 @@ public final class HTTPServer: Sendable {
         /// Routes that take less than `maxBodyBytes`, by method and path: a request whose `Content-Length` is over its
         /// route's limit is answered 413 before any byte of its body is read. Nil, or nil for a route: `maxBodyBytes`.
         public var bodyLimit: (@Sendable (_ method: String, _ path: String) -> BodyLimit?)?
+        /// Told of each answer the server gives itself, before any handler: 400, 408, 413, 431, and 503 when connections
+        /// or the body budget are spent; with the request's path once its head was read (413, a body's 503), else nil.
+        /// For the caller's request metrics, which its handler alone cannot count.
+        public var onRefusal: (@Sendable (_ status: Int, _ path: String?) -> Void)?
 
         public init(host: String = "127.0.0.1", port: UInt16 = 0, maxHeaderBytes: Int = 16 * 1024, maxBodyBytes: Int = 1024 * 1024,
                     readTimeout: Duration = .seconds(10), requestTimeout: Duration = .seconds(15), maxConnections: Int = 256,
@@ -202,6 +206,7 @@ public final class HTTPServer: Sendable {
             }
             guard admission == .admitted else {
                 write(connection, HTTPResponse(status: 503, contentType: "text/plain", body: "busy\n").serialized())
+                configuration.onRefusal?(503, nil)
                 close(connection)
                 continue
             }
@@ -246,6 +251,7 @@ public final class HTTPServer: Sendable {
             case .failure(let error):
                 response = error.response
                 failed = true
+                configuration.onRefusal?(error.status, error.path)
             }
             // A response not sent whole leaves the client out of step with the connection: it ends there.
             let sent = write(connection, response.serialized(keepAlive: keepAlive))

@@ -64,13 +64,7 @@ public final class IngestAPI: Sendable {
 
     /// The API's routes; nil for paths it does not serve.
     public func route(_ request: HTTPRequest) async -> HTTPResponse? {
-        let route: String
-        switch request.path {
-        case "/v1/appstore/notifications": route = "notifications"
-        case "/v1/purchases": route = "purchases"
-        case "/v1/googleplay/notifications" where configuration.googlePlayPush != nil: route = "googleplay"
-        default: return nil
-        }
+        guard let route = routeName(request.path) else { return nil }
         let started = ContinuousClock.now
         let response: HTTPResponse
         if request.method != "POST" {
@@ -109,6 +103,23 @@ public final class IngestAPI: Sendable {
     func oversized(_ body: Data, path: String) -> HTTPResponse? {
         guard let limit = bodyLimit(path: path), body.count > limit.bytes else { return nil }
         return limit.refusal
+    }
+
+    /// The name of the route serving `path` in the metrics; nil for paths the API does not serve.
+    func routeName(_ path: String) -> String? {
+        switch path {
+        case "/v1/appstore/notifications": "notifications"
+        case "/v1/purchases": "purchases"
+        case "/v1/googleplay/notifications" where configuration.googlePlayPush != nil: "googleplay"
+        default: nil
+        }
+    }
+
+    /// Counts an answer the HTTP server gave before the API saw the request (`HTTPServer.Configuration.onRefusal`): a body
+    /// over its limit, the body budget or the connections spent, a malformed request. Route `other` when the path is not
+    /// one of the API's or was not read.
+    public func countRefusal(status: Int, path: String?) {
+        metrics.increment("iap_ingest_requests_total", ["route": path.flatMap(routeName) ?? "other", "status": String(status)])
     }
 
     /// The request counter every route of the ingest counts in.

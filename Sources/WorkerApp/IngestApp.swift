@@ -74,9 +74,10 @@ extension Workers {
                 if api.recentlyFailed { return .notReady("a publish was not acknowledged in the last 10 s") }
                 return .ready
             }
-            let http = HTTPServer.Configuration(host: host, maxBodyBytes: maxBody, requestTimeout: .milliseconds(Int64(requestTimeout * 1000)),
+            var http = HTTPServer.Configuration(host: host, maxBodyBytes: maxBody, requestTimeout: .milliseconds(Int64(requestTimeout * 1000)),
                                                 maxConnections: maxConnections, maxConnectionsPerAddress: perAddress, bodyBudgetBytes: bodyBudget,
                                                 bodyLimit: { _, path in api.bodyLimit(path: path) })
+            http.onRefusal = { status, path in api.countRefusal(status: status, path: path) }
             let routes: OperationsServer.Routes = { request in
                 if let answer = await api.route(request) { return answer }
                 return await holdings?.route(request)

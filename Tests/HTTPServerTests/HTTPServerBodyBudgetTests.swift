@@ -15,10 +15,11 @@ struct HTTPServerBodyBudgetTests {
 
     /// A server whose POST handler holds each request until `release` is signalled, counting those it holds; `/small`
     /// takes bodies of 1 KiB at most.
-    static func server(holding held: Locked<Int>, until release: DispatchSemaphore) throws -> HTTPServer {
-        let configuration = HTTPServer.Configuration(maxBodyBytes: 64 * 1024, readTimeout: .seconds(120), requestTimeout: .seconds(120), maxConnections: 64,
+    static func server(holding held: Locked<Int>, until release: DispatchSemaphore, refusals: Locked<[String]> = Locked([])) throws -> HTTPServer {
+        var configuration = HTTPServer.Configuration(maxBodyBytes: 64 * 1024, readTimeout: .seconds(120), requestTimeout: .seconds(120), maxConnections: 64,
                                                      bodyBudgetBytes: 4 * bodyBytes, bodyBudgetPatience: .milliseconds(200),
                                                      bodyLimit: { _, path in path == "/small" ? HTTPServer.BodyLimit(bytes: 1024) : nil })
+        configuration.onRefusal = { status, path in refusals.withLock { $0.append("\(status) \(path ?? "-")") } }
         // Synchronous: the handler runs on its connection's thread, which may block.
         return try HTTPServer(configuration: configuration, synchronousHandler: { request in
             if request.method == "POST" {
@@ -54,7 +55,8 @@ struct HTTPServerBodyBudgetTests {
     @Test func aFloodBeyondTheBudgetIsAnswered503WhileProbesAndOversizedBodiesAreAnsweredAtOnce() async throws {
         let held = Locked(0)
         let release = DispatchSemaphore(value: 0)
-        let server = try Self.server(holding: held, until: release)
+        let refusals = Locked<[String]>([])
+        let server = try Self.server(holding: held, until: release, refusals: refusals)
         let port = Int(server.port)
         let answers = Locked<[String]>([])
         // Twelve bodies of 16 KiB against a budget of four: four are held by the handler, the other eight find no room.
@@ -82,6 +84,8 @@ struct HTTPServerBodyBudgetTests {
         #expect(overRoute.hasPrefix("HTTP/1.1 413") && overRoute.contains("larger than 1024 bytes"), "\(overRoute)")
         let overServer = try await offPool { rawHTTP(port: port, "POST /flood HTTP/1.1\r\nHost: a\r\nContent-Length: 10485760\r\n\r\n") }
         #expect(overServer.hasPrefix("HTTP/1.1 413") && overServer.contains("larger than 65536 bytes"), "\(overServer)")
+        // Each answered before a handler saw it, told with its path (for the caller's request metrics).
+        #expect(refusals.value.sorted() == (Array(repeating: "503 /flood", count: 8) + ["413 /flood", "413 /small"]).sorted(), "\(refusals.value)")
 
         for _ in 0..<4 { release.signal() }
         try await flood.value

@@ -165,6 +165,9 @@ struct IngestTests {
             rawHTTP(port: port, "POST /v1/appstore/notifications HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 262144\r\n\r\n")
         }
         #expect(head.hasPrefix("HTTP/1.1 413") && head.contains("payloadTooLarge"), "\(head)")
+        // Counted though no handler saw them: the three refusals on their Content-Length, on the route they were for.
+        let metrics = try await httpRequest(operations + "/metrics").body
+        #expect(metrics.contains(#"iap_ingest_requests_total{route="notifications",status="413"} 3"#), "\(metrics.split(separator: "\n").filter { $0.contains("requests_total") })")
         #expect(try await ingest.process.terminate() == 0)
     }
 
