@@ -42,7 +42,7 @@ extension StageRunner {
                 switch segment {
                 case .batch(let run):
                     try await marks.mark(messages[run.lowerBound].offset...messages[run.upperBound - 1].offset)
-                    try await HandlingGate.process.shared { try await process(batch: Array(messages[run]), into: &completions) }
+                    try await process(batch: Array(messages[run]), into: &completions)
                 case .alone(let index) where messages[index].offset == marks.evidence.culprit:
                     let message = messages[index]
                     let letter = StageResult.deadLetter(reason: "crashedWorker", detail: crashedWorkerDetail(message))
@@ -84,7 +84,7 @@ extension StageRunner {
             if marks.evidence.suspect?.contains(record.offset) == true {
                 try await handleSuspect(record) { try await redrive(record) }
             } else {
-                try await HandlingGate.process.shared { try await redrive(record) }
+                try await redrive(record)
             }
         } catch {
             await marks.release()
@@ -92,14 +92,27 @@ extension StageRunner {
         }
     }
 
-    /// Handles a suspect of a crash with nothing else in hand in the process, holding its trap record: if the process
-    /// traps meanwhile, the record names this message, and the next process of the stage makes it the culprit.
+    /// Runs `body` as the suspect of a crash `message` is: its handling by the stage (`handling`) goes alone in the
+    /// process, holding its trap record.
     private func handleSuspect<T>(_ message: KafkaMessage, _ body: () async throws -> T) async throws -> T {
         let record = TrapRecord(stage: stage.name, partition: TopicPartition(topic: message.topic, partition: message.partition), offset: message.offset)
-        return try await HandlingGate.process.exclusive {
-            guard TrapRecords.isInstalled else { return try await body() }
-            return try await TrapRecords.holding(record, body)
-        }
+        return try await Suspect.$current.withValue(record) { try await body() }
+    }
+
+    /// Runs the stage's handling of messages (`body`: `MessageStage.handle`, and the test-only trap) through the process's
+    /// `HandlingGate`: beside every other handling, or, for a suspect of a crash (`Suspect.current`), with nothing else
+    /// in hand in the process and its trap record held, so that if the process traps meanwhile, the record names this
+    /// message and the next process of the stage makes it the culprit. Only the handling: the waits between retries,
+    /// and the re-driver's wait for a parked message to fall due, hold nothing. Without an `InFlightLedger`, just `body`.
+    func handling<T>(_ body: () async throws -> T) async rethrows -> T {
+        guard crashGuard != nil else { return try await body() }
+        guard let record = Suspect.current else { return try await HandlingGate.process.shared(body) }
+        return try await HandlingGate.process.exclusive { try await TrapRecords.holding(record, body) }
+    }
+
+    /// The suspect of a crash the calling task is handling (`handleSuspect`).
+    enum Suspect {
+        @TaskLocal static var current: TrapRecord?
     }
 
     /// Makes the suspects that processes of this stage trapped on (their `TrapRecords` in `directory`) culprits in their

@@ -33,8 +33,10 @@ extension StageRunner {
             case .alone(let index):
                 completions.append(try await processAlone(messages[index]))
             case .batch(let run):
-                trapIfMarked(messages[run])
-                let results = await stage.handle(batch: Array(messages[run]))
+                let results = await handling {
+                    trapIfMarked(messages[run])
+                    return await stage.handle(batch: Array(messages[run]))
+                }
                 // What the stage answered was decided together; the rest is handled alone or batched again, and counted then.
                 let answer = split.answered(results.count, of: run)
                 if let size = answer.decidedTogether { metrics.observe(series.batchSize, Double(size)) }
@@ -111,8 +113,10 @@ extension StageRunner {
                 let ahead = try await parking.withLedger { try await $0.parked(stage: stage.name, key: key) }
                 if let first = ahead.first { throw ParkedAhead(first: first) }
             }
-            trapIfMarked(CollectionOfOne(message))
-            return .success(try await stage.handle(message))
+            return .success(try await handling {
+                trapIfMarked(CollectionOfOne(message))
+                return try await stage.handle(message)
+            })
         } catch {
             return .failure(error)
         }

@@ -44,8 +44,11 @@ extension StageRunner {
         let age = Date().timeIntervalSince(parked.parkedAt)
         let overBudget = schedule.isOverBudget(age: age)
         do {
-            trapIfMarked(CollectionOfOne(message))
-            switch try await stage.handle(message) {
+            let result = try await handling {
+                trapIfMarked(CollectionOfOne(message))
+                return try await stage.handle(message)
+            }
+            switch result {
             case .publish(let outputs):
                 try await publish(outputs)
                 countPublished(outputs)

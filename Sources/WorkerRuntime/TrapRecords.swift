@@ -51,9 +51,6 @@ public enum TrapRecords {
         }
     }
 
-    /// Whether a trap from now on leaves a record (the handler is installed).
-    public static var isInstalled: Bool { installed.withLock { $0 != nil } }
-
     /// Runs `body` with `record` held: a trap meanwhile writes it. The caller makes sure nothing else is in hand in the
     /// process meanwhile (`HandlingGate.exclusive`), so the record names the one message that can have caused the trap.
     static func holding<T>(_ record: TrapRecord, _ body: () async throws -> T) async rethrows -> T {
