@@ -1,0 +1,69 @@
+import Foundation
+import PurchaseDomain
+import Testing
+
+/// Hostile inputs against every stage on every repository, and against every HTTP route of the ingest: values at and
+/// beyond every bound, every normalisation form of one text, confusables, repeats and events out of order, broken JSON.
+/// None may crash a stage or the server, every refusal names its reason, the books balance, and each user reads back
+/// exactly what the store holds; the repositories end alike.
+///
+/// A short seeded run by default. `IAP_FUZZ_SECONDS` runs rounds of seeds from `IAP_FUZZ_SEED` on until that time is
+/// up (`make fuzz ARGS="--seconds N --seed S"`); a failure names its seed, and `IAP_FUZZ_SEED=S` runs that seed first.
+@Suite(.serialized, .timeLimit(.minutes(60)))
+struct HostileInputTests {
+    /// The run's settings: a fixed seed by default; the seconds of a long run (nil: one round).
+    struct Settings {
+        let seed: UInt64
+        let seconds: Double?
+        let steps: Int
+
+        static var current: Settings {
+            let environment = ProcessInfo.processInfo.environment
+            let seed = environment["IAP_FUZZ_SEED"].flatMap { UInt64($0) ?? UInt64($0.dropFirst(2), radix: 16) } ?? 0x1A9_F022
+            return Settings(seed: seed, seconds: environment["IAP_FUZZ_SECONDS"].flatMap(Double.init), steps: environment["IAP_FUZZ_STEPS"].flatMap(Int.init) ?? 150)
+        }
+
+        /// Whether another round starts after `rounds` rounds begun at `started`.
+        func goesOn(after rounds: Int, since started: ContinuousClock.Instant) -> Bool {
+            guard let seconds else { return rounds == 0 }
+            return ContinuousClock.now - started < .milliseconds(Int64(seconds * 1000))
+        }
+    }
+
+    @Test func hostileMessagesToEveryStageOnEveryRepository() async throws {
+        let settings = Settings.current
+        let started = ContinuousClock.now
+        var total = HostileReport()
+        var rounds = 0
+        while settings.goesOn(after: rounds, since: started) {
+            let seed = settings.seed &+ UInt64(rounds)
+            rounds += 1
+            var ends: [(HostileEngine, [UserID: [ItemCode: Int64]])] = []
+            for engine in HostileEngine.available {
+                let report = try await HostileRun(seed: seed, engine: engine, steps: settings.steps).run()
+                ends.append((engine, report.finalBalances))
+                total.merge(report)
+                for violation in report.violations { Issue.record(Comment(rawValue: violation)) }
+            }
+            // The same inputs at the same times: every repository ends with the same balances, by the bytes of user and currency.
+            for (engine, balances) in ends.dropFirst() where balances != ends[0].1 {
+                let differing = Set(balances.keys).union(ends[0].1.keys).filter { balances[$0] != ends[0].1[$0] }
+                Issue.record("seed \(seed): \(engine) ends with other balances than \(ends[0].0): \(differing.map { "\(HostileReport.printable($0)): \(balances[$0] ?? [:]) vs \(ends[0].1[$0] ?? [:])" })")
+            }
+            if !total.violations.isEmpty { break }
+        }
+        print(total.summary(title: "stages: \(rounds) seed(s) from \(settings.seed) × \(settings.steps) steps on \(HostileEngine.available.map(\.rawValue).joined(separator: ", "))"))
+        #expect(total.tried.values.reduce(0, +) > 0)
+        #expect(total.violations.isEmpty, "replay: IAP_FUZZ_SEED=<seed above> (make fuzz ARGS=\"--seed S\")")
+    }
+}
+
+extension HostileReport {
+    /// Inputs tried per topic or route, and outcomes, one per line.
+    func summary(title: String) -> String {
+        var lines = ["hostile inputs, \(title): \(tried.values.reduce(0, +)) inputs, \(violations.count) violation(s)"]
+        lines += tried.sorted { $0.key < $1.key }.map { "  tried \($0.key): \($0.value)" }
+        lines += outcomes.sorted { $0.key < $1.key }.map { "  outcome \($0.key): \($0.value)" }
+        return lines.joined(separator: "\n")
+    }
+}
