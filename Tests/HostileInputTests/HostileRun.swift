@@ -77,6 +77,8 @@ struct HostileRun {
     let seed: UInt64
     let engine: HostileEngine
     let steps: Int
+    /// `IAP_FUZZ_TRACE=1`: every message and its outcome printed, to follow a failing seed.
+    static let tracing = ProcessInfo.processInfo.environment["IAP_FUZZ_TRACE"] == "1"
 
     /// A clock the run moves on: the same times on every repository.
     final class Clock: Sendable {
@@ -132,6 +134,9 @@ struct HostileRun {
                 queue.removeFirst()
                 hops += 1
                 let results = await handleAsTheRunnerDoes(stage, batch)
+                if Self.tracing {
+                    for (message, result) in zip(batch, results) { print("[\(engine) step \(step)] \(stage.name) \(message.topic) \(HostileReport.printable(message.value)) → \(result)") }
+                }
                 if results.count != batch.count { violation("\(stage.name) answered \(results.count) of \(batch.count) messages") }
                 for (message, result) in zip(batch, results) {
                     let published = check(result, of: message, stage: stage, codec: codec, report: &report, violation: violation)
