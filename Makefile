@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export PKG_CONFIG_PATH := $(CURDIR)/.deps/lib/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
 ARGS ?=
 
-.PHONY: bootstrap build release test test-unit demo bench chaos scale leaks clean k8s-rules
+.PHONY: bootstrap build release test test-unit demo bench chaos scale leaks fuzz clean k8s-rules
 
 bootstrap:
 	@bash deploy/local/bootstrap.sh
@@ -42,6 +42,10 @@ scale: bootstrap
 # A short pipeline run under LeakSanitizer (see docs/reliability.md).
 leaks: bootstrap
 	@bash deploy/local/leaks.sh $(ARGS)
+
+# Hostile inputs against every stage and HTTP route for a while, seeded (see docs/testing.md, "Hostile inputs").
+fuzz: bootstrap
+	@bash deploy/local/fuzz.sh $(ARGS)
 
 clean:
 	rm -rf .build

@@ -156,6 +156,12 @@ let package = Package(
                                                        "Crypto", "Kafka", "Metrics", "PurchaseDomain", "PurchaseEvents", "PurchaseStore", "StageTestSupport", "WorkerRuntime",
                                                        "StoreVerification"],
                     linkerSettings: rdkafkaLinkerSettings),
+        // Hostile inputs (values at and beyond every bound, broken JSON, events out of order) against every stage on every
+        // repository and every HTTP route of the ingest; seeded, replayable (`make fuzz`).
+        .testTarget(name: "HostileInputTests", dependencies: ["Stages", "Ingest", "HTTPServer", "HTTPClient", "JSON", "Kafka", "Metrics", "PurchaseDomain", "PurchaseEvents",
+                                                              "PurchaseStore", "InMemoryPurchaseStore", "StageTestSupport", "StoreFixtures", "StoreVerification",
+                                                              "TestData", "TestSupport", "WorkerRuntime"],
+                    linkerSettings: rdkafkaLinkerSettings),
         // The manifest itself (the layers, what each product links, who reaches each C library) and the unit-test list.
         .testTarget(name: "PackageTests", dependencies: ["JSON", "TestSupport"], linkerSettings: rdkafkaLinkerSettings),
     ]

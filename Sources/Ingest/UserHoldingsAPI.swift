@@ -78,12 +78,33 @@ public final class UserHoldingsAPI: Sendable {
         }
         let encoded = request.path.dropFirst(Self.pathPrefix.count).dropLast(suffix.count)
         // User ids are what the producer contract allows: no control characters, at most 256 bytes.
-        guard !encoded.isEmpty, !encoded.contains("/"), let userId = String(encoded).removingPercentEncoding, !userId.isEmpty,
+        guard !encoded.isEmpty, !encoded.contains("/"), let userId = Self.percentDecoded(encoded), !userId.isEmpty,
               userId.utf8.count <= 256, !userId.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
             return .failure(Refusal(IngestAPI.error(400, "invalidUserId", "expected /v1/users/{userId}\(suffix): one percent-encoded path segment "
                                                     + "of at most 256 bytes, no control characters")))
         }
         return .success(UserID(userId))
+    }
+
+    /// `text` with its percent-escapes decoded byte for byte; nil for a broken escape or bytes that are not UTF-8.
+    /// Foundation's `removingPercentEncoding` drops a leading byte order mark: `%EF%BB%BFuser` would read the holdings of `user`.
+    static func percentDecoded(_ text: Substring) -> String? {
+        func hex(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        var bytes: [UInt8] = []
+        var input = text.utf8.makeIterator()
+        while let byte = input.next() {
+            guard byte == UInt8(ascii: "%") else { bytes.append(byte); continue }
+            guard let high = input.next().flatMap(hex), let low = input.next().flatMap(hex) else { return nil }
+            bytes.append(high << 4 | low)
+        }
+        return String(validating: bytes, as: UTF8.self)
     }
 
     struct Refusal: Error {

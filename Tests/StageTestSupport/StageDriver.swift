@@ -4,7 +4,7 @@ import WorkerRuntime
 /// Hands `messages` (one partition's, in order) to `stage` as the runner does: a run to `handle(batch:)`; the first
 /// message the batch did not answer alone to `handle(_:)`; the rest batched anew. One result per message, in order (a
 /// failure is where the runner would retry, park or dead-letter the message, and then go on).
-func handleAsTheRunnerDoes(_ stage: some MessageStage, _ messages: [KafkaMessage]) async -> [Result<StageResult, any Error>] {
+public func handleAsTheRunnerDoes(_ stage: some MessageStage, _ messages: [KafkaMessage]) async -> [Result<StageResult, any Error>] {
     var results: [Result<StageResult, any Error>] = []
     var rest = messages[...]
     while !rest.isEmpty {
