@@ -23,7 +23,7 @@ extension UserHoldingsAPI {
         var before: SQLPurchaseStore.HistoryCursor?
         for pair in (request.query ?? "").split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let value = parts.count == 2 ? String(parts[1]).removingPercentEncoding ?? "" : ""
+            let value = parts.count == 2 ? Self.percentDecoded(parts[1]) ?? "" : ""
             switch parts[0] {
             case "limit":
                 guard let number = Int(value), (1...SQLPurchaseStore.historyPageLimit).contains(number) else {
