@@ -154,7 +154,7 @@ extension Migrations {
             """),
             // What each stage's partitions have in flight, so that the message that crashes a worker is found by whichever
             // replica holds the partition next (see StageRunner+Crashes): the offsets in hand, those in hand at a crash, and the
-            // culprit of two crashes until it is dead-lettered.
+            // culprits (messages that trapped the worker; offsets, comma-separated) until the partition is committed past them.
             (30, """
             CREATE TABLE in_flight_marks (
                 stage TEXT NOT NULL,
@@ -164,7 +164,7 @@ extension Migrations {
                 handling_last BIGINT,
                 suspect_first BIGINT,
                 suspect_last BIGINT,
-                culprit BIGINT,
+                culprits TEXT NOT NULL,
                 marked_at BIGINT NOT NULL,
                 PRIMARY KEY (stage, topic, topic_partition)
             );

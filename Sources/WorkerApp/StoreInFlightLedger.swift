@@ -15,14 +15,14 @@ public struct StoreInFlightLedger: InFlightLedger {
     public func mark(stage: String, partition: TopicPartition) async throws -> InFlightMark? {
         try await store.withConnection { connection, _ in
             guard let row = try connection.query("""
-                SELECT handling_first, handling_last, suspect_first, suspect_last, culprit FROM in_flight_marks
+                SELECT handling_first, handling_last, suspect_first, suspect_last, culprits FROM in_flight_marks
                 WHERE stage = $1 AND topic = $2 AND topic_partition = $3
                 """, Self.key(stage, partition)).first else { return nil }
             func range(_ first: SQLValue, _ last: SQLValue) -> ClosedRange<Int64>? {
                 guard let first = first.int64, let last = last.int64, first <= last else { return nil }
                 return first...last
             }
-            return InFlightMark(handling: range(row[0], row[1]), suspect: range(row[2], row[3]), culprit: row[4].int64)
+            return InFlightMark(handling: range(row[0], row[1]), suspect: range(row[2], row[3]), culprits: Self.culprits(row[4]))
         }
     }
 
@@ -30,11 +30,11 @@ public struct StoreInFlightLedger: InFlightLedger {
         let values = Self.key(stage, partition) + Self.columns(mark) + [Self.now()]
         _ = try await store.withConnection { connection, _ in
             try connection.query("""
-                INSERT INTO in_flight_marks (stage, topic, topic_partition, handling_first, handling_last, suspect_first, suspect_last, culprit, marked_at)
+                INSERT INTO in_flight_marks (stage, topic, topic_partition, handling_first, handling_last, suspect_first, suspect_last, culprits, marked_at)
                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
                 ON CONFLICT (stage, topic, topic_partition) DO UPDATE
                 SET handling_first = excluded.handling_first, handling_last = excluded.handling_last,
-                    suspect_first = excluded.suspect_first, suspect_last = excluded.suspect_last, culprit = excluded.culprit,
+                    suspect_first = excluded.suspect_first, suspect_last = excluded.suspect_last, culprits = excluded.culprits,
                     marked_at = excluded.marked_at
                 """, values)
         }
@@ -46,20 +46,26 @@ public struct StoreInFlightLedger: InFlightLedger {
         _ = try await store.withConnection { connection, _ in
             try connection.query("""
                 UPDATE in_flight_marks
-                SET handling_first = $4, handling_last = $5, suspect_first = $6, suspect_last = $7, culprit = $8, marked_at = $9
+                SET handling_first = $4, handling_last = $5, suspect_first = $6, suspect_last = $7, culprits = $8, marked_at = $9
                 WHERE stage = $1 AND topic = $2 AND topic_partition = $3
                   AND handling_first IS NOT DISTINCT FROM $10 AND handling_last IS NOT DISTINCT FROM $11
-                  AND suspect_first IS NOT DISTINCT FROM $12 AND suspect_last IS NOT DISTINCT FROM $13 AND culprit IS NOT DISTINCT FROM $14
+                  AND suspect_first IS NOT DISTINCT FROM $12 AND suspect_last IS NOT DISTINCT FROM $13 AND culprits = $14
                 """, values)
         }
     }
 
-    /// A mark's columns after the key: `handling_first` to `culprit`.
+    /// A mark's columns after the key: `handling_first` to `culprits`.
     private static func columns(_ mark: InFlightMark) -> [SQLValue] {
         func bounds(_ range: ClosedRange<Int64>?) -> [SQLValue] {
             range.map { [.integer($0.lowerBound), .integer($0.upperBound)] } ?? [.null, .null]
         }
-        return bounds(mark.handling) + bounds(mark.suspect) + [mark.culprit.map { .integer($0) } ?? .null]
+        return bounds(mark.handling) + bounds(mark.suspect) + [.text(mark.culprits.map(String.init).joined(separator: ","))]
+    }
+
+    /// The culprits a `culprits` column holds (offsets, comma-separated); what is not an offset is left out.
+    private static func culprits(_ value: SQLValue) -> [Int64] {
+        guard case .text(let text) = value else { return [] }
+        return text.split(separator: ",").compactMap { Int64($0) }
     }
 
     /// `marked_at`.

@@ -12,25 +12,29 @@ public struct InFlightMark: Sendable, Equatable {
     public var handling: ClosedRange<Int64>?
     /// Offsets that were in flight at an earlier crash: handled one at a time until the partition passes them.
     public var suspect: ClosedRange<Int64>?
-    /// A crash's culprit the partition has not passed (a suspect the worker trapped on, `TrapRecords`): dead-lettered,
-    /// never handed to the stage, by whoever reaches it. Kept while the messages before it are handled, which may come
-    /// in batches of their own.
-    public var culprit: Int64?
+    /// Crashes' culprits (suspects the worker trapped on, `TrapRecords`), ascending: each dead-lettered, never handed to
+    /// the stage, by whoever reaches it, again if it comes again. Kept until a holder of the partition resumes after
+    /// them (they were committed): a culprit dead-lettered and redelivered after a kill is dead-lettered again, not
+    /// handed to the stage to trap it once more. At most `maxCulprits`, the latest.
+    public var culprits: [Int64]
 
-    public init(handling: ClosedRange<Int64>?, suspect: ClosedRange<Int64>?, culprit: Int64? = nil) {
+    /// More culprits of one partition than a holder would dead-letter before its offsets are committed.
+    public static let maxCulprits = 32
+
+    public init(handling: ClosedRange<Int64>?, suspect: ClosedRange<Int64>?, culprits: [Int64] = []) {
         self.handling = handling
         self.suspect = suspect
-        self.culprit = culprit
+        self.culprits = Array(Set(culprits).sorted().suffix(Self.maxCulprits))
     }
 }
 
 extension InFlightMark {
-    /// The mark naming `offset` its culprit, when the trap record of the worker that left this mark names it: `offset`
+    /// The mark naming `offset` a culprit, when the trap record of the worker that left this mark names it: `offset`
     /// was the suspect in hand alone. nil when the mark says otherwise (the partition moved on, another holder's mark):
     /// the record is stale, and `offset`, if still a suspect, is handled again alone.
     public func confirmingTrap(at offset: Int64) -> InFlightMark? {
         guard handling == offset...offset, suspect?.contains(offset) == true else { return nil }
-        return InFlightMark(handling: handling, suspect: suspect, culprit: offset)
+        return InFlightMark(handling: handling, suspect: suspect, culprits: culprits + [offset])
     }
 }
 
@@ -55,32 +59,34 @@ public protocol InFlightLedger: Sendable {
 struct CrashEvidence: Equatable {
     /// Offsets to handle one at a time, each marked alone before it is handed to the stage.
     var suspect: ClosedRange<Int64>?
-    /// The offset to dead-letter instead of handling.
-    var culprit: Int64?
+    /// Offsets to dead-letter instead of handling.
+    var culprits: [Int64]
     /// Whether the previous holder stopped while handling (a crash).
     var crashed: Bool
 
-    /// What `mark` says to a holder resuming the partition at `offset` (the first offset it was handed).
-    init(after mark: InFlightMark?, resumingAt offset: Int64) {
+    /// What `mark` says to a holder resuming the partition at `offset` (the first offset it was handed). `resumed`: at
+    /// the offset the partition was committed at (the first batch of an assignment), so that culprits before it are
+    /// settled; within an assignment every culprit is kept, for a later holder may get them again.
+    init(after mark: InFlightMark?, resumingAt offset: Int64, resumed: Bool = true) {
         guard let mark else {
-            self.init(suspect: nil, culprit: nil, crashed: false)
+            self.init(suspect: nil, culprits: [], crashed: false)
             return
         }
-        // Suspects and a culprit the partition has passed are settled.
+        // Suspects the partition has passed are settled; culprits once it resumes after them.
         let stillSuspect = mark.suspect.flatMap { $0.upperBound >= offset ? $0 : nil }
-        let pendingCulprit = mark.culprit.flatMap { $0 >= offset ? $0 : nil }
+        let culprits = resumed ? mark.culprits.filter { $0 >= offset } : mark.culprits
         guard let handling = mark.handling, handling.upperBound >= offset else {
-            self.init(suspect: stillSuspect, culprit: pendingCulprit, crashed: false)
+            self.init(suspect: stillSuspect, culprits: culprits, crashed: false)
             return
         }
         // What was in hand is suspect now, and so are the earlier suspects not reached yet.
         let end = max(handling.upperBound, stillSuspect?.upperBound ?? handling.upperBound)
-        self.init(suspect: handling.lowerBound...end, culprit: pendingCulprit, crashed: true)
+        self.init(suspect: handling.lowerBound...end, culprits: culprits, crashed: true)
     }
 
-    init(suspect: ClosedRange<Int64>?, culprit: Int64?, crashed: Bool) {
+    init(suspect: ClosedRange<Int64>?, culprits: [Int64], crashed: Bool) {
         self.suspect = suspect
-        self.culprit = culprit
+        self.culprits = culprits
         self.crashed = crashed
     }
 }
@@ -93,18 +99,21 @@ enum CrashSegments {
         case batch(Range<Int>)
         /// The message at this index, handled alone under a mark of its own.
         case alone(Int)
+        /// The message at this index, a culprit: dead-lettered, not handed to the stage.
+        case culprit(Int)
     }
 
-    /// The segments of a batch whose messages have `offsets` (ascending), `suspect` being the offsets to take one at a time.
-    static func split(_ offsets: [Int64], suspect: ClosedRange<Int64>?) -> [Segment] {
-        guard let suspect else { return offsets.isEmpty ? [] : [.batch(0..<offsets.count)] }
+    /// The segments of a batch whose messages have `offsets` (ascending), `suspect` being the offsets to take one at a
+    /// time and `culprits` those to dead-letter.
+    static func split(_ offsets: [Int64], suspect: ClosedRange<Int64>?, culprits: [Int64] = []) -> [Segment] {
         var segments: [Segment] = []
         var runStart: Int?
         for (index, offset) in offsets.enumerated() {
-            if suspect.contains(offset) {
+            let culprit = culprits.contains(offset)
+            if culprit || suspect?.contains(offset) == true {
                 if let start = runStart { segments.append(.batch(start..<index)) }
                 runStart = nil
-                segments.append(.alone(index))
+                segments.append(culprit ? .culprit(index) : .alone(index))
             } else if runStart == nil {
                 runStart = index
             }

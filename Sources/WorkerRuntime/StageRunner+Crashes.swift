@@ -38,19 +38,18 @@ extension StageRunner {
         guard let first = messages.first else { return }
         var marks = try await PartitionMarks(self, crashGuard, resuming: first)
         do {
-            for segment in CrashSegments.split(messages.map(\.offset), suspect: marks.evidence.suspect) {
+            for segment in CrashSegments.split(messages.map(\.offset), suspect: marks.evidence.suspect, culprits: marks.evidence.culprits) {
                 switch segment {
                 case .batch(let run):
                     try await marks.mark(messages[run.lowerBound].offset...messages[run.upperBound - 1].offset)
                     try await process(batch: Array(messages[run]), into: &completions)
-                case .alone(let index) where messages[index].offset == marks.evidence.culprit:
+                case .culprit(let index):
                     let message = messages[index]
                     let letter = StageResult.deadLetter(reason: "crashedWorker", detail: crashedWorkerDetail(message))
                     // Never handed to the stage again: a dead letter the broker does not take yet is tried again as it is.
                     let done = series.begin(metrics, started: .now)
                     defer { done() }
                     try await processWithRetries(message, first: .success(letter), parkable: false) { .success(letter) }
-                    marks.deadLettered()
                     completions.append({})
                 case .alone(let index):
                     let message = messages[index]
@@ -66,11 +65,11 @@ extension StageRunner {
     }
 
     /// Hands a record of the retry topic to the re-driver under its in-flight mark: the re-driver takes one record at a
-    /// time, so a record in hand at two crashes is the culprit, its original dead-lettered and its parking released.
+    /// time; a culprit record (it trapped the worker as a suspect) has its original dead-lettered and its parking released.
     func redriveGuarded(_ record: KafkaMessage) async throws {
         guard let crashGuard else { return try await redrive(record) }
         var marks = try await PartitionMarks(self, crashGuard, resuming: record)
-        if marks.evidence.culprit == record.offset {
+        if marks.evidence.culprits.contains(record.offset) {
             let original = ParkedRecord(record)
             let message = original?.original ?? record
             try await inPlace { try await self.deadLetter(message, reason: "crashedWorker", detail: self.crashedWorkerDetail(record)) }
@@ -148,9 +147,6 @@ extension StageRunner {
         let evidence: CrashEvidence
         /// The mark as the ledger holds it now.
         private var current: InFlightMark
-        /// The culprit not dead-lettered yet by this holder.
-        private var culprit: Int64?
-
         /// Reads the partition's mark (once per assignment: after that the process's own marks are known) and judges it.
         init(_ runner: StageRunner, _ crashGuard: CrashGuard, resuming first: KafkaMessage) async throws {
             self.runner = runner
@@ -158,27 +154,28 @@ extension StageRunner {
             partition = TopicPartition(topic: first.topic, partition: first.partition)
             assignment = KafkaConsumer.handlingAssignment
             let previous: InFlightMark?
-            if let mark = crashGuard.knownMark(partition, assignment: assignment) {
-                previous = mark
+            let known = crashGuard.knownMark(partition, assignment: assignment)
+            if let known {
+                previous = known
             } else {
                 let (stage, partition) = (runner.stage.name, partition)
                 previous = try await runner.inPlace("reading the in-flight mark") { try await crashGuard.ledger.mark(stage: stage, partition: partition) }
             }
-            evidence = CrashEvidence(after: previous, resumingAt: first.offset)
+            // Read from the ledger: the assignment's first batch, which starts where the partition was committed.
+            evidence = CrashEvidence(after: previous, resumingAt: first.offset, resumed: known == nil)
             current = previous ?? InFlightMark(handling: nil, suspect: nil)
-            culprit = evidence.culprit
             if evidence.crashed, let suspect = evidence.suspect {
                 runner.count("crashesFound")
                 runner.logger.warning("resuming after a crash: its messages go to the stage one at a time",
                                       ["topic": partition.topic, "partition": partition.partition, "offsets": "\(suspect.lowerBound)-\(suspect.upperBound)",
-                                       "culprit": evidence.culprit.map { "\($0)" } ?? "none yet"])
+                                       "culprits": evidence.culprits.isEmpty ? "none yet" : evidence.culprits.map(String.init).joined(separator: ",")])
             }
         }
 
-        /// Marks `handling` in flight, with the suspects and the culprit the partition has not passed, before the stage gets it.
+        /// Marks `handling` in flight, with the suspects the partition has not passed and the culprits, before the stage gets it.
         mutating func mark(_ handling: ClosedRange<Int64>) async throws {
             let next = InFlightMark(handling: handling, suspect: evidence.suspect.flatMap { $0.upperBound >= handling.upperBound ? $0 : nil },
-                                    culprit: culprit.flatMap { $0 > handling.upperBound ? $0 : nil })
+                                    culprits: evidence.culprits)
             if next != current {
                 let (stage, partition) = (runner.stage.name, partition)
                 try await runner.inPlace("marking messages in flight") { try await crashGuard.ledger.setMark(next, stage: stage, partition: partition) }
@@ -187,14 +184,11 @@ extension StageRunner {
             crashGuard.remember(next, partition, assignment: assignment)
         }
 
-        /// The culprit is dead-lettered: later marks and a release no longer name it.
-        mutating func deadLettered() { culprit = nil }
-
-        /// Leaves nothing in hand: what this holder had was not a crash's. Its suspects, and the culprit it has not dead-lettered,
-        /// stay for the next holder. Only while the ledger still holds this holder's mark: a holder interrupted late (past the
-        /// revocation's wait) must not clear the mark of the partition's next holder.
+        /// Leaves nothing in hand: what this holder had was not a crash's. Its suspects and culprits stay for the next
+        /// holder. Only while the ledger still holds this holder's mark: a holder interrupted late (past the revocation's
+        /// wait) must not clear the mark of the partition's next holder.
         func release() async {
-            let mark = InFlightMark(handling: nil, suspect: current.suspect, culprit: culprit)
+            let mark = InFlightMark(handling: nil, suspect: current.suspect, culprits: evidence.culprits)
             do {
                 try await crashGuard.ledger.replaceMark(current, with: mark, stage: runner.stage.name, partition: partition)
                 crashGuard.remember(mark, partition, assignment: assignment)
