@@ -42,6 +42,18 @@ public typealias NotificationID = Identifier<IdentifierKinds.Notification>
 /// (`café` in NFC and NFD) are two codes, as they are two rows.
 public typealias ItemCode = Identifier<IdentifierKinds.Item>
 
+/// The most characters (code points) each kind of id may have in an event, as `common.v1.schema.json` states (and, for
+/// the others, the schemas that carry them): the `maxLength` of `IdentifierRule`.
+public enum IdentifierLimits {
+    public static let user = 256
+    public static let transaction = 512
+    public static let product = 256
+    public static let notification = 64
+    public static let accountToken = 256
+    /// A subscription offer's identifier (`subscription.status`).
+    public static let offer = 256
+}
+
 extension Identifier where Kind == IdentifierKinds.AccountToken {
     /// The token with its ASCII letters in lower case: one spelling per account (`isSameAccount`), for keys.
     public var folded: AccountToken {

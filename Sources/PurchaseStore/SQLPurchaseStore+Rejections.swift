@@ -48,7 +48,5 @@ extension SQLPurchaseStore {
     }
 
     /// `text`'s first `count` characters, counted as JSON Schema's `maxLength` counts them (code points).
-    private static func bounded(_ text: String, _ count: Int) -> String {
-        text.unicodeScalars.count <= count ? text : String(String.UnicodeScalarView(text.unicodeScalars.prefix(count)))
-    }
+    private static func bounded(_ text: String, _ count: Int) -> String { IdentifierRule.truncated(text, maxLength: count) }
 }

@@ -61,7 +61,7 @@ extension VerifierStage {
             // What `purchaseRecord` keeps to complete it with: the package and token (no signed data: the API was asked).
             PurchaseSubmitted(store: .googleplay, kind: .googlePlayPurchase,
                               googleplay: .init(packageName: notification.packageName, productId: productId, purchaseToken: token, purchaseData: "", signature: ""),
-                              userId: owner, submittedAt: received.receivedAt, source: .server, submissionId: "notification:googleplay:\(purchase.transactionId)")
+                              userId: owner, submittedAt: received.receivedAt, source: .server, submissionId: Self.announcedSubmissionId("googleplay:\(purchase.transactionId)"))
         }
         // A subscription's status, once its period is recorded (so that the announcement names the owner).
         guard case .subscription(let type, _, _) = notification.kind, case .publish(let messages) = recorded else { return recorded }

@@ -66,8 +66,8 @@ extension VerifierStage {
         let requestedAt = notification.signedDate ?? context.now()
         return try context.messages([ConsumptionRequested(
             store: .appstore, transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId, userId: held?.owner,
-            productId: transaction.productId, requestReason: notification.raw["data"]?.objectValue?["consumptionRequestReason"]?.stringValue.map { String($0.prefix(64)) },
-            ownershipType: transaction.inAppOwnershipType.map { String($0.prefix(64)) }, notificationUUID: String(notification.notificationUUID.prefix(64)),
+            productId: transaction.productId, requestReason: notification.raw["data"]?.objectValue?["consumptionRequestReason"]?.stringValue.map { IdentifierRule.truncated($0, maxLength: 64) },
+            ownershipType: transaction.inAppOwnershipType.map { IdentifierRule.truncated($0, maxLength: 64) }, notificationUUID: notification.notificationUUID,
             requestedAt: requestedAt, answerBy: requestedAt.addingTimeInterval(Self.consumptionAnswerWindow))])
     }
 
@@ -79,7 +79,7 @@ extension VerifierStage {
                               received: StoreNotificationReceived) async throws -> StageResult {
         try await recordAnnouncedCharge(VerifiedPurchase(transaction), announcedAs: notification.notificationType.rawValue) { owner in
             PurchaseSubmitted(store: .appstore, kind: .signedTransaction, userId: owner, submittedAt: received.receivedAt, source: .server,
-                              submissionId: "notification:\(notification.notificationUUID)")
+                              submissionId: Self.announcedSubmissionId(notification.notificationUUID))
         }
     }
 

@@ -14,8 +14,8 @@ extension VerifierStage {
     /// the announcement of it when it changed.
     func announceSubscriptionStatus(of notification: AppStoreNotification) async throws -> [KafkaProducerMessage] {
         guard let status = notification.subscriptionStatus else { return [] }
-        return try await announce(status, notificationType: String(notification.notificationType.rawValue.prefix(64)),
-                                  notificationSubtype: notification.subtype.map { String($0.prefix(64)) })
+        // Both within the schema's 64 characters, without control characters: `SignedDataVerifier` refuses any other.
+        return try await announce(status, notificationType: notification.notificationType.rawValue, notificationSubtype: notification.subtype)
     }
 
     /// Records the status a Google Play subscription's `subscriptionsv2` answer tells, as of now (Google signs no time):

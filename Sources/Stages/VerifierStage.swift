@@ -396,10 +396,19 @@ public struct VerifierStage: StoreBackedStage {
         try await context.outputs(events, keepingRejectionsIn: store)
     }
 
+    /// The `submissionId` of the submission a stage makes of a charge a store announced (`announcedAs`): its causes' ids
+    /// tell it from another. Never a producer's (theirs are UUIDs), so never named in a rejection (`rejection`).
+    static func announcedSubmissionId(_ announcement: String) -> String { announcedPrefix + announcement }
+
+    private static let announcedPrefix = "notification:"
+
+    /// `purchase.rejected` for `submission`: naming its `submissionId` when a producer gave it (a store's announcement has
+    /// none the producer would know, and `purchase.rejected` carries UUIDs only; its `causeId` names the notification).
     private func rejection(_ submission: PurchaseSubmitted, _ rejection: Rejection, reason: String, transactionId: TransactionID?, productId: ProductID?) -> PurchaseRejectedEvent {
-        PurchaseRejectedEvent(store: submission.store, transactionId: transactionId, productId: productId, userId: submission.userId,
-                              reason: reason, retryable: rejection.isRetryable, detail: String(rejection.detail.prefix(2000)),
-                              submissionId: submission.submissionId, rejectedAt: context.now(),
-                              causeID: transactionId.map { "\(submission.eventID):\($0)" } ?? submission.eventID)
+        let producers = submission.submissionId.flatMap { $0.utf8.starts(with: Self.announcedPrefix.utf8) ? nil : $0 }
+        return PurchaseRejectedEvent(store: submission.store, transactionId: transactionId, productId: productId, userId: submission.userId,
+                                     reason: reason, retryable: rejection.isRetryable, detail: IdentifierRule.truncated(rejection.detail, maxLength: 2000),
+                                     submissionId: producers, rejectedAt: context.now(),
+                                     causeID: transactionId.map { "\(submission.eventID):\($0)" } ?? submission.eventID)
     }
 }

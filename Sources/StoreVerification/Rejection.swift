@@ -1,3 +1,5 @@
+import PurchaseDomain
+
 /// Why a purchase was not accepted. New reasons can be added without breaking callers that
 /// switch over the known ones, since each is a value with a stable raw string.
 public struct RejectionReason: RawRepresentable, Hashable, Sendable, CustomStringConvertible, Codable {
@@ -56,5 +58,19 @@ public struct Rejection: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String {
         "\(reason)\(isRetryable ? " (retryable)" : "")\(detail.isEmpty ? "" : ": \(detail)")"
+    }
+}
+
+extension Rejection {
+    /// The signed data's first id (its field's name, its value if present, its `IdentifierLimits`) that the event schemas
+    /// cannot carry (`IdentifierRule`), as a `malformedPayload` rejection naming the field and why; nil when all can be.
+    /// Signed by the store or not, the values are still outside input: refused here rather than published in an event
+    /// its schema refuses, or sent to a database that takes no NUL.
+    static func unfitId(_ ids: KeyValuePairs<String, (String?, maxLength: Int)>, of what: String) -> Rejection? {
+        for (field, (value, maxLength)) in ids {
+            guard let value, let fault = IdentifierRule.fault(of: value, maxLength: maxLength) else { continue }
+            return Rejection(.malformedPayload, "the \(what)'s \(field) \(fault): no event can carry it")
+        }
+        return nil
     }
 }

@@ -154,6 +154,18 @@ import JSON
         #expect(try verifier().verifyNotification(try JWSSigner(pki: sharedPKI).sign(notification)).rejection?.reason == .malformedPayload)
     }
 
+    /// Signed or not, the ids are outside input: one no event schema carries is refused here, naming the field and why.
+    @Test func aSignedIdNoEventCarriesIsMalformed() throws {
+        for (field, value, fault) in [("transactionId", "", "transactionId is empty"), ("productId", "coins\u{0}", "productId holds the control character U+0000"),
+                                      ("originalTransactionId", String(repeating: "9", count: 513), "originalTransactionId is 513 characters long, more than 512")] {
+            var payload = transactionPayload()
+            payload[field] = .string(value)
+            let rejection = try verifier().verifyTransaction(try signedTransaction(sharedPKI, payload)).rejection
+            #expect(rejection?.reason == .malformedPayload && rejection?.detail.contains(fault) == true, "\(String(describing: rejection))")
+        }
+        #expect(try verifier().verifyTransaction(try signedTransaction(sharedPKI, transactionPayload())).rejection == nil, "the control")
+    }
+
     @Test func productionRequiresAnAppAppleId() {
         #expect(throws: VerifierConfigurationError.self) { _ = try verifier(environment: .production, appAppleId: nil) }
     }

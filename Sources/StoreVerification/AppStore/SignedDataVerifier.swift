@@ -105,6 +105,14 @@ public final class SignedDataVerifier: Sendable {
             guard let transaction = AppStoreTransaction(fields) else {
                 return .failure(Rejection(.malformedPayload, "transactionId, bundleId or productId missing"))
             }
+            if let unfit = Rejection.unfitId(["transactionId": (transaction.transactionId.rawValue, IdentifierLimits.transaction),
+                                              "originalTransactionId": (transaction.originalTransactionId?.rawValue, IdentifierLimits.transaction),
+                                              "productId": (transaction.productId.rawValue, IdentifierLimits.product),
+                                              // StoreKit's is a UUID; it is recorded and compared as the purchase's account.
+                                              "appAccountToken": (transaction.appAccountToken?.rawValue, IdentifierLimits.accountToken)],
+                                             of: "signed transaction") {
+                return .failure(unfit)
+            }
             return checkBundleAndEnvironment(transaction.bundleId, transaction.environment).map { transaction }
         }
     }
@@ -113,6 +121,12 @@ public final class SignedDataVerifier: Sendable {
     public func verifyRenewalInfo(_ jws: String) -> Result<AppStoreRenewalInfo, Rejection> {
         verify(jws, dateField: "signedDate").flatMap { fields in
             guard let info = AppStoreRenewalInfo(fields) else { return .failure(Rejection(.malformedPayload, "originalTransactionId missing")) }
+            if let unfit = Rejection.unfitId(["originalTransactionId": (info.originalTransactionId.rawValue, IdentifierLimits.transaction),
+                                              "productId": (info.productId?.rawValue, IdentifierLimits.product),
+                                              "autoRenewProductId": (info.autoRenewProductId, IdentifierLimits.product),
+                                              "offerIdentifier": (info.offerIdentifier, IdentifierLimits.offer)], of: "signed renewal info") {
+                return .failure(unfit)
+            }
             return checkEnvironment(info.environment).map { info }
         }
     }
@@ -133,6 +147,11 @@ public final class SignedDataVerifier: Sendable {
             let json = JSONFields(object: fields)
             guard let type = json.string("notificationType"), let uuid = json.string("notificationUUID") else {
                 return .failure(Rejection(.malformedPayload, "notificationType or notificationUUID missing"))
+            }
+            // Its id keys what was seen and answered, and the events it leads to carry it.
+            if let unfit = Rejection.unfitId(["notificationUUID": (uuid, IdentifierLimits.notification), "notificationType": (type, IdentifierLimits.notification),
+                                              "subtype": (json.string("subtype"), IdentifierLimits.notification)], of: "notification") {
+                return .failure(unfit)
             }
             // The app's identity is in `data` (or `summary`, `appData`, `externalPurchaseToken` for other kinds).
             let data: JSONFields?, environment: AppStoreEnvironment?
