@@ -79,7 +79,7 @@ let package = Package(
         .target(name: "Stages", dependencies: ["PurchaseDomain", "WorkerRuntime", "Kafka", "PurchaseEvents", "StoreVerification", "JSON", "HTTPClient", "RequestSigning"]),
 
         // iap-ingest's API: store webhooks and client submissions to events.
-        .target(name: "Ingest", dependencies: ["Crypto", "Database", "HTTPClient", "HTTPServer", "JSON", "Kafka", "Metrics", "PurchaseDomain", "PurchaseEvents", "PurchaseStore",
+        .target(name: "Ingest", dependencies: ["Crypto", "Database", "HTTPClient", "HTTPServer", "Identifiers", "JSON", "Kafka", "Metrics", "PurchaseDomain", "PurchaseEvents", "PurchaseStore",
                                                "RequestSigning", "StoreVerification", "WorkerRuntime"]),
 
         // glibc's mallopt, which the Glibc module leaves out: the workers keep to two malloc arenas (see MallocArenas).

@@ -1,5 +1,6 @@
 import Database
 import Foundation
+import Identifiers
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -77,11 +78,11 @@ public final class UserHoldingsAPI: Sendable {
             return .failure(Refusal(IngestAPI.error(401, "badSignature", refusal.detail)))
         }
         let encoded = request.path.dropFirst(Self.pathPrefix.count).dropLast(suffix.count)
-        // User ids are what the producer contract allows: no control characters, at most 256 bytes.
-        guard !encoded.isEmpty, !encoded.contains("/"), let userId = Self.percentDecoded(encoded), !userId.isEmpty,
-              userId.utf8.count <= 256, !userId.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+        // User ids are what the producer contract allows (`IdentifierRule`): every id the pipeline takes can be read back.
+        guard !encoded.isEmpty, !encoded.contains("/"), let userId = Self.percentDecoded(encoded),
+              IdentifierRule.fault(of: userId, maxLength: IdentifierLimits.user) == nil else {
             return .failure(Refusal(IngestAPI.error(400, "invalidUserId", "expected /v1/users/{userId}\(suffix): one percent-encoded path segment "
-                                                    + "of at most 256 bytes, no control characters")))
+                                                    + "of 1 to \(IdentifierLimits.user) characters, no control characters")))
         }
         return .success(UserID(userId))
     }

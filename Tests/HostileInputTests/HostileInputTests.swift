@@ -103,6 +103,22 @@ struct HostileInputTests {
         #expect(UserHoldingsAPI.percentDecoded("%EF%BB%BFuser").map { Array($0.utf8) } == [0xEF, 0xBB, 0xBF] + Array("user".utf8))
         #expect(UserHoldingsAPI.percentDecoded("%ZZ") == nil && UserHoldingsAPI.percentDecoded("%C3") == nil)
     }
+
+    /// Every user id the producer contract allows can be read back: 256 characters (code points, as the schema counts),
+    /// however many bytes; one more, or a control character, is refused.
+    @Test func aUserIdOfTheContractsLengthIsReadBackWhateverItsBytes() async throws {
+        let store = try SQLPurchaseStore(url: try await StoreEngine.sqlite.freshURL())
+        try await store.migrate()
+        let api = UserHoldingsAPI(store: store, secret: nil, logger: Logger(stage: "t", minimum: .error), metrics: MetricsRegistry())
+        func status(_ user: String) async -> Int? {
+            let encoded = user.utf8.map { String(format: "%%%02X", $0) }.joined()
+            return await api.route(HTTPRequest(method: "GET", path: "/v1/users/" + encoded, query: nil, headers: [:], body: Data()))?.status
+        }
+        let decomposed = String(repeating: "e\u{301}", count: 128) // 256 code points, 384 bytes
+        #expect(await status(decomposed) == 200)
+        #expect(await status(decomposed + "e") == 400)
+        #expect(await status("bell\u{7}") == 400)
+    }
 }
 
 extension HostileInputTests {
