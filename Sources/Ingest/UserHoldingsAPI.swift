@@ -77,13 +77,23 @@ public final class UserHoldingsAPI: Sendable {
             return .failure(Refusal(IngestAPI.error(401, "badSignature", refusal.detail)))
         }
         let encoded = request.path.dropFirst(Self.pathPrefix.count).dropLast(suffix.count)
-        // User ids are what the producer contract allows: no control characters, at most 256 bytes.
-        guard !encoded.isEmpty, !encoded.contains("/"), let userId = Self.percentDecoded(encoded), !userId.isEmpty,
-              userId.utf8.count <= 256, !userId.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+        guard !encoded.isEmpty, !encoded.contains("/"), let userId = Self.percentDecoded(encoded), Self.isUserId(userId) else {
             return .failure(Refusal(IngestAPI.error(400, "invalidUserId", "expected /v1/users/{userId}\(suffix): one percent-encoded path segment "
-                                                    + "of at most 256 bytes, no control characters")))
+                                                    + "of 1 to 256 characters, none of U+0000-U+001F and U+007F")))
         }
         return .success(UserID(userId))
+    }
+
+    /// Whether `text` is a user id the producer contract allows (`common.v1`'s `userId`), so that every user the store can
+    /// hold is read: 1 to 256 characters (Unicode scalars, as the schema counts them: up to 1,024 bytes), none of
+    /// U+0000-U+001F and U+007F.
+    static func isUserId(_ text: String) -> Bool {
+        var count = 0
+        for scalar in text.unicodeScalars {
+            count += 1
+            if count > 256 || scalar.value < 0x20 || scalar.value == 0x7F { return false }
+        }
+        return count > 0
     }
 
     /// `text` with its percent-escapes decoded byte for byte; nil for a broken escape or bytes that are not UTF-8.

@@ -46,14 +46,14 @@ extension Tables {
     mutating func reinstate(_ key: PurchaseKey, items: [GrantItem], decidedAt: Date?, at now: Date) throws(BalanceOutOfRange) -> ReinstateOutcome {
         // What the reversal means is read off what the refund took back, as the SQL store reads it (`RefundReversal`).
         let current = current(key)
-        let takenBack = current.state == .revoked ? takenBack(key) : nil
-        let reversal = RefundReversal(owner: current.userId.flatMap { $0 == .nobody ? nil : $0 }, tookBackGrants: takenBack != nil,
-                                      hasItemsToGive: (takenBack ?? items).contains { $0.amount > 0 })
+        let took = current.state == .revoked ? takenBack(key) : nil
+        let reversal = RefundReversal(owner: current.userId.flatMap { $0 == .nobody ? nil : $0 }, tookBackGrants: took != nil,
+                                      hasItemsToGive: (took ?? items).contains { $0.amount > 0 })
         let (_, transition) = decide(key, on: .refundReversed(reversal))
         // What it gives back checked before anything is written (the decision included), as the SQL store checks it.
         let regranting = transition.outcome == .applied && transition.effects.contains(.regrantItems)
         // What the refund took back (not what was spent before it), or `items` for a purchase revoked before its grant.
-        var granted = regranting ? (takenBack ?? items).filter { $0.amount > 0 } : []
+        var granted = regranting ? (took ?? items).filter { $0.amount > 0 } : []
         if let userId = current.userId, let refusal = BalanceOutOfRange.first(of: granted, adding: balances[userId] ?? [:]) {
             throw refusal
         }
