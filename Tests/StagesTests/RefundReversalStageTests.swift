@@ -123,4 +123,26 @@ import WorkerRuntime
         }
         #expect(try await store.balances(of: "user-q") == ["coins": 100 * Int64(ItemGranted.quantities.upperBound)])
     }
+
+    /// A season pass (90 days) bought in the last days an event can name, refunded before its grant, then the refund
+    /// reversed: its grant ends at 9999-12-31, which `item.granted` can say, as the grant of another one bought then does.
+    @Test func aPassBoughtInTheLastDaysAnEventCanNameEndsThen() async throws {
+        let bought = try #require(EpochMilliseconds.date(EpochMilliseconds.latest - 10 * 86_400_000))
+        let record = PurchaseRecord(key: key("p-1"), userId: "user-p", productId: "pass.season", productType: .nonRenewing, quantity: 1, purchaseTime: bought)
+        _ = try await store.recordVerified(record, at: Self.t0)
+        _ = try await handle(PurchaseRevokedEvent(store: .appstore, transactionId: "p-1", reason: .REFUND, decidedAt: Self.day(1), revokedAt: Self.day(1)),
+                             at: Self.day(1))
+        let reinstated = try #require(GranterStageTests().itemGranted(try await handle(reversal("p-1", on: 2), at: Self.day(2))), "refused by its schema")
+        // Within a millisecond of the last: a date read back from its text.
+        func endsAtTheLast(_ items: [GrantedItem]?) -> Bool {
+            items?.count == 1 && items?.first?.expiresAt.map { abs($0.timeIntervalSince(EpochMilliseconds.latestDate)) < 0.002 } == true
+        }
+        #expect(endsAtTheLast(reinstated.items), "\(reinstated.items)")
+
+        _ = try await store.recordVerified(PurchaseRecord(key: key("p-2"), userId: "user-p", productId: "pass.season", productType: .nonRenewing, quantity: 1,
+                                                          purchaseTime: bought), at: Self.t0)
+        let granted = try await handle(PurchaseVerifiedEvent(store: .appstore, transactionId: "p-2", productId: "pass.season", quantity: 1, userId: "user-p",
+                                                              purchaseDate: bought, source: .client, verifiedAt: Self.t0), at: Self.t0)
+        #expect(endsAtTheLast(GranterStageTests().itemGranted(granted)?.items), "\(granted)")
+    }
 }
