@@ -158,7 +158,7 @@ let package = Package(
                     linkerSettings: rdkafkaLinkerSettings),
         // Hostile inputs (values at and beyond every bound, broken JSON, events out of order) against every stage on every
         // repository and every HTTP route of the ingest; seeded, replayable (`make fuzz`).
-        .testTarget(name: "HostileInputTests", dependencies: ["Stages", "Ingest", "HTTPServer", "HTTPClient", "JSON", "Kafka", "Metrics", "PurchaseDomain", "PurchaseEvents",
+        .testTarget(name: "HostileInputTests", dependencies: ["Stages", "Identifiers", "Ingest", "HTTPServer", "HTTPClient", "JSON", "Kafka", "Metrics", "PurchaseDomain", "PurchaseEvents",
                                                               "PurchaseStore", "InMemoryPurchaseStore", "StageTestSupport", "StoreFixtures", "StoreVerification",
                                                               "TestData", "TestSupport", "WorkerRuntime"],
                     linkerSettings: rdkafkaLinkerSettings),

@@ -8,6 +8,8 @@ public enum CurrencyAmounts {
     /// The most a user's balance of one currency holds (10^15): the largest product bought at the largest quantity (1000)
     /// reaches it from zero.
     public static let balanceLimit: Int64 = 1_000_000_000_000_000
+    /// The units of a product one purchase may buy (the events' `quantity`): a store's proof of another is refused.
+    public static let quantities: ClosedRange<Int> = 1...1000
 
     /// `balance` changed by `change` when the result stays within `0...balanceLimit`; nil otherwise (never traps).
     public static func balance(_ balance: Int64, adding change: Int64) -> Int64? {

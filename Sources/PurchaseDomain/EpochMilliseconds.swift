@@ -6,6 +6,9 @@ public enum EpochMilliseconds {
     /// 9999-12-31T23:59:59.999Z.
     public static let latest: Int64 = 253_402_300_799_999
 
+    /// `latest` as a date: the last an event's timestamp can name.
+    public static let latestDate = Date(timeIntervalSince1970: Double(latest) / 1000)
+
     /// The date of an external timestamp; nil outside 1970…9999.
     public static func date(_ milliseconds: Int64) -> Date? {
         (0...latest).contains(milliseconds) ? Date(timeIntervalSince1970: Double(milliseconds) / 1000) : nil

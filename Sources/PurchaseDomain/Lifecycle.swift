@@ -20,8 +20,9 @@ public enum LifecycleEvent: Hashable, Sendable, CaseIterable, CustomStringConver
     /// A due refund clawed back (`refund.due`, with claw-back on): from a purchase still flagged only. Its event can come
     /// late, after the store refunded the purchase, or refunded it and reversed the refund: what was learned since stands.
     case clawBack
-    /// REFUND_REVERSED: the store took the refund back; the customer keeps what was bought.
-    case refundReversed
+    /// REFUND_REVERSED: the store took the refund back; the customer keeps what was bought. What that means for a revoked
+    /// purchase depends on what its refund took (`RefundReversal`): the store tells, as it alone knows its ledger.
+    case refundReversed(RefundReversal)
     /// REFUND_DECLINED: the store refused the customer's refund request.
     case refundDeclined
     /// EXPIRED or GRACE_PERIOD_EXPIRED: the subscription period this purchase paid for ended; its entitlement ends.
@@ -32,8 +33,20 @@ public enum LifecycleEvent: Hashable, Sendable, CaseIterable, CustomStringConver
     /// The purchase is restored by a user other than its owner, under the operator's restore policy.
     case restoreByAnotherUser(RestorePolicy)
 
-    public static let allCases: [LifecycleEvent] = [.verified, .chargeAnnounced, .verificationRefused, .grant, .finish, .deadlinePassed, .revoke, .clawBack, .refundReversed, .refundDeclined, .expire,
-                                                     .renewalExtended, .restoreByAnotherUser(.transfer), .restoreByAnotherUser(.keep)]
+    public static let allCases: [LifecycleEvent] = [.verified, .chargeAnnounced, .verificationRefused, .grant, .finish, .deadlinePassed, .revoke, .clawBack]
+        + RefundReversal.allCases.map(LifecycleEvent.refundReversed) + [.refundDeclined, .expire, .renewalExtended, .restoreByAnotherUser(.transfer), .restoreByAnotherUser(.keep)]
+
+    /// The event's name, without the case of it (`caseName`).
+    public var name: String {
+        if case .refundReversed = self { return "refund reversed" }
+        return description
+    }
+
+    /// Which case of an event that has several (a refund's reversal), as the lifecycle table names it.
+    public var caseName: String? {
+        if case .refundReversed(let reversal) = self { return reversal.rawValue }
+        return nil
+    }
 
     public var description: String {
         switch self {
@@ -45,11 +58,38 @@ public enum LifecycleEvent: Hashable, Sendable, CaseIterable, CustomStringConver
         case .deadlinePassed: "deadline passed"
         case .revoke: "refund / revoke"
         case .clawBack: "due refund clawed back"
-        case .refundReversed: "refund reversed"
+        case .refundReversed(let reversal): "refund reversed (\(reversal.rawValue))"
         case .refundDeclined: "refund declined"
         case .expire: "expired"
         case .renewalExtended: "renewal extended"
         case .restoreByAnotherUser(let policy): "restore by another user (\(policy.rawValue))"
+        }
+    }
+}
+
+/// What the refund a store reversed had taken from a revoked purchase: its reversal gives that back, and a purchase
+/// refunded before its grant goes on from where it was then. Rule 1 holds either way: nothing is finished that was not
+/// granted, and nothing is granted to nobody.
+public enum RefundReversal: String, Hashable, Sendable, CaseIterable {
+    /// It was granted before its refund: what the refund took back is given back, and it is finished.
+    case afterGrant
+    /// Refunded before its grant, owned by a user, with the catalog's items to give: the reversal is its grant.
+    case beforeGrant
+    /// Refunded before its grant, owned by a user, with nothing to give (its product unknown to the catalog): verified
+    /// again, never granted, as its grant's refusal left it (its refund falls due at its deadline).
+    case beforeGrantNothingToGive
+    /// A charge nobody claimed, refunded: unclaimed again, to be claimed by its submission or flagged at its deadline.
+    case unclaimed
+
+    /// The reversal of the refund of a purchase owned by `owner` (nil: nobody's) whose refund took back grants
+    /// (`tookBackGrants`: it was granted) or not, and that `hasItemsToGive` (what the refund took, else the catalog's).
+    public init(owner: UserID?, tookBackGrants: Bool, hasItemsToGive: Bool) {
+        if owner == nil {
+            self = .unclaimed
+        } else if tookBackGrants {
+            self = .afterGrant
+        } else {
+            self = hasItemsToGive ? .beforeGrant : .beforeGrantNothingToGive
         }
     }
 }
@@ -207,7 +247,11 @@ public enum Lifecycle {
         case (.clawBack, _): return unchanged(.ignored)
 
         // The store keeps the money: the customer keeps the items, and nothing is left to finish or flag.
-        case (.refundReversed, .revoked): return Transition(to: .finished, effects: [.regrantItems], outcome: .applied)
+        case (.refundReversed(.afterGrant), .revoked), (.refundReversed(.beforeGrant), .revoked):
+            return Transition(to: .finished, effects: [.regrantItems], outcome: .applied)
+        // Never granted and nothing to grant, or nobody to grant it to: back to where the refund found it, never finished.
+        case (.refundReversed(.beforeGrantNothingToGive), .revoked): return Transition(to: .verified, outcome: .applied)
+        case (.refundReversed(.unclaimed), .revoked): return Transition(to: .unclaimed, outcome: .applied)
         case (.refundReversed, .revokedUnseen): return Transition(to: .unseen, effects: [.clearTombstone], outcome: .applied)
         case (.refundReversed, _): return unchanged(.ignored)
 

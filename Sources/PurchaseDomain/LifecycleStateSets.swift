@@ -44,7 +44,8 @@ extension Lifecycle {
         while let state = next.popLast() {
             guard !reached.contains(state) else { continue }
             reached.append(state)
-            for event in LifecycleEvent.allCases where event != .verificationRefused {
+            // A proven payment has an owner: its refund's reversal never leaves it unclaimed.
+            for event in LifecycleEvent.allCases where event != .verificationRefused && event != .refundReversed(.unclaimed) {
                 for type in ProductType.allCases {
                     let to = transition(from: state, on: event, type: type).to
                     if to.isRecorded, !reached.contains(to) { next.append(to) }

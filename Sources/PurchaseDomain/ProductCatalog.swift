@@ -78,7 +78,8 @@ public struct ProductCatalog: Sendable {
             return product.entitlement.map { [.entitlement($0, until: expiresDate)] }
         case .nonRenewing:
             guard let entitlement = product.entitlement, let days = product.durationDays, let start = purchaseDate else { return nil }
-            return [.entitlement(entitlement, until: start.addingTimeInterval(TimeInterval(days) * 86_400))]
+            // Never past the last date an event can name (9999-12-31): a pass bought in its last days ends then.
+            return [.entitlement(entitlement, until: min(start.addingTimeInterval(TimeInterval(days) * 86_400), EpochMilliseconds.latestDate))]
         case .unknown:
             return nil
         }

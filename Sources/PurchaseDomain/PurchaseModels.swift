@@ -164,6 +164,9 @@ public enum ReinstateOutcome: Sendable, Hashable {
     case reinstated(items: [GrantItem], ledgerEntryIds: [Int64], balances: [ItemCode: Int64], ended: [EndedPeriod] = [])
     /// The tombstone of a purchase not seen yet is cleared: it is granted as usual when it arrives.
     case tombstoneCleared
+    /// Revoked before its grant, with nothing to give or nobody to give it to: back in `to` (`verified`, `unclaimed`),
+    /// where its refund found it; nothing is given, and nothing finished.
+    case returned(to: PurchaseState)
     /// Not revoked (never, or reinstated already): nothing changes. The reversal is remembered: its refund, if it comes
     /// later, is `outdated`.
     case notRevoked(state: PurchaseState)

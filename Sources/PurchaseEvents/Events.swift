@@ -294,6 +294,7 @@ public struct ItemGranted: PipelineEvent, Hashable {
     public var productId: ProductID
     /// The domain's product type (`consumable`, `nonConsumable`, `autoRenewable`, `nonRenewing`).
     public var productType: String?
+    /// Units of the product bought: within `quantities`, the schema's bounds.
     public var quantity: Int
     public var items: [GrantedItem]
     public var alreadyGranted: Bool
@@ -318,6 +319,9 @@ public struct ItemGranted: PipelineEvent, Hashable {
     enum CodingKeys: String, CodingKey {
         case store, app, transactionId, userId, productId, productType, quantity, items, alreadyGranted, reinstated, transferredFrom, ledgerEntryId, grantedAt
     }
+
+    /// The quantities the schema (`item.granted.v1`) takes: a grant of any other is refused before it is written.
+    public static let quantities: ClosedRange<Int> = CurrencyAmounts.quantities
 
     public init(store: Store, transactionId: TransactionID, userId: UserID, productId: ProductID, productType: String? = nil, quantity: Int,
                 items: [GrantedItem], alreadyGranted: Bool, reinstated: Bool? = nil, transferredFrom: UserID? = nil, ledgerEntryId: Int64? = nil,

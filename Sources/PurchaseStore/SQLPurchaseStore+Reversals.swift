@@ -68,18 +68,25 @@ extension SQLPurchaseStore {
     /// A refund reversed by the store (REFUND_REVERSED): a revoked purchase gets back what its refund took back (not what
     /// the user had spent before it, the refund's shortfall: the user is where they were before the refund), or `items`
     /// if it was revoked before its grant, and is finished; a tombstone is cleared. Once: a second reversal changes nothing.
+    /// Revoked before its grant with nothing to give (`items` empty: its product unknown to the catalog), or nobody's (a
+    /// charge no submission claimed), it goes back to where its refund found it, `verified` or `unclaimed`: nothing is
+    /// granted, so nothing is finished (rule 1), and nothing is granted to nobody (`RefundReversal`).
     /// - Parameter decidedAt: when the store reversed the refund (its notification's `signedDate`): taken first, before
     ///   its refund, the reversal makes that refund `outdated` when it comes; older than a refund taken since, it is.
     public func reinstate(_ key: PurchaseKey, items: [GrantItem], decidedAt: Date? = nil, at now: Date) async throws -> ReinstateOutcome {
-        try await decide(key, on: .refundReversed) { _, connection, current, transition in
-            // What it would give back checked before anything is written (the decision included): past a balance's limit,
-            // it is refused whole (`BalanceOutOfRange`), and a later reversal of the same refund is judged afresh.
-            if transition.outcome == .applied, !transition.effects.contains(.clearTombstone), let userId = current.userId {
-                let giving = (try Self.takenBack(connection, key) ?? items).filter { $0.amount > 0 }
-                if giving.contains(where: { $0.kind == .currency }),
-                   let refusal = BalanceOutOfRange.first(of: giving, adding: try Self.readBalances(connection, of: [userId], lock: true, self.dialect)[userId] ?? [:]) {
-                    throw refusal
-                }
+        let reversal: @Sendable (any SQLConnection, CurrentPurchase) throws -> LifecycleEvent = { connection, current in
+            let takenBack = current.state == .revoked ? try Self.takenBack(connection, key) : nil
+            return .refundReversed(RefundReversal(owner: current.userId.flatMap { $0 == .nobody ? nil : $0 }, tookBackGrants: takenBack != nil,
+                                                  hasItemsToGive: (takenBack ?? items).contains { $0.amount > 0 }))
+        }
+        return try await decide(key, on: reversal) { _, connection, current, transition in
+            // What it gives back, checked before anything is written (the decision included): past a balance's limit, it
+            // is refused whole (`BalanceOutOfRange`), and a later reversal of the same refund is judged afresh.
+            let regranting = transition.outcome == .applied && transition.effects.contains(.regrantItems)
+            var granted = regranting ? (try Self.takenBack(connection, key) ?? items).filter { $0.amount > 0 } : []
+            if let userId = current.userId, granted.contains(where: { $0.kind == .currency }),
+               let refusal = BalanceOutOfRange.first(of: granted, adding: try Self.readBalances(connection, of: [userId], lock: true, self.dialect)[userId] ?? [:]) {
+                throw refusal
             }
             guard try Self.takeRefundDecision(connection, key, decidedAt: decidedAt) else { return .outdated }
             guard transition.outcome == .applied else { return .notRevoked(state: current.state) }
@@ -88,8 +95,13 @@ extension SQLPurchaseStore {
                                      [.text(key.store.rawValue), .text(key.transactionId), .integer(PurchaseTime.milliseconds(now))])
                 return .tombstoneCleared
             }
-            var granted = (try Self.takenBack(connection, key) ?? items).filter { $0.amount > 0 }
-            let applied = try Self.apply(granted, entry: "regrant", connection, key, userId: current.userId ?? "", at: now, self.dialect)
+            guard regranting else {
+                // Never granted: as its refund found it, its times as they were.
+                try connection.query("UPDATE purchases SET state = $3 WHERE store = $1 AND transaction_id = $2",
+                                     [.text(key.store.rawValue), .text(key.transactionId), .text(transition.to.rawValue)])
+                return .returned(to: transition.to)
+            }
+            let applied = try Self.apply(granted, entry: "regrant", connection, key, userId: current.userId ?? .nobody, at: now, self.dialect)
             let superseded = try Self.endingSupersededPeriods(current, granted, connection, key, self.dialect)
             if let end = superseded.endsBy { granted = granted.map { $0.ending(by: end) } }
             try Self.setState(connection, key, transition.to, timeColumn: "finished_at", at: now)

@@ -102,6 +102,14 @@ extension SQLPurchaseStore {
     ///   read again could name another connection (outside a batch, whichever is free at that moment).
     func decide<T: Sendable>(_ key: PurchaseKey, on event: LifecycleEvent, type: ProductType? = nil, deferring: Bool = false,
                              _ body: @escaping @Sendable (StoreExecutor, any SQLConnection, CurrentPurchase, Transition) throws -> T) async throws -> T {
+        try await decide(key, on: { _, _ in event }, type: type, deferring: deferring, body)
+    }
+
+    /// `decide`, the event read off the purchase as it is (locked), in the same transaction: what the event means may
+    /// depend on what the store holds of the purchase (a refund's reversal, on what the refund took back).
+    func decide<T: Sendable>(_ key: PurchaseKey, on event: @escaping @Sendable (any SQLConnection, CurrentPurchase) throws -> LifecycleEvent,
+                             type: ProductType? = nil, deferring: Bool = false,
+                             _ body: @escaping @Sendable (StoreExecutor, any SQLConnection, CurrentPurchase, Transition) throws -> T) async throws -> T {
         let dialect = dialect
         let executor = executor
         return try await executor.run(usingReadAhead: true, inCallingTask: deferring) { connection in
@@ -113,7 +121,8 @@ extension SQLPurchaseStore {
             return try Self.transaction(connection, dialect) {
                 // Read ahead by the batch (and locked then), once: a second decision on the key reads what the first left.
                 let current = try executor.takeReadAhead(key)?.current ?? Self.current(connection, key, dialect)
-                return try body(executor, connection, current, Lifecycle.transition(from: current.state, on: event, type: type ?? current.type))
+                return try body(executor, connection, current, Lifecycle.transition(from: current.state, on: try event(connection, current),
+                                                                                    type: type ?? current.type))
             }
         }
     }

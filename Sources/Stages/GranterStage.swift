@@ -157,12 +157,19 @@ public struct GranterStage: StoreBackedStage {
                     alreadyGranted: true, grantedAt: context.now(), endedAt: period.endedAt)
     }
 
-    /// REFUND_REVERSED: what the refund took back, given back (or the catalog's items for a purchase revoked before its grant).
+    /// REFUND_REVERSED: what the refund took back, given back (or the catalog's items for a purchase revoked before its grant;
+    /// with none, or nobody's, it goes back to where its refund found it: `ReinstateOutcome.returned`).
     private func reinstate(_ key: PurchaseKey, decidedAt: Date?) async throws -> StageResult {
         guard let record = try await store.purchase(key) else {
             let outcome = try await store.reinstate(key, items: [], decidedAt: decidedAt, at: context.now())
             context.logger.info("refund reversed before the purchase was seen", ["transactionId": key.transactionId, "outcome": "\(outcome)"])
             return .publish([])
+        }
+        // Given back to its owner, it is announced in `item.granted`, whose schema bounds the quantity: a purchase recorded with
+        // another (a charge the store signed so, claimed since) is refused before anything is written, for an operator to settle.
+        if record.owner != nil, !ItemGranted.quantities.contains(record.quantity) {
+            return .deadLetter(reason: "quantityOutOfRange",
+                               detail: "giving back \(key) refused: its quantity \(record.quantity) is not within \(ItemGranted.quantities)")
         }
         // Used when it was revoked before its grant: until the expiry recorded at verification. A subscription recorded before
         // expiries were kept (migration 11) has none, and is never given for good: its next period's grant gives it.
@@ -184,6 +191,10 @@ public struct GranterStage: StoreBackedStage {
                 store: key.store, transactionId: key.transactionId, userId: record.userId, productId: record.productId, productType: record.productType.rawValue,
                 quantity: record.quantity, items: granted.map { GrantedItem($0, balances: balances) }, alreadyGranted: false, reinstated: true,
                 ledgerEntryId: ids.first, grantedAt: context.now())] + ended.map(endedByUpgrade))
+        case .returned(let state):
+            // Never granted: nothing is given, so nothing is announced or finished (`RefundReversal`).
+            context.logger.info("refund reversed: never granted, put back", ["transactionId": key.transactionId, "state": state.rawValue])
+            return .publish([])
         case .tombstoneCleared, .notRevoked:
             return .publish([])
         case .outdated:

@@ -146,8 +146,16 @@ public struct VerifierStage: StoreBackedStage {
         }
     }
 
-    /// The purchases a submission proves, or why it proves none (a store that is not configured among the reasons).
+    /// The purchases a submission proves, or why it proves none (a store that is not configured among the reasons; a
+    /// quantity no event can carry, however genuine its proof).
     private func verify(_ submission: PurchaseSubmitted) async -> Result<[VerifiedPurchase], Rejection> {
+        await proven(submission).flatMap { purchases in
+            guard let odd = purchases.first(where: { !CurrencyAmounts.quantities.contains($0.quantity) }) else { return .success(purchases) }
+            return .failure(Rejection(.malformedPayload, "quantity \(odd.quantity) of \(odd.transactionId) is not within \(CurrencyAmounts.quantities): no event can carry it"))
+        }
+    }
+
+    private func proven(_ submission: PurchaseSubmitted) async -> Result<[VerifiedPurchase], Rejection> {
         switch submission.kind {
         case .signedTransaction:
             let signed = submission.signedTransaction ?? ""

@@ -1,9 +1,13 @@
 import Foundation
 @testable import HTTPServer
+import Identifiers
 @testable import Ingest
+import JSON
 import Metrics
 import PurchaseDomain
+import PurchaseEvents
 import PurchaseStore
+import StageTestSupport
 import Testing
 import TestSupport
 import WorkerRuntime
@@ -122,15 +126,29 @@ struct HostileInputTests {
 }
 
 extension HostileInputTests {
+    /// The read side takes every user id the producer contract (`common.v1`'s `userId`) takes, so that what the store holds
+    /// for one is read: 256 characters of 3 bytes each (a decomposed é), a C1 control character; not 257, nor U+007F.
+    @Test func theReadSideTakesEveryUserIdTheSchemaTakes() {
+        // What the schema says of an id, in a `user.token` (whose other members it takes).
+        func schemaTakes(_ id: String) -> Bool {
+            StageFixtures.schemas.validate(.object(["userId": .string(id), "appAccountToken": .string("3F0A2F2E-8A7C-4C1E-9D57-0000000000AA"),
+                                                    "registeredAt": .string("2026-12-01T12:00:00Z")]), against: EventType.userToken.schemaID).isEmpty
+        }
+        let decomposed = String(repeating: "e\u{301}", count: 128)
+        #expect(decomposed.unicodeScalars.count == 256 && decomposed.utf8.count == 384)
+        for id in [decomposed, "user\u{85}", "u", String(repeating: "€", count: 256)] {
+            #expect(IdentifierRule.fault(of: id, maxLength: IdentifierLimits.user) == nil, "\(Array(id.utf8).prefix(12))")
+            #expect(schemaTakes(id))
+        }
+        for id in ["", decomposed + "e", "user\u{7F}", "a\u{0}b", "\u{1F}"] {
+            #expect(IdentifierRule.fault(of: id, maxLength: IdentifierLimits.user) != nil, "\(Array(id.utf8).prefix(12))")
+            #expect(!schemaTakes(id))
+        }
+    }
+
     /// Defects the runs find that are not fixed yet, each by the words of its violation: recorded as known issues, so that
     /// the run goes on and a fix shows (a known issue that no longer occurs is simply not recorded).
-    /// - A refund due clawed back from a purchase never granted (its product unknown to the catalog), then reversed by the
-    ///   store: the granter reinstates it giving nothing, the finisher finishes it, and the audit finds it finished
-    ///   without a grant.
-    /// - A refund's reversal of a purchase the verifier recorded unclaimed (from a notification, user `nobody`, the empty
-    ///   id): the granter reinstates it to the empty user id, whose holdings no read can show, and announces an
-    ///   `item.granted` its schema refuses (also with the signed quantity past 1000).
-    static let knownDefects = ["finished without a grant", "granter published a item.granted its schema refuses", "GET /v1/users/ answered 400"]
+    static let knownDefects: [String] = []
 
     static func isKnown(_ violation: String) -> Bool { knownDefects.contains { violation.contains($0) } }
 

@@ -44,10 +44,17 @@ extension Tables {
     }
 
     mutating func reinstate(_ key: PurchaseKey, items: [GrantItem], decidedAt: Date?, at now: Date) throws(BalanceOutOfRange) -> ReinstateOutcome {
-        let (current, transition) = decide(key, on: .refundReversed)
-        // What it would give back checked before anything is written (the decision included), as the SQL store checks it.
-        if transition.outcome == .applied, !transition.effects.contains(.clearTombstone), let userId = current.userId,
-           let refusal = BalanceOutOfRange.first(of: (takenBack(key) ?? items).filter { $0.amount > 0 }, adding: balances[userId] ?? [:]) {
+        // What the reversal means is read off what the refund took back, as the SQL store reads it (`RefundReversal`).
+        let current = current(key)
+        let took = current.state == .revoked ? takenBack(key) : nil
+        let reversal = RefundReversal(owner: current.userId.flatMap { $0 == .nobody ? nil : $0 }, tookBackGrants: took != nil,
+                                      hasItemsToGive: (took ?? items).contains { $0.amount > 0 })
+        let (_, transition) = decide(key, on: .refundReversed(reversal))
+        // What it gives back checked before anything is written (the decision included), as the SQL store checks it.
+        let regranting = transition.outcome == .applied && transition.effects.contains(.regrantItems)
+        // What the refund took back (not what was spent before it), or `items` for a purchase revoked before its grant.
+        var granted = regranting ? (took ?? items).filter { $0.amount > 0 } : []
+        if let userId = current.userId, let refusal = BalanceOutOfRange.first(of: granted, adding: balances[userId] ?? [:]) {
             throw refusal
         }
         guard takeRefundDecision(key, decidedAt: decidedAt) else { return .outdated }
@@ -56,9 +63,12 @@ extension Tables {
             tombstones[key]?.reversedAt = now.milliseconds
             return .tombstoneCleared
         }
-        // What the refund took back (not what was spent before it), or `items` for a purchase revoked before its grant.
-        var granted = (takenBack(key) ?? items).filter { $0.amount > 0 }
-        let applied = apply(granted, entry: .regrant, key, userId: current.userId ?? "", at: now)
+        guard regranting else {
+            // Never granted: as its refund found it, its times as they were.
+            setState(key, transition.to, at: now)
+            return .returned(to: transition.to)
+        }
+        let applied = apply(granted, entry: .regrant, key, userId: current.userId ?? .nobody, at: now)
         let superseded = endingSupersededPeriods(current, granted, key)
         if let end = superseded.endsBy { granted = granted.map { $0.ending(by: end) } }
         setState(key, transition.to, at: now, stamping: \.finishedAt)

@@ -17,7 +17,7 @@ import Testing
 
     @Test func theTableCoversEveryStateEventAndType() {
         #expect(Self.everyCase.count == PurchaseState.allCases.count * LifecycleEvent.allCases.count * ProductType.allCases.count)
-        #expect(Self.everyCase.count == 9 * 14 * 5)
+        #expect(Self.everyCase.count == 9 * 17 * 5)
     }
 
     /// A due refund's claw-back takes back only from a purchase still flagged: one refunded since (revoked), or whose
@@ -52,7 +52,7 @@ import Testing
             #expect(c.state == .verified && c.event == .grant && c.transition.to == .granted, "\(c)")
         }
         for c in Self.everyCase where c.transition.effects.contains(.regrantItems) {
-            #expect(c.state == .revoked && c.event == .refundReversed, "\(c)")
+            #expect(c.state == .revoked && [.refundReversed(.afterGrant), .refundReversed(.beforeGrant)].contains(c.event), "\(c)")
         }
     }
 
@@ -115,7 +115,8 @@ import Testing
             #expect(c.state == .unseen && c.event == .revoke && c.transition.effects == [.recordTombstone], "\(c)")
         }
         for c in Self.everyCase where c.transition.to == .unseen && c.state != .unseen {
-            #expect(c.state == .revokedUnseen && c.event == .refundReversed && c.transition.effects == [.clearTombstone], "\(c)")
+            #expect(c.state == .revokedUnseen && RefundReversal.allCases.map(LifecycleEvent.refundReversed).contains(c.event)
+                    && c.transition.effects == [.clearTombstone], "\(c)")
         }
         // No purchase record is ever created except by a verdict (the store's proof, or a refusal of it) or the store's own
         // announcement of the charge.
@@ -152,9 +153,9 @@ import Testing
         // A refund before its purchase: recorded; the purchase then is refused and never granted.
         #expect(walk([.revoke, .verified, .grant]) == (.revoked, [.applied, .refused, .refused]))
         // Reversed before the purchase arrived: the purchase is then granted as usual.
-        #expect(walk([.revoke, .refundReversed, .verified, .grant]) == (.granted, [.applied, .applied, .applied, .applied]))
+        #expect(walk([.revoke, .refundReversed(.unclaimed), .verified, .grant]) == (.granted, [.applied, .applied, .applied, .applied]))
         // Refunded after the grant, then reversed: granted again once.
-        let reversed = walk([.verified, .grant, .revoke, .refundReversed, .refundReversed])
+        let reversed = walk([.verified, .grant, .revoke, .refundReversed(.afterGrant), .refundReversed(.afterGrant)])
         #expect(reversed == (.finished, [.applied, .applied, .applied, .applied, .ignored]))
         // A declined refund changes nothing.
         #expect(walk([.verified, .grant, .refundDeclined]) == (.granted, [.applied, .applied, .ignored]))
@@ -179,5 +180,31 @@ extension LifecycleTests {
             #expect(deadline.effects.contains(.flagRefundDue) == (type == .consumable), "\(type)")
         }
         #expect(Lifecycle.dueStates.contains(.unclaimed) && !Lifecycle.openStates.contains(.unclaimed))
+    }
+}
+
+extension LifecycleTests {
+    /// A refund's reversal gives back what the refund took, or grants a purchase refunded before its grant; one never
+    /// granted with nothing to give, or nobody to give it to, goes back to where its refund found it: never finished
+    /// (rule 1), never granted to nobody.
+    @Test func aReversedRefundOfAPurchaseNeverGrantedPutsItBack() {
+        for type in ProductType.allCases {
+            let regranted = Transition(to: .finished, effects: [.regrantItems], outcome: .applied)
+            #expect(Lifecycle.transition(from: .revoked, on: .refundReversed(.afterGrant), type: type) == regranted)
+            #expect(Lifecycle.transition(from: .revoked, on: .refundReversed(.beforeGrant), type: type) == regranted)
+            #expect(Lifecycle.transition(from: .revoked, on: .refundReversed(.beforeGrantNothingToGive), type: type) == Transition(to: .verified, outcome: .applied))
+            #expect(Lifecycle.transition(from: .revoked, on: .refundReversed(.unclaimed), type: type) == Transition(to: .unclaimed, outcome: .applied))
+        }
+        // Put back, it is where it was: an unknown product's purchase, verified, is refused its grant again and waits for its
+        // deadline; a charge nobody claimed waits for its submission.
+        for type in ProductType.allCases {
+            #expect(Lifecycle.transition(from: .verified, on: .finish, type: type).outcome == .waiting)
+            #expect(Lifecycle.transition(from: .unclaimed, on: .finish, type: type).outcome == .waiting)
+            #expect(Lifecycle.transition(from: .unclaimed, on: .verified, type: type).effects == [.claimPurchase])
+        }
+        #expect(RefundReversal(owner: nil, tookBackGrants: false, hasItemsToGive: true) == .unclaimed, "nobody to give it to")
+        #expect(RefundReversal(owner: "u", tookBackGrants: true, hasItemsToGive: false) == .afterGrant)
+        #expect(RefundReversal(owner: "u", tookBackGrants: false, hasItemsToGive: true) == .beforeGrant)
+        #expect(RefundReversal(owner: "u", tookBackGrants: false, hasItemsToGive: false) == .beforeGrantNothingToGive)
     }
 }

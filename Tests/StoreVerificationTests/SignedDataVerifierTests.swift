@@ -166,6 +166,17 @@ import JSON
         #expect(try verifier().verifyTransaction(try signedTransaction(sharedPKI, transactionPayload())).rejection == nil, "the control")
     }
 
+    /// A quantity no event carries (1 to 1000) is refused where the signed data is read, with a reason, not recorded for the
+    /// store's `quantity > 0` check to refuse as a database error.
+    @Test(arguments: [0, -3, 1001]) func aSignedQuantityNoEventCarriesIsMalformed(_ quantity: Int) throws {
+        var payload = transactionPayload()
+        payload["quantity"] = .integer(Int64(quantity))
+        let rejection = try verifier().verifyTransaction(try signedTransaction(sharedPKI, payload)).rejection
+        #expect(rejection?.reason == .malformedPayload && rejection?.detail.contains("quantity \(quantity)") == true, "\(String(describing: rejection))")
+        payload["quantity"] = .integer(1000)
+        #expect(try verifier().verifyTransaction(try signedTransaction(sharedPKI, payload)).rejection == nil)
+    }
+
     @Test func productionRequiresAnAppAppleId() {
         #expect(throws: VerifierConfigurationError.self) { _ = try verifier(environment: .production, appAppleId: nil) }
     }

@@ -113,6 +113,9 @@ public final class SignedDataVerifier: Sendable {
                                              of: "signed transaction") {
                 return .failure(unfit)
             }
+            guard CurrencyAmounts.quantities.contains(transaction.quantity) else {
+                return .failure(Rejection(.malformedPayload, "the signed transaction's quantity \(transaction.quantity) is not within \(CurrencyAmounts.quantities): no event can carry it"))
+            }
             return checkBundleAndEnvironment(transaction.bundleId, transaction.environment).map { transaction }
         }
     }
