@@ -43,7 +43,15 @@ struct DeployTests {
             if executable == "iapctl", command.count > 1 {
                 #expect(help.contains("  \(command[1]) "), "\(place): iapctl has no command \(command[1])")
             }
-            for variable in invocation["env"]?.arrayValue?.compactMap(\.stringValue) ?? [] {
+            let env = invocation["env"]?.arrayValue?.compactMap(\.stringValue) ?? []
+            // The test-only fault is never set where the pipeline is deployed: no message can reach the trap there.
+            #expect(!env.contains("IAP_TEST_FAULT_MARK") && !command.contains { $0.hasPrefix("--test-fault-mark") }, "\(place) sets the test-only fault")
+            // In Kubernetes a stage's worker keeps its trap records where its restarted container finds them (an emptyDir: a
+            // restart there is a new container, on a read-only root). Compose restarts the same container, /tmp and all.
+            if place.contains("/k8s/"), ["iap-verifier", "iap-granter", "iap-finisher", "iap-webhooks"].contains(executable) {
+                #expect(env.contains("IAP_TRAP_RECORDS"), "\(place): no IAP_TRAP_RECORDS")
+            }
+            for variable in env {
                 if variable.hasPrefix("KAFKA_") {
                     // librdkafka properties, dots as underscores.
                     #expect(variable.allSatisfy { $0.isUppercase || $0.isNumber || $0 == "_" }, "\(place): \(variable)")
