@@ -13,7 +13,7 @@ import StoreFixtures
 import TestData
 import WorkerRuntime
 
-/// The ingest's HTTP routes as `iap-ingest` serves them (the submission and notification routes publishing to
+/// The ingest's HTTP routes as `iap-ingest` serves them (the submission and both notification routes publishing to
 /// librdkafka's mock cluster, the read side on a SQL store, the body limits), over real HTTP, sent hostile requests:
 /// bodies of events with values beyond their bounds, broken JSON, bodies past the limits, user ids in every spelling,
 /// wrong methods. Every answer is a 2xx, or a 4xx or 503 whose body names the error; `/healthz` answers throughout.
@@ -30,7 +30,13 @@ struct HostileRoutes {
         for topic in [EventType.purchaseSubmitted, .storeNotification] { try cluster.createTopic(codec.topic(topic), partitions: 1) }
         let publisher = try EventPublisher(codec: codec, kafka: KafkaConfiguration(["bootstrap.servers": cluster.bootstrapServers, "message.timeout.ms": "5000"]))
         let logger = Logger(stage: "ingest", minimum: .error, sink: { _ in })
-        let api = IngestAPI(configuration: .init(), publisher: publisher, logger: logger, metrics: MetricsRegistry())
+        // Google Play's pushes, authenticated as Pub/Sub does (an OIDC token of the subscription's service account).
+        let certificates = FileManager.default.temporaryDirectory.appendingPathComponent("hostile-google-certs-\(UUID().uuidString).json")
+        try GooglePlayPushSigner.certificatesJSON([Self.pushSigner]).write(to: certificates, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: certificates) }
+        let push = PubSubPushAuthenticator(configuration: .init(audience: Self.pushAudience, serviceAccountEmail: Self.pushAccount),
+                                           keys: GoogleSigningKeys(source: .file(certificates.path)))
+        let api = IngestAPI(configuration: .init(googlePlayPush: push), publisher: publisher, logger: logger, metrics: MetricsRegistry())
         let holdings = UserHoldingsAPI(store: store, secret: nil, logger: logger, metrics: MetricsRegistry())
         let server = try OperationsServer(configuration: HTTPServer.Configuration(maxBodyBytes: 1 << 20, bodyLimit: { _, path in api.bodyLimit(path: path) }),
                                           metrics: MetricsRegistry(), readiness: { .ready }, routes: { request in
@@ -74,6 +80,34 @@ struct HostileRoutes {
         return report
     }
 
+    static let pushSigner: GooglePlayPushSigner = {
+        do { return try GooglePlayPushSigner() } catch { fatalError("an RSA key for the stand-in OIDC signer: \(error)") }
+    }()
+    static let pushAudience = "https://ingest.example/v1/googleplay/notifications"
+    static let pushAccount = "play-rtdn@example.iam.gserviceaccount.com"
+
+    /// A push of a hostile real-time developer notification: values beyond their bounds in every kind Google sends, and
+    /// sometimes a token that is not Google's (or none).
+    func hostilePush(_ events: inout HostileEvents) throws -> (headers: [(String, String)], body: [UInt8]) {
+        let package = events.pick(["com.example.coins", "com.example.coins\u{200B}", "com.ex\u{430}mple.coins"])
+        let token = events.pick(["token-1", "token-2", "token-1\u{200D}", String(repeating: "t", count: 4096)], limit: 8192)
+        let kind = ["oneTimeProductNotification", "subscriptionNotification", "voidedPurchaseNotification", "testNotification", "unknownNotification"]
+            .randomElement(using: &events.rng) ?? "testNotification"
+        let fields: [String: JSONValue] = [
+            "version": .string("1.0"), "notificationType": .integer(events.integer(.min ... .max, usualIn: 1...20)),
+            "purchaseToken": .string(token), "sku": .string(events.pick(HostileEvents.products)), "subscriptionId": .string(events.pick(HostileEvents.products)),
+            "orderId": .string(events.pick(HostileEvents.transactions)), "productType": .integer(events.integer(.min ... .max, usualIn: 1...2)),
+            "refundType": .integer(events.integer(.min ... .max, usualIn: 1...2)),
+        ]
+        let notification = GooglePlayPushSigner.notification(package: package, kind, fields, at: events.date(around: HostileEvents.t0))
+        var headers = [("Content-Type", "application/json")]
+        if !events.chance(10) {
+            let signer = events.chance(10) ? try GooglePlayPushSigner() : Self.pushSigner
+            headers.append(("Authorization", try signer.authorization(audience: events.chance(10) ? "elsewhere" : Self.pushAudience, email: Self.pushAccount)))
+        }
+        return (headers, Array(GooglePlayPushSigner.pushBody(notification)))
+    }
+
     /// A route's name and a hostile request to it.
     func hostileRequest(_ events: inout HostileEvents, base: String, codec: EventCodec) throws -> (String, HTTPClient.Request) {
         let now = HostileEvents.t0
@@ -86,7 +120,11 @@ struct HostileRoutes {
             return user.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
         }
         let method = events.chance(12) ? ["PUT", "DELETE", "PATCH", "OPTIONS"].randomElement(using: &events.rng) ?? "PUT" : nil
-        switch Int.random(in: 0..<5, using: &events.rng) {
+        switch Int.random(in: 0..<6, using: &events.rng) {
+        case 5:
+            let push = try hostilePush(&events)
+            return ("POST /v1/googleplay/notifications", .init(method: method ?? "POST", url: base + "/v1/googleplay/notifications", headers: push.headers,
+                                                               body: broken(push.body)))
         case 0:
             let body = try codec.message(try events.submission(at: now), time: now).value.map(Array.init) ?? []
             return ("POST /v1/purchases", .init(method: method ?? "POST", url: base + "/v1/purchases", headers: [("Content-Type", "application/json")], body: broken(body)))
