@@ -8,9 +8,11 @@ import Synchronization
 /// Before a partition's messages are handed to the stage, their offsets are marked in the `InFlightLedger`; the holder
 /// of a partition reads the mark once per assignment (a process's own marks are known to it after that). A mark left
 /// `handling` offsets the partition resumes at or before was left by a crash: those offsets become suspects, handed to
-/// the stage one at a time, each marked alone; the one in hand at a second crash is dead-lettered without being handed
-/// to the stage again (`CrashEvidence`). An interrupted batch (shutdown, revocation) clears its mark, so neither counts
-/// as a crash; a batch done before a shutdown leaves its mark, which the partition's committed offset has passed.
+/// the stage one at a time, each marked alone and handled with nothing else in the process (`handling`); one the worker
+/// traps on is named by its trap record (`TrapRecords`), made a culprit by the next process of the stage
+/// (`confirmTraps`), and dead-lettered without being handed to the stage again (`CrashEvidence`). An interrupted batch
+/// (shutdown, revocation) clears its mark, so neither counts as a crash; a batch done before a shutdown leaves its
+/// mark, which the partition's committed offset has passed.
 extension StageRunner {
     /// What a runner knows of the marks of the partitions it holds (nil without an `InFlightLedger`).
     final class CrashGuard: Sendable {
@@ -107,6 +109,14 @@ extension StageRunner {
         guard crashGuard != nil else { return try await body() }
         guard let record = Suspect.current else { return try await HandlingGate.process.shared(body) }
         return try await HandlingGate.process.exclusive { try await TrapRecords.holding(record, body) }
+    }
+
+    /// The stage's answer to `message` alone, through the handling gate (`handling`).
+    func handled(_ message: KafkaMessage) async throws -> StageResult {
+        try await handling {
+            trapIfMarked(CollectionOfOne(message))
+            return try await stage.handle(message)
+        }
     }
 
     /// The suspect of a crash the calling task is handling (`handleSuspect`).

@@ -113,10 +113,7 @@ extension StageRunner {
                 let ahead = try await parking.withLedger { try await $0.parked(stage: stage.name, key: key) }
                 if let first = ahead.first { throw ParkedAhead(first: first) }
             }
-            return .success(try await handling {
-                trapIfMarked(CollectionOfOne(message))
-                return try await stage.handle(message)
-            })
+            return .success(try await handled(message))
         } catch {
             return .failure(error)
         }

@@ -44,11 +44,7 @@ extension StageRunner {
         let age = Date().timeIntervalSince(parked.parkedAt)
         let overBudget = schedule.isOverBudget(age: age)
         do {
-            let result = try await handling {
-                trapIfMarked(CollectionOfOne(message))
-                return try await stage.handle(message)
-            }
-            switch result {
+            switch try await handled(message) {
             case .publish(let outputs):
                 try await publish(outputs)
                 countPublished(outputs)
