@@ -37,6 +37,9 @@ public struct AppDirectory: Sendable {
             case .googleplay: googlePlayPackages.map(\.rawValue)
             }
         }
+
+        /// The stores this app is sold in, in `Store.allCases` order.
+        public var stores: [Store] { Store.allCases.filter { !storeNames($0).isEmpty } }
     }
 
     /// The id of the one app of a deployment that does not name its apps.

@@ -3,6 +3,15 @@ public enum Store: String, Codable, Sendable, Hashable, CaseIterable, CustomStri
     case appstore, appcoins, googleplay
 
     public var description: String { rawValue }
+
+    /// How the store is named to people (settings errors, logs, docs).
+    public var displayName: String {
+        switch self {
+        case .appstore: "the App Store"
+        case .appcoins: "AppCoins"
+        case .googleplay: "Google Play"
+        }
+    }
 }
 
 /// What every effect is keyed by: the store and its transaction id. A repeat of the same key answers from what

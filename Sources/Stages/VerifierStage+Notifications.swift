@@ -9,7 +9,15 @@ import WorkerRuntime
 /// subscription's status (`VerifierStage+SubscriptionStatus.swift`).
 extension VerifierStage {
     func handle(_ received: StoreNotificationReceived) async throws -> StageResult {
-        if received.store == .googleplay { return try await handleGooglePlay(received) }
+        switch received.store {
+        case .appstore: return try await handleAppStore(received)
+        case .googleplay: return try await handleGooglePlay(received)
+        case .appcoins: return .deadLetter(reason: "notificationRejected", detail: "AppCoins sends no notifications this pipeline takes")
+        }
+    }
+
+    private func handleAppStore(_ received: StoreNotificationReceived) async throws -> StageResult {
+        guard let appStore else { return .deadLetter(reason: "notificationRejected", detail: Self.notConfigured(.appstore).detail) }
         guard let signedPayload = received.signedPayload else { return .deadLetter(reason: "notificationRejected", detail: "no signedPayload") }
         let notification: AppStoreNotification
         switch orInTheSandbox(appStore.verifyNotification(signedPayload), bundleId: \.bundleId, { $0.appStore.verifyNotification(signedPayload) }) {

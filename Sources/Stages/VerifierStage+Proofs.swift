@@ -17,10 +17,11 @@ extension VerifierStage {
     private func proven(_ submission: PurchaseSubmitted) async -> Result<[VerifiedPurchase], Rejection> {
         switch submission.kind {
         case .signedTransaction:
+            guard let appStore else { return .failure(Self.notConfigured(.appstore)) }
             let signed = submission.signedTransaction ?? ""
             return orInTheSandbox(appStore.verifyTransaction(signed), bundleId: \.bundleId) { $0.appStore.verifyTransaction(signed) }.map { [VerifiedPurchase($0)] }
         case .appReceipt:
-            guard let receipts else { return .failure(Rejection(.storeRejected, "app receipts are not configured")) }
+            guard let receipts else { return .failure(appStore == nil ? Self.notConfigured(.appstore) : Rejection(.storeRejected, "app receipts are not configured")) }
             let receipt = submission.receipt ?? ""
             return orInTheSandbox(receipts.verify(base64: receipt), bundleId: \.bundleId) {
                 $0.receipts?.verify(base64: receipt) ?? .failure(Rejection(.wrongEnvironment, "sandbox receipts are not configured"))
@@ -28,14 +29,14 @@ extension VerifierStage {
                 purchases.isEmpty ? .failure(Rejection(.noPurchases, "the receipt is genuine but lists no in-app purchase")) : .success(purchases)
             }
         case .appcoinsPurchase:
-            guard let appCoins, let purchase = submission.appcoins else { return .failure(Rejection(.storeRejected, "AppCoins is not configured")) }
+            guard let appCoins, let purchase = submission.appcoins else { return .failure(Self.notConfigured(.appcoins)) }
             guard let purchaseData = purchase.purchaseData, let signature = purchase.signature else {
                 return .failure(Rejection(.signatureRequired, "an AppCoins submission carries the SDK's purchaseData and its signature"))
             }
             return await appCoins.verifySigned(packageName: purchase.packageName, sku: purchase.sku, purchaseToken: purchase.purchaseToken,
                                                purchaseData: purchaseData, signature: signature).map { [VerifiedPurchase($0)] }
         case .googlePlayPurchase:
-            guard let googlePlay, let purchase = submission.googleplay else { return .failure(Rejection(.storeRejected, "Google Play is not configured")) }
+            guard let googlePlay, let purchase = submission.googleplay else { return .failure(Self.notConfigured(.googleplay)) }
             if isGooglePlaySubscription(packageName: purchase.packageName, productId: purchase.productId) {
                 return await googlePlay.verifySignedSubscription(packageName: purchase.packageName, productId: purchase.productId,
                                                                  purchaseToken: purchase.purchaseToken, purchaseData: purchase.purchaseData,
@@ -44,6 +45,11 @@ extension VerifierStage {
             return await googlePlay.verifySigned(packageName: purchase.packageName, productId: purchase.productId, purchaseToken: purchase.purchaseToken,
                                                  purchaseData: purchase.purchaseData, signature: purchase.signature).map { [VerifiedPurchase($0)] }
         }
+    }
+
+    /// The refusal of what names a store none of the deployment's apps sells in.
+    static func notConfigured(_ store: Store) -> Rejection {
+        Rejection(.storeRejected, "\(store.displayName) is not configured: no app of this deployment sells there")
     }
 
     /// `verdict`, or, when it is `wrongEnvironment` and sandbox purchases are accepted, the sandbox verifiers'

@@ -17,7 +17,8 @@ public struct VerifierStage: StoreBackedStage {
     let context: StageContext
     let store: any SubscriptionStatusRepository
     public var repository: any PurchaseRepository { store }
-    let appStore: SignedDataVerifier
+    /// The App Store's signed data; nil in a deployment that sells nowhere there (its submissions and notifications are refused).
+    let appStore: SignedDataVerifier?
     let receipts: ReceiptVerifier?
     /// A production deployment's verifiers for the sandbox, when it accepts sandbox purchases too (App Review buys there):
     /// asked about what the production ones refuse as `wrongEnvironment` only.
@@ -39,7 +40,7 @@ public struct VerifierStage: StoreBackedStage {
     /// When a purchase whose payment is pending at the store is first asked about again (then less and less often).
     let pendingRecheck: Duration
 
-    public init(context: StageContext, store: any SubscriptionStatusRepository, appStore: SignedDataVerifier, receipts: ReceiptVerifier? = nil,
+    public init(context: StageContext, store: any SubscriptionStatusRepository, appStore: SignedDataVerifier?, receipts: ReceiptVerifier? = nil,
                 sandbox: (appStore: SignedDataVerifier, receipts: ReceiptVerifier?)? = nil, sandboxByDefault: Bool = true,
                 appCoins: AppCoinsVerifier? = nil, googlePlay: GooglePlayVerifier? = nil, apps: AppDirectory? = nil, restorePolicy: RestorePolicy = .transfer,
                 requireAccountToken: Bool = false, pendingRecheck: Duration = .seconds(60)) {

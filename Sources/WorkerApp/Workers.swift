@@ -22,7 +22,7 @@ public enum Workers {
     static func signedDataVerifier(_ env: WorkerApp.Environment, apps: ConfiguredApps, environment: AppStoreEnvironment, onlineChecks: Bool = false,
                                    allowsUnsignedTestData: Bool = false) throws -> SignedDataVerifier {
         guard !apps.appStore.isEmpty else {
-            throw SettingsError("--bundle-id (IAP_BUNDLE_ID) is required, or an app with an appstore section in --apps (IAP_APPS_FILE)")
+            throw SettingsError("no app sells on the App Store: give --bundle-id (IAP_BUNDLE_ID), or an appstore section in --apps (IAP_APPS_FILE)")
         }
         let roots = try WorkerApp.certificates(env.settings.list("--root"), setting: "--root (IAP_ROOT_CERTIFICATES)")
         do {
@@ -86,16 +86,28 @@ public enum Workers {
             throw SettingsError("--allow-unsigned-test-data (IAP_ALLOW_UNSIGNED_TEST_DATA) is only for --environment Xcode or LocalTesting, not \(environment)")
         }
         let receiptRoots = try WorkerApp.certificates(env.settings.list("--receipt-root"), setting: "--receipt-root (IAP_RECEIPT_ROOT_CERTIFICATES)")
-        if receiptRoots.isEmpty && !allowUnsigned {
+        let apps = try configuredApps(env)
+        try requireSomeStore(apps.directory)
+        if receiptRoots.isEmpty && !allowUnsigned && !apps.appStore.isEmpty {
             env.logger.info("no --receipt-root (IAP_RECEIPT_ROOT_CERTIFICATES): every StoreKit 1 app receipt is rejected")
         }
-        let apps = try configuredApps(env)
         // Google does not say whether a product is consumed or acknowledged, nor a one-time product from a subscription: the
         // catalog does. Without it a consumable would be acknowledged, and could not be bought again.
         if let app = apps.directory.apps.first(where: { !$0.googlePlayPackages.isEmpty && $0.catalog == nil }) {
             throw SettingsError(apps.directory.namesApps
                 ? "--apps (IAP_APPS_FILE): the app '\(app.id)' sells on Google Play and has no catalog: it names each product's type"
                 : "--googleplay-app (IAP_GOOGLEPLAY_APPS) needs --catalog (IAP_CATALOG): it names each Google Play product's type")
+        }
+        let hasServiceAccount = !(env.settings.string("--googleplay-service-account") ?? "").isEmpty
+        try requireWhatTheStoresNeed(apps.directory, worker: "iap-verifier") { _, store in
+            switch store {
+            case .appstore:
+                env.settings.list("--root").allSatisfy(\.isEmpty) && !allowUnsigned
+                    ? ["--root (IAP_ROOT_CERTIFICATES): the root its signed data must chain to (Apple Root CA - G3)"] : []
+            case .googleplay:
+                hasServiceAccount ? [] : ["--googleplay-service-account (IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE): every Google Play purchase is confirmed with the Android Publisher API"]
+            case .appcoins: [] // its key is in the app's entry; its API needs no account
+            }
         }
         let online = env.settings.flag("--online-checks")
         let acceptsSandbox = env.settings.flag("--accept-sandbox")
@@ -121,10 +133,12 @@ public enum Workers {
              try ReceiptVerifier(configuration: .init(trustedRoots: receiptRoots, bundleIds: apps.appStore.map(\.bundleId), environment: environment,
                                                       onlineChecks: online, allowsUnsignedTestData: allowUnsigned)))
         }
-        let configured = try verifiers(environment)
+        // A deployment that sells nowhere on the App Store has no App Store verifiers, and refuses what claims to be from it.
+        let sellsOnTheAppStore = !apps.appStore.isEmpty
+        let configured = sellsOnTheAppStore ? try verifiers(environment) : nil
         return VerifierStage(
-            context: env.context(stage: "verifier"), store: env.store, appStore: configured.appStore, receipts: configured.receipts,
-            sandbox: someAcceptSandbox ? try verifiers(.sandbox) : nil, sandboxByDefault: acceptsSandbox,
+            context: env.context(stage: "verifier"), store: env.store, appStore: configured?.appStore, receipts: configured?.receipts,
+            sandbox: someAcceptSandbox && sellsOnTheAppStore ? try verifiers(.sandbox) : nil, sandboxByDefault: acceptsSandbox,
             appCoins: apps.appCoinsKeys.isEmpty ? nil : AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL, apps: apps.appCoinsKeys,
                                                                                               observer: StoreAPIMetrics.observer(.appcoins, env.metrics))),
             googlePlay: try googlePlayVerifier(env.settings, apps: apps, metrics: env.metrics),
@@ -212,9 +226,20 @@ public enum Workers {
 
     /// The finisher's stage from its settings.
     public static func finisherStage(_ env: WorkerApp.Environment) throws -> FinisherStage {
+        let appStoreAPIs = try appStoreAPIClients(env.settings, schemas: env.schemas, metrics: env.metrics)
+        let googlePlay = try googlePlayAPI(env.settings, metrics: env.metrics)
+        if let apps = try appsFile(env.settings, schemas: env.schemas)?.directory {
+            try requireWhatTheStoresNeed(apps, worker: "iap-finisher") { _, store in
+                switch store {
+                case .googleplay:
+                    googlePlay == nil ? ["--googleplay-service-account (IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE): Google refunds a purchase not "
+                                         + "acknowledged or consumed through the Android Publisher API within three days"] : []
+                case .appstore, .appcoins: [] // finished by the app's consumption report without an API
+                }
+            }
+        }
         return FinisherStage(context: env.context(stage: "finisher"), store: env.store,
-                             appStoreAPIs: try appStoreAPIClients(env.settings, schemas: env.schemas, metrics: env.metrics),
-                             googlePlay: try googlePlayAPI(env.settings, metrics: env.metrics),
+                             appStoreAPIs: appStoreAPIs, googlePlay: googlePlay,
                              sampleContentProvided: env.settings.flag("--sample-content-provided"))
     }
 

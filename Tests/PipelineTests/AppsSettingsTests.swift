@@ -142,6 +142,49 @@ import WorkerApp
         #expect(message.contains("the app 'a' sells on Google Play and has no catalog"), "\(message)")
     }
 
+    /// Any mix of stores: a game sold on Google Play alone, or on AppCoins alone, needs no App Store setting; what a
+    /// store it sells in needs and the worker lacks is named by app and store, all at once.
+    @Test func eachWorkerStartsWithTheStoresItsAppsSellIn() async throws {
+        try Data(try GooglePlaySigner().publicKeyBase64().utf8).write(to: directory.appendingPathComponent("play.pub"))
+        try Data(try AppCoinsSigner().publicKeyBase64().utf8).write(to: directory.appendingPathComponent("appcoins.pub"))
+        try Data(try GooglePlayAPIStandIn(purchases: [:]).serviceAccountKeyJSON().utf8).write(to: directory.appendingPathComponent("account.json"))
+        _ = try await store.migrate()
+        let catalog = #""catalog": {"googleplay": {"coins.100": {"type": "consumable", "currency": "coins", "amount": 100}}}"#
+        let android = #"{"apps": [{"id": "android-game", "googleplay": {"package": "com.example.a", "publicKeyFile": "play.pub"}, \#(catalog)},"#
+            + #" {"id": "web-coins", "appcoins": {"package": "com.example.w", "publicKeyFile": "appcoins.pub"}, \#(catalog)}]}"#
+        let production = ["IAP_ENVIRONMENT": "Production", "IAP_ALLOW_UNSIGNED_TEST_DATA": "false"]
+        let account = ["IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE": directory.appendingPathComponent("account.json").path]
+        let complete = try variables(android, production.merging(account) { _, new in new })
+        func environment(_ command: String, _ settings: [Setting], _ variables: [String: String]) throws -> WorkerApp.Environment {
+            try WorkerApp.embedded(command: command, settings: settings, arguments: ["--kafka", "log_level=0"], variables: variables, store: store)
+        }
+        _ = try Workers.verifierStage(try environment("iap-verifier", Workers.verifierSettings, complete))
+        _ = try await Workers.granterStage(try environment("iap-granter", Workers.granterSettings, complete))
+        _ = try Workers.finisherStage(try environment("iap-finisher", Workers.finisherSettings, complete))
+        let services = try Workers.sweeperServices(try environment("iap-sweeper", Workers.sweeperSettings, complete))
+        #expect(services.reconciler != nil, "Google Play's voided purchases are reconciled")
+
+        let lacking = try variables(android, production)
+        let verifier = await refusal { _ = try Workers.verifierStage(try environment("iap-verifier", Workers.verifierSettings, lacking)) }
+        #expect(verifier.contains("the app 'android-game' sells on Google Play: iap-verifier needs --googleplay-service-account"), "\(verifier)")
+        let finisher = await refusal { _ = try Workers.finisherStage(try environment("iap-finisher", Workers.finisherSettings, lacking)) }
+        #expect(finisher.contains("the app 'android-game' sells on Google Play: iap-finisher needs --googleplay-service-account"), "\(finisher)")
+        #expect(!verifier.contains("web-coins") && !finisher.contains("App Store"), "AppCoins needs no account, the App Store is not sold in")
+
+        // An App Store app without the roots its signed data must chain to is named too, beside the Android one.
+        let mixed = #"{"apps": [{"id": "ios-game", "appstore": {"bundleId": "com.example.i", "appAppleId": 1}}, "#
+            + #"{"id": "android-game", "googleplay": {"package": "com.example.a", "publicKeyFile": "play.pub"}, \#(catalog)}]}"#
+        let both = await refusal { _ = try Workers.verifierStage(try environment("iap-verifier", Workers.verifierSettings, try variables(mixed, production))) }
+        #expect(both.contains("the app 'ios-game' sells on the App Store: iap-verifier needs --root (IAP_ROOT_CERTIFICATES)")
+                && both.contains("the app 'android-game' sells on Google Play: iap-verifier needs --googleplay-service-account"), "\(both)")
+
+        // The single-app settings naming no store at all.
+        let nothing = await refusal {
+            _ = try Workers.verifierStage(try environment("iap-verifier", Workers.verifierSettings, ["KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1"]))
+        }
+        #expect(nothing.contains("no store is configured"), "\(nothing)")
+    }
+
     @Test func theFileAndTheSingleAppSettingsAreNotMixed() async throws {
         let variables = try variables(apps(puzzleCatalog: true), ["IAP_BUNDLE_ID": "com.example.coins"])
         let verifier = try WorkerApp.embedded(command: "iap-verifier", settings: Workers.verifierSettings, variables: variables, store: store)

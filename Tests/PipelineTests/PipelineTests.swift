@@ -85,8 +85,9 @@ struct PipelineTests {
     ///   for the app's consumption report).
     /// - Parameter catalog: the products' catalog (JSON); nil for `schemas/examples/catalog.json`.
     /// - Parameter googlePlay: the stand-in Android Publisher API the verifier and finisher call, with its service account.
+    /// - Parameter sellsOnTheAppStore: false for a deployment that sells nowhere on the App Store: no App Store setting at all.
     static func start(servers: String, pki: TestPKI, storeURL: String, appCoinsURL: URL? = nil, googlePlay: GooglePlayAPIStandIn? = nil,
-                      finishWithAppStoreAPI: Bool = true,
+                      sellsOnTheAppStore: Bool = true, finishWithAppStoreAPI: Bool = true,
                       restorePolicy: RestorePolicy = .transfer, pendingRecheck: Duration = .seconds(60), catalog: String? = nil) async throws -> Pipeline {
         let prefix = "p\(UUID().uuidString.prefix(6).lowercased())."
         let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers]))
@@ -124,7 +125,10 @@ struct PipelineTests {
             variables["IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE"] = try file("service-account.json", googlePlay.serviceAccountKeyJSON())
             variables["IAP_GOOGLEPLAY_APPS"] = "com.example.coins=" + (try file("googleplay.pub", try googlePlaySigner.publicKeyBase64()))
         }
-        if finishWithAppStoreAPI {
+        if !sellsOnTheAppStore {
+            for name in ["IAP_BUNDLE_ID", "IAP_ENVIRONMENT", "IAP_ROOT_CERTIFICATES"] { variables[name] = nil }
+        }
+        if finishWithAppStoreAPI && sellsOnTheAppStore {
             variables.merge(["IAP_APPSTORE_API_URL": appStore.baseURL.absoluteString, "IAP_APPSTORE_KEY_ID": "K", "IAP_APPSTORE_ISSUER_ID": "I",
                              "IAP_APPSTORE_PRIVATE_KEY_FILE": try file("api.p8", try apiKey.pemRepresentation())]) { _, new in new }
         }
