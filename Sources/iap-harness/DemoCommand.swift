@@ -73,7 +73,8 @@ enum DemoCommand {
         let appStore = try StandInAppStore()
         let apiKey = work.appendingPathComponent("api-key.p8")
         try Data(try appStore.key.pemRepresentation().utf8).write(to: apiKey)
-        // The fourth act's Google Play, and the deployment's two apps: the demo's game on all three stores, and a second game.
+        // The fourth act's Google Play, and the deployment's three apps: the demo's game on the App Store and AppCoins, a game
+        // sold on Google Play alone, and a second App Store game.
         let otherApps = try DemoOtherApps(pki: pki, now: started)
         let googlePlay = try otherApps.settings(in: work)
         let apps = work.appendingPathComponent("apps.json")
@@ -210,7 +211,7 @@ enum DemoCommand {
             }
             print("  third act, the webhook was down: \(lost) notifications lost; a pass over the store's history published "
                   + "\(passes.first?.recovered ?? 0), a second pass \(passes.second?.recovered ?? -1): " + webhookDown.expected.keys.sorted().map(\.rawValue).joined(separator: ", "))
-            print("  fourth act: an Android player on Google Play (a pass renewed by a pushed notification) and a second game")
+            print("  fourth act: an Android-only game's player on Google Play (a pass renewed by a pushed notification) and a second game")
             print("  purchases by app and store: \(DemoOtherApps.countsByAppAndStore(audit).serializedText)")
             print("  holdings read back by GET /v1/users/{id}: \(expected.count) users")
         }
@@ -232,7 +233,9 @@ enum DemoCommand {
         JSONValue.object(["apps": .array([
             .object(["id": .string("coins-game"), "appstore": .object(["bundleId": .string(bundleId)]),
                      "appcoins": .object(["package": .string(DemoProductTypes.packageName), "publicKeyFile": .string(appCoinsKey.path)]),
-                     "googleplay": .object(["package": .string(DemoOtherApps.package), "publicKeyFile": .string(googlePlayKey.path)]),
+                     "catalog": .string(catalog.path)]),
+            // A game sold on Google Play alone: nothing of the App Store's is configured for it.
+            .object(["id": .string(DemoOtherApps.androidApp), "googleplay": .object(["package": .string(DemoOtherApps.package), "publicKeyFile": .string(googlePlayKey.path)]),
                      "catalog": .string(catalog.path)]),
             .object(["id": .string("puzzle"), "appstore": .object(["bundleId": .string(DemoOtherApps.puzzleBundle)]),
                      "catalog": .object(["appstore": .object(["puzzle.hints10": .object(["type": .string("consumable"), "currency": .string("puzzle.hints"),

@@ -7,14 +7,16 @@ import PurchaseStore
 import StoreFixtures
 import StoreVerification
 
-/// The demo's fourth act: the same game played on Android, and a second game in the same deployment (both apps of
-/// the demo's apps file). The Android player buys coins and a monthly pass on Google Play (a stand-in Android Publisher
+/// The demo's fourth act: a game sold on Google Play alone (an app of the demo's apps file with no App Store or AppCoins
+/// section), and a second App Store game, in the same deployment. The Android player buys coins and a monthly pass on Google Play (a stand-in Android Publisher
 /// API in the demo process): the coins are consumed and the pass acknowledged, once each; Google renews the pass and
 /// tells of it only by a real-time developer notification, pushed to the ingest with Google's OIDC token (a forged
 /// push is refused). The second game's player buys hints, granted by that game's own catalog.
 struct DemoOtherApps {
     static let android: UserID = "android-player", puzzlePlayer: UserID = "puzzle-player"
     static let package = DemoCommand.bundleId, puzzleBundle = "com.example.puzzle"
+    /// The apps file's id of the game sold on Google Play alone.
+    static let androidApp = "android-coins"
     static let coinsToken: PurchaseToken = "demo-gp-coins-token", coinsOrder: TransactionID = "GPA.3300-0000-0000-00001"
     static let passToken: PurchaseToken = "demo-gp-pass-token", signup: TransactionID = "GPA.3300-0000-0000-00002..0", renewal: TransactionID = "GPA.3300-0000-0000-00002..1"
     static let puzzleTransaction = "3300000000001"
@@ -95,7 +97,7 @@ struct DemoOtherApps {
         if googlePlay.subscriptionAcknowledgeCount(Self.passToken) != 1 {
             violations.append("the Google Play pass was acknowledged \(googlePlay.subscriptionAcknowledgeCount(Self.passToken)) times, expected once")
         }
-        say("fourth act: an Android player's coins and pass on Google Play (renewed by a pushed notification), a second game's hints")
+        say("fourth act: an Android-only game's player's coins and pass on Google Play (renewed by a pushed notification), a second game's hints")
         return violations
     }
 

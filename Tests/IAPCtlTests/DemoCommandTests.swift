@@ -37,9 +37,10 @@ struct DemoCommandTests {
                                                 "unclaimed": .integer(1)]),
                 "only unconsumed consumables flagged; three refunds; a known token's charge granted, the other unclaimed; the restored two and the second game's hints granted")
         #expect(summary["holdingsReadBack"] == .integer(36), "20 users and 16 stories")
-        // The fourth act: the game on Google Play beside the App Store and AppCoins, and a second game, each counted by app.
+        // The fourth act: a game sold on Google Play alone beside the App Store and AppCoins one, and a second game, each counted by app.
         #expect(summary["purchasesByAppAndStore"] == .object([
-            "coins-game": .object(["appstore": .integer(198), "appcoins": .integer(1), "googleplay": .integer(3)]),
+            "coins-game": .object(["appstore": .integer(198), "appcoins": .integer(1)]),
+            "android-coins": .object(["googleplay": .integer(3)]),
             "puzzle": .object(["appstore": .integer(1)]),
         ]))
         // The third act: the webhook was down; one pass over the store's history recovers every lost notification, once.
