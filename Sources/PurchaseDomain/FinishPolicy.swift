@@ -33,15 +33,15 @@ public enum FinishPolicy {
     }
 
     /// The step for `record` when its `item.granted` arrives.
-    /// - Parameter finishesThroughStoreAPI: its store completes purchases through an API the finisher can call (the App
-    ///   Store or Google Play, with API credentials).
+    /// - Parameter finishesThroughStoreAPI: how its store completes purchases through an API the finisher can call (the
+    ///   App Store's Finish Transaction, Google Play's consume or acknowledge, with API credentials); nil when it has none.
     /// - Parameter reinstated: the grant gave back what a reversed refund took: a purchase refunded before it was finished
     ///   with the store is finished with it now, and one finished before is finished again (the store answers as before).
-    public static func onGrant(_ record: PurchaseRecord, finishesThroughStoreAPI: Bool, reinstated: Bool) -> Step {
+    public static func onGrant(_ record: PurchaseRecord, finishesThroughStoreAPI: FinishMethod?, reinstated: Bool) -> Step {
         let finish = Lifecycle.transition(from: record.state, on: .finish, type: record.productType).outcome
         guard finish == .applied || finish == .repeated else { return .nothing }
-        if finishesThroughStoreAPI {
-            return needsStoreAPICall(record.state, reinstated: reinstated) ? .callStoreAPI : .finish(record.key.store == .googleplay ? .googlePlayAPI : .appStoreServerAPI)
+        if let method = finishesThroughStoreAPI {
+            return needsStoreAPICall(record.state, reinstated: reinstated) ? .callStoreAPI : .finish(method)
         }
         if record.productType.isEntitlement { return .finish(.entitlementGranted) }
         if record.storeConsumed { return .finish(.storeReportedConsumed) }

@@ -14,6 +14,10 @@ extension ProductCatalog {
         try self.init(document: document, schemas: schemas)
     }
 
+    /// The store each section of a catalog names the products of: its own name, or `products` (the App Store's, as
+    /// catalogs named them before other stores were sold in).
+    private static let sectionStores = Dictionary(uniqueKeysWithValues: Store.allCases.map { ($0.rawValue, $0) }).merging(["products": .appstore]) { own, _ in own }
+
     /// Validates and reads a catalog already parsed (one written inside an apps file).
     public init(document: JSONValue, schemas: JSONSchemaRegistry) throws {
         let violations = schemas.validate(document, against: Self.schemaID)
@@ -24,7 +28,7 @@ extension ProductCatalog {
         }
         var products: [Store: [ProductID: Product]] = [:]
         for (name, section) in sections {
-            let store: Store = name == "products" ? .appstore : Store(rawValue: name) ?? .appstore
+            guard let store = Self.sectionStores[name] else { continue } // the schema admits no other section
             for (id, entry) in section.objectValue ?? [:] {
                 guard let fields = entry.objectValue, let type = fields["type"]?.stringValue.flatMap(ProductType.init(rawValue:)) else { continue }
                 products[store, default: [:]][ProductID(id)] = Product(type: type, currency: fields["currency"]?.stringValue.map { ItemCode($0) }, amount: fields["amount"]?.int64Value,

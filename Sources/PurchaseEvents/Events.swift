@@ -135,7 +135,13 @@ public struct StoreNotificationReceived: PipelineEvent, Hashable {
         if let purchaseToken { return Data("googleplay:\(purchaseToken)".utf8) }
         return Data(("notification:\(ContentHash.hex(content).prefix(16))").utf8)
     }
-    public var eventID: String { "notification:\(store == .appstore ? "" : "\(store.rawValue):")\(ContentHash.hex(content))" }
+    public var eventID: String {
+        // The App Store's ids were minted before other stores had notifications: kept as they were, without the store.
+        switch store {
+        case .appstore: "notification:\(ContentHash.hex(content))"
+        case .appcoins, .googleplay: "notification:\(store.rawValue):\(ContentHash.hex(content))"
+        }
+    }
 }
 
 /// `purchase.consumed`: the app reports that it called `finish()` (AppCoins consumes on the device).

@@ -64,7 +64,10 @@ extension FinisherStage {
     /// still answer before the deadline.
     private func decideAndSend(_ request: ConsumptionRequested, _ key: PurchaseKey) async throws -> (String, String?) {
         func unanswered(_ reason: Unanswered, _ detail: String) -> (String, String?) { (reason.rawValue, detail) }
-        guard request.store == .appstore else { return unanswered(.notAppStore, "only the App Store asks for consumption information") }
+        switch request.store {
+        case .appstore: break
+        case .appcoins, .googleplay: return unanswered(.notAppStore, "only the App Store asks for consumption information")
+        }
         guard context.now() < request.answerBy else { return unanswered(.pastDeadline, "the store stopped waiting at \(request.answerBy)") }
         guard request.ownershipType != "FAMILY_SHARED" else {
             return unanswered(.familyShared, "the App Store takes no consumption information for family-shared transactions")

@@ -43,18 +43,18 @@ extension FinisherStage {
         }
     }
 
-    /// The completion calls the batch's granted Google Play purchases owe now, made at once before its transaction (which
+    /// The completion calls the batch's granted Google Play purchases (`grants`, all of Google Play) owe now, made at once before its transaction (which
     /// never waits on Google), by transaction id.
     func googlePlayCompletions(for grants: [ItemGranted], api: AndroidPublisherClient) async throws
         -> [TransactionID: Result<Void, AndroidPublisherClient.Failure>] {
         var reinstated: [PurchaseKey: Bool] = [:]
-        for granted in grants where granted.store == .googleplay {
+        for granted in grants {
             let key = PurchaseKey(store: .googleplay, transactionId: granted.transactionId)
             reinstated[key] = (reinstated[key] ?? false) || granted.reinstated == true
         }
         // Their records in one read.
         let owed = try await store.purchases(Array(reinstated.keys)).values.filter { record in
-            guard case .callStoreAPI = FinishPolicy.onGrant(record, finishesThroughStoreAPI: true, reinstated: reinstated[record.key] ?? false) else { return false }
+            guard case .callStoreAPI = FinishPolicy.onGrant(record, finishesThroughStoreAPI: .googlePlayAPI, reinstated: reinstated[record.key] ?? false) else { return false }
             return true
         }
         return await withTaskGroup(of: (TransactionID, Result<Void, AndroidPublisherClient.Failure>?).self) { group in

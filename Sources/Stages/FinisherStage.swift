@@ -77,9 +77,9 @@ public struct FinisherStage: StoreBackedStage {
         let calls: [TransactionID: Result<Void, AppStoreServerAPIClient.Failure>]?
         let googlePlayCalls: [TransactionID: Result<Void, AndroidPublisherClient.Failure>]?
         do {
-            let grants = decoded.values.sorted { $0.transactionId < $1.transactionId }
-            calls = if let appStoreAPIs { try await finishCalls(for: grants, apis: appStoreAPIs) } else { nil }
-            googlePlayCalls = if let googlePlay { try await googlePlayCompletions(for: grants, api: googlePlay) } else { nil }
+            let grants = Dictionary(grouping: decoded.values.sorted { $0.transactionId < $1.transactionId }, by: \.store)
+            calls = if let appStoreAPIs { try await finishCalls(for: grants[.appstore] ?? [], apis: appStoreAPIs) } else { nil }
+            googlePlayCalls = if let googlePlay { try await googlePlayCompletions(for: grants[.googleplay] ?? [], api: googlePlay) } else { nil }
         } catch {
             return [] // The store could not say which are granted: each message alone, retried as always.
         }
@@ -92,38 +92,12 @@ public struct FinisherStage: StoreBackedStage {
         }
     }
 
-    /// Whether purchases of `store` are completed through its API (configured here), at their grant.
-    func finishesThroughAPI(_ store: Store) -> Bool {
+    /// How purchases of `store` are completed through its API (configured here), at their grant; nil when they are not.
+    func finishesThroughAPI(_ store: Store) -> FinishMethod? {
         switch store {
-        case .appstore: appStoreAPIs != nil
-        case .googleplay: googlePlay != nil
-        case .appcoins: false
-        }
-    }
-
-    /// Finish Transaction for each App Store purchase of `grants` granted (and not finished) now, by transaction id.
-    private func finishCalls(for grants: [ItemGranted], apis: PerApp<AppStoreAPIClients>) async throws
-        -> [TransactionID: Result<Void, AppStoreServerAPIClient.Failure>] {
-        var keys: [PurchaseKey] = []
-        var seen: Set<TransactionID> = []
-        var reinstated: Set<TransactionID> = []
-        for granted in grants where granted.store == .appstore {
-            if granted.reinstated == true { reinstated.insert(granted.transactionId) }
-            if seen.insert(granted.transactionId).inserted { keys.append(PurchaseKey(store: .appstore, transactionId: granted.transactionId)) }
-        }
-        let found = try await store.statesAndEnvironments(of: keys)
-        // By client: each app's, each environment's. A purchase of an app without clients here gets none (answered alone).
-        var byClient: [ObjectIdentifier: (client: AppStoreServerAPIClient, ids: [TransactionID])] = [:]
-        for key in keys where FinishPolicy.needsStoreAPICall(found[key]?.state, reinstated: reinstated.contains(key.transactionId)) {
-            guard let client = apis.forRecorded(app: found[key]?.app)?.client(forRecorded: found[key]?.environment) else { continue }
-            byClient[ObjectIdentifier(client), default: (client, [])].ids.append(key.transactionId)
-        }
-        // At once: a slow API (the sandbox's, another app's) must not hold the others' calls.
-        return await withTaskGroup(of: [(TransactionID, Result<Void, AppStoreServerAPIClient.Failure>)].self) { group in
-            for (client, ids) in byClient.values { group.addTask { Array(zip(ids, await client.finishTransactions(ids))) } }
-            var answers: [TransactionID: Result<Void, AppStoreServerAPIClient.Failure>] = [:]
-            for await answered in group { answers.merge(answered, uniquingKeysWith: { first, _ in first }) }
-            return answers
+        case .appstore: appStoreAPIs == nil ? nil : .appStoreServerAPI
+        case .googleplay: googlePlay == nil ? nil : .googlePlayAPI
+        case .appcoins: nil // no server call completes an AppCoins purchase
         }
     }
 
@@ -149,8 +123,8 @@ public struct FinisherStage: StoreBackedStage {
                 }
                 let throughAPI = finishesThroughAPI(consumed.store)
                 // Only the API's path depends on the state: read only then (a read that is not a decision drops the batch's read-ahead).
-                let state = throughAPI ? try await store.states(of: [key])[key] : nil
-                switch FinishPolicy.onConsumptionReport(state, finishesThroughStoreAPI: throughAPI) {
+                let state = throughAPI != nil ? try await store.states(of: [key])[key] : nil
+                switch FinishPolicy.onConsumptionReport(state, finishesThroughStoreAPI: throughAPI != nil) {
                 case .nothing: return .publish([])
                 case .refuse: return Self.notGranted(key, state)
                 case .finish, .callStoreAPI, .finishIfConsumptionReported: break
@@ -178,7 +152,7 @@ public struct FinisherStage: StoreBackedStage {
             guard let record = try await store.purchase(key) else {
                 // The verifier records before it emits: a missing row is a store not caught up yet. Without an API call to
                 // make, nothing is owed: the grant that comes with the record finishes it.
-                if !throughAPI { return .publish([]) }
+                if throughAPI == nil { return .publish([]) }
                 throw TransientError("purchase \(key.logged) not in the store yet")
             }
             let finishing = { (method: FinishMethod) in
@@ -195,38 +169,19 @@ public struct FinisherStage: StoreBackedStage {
                 // Revoked or due for refund since it was granted: nothing to finish.
                 context.logger.info("not finishing", ["transactionId": granted.transactionId, "state": record.state.rawValue])
                 return .publish([])
-            case .callStoreAPI where granted.store == .googleplay:
-                guard let googlePlay else { return .publish([]) }
-                // In a batch's transaction: no call to the store's API while it is open.
-                let answered = googlePlayCalls?[granted.transactionId]
-                if googlePlayCalls != nil && answered == nil && !(record.productType == .consumable && record.storeConsumed) {
-                    throw TransientError("purchase \(key.logged) was granted during its batch")
-                }
-                return try await completeOnGooglePlay(record, with: googlePlay, answered: answered, finishing: finishing)
             case .callStoreAPI:
-                guard let appStoreAPIs else { return .publish([]) }
-                guard let clients = appStoreAPIs.forRecorded(app: record.app) else {
-                    return .deadLetter(reason: "unknownApp", detail: "the purchase's app '\(record.app.map(\.rawValue) ?? "")' is not one of this finisher's "
-                                       + "(--apps): nothing to finish it with")
+                switch granted.store {
+                case .appstore: return try await finishOnTheAppStore(record, granted: granted, finishCalls: finishCalls, finishing: finishing)
+                case .googleplay:
+                    guard let googlePlay else { return .publish([]) }
+                    // In a batch's transaction: no call to the store's API while it is open.
+                    let answered = googlePlayCalls?[granted.transactionId]
+                    if googlePlayCalls != nil && answered == nil && !(record.productType == .consumable && record.storeConsumed) {
+                        throw TransientError("purchase \(key.logged) was granted during its batch")
+                    }
+                    return try await completeOnGooglePlay(record, with: googlePlay, answered: answered, finishing: finishing)
+                case .appcoins: return .publish([]) // never through an API (`finishesThroughAPI`)
                 }
-                let answer: Result<Void, AppStoreServerAPIClient.Failure>
-                if let finishCalls {
-                    // In a batch's transaction: no call to the store API while it is open.
-                    guard let made = finishCalls[granted.transactionId] else { throw TransientError("purchase \(key.logged) was granted during its batch") }
-                    answer = made
-                } else {
-                    answer = await clients.client(forRecorded: record.environment).finishTransaction(granted.transactionId)
-                }
-                switch answer {
-                case .success: break
-                case .failure(.unavailable(let why, let retryAfter)): throw TransientError(why, retryAfter: retryAfter)
-                case .failure(.refused(let status, let detail)):
-                    // A sandbox purchase (App Review's, accepted by the verifier's --accept-sandbox) is unknown to production's API.
-                    let hint = status == 404 && record.environment == AppStoreEnvironment.sandbox.rawValue && clients.sandbox == nil
-                        ? "; a Sandbox purchase: give the finisher the sandbox's API too (--appstore-sandbox-api-url) if this is production's" : ""
-                    return .deadLetter(reason: "storeRefusedFinish", detail: "HTTP \(status): \(detail)\(hint)")
-                }
-                return try await finishing(.appStoreServerAPI)
             }
         }
     }

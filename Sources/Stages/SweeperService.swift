@@ -98,36 +98,44 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
         try await store.pruneTakenConsumptionReports()
         for (storeName, deadline) in configuration.deadlines.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
             let now = context.now()
-            if storeName == .appstore && appStore.byApp.values.contains(where: { !$0.isEmpty }) {
+            let storeFlagged: Int
+            switch storeName {
+            case .appstore where appStore.byApp.values.contains(where: { !$0.isEmpty }):
                 // Every due purchase is asked about, and flagged (or revoked) by that alone.
-                let count = try await recheckAppStore(deadline: deadline, now: now, lookups: appStore)
-                flaggedByStore.withLock { $0[storeName, default: 0] += count }
-                flagged += count
-                try await sendRefundNotices(store: storeName, deadline: deadline)
-                let settled = try await settleLapsedSubscriptions(now: now, lookups: appStore)
-                if settled > 0 { context.logger.info("lapsed subscriptions settled", ["count": settled]) }
-                continue
-            }
-            let rechecking = storeName == .appcoins && appCoins != nil
-            var storeFlagged = 0
-            if rechecking, let appCoins { storeFlagged += try await recheckAppCoins(deadline: deadline, now: now, with: appCoins) }
-            // What the re-check asks about is flagged by it alone, once the store answered: never here, unasked (one it
-            // could not ask, or granted since it asked, waits for the next sweep).
-            while case let due = try await store.sweepDue(store: storeName, deadline: deadline, now: now, limit: configuration.batchSize,
-                                                        leavingRecheckable: rechecking), !due.isEmpty {
-                storeFlagged += due.count
-                context.logger.info("flagged refund due", ["store": storeName.rawValue, "count": due.count])
+                storeFlagged = try await recheckAppStore(deadline: deadline, now: now, lookups: appStore)
+            case .appcoins:
+                // What the re-check asks about is flagged by it alone, once the store answered: never by `flagDue`, unasked
+                // (one it could not ask, or granted since it asked, waits for the next sweep).
+                let rechecked = if let appCoins { try await recheckAppCoins(deadline: deadline, now: now, with: appCoins) } else { 0 }
+                storeFlagged = try await rechecked + flagDue(storeName, deadline: deadline, now: now, leavingRecheckable: appCoins != nil)
+            case .appstore, .googleplay:
+                storeFlagged = try await flagDue(storeName, deadline: deadline, now: now, leavingRecheckable: false)
             }
             flaggedByStore.withLock { $0[storeName, default: 0] += storeFlagged }
             flagged += storeFlagged
             try await sendRefundNotices(store: storeName, deadline: deadline)
-            if storeName == .googleplay, let googlePlay {
-                let settled = try await settleLapsedGooglePlaySubscriptions(now: now, with: googlePlay)
-                if settled > 0 { context.logger.info("lapsed subscriptions settled", ["store": storeName.rawValue, "count": settled]) }
+            // Subscriptions that lapsed with nothing heard since, asked of their store where it can be.
+            let settled: Int
+            switch storeName {
+            case .appstore: settled = appStore.byApp.values.contains(where: { !$0.isEmpty }) ? try await settleLapsedSubscriptions(now: now, lookups: appStore) : 0
+            case .googleplay: settled = if let googlePlay { try await settleLapsedGooglePlaySubscriptions(now: now, with: googlePlay) } else { 0 }
+            case .appcoins: settled = 0 // sells no subscriptions
             }
+            if settled > 0 { context.logger.info("lapsed subscriptions settled", ["store": storeName.rawValue, "count": settled]) }
         }
         try await pruneRejections()
         return flagged
+    }
+
+    /// Flags what of `storeName` is due, a batch at a time, without asking the store; returns how many.
+    private func flagDue(_ storeName: Store, deadline: TimeInterval, now: Date, leavingRecheckable: Bool) async throws -> Int {
+        var count = 0
+        while case let due = try await store.sweepDue(store: storeName, deadline: deadline, now: now, limit: configuration.batchSize,
+                                                    leavingRecheckable: leavingRecheckable), !due.isEmpty {
+            count += due.count
+            context.logger.info("flagged refund due", ["store": storeName.rawValue, "count": due.count])
+        }
+        return count
     }
 
     /// Forgets the rejections kept longer than `Configuration.rejectionRetention`, `batchSize` at a time: each delete is
@@ -160,8 +168,10 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
     private func sendRefundNotices(store storeName: Store, deadline: TimeInterval) async throws {
         while case let unsent = try await store.unsentRefundNotices(store: storeName, deadline: deadline, limit: configuration.batchSize), !unsent.isEmpty {
             var (ready, refunds) = (unsent, [PurchaseKey: RefundDue.StoreRefund]())
-            if storeName == .googleplay, configuration.refundsGooglePlay, let googlePlay {
-                (ready, refunds) = await refundThroughGooglePlay(unsent, with: googlePlay)
+            switch storeName {
+            case .googleplay:
+                if configuration.refundsGooglePlay, let googlePlay { (ready, refunds) = await refundThroughGooglePlay(unsent, with: googlePlay) }
+            case .appstore, .appcoins: break // refunded by the store's own process, not through its API
             }
             let events: [any PipelineEvent] = ready.map {
                 // A charge nobody claimed has no user: the notice says so (`unclaimed`).

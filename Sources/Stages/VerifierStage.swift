@@ -157,9 +157,9 @@ public struct VerifierStage: StoreBackedStage {
     /// token: it continues that subscription (its original, when recorded), so that its period ends the old one's as an
     /// App Store upgrade does. Any other purchase as it is.
     func continuingItsSubscription(_ purchase: VerifiedPurchase) async throws -> VerifiedPurchase {
-        guard purchase.store == .googleplay, let linked = purchase.raw["linkedPurchaseToken"]?.stringValue.map({ PurchaseToken($0) }) else { return purchase }
+        guard let linked = purchase.replacedPurchaseToken else { return purchase }
         var continued = purchase
-        continued.originalTransactionId = try await store.originalTransactionId(store: .googleplay, purchaseToken: linked) ?? TransactionID(linked)
+        continued.originalTransactionId = try await store.originalTransactionId(store: purchase.store, purchaseToken: linked) ?? TransactionID(linked)
         return continued
     }
 
@@ -218,7 +218,7 @@ public struct VerifierStage: StoreBackedStage {
             // another user holds, the restore policy judges it as it judges a replay of the original itself. An Android
             // one-time purchase's original is its token, which no other order shares: the order itself is the key
             // (`existing` below), so it is not looked up, a statement per purchase saved.
-            if purchase.store == .appstore || type == .autoRenewable, let original = purchase.originalTransactionId, original != purchase.transactionId,
+            if purchase.mayContinueAnothersOriginal(type: type), let original = purchase.originalTransactionId, original != purchase.transactionId,
                let owner = try await store.owner(store: purchase.store, originalTransactionId: original), owner != submission.userId {
                 let restored = try await restoreOriginal(original, of: record, from: owner, submission: submission)
                 events += try await answers(restored.answers)

@@ -24,6 +24,9 @@ public struct VerifiedPurchase: Sendable, Hashable, Codable {
     public var expiresDate: Date?
     /// AppCoins: whether the app already consumed it.
     public var consumed: Bool?
+    /// The purchase token of the subscription this one was bought in place of (Google Play's `linkedPurchaseToken`: an
+    /// upgrade, a downgrade, a re-signup), which it continues; nil for any other purchase.
+    public var replacedPurchaseToken: PurchaseToken?
     /// Every field the store sent, including ones this version does not know.
     public var raw: [String: JSONValue]
 
@@ -102,9 +105,19 @@ public struct VerifiedPurchase: Sendable, Hashable, Codable {
 }
 
 extension VerifiedPurchase {
+    /// Whether another user may hold this purchase's original, bought as `type` (a restore's, a renewal's, an upgrade's):
+    /// an App Store transaction's, and any subscription's; an Android one-time purchase's original is its own token, which
+    /// no other order shares.
+    public func mayContinueAnothersOriginal(type: ProductType) -> Bool {
+        switch store {
+        case .appstore: true
+        case .googleplay, .appcoins: type == .autoRenewable
+        }
+    }
+
     /// A period of a Google Play subscription as the Android Publisher API reported it: its order is the transaction, its
-    /// purchase token the original (renewals share it; `linkedPurchaseToken` stays in `raw` for the verifier, which
-    /// follows it to the subscription it replaced). A license tester's is recorded in the environment `Test`.
+    /// purchase token the original (renewals share it; `linkedPurchaseToken` is `replacedPurchaseToken`, which the
+    /// verifier follows to the subscription it replaced). A license tester's is recorded in the environment `Test`.
     public init(_ subscription: GooglePlaySubscriptionPurchase) {
         store = .googleplay
         transactionId = subscription.transactionId
@@ -116,6 +129,7 @@ extension VerifiedPurchase {
         expiresDate = subscription.expiryTime
         appAccountToken = subscription.obfuscatedExternalAccountId.flatMap { UUID(uuidString: $0) == nil ? nil : AccountToken($0) }
         environment = subscription.isTest ? "Test" : "Production"
+        replacedPurchaseToken = subscription.linkedPurchaseToken
         raw = subscription.raw
     }
 }

@@ -98,17 +98,6 @@ public enum Workers {
                 ? "--apps (IAP_APPS_FILE): the app '\(app.id)' sells on Google Play and has no catalog: it names each product's type"
                 : "--googleplay-app (IAP_GOOGLEPLAY_APPS) needs --catalog (IAP_CATALOG): it names each Google Play product's type")
         }
-        let hasServiceAccount = !(env.settings.string("--googleplay-service-account") ?? "").isEmpty
-        try requireWhatTheStoresNeed(apps.directory, worker: "iap-verifier") { _, store in
-            switch store {
-            case .appstore:
-                env.settings.list("--root").allSatisfy(\.isEmpty) && !allowUnsigned
-                    ? ["--root (IAP_ROOT_CERTIFICATES): the root its signed data must chain to (Apple Root CA - G3)"] : []
-            case .googleplay:
-                hasServiceAccount ? [] : ["--googleplay-service-account (IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE): every Google Play purchase is confirmed with the Android Publisher API"]
-            case .appcoins: [] // its key is in the app's entry; its API needs no account
-            }
-        }
         let online = env.settings.flag("--online-checks")
         let acceptsSandbox = env.settings.flag("--accept-sandbox")
         guard !acceptsSandbox || environment == .production else {
@@ -125,6 +114,18 @@ public enum Workers {
         }
         guard let restorePolicy = RestorePolicy(rawValue: try env.settings.required("--restore-policy")) else {
             throw SettingsError("--restore-policy (IAP_RESTORE_POLICY) must be transfer or keep")
+        }
+        // After the settings of the worker as a whole: what each app's stores need of it.
+        let hasServiceAccount = !(env.settings.string("--googleplay-service-account") ?? "").isEmpty
+        try requireWhatTheStoresNeed(apps.directory, worker: "iap-verifier") { _, store in
+            switch store {
+            case .appstore:
+                env.settings.list("--root").allSatisfy(\.isEmpty) && !allowUnsigned
+                    ? ["--root (IAP_ROOT_CERTIFICATES): the root its signed data must chain to (Apple Root CA - G3)"] : []
+            case .googleplay:
+                hasServiceAccount ? [] : ["--googleplay-service-account (IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE): every Google Play purchase is confirmed with the Android Publisher API"]
+            case .appcoins: [] // its key is in the app's entry; its API needs no account
+            }
         }
         // One environment's verifiers; the sandbox's beside production's are the same but for it (unsigned test data is
         // refused in both, above).

@@ -70,7 +70,7 @@ enum VerifyCommand {
     }
 
     private static func makeVerifier(_ kind: Kind, _ options: CommandOptions) throws -> Verify {
-        if kind == .appcoins {
+        if case .appcoins = kind {
             var configuration = AppCoinsVerifier.Configuration()
             if let url = options.string("--appcoins-url") {
                 guard let parsed = URL(string: url) else { throw UsageError("--appcoins-url is not a URL") }

@@ -16,7 +16,7 @@ import Testing
     @Test(arguments: PurchaseState.allCases) func aPurchaseTheLifecycleWillNotFinishIsLeftAlone(_ state: PurchaseState) {
         for type in ProductType.allCases {
             let finish = Lifecycle.transition(from: state, on: .finish, type: type).outcome
-            for api in [false, true] {
+            for api in [nil, FinishMethod.appStoreServerAPI, .googlePlayAPI] {
                 for reinstated in [false, true] {
                     let step = FinishPolicy.onGrant(record(state, type), finishesThroughStoreAPI: api, reinstated: reinstated)
                     if finish != .applied && finish != .repeated {
@@ -30,19 +30,21 @@ import Testing
     }
 
     @Test func withoutTheStoresAPIAnEntitlementFinishesAtItsGrantAndAConsumableWhenConsumed() {
-        #expect(FinishPolicy.onGrant(record(.granted, .nonConsumable), finishesThroughStoreAPI: false, reinstated: false) == .finish(.entitlementGranted))
-        #expect(FinishPolicy.onGrant(record(.granted, .autoRenewable), finishesThroughStoreAPI: false, reinstated: false) == .finish(.entitlementGranted))
-        #expect(FinishPolicy.onGrant(record(.granted, .consumable), finishesThroughStoreAPI: false, reinstated: false) == .finishIfConsumptionReported)
-        #expect(FinishPolicy.onGrant(record(.granted, .consumable, storeConsumed: true), finishesThroughStoreAPI: false, reinstated: false)
+        #expect(FinishPolicy.onGrant(record(.granted, .nonConsumable), finishesThroughStoreAPI: nil, reinstated: false) == .finish(.entitlementGranted))
+        #expect(FinishPolicy.onGrant(record(.granted, .autoRenewable), finishesThroughStoreAPI: nil, reinstated: false) == .finish(.entitlementGranted))
+        #expect(FinishPolicy.onGrant(record(.granted, .consumable), finishesThroughStoreAPI: nil, reinstated: false) == .finishIfConsumptionReported)
+        #expect(FinishPolicy.onGrant(record(.granted, .consumable, storeConsumed: true), finishesThroughStoreAPI: nil, reinstated: false)
             == .finish(.storeReportedConsumed))
     }
 
     /// With the App Store's API every type is finished by its call, once: a purchase finished already is answered again
     /// without a call, unless a reversed refund re-granted it (then the store is told again).
     @Test(arguments: ProductType.allCases) func theStoresAPIFinishesEveryTypeOnce(_ type: ProductType) {
-        #expect(FinishPolicy.onGrant(record(.granted, type), finishesThroughStoreAPI: true, reinstated: false) == .callStoreAPI)
-        #expect(FinishPolicy.onGrant(record(.finished, type), finishesThroughStoreAPI: true, reinstated: false) == .finish(.appStoreServerAPI))
-        #expect(FinishPolicy.onGrant(record(.finished, type), finishesThroughStoreAPI: true, reinstated: true) == .callStoreAPI)
+        for method in [FinishMethod.appStoreServerAPI, .googlePlayAPI] {
+            #expect(FinishPolicy.onGrant(record(.granted, type), finishesThroughStoreAPI: method, reinstated: false) == .callStoreAPI)
+            #expect(FinishPolicy.onGrant(record(.finished, type), finishesThroughStoreAPI: method, reinstated: false) == .finish(method))
+            #expect(FinishPolicy.onGrant(record(.finished, type), finishesThroughStoreAPI: method, reinstated: true) == .callStoreAPI)
+        }
     }
 
     @Test(arguments: PurchaseState.allCases) func aStoreAPICallIsNeededOnlyForWhatAwaitsItsFinish(_ state: PurchaseState) {
