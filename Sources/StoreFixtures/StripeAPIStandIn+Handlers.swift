@@ -175,7 +175,9 @@ extension StripeAPIStandIn {
         }
         let kept = Int64(Date().timeIntervalSince1970) - 30 * 86_400
         return registry.books.withLock { books in
-            let newestFirst = books.events.reversed().filter { event in
+            // Newest first by `created`, as Stripe lists them; those of one second the last created first.
+            let byCreated = books.events.enumerated().sorted { ($0.element["created"]?.int64Value ?? 0, $0.offset) > ($1.element["created"]?.int64Value ?? 0, $1.offset) }
+            let newestFirst = byCreated.map(\.element).filter { event in
                 let created = event["created"]?.int64Value ?? 0
                 return created >= kept && (types.isEmpty || types.contains(event["type"]?.stringValue ?? ""))
                     && bounds["created[gte]"].map { created >= $0 } ?? true && bounds["created[gt]"].map { created > $0 } ?? true

@@ -92,6 +92,15 @@ public final class StripeAPIClient: Sendable {
         return await send(HTTPClient.Request(method: "POST", url: apiURL + path, headers: headers, body: Array(Self.formEncoded(form).utf8)))
     }
 
+    /// `POST /v1/refunds`: refunds `amount` (minor units; nil: all that is left) of the payment intent's charge, under
+    /// `idempotencyKey` (one per refund the pipeline decides, kept with it: a retry refunds once). The refund object.
+    public func refund(paymentIntent: String, amount: Int64? = nil, idempotencyKey: String) async -> Result<[String: JSONValue], Failure> {
+        guard Self.isStripeID(paymentIntent) else { return .failure(.refused(status: 0, detail: "not a payment intent id")) }
+        var form: [(name: String, value: String)] = [("payment_intent", paymentIntent)]
+        if let amount { form.append(("amount", String(amount))) }
+        return await post("refunds", form: form, idempotencyKey: idempotencyKey)
+    }
+
     private func headers() -> [(name: String, value: String)] {
         var headers: [(name: String, value: String)] = [("Authorization", "Bearer " + configuration.secretKey), ("Accept", "application/json")]
         if let version = configuration.apiVersion { headers.append(("Stripe-Version", version)) }
