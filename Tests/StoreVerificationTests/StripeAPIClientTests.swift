@@ -3,6 +3,7 @@ import JSON
 import StoreFixtures
 import StoreVerification
 import Testing
+import TestSupport
 
 /// The Stripe API client's writes against the stand-in (`StripeAPIStandIn`), over real HTTP: form-encoded bodies, the
 /// secret key as a bearer token, and idempotency keys that make a retry refund once.
@@ -75,5 +76,24 @@ import Testing
         }
         #expect(await client.refund(paymentIntent: "../v1/events", idempotencyKey: "k2").failure == .refused(status: 0, detail: "not a payment intent id"))
         #expect(api.requests == ["POST /v1/refunds"])
+    }
+
+    /// Each call is told to the observer by its outcome, as the other stores' are; none for a request refused before it
+    /// was sent.
+    @Test func eachCallIsToldByItsOutcome() async throws {
+        let session = Self.paid()
+        let api = try StripeAPIStandIn(sessions: [session])
+        let counts = Locked<[StoreAPIOutcome: Int]>([:])
+        let client = Self.client(api, observer: { outcome in counts.withLock { $0[outcome, default: 0] += 1 } })
+        _ = await client.checkoutSession(session.id)
+        _ = await client.checkoutSession("cs_test_unknown")
+        _ = await client.checkoutSession("not/an/id")
+        api.fail(429, times: 1)
+        _ = await client.checkoutSession(session.id)
+        let wrongKey = StripeAPIClient(configuration: .init(baseURL: api.baseURL, secretKey: "sk_test_other",
+                                                            observer: { outcome in counts.withLock { $0[outcome, default: 0] += 1 } }))
+        _ = await wrongKey.checkoutSession(session.id)
+        #expect(counts.value == [.ok: 1, .notFound: 1, .rateLimited: 1, .unauthorized: 1])
+        #expect(api.requests.count == 4)
     }
 }
