@@ -40,6 +40,12 @@ public struct RejectionReason: RawRepresentable, Hashable, Sendable, CustomStrin
     public static let wrongPackage = Self(rawValue: "wrongPackage")
     /// A submission without the store's signed purchase data (the shape before AppCoins purchases were signed).
     public static let signatureRequired = Self(rawValue: "signatureRequired")
+    // Web purchases (Stripe Checkout)
+    /// A purchase made for another user than the one submitting it (Stripe's `client_reference_id`), or for none.
+    public static let wrongUser = Self(rawValue: "wrongUser")
+    /// The store refused the deployment's own credentials (a wrong, revoked or restricted key): no verdict on the purchase,
+    /// and none a retry with the same credentials brings; an operator must fix them.
+    public static let storeCredentialsRefused = Self(rawValue: "storeCredentialsRefused")
 }
 
 /// A purchase that was not accepted: the reason, whether trying again later may succeed, and detail
