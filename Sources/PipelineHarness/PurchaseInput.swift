@@ -223,6 +223,8 @@ public struct PurchaseInput: Sendable {
                     googleplay: .init(packageName: PackageName(StandInGooglePlay.packageName), productId: product.id, purchaseToken: token,
                                       purchaseData: signed.purchaseData, signature: signed.signature),
                     userId: user, submittedAt: now, source: .client, submissionId: UUID().uuidString.lowercased()), time: now))
+            case .stripe:
+                throw HarnessError("the plan sells \(product.id) on Stripe: the generator makes no web purchases")
             }
         }
         for index in 0..<plan.subscriptions {

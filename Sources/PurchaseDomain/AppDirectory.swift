@@ -14,13 +14,17 @@ public struct AppDirectory: Sendable {
         public var bundleIds: [BundleID]
         public var appCoinsPackages: [PackageName]
         public var googlePlayPackages: [PackageName]
+        /// The Stripe prices (or products) this app sells on the web: its catalog's `stripe` products, by which a Checkout
+        /// Session's line items are known to be this app's.
+        public var stripePrices: [ProductID]
         public var catalog: ProductCatalog?
         /// Whether a Production deployment takes this app's App Store purchases signed for the Sandbox (App Review's,
         /// TestFlight's); nil: as the deployment does (`--accept-sandbox`).
         public var acceptsSandbox: Bool?
 
         public init(id: AppID, bundleIds: [BundleID] = [], appCoinsPackages: [PackageName] = [], googlePlayPackages: [PackageName] = [],
-                    catalog: ProductCatalog? = nil, acceptsSandbox: Bool? = nil) {
+                    stripePrices: [ProductID] = [], catalog: ProductCatalog? = nil, acceptsSandbox: Bool? = nil) {
+            self.stripePrices = stripePrices
             self.id = id
             self.acceptsSandbox = acceptsSandbox
             self.bundleIds = bundleIds
@@ -29,12 +33,13 @@ public struct AppDirectory: Sendable {
             self.catalog = catalog
         }
 
-        /// How `store` names this app (its bundle ids or package names); empty when the app is not sold there.
+        /// How `store` names this app (its bundle ids, package names, or Stripe prices); empty when the app is not sold there.
         public func storeNames(_ store: Store) -> [String] {
             switch store {
             case .appstore: bundleIds.map(\.rawValue)
             case .appcoins: appCoinsPackages.map(\.rawValue)
             case .googleplay: googlePlayPackages.map(\.rawValue)
+            case .stripe: stripePrices.map(\.rawValue)
             }
         }
 

@@ -62,6 +62,9 @@ public struct ProductCatalog: Sendable {
         return codes
     }
 
+    /// The Stripe prices this catalog sells (its `stripe` products), in byte order.
+    public var stripePrices: [ProductID] { (products[.stripe] ?? [:]).keys.sorted { $0.rawValue.utf8.lexicographicallyPrecedes($1.rawValue.utf8) } }
+
     public func types(of store: Store) -> [ProductID: ProductType] { (products[store] ?? [:]).mapValues(\.type) }
 
     /// The items a purchase of `quantity` × `productId` grants; `nil` for a product not in the catalog.

@@ -1,6 +1,8 @@
 /// The store a purchase was made in. Its raw value is how events, the database, metrics and logs spell it.
 public enum Store: String, Codable, Sendable, Hashable, CaseIterable, CustomStringConvertible {
     case appstore, appcoins, googleplay
+    /// Web purchases paid through Stripe Checkout.
+    case stripe
 
     public var description: String { rawValue }
 
@@ -10,6 +12,7 @@ public enum Store: String, Codable, Sendable, Hashable, CaseIterable, CustomStri
         case .appstore: "the App Store"
         case .appcoins: "AppCoins"
         case .googleplay: "Google Play"
+        case .stripe: "Stripe"
         }
     }
 }

@@ -24,6 +24,8 @@ public struct AppsFile: Sendable {
         public var acceptsSandbox: Bool?
         public var appCoins: AndroidApp?
         public var googlePlay: AndroidApp?
+        /// `stripe`: the app sells on the web through Stripe Checkout (its prices are its catalog's `stripe` products).
+        public var sellsOnStripe: Bool
         public var catalog: ProductCatalog?
     }
 
@@ -55,7 +57,8 @@ public struct AppsFile: Sendable {
             let appStore = fields["appstore"]?.objectValue
             var app = App(id: AppID(fields["id"]?.stringValue ?? ""), bundleId: appStore?["bundleId"]?.stringValue.map { BundleID($0) },
                           appAppleId: appStore?["appAppleId"]?.int64Value, acceptsSandbox: appStore?["acceptSandbox"]?.boolValue,
-                          appCoins: android(fields["appcoins"]), googlePlay: android(fields["googleplay"]))
+                          appCoins: android(fields["appcoins"]), googlePlay: android(fields["googleplay"]),
+                          sellsOnStripe: fields["stripe"] != nil)
             do {
                 switch fields["catalog"] {
                 case .string(let file)?: app.catalog = try ProductCatalog(contentsOf: path(file), schemas: schemas)
@@ -66,13 +69,18 @@ public struct AppsFile: Sendable {
                 let file = fields["catalog"]?.stringValue.map { " \(path($0).path)" } ?? ""
                 throw AppsFileError("apps[\(index)].catalog ('\(app.id)')\(file): \(error)")
             }
+            if app.sellsOnStripe, app.catalog?.products[.stripe]?.isEmpty ?? true {
+                throw AppsFileError("apps[\(index)] ('\(app.id)') sells on Stripe: its catalog names the Stripe prices that are its own in a stripe section")
+            }
             apps.append(app)
         }
         self.apps = apps
         do {
             self.directory = try AppDirectory(apps: apps.map {
                 AppDirectory.App(id: $0.id, bundleIds: $0.bundleId.map { [$0] } ?? [], appCoinsPackages: $0.appCoins.map { [$0.package] } ?? [],
-                                 googlePlayPackages: $0.googlePlay.map { [$0.package] } ?? [], catalog: $0.catalog, acceptsSandbox: $0.acceptsSandbox)
+                                 googlePlayPackages: $0.googlePlay.map { [$0.package] } ?? [],
+                                 stripePrices: $0.sellsOnStripe ? $0.catalog?.stripePrices ?? [] : [],
+                                 catalog: $0.catalog, acceptsSandbox: $0.acceptsSandbox)
             })
         } catch {
             throw AppsFileError("\(error)")

@@ -12,7 +12,7 @@ public protocol PipelineEvent: Codable, Sendable {
     var eventID: String { get }
 }
 
-public enum SubmissionKind: String, Codable, Sendable { case signedTransaction, appReceipt, appcoinsPurchase, googlePlayPurchase }
+public enum SubmissionKind: String, Codable, Sendable { case signedTransaction, appReceipt, appcoinsPurchase, googlePlayPurchase, stripeCheckout }
 public enum SubmissionSource: String, Codable, Sendable { case client, server, restore }
 
 /// `purchase.submitted`: a purchase for the verifier, from an app backend, the ingest endpoint or a restore.
@@ -55,12 +55,20 @@ public struct PurchaseSubmitted: PipelineEvent, Hashable {
         }
     }
 
+    /// A web purchase paid through Stripe Checkout: the Checkout Session the app's backend created (with the user's id as
+    /// its `client_reference_id`), which the verifier reads back from Stripe's API.
+    public struct StripeCheckout: Codable, Sendable, Hashable {
+        public var checkoutSessionId: String
+        public init(checkoutSessionId: String) { self.checkoutSessionId = checkoutSessionId }
+    }
+
     public var store: Store
     public var kind: SubmissionKind
     public var signedTransaction: String?
     public var receipt: String?
     public var appcoins: AppCoinsPurchase?
     public var googleplay: GooglePlayPurchase?
+    public var stripe: StripeCheckout?
     public var userId: UserID
     public var submittedAt: Date
     public var source: SubmissionSource
@@ -70,8 +78,9 @@ public struct PurchaseSubmitted: PipelineEvent, Hashable {
     public var appAccountToken: AccountToken?
 
     public init(store: Store, kind: SubmissionKind, signedTransaction: String? = nil, receipt: String? = nil,
-                appcoins: AppCoinsPurchase? = nil, googleplay: GooglePlayPurchase? = nil, userId: UserID, submittedAt: Date, source: SubmissionSource, submissionId: String? = nil,
-                appAccountToken: AccountToken? = nil) {
+                appcoins: AppCoinsPurchase? = nil, googleplay: GooglePlayPurchase? = nil, stripe: StripeCheckout? = nil, userId: UserID, submittedAt: Date,
+                source: SubmissionSource, submissionId: String? = nil, appAccountToken: AccountToken? = nil) {
+        self.stripe = stripe
         self.appAccountToken = appAccountToken
         self.store = store
         self.kind = kind
@@ -92,7 +101,7 @@ public struct PurchaseSubmitted: PipelineEvent, Hashable {
         if let submissionId { return "submitted:\(submissionId)" }
         // AppCoins and Google Play: the signature too, so that a corrected resubmission is not taken for the badly signed one.
         let payload = signedTransaction ?? receipt ?? appcoins.map { "\($0.packageName)/\($0.sku)/\($0.purchaseToken)/\($0.signature ?? "")" }
-            ?? googleplay.map { "\($0.packageName)/\($0.productId)/\($0.purchaseToken)/\($0.signature)" } ?? ""
+            ?? googleplay.map { "\($0.packageName)/\($0.productId)/\($0.purchaseToken)/\($0.signature)" } ?? stripe?.checkoutSessionId ?? ""
         return "submitted:\(store.rawValue):\(userId):\(ContentHash.hex(payload))"
     }
 }
@@ -139,7 +148,7 @@ public struct StoreNotificationReceived: PipelineEvent, Hashable {
         // The App Store's ids were minted before other stores had notifications: kept as they were, without the store.
         switch store {
         case .appstore: "notification:\(ContentHash.hex(content))"
-        case .appcoins, .googleplay: "notification:\(store.rawValue):\(ContentHash.hex(content))"
+        case .appcoins, .googleplay, .stripe: "notification:\(store.rawValue):\(ContentHash.hex(content))"
         }
     }
 }

@@ -66,7 +66,7 @@ extension FinisherStage {
         func unanswered(_ reason: Unanswered, _ detail: String) -> (String, String?) { (reason.rawValue, detail) }
         switch request.store {
         case .appstore: break
-        case .appcoins, .googleplay: return unanswered(.notAppStore, "only the App Store asks for consumption information")
+        case .appcoins, .googleplay, .stripe: return unanswered(.notAppStore, "only the App Store asks for consumption information")
         }
         guard context.now() < request.answerBy else { return unanswered(.pastDeadline, "the store stopped waiting at \(request.answerBy)") }
         guard request.ownershipType != "FAMILY_SHARED" else {

@@ -98,6 +98,7 @@ public struct FinisherStage: StoreBackedStage {
         case .appstore: appStoreAPIs == nil ? nil : .appStoreServerAPI
         case .googleplay: googlePlay == nil ? nil : .googlePlayAPI
         case .appcoins: nil // no server call completes an AppCoins purchase
+        case .stripe: nil // a Checkout Session is complete once paid: nothing to call
         }
     }
 
@@ -180,7 +181,7 @@ public struct FinisherStage: StoreBackedStage {
                         throw TransientError("purchase \(key.logged) was granted during its batch")
                     }
                     return try await completeOnGooglePlay(record, with: googlePlay, answered: answered, finishing: finishing)
-                case .appcoins: return .publish([]) // never through an API (`finishesThroughAPI`)
+                case .appcoins, .stripe: return .publish([]) // never through an API (`finishesThroughAPI`)
                 }
             }
         }

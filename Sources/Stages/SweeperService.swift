@@ -108,7 +108,7 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
                 // (one it could not ask, or granted since it asked, waits for the next sweep).
                 let rechecked = if let appCoins { try await recheckAppCoins(deadline: deadline, now: now, with: appCoins) } else { 0 }
                 storeFlagged = try await rechecked + flagDue(storeName, deadline: deadline, now: now, leavingRecheckable: appCoins != nil)
-            case .appstore, .googleplay:
+            case .appstore, .googleplay, .stripe:
                 storeFlagged = try await flagDue(storeName, deadline: deadline, now: now, leavingRecheckable: false)
             }
             flaggedByStore.withLock { $0[storeName, default: 0] += storeFlagged }
@@ -120,6 +120,7 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
             case .appstore: settled = appStore.byApp.values.contains(where: { !$0.isEmpty }) ? try await settleLapsedSubscriptions(now: now, lookups: appStore) : 0
             case .googleplay: settled = if let googlePlay { try await settleLapsedGooglePlaySubscriptions(now: now, with: googlePlay) } else { 0 }
             case .appcoins: settled = 0 // sells no subscriptions
+            case .stripe: settled = 0 // a subscription's end comes by its webhook, or by reconciliation of Stripe's events
             }
             if settled > 0 { context.logger.info("lapsed subscriptions settled", ["store": storeName.rawValue, "count": settled]) }
         }
@@ -171,7 +172,7 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
             switch storeName {
             case .googleplay:
                 if configuration.refundsGooglePlay, let googlePlay { (ready, refunds) = await refundThroughGooglePlay(unsent, with: googlePlay) }
-            case .appstore, .appcoins: break // refunded by the store's own process, not through its API
+            case .appstore, .appcoins, .stripe: break // refunded by the store's own process, not through its API
             }
             let events: [any PipelineEvent] = ready.map {
                 // A charge nobody claimed has no user: the notice says so (`unclaimed`).

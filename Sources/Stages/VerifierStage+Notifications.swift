@@ -13,6 +13,7 @@ extension VerifierStage {
         case .appstore: return try await handleAppStore(received)
         case .googleplay: return try await handleGooglePlay(received)
         case .appcoins: return .deadLetter(reason: "notificationRejected", detail: "AppCoins sends no notifications this pipeline takes")
+        case .stripe: return try await handleStripe(received)
         }
     }
 

@@ -44,7 +44,15 @@ extension VerifierStage {
             }
             return await googlePlay.verifySigned(packageName: purchase.packageName, productId: purchase.productId, purchaseToken: purchase.purchaseToken,
                                                  purchaseData: purchase.purchaseData, signature: purchase.signature).map { [VerifiedPurchase($0)] }
+        case .stripeCheckout:
+            return await provenOnStripe(submission)
         }
+    }
+
+    /// A web purchase's Checkout Session, read back from Stripe and made by the submitting user.
+    private func provenOnStripe(_ submission: PurchaseSubmitted) async -> Result<[VerifiedPurchase], Rejection> {
+        guard let stripe, let checkout = submission.stripe else { return .failure(Self.notConfigured(.stripe)) }
+        return await stripe.verifyCheckoutSession(checkout.checkoutSessionId, user: submission.userId).map { $0.purchases(store: .stripe) }
     }
 
     /// The refusal of what names a store none of the deployment's apps sells in.

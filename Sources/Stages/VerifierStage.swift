@@ -27,6 +27,8 @@ public struct VerifierStage: StoreBackedStage {
     let sandboxByDefault: Bool
     let appCoins: AppCoinsVerifier?
     let googlePlay: GooglePlayVerifier?
+    /// Web purchases' Checkout Sessions, read back from Stripe's API.
+    let stripe: StripeVerifier?
     /// The deployment's apps: which app a purchase was bought in (recorded and announced with it), and its catalog, which
     /// names the product type where the store does not (receipts, AppCoins, Google Play).
     let apps: AppDirectory?
@@ -42,7 +44,7 @@ public struct VerifierStage: StoreBackedStage {
 
     public init(context: StageContext, store: any SubscriptionStatusRepository, appStore: SignedDataVerifier?, receipts: ReceiptVerifier? = nil,
                 sandbox: (appStore: SignedDataVerifier, receipts: ReceiptVerifier?)? = nil, sandboxByDefault: Bool = true,
-                appCoins: AppCoinsVerifier? = nil, googlePlay: GooglePlayVerifier? = nil, apps: AppDirectory? = nil, restorePolicy: RestorePolicy = .transfer,
+                appCoins: AppCoinsVerifier? = nil, googlePlay: GooglePlayVerifier? = nil, stripe: StripeVerifier? = nil, apps: AppDirectory? = nil, restorePolicy: RestorePolicy = .transfer,
                 requireAccountToken: Bool = false, pendingRecheck: Duration = .seconds(60)) {
         self.sandbox = sandbox
         self.sandboxByDefault = sandboxByDefault
@@ -56,6 +58,7 @@ public struct VerifierStage: StoreBackedStage {
         self.receipts = receipts
         self.appCoins = appCoins
         self.googlePlay = googlePlay
+        self.stripe = stripe
         self.topics = [context.codec.topic(.purchaseSubmitted), context.codec.topic(.storeNotification), context.codec.topic(.userToken)]
     }
 
@@ -89,6 +92,7 @@ public struct VerifierStage: StoreBackedStage {
         let namesAnAPIStore = { (message: KafkaMessage) in
             guard let value = message.value else { return false }
             return (appCoins != nil && value.range(of: Self.appCoinsKind) != nil) || (googlePlay != nil && value.range(of: Self.googlePlayKind) != nil)
+                || (stripe != nil && value.range(of: Self.stripeKind) != nil)
         }
         var submissions: [Int64: PurchaseSubmitted] = [:] // by offset (one partition's messages)
         for message in messages {
@@ -124,11 +128,17 @@ public struct VerifierStage: StoreBackedStage {
         }
     }
 
-    /// Whether a submission of `kind` is verified by asking its store's API (AppCoins, Google Play).
-    static func isAskedOfTheStore(_ kind: SubmissionKind) -> Bool { kind == .appcoinsPurchase || kind == .googlePlayPurchase }
+    /// Whether a submission of `kind` is verified by asking its store's API (AppCoins, Google Play, Stripe).
+    static func isAskedOfTheStore(_ kind: SubmissionKind) -> Bool {
+        switch kind {
+        case .appcoinsPurchase, .googlePlayPurchase, .stripeCheckout: true
+        case .signedTransaction, .appReceipt: false
+        }
+    }
 
     private static let appCoinsKind = Data(SubmissionKind.appcoinsPurchase.rawValue.utf8)
     private static let googlePlayKind = Data(SubmissionKind.googlePlayPurchase.rawValue.utf8)
+    private static let stripeKind = Data(SubmissionKind.stripeCheckout.rawValue.utf8)
 
     /// - Parameter verified: what `verify` answered for it, if it was asked already.
     private func handle(_ submission: PurchaseSubmitted, verified: Result<[VerifiedPurchase], Rejection>? = nil) async throws -> StageResult {
@@ -177,6 +187,7 @@ public struct VerifierStage: StoreBackedStage {
         case .appstore: purchase.raw["bundleId"]?.stringValue
         case .appcoins: submission.appcoins?.packageName.rawValue
         case .googleplay: submission.googleplay?.packageName.rawValue
+        case .stripe: purchase.productId.rawValue // an app's Stripe prices are its own
         }
         return name.flatMap { apps.app(store: purchase.store, storeName: $0) }
     }

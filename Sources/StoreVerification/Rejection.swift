@@ -44,7 +44,7 @@ public struct RejectionReason: RawRepresentable, Hashable, Sendable, CustomStrin
     /// A purchase made for another user than the one submitting it (Stripe's `client_reference_id`), or for none.
     public static let wrongUser = Self(rawValue: "wrongUser")
     /// The store refused the deployment's own credentials (a wrong, revoked or restricted key): no verdict on the purchase,
-    /// and none a retry with the same credentials brings; an operator must fix them.
+    /// which waits (retried, then parked and re-driven) until an operator fixes them.
     public static let storeCredentialsRefused = Self(rawValue: "storeCredentialsRefused")
 }
 

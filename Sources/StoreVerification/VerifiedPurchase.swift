@@ -111,7 +111,7 @@ extension VerifiedPurchase {
     public func mayContinueAnothersOriginal(type: ProductType) -> Bool {
         switch store {
         case .appstore: true
-        case .googleplay, .appcoins: type == .autoRenewable
+        case .googleplay, .appcoins, .stripe: type == .autoRenewable
         }
     }
 

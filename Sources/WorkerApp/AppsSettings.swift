@@ -56,7 +56,7 @@ extension Workers {
     }
 
     /// The app of the single-app settings: `--bundle-id` with `--app-apple-id`, the `--appcoins-app` and `--googleplay-app`
-    /// packages, `--catalog`.
+    /// packages, `--catalog` (whose `stripe` section, if any, are its web prices).
     private static func singleApp(_ env: WorkerApp.Environment) throws -> ConfiguredApps {
         let settings = env.settings
         let appAppleId = try settings.string("--app-apple-id").map { text -> Int64 in
@@ -69,8 +69,10 @@ extension Workers {
         do { googlePlay = try AndroidPurchaseData.apps(fromEntries: settings.list("--googleplay-app")) } catch {
             throw SettingsError("--googleplay-app (IAP_GOOGLEPLAY_APPS): \(error)")
         }
+        let products = try settings.string("--catalog").map { try catalog(at: $0, env) }
+        // A catalog with a stripe section sells those prices on the web.
         let app = AppDirectory.App(id: AppDirectory.unnamedAppID, bundleIds: bundleId.map { [$0] } ?? [], appCoinsPackages: appCoins.keys.sorted(),
-                                   googlePlayPackages: googlePlay.keys.sorted(), catalog: try settings.string("--catalog").map { try catalog(at: $0, env) })
+                                   googlePlayPackages: googlePlay.keys.sorted(), stripePrices: products?.stripePrices ?? [], catalog: products)
         return ConfiguredApps(directory: AppDirectory(unnamed: app), appStore: bundleId.map { [AppStoreApp(bundleId: $0, appAppleId: appAppleId)] } ?? [],
                               appCoinsKeys: appCoins, googlePlayKeys: googlePlay)
     }

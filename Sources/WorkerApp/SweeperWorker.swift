@@ -17,6 +17,7 @@ extension Workers {
         Setting("--appcoins-deadline-hours", env: "IAP_APPCOINS_DEADLINE_HOURS", default: "24", help: "consume deadline of AppCoins purchases"),
         Setting("--googleplay-deadline-hours", env: "IAP_GOOGLEPLAY_DEADLINE_HOURS", default: "72",
                 help: "deadline of Google Play purchases: Google refunds one not acknowledged (or consumed) within three days"),
+        Setting("--stripe-deadline-hours", env: "IAP_STRIPE_DEADLINE_HOURS", default: "24", help: "consume deadline of web purchases paid through Stripe"),
         Setting("--now", env: "IAP_NOW", help: "sweep as if it were this RFC 3339 time (tests, operations)"),
         Setting("--near-deadline-hours", env: "IAP_NEAR_DEADLINE_HOURS", default: "6",
                 help: "purchases still open this close to their store's deadline are counted by iap_purchases_near_deadline (alert on any)"),
@@ -57,7 +58,7 @@ extension Workers {
             guard let fixed = RFC3339.parse(text) else { throw SettingsError("--now (IAP_NOW) must be an RFC 3339 time, got '\(text)'") }
             now = { fixed }
         }
-        let hours = try ["--appstore-deadline-hours", "--appcoins-deadline-hours", "--googleplay-deadline-hours"].map { flag -> Double in
+        let hours = try ["--appstore-deadline-hours", "--appcoins-deadline-hours", "--googleplay-deadline-hours", "--stripe-deadline-hours"].map { flag -> Double in
             guard let value = try env.settings.seconds(flag), value > 0 else { throw SettingsError("\(flag) must be positive") }
             return value
         }
@@ -70,7 +71,7 @@ extension Workers {
         let appStoreAPIs = try appStoreAPIsByEnvironment(env.settings, schemas: env.schemas, metrics: env.metrics,
                                                          purpose: "to ask and reconcile with the App Store Server API")
         let googlePlay = try googlePlayVerifier(env.settings, apps: apps, metrics: env.metrics)
-        let deadlines: [Store: TimeInterval] = [.appstore: hours[0] * 3600, .appcoins: hours[1] * 3600, .googleplay: hours[2] * 3600]
+        let deadlines: [Store: TimeInterval] = [.appstore: hours[0] * 3600, .appcoins: hours[1] * 3600, .googleplay: hours[2] * 3600, .stripe: hours[3] * 3600]
         let sweeper = SweeperService(
             configuration: .init(deadlines: deadlines,
                                  interval: .milliseconds(Int64((try env.settings.seconds("--interval") ?? 300) * 1000)),

@@ -53,8 +53,8 @@ public enum Workers {
         Setting("--appcoins-app", env: "IAP_APPCOINS_APPS",
                 help: "an AppCoins app this deployment sells in: PACKAGE=FILE, the file holding the app's public key from the Catappult back office "
                     + "(repeat or comma-separate); none: AppCoins purchases are refused", isList: true),
-    ] + googlePlayVerifierSettings + [
-        Setting("--catalog", env: "IAP_CATALOG", help: "the product catalog file: names the product type where the store does not (receipts, AppCoins, Google Play)"),
+    ] + googlePlayVerifierSettings + stripeAPISettings + [
+        Setting("--catalog", env: "IAP_CATALOG", help: "the product catalog file: names the product type where the store does not (receipts, AppCoins, Google Play, Stripe)"),
         Setting("--restore-policy", env: "IAP_RESTORE_POLICY", default: RestorePolicy.transfer.rawValue,
                 help: "an entitlement restored under another user id: transfer (moves to that user) or keep (stays with the first)"),
         Setting("--pending-recheck", env: "IAP_PENDING_RECHECK", default: "60", help: "seconds before a pending AppCoins or Google Play payment is asked about again"),
@@ -125,6 +125,9 @@ public enum Workers {
             case .googleplay:
                 hasServiceAccount ? [] : ["--googleplay-service-account (IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE): every Google Play purchase is confirmed with the Android Publisher API"]
             case .appcoins: [] // its key is in the app's entry; its API needs no account
+            case .stripe:
+                (env.settings.string("--stripe-secret-key") ?? "").isEmpty
+                    ? ["--stripe-secret-key (IAP_STRIPE_SECRET_KEY_FILE): every web purchase's Checkout Session is read back from Stripe's API"] : []
             }
         }
         // One environment's verifiers; the sandbox's beside production's are the same but for it (unsigned test data is
@@ -143,6 +146,7 @@ public enum Workers {
             appCoins: apps.appCoinsKeys.isEmpty ? nil : AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL, apps: apps.appCoinsKeys,
                                                                                               observer: StoreAPIMetrics.observer(.appcoins, env.metrics))),
             googlePlay: try googlePlayVerifier(env.settings, apps: apps, metrics: env.metrics),
+            stripe: try stripeVerifier(env.settings, apps: apps.directory, metrics: env.metrics),
             apps: apps.directory, restorePolicy: restorePolicy,
             requireAccountToken: env.settings.flag("--require-account-token"), pendingRecheck: .milliseconds(Int64(pendingRecheck * 1000)))
     }
@@ -235,7 +239,7 @@ public enum Workers {
                 case .googleplay:
                     googlePlay == nil ? ["--googleplay-service-account (IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE): Google refunds a purchase not "
                                          + "acknowledged or consumed through the Android Publisher API within three days"] : []
-                case .appstore, .appcoins: [] // finished by the app's consumption report without an API
+                case .appstore, .appcoins, .stripe: [] // finished by the app's consumption report without an API
                 }
             }
         }

@@ -15,9 +15,9 @@ enum ProduceCommands {
     static func submit(_ arguments: [String]) async throws -> Int32 {
         let options = try CommandOptions(arguments, valued: ["--store", "--kind", "--user", "--signature", "--source",
                                                              "--brokers", "--kafka", "--topic-prefix"])
-        guard let store = options.string("--store").flatMap(Store.init(rawValue:)) else { throw UsageError("submit: --store appstore|appcoins|googleplay") }
+        guard let store = options.string("--store").flatMap(Store.init(rawValue:)) else { throw UsageError("submit: --store appstore|appcoins|googleplay|stripe") }
         guard let kind = options.string("--kind").flatMap(SubmissionKind.init(rawValue:)) else {
-            throw UsageError("submit: --kind signedTransaction|appReceipt|appcoinsPurchase|googlePlayPurchase")
+            throw UsageError("submit: --kind signedTransaction|appReceipt|appcoinsPurchase|googlePlayPurchase|stripeCheckout")
         }
         guard let user = options.string("--user"), !user.isEmpty else { throw UsageError("submit: --user is required") }
         let source = try options.string("--source").map { text -> SubmissionSource in
@@ -48,6 +48,9 @@ enum ProduceCommands {
                 throw UsageError("submit: the input must be the Google Play purchase JSON (packageName, productId, purchaseToken)")
             }
             submission.googleplay = .init(packageName: package, productId: product, purchaseToken: token, purchaseData: payload, signature: signature)
+        case .stripeCheckout:
+            // The input is the Checkout Session's id (cs_…), which the verifier reads back from Stripe.
+            submission.stripe = .init(checkoutSessionId: payload)
         }
         let report = try await publish(submission, options, command: "submit")
         print("published \(submission.eventID) to \(report.topic)[\(report.partition)]@\(report.offset)")

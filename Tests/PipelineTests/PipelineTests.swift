@@ -85,9 +85,10 @@ struct PipelineTests {
     ///   for the app's consumption report).
     /// - Parameter catalog: the products' catalog (JSON); nil for `schemas/examples/catalog.json`.
     /// - Parameter googlePlay: the stand-in Android Publisher API the verifier and finisher call, with its service account.
+    /// - Parameter stripe: the stand-in Stripe API the verifier reads Checkout Sessions from (the catalog's `stripe` prices).
     /// - Parameter sellsOnTheAppStore: false for a deployment that sells nowhere on the App Store: no App Store setting at all.
     static func start(servers: String, pki: TestPKI, storeURL: String, appCoinsURL: URL? = nil, googlePlay: GooglePlayAPIStandIn? = nil,
-                      sellsOnTheAppStore: Bool = true, finishWithAppStoreAPI: Bool = true,
+                      stripe: StripeAPIStandIn? = nil, sellsOnTheAppStore: Bool = true, finishWithAppStoreAPI: Bool = true,
                       restorePolicy: RestorePolicy = .transfer, pendingRecheck: Duration = .seconds(60), catalog: String? = nil) async throws -> Pipeline {
         let prefix = "p\(UUID().uuidString.prefix(6).lowercased())."
         let admin = try KafkaAdmin(kafka: KafkaConfiguration(["bootstrap.servers": servers]))
@@ -124,6 +125,10 @@ struct PipelineTests {
             variables["IAP_GOOGLEPLAY_API_URL"] = googlePlay.baseURL.absoluteString
             variables["IAP_GOOGLEPLAY_SERVICE_ACCOUNT_FILE"] = try file("service-account.json", googlePlay.serviceAccountKeyJSON())
             variables["IAP_GOOGLEPLAY_APPS"] = "com.example.coins=" + (try file("googleplay.pub", try googlePlaySigner.publicKeyBase64()))
+        }
+        if let stripe {
+            variables["IAP_STRIPE_API_URL"] = stripe.baseURL.absoluteString
+            variables["IAP_STRIPE_SECRET_KEY_FILE"] = try file("stripe.key", stripe.secretKey + "\n")
         }
         if !sellsOnTheAppStore {
             for name in ["IAP_BUNDLE_ID", "IAP_ENVIRONMENT", "IAP_ROOT_CERTIFICATES"] { variables[name] = nil }

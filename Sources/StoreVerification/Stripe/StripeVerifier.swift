@@ -12,7 +12,8 @@ import PurchaseDomain
 /// Its user (`client_reference_id`, else the metadata key `userMetadataKey`) must be the submitting user byte for byte
 /// (`wrongUser`); each line item's price must be one an app of the deployment sells, all of one app (`wrongPackage`).
 /// Network faults, 409, 429 and 5xx are retryable (`storeUnavailable`); 404 is `storeRejected`; 401/403
-/// `storeCredentialsRefused` (permanent for this configuration).
+/// `storeCredentialsRefused`, retryable too: the deployment's key is at fault, not the purchase, which waits (retried,
+/// then parked) for the key to be mended rather than being refused to its buyer.
 public final class StripeVerifier: Sendable {
     /// Which Stripe id a verified purchase names as its product (what the apps' catalogs list).
     public enum ProductIdentity: Sendable, Hashable {
@@ -76,7 +77,7 @@ public final class StripeVerifier: Sendable {
     public static func rejection(_ failure: StripeAPIClient.Failure) -> Rejection {
         switch failure {
         case .unavailable(let why, _): Rejection(.storeUnavailable, retryable: true, why)
-        case .credentialsRefused: Rejection(.storeCredentialsRefused, "\(failure)")
+        case .credentialsRefused: Rejection(.storeCredentialsRefused, retryable: true, "\(failure)")
         case .notFound(let detail): Rejection(.storeRejected, "Stripe: no such Checkout Session (\(detail))")
         case .refused(_, let detail): Rejection(.storeRejected, "Stripe: \(detail)")
         }
