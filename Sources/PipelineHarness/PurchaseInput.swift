@@ -113,7 +113,13 @@ public struct PurchaseInput: Sendable {
         /// Whether the sweeper flags it refund-due: an App Store consumable left unconsumed past its deadline (an entitlement
         /// is finished at its grant, never flagged; the plan's AppCoins purchases are consumed by the app, its Google Play
         /// ones by the finisher, at their grant).
-        public var isFlaggedAtDeadline: Bool { stale && product.entitlement == nil && store == .appstore }
+        public var isFlaggedAtDeadline: Bool {
+            guard stale, product.entitlement == nil else { return false }
+            switch store {
+            case .appstore, .stripe: return true // finished when the app reports it consumed, which it never does for a stale one
+            case .appcoins, .googleplay: return false // the store reported it consumed, or the finisher consumed it, at its grant
+            }
+        }
         public var coins: Int64 { product.coins }
         public var key: PurchaseKey { PurchaseKey(store: store, transactionId: transactionId) }
     }
@@ -126,6 +132,15 @@ public struct PurchaseInput: Sendable {
         "appcoins":{"coins.100":{"type":"consumable","currency":"coins","amount":100}},
         "googleplay":{"coins.100":{"type":"consumable","currency":"coins","amount":100},"adfree":{"type":"nonConsumable","entitlement":"adfree"}}}
         """#
+
+    /// The catalog of `catalog` and, with `web`, Stripe prices of coins and ad-free (`webProducts`).
+    public static func catalog(web: Bool) -> String {
+        guard web else { return catalog }
+        return String(catalog.dropLast(1)) + #","stripe":{"price_coins100":{"type":"consumable","currency":"coins","amount":100},"price_adfree":{"type":"nonConsumable","entitlement":"adfree"}}}"#
+    }
+
+    /// Web purchases through Stripe (`catalog(web: true)`): coins and ad-free.
+    public static let webProducts = [Product(id: "price_coins100", store: .stripe, kind: .coins(100)), Product(id: "price_adfree", store: .stripe, kind: .entitlement("adfree"))]
 
     /// Every store and product type the catalog sells: App Store coin packs and an ad-free entitlement, AppCoins coins,
     /// Google Play coins and ad-free.
@@ -161,16 +176,20 @@ public struct PurchaseInput: Sendable {
     public let accountTokens: [UserID: String]
     /// Every submission of the plan, in the plan's order.
     public let messages: [KafkaProducerMessage]
+    /// The app's reports that it delivered (consumed) the plan's web coins that are not stale: sent beside the submissions,
+    /// each may overtake its grant.
+    public let consumptionReports: [KafkaProducerMessage]
 
     /// Makes `plan`'s input, signed by `pki`, encoded by `codec`, purchased `now` (the stale ones 48 hours before); AppCoins
     /// purchases are signed by `appCoins`' app key and made known to its API (paid, and consumed by the app: they finish
-    /// at their grant).
+    /// at their grant); Stripe ones are paid Checkout Sessions of `stripe`, submitted by the app's backend.
     public static func make(_ plan: Plan, pki: TestPKI, codec: EventCodec, now: Date, appCoins: StandInAppCoins? = nil,
-                            googlePlay: StandInGooglePlay? = nil) throws -> PurchaseInput {
+                            googlePlay: StandInGooglePlay? = nil, stripe: StandInStripe? = nil) throws -> PurchaseInput {
         let signer = JWSSigner(pki: pki)
         var generator = SystemRandomNumberGenerator()
         var unique: [Purchase] = []
         var messages: [KafkaProducerMessage] = []
+        var reports: [KafkaProducerMessage] = []
         var accountTokens: [UserID: String] = [:]
         func accountToken(of user: UserID) -> String? {
             guard plan.appAccountTokens else { return nil }
@@ -224,7 +243,17 @@ public struct PurchaseInput: Sendable {
                                       purchaseData: signed.purchaseData, signature: signed.signature),
                     userId: user, submittedAt: now, source: .client, submissionId: UUID().uuidString.lowercased()), time: now))
             case .stripe:
-                throw HarnessError("the plan sells \(product.id) on Stripe: the generator makes no web purchases")
+                guard let stripe else { throw HarnessError("the plan sells \(product.id) on Stripe: make needs the stand-in Stripe") }
+                stripe.sell(id, price: product.id, to: user, at: purchased)
+                let purchase = Purchase(store: .stripe, transactionId: StandInStripe.transactionId(of: id), user: user, product: product, jws: "", stale: stale)
+                unique.append(purchase)
+                messages.append(try codec.message(PurchaseSubmitted(
+                    store: .stripe, kind: .stripeCheckout, stripe: .init(checkoutSessionId: StandInStripe.names(of: id).session),
+                    userId: user, submittedAt: now, source: .server, submissionId: UUID().uuidString.lowercased()), time: now))
+                // The app reports the coins it delivered consumed (the stale ones never); a report may overtake its grant.
+                if !stale && product.entitlement == nil {
+                    reports.append(try codec.message(PurchaseConsumed(store: .stripe, transactionId: purchase.transactionId, userId: user, consumedAt: now), time: now))
+                }
             }
         }
         for index in 0..<plan.subscriptions {
@@ -285,7 +314,7 @@ public struct PurchaseInput: Sendable {
         }
         if plan.shuffled { messages.shuffle(using: &generator) }
         return PurchaseInput(plan: plan, unique: unique, forged: forged, malformed: malformed, trapping: trapping, accountTokens: accountTokens,
-                             messages: messages)
+                             messages: messages, consumptionReports: reports)
     }
 
     /// App Store `purchase` submitted again by its user from `source` (a restore, a retry), under a submission id of its own.

@@ -76,15 +76,17 @@ enum ChaosCommand {
         let appStore = try StandInAppStore()
         let appCoins = try StandInAppCoins()
         let googlePlay = try StandInGooglePlay()
+        let stripe = try StandInStripe()
         defer {
             appStore.api.server.shutdown()
             appCoins.api.server.shutdown()
             googlePlay.api.server.shutdown()
+            stripe.api.server.shutdown()
         }
         var inputPlan = chaosPlan(total: total, users: users)
         inputPlan.trapping = trapping
         let input = try PurchaseInput.make(inputPlan, pki: pki, codec: codec, now: started, appCoins: appCoins,
-                                           googlePlay: googlePlay)
+                                           googlePlay: googlePlay, stripe: stripe)
         appStore.record(input.unique)
         let submittedConsumables = input.unique.count { $0.store == .appstore && $0.product.entitlement == nil }
         var unsubmitted = UnsubmittedChargePlan(try UnsubmittedCharges.make(
@@ -106,11 +108,11 @@ enum ChaosCommand {
             + "consumables paid and never submitted) for \(users) users; workers \(prefix)*; signed in \(Int(Date().timeIntervalSince(started))) s")
 
         let workers = try WorkerProcesses.withStandInStores(
-            directory: work, kafka: kafka, storeURL: storeURL, prefix: prefix, pki: pki, schemas: schemas, catalog: PurchaseInput.catalog,
+            directory: work, kafka: kafka, storeURL: storeURL, prefix: prefix, pki: pki, schemas: schemas, catalog: PurchaseInput.catalog(web: true),
             // The workers' own group settings: a killed member's partitions move once its session (10 s) ends.
             appStore: appStore, appCoins: appCoins, googlePlay: googlePlay,
             environment: ["IAP_SWEEP_INTERVAL": "2", "IAP_RECONCILE_INTERVAL": "5", "IAP_TEST_FAULT_MARK": PurchaseInput.trapMark,
-                          "IAP_TRAP_RECORDS": work.appendingPathComponent("trap-records").path])
+                          "IAP_TRAP_RECORDS": work.appendingPathComponent("trap-records").path].merging(try stripe.environment(in: work)) { _, web in web })
         defer { workers.stopAll() }
         for name in stages { try workers.start(name) }
         // Google Play's pushes come through the ingest (not killed: Pub/Sub would retry what it refused).
@@ -158,6 +160,8 @@ enum ChaosCommand {
                 if let rate { try await Task.sleep(until: begun + .milliseconds(Int64(index * chunk * 1000 / rate)), clock: .continuous) }
                 for result in await producer.send(contentsOf: Array(messages[start..<min(messages.count, start + chunk)])) { _ = try result.get() }
             }
+            // The apps' reports of the web coins they delivered, some before their grant.
+            for result in await producer.send(contentsOf: input.consumptionReports) { _ = try result.get() }
             await producer.shutdown()
             say("submitted \(messages.count) messages in \(Int(Date().timeIntervalSince(started))) s")
         }
@@ -281,6 +285,10 @@ enum ChaosCommand {
             let onGooglePlay = input.unique.filter { $0.store == .googleplay }
             let completedOnce = { (purchases: [PurchaseInput.Purchase]) in purchases.count { googlePlay.completionViolation($0) == nil } }
             fields["googlePlay"] = .object(["purchases": .integer(Int64(onGooglePlay.count)), "completedOnce": .integer(Int64(completedOnce(onGooglePlay)))])
+            // Web purchases: each granted once and finished (coins by the app's report, ad-free at its grant) or flagged, as the books checked.
+            let onStripe = input.unique.filter { if case .stripe = $0.store { true } else { false } }
+            fields["stripe"] = .object(["purchases": .integer(Int64(onStripe.count)), "consumptionReports": .integer(Int64(input.consumptionReports.count)),
+                                        "flaggedAtDeadline": .integer(Int64(onStripe.count(where: \.isFlaggedAtDeadline)))])
             fields["googlePlayNotifications"] = googlePlayNotifications.summary(
                 completedOnce: completedOnce(googlePlayNotifications.announced),
                 grantedByToken: books.chargesGrantedByToken[.googleplay] ?? 0, flaggedUnclaimed: books.chargesFlaggedUnclaimed[.googleplay] ?? 0)
@@ -313,7 +321,8 @@ print("Google Play notifications: " + googlePlayNotifications.description)
 
     /// `total` messages: 20 % duplicates, 1 % forged, 0.5 % malformed, 3 % the periods of subscriptions (one in a hundred
     /// messages: a renewal, then an upgrade that ends it early), the rest distinct valid purchases of random users, of every
-    /// store and other product type the catalog sells (App Store coins and ad-free, AppCoins coins).
+    /// store and other product type the catalog sells (App Store coins and ad-free, AppCoins coins, Google Play coins and
+    /// ad-free, web coins and ad-free through Stripe).
     static func chaosPlan(total: Int, users: Int) -> PurchaseInput.Plan {
         var plan = PurchaseInput.Plan(unique: 0, users: users, firstTransactionId: 5_000_000_000_000)
         plan.duplicates = total / 5
@@ -324,7 +333,7 @@ print("Google Play notifications: " + googlePlayNotifications.description)
         plan.randomUsers = true
         plan.appAccountTokens = true
         plan.userPrefix = "chaos-user-"
-        plan.products = PurchaseInput.mixedProducts
+        plan.products = PurchaseInput.mixedProducts + PurchaseInput.webProducts
         return plan
     }
 

@@ -4,7 +4,8 @@ import Testing
 import TestSupport
 
 /// `iap-harness chaos` end to end, small: the four workers and the ingest as processes on the broker and PostgreSQL, each
-/// worker killed once, and Google Play's real-time developer notifications pushed to the ingest among the purchases.
+/// worker killed once, Google Play's real-time developer notifications pushed to the ingest among the purchases, and web
+/// purchases through Stripe.
 /// Asked for (`IAP_TEST_CHAOS=1`): two cores' worth of processes for a minute and more, which starves the rest of the
 /// suite's waits when it runs among them; `make chaos` runs a larger one.
 @Suite(TestServices.broker, TestServices.postgres, .enabled(if: ProcessInfo.processInfo.environment["IAP_TEST_CHAOS"] != nil, "IAP_TEST_CHAOS=1 runs it"),
@@ -24,24 +25,29 @@ struct ChaosCommandTests {
         // The submission that traps the verifier: two traps, then dead-lettered crashedWorker.
         #expect(summary["trapping"] == .integer(1) && summary["crashedWorker"] == .integer(1), "\(summary)")
         #expect(summary["trapRestarts"] == .integer(2), "\(summary)")
-        // 1,000 messages: 785 valid purchases, every sixth Google Play coins and every sixth Google Play ad-free (251), of which
-        // 0.4 is announced (100): a third before the submissions (34), one in four pushed twice (25). 5 % of the Google Play
-        // coins (126) paid and never submitted (7): four with their buyer's token, three without.
+        // 1,000 messages: 785 valid purchases, every eighth Google Play coins and every eighth Google Play ad-free (188), of which
+        // 0.4 is announced (75): a third before the submissions (25), one in four pushed twice (19). 5 % of the Google Play
+        // coins (94) paid and never submitted (5): three with their buyer's token, two without.
         let notifications = try #require(summary["googlePlayNotifications"]?.objectValue, "\(summary)")
         let only = try #require(notifications["onlyAnnounced"]?.objectValue)
-        #expect(notifications["announced"] == .integer(100))
-        #expect(notifications["beforeSubmission"] == .integer(34))
-        #expect(notifications["afterGrant"] == .integer(66))
-        #expect(notifications["duplicated"] == .integer(25))
-        #expect(only["withToken"] == .integer(4))
-        #expect(only["withoutToken"] == .integer(3))
-        #expect(notifications["pushed"] == .integer(100 + 25 + 4 + 3), "each acknowledged by the ingest: \(notifications)")
+        #expect(notifications["announced"] == .integer(75))
+        #expect(notifications["beforeSubmission"] == .integer(25))
+        #expect(notifications["afterGrant"] == .integer(50))
+        #expect(notifications["duplicated"] == .integer(19))
+        #expect(only["withToken"] == .integer(3))
+        #expect(only["withoutToken"] == .integer(2))
+        #expect(notifications["pushed"] == .integer(75 + 19 + 3 + 2), "each acknowledged by the ingest: \(notifications)")
         #expect(notifications["undelivered"] == .integer(0))
         // How they ended: each announced purchase granted once and completed at Google once; the charges only Google announced
         // granted to their token's user, or flagged unclaimed.
-        #expect(notifications["announcedCompletedOnce"] == .integer(100))
-        #expect(only["grantedByToken"] == .integer(4))
-        #expect(only["flaggedUnclaimed"] == .integer(3))
-        #expect(summary["googlePlay"] == .object(["purchases": .integer(251), "completedOnce": .integer(251)]))
+        #expect(notifications["announcedCompletedOnce"] == .integer(75))
+        #expect(only["grantedByToken"] == .integer(3))
+        #expect(only["flaggedUnclaimed"] == .integer(2))
+        #expect(summary["googlePlay"] == .object(["purchases": .integer(188), "completedOnce": .integer(188)]))
+        // Web purchases through Stripe, every eighth coins and every eighth ad-free (188): the books above hold them granted once,
+        // the coins finished by the app's report (some overtaking their grant), the stale ones flagged once at their deadline.
+        let web = try #require(summary["stripe"]?.objectValue, "\(summary)")
+        #expect(web["purchases"] == .integer(188), "\(web)")
+        #expect((web["consumptionReports"]?.int64Value ?? 0) + (web["flaggedAtDeadline"]?.int64Value ?? 0) == 94, "\(web)")
     }
 }
