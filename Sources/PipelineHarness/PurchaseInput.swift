@@ -277,7 +277,7 @@ public struct PurchaseInput: Sendable {
         for _ in 0..<plan.duplicates { messages.append(valid.randomElement(using: &generator)!) }
         var forged: [String: TransactionID] = [:]
         let forger = plan.forged > 0 ? JWSSigner(pki: try TestPKI.make(name: "forger")) : signer
-        let forgedProduct = plan.products.first { $0.store == .appstore }?.id.rawValue ?? "coins.100"
+        let forgedProduct = Dictionary(grouping: plan.products, by: \.store)[.appstore]?.first?.id.rawValue ?? "coins.100"
         for index in 0..<plan.forged {
             let id = String(plan.firstTransactionId + 1_000_000_000_000 + Int64(index))
             let jws = try forger.sign(AppStorePayloads.transaction(transactionId: id, productId: forgedProduct, bundleId: StandInAppStore.bundleId,
@@ -346,7 +346,7 @@ public struct PurchaseInput: Sendable {
     /// The payload of App Store `purchase`'s signed transaction.
     private static func transactionPayload(of purchase: Purchase) throws -> [String: JSONValue] {
         let parts = purchase.jws.split(separator: ".")
-        guard purchase.store == .appstore, parts.count == 3, let bytes = Base64URL.decode(parts[1]), let transaction = JSONValue.parse(Array(bytes))?.objectValue else {
+        guard case .appstore = purchase.store, parts.count == 3, let bytes = Base64URL.decode(parts[1]), let transaction = JSONValue.parse(Array(bytes))?.objectValue else {
             throw HarnessError("\(purchase.transactionId): not an App Store purchase with a signed transaction")
         }
         return transaction
@@ -358,6 +358,14 @@ public struct PurchaseInput: Sendable {
             .map { $0.sorted { ($0.period?.lowerBound ?? .distantPast) < ($1.period?.lowerBound ?? .distantPast) } }
     }
 
+    /// The plan's valid purchases of `store`, in purchase order.
+    public func purchases(of store: Store) -> [Purchase] { unique.of(store) }
+
     /// Messages that end in a distinct outcome: valid purchases, forgeries, malformed and trapping messages.
     public var outcomesExpected: Int { unique.count + forged.count + malformed.count + trapping.count }
+}
+
+extension Array where Element == PurchaseInput.Purchase {
+    /// Those of `store`, in their order (the scenarios that only one store has: App Store refunds, Google Play pushes).
+    public func of(_ store: Store) -> [PurchaseInput.Purchase] { Dictionary(grouping: self, by: \.store)[store] ?? [] }
 }

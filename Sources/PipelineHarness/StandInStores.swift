@@ -26,7 +26,7 @@ extension StandInAppStore {
     /// Makes App Store `purchases` known to the stand-in API as the store keeps them (*Get Transaction Info*, the history
     /// of the customer: their user).
     public func record(_ purchases: [PurchaseInput.Purchase]) {
-        for purchase in purchases where purchase.store == .appstore {
+        for purchase in purchases.of(.appstore) {
             api.recordTransaction(purchase.jws, transactionId: purchase.transactionId, originalTransactionId: purchase.originalTransactionId,
                                   customer: purchase.user.rawValue)
         }
@@ -87,7 +87,7 @@ public struct StandInGooglePlay: Sendable {
     /// How Google Play `purchase` was not completed at the stand-in as it should have been (exactly once; not at all when
     /// `untouched`); nil when it was, or it is of another store.
     public func completionViolation(_ purchase: PurchaseInput.Purchase, untouched: Bool = false) -> String? {
-        guard purchase.store == .googleplay else { return nil }
+        guard case .googleplay = purchase.store else { return nil }
         let token = Self.token(ofOrder: purchase.transactionId)
         let (consumed, acknowledged) = (api.consumeCount(token), api.acknowledgeCount(token))
         let expected = untouched ? (0, 0) : purchase.product.entitlement == nil ? (1, 0) : (0, 1)

@@ -76,7 +76,7 @@ public struct UnsubmittedCharges: Sendable {
             throw HarnessError("unsubmitted charges: the plan sells no \(store.rawValue) consumable")
         }
         var bindings: [UserID: TransactionID] = [:]
-        for purchase in input.unique where purchase.store == .appstore && input.accountTokens[purchase.user] != nil && bindings[purchase.user] == nil {
+        for purchase in input.purchases(of: .appstore) where input.accountTokens[purchase.user] != nil && bindings[purchase.user] == nil {
             bindings[purchase.user] = purchase.transactionId
         }
         guard count == 0 || !bindings.isEmpty else { throw HarnessError("unsubmitted charges: no user of the plan has an account token") }

@@ -192,8 +192,8 @@ enum BenchPipelineCommand {
         googlePlay?.api.server.shutdown()
         let report: [String: JSONValue] = [
             "purchases": .integer(Int64(total)),
-            "googlePlayPurchases": .integer(Int64(input.unique.count { $0.store == .googleplay })),
-            "googlePlayCompletedOnce": .integer(Int64(input.unique.count { $0.store == .googleplay } - googlePlayViolations.count)), "store": .string(store.location.hasPrefix("sqlite:") ? "sqlite" : "postgres"),
+            "googlePlayPurchases": .integer(Int64(input.purchases(of: .googleplay).count)),
+            "googlePlayCompletedOnce": .integer(Int64(input.purchases(of: .googleplay).count - googlePlayViolations.count)), "store": .string(store.location.hasPrefix("sqlite:") ? "sqlite" : "postgres"),
             "partitions": .integer(Int64(partitions)), "storeDurability": .object(durability.mapValues(JSONValue.string)),
             "endToEndPurchasesPerSecond": .number(endToEnd.rounded()), "rawPassthroughMessagesPerSecond": .number(raw.rounded()),
             "hopEfficiency": .number(thousandths(efficiency)), "ecdsaVerificationsPerSecondOneCore": .number(ecdsaRate.rounded()),
@@ -230,7 +230,7 @@ enum BenchPipelineCommand {
         for (label, value) in table { print(label.padding(toLength: 38, withPad: " ", startingAt: 0) + value) }
         if googlePlay != nil {
             print("Google Play".padding(toLength: 38, withPad: " ", startingAt: 0)
-                  + "\(input.unique.count { $0.store == .googleplay }) purchases, each asked of and consumed at the stand-in API once: "
+                  + "\(input.purchases(of: .googleplay).count) purchases, each asked of and consumed at the stand-in API once: "
                   + (googlePlayViolations.isEmpty ? "yes" : "NO (\(googlePlayViolations.count))"))
         }
         let violations = books.violations + googlePlayViolations.prefix(20)

@@ -88,13 +88,13 @@ enum ChaosCommand {
         let input = try PurchaseInput.make(inputPlan, pki: pki, codec: codec, now: started, appCoins: appCoins,
                                            googlePlay: googlePlay, stripe: stripe)
         appStore.record(input.unique)
-        let submittedConsumables = input.unique.count { $0.store == .appstore && $0.product.entitlement == nil }
+        let submittedConsumables = input.purchases(of: .appstore).count { $0.product.entitlement == nil }
         var unsubmitted = UnsubmittedChargePlan(try UnsubmittedCharges.make(
             count: Int((Double(submittedConsumables) * unsubmittedShare / (1 - unsubmittedShare)).rounded()), of: input, pki: pki, now: started,
             firstTransactionId: input.plan.firstTransactionId + 2_000_000_000_000))
         unsubmitted.charges.record(in: appStore)
         // The same share of Google Play's consumables, which Google announces only by a notification.
-        let submittedOnGooglePlay = input.unique.count { $0.store == .googleplay && $0.product.entitlement == nil }
+        let submittedOnGooglePlay = input.purchases(of: .googleplay).count { $0.product.entitlement == nil }
         var googlePlayNotifications = GooglePlayNotificationPlan(input, share: announcedShare, unsubmitted: try UnsubmittedCharges.googlePlay(
             count: Int((Double(submittedOnGooglePlay) * unsubmittedShare / (1 - unsubmittedShare)).rounded()), of: input, googlePlay: googlePlay,
             now: started, firstTransactionId: input.plan.firstTransactionId + 3_000_000_000_000))
@@ -127,7 +127,7 @@ enum ChaosCommand {
         // periods) refunded before any submission is sent; then one in a hundred of those finished, in four rounds while the
         // faults happen, half of the first two rounds' refunds reversed in the last two. Each refund revokes its purchase once
         // and takes back what it gave; each reversal gives it back and the purchase is finished again.
-        let refundable = Dictionary(uniqueKeysWithValues: input.unique.filter { $0.store == .appstore }.map { ($0.transactionId, $0) })
+        let refundable = Dictionary(uniqueKeysWithValues: input.purchases(of: .appstore).map { ($0.transactionId, $0) })
         let refundedFirst = Array(refundable.values.filter { !$0.product.isSubscription }.shuffled().prefix(input.unique.count / 500))
         var refunds = RefundPlan(total: input.unique.count / 100, first: Set(refundedFirst.map(\.transactionId)))
         let refundProducer = try KafkaProducer(configuration: .init(kafka: kafka))
@@ -282,11 +282,11 @@ enum ChaosCommand {
             fields["trapRestarts"] = .integer(Int64(selfExits.count))
             fields["subscriptionNotifications"] = subscriptionNotifications.summary
             fields["notifications"] = lost.summary
-            let onGooglePlay = input.unique.filter { $0.store == .googleplay }
+            let onGooglePlay = input.purchases(of: .googleplay)
             let completedOnce = { (purchases: [PurchaseInput.Purchase]) in purchases.count { googlePlay.completionViolation($0) == nil } }
             fields["googlePlay"] = .object(["purchases": .integer(Int64(onGooglePlay.count)), "completedOnce": .integer(Int64(completedOnce(onGooglePlay)))])
             // Web purchases: each granted once and finished (coins by the app's report, ad-free at its grant) or flagged, as the books checked.
-            let onStripe = input.unique.filter { if case .stripe = $0.store { true } else { false } }
+            let onStripe = input.purchases(of: .stripe)
             fields["stripe"] = .object(["purchases": .integer(Int64(onStripe.count)), "consumptionReports": .integer(Int64(input.consumptionReports.count)),
                                         "flaggedAtDeadline": .integer(Int64(onStripe.count(where: \.isFlaggedAtDeadline)))])
             fields["googlePlayNotifications"] = googlePlayNotifications.summary(

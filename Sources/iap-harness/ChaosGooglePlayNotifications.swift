@@ -29,7 +29,7 @@ struct GooglePlayNotificationPlan {
     private(set) var refusals: [Int: Int] = [:]
 
     init(_ input: PurchaseInput, share: Double, unsubmitted: UnsubmittedCharges) {
-        let oneTime = input.unique.filter { $0.store == .googleplay && !$0.product.isSubscription }
+        let oneTime = input.purchases(of: .googleplay).filter { !$0.product.isSubscription }
         let announced = oneTime.indices.filter { spreadEvenly($0, share: share) }.map { oneTime[$0] }
         self.announced = announced
         first = announced.indices.filter { $0 % 3 == 0 }.map { announced[$0] }

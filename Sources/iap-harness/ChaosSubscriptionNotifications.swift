@@ -25,7 +25,7 @@ struct SubscriptionNotificationPlan {
         var first: [Notification] = [], midway: [Notification] = []
         // Each the first period, its renewal, the upgrade (`PurchaseInput.subscriptionPeriods`), App Store purchases all.
         for (index, ordered) in input.subscriptions.enumerated() {
-            guard ordered.count == 3, ordered[0].store == .appstore else { continue }
+            guard ordered.count == 3, case .appstore = ordered[0].store else { continue }
             if index % 3 == 0 { first.append((.expired, "VOLUNTARY", ordered[0])) } else { midway.append((.expired, "VOLUNTARY", ordered[0])) }
             midway.append((.didRenew, nil, ordered[1]))
             midway.append((.didChangeRenewalPref, "UPGRADE", ordered[2]))
