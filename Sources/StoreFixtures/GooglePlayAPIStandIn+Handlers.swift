@@ -132,7 +132,7 @@ extension GooglePlayAPIStandIn {
             }
             guard purchase.purchaseState == 0 else { return error(400, "The order is not in a valid state to be refunded.", "FAILED_PRECONDITION") }
             books.purchases[token]?.purchaseState = 1
-            books.voided.append((token, Date(), 1, 1))
+            books.voided.append(.init(token: token, at: Date(), reason: 1, source: 1))
             books.refunded[order, default: 0] += 1
             return HTTPResponse(status: 200)
         }
@@ -160,11 +160,16 @@ extension GooglePlayAPIStandIn {
             guard end <= now.addingTimeInterval(5), start <= end else { return error(400, "Invalid time range.", "INVALID_ARGUMENT") }
         }
         let maxResults = parameters["maxResults"].flatMap(Int.init) ?? 1000
+        // Google's defaults: one-time products only (`type` 0), whole purchases only.
+        let subscriptionsToo = parameters["type"] == "1", partialRefunds = parameters["includeQuantityBasedPartialRefund"] == "true"
+        guard ["0", "1", nil].contains(parameters["type"]) else { return error(400, "Invalid value for type.", "INVALID_ARGUMENT") }
         return registry.books.withLock { books in
             // Compared in milliseconds, as Google's times are.
             let span = EpochMilliseconds.milliseconds(start)...EpochMilliseconds.milliseconds(end)
             let listed = books.voided.filter { voided in
-                books.purchases[voided.token]?.packageName == package && span.contains(EpochMilliseconds.milliseconds(voided.at))
+                let packageName = voided.order == nil ? books.purchases[voided.token]?.packageName : books.subscriptions[voided.token]?.packageName
+                return packageName == package && span.contains(EpochMilliseconds.milliseconds(voided.at))
+                    && (voided.order == nil || subscriptionsToo) && (voided.quantity == nil || partialRefunds)
             }
             let page = listed.dropFirst(offset).prefix(min(maxResults, books.voidedPageSize, 1000))
             var body: [String: JSONValue] = [
@@ -177,8 +182,10 @@ extension GooglePlayAPIStandIn {
                         "voidedTimeMillis": .string(String(EpochMilliseconds.milliseconds(voided.at))),
                         "voidedSource": .integer(Int64(voided.source)), "voidedReason": .integer(Int64(voided.reason)),
                     ]
-                    if let orderId = purchase?.orderId { fields["orderId"] = .string(orderId.rawValue) }
-                    if let time = purchase?.purchaseTime { fields["purchaseTimeMillis"] = .string(String(EpochMilliseconds.milliseconds(time))) }
+                    if let orderId = voided.order ?? purchase?.orderId { fields["orderId"] = .string(orderId.rawValue) }
+                    let purchaseTime = voided.order == nil ? purchase?.purchaseTime : books.subscriptions[voided.token]?.startTime
+                    if let time = purchaseTime { fields["purchaseTimeMillis"] = .string(String(EpochMilliseconds.milliseconds(time))) }
+                    if let quantity = voided.quantity { fields["voidedQuantity"] = .integer(Int64(quantity)) }
                     return .object(fields)
                 }),
             ]

@@ -18,7 +18,9 @@ import Synchronization
 /// - `GET /androidpublisher/v3/applications/{package}/purchases/voidedpurchases` lists the package's purchases voided
 ///   (`void`) between `startTime` and `endTime` (milliseconds; the time Google recorded them voided, at most 30 days back,
 ///   not after now), oldest first, `maxResults` (and at most `voidedPageSize`) a page, the next named by
-///   `tokenPagination.nextPageToken` (given as `token`, the times are then ignored).
+///   `tokenPagination.nextPageToken` (given as `token`, the times are then ignored). One-time products only, unless
+///   `type=1` (subscription orders too); quantity-based partial refunds (`voidedQuantity`) only with
+///   `includeQuantityBasedPartialRefund=true`.
 /// - Every API request needs a current access token (401 otherwise). Errors are Google's JSON (`error.code`,
 ///   `error.message`, `error.status`). Every request is recorded; failures and stalls are injected on demand.
 public final class GooglePlayAPIStandIn: Sendable {
@@ -88,8 +90,19 @@ public final class GooglePlayAPIStandIn: Sendable {
             var tokenRequests = 0
             var requests: [String] = []
             /// Voided purchases, in the order Google recorded them voided.
-            var voided: [(token: PurchaseToken, at: Date, reason: Int, source: Int)] = []
+            var voided: [Voided] = []
             var voidedPageSize = 1000
+        }
+
+        /// One voided purchase: a one-time product's, or a subscription's order (`order`); `quantity`: a quantity-based
+        /// partial refund's units.
+        struct Voided {
+            var token: PurchaseToken
+            var at: Date
+            var reason: Int
+            var source: Int
+            var order: TransactionID? = nil
+            var quantity: Int? = nil
         }
 
         let books: Mutex<Books>
@@ -169,7 +182,23 @@ public final class GooglePlayAPIStandIn: Sendable {
     public func void(_ token: PurchaseToken, at: Date = Date(), reason: Int = 1, source: Int = 0) {
         state.books.withLock { books in
             books.purchases[token]?.purchaseState = 1
-            books.voided.append((token, at, reason, source))
+            books.voided.append(.init(token: token, at: at, reason: reason, source: source))
+        }
+    }
+
+    /// Google refunds `quantity` units of the multi-quantity purchase of `token` at `at` (a quantity-based partial refund):
+    /// the purchase stays purchased, and the refund is listed with its `voidedQuantity`.
+    public func voidPartially(_ token: PurchaseToken, quantity: Int, at: Date = Date(), reason: Int = 1, source: Int = 0) {
+        state.books.withLock { $0.voided.append(.init(token: token, at: at, reason: reason, source: source, quantity: quantity)) }
+    }
+
+    /// Google voids the subscription order `order` of `token` at `at` (a refund of that period, revoked): the subscription
+    /// expires now, and the order is listed among the voided purchases (`type=1` only).
+    public func voidSubscription(_ token: PurchaseToken, order: TransactionID, at: Date = Date(), reason: Int = 1, source: Int = 0) {
+        state.books.withLock { books in
+            books.subscriptions[token]?.state = "SUBSCRIPTION_STATE_EXPIRED"
+            books.subscriptions[token]?.expiryTime = at
+            books.voided.append(.init(token: token, at: at, reason: reason, source: source, order: order))
         }
     }
 

@@ -71,13 +71,21 @@ public final class AndroidPublisherClient: Sendable {
         await complete(":consume", packageName, productId, purchaseToken) { $0.isConsumed }
     }
 
-    /// `purchases.subscriptionsv2.get`: the subscription of `purchaseToken`, its line item of `productId`.
-    public func subscriptionPurchase(packageName: PackageName, productId: ProductID, purchaseToken: PurchaseToken) async
+    /// `purchases.subscriptionsv2.get`: the subscription of `purchaseToken`, its line item of `productId` (nil: a
+    /// notification that does not name it; the API needs the token alone, and the answer's first line item is taken).
+    public func subscriptionPurchase(packageName: PackageName, productId: ProductID?, purchaseToken: PurchaseToken) async
         -> Result<GooglePlaySubscriptionPurchase, Failure> {
-        await request("GET", packageName, productId, purchaseToken) { package, _, token in "/purchases/subscriptionsv2/tokens/" + token }.flatMap { body in
+        // The product is not part of the path, but one given must be a name the API could be asked about.
+        let named = [("package", packageName.rawValue), ("purchase token", purchaseToken.rawValue)] + (productId.map { [("product", $0.rawValue)] } ?? [])
+        let encoded: [String]
+        switch Self.pathSegments(named) {
+        case .success(let segments): encoded = segments
+        case .failure(let failure): return .failure(failure)
+        }
+        return await send("GET", url: applicationsURL + encoded[0] + "/purchases/subscriptionsv2/tokens/" + encoded[1]).flatMap { body in
             guard let fields = JSONValue.parse(body)?.objectValue,
                   let purchase = GooglePlaySubscriptionPurchase(answer: fields, packageName: packageName, productId: productId, purchaseToken: purchaseToken)
-            else { return .failure(.unavailable("Android Publisher API: an answer that is not a SubscriptionPurchaseV2 of product \(productId)")) }
+            else { return .failure(.unavailable("Android Publisher API: an answer that is not a SubscriptionPurchaseV2 of product \(productId?.rawValue ?? "(any)")")) }
             return .success(purchase)
         }
     }
