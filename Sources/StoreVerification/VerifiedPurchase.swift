@@ -22,7 +22,9 @@ public struct VerifiedPurchase: Sendable, Hashable, Codable {
     public var revocationDate: Date?
     public var revocationReason: Int64?
     public var expiresDate: Date?
-    /// AppCoins: whether the app already consumed it.
+    /// AppCoins and Google Play: whether the store holds it completed already, nothing left to call the store for: a
+    /// one-time product consumed (on the device); a Google Play subscription period acknowledged (Google asks only a
+    /// subscription's first purchase to be acknowledged, so a renewal reads acknowledged; nil while it is not).
     public var consumed: Bool?
     /// Every field the store sent, including ones this version does not know.
     public var raw: [String: JSONValue]
@@ -116,6 +118,7 @@ extension VerifiedPurchase {
         expiresDate = subscription.expiryTime
         appAccountToken = subscription.obfuscatedExternalAccountId.flatMap { UUID(uuidString: $0) == nil ? nil : AccountToken($0) }
         environment = subscription.isTest ? "Test" : "Production"
+        consumed = subscription.isAcknowledged ? true : nil
         raw = subscription.raw
     }
 }
