@@ -5,9 +5,14 @@ import JSON
 import PurchaseDomain
 
 extension GooglePlayAPIStandIn {
-    /// Google's error body: `{"error":{"code","message","status"}}`.
-    static func error(_ code: Int, _ message: String, _ status: String, headers: [String: String] = [:]) -> HTTPResponse {
-        let body: JSONValue = .object(["error": .object(["code": .integer(Int64(code)), "message": .string(message), "status": .string(status)])])
+    /// Google's error body: `{"error":{"code","message","status"}}`, with `errors: [{"reason", "message", "domain"}]` when
+    /// a `reason` is given.
+    static func error(_ code: Int, _ message: String, _ status: String, reason: String? = nil, headers: [String: String] = [:]) -> HTTPResponse {
+        var fields: [String: JSONValue] = ["code": .integer(Int64(code)), "message": .string(message), "status": .string(status)]
+        if let reason {
+            fields["errors"] = .array([.object(["message": .string(message), "domain": .string("global"), "reason": .string(reason)])])
+        }
+        let body: JSONValue = .object(["error": .object(fields)])
         return HTTPResponse(status: code, headers: headers.merging(["Content-Type": "application/json"]) { old, _ in old }, body: Data(body.serializedText.utf8))
     }
 
@@ -86,6 +91,10 @@ extension GooglePlayAPIStandIn {
         guard let bearer, registry.books.withLock({ $0.accessTokens[bearer].map { $0 > Date() } ?? false }) else {
             return error(401, "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.",
                          "UNAUTHENTICATED", headers: ["WWW-Authenticate": #"Bearer realm="https://accounts.google.com/""#])
+        }
+        // A purchase token that is not well-formed (the last segment of every purchase's path): Google's `Invalid Value`.
+        if parts.count >= 5, registry.books.withLock({ $0.malformed.contains(PurchaseToken(parts[parts.count - 1])) }) {
+            return error(400, "Invalid Value", "INVALID_ARGUMENT", reason: "invalid")
         }
         if let answer = subscriptionRoutes(request.method, parts, action: action, registry: registry) { return answer }
         if parts.count == 3, parts[1] == "orders", request.method == "POST", action == "refund" {

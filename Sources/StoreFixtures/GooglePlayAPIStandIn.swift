@@ -21,6 +21,7 @@ import Synchronization
 ///   `tokenPagination.nextPageToken` (given as `token`, the times are then ignored). One-time products only, unless
 ///   `type=1` (subscription orders too); quantity-based partial refunds (`voidedQuantity`) only with
 ///   `includeQuantityBasedPartialRefund=true`.
+/// - A token that is not well-formed (`malform`) is answered 400 `Invalid Value`, reason `invalid`, whatever is asked.
 /// - Every API request needs a current access token (401 otherwise). Errors are Google's JSON (`error.code`,
 ///   `error.message`, `error.status`). Every request is recorded; failures and stalls are injected on demand.
 public final class GooglePlayAPIStandIn: Sendable {
@@ -79,6 +80,8 @@ public final class GooglePlayAPIStandIn: Sendable {
         struct Books {
             var purchases: [PurchaseToken: Purchase]
             var invalid: Set<PurchaseToken> = []
+            /// Tokens Google does not take as tokens at all: 400 `Invalid Value` (reason `invalid`) for any call about them.
+            var malformed: Set<PurchaseToken> = []
             /// Access tokens issued, with when each expires.
             var accessTokens: [String: Date] = [:]
             var subscriptions: [PurchaseToken: Subscription] = [:]
@@ -157,6 +160,8 @@ public final class GooglePlayAPIStandIn: Sendable {
     public func purchase(_ token: PurchaseToken) -> Purchase? { state.books.withLock { $0.purchases[token] } }
     /// The token is no longer valid from now on: 410 for it.
     public func invalidate(_ token: PurchaseToken) { _ = state.books.withLock { $0.invalid.insert(token) } }
+    /// `token` is not well-formed from now on: every call about it is answered 400 `Invalid Value`, reason `invalid`.
+    public func malform(_ token: PurchaseToken) { _ = state.books.withLock { $0.malformed.insert(token) } }
     /// Every access token issued so far is expired from now on: API requests with them get 401.
     public func expireTokens() { state.books.withLock { $0.accessTokens.removeAll() } }
     /// Successful acknowledges of `token`.

@@ -142,6 +142,28 @@ import TestSupport
         guard case .failure(.refused(400, _)) = answer else { Issue.record("expected refused 400, got \(answer)"); return }
         #expect(api.consumeCount("pending") == 0)
     }
+
+    /// A token Google does not take (`400`, reason `invalid`, `Invalid Value`) is refused for good, naming Google's
+    /// reason: verification is a permanent rejection, and an acknowledge, consume or subscription acknowledge is refused
+    /// at once, without reading the purchase again as a 400 about its state is.
+    @Test func anInvalidValueIsAPermanentRefusalWithItsReason() async throws {
+        let api = try GooglePlayAPIStandIn(purchases: ["bad": Self.purchase()])
+        api.malform("bad")
+        let client = try Self.client(api)
+        let rejection = try #require(await GooglePlayVerifier(configuration: .init(apps: [:]), api: client)
+            .verify(packageName: Self.package, productId: "coins.100", purchaseToken: "bad").failure)
+        #expect(rejection.reason == .storeRejected && !rejection.isRetryable)
+        #expect(rejection.detail.contains("HTTP 400 invalid: Invalid Value"), "\(rejection.detail)")
+        let before = api.requests.count
+        let answers = [await client.acknowledge(packageName: Self.package, productId: "coins.100", purchaseToken: "bad"),
+                       await client.consume(packageName: Self.package, productId: "coins.100", purchaseToken: "bad"),
+                       await client.acknowledgeSubscription(packageName: Self.package, productId: "pass.monthly", purchaseToken: "bad")]
+        for answer in answers {
+            guard case .failure(let failure) = answer, case .refused(400, let detail) = failure else { Issue.record("expected refused 400, got \(answer)"); continue }
+            #expect(failure.isInvalidValue && detail == "HTTP 400 invalid: Invalid Value")
+        }
+        #expect(api.requests.count == before + 3, "one call each, no re-read: \(api.requests.dropFirst(before))")
+    }
 }
 
 /// What is checked before the API is asked: the app, its key's signature over the purchase data, the names it signs.

@@ -30,8 +30,17 @@ public final class AndroidPublisherClient: Sendable {
         /// before `retryAfter` when the API said how long to wait.
         case unavailable(String, retryAfter: Duration? = nil)
         /// The API refused the request about this purchase (404 unknown, 410 no longer valid, 400 not in a state that
-        /// allows it); status 0: refused before any request (a name that cannot be sent).
+        /// allows it, or a value it does not take); status 0: refused before any request (a name that cannot be sent).
+        /// `detail` names Google's reason after the status (`HTTP 400 invalid: Invalid Value`).
         case refused(status: Int, detail: String)
+
+        /// A `400` whose reason is an invalid value (Google's `invalid` or `invalidValue`, `Invalid Value`: typically a
+        /// malformed purchase token): the request itself is wrong, whatever the purchase's state, and asking again, or
+        /// reading the purchase with the same values, cannot succeed.
+        public var isInvalidValue: Bool {
+            guard case .refused(400, let detail) = self else { return false }
+            return detail.hasPrefix("HTTP 400 invalid:") || detail.hasPrefix("HTTP 400 invalidValue:") || detail.hasSuffix(": Invalid Value")
+        }
     }
 
     public let configuration: Configuration
@@ -96,7 +105,7 @@ public final class AndroidPublisherClient: Sendable {
         let answer = await request("POST", packageName, productId, purchaseToken) { _, product, token in
             "/purchases/subscriptions/" + product + "/tokens/" + token + ":acknowledge"
         }
-        guard case .failure(.refused(400, let detail)) = answer else { return answer.map { _ in } }
+        guard case .failure(let failure) = answer, case .refused(400, let detail) = failure, !failure.isInvalidValue else { return answer.map { _ in } }
         switch await subscriptionPurchase(packageName: packageName, productId: productId, purchaseToken: purchaseToken) {
         case .success(let purchase) where purchase.isAcknowledged: return .success(())
         case .success: return .failure(.refused(status: 400, detail: detail))
@@ -118,7 +127,7 @@ public final class AndroidPublisherClient: Sendable {
     private func complete(_ action: String, _ packageName: PackageName, _ productId: ProductID, _ purchaseToken: PurchaseToken,
                           done: (GooglePlayProductPurchase) -> Bool) async -> Result<Void, Failure> {
         let answer = await call("POST", packageName, productId, purchaseToken, action: action)
-        guard case .failure(.refused(400, let detail)) = answer else { return answer.map { _ in } }
+        guard case .failure(let failure) = answer, case .refused(400, let detail) = failure, !failure.isInvalidValue else { return answer.map { _ in } }
         switch await productPurchase(packageName: packageName, productId: productId, purchaseToken: purchaseToken) {
         case .success(let purchase) where done(purchase): return .success(())
         case .success: return .failure(.refused(status: 400, detail: detail))
@@ -179,11 +188,14 @@ public final class AndroidPublisherClient: Sendable {
     }
 
     /// What an answer means: 2xx is success; what may pass (401 after a fresh token, 403 — the service account lacks
-    /// access, an operator must grant it —, 408, 409, 429, 5xx) is `unavailable`; the rest is `refused` with Google's
-    /// error message.
+    /// access, an operator must grant it —, 408, 409, 429, 5xx) is `unavailable`; the rest (a `400` too, whatever its
+    /// reason: `invalid`, `required`, a state that does not allow it) is `refused`, for good, with Google's reason
+    /// (`error.errors[0].reason`) and message.
     private func outcome(_ response: HTTPClient.Response) -> Result<[UInt8], Failure> {
-        let message = JSONValue.parse(response.body)?.objectValue?["error"]?.objectValue?["message"]?.stringValue
-        let detail = "HTTP \(response.status)" + (message.map { ": " + String($0.prefix(300)) } ?? "")
+        let error = JSONValue.parse(response.body)?.objectValue?["error"]?.objectValue
+        let message = error?["message"]?.stringValue
+        let reason = error?["errors"]?.arrayValue?.first?.objectValue?["reason"]?.stringValue.flatMap { $0.isEmpty ? nil : String($0.prefix(64)) }
+        let detail = "HTTP \(response.status)" + (reason.map { " " + $0 } ?? "") + (message.map { ": " + String($0.prefix(300)) } ?? "")
         switch response.status {
         case 200...299: return .success(response.body)
         case 401, 403, 408, 409, 429, 500...599, 0:

@@ -80,6 +80,7 @@ public final class GooglePlayVerifier: Sendable {
         case .unavailable(let why, _): Rejection(.storeUnavailable, retryable: true, why)
         case .refused(404, let detail): Rejection(.storeRejected, "Google Play: no such purchase (\(detail))")
         case .refused(410, let detail): Rejection(.storeRejected, "Google Play: the purchase token is no longer valid (\(detail))")
+        case .refused(_, let detail) where failure.isInvalidValue: Rejection(.storeRejected, "Google Play: a value the API does not take, such as a malformed purchase token (\(detail))")
         case .refused(_, let detail): Rejection(.storeRejected, "Google Play: \(detail)")
         }
     }
