@@ -32,6 +32,9 @@ extension GooglePlayAPIStandIn {
     /// The token endpoint: an access token for a valid assertion, else `invalid_grant`.
     static func token(_ request: HTTPRequest, registry: Registry, publicKey: PublicKey, email: String, audience: String, lifetime: Duration) -> HTTPResponse {
         registry.books.withLock { $0.tokenRequests += 1 }
+        if let stall = registry.faults.withLock({ $0.tokenStall }) {
+            Thread.sleep(forTimeInterval: Double(stall.components.seconds) + Double(stall.components.attoseconds) / 1e18)
+        }
         func refuse(_ code: String, _ description: String, status: Int = 400) -> HTTPResponse {
             let body: JSONValue = .object(["error": .string(code), "error_description": .string(description)])
             return HTTPResponse(status: status, contentType: "application/json", body: body.serializedText)

@@ -75,6 +75,7 @@ public final class GooglePlayAPIStandIn: Sendable {
             var byToken: [PurchaseToken: (status: Int, retryAfter: Int?)] = [:]
             var stalls: [PurchaseToken: Duration] = [:]
             var tokenEndpoint: Int?
+            var tokenStall: Duration?
         }
 
         struct Books {
@@ -221,6 +222,9 @@ public final class GooglePlayAPIStandIn: Sendable {
 
     /// Answers the token endpoint with `status` from now on (400: `invalid_grant`); nil: as documented again.
     public func failTokenEndpoint(_ status: Int?) { state.faults.withLock { $0.tokenEndpoint = status } }
+
+    /// Holds each request to the token endpoint for `duration` before answering it (a slow token endpoint); nil: no more.
+    public func stallTokenEndpoint(for duration: Duration?) { state.faults.withLock { $0.tokenStall = duration } }
 
     /// Holds each API request for `token` for `duration` before answering it (a hung API).
     public func stall(_ token: PurchaseToken, for duration: Duration) { state.faults.withLock { $0.stalls[token] = duration } }

@@ -4,6 +4,7 @@ import JSON
 import PurchaseDomain
 import StoreFixtures
 import StoreVerification
+import Synchronization
 import Testing
 import TestSupport
 
@@ -52,6 +53,42 @@ import TestSupport
         api.expireTokens()
         _ = try #require(await verifier.verify(packageName: Self.package, productId: "coins.100", purchaseToken: "tok-1").value)
         #expect(api.tokenRequests == 2, "a 401 obtains a new token and the call is made again")
+    }
+
+    /// Calls at start, all needing a token while none is cached, share one exchange at the token endpoint (single flight),
+    /// however slow it answers.
+    @Test func concurrentCallsAtStartMakeOneTokenRequest() async throws {
+        let api = try GooglePlayAPIStandIn(purchases: ["tok-1": Self.purchase()])
+        api.stallTokenEndpoint(for: .milliseconds(200))
+        let verifier = try Self.verifier(api)
+        let verified = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<16 {
+                group.addTask { await verifier.verify(packageName: Self.package, productId: "coins.100", purchaseToken: "tok-1").value != nil }
+            }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(verified == 16)
+        #expect(api.tokenRequests == 1, "one exchange for the sixteen calls")
+    }
+
+    /// An hour's token is renewed five minutes before it expires (`renewalMargin`), never sent expired.
+    @Test func theTokenIsRenewedFiveMinutesBeforeItExpires() async throws {
+        let api = try GooglePlayAPIStandIn(purchases: ["tok-1": Self.purchase()], tokenLifetime: .seconds(3600))
+        // The service account's clock, from 3,200 s ago: the stand-in takes assertions issued up to now (and 300 s ahead).
+        let start = Date().addingTimeInterval(-3200)
+        let clock = Mutex(start)
+        let account = try GoogleServiceAccount(keyFile: Data(try api.serviceAccountKeyJSON().utf8), now: { clock.withLock { $0 } })
+        let client = AndroidPublisherClient(configuration: .init(baseURL: api.baseURL), serviceAccount: account)
+        func call(at offset: TimeInterval) async throws {
+            clock.withLock { $0 = start.addingTimeInterval(offset) }
+            _ = try #require(await client.productPurchase(packageName: Self.package, productId: "coins.100", purchaseToken: "tok-1").value)
+        }
+        try await call(at: 0)
+        try await call(at: 3600 - GoogleServiceAccount.renewalMargin - 1)
+        #expect(api.tokenRequests == 1, "still well within its hour")
+        try await call(at: 3600 - GoogleServiceAccount.renewalMargin + 1)
+        #expect(api.tokenRequests == 2, "renewed with five minutes left")
+        #expect(GoogleServiceAccount.renewalMargin == 300)
     }
 
     @Test func aTokenEndpointThatRefusesLeavesThePurchaseRetryable() async throws {
