@@ -136,6 +136,27 @@ import TestSupport
         #expect(retryAfter == .seconds(30))
     }
 
+    /// A 429's `Retry-After` holds every call of the client, whatever it asks (a subscription, the voided purchases),
+    /// until the time: none is made, each told what is left of the wait.
+    @Test func aRateLimitHoldsEveryCallOfTheAPIUntilItsTime() async throws {
+        let api = try GooglePlayAPIStandIn(purchases: ["tok-1": Self.purchase()])
+        let client = try Self.client(api)
+        api.fail(429, retryAfter: 30)
+        _ = await client.productPurchase(packageName: Self.package, productId: "coins.100", purchaseToken: "tok-1")
+        api.fail(nil)
+        let made = api.requests.count
+        let held: [StoreAPIFailure?] = [
+            await client.subscriptionPurchase(packageName: Self.package, productId: nil, purchaseToken: "tok-1").failure,
+            await client.voidedPurchases(packageName: Self.package, from: Date().addingTimeInterval(-3600), to: Date()).failure,
+            await client.acknowledge(packageName: Self.package, productId: "coins.100", purchaseToken: "tok-1").failure,
+        ]
+        for failure in held {
+            guard case .unavailable(let why, let wait?)? = failure else { Issue.record("expected held: \(String(describing: failure))"); continue }
+            #expect(why.hasPrefix("Android Publisher API asked to wait") && wait <= .seconds(30) && wait > .seconds(25), "\(why) \(wait)")
+        }
+        #expect(api.requests.count == made, "no call before the time the API named")
+    }
+
     @Test func aHungAPITimesOutRetryably() async throws {
         let api = try GooglePlayAPIStandIn(purchases: ["tok-1": Self.purchase()])
         api.stall("tok-1", for: .seconds(3))

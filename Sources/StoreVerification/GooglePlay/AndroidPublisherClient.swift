@@ -25,23 +25,11 @@ public final class AndroidPublisherClient: Sendable {
         }
     }
 
-    public enum Failure: Error, Sendable, Equatable {
-        /// Retry later: the network, a timeout, 429, 5xx, 409, or credentials or permissions an operator must fix; not
-        /// before `retryAfter` when the API said how long to wait.
-        case unavailable(String, retryAfter: Duration? = nil)
-        /// The API refused the request about this purchase (404 unknown, 410 no longer valid, 400 not in a state that
-        /// allows it, or a value it does not take); status 0: refused before any request (a name that cannot be sent).
-        /// `detail` names Google's reason after the status (`HTTP 400 invalid: Invalid Value`).
-        case refused(status: Int, detail: String)
-
-        /// A `400` whose reason is an invalid value (Google's `invalid` or `invalidValue`, `Invalid Value`: typically a
-        /// malformed purchase token): the request itself is wrong, whatever the purchase's state, and asking again, or
-        /// reading the purchase with the same values, cannot succeed.
-        public var isInvalidValue: Bool {
-            guard case .refused(400, let detail) = self else { return false }
-            return detail.hasPrefix("HTTP 400 invalid:") || detail.hasPrefix("HTTP 400 invalidValue:") || detail.hasSuffix(": Invalid Value")
-        }
-    }
+    /// Retry later (the network, a timeout, 429, 5xx, 409, credentials or permissions an operator must fix), or refused
+    /// about this purchase (404 unknown, 410 no longer valid, 400 not in a state that allows it, or a value it does not
+    /// take; `detail` names Google's reason after the status, `HTTP 400 invalid: Invalid Value`): the store clients' one
+    /// failure.
+    public typealias Failure = StoreAPIFailure
 
     public let configuration: Configuration
     public let serviceAccount: GoogleServiceAccount
@@ -162,9 +150,11 @@ public final class AndroidPublisherClient: Sendable {
         return .success(encoded)
     }
 
-    /// One request, with a fresh access token once if the API refuses the cached one: the answer's body.
+    /// One request, with a fresh access token once if the API refuses the cached one: the answer's body. Every call of the
+    /// client comes through here: while a wait the API asked for runs (`Retry-After`), none is made.
     func send(_ method: String, url: String) async -> Result<[UInt8], Failure> {
         for attempt in 1...2 {
+            if let held = http.holdsCalls("Android Publisher API") { return .failure(held) }
             let accessToken: String
             switch await serviceAccount.accessToken() {
             case .success(let token): accessToken = token
@@ -199,9 +189,19 @@ public final class AndroidPublisherClient: Sendable {
         switch response.status {
         case 200...299: return .success(response.body)
         case 401, 403, 408, 409, 429, 500...599, 0:
-            return .failure(.unavailable("Android Publisher API answered \(detail)", retryAfter: response.retryAfter.map { min($0, .seconds(3600)) }))
+            return .failure(.unavailable("Android Publisher API answered \(detail)", retryAfter: StoreAPISession.wait(response.retryAfter, now: Date())))
         default:
             return .failure(.refused(status: response.status, detail: detail))
         }
+    }
+}
+
+extension StoreAPIFailure {
+    /// A `400` whose reason is an invalid value (Google's `invalid` or `invalidValue`, `Invalid Value`: typically a
+    /// malformed purchase token): the request itself is wrong, whatever the purchase's state, and asking again, or
+    /// reading the purchase with the same values, cannot succeed.
+    public var isInvalidValue: Bool {
+        guard case .refused(400, let detail) = self else { return false }
+        return detail.hasPrefix("HTTP 400 invalid:") || detail.hasPrefix("HTTP 400 invalidValue:") || detail.hasSuffix(": Invalid Value")
     }
 }

@@ -102,7 +102,7 @@ public final class GoogleServiceAccount: Sendable {
             // purchase waits: retried, then parked, never refused for the pipeline's own credentials.
             let why = [answer?.string("error"), answer?.string("error_description")].compactMap { $0 }.joined(separator: ": ")
             return .failure(.unavailable("Google OAuth token endpoint answered HTTP \(response.status)\(why.isEmpty ? "" : " (\(why))")",
-                                         retryAfter: response.retryAfter.map { min($0, .seconds(3600)) }))
+                                         retryAfter: StoreAPISession.wait(response.retryAfter, now: date)))
         }
         guard let token = answer?.string("access_token"), !token.isEmpty, let expiresIn = answer?.int64("expires_in"), expiresIn > 0 else {
             return .failure(.unavailable("Google OAuth token endpoint: an answer without access_token and expires_in"))
