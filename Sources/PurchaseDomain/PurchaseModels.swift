@@ -25,7 +25,9 @@ public struct PurchaseRecord: Sendable, Hashable {
     /// AppCoins and Google Play: the package and token to ask the store API again with (and, on Google Play, to consume or acknowledge with).
     public var packageName: PackageName?
     public var purchaseToken: PurchaseToken?
-    /// The store reported the purchase consumed by the app (AppCoins `consumptionState` 1).
+    /// The store reported the purchase completed when it was verified: consumed by the app (AppCoins and Google Play
+    /// `consumptionState` 1), or a Google Play subscription period acknowledged already (a renewal): nothing is left to
+    /// call the store for.
     public var storeConsumed: Bool
     /// The end of the period a subscription's transaction paid for, as verified (nil for other products, and for
     /// purchases recorded before it was kept).

@@ -76,8 +76,9 @@ public protocol PurchaseRepository: Sendable {
 
     /// The store refunded or revoked the purchase (`LifecycleEvent.revoke`), or with `onlyIfDue`, a due refund is clawed
     /// back (`LifecycleEvent.clawBack`). `decidedAt`: when the store decided it, to order it against its reversal. `share`:
-    /// a prorated refund's, which takes back that share of each currency (`RefundShare`); nil: all of it.
-    func revoke(_ key: PurchaseKey, reason: String, decidedAt: Date?, onlyIfDue: Bool, share: Int64?, at now: Date) async throws -> RevokeOutcome
+    /// a partial refund's (prorated, or of some units of a multi-quantity purchase), which takes back that part of each
+    /// currency (`RefundShare`); nil: all of it.
+    func revoke(_ key: PurchaseKey, reason: String, decidedAt: Date?, onlyIfDue: Bool, share: RefundShare.Part?, at now: Date) async throws -> RevokeOutcome
 
     /// The store reversed its refund (`LifecycleEvent.refundReversed`): `items` (what the purchase grants) are given back.
     /// Throws `BalanceOutOfRange`, having written nothing, when a currency's balance would pass `CurrencyAmounts.balanceLimit`.
@@ -105,7 +106,7 @@ public protocol PurchaseRepository: Sendable {
 extension PurchaseRepository {
     public func readAhead(_ keys: [PurchaseKey]) async throws { try await readAhead(keys, ownersBalances: false) }
 
-    public func revoke(_ key: PurchaseKey, reason: String = "REFUND", decidedAt: Date? = nil, onlyIfDue: Bool = false, share: Int64? = nil,
+    public func revoke(_ key: PurchaseKey, reason: String = "REFUND", decidedAt: Date? = nil, onlyIfDue: Bool = false, share: RefundShare.Part? = nil,
                        at now: Date) async throws -> RevokeOutcome {
         try await revoke(key, reason: reason, decidedAt: decidedAt, onlyIfDue: onlyIfDue, share: share, at: now)
     }

@@ -11,6 +11,11 @@ public protocol ReconciliationRepository: Sendable {
     func advanceCheckpoint(_ name: String, owner: String, to position: Date, now: Date) async throws -> Bool
     /// Gives the lease up, so that another replica may take the next pass at once.
     func releaseCheckpoint(_ name: String, owner: String) async throws
+    /// The store's API asked to wait (`Retry-After`): no pass reads the history of checkpoint `name` before `notBefore`
+    /// (to the millisecond), whichever replica or process makes it (a following `--once` run too). A later time stands.
+    func holdCheckpoint(_ name: String, until notBefore: Date, now: Date) async throws
+    /// Until when the history of checkpoint `name` is not to be read (`holdCheckpoint`); nil: it may be read.
+    func checkpointHeld(_ name: String) async throws -> Date?
     /// Records `id` handled (as `PurchaseRepository.recordNotificationSeen`): what a reconciliation pass publishes and no
     /// stage records.
     func recordNotificationSeen(_ id: NotificationID, type: String, at now: Date) async throws

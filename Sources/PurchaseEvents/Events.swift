@@ -457,6 +457,9 @@ public struct PurchaseRevokedEvent: PipelineEvent, Hashable {
     public var revocationDate: Date?
     /// A prorated refund's share, in thousandths of a percent (`RefundShare`); nil: all of it.
     public var refundShare: Int64?
+    /// A quantity-based partial refund's units of a multi-quantity purchase (Google Play's `voidedQuantity`): that many
+    /// units' worth is taken back (`RefundShare.Part.units`); nil: the whole purchase, or `refundShare` of it.
+    public var refundedQuantity: Int?
     public var notificationUUID: String?
     /// When the store decided (its notification's `signedDate`): a refund and its reversal are carried out in this order,
     /// whichever comes first (their notifications are not ordered with each other), and a decision older than one taken
@@ -465,9 +468,10 @@ public struct PurchaseRevokedEvent: PipelineEvent, Hashable {
     public var revokedAt: Date
 
     public init(store: Store, transactionId: TransactionID, originalTransactionId: TransactionID? = nil, userId: UserID? = nil, productId: ProductID? = nil,
-                reason: Reason, revocationDate: Date? = nil, refundShare: Int64? = nil, notificationUUID: String? = nil, decidedAt: Date? = nil,
-                revokedAt: Date) {
+                reason: Reason, revocationDate: Date? = nil, refundShare: Int64? = nil, refundedQuantity: Int? = nil, notificationUUID: String? = nil,
+                decidedAt: Date? = nil, revokedAt: Date) {
         self.refundShare = refundShare
+        self.refundedQuantity = refundedQuantity
         self.originalTransactionId = originalTransactionId
         self.store = store
         self.transactionId = transactionId

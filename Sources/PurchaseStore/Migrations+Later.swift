@@ -185,6 +185,11 @@ extension Migrations {
                 WHEN typeof(NEW.amount) <> 'integer' OR typeof(NEW.shortfall) <> 'integer'
                 BEGIN SELECT RAISE(ABORT, 'integer overflow: a ledger amount is an integer'); END;
             """),
+            // Until when a history's store API asked not to be called (`Retry-After`, in epoch milliseconds), so that the next
+            // pass waits whichever process makes it (a following `iap-sweeper --once` too).
+            (32, """
+            ALTER TABLE reconciliation_checkpoints ADD COLUMN not_before BIGINT;
+            """),
         ]
     }
 }

@@ -65,6 +65,22 @@ extension SQLPurchaseStore: ReconciliationRepository {
         }
     }
 
+    public func holdCheckpoint(_ name: String, until notBefore: Date, now: Date) async throws {
+        _ = try await executor.run { connection in
+            try connection.query("""
+                INSERT INTO reconciliation_checkpoints (name, position, lease_owner, lease_until, updated_at, not_before) VALUES ($1, NULL, NULL, 0, $2, $3)
+                ON CONFLICT (name) DO UPDATE SET not_before = excluded.not_before, updated_at = excluded.updated_at
+                WHERE reconciliation_checkpoints.not_before IS NULL OR reconciliation_checkpoints.not_before < excluded.not_before
+                """, [.text(name), .integer(PurchaseTime.milliseconds(now)), .integer(PurchaseTime.milliseconds(notBefore))])
+        }
+    }
+
+    public func checkpointHeld(_ name: String) async throws -> Date? {
+        try await executor.run { connection in
+            try connection.query("SELECT not_before FROM reconciliation_checkpoints WHERE name = $1", [.text(name)]).first?[0].int64.map(PurchaseTime.date)
+        }
+    }
+
     public func releaseCheckpoint(_ name: String, owner: String) async throws {
         _ = try await executor.run { connection in
             try connection.query("UPDATE reconciliation_checkpoints SET lease_owner = NULL, lease_until = 0 WHERE name = $1 AND lease_owner = $2",

@@ -13,7 +13,7 @@ extension SQLPurchaseStore {
     ///   clawed back).
     /// - Parameter onlyIfDue: a due refund clawed back (`refund.due`, `LifecycleEvent.clawBack`): only from a purchase still
     ///   flagged refund-due.
-    public func revoke(_ key: PurchaseKey, reason: String = "REFUND", decidedAt: Date? = nil, onlyIfDue: Bool = false, share: Int64? = nil,
+    public func revoke(_ key: PurchaseKey, reason: String = "REFUND", decidedAt: Date? = nil, onlyIfDue: Bool = false, share: RefundShare.Part? = nil,
                        at now: Date) async throws -> RevokeOutcome {
         try await decide(key, on: onlyIfDue ? .clawBack : .revoke) { _, connection, current, transition in
             guard try Self.takeRefundDecision(connection, key, decidedAt: decidedAt) else { return .outdated }
@@ -32,9 +32,14 @@ extension SQLPurchaseStore {
             }
             var shortfall: [ItemCode: Int64] = [:]
             if transition.effects.contains(.reverseGrants), let userId = current.userId {
+                // Refunded units are a part of the quantity the purchase was granted for.
+                let quantity = if case .units? = share {
+                    try connection.query("SELECT quantity FROM purchases WHERE store = $1 AND transaction_id = $2",
+                                         [.text(key.store.rawValue), .text(key.transactionId)]).first?[0].int64.map { Int(clamping: $0) } ?? 1
+                } else { 1 }
                 for held in try Self.heldItems(connection, key) {
                     var item = held
-                    if item.kind == .currency { item.amount = RefundShare.takenBack(item.amount, share: share) }
+                    if item.kind == .currency { item.amount = RefundShare.takenBack(item.amount, part: share, of: quantity) }
                     var missing: Int64 = 0
                     switch item.kind {
                     case .currency:

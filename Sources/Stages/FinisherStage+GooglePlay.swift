@@ -15,6 +15,9 @@ extension FinisherStage {
         let consumable = record.productType == .consumable
         // The app consumed it on the device before the grant (the store said so at verification): nothing left to call.
         if consumable && record.storeConsumed { return try await finishing(.storeReportedConsumed) }
+        // A subscription period Google read acknowledged at verification (a renewal: the signup's acknowledgement covers
+        // it): completed through the API already, never acknowledged again.
+        if !Self.owesGooglePlayCall(record) { return try await finishing(.googlePlayAPI) }
         guard record.packageName != nil, record.purchaseToken != nil else {
             return .deadLetter(reason: "storeRefusedFinish", detail: "purchase \(record.key) has no package name and purchase token to complete it with")
         }
@@ -30,17 +33,24 @@ extension FinisherStage {
         }
     }
 
-    /// The call that completes `record` at Google Play: a consumable consumed, a subscription acknowledged through
-    /// `purchases.subscriptions` (a renewal's order shares the signup's token, acknowledged then: the call answers that it
-    /// is), anything else acknowledged. Nil when none is owed (consumed on the device) or it cannot be named.
+    /// The call that completes `record` at Google Play: a consumable consumed, a subscription's first purchase acknowledged
+    /// through `purchases.subscriptions`, anything else acknowledged. Nil when none is owed (consumed on the device, a
+    /// renewal read acknowledged) or it cannot be named.
     static func googlePlayCompletion(of record: PurchaseRecord, with api: AndroidPublisherClient) async -> Result<Void, AndroidPublisherClient.Failure>? {
         guard let packageName = record.packageName, let token = record.purchaseToken else { return nil }
         switch record.productType {
-        case .consumable where record.storeConsumed: return nil
+        case _ where !owesGooglePlayCall(record): return nil
         case .consumable: return await api.consume(packageName: packageName, productId: record.productId, purchaseToken: token)
         case .autoRenewable: return await api.acknowledgeSubscription(packageName: packageName, productId: record.productId, purchaseToken: token)
         default: return await api.acknowledge(packageName: packageName, productId: record.productId, purchaseToken: token)
         }
+    }
+
+    /// Whether completing `record` calls Google: not when verification read it completed already (`storeConsumed`), a
+    /// consumable consumed on the device or a subscription period acknowledged (Google requires acknowledging only a
+    /// subscription's first purchase; a renewal, a later order of the same token, reads acknowledged).
+    static func owesGooglePlayCall(_ record: PurchaseRecord) -> Bool {
+        !(record.storeConsumed && (record.productType == .consumable || record.productType == .autoRenewable))
     }
 
     /// The completion calls the batch's granted Google Play purchases (`grants`, all of Google Play) owe now, made at once before its transaction (which

@@ -177,7 +177,7 @@ public struct FinisherStage: StoreBackedStage {
                     guard let googlePlay else { return .publish([]) }
                     // In a batch's transaction: no call to the store's API while it is open.
                     let answered = googlePlayCalls?[granted.transactionId]
-                    if googlePlayCalls != nil && answered == nil && !(record.productType == .consumable && record.storeConsumed) {
+                    if googlePlayCalls != nil && answered == nil && Self.owesGooglePlayCall(record) {
                         throw TransientError("purchase \(key.logged) was granted during its batch")
                     }
                     return try await completeOnGooglePlay(record, with: googlePlay, answered: answered, finishing: finishing)

@@ -48,7 +48,7 @@ public struct GranterStage: StoreBackedStage {
             case .success(let revoked):
                 let key = PurchaseKey(store: revoked.store, transactionId: revoked.transactionId)
                 switch revoked.reason {
-                case .REFUND, .REVOKE: return try await reverse(key, why: revoked.reason.rawValue, decidedAt: revoked.decidedAt, share: revoked.refundShare)
+                case .REFUND, .REVOKE: return try await reverse(key, why: revoked.reason.rawValue, decidedAt: revoked.decidedAt, share: RefundShare.part(share: revoked.refundShare, units: revoked.refundedQuantity))
                 case .REFUND_REVERSED: return try await reinstate(key, decidedAt: revoked.decidedAt)
                 case .EXPIRED, .GRACE_PERIOD_EXPIRED:
                     // The period the notification names, not the whole subscription: it may be late, after a newer paid period.
@@ -210,7 +210,7 @@ public struct GranterStage: StoreBackedStage {
             reason: reason, retryable: false, detail: detail, rejectedAt: context.now(), causeID: verified.eventID)], keepingRejectionsIn: store)
     }
 
-    private func reverse(_ key: PurchaseKey, why: String, decidedAt: Date? = nil, onlyIfDue: Bool = false, share: Int64? = nil) async throws -> StageResult {
+    private func reverse(_ key: PurchaseKey, why: String, decidedAt: Date? = nil, onlyIfDue: Bool = false, share: RefundShare.Part? = nil) async throws -> StageResult {
         let outcome = try await store.revoke(key, decidedAt: decidedAt, onlyIfDue: onlyIfDue, share: share, at: context.now())
         switch outcome {
         case .revoked(let shortfall) where !shortfall.isEmpty:

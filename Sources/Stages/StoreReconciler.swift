@@ -73,7 +73,7 @@ public final class StoreReconciler<C: Clock>: Service where C.Duration == Durati
     private let clock: C
     /// This process's name on the leases.
     private let owner = "reconciler-\(UUID().uuidString.lowercased())"
-    private let state = Mutex<(stopped: Bool, totals: Totals, notBefore: [String: Date])>((false, Totals(), [:]))
+    private let state = Mutex<(stopped: Bool, totals: Totals)>((false, Totals()))
 
     public init(configuration: Configuration, histories: [any StoreHistory], store: any ReconciliationRepository, producer: KafkaProducer,
                 context: StageContext, clock: C) {
@@ -106,7 +106,8 @@ public final class StoreReconciler<C: Clock>: Service where C.Duration == Durati
     private func reconcile(_ history: any StoreHistory) async throws -> Pass {
         var pass = Pass()
         let now = context.now()
-        if let notBefore = state.withLock({ $0.notBefore[history.checkpoint] }), now < notBefore { return pass } // as the API asked
+        // As the API asked, whichever process it asked (kept in the store: a following `--once` run waits too).
+        if let notBefore = try await store.checkpointHeld(history.checkpoint), now < notBefore { return pass }
         let claim = try await claim(history, now: now)
         guard case .claimed(let position) = claim else {
             if case .heldByAnother(let holder, let until) = claim {
@@ -154,7 +155,10 @@ public final class StoreReconciler<C: Clock>: Service where C.Duration == Durati
                 count("ok")
             case .failure(.unavailable(let why, let retryAfter)):
                 count("unavailable")
-                if let retryAfter { state.withLock { $0.notBefore[history.checkpoint] = context.now().addingTimeInterval(Double(retryAfter.components.seconds)) } }
+                if let retryAfter {
+                    let now = context.now() // to the millisecond: Apple names the time from which it answers again in milliseconds
+                    try await store.holdCheckpoint(history.checkpoint, until: now.addingTimeInterval(retryAfter.seconds), now: now)
+                }
                 context.logger.warning("store history unavailable; the next pass resumes from the checkpoint", ["history": history.name, "reason": why])
                 return pass
             case .failure(.refused(let detail)):
@@ -244,6 +248,11 @@ public struct StoreHistoryPage: Sendable {
     public var entries: [Entry]
     /// The next page's token; nil: the last page.
     public var nextToken: String?
+
+    public init(entries: [Entry], nextToken: String?) {
+        self.entries = entries
+        self.nextToken = nextToken
+    }
 }
 
 /// Why a page could not be read.

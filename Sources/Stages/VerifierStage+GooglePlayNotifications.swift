@@ -25,9 +25,13 @@ extension VerifierStage {
         switch notification.kind {
         case .test:
             return .publish([])
-        case .voided(_, nil):
+        case .voided(_, nil, _):
             return .publish([]) // an order id is what the purchase is recorded by; the voided-purchases list names it
-        case .voided(_, let orderId?):
+        case .voided(_, _, true):
+            // A quantity-based partial refund: how many units, only the voided-purchases list says (`voidedQuantity`); the
+            // reconciler's next pass revokes them. Not recorded as seen, so that the list's entry is published.
+            return .publish([])
+        case .voided(_, let orderId?, false):
             let entry = GooglePlayVoidedPurchasesHistory.revocation(packageName: notification.packageName, transactionId: orderId,
                                                                     voidedAt: notification.eventTime, at: context.now())
             if let id = entry.id { try await store.recordNotificationSeen(id, type: "googleplay.voided", at: context.now()) }
@@ -36,10 +40,11 @@ extension VerifierStage {
             return .publish([]) // a pending purchase canceled: nothing was paid
         case .oneTimeProduct(_, let token, let productId):
             let verdict = await googlePlay.verify(packageName: notification.packageName, productId: productId, purchaseToken: token)
-            return try await recordGooglePlayCharge(verdict.map(VerifiedPurchase.init), notification, token, productId, received: received)
+            return try await recordGooglePlayCharge(verdict.map(VerifiedPurchase.init), notification, token, received: received)
         case .subscription(_, let token, let productId):
+            // Without `subscriptionId` (deprecated by Google), the token alone: the answer names the product.
             let verdict = await googlePlay.verifySubscription(packageName: notification.packageName, productId: productId, purchaseToken: token)
-            return try await recordGooglePlayCharge(verdict.map(VerifiedPurchase.init), notification, token, productId, received: received)
+            return try await recordGooglePlayCharge(verdict.map(VerifiedPurchase.init), notification, token, received: received)
         }
     }
 
@@ -47,7 +52,7 @@ extension VerifierStage {
     /// (`recordAnnouncedCharge`). What the API cannot say now is retried; what it refuses (a token no longer valid, a
     /// pending payment) leaves nothing to do.
     private func recordGooglePlayCharge(_ verdict: Result<VerifiedPurchase, Rejection>, _ notification: GooglePlayDeveloperNotification,
-                                        _ token: PurchaseToken, _ productId: ProductID, received: StoreNotificationReceived) async throws -> StageResult {
+                                        _ token: PurchaseToken, received: StoreNotificationReceived) async throws -> StageResult {
         let purchase: VerifiedPurchase
         switch verdict {
         case .success(let verified): purchase = try await continuingItsSubscription(verified)
@@ -60,7 +65,7 @@ extension VerifierStage {
         let recorded = try await recordAnnouncedCharge(purchase, announcedAs: "googleplay") { owner in
             // What `purchaseRecord` keeps to complete it with: the package and token (no signed data: the API was asked).
             PurchaseSubmitted(store: .googleplay, kind: .googlePlayPurchase,
-                              googleplay: .init(packageName: notification.packageName, productId: productId, purchaseToken: token, purchaseData: "", signature: ""),
+                              googleplay: .init(packageName: notification.packageName, productId: purchase.productId, purchaseToken: token, purchaseData: "", signature: ""),
                               userId: owner, submittedAt: received.receivedAt, source: .server, submissionId: Self.announcedSubmissionId("googleplay:\(purchase.transactionId)"))
         }
         // A subscription's status, once its period is recorded (so that the announcement names the owner).

@@ -5,9 +5,14 @@ import JSON
 import PurchaseDomain
 
 extension GooglePlayAPIStandIn {
-    /// Google's error body: `{"error":{"code","message","status"}}`.
-    static func error(_ code: Int, _ message: String, _ status: String, headers: [String: String] = [:]) -> HTTPResponse {
-        let body: JSONValue = .object(["error": .object(["code": .integer(Int64(code)), "message": .string(message), "status": .string(status)])])
+    /// Google's error body: `{"error":{"code","message","status"}}`, with `errors: [{"reason", "message", "domain"}]` when
+    /// a `reason` is given.
+    static func error(_ code: Int, _ message: String, _ status: String, reason: String? = nil, headers: [String: String] = [:]) -> HTTPResponse {
+        var fields: [String: JSONValue] = ["code": .integer(Int64(code)), "message": .string(message), "status": .string(status)]
+        if let reason {
+            fields["errors"] = .array([.object(["message": .string(message), "domain": .string("global"), "reason": .string(reason)])])
+        }
+        let body: JSONValue = .object(["error": .object(fields)])
         return HTTPResponse(status: code, headers: headers.merging(["Content-Type": "application/json"]) { old, _ in old }, body: Data(body.serializedText.utf8))
     }
 
@@ -27,6 +32,9 @@ extension GooglePlayAPIStandIn {
     /// The token endpoint: an access token for a valid assertion, else `invalid_grant`.
     static func token(_ request: HTTPRequest, registry: Registry, publicKey: PublicKey, email: String, audience: String, lifetime: Duration) -> HTTPResponse {
         registry.books.withLock { $0.tokenRequests += 1 }
+        if let stall = registry.faults.withLock({ $0.tokenStall }) {
+            Thread.sleep(forTimeInterval: Double(stall.components.seconds) + Double(stall.components.attoseconds) / 1e18)
+        }
         func refuse(_ code: String, _ description: String, status: Int = 400) -> HTTPResponse {
             let body: JSONValue = .object(["error": .string(code), "error_description": .string(description)])
             return HTTPResponse(status: status, contentType: "application/json", body: body.serializedText)
@@ -87,6 +95,10 @@ extension GooglePlayAPIStandIn {
             return error(401, "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.",
                          "UNAUTHENTICATED", headers: ["WWW-Authenticate": #"Bearer realm="https://accounts.google.com/""#])
         }
+        // A purchase token that is not well-formed (the last segment of every purchase's path): Google's `Invalid Value`.
+        if parts.count >= 5, registry.books.withLock({ $0.malformed.contains(PurchaseToken(parts[parts.count - 1])) }) {
+            return error(400, "Invalid Value", "INVALID_ARGUMENT", reason: "invalid")
+        }
         if let answer = subscriptionRoutes(request.method, parts, action: action, registry: registry) { return answer }
         if parts.count == 3, parts[1] == "orders", request.method == "POST", action == "refund" {
             return refund(order: TransactionID(parts[2]), package: PackageName(parts[0]), registry: registry)
@@ -132,7 +144,7 @@ extension GooglePlayAPIStandIn {
             }
             guard purchase.purchaseState == 0 else { return error(400, "The order is not in a valid state to be refunded.", "FAILED_PRECONDITION") }
             books.purchases[token]?.purchaseState = 1
-            books.voided.append((token, Date(), 1, 1))
+            books.voided.append(.init(token: token, at: Date(), reason: 1, source: 1))
             books.refunded[order, default: 0] += 1
             return HTTPResponse(status: 200)
         }
@@ -160,11 +172,16 @@ extension GooglePlayAPIStandIn {
             guard end <= now.addingTimeInterval(5), start <= end else { return error(400, "Invalid time range.", "INVALID_ARGUMENT") }
         }
         let maxResults = parameters["maxResults"].flatMap(Int.init) ?? 1000
+        // Google's defaults: one-time products only (`type` 0), whole purchases only.
+        let subscriptionsToo = parameters["type"] == "1", partialRefunds = parameters["includeQuantityBasedPartialRefund"] == "true"
+        guard ["0", "1", nil].contains(parameters["type"]) else { return error(400, "Invalid value for type.", "INVALID_ARGUMENT") }
         return registry.books.withLock { books in
             // Compared in milliseconds, as Google's times are.
             let span = EpochMilliseconds.milliseconds(start)...EpochMilliseconds.milliseconds(end)
             let listed = books.voided.filter { voided in
-                books.purchases[voided.token]?.packageName == package && span.contains(EpochMilliseconds.milliseconds(voided.at))
+                let packageName = voided.order == nil ? books.purchases[voided.token]?.packageName : books.subscriptions[voided.token]?.packageName
+                return packageName == package && span.contains(EpochMilliseconds.milliseconds(voided.at))
+                    && (voided.order == nil || subscriptionsToo) && (voided.quantity == nil || partialRefunds)
             }
             let page = listed.dropFirst(offset).prefix(min(maxResults, books.voidedPageSize, 1000))
             var body: [String: JSONValue] = [
@@ -177,8 +194,10 @@ extension GooglePlayAPIStandIn {
                         "voidedTimeMillis": .string(String(EpochMilliseconds.milliseconds(voided.at))),
                         "voidedSource": .integer(Int64(voided.source)), "voidedReason": .integer(Int64(voided.reason)),
                     ]
-                    if let orderId = purchase?.orderId { fields["orderId"] = .string(orderId.rawValue) }
-                    if let time = purchase?.purchaseTime { fields["purchaseTimeMillis"] = .string(String(EpochMilliseconds.milliseconds(time))) }
+                    if let orderId = voided.order ?? purchase?.orderId { fields["orderId"] = .string(orderId.rawValue) }
+                    let purchaseTime = voided.order == nil ? purchase?.purchaseTime : books.subscriptions[voided.token]?.startTime
+                    if let time = purchaseTime { fields["purchaseTimeMillis"] = .string(String(EpochMilliseconds.milliseconds(time))) }
+                    if let quantity = voided.quantity { fields["voidedQuantity"] = .integer(Int64(quantity)) }
                     return .object(fields)
                 }),
             ]

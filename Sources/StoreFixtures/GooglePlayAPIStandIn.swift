@@ -18,7 +18,10 @@ import Synchronization
 /// - `GET /androidpublisher/v3/applications/{package}/purchases/voidedpurchases` lists the package's purchases voided
 ///   (`void`) between `startTime` and `endTime` (milliseconds; the time Google recorded them voided, at most 30 days back,
 ///   not after now), oldest first, `maxResults` (and at most `voidedPageSize`) a page, the next named by
-///   `tokenPagination.nextPageToken` (given as `token`, the times are then ignored).
+///   `tokenPagination.nextPageToken` (given as `token`, the times are then ignored). One-time products only, unless
+///   `type=1` (subscription orders too); quantity-based partial refunds (`voidedQuantity`) only with
+///   `includeQuantityBasedPartialRefund=true`.
+/// - A token that is not well-formed (`malform`) is answered 400 `Invalid Value`, reason `invalid`, whatever is asked.
 /// - Every API request needs a current access token (401 otherwise). Errors are Google's JSON (`error.code`,
 ///   `error.message`, `error.status`). Every request is recorded; failures and stalls are injected on demand.
 public final class GooglePlayAPIStandIn: Sendable {
@@ -72,11 +75,14 @@ public final class GooglePlayAPIStandIn: Sendable {
             var byToken: [PurchaseToken: (status: Int, retryAfter: Int?)] = [:]
             var stalls: [PurchaseToken: Duration] = [:]
             var tokenEndpoint: Int?
+            var tokenStall: Duration?
         }
 
         struct Books {
             var purchases: [PurchaseToken: Purchase]
             var invalid: Set<PurchaseToken> = []
+            /// Tokens Google does not take as tokens at all: 400 `Invalid Value` (reason `invalid`) for any call about them.
+            var malformed: Set<PurchaseToken> = []
             /// Access tokens issued, with when each expires.
             var accessTokens: [String: Date] = [:]
             var subscriptions: [PurchaseToken: Subscription] = [:]
@@ -88,8 +94,19 @@ public final class GooglePlayAPIStandIn: Sendable {
             var tokenRequests = 0
             var requests: [String] = []
             /// Voided purchases, in the order Google recorded them voided.
-            var voided: [(token: PurchaseToken, at: Date, reason: Int, source: Int)] = []
+            var voided: [Voided] = []
             var voidedPageSize = 1000
+        }
+
+        /// One voided purchase: a one-time product's, or a subscription's order (`order`); `quantity`: a quantity-based
+        /// partial refund's units.
+        struct Voided {
+            var token: PurchaseToken
+            var at: Date
+            var reason: Int
+            var source: Int
+            var order: TransactionID? = nil
+            var quantity: Int? = nil
         }
 
         let books: Mutex<Books>
@@ -144,6 +161,8 @@ public final class GooglePlayAPIStandIn: Sendable {
     public func purchase(_ token: PurchaseToken) -> Purchase? { state.books.withLock { $0.purchases[token] } }
     /// The token is no longer valid from now on: 410 for it.
     public func invalidate(_ token: PurchaseToken) { _ = state.books.withLock { $0.invalid.insert(token) } }
+    /// `token` is not well-formed from now on: every call about it is answered 400 `Invalid Value`, reason `invalid`.
+    public func malform(_ token: PurchaseToken) { _ = state.books.withLock { $0.malformed.insert(token) } }
     /// Every access token issued so far is expired from now on: API requests with them get 401.
     public func expireTokens() { state.books.withLock { $0.accessTokens.removeAll() } }
     /// Successful acknowledges of `token`.
@@ -169,7 +188,23 @@ public final class GooglePlayAPIStandIn: Sendable {
     public func void(_ token: PurchaseToken, at: Date = Date(), reason: Int = 1, source: Int = 0) {
         state.books.withLock { books in
             books.purchases[token]?.purchaseState = 1
-            books.voided.append((token, at, reason, source))
+            books.voided.append(.init(token: token, at: at, reason: reason, source: source))
+        }
+    }
+
+    /// Google refunds `quantity` units of the multi-quantity purchase of `token` at `at` (a quantity-based partial refund):
+    /// the purchase stays purchased, and the refund is listed with its `voidedQuantity`.
+    public func voidPartially(_ token: PurchaseToken, quantity: Int, at: Date = Date(), reason: Int = 1, source: Int = 0) {
+        state.books.withLock { $0.voided.append(.init(token: token, at: at, reason: reason, source: source, quantity: quantity)) }
+    }
+
+    /// Google voids the subscription order `order` of `token` at `at` (a refund of that period, revoked): the subscription
+    /// expires now, and the order is listed among the voided purchases (`type=1` only).
+    public func voidSubscription(_ token: PurchaseToken, order: TransactionID, at: Date = Date(), reason: Int = 1, source: Int = 0) {
+        state.books.withLock { books in
+            books.subscriptions[token]?.state = "SUBSCRIPTION_STATE_EXPIRED"
+            books.subscriptions[token]?.expiryTime = at
+            books.voided.append(.init(token: token, at: at, reason: reason, source: source, order: order))
         }
     }
 
@@ -187,6 +222,9 @@ public final class GooglePlayAPIStandIn: Sendable {
 
     /// Answers the token endpoint with `status` from now on (400: `invalid_grant`); nil: as documented again.
     public func failTokenEndpoint(_ status: Int?) { state.faults.withLock { $0.tokenEndpoint = status } }
+
+    /// Holds each request to the token endpoint for `duration` before answering it (a slow token endpoint); nil: no more.
+    public func stallTokenEndpoint(for duration: Duration?) { state.faults.withLock { $0.tokenStall = duration } }
 
     /// Holds each API request for `token` for `duration` before answering it (a hung API).
     public func stall(_ token: PurchaseToken, for duration: Duration) { state.faults.withLock { $0.stalls[token] = duration } }

@@ -22,7 +22,9 @@ public struct VerifiedPurchase: Sendable, Hashable, Codable {
     public var revocationDate: Date?
     public var revocationReason: Int64?
     public var expiresDate: Date?
-    /// AppCoins: whether the app already consumed it.
+    /// AppCoins and Google Play: whether the store holds it completed already, nothing left to call the store for: a
+    /// one-time product consumed (on the device); a Google Play subscription period acknowledged (Google asks only a
+    /// subscription's first purchase to be acknowledged, so a renewal reads acknowledged; nil while it is not).
     public var consumed: Bool?
     /// The purchase token of the subscription this one was bought in place of (Google Play's `linkedPurchaseToken`: an
     /// upgrade, a downgrade, a re-signup), which it continues; nil for any other purchase.
@@ -130,6 +132,7 @@ extension VerifiedPurchase {
         appAccountToken = subscription.obfuscatedExternalAccountId.flatMap { UUID(uuidString: $0) == nil ? nil : AccountToken($0) }
         environment = subscription.isTest ? "Test" : "Production"
         replacedPurchaseToken = subscription.linkedPurchaseToken
+        consumed = subscription.isAcknowledged ? true : nil
         raw = subscription.raw
     }
 }

@@ -25,7 +25,8 @@ extension InMemoryPurchaseStore: ReconciliationRepository {
             if let existing, let holder = existing.leaseOwner, holder != owner, existing.leaseUntil > now.milliseconds {
                 return .heldByAnother(owner: holder, until: Date(milliseconds: existing.leaseUntil))
             }
-            tables.checkpoints[name] = Checkpoint(position: existing?.position, leaseOwner: owner, leaseUntil: leaseUntil.milliseconds)
+            tables.checkpoints[name] = Checkpoint(position: existing?.position, leaseOwner: owner, leaseUntil: leaseUntil.milliseconds,
+                                                  notBefore: existing?.notBefore)
             return .claimed(position: existing?.position.map(Date.init(milliseconds:)))
         }
     }
@@ -37,6 +38,18 @@ extension InMemoryPurchaseStore: ReconciliationRepository {
             tables.checkpoints[name]?.position = position.milliseconds
             return true
         }
+    }
+
+    public func holdCheckpoint(_ name: String, until notBefore: Date, now: Date) async throws {
+        try await withTables { tables in
+            var checkpoint = tables.checkpoints[name] ?? Checkpoint(position: nil, leaseOwner: nil, leaseUntil: 0)
+            checkpoint.notBefore = max(checkpoint.notBefore ?? .min, notBefore.milliseconds)
+            tables.checkpoints[name] = checkpoint
+        }
+    }
+
+    public func checkpointHeld(_ name: String) async throws -> Date? {
+        try await withTables { tables in tables.checkpoints[name]?.notBefore.map(Date.init(milliseconds:)) }
     }
 
     public func releaseCheckpoint(_ name: String, owner: String) async throws {

@@ -75,7 +75,7 @@ extension InMemoryPurchaseStore: SweepRepository, ConsumptionRequestRepository {
         try await withTables([key]) { $0.finish(key, at: now) }
     }
 
-    public func revoke(_ key: PurchaseKey, reason: String, decidedAt: Date?, onlyIfDue: Bool, share: Int64?, at now: Date) async throws -> RevokeOutcome {
+    public func revoke(_ key: PurchaseKey, reason: String, decidedAt: Date?, onlyIfDue: Bool, share: RefundShare.Part?, at now: Date) async throws -> RevokeOutcome {
         try await withTables([key]) { $0.revoke(key, reason: reason, decidedAt: decidedAt, onlyIfDue: onlyIfDue, share: share, at: now) }
     }
 

@@ -4,7 +4,7 @@ import PurchaseDomain
 /// What is taken back or given again after the grant: refunds and revocations (in any order with the purchase),
 /// reversed refunds, and restores under another user.
 extension Tables {
-    mutating func revoke(_ key: PurchaseKey, reason: String, decidedAt: Date?, onlyIfDue: Bool, share: Int64?, at now: Date) -> RevokeOutcome {
+    mutating func revoke(_ key: PurchaseKey, reason: String, decidedAt: Date?, onlyIfDue: Bool, share: RefundShare.Part?, at now: Date) -> RevokeOutcome {
         let (current, transition) = decide(key, on: onlyIfDue ? .clawBack : .revoke)
         guard takeRefundDecision(key, decidedAt: decidedAt) else { return .outdated }
         switch transition.outcome {
@@ -20,7 +20,7 @@ extension Tables {
         if transition.effects.contains(.reverseGrants), let userId = current.userId {
             for held in heldItems(key) {
                 var item = held
-                if item.kind == .currency { item.amount = RefundShare.takenBack(item.amount, share: share) }
+                if item.kind == .currency { item.amount = RefundShare.takenBack(item.amount, part: share, of: purchases[key]?.record.quantity ?? 1) }
                 var missing: Int64 = 0
                 switch item.kind {
                 case .currency:

@@ -40,6 +40,8 @@ struct Checkpoint: Sendable {
     var position: Int64?
     var leaseOwner: String?
     var leaseUntil: Int64
+    /// Until when its store API asked not to be called (`holdCheckpoint`).
+    var notBefore: Int64? = nil
 }
 
 /// A purchase's record, with the columns of its row that are not part of `PurchaseRecord`.

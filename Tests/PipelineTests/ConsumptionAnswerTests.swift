@@ -112,15 +112,16 @@ extension StageRetryClassificationTests {
     }
 
     /// A finish the App Store answers 429 with `Retry-After` is retried no sooner than it asked (within a bound: a
-    /// longer wait is the retry budget's and the parking's to handle); nothing is finished meanwhile.
+    /// longer wait is the retry budget's and the parking's to handle); nothing is finished meanwhile, and the client
+    /// makes no call before the time.
     @Test func aRateLimitedFinishIsRetriedNoSoonerThanTheAPIAsks() async throws {
-        let finisher = try await AnsweringFinisher()
-        try await finisher.purchase("7", "coins.100", .consumable)
-        let granted = ItemGranted(store: .appstore, transactionId: "7", userId: "u", productId: "coins.100", productType: "consumable", quantity: 1,
-                                  items: [GrantedItem(kind: .currency, code: "coins", amount: 100)], alreadyGranted: false, grantedAt: finisher.now)
-        let message = try finisher.codec.message(granted, time: finisher.now)
-        let input = KafkaMessage(topic: message.topic, partition: 0, offset: 0, key: message.key, value: message.value, headers: message.headers)
         for asked in [30, 600] {
+            let finisher = try await AnsweringFinisher()
+            try await finisher.purchase("7", "coins.100", .consumable)
+            let granted = ItemGranted(store: .appstore, transactionId: "7", userId: "u", productId: "coins.100", productType: "consumable", quantity: 1,
+                                      items: [GrantedItem(kind: .currency, code: "coins", amount: 100)], alreadyGranted: false, grantedAt: finisher.now)
+            let message = try finisher.codec.message(granted, time: finisher.now)
+            let input = KafkaMessage(topic: message.topic, partition: 0, offset: 0, key: message.key, value: message.value, headers: message.headers)
             finisher.appStore.fail(.init(status: 429, times: 1, retryAfterSeconds: asked))
             let calling = ContinuousClock.now
             let error = await #expect(throws: TransientError.self) { try await finisher.stage.handle(input) }
@@ -130,11 +131,12 @@ extension StageRetryClassificationTests {
             // No sooner than asked (what is left of it: a loaded machine may have used some up before this line), within the bound.
             let delay = Backoff.retryDelay(backoff: .milliseconds(200), after: try #require(error))
             #expect(delay >= min(wait, Backoff.maxRetryAfter) && delay <= max(.milliseconds(200), Backoff.maxRetryAfter), "\(delay)")
+            // Redelivered before the time: no call is made, the wait left travels again.
+            let held = await #expect(throws: TransientError.self) { try await finisher.stage.handle(input) }
+            #expect(try #require(held?.retryAfter) <= wait && finisher.appStore.requests.count == 1, "no call before the time the API named")
+            #expect(finisher.appStore.finished.isEmpty)
         }
         #expect(Backoff.retryDelay(backoff: .milliseconds(200), after: TransientError("no hint")) == .milliseconds(200))
-        #expect(finisher.appStore.finished.isEmpty)
-        _ = try await finisher.stage.handle(input)
-        #expect(finisher.appStore.finished == ["7"], "finished once the API answers again")
     }
 
     /// A finisher killed after it finished a purchase in the store, before its event was acknowledged, is given the

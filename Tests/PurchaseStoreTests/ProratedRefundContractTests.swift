@@ -32,4 +32,16 @@ import Testing
         #expect(try await store.revoke(spent, share: 50_000, at: Self.t0) == .revoked(shortfall: ["coins": 400]), "half is 500; 100 were left")
         #expect(try await store.balances(of: "v") == ["coins": 0])
     }
+
+    /// A quantity-based partial refund (Google Play's `voidedQuantity`) of 1 of 3 units takes back exactly one unit's worth.
+    @Test(arguments: RepositoryKind.available) func aQuantityRefundTakesBackTheRefundedUnitsWorth(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
+        let key = PurchaseKey(store: .googleplay, transactionId: "GPA.q-1")
+        _ = try await store.recordVerified(PurchaseRecord(key: key, userId: "u", productId: "coins.100", productType: .consumable, quantity: 3,
+                                                          purchaseTime: Self.t0), at: Self.t0)
+        _ = try await store.grant(key, items: [.currency("coins", 300)], at: Self.t0)
+        #expect(try await store.revoke(key, decidedAt: Self.t0, share: .units(1), at: Self.t0) == .revoked(shortfall: [:]))
+        #expect(try await store.balances(of: "u") == ["coins": 200], "one of three units' worth taken back")
+        #expect(try await store.bookMismatches().isEmpty)
+    }
 }

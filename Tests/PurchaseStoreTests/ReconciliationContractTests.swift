@@ -44,4 +44,21 @@ import Testing
         #expect(try await store.pruneSeenNotifications(before: Self.t0.addingTimeInterval(-190 * 86_400)) == 1)
         #expect(try await store.unseenNotifications([composed, "old"]) == ["old"])
     }
+
+    /// A wait the store's API asked of a history is kept to the millisecond, whether or not the checkpoint existed, through
+    /// claims and releases; a shorter one asked later does not shorten it.
+    @Test(arguments: RepositoryKind.available) func aHeldCheckpointKeepsItsWaitToTheMillisecond(_ kind: RepositoryKind) async throws {
+        let store = try await kind.fresh()
+        let name = "googleplay.voided.com.example.coins"
+        #expect(try await store.checkpointHeld(name) == nil)
+        try await store.holdCheckpoint(name, until: Self.t0.addingTimeInterval(1.5), now: Self.t0)
+        #expect(try await store.checkpointHeld(name) == Self.t0.addingTimeInterval(1.5))
+        #expect(try await store.claimCheckpoint(name, owner: "a", until: Self.t0.addingTimeInterval(60), now: Self.t0) == .claimed(position: nil))
+        try await store.holdCheckpoint(name, until: Self.t0.addingTimeInterval(0.25), now: Self.t0)
+        try await store.releaseCheckpoint(name, owner: "a")
+        #expect(try await store.checkpointHeld(name) == Self.t0.addingTimeInterval(1.5), "the longer wait stands")
+        try await store.holdCheckpoint(name, until: Self.t0.addingTimeInterval(120.125), now: Self.t0)
+        #expect(try await store.checkpointHeld(name) == Self.t0.addingTimeInterval(120.125))
+        #expect(try await store.checkpointHeld("appstore.notifications.Production") == nil, "each history has its own")
+    }
 }

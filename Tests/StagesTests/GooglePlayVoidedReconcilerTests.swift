@@ -27,6 +27,7 @@ import WorkerRuntime
         api = try GooglePlayAPIStandIn(purchases: [
             "v-1": purchase("v-1"), "v-2": purchase("v-2"), "v-3": purchase("v-3"), "v-late": purchase("v-late"), "kept": purchase("kept"),
             "other-app": purchase("other-app", package: "com.example.other"),
+            "multi": .init(packageName: "com.example.coins", productId: "coins.100", orderId: "GPA.multi", quantity: 3),
         ])
         api.setVoidedPageSize(2)
     }
@@ -63,6 +64,54 @@ import WorkerRuntime
         #expect(second.listed == 4 && second.recovered == 1, "\(second)")
         #expect(try await revocations(atLeast: 4).map(\.transactionId) == ["GPA.v-1", "GPA.v-2", "GPA.v-3", "GPA.v-late"])
         #expect(reconciler.totals.calls == ["ok": 4] && reconciler.totals.recovered == ["googleplay:com.example.coins": 4], "two pages a pass")
+    }
+
+    /// A subscription order Google voided whose notification never came: listed only with `type=1`, it is revoked in one
+    /// pass, its period's entitlement ends, and a second pass publishes nothing.
+    @Test func aSubscriptionOrderVoidedOnlyInTheListEndsItsEntitlementInOnePass() async throws {
+        let now = Date()
+        let key = PurchaseKey(store: .googleplay, transactionId: "GPA.sub-1..0")
+        api.set("sub-1", GooglePlayAPIStandIn.Subscription(packageName: "com.example.coins", productId: "pass.monthly", latestOrderId: key.transactionId,
+                                                            startTime: now.addingTimeInterval(-86_400), expiryTime: now.addingTimeInterval(29 * 86_400),
+                                                            acknowledged: true))
+        _ = try await store.recordVerified(PurchaseRecord(key: key, userId: "u-sub", productId: "pass.monthly", productType: .autoRenewable, quantity: 1,
+                                                          purchaseTime: now.addingTimeInterval(-86_400), originalTransactionId: key.transactionId), at: now)
+        _ = try await store.grant(key, items: [.entitlement("pass", until: now.addingTimeInterval(29 * 86_400))], at: now)
+        api.voidSubscription("sub-1", order: key.transactionId, at: now.addingTimeInterval(-60))
+
+        let reconciler = try reconciler()
+        let pass = try #require(try await reconciler.reconcileOnce()["googleplay:com.example.coins"])
+        #expect(pass.recovered == 1, "\(pass)")
+        let revoked = try #require(try await revocations(atLeast: 1).first)
+        #expect(revoked.transactionId == key.transactionId && revoked.reason == .REFUND && revoked.refundedQuantity == nil)
+        _ = try await GranterStageTests.granter(store, at: now).handle(try StageFixtures.message(revoked))
+        #expect(try await store.entitlements(of: "u-sub", at: now).isEmpty, "the voided period's entitlement ends")
+        #expect(try await store.purchase(key)?.state == .revoked)
+
+        let second = try #require(try await reconciler.reconcileOnce()["googleplay:com.example.coins"])
+        #expect(second.listed == 1 && second.recovered == 0, "\(second)")
+    }
+
+    /// A quantity-based partial refund of one of three units: listed only with `includeQuantityBasedPartialRefund=true`,
+    /// with its `voidedQuantity`; the granter takes back one unit's worth of the coins, and a second pass publishes nothing.
+    @Test func aPartialQuantityRefundTakesBackOnlyTheRefundedUnits() async throws {
+        let now = Date()
+        let key = PurchaseKey(store: .googleplay, transactionId: "GPA.multi")
+        _ = try await store.recordVerified(PurchaseRecord(key: key, userId: "u-multi", productId: "coins.100", productType: .consumable, quantity: 3,
+                                                          purchaseTime: now.addingTimeInterval(-3600)), at: now)
+        _ = try await store.grant(key, items: [.currency("coins", 300)], at: now)
+        api.voidPartially("multi", quantity: 1, at: now.addingTimeInterval(-60))
+
+        let reconciler = try reconciler()
+        let pass = try #require(try await reconciler.reconcileOnce()["googleplay:com.example.coins"])
+        #expect(pass.recovered == 1, "\(pass)")
+        let revoked = try #require(try await revocations(atLeast: 1).first)
+        #expect(revoked.transactionId == key.transactionId && revoked.refundedQuantity == 1)
+        _ = try await GranterStageTests.granter(store, at: now).handle(try StageFixtures.message(revoked))
+        #expect(try await store.balances(of: "u-multi") == ["coins": 200], "one unit of three refunded: 100 of 300 coins taken back")
+
+        let second = try #require(try await reconciler.reconcileOnce()["googleplay:com.example.coins"])
+        #expect(second.listed == 1 && second.recovered == 0, "\(second)")
     }
 
     @Test func anAPIThatAsksToWaitIsLeftAloneUntilThenAndTheCheckpointStays() async throws {

@@ -8,6 +8,7 @@ import HTTPServer
 import JSON
 import StoreFixtures
 import StoreVerification
+import Synchronization
 import Testing
 import TestSupport
 
@@ -91,7 +92,11 @@ import TestSupport
     @Test func injectedFailuresAnswerTheirCountThenTheAPIFinishesAgain() async throws {
         let key = try PrivateKey.generateP256()
         let appStore = try Self.standIn(publicKey: try key.publicKey())
-        let client = client(appStore.server, key: key)
+        // The client's clock, moved past the wait the API asks for before it is asked again.
+        let ahead = Mutex<TimeInterval>(0)
+        let client = AppStoreServerAPIClient(configuration: .init(baseURL: appStore.baseURL, keyId: "KEY123", issuerId: "issuer-uuid",
+                                                                  bundleId: "com.example.coins", privateKey: key),
+                                             now: { Date().addingTimeInterval(ahead.withLock { $0 }) })
         appStore.fail(.init(status: 429, times: 2, retryAfterSeconds: 7))
         var request = URLRequest(url: appStore.baseURL.appendingPathComponent("inApps/v1/transactions/1/finish"))
         request.httpMethod = "POST"
@@ -115,6 +120,12 @@ import TestSupport
         #expect(why == "App Store Server API answered HTTP 429")
         #expect(wait <= .seconds(7) && wait >= .milliseconds(Int64((7 - elapsed) * 1000) - 10),
                 "the wait the API asked for travels with the failure: \(wait)")
+        guard case .unavailable(let held, _)? = await client.finishTransaction("1").failure, held.hasPrefix("App Store Server API asked to wait") else {
+            Issue.record("a call while the wait runs is not made")
+            return
+        }
+        #expect(appStore.requests.count == 2, "held: no request")
+        ahead.withLock { $0 = 8 }
         let before = Date()
         let finished = await client.finishTransaction("1")
         #expect(throws: Never.self) { try finished.get() }

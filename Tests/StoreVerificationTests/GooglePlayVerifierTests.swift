@@ -4,6 +4,7 @@ import JSON
 import PurchaseDomain
 import StoreFixtures
 import StoreVerification
+import Synchronization
 import Testing
 import TestSupport
 
@@ -54,6 +55,42 @@ import TestSupport
         #expect(api.tokenRequests == 2, "a 401 obtains a new token and the call is made again")
     }
 
+    /// Calls at start, all needing a token while none is cached, share one exchange at the token endpoint (single flight),
+    /// however slow it answers.
+    @Test func concurrentCallsAtStartMakeOneTokenRequest() async throws {
+        let api = try GooglePlayAPIStandIn(purchases: ["tok-1": Self.purchase()])
+        api.stallTokenEndpoint(for: .milliseconds(200))
+        let verifier = try Self.verifier(api)
+        let verified = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<16 {
+                group.addTask { await verifier.verify(packageName: Self.package, productId: "coins.100", purchaseToken: "tok-1").value != nil }
+            }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(verified == 16)
+        #expect(api.tokenRequests == 1, "one exchange for the sixteen calls")
+    }
+
+    /// An hour's token is renewed five minutes before it expires (`renewalMargin`), never sent expired.
+    @Test func theTokenIsRenewedFiveMinutesBeforeItExpires() async throws {
+        let api = try GooglePlayAPIStandIn(purchases: ["tok-1": Self.purchase()], tokenLifetime: .seconds(3600))
+        // The service account's clock, from 3,200 s ago: the stand-in takes assertions issued up to now (and 300 s ahead).
+        let start = Date().addingTimeInterval(-3200)
+        let clock = Mutex(start)
+        let account = try GoogleServiceAccount(keyFile: Data(try api.serviceAccountKeyJSON().utf8), now: { clock.withLock { $0 } })
+        let client = AndroidPublisherClient(configuration: .init(baseURL: api.baseURL), serviceAccount: account)
+        func call(at offset: TimeInterval) async throws {
+            clock.withLock { $0 = start.addingTimeInterval(offset) }
+            _ = try #require(await client.productPurchase(packageName: Self.package, productId: "coins.100", purchaseToken: "tok-1").value)
+        }
+        try await call(at: 0)
+        try await call(at: 3600 - GoogleServiceAccount.renewalMargin - 1)
+        #expect(api.tokenRequests == 1, "still well within its hour")
+        try await call(at: 3600 - GoogleServiceAccount.renewalMargin + 1)
+        #expect(api.tokenRequests == 2, "renewed with five minutes left")
+        #expect(GoogleServiceAccount.renewalMargin == 300)
+    }
+
     @Test func aTokenEndpointThatRefusesLeavesThePurchaseRetryable() async throws {
         let api = try GooglePlayAPIStandIn(purchases: ["tok-1": Self.purchase()])
         api.failTokenEndpoint(400)
@@ -99,6 +136,27 @@ import TestSupport
         #expect(retryAfter == .seconds(30))
     }
 
+    /// A 429's `Retry-After` holds every call of the client, whatever it asks (a subscription, the voided purchases),
+    /// until the time: none is made, each told what is left of the wait.
+    @Test func aRateLimitHoldsEveryCallOfTheAPIUntilItsTime() async throws {
+        let api = try GooglePlayAPIStandIn(purchases: ["tok-1": Self.purchase()])
+        let client = try Self.client(api)
+        api.fail(429, retryAfter: 30)
+        _ = await client.productPurchase(packageName: Self.package, productId: "coins.100", purchaseToken: "tok-1")
+        api.fail(nil)
+        let made = api.requests.count
+        let held: [StoreAPIFailure?] = [
+            await client.subscriptionPurchase(packageName: Self.package, productId: nil, purchaseToken: "tok-1").failure,
+            await client.voidedPurchases(packageName: Self.package, from: Date().addingTimeInterval(-3600), to: Date()).failure,
+            await client.acknowledge(packageName: Self.package, productId: "coins.100", purchaseToken: "tok-1").failure,
+        ]
+        for failure in held {
+            guard case .unavailable(let why, let wait?)? = failure else { Issue.record("expected held: \(String(describing: failure))"); continue }
+            #expect(why.hasPrefix("Android Publisher API asked to wait") && wait <= .seconds(30) && wait > .seconds(25), "\(why) \(wait)")
+        }
+        #expect(api.requests.count == made, "no call before the time the API named")
+    }
+
     @Test func aHungAPITimesOutRetryably() async throws {
         let api = try GooglePlayAPIStandIn(purchases: ["tok-1": Self.purchase()])
         api.stall("tok-1", for: .seconds(3))
@@ -141,6 +199,28 @@ import TestSupport
         let answer = await (try Self.client(api)).consume(packageName: Self.package, productId: "coins.100", purchaseToken: "pending")
         guard case .failure(.refused(400, _)) = answer else { Issue.record("expected refused 400, got \(answer)"); return }
         #expect(api.consumeCount("pending") == 0)
+    }
+
+    /// A token Google does not take (`400`, reason `invalid`, `Invalid Value`) is refused for good, naming Google's
+    /// reason: verification is a permanent rejection, and an acknowledge, consume or subscription acknowledge is refused
+    /// at once, without reading the purchase again as a 400 about its state is.
+    @Test func anInvalidValueIsAPermanentRefusalWithItsReason() async throws {
+        let api = try GooglePlayAPIStandIn(purchases: ["bad": Self.purchase()])
+        api.malform("bad")
+        let client = try Self.client(api)
+        let rejection = try #require(await GooglePlayVerifier(configuration: .init(apps: [:]), api: client)
+            .verify(packageName: Self.package, productId: "coins.100", purchaseToken: "bad").failure)
+        #expect(rejection.reason == .storeRejected && !rejection.isRetryable)
+        #expect(rejection.detail.contains("HTTP 400 invalid: Invalid Value"), "\(rejection.detail)")
+        let before = api.requests.count
+        let answers = [await client.acknowledge(packageName: Self.package, productId: "coins.100", purchaseToken: "bad"),
+                       await client.consume(packageName: Self.package, productId: "coins.100", purchaseToken: "bad"),
+                       await client.acknowledgeSubscription(packageName: Self.package, productId: "pass.monthly", purchaseToken: "bad")]
+        for answer in answers {
+            guard case .failure(let failure) = answer, case .refused(400, let detail) = failure else { Issue.record("expected refused 400, got \(answer)"); continue }
+            #expect(failure.isInvalidValue && detail == "HTTP 400 invalid: Invalid Value")
+        }
+        #expect(api.requests.count == before + 3, "one call each, no re-read: \(api.requests.dropFirst(before))")
     }
 }
 

@@ -5,6 +5,7 @@ import HTTPServer
 import JSON
 import StoreFixtures
 import StoreVerification
+import Synchronization
 import Testing
 
 /// Get Transaction Info, Get Transaction History, Get Refund History and Get All Subscription Statuses, the client against
@@ -162,25 +163,36 @@ import Testing
         #expect(Self.failure(await client.subscriptionStatuses(of: "1000000000000999")) == .refused(status: 404, detail: "Transaction id not found. (errorCode 4040010)"))
     }
 
+    /// A 429's wait holds every call of the client, whichever endpoint (Get Transaction Info after any other): none is
+    /// made before the time, each told what is left of the wait; once it passed, the API is asked again.
     @Test func aRateLimitIsUnavailableWithTheWaitAskedFor() async throws {
-        let (appStore, client) = try Self.standInAndClient()
+        let key = try PrivateKey.generateP256()
+        let appStore = try AppStoreServerAPIClientTests.standIn(publicKey: try key.publicKey())
+        // The client's clock, moved past the wait at the end.
+        let ahead = Mutex<TimeInterval>(0)
+        let client = AppStoreServerAPIClient(configuration: .init(baseURL: appStore.baseURL, keyId: "KEY123", issuerId: "issuer-uuid",
+                                                                  bundleId: BundleID(bundleId), privateKey: key),
+                                             now: { Date().addingTimeInterval(ahead.withLock { $0 }) })
         appStore.recordTransaction("jws", transactionId: "2000000000000800", originalTransactionId: "2000000000000800", customer: "alice")
-        appStore.fail(.init(status: 429, times: 4, retryAfterSeconds: 30))
-        // Each call timed: the wait is what is left of Apple's 30 s when the answer is read, however slow the machine.
+        appStore.fail(.init(status: 429, times: 1, retryAfterSeconds: 30))
+        // Each call timed from the first: the wait is what is left of Apple's 30 s when the answer is read, however slow
+        // the machine.
+        let first = ContinuousClock.now
         func timed(_ call: () async -> AppStoreServerAPIClient.Failure?) async -> (AppStoreServerAPIClient.Failure?, Duration) {
-            let asked = ContinuousClock.now
             let failure = await call()
-            return (failure, ContinuousClock.now - asked)
+            return (failure, ContinuousClock.now - first)
         }
         let failures = [await timed { Self.failure(await client.transactionInfo("2000000000000800")) },
                         await timed { Self.failure(await client.transactionHistory(of: "2000000000000800")) },
                         await timed { Self.failure(await client.refundHistory(of: "2000000000000800")) },
                         await timed { Self.failure(await client.subscriptionStatuses(of: "2000000000000800")) }]
-        for (failure, took) in failures {
+        for (index, (failure, took)) in failures.enumerated() {
             guard case .unavailable(let why, let wait?)? = failure else { Issue.record("expected unavailable with a wait: \(String(describing: failure))"); continue }
-            #expect(why == "App Store Server API answered HTTP 429")
+            #expect(index == 0 ? why == "App Store Server API answered HTTP 429" : why.hasPrefix("App Store Server API asked to wait"), "\(why)")
             #expect(wait <= .seconds(30) && wait >= .seconds(29) - took, "the wait Retry-After asked for: \(wait), the call took \(took)")
         }
+        #expect(appStore.requests.count == 1, "no call while the wait runs, whichever endpoint")
+        ahead.withLock { $0 = 31 }
         #expect(try await client.transactionHistory(of: "2000000000000800").get().signedTransactions == ["jws"], "answered again once the limit passed")
     }
 

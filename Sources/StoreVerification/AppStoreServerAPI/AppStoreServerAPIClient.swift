@@ -36,13 +36,9 @@ public final class AppStoreServerAPIClient: Sendable {
         }
     }
 
-    public enum Failure: Error, Sendable, Equatable {
-        /// Retry later: timeout, 429, 5xx, or an authentication problem an operator must fix; not before `retryAfter`
-        /// when the API said how long to wait (`Retry-After`).
-        case unavailable(String, retryAfter: Duration? = nil)
-        /// The API refused the request for this transaction (e.g. unknown transaction id).
-        case refused(status: Int, detail: String)
-    }
+    /// Retry later (timeout, 429, 5xx, an authentication problem an operator must fix), or refused for this transaction
+    /// (e.g. an unknown transaction id): the store clients' one failure.
+    public typealias Failure = StoreAPIFailure
 
     public let configuration: Configuration
     private let http: StoreAPISession
@@ -58,7 +54,7 @@ public final class AppStoreServerAPIClient: Sendable {
         self.now = now
         let base = configuration.baseURL.absoluteString
         urlPrefix = base.hasSuffix("/") ? base : base + "/"
-        http = StoreAPISession(timeout: configuration.timeout, observer: configuration.observer)
+        http = StoreAPISession(timeout: configuration.timeout, observer: configuration.observer, now: now)
     }
 
     /// `POST /inApps/v1/transactions/{transactionId}/finish`: tells the App Store the purchase was delivered.
@@ -123,8 +119,10 @@ public final class AppStoreServerAPIClient: Sendable {
         return await call("GET", pathAndQuery(transactionId), body: nil)
     }
 
-    /// The headers of calls made now: the API token, and the body's type when there is one.
+    /// The headers of calls made now: the API token, and the body's type when there is one. Every call asks for them
+    /// first: while a wait the API asked for runs (`Retry-After`), none is made, whichever endpoint it is for.
     private func headers(body: Data?) -> Result<[(name: String, value: String)], Failure> {
+        if let held = http.holdsCalls("App Store Server API") { return .failure(held) }
         var headers: [(name: String, value: String)] = []
         do {
             headers.append(("Authorization", "Bearer \(try currentToken())"))
@@ -172,20 +170,11 @@ public final class AppStoreServerAPIClient: Sendable {
         }
     }
 
-    /// How long to wait before calling again, from `Retry-After`: Apple sends the UNIX time, in milliseconds, from which
-    /// a request is accepted again (the client reads any number as seconds); a proxy's seconds are taken as they are. At
-    /// most `longestWait`: a value beyond it (a bad proxy's, a time in seconds) must not stop the calls for good.
-    public static func wait(_ retryAfter: Duration?, now: Date) -> Duration? {
-        guard let retryAfter else { return nil }
-        let value = retryAfter.components.seconds
-        // Beyond 10^10 seconds (over 300 years) the number is a time in milliseconds, not a wait.
-        guard value > 10_000_000_000 else { return min(retryAfter, longestWait) }
-        let milliseconds = max(0, value - EpochMilliseconds.milliseconds(now))
-        return min(.milliseconds(milliseconds), longestWait)
-    }
+    /// How long to wait before calling again, from `Retry-After` (`StoreAPISession.wait`).
+    public static func wait(_ retryAfter: Duration?, now: Date) -> Duration? { StoreAPISession.wait(retryAfter, now: now) }
 
     /// The longest wait a `Retry-After` is taken for: Apple's rate limits are per hour.
-    public static let longestWait: Duration = .seconds(3600)
+    public static let longestWait: Duration = StoreAPISession.longestWait
 
     /// The token for a request: reused until half its lifetime has passed (Apple accepts a token for
     /// many requests within its lifetime), so a clock step or a slow request never sends an expired one.

@@ -25,14 +25,11 @@ public final class AndroidPublisherClient: Sendable {
         }
     }
 
-    public enum Failure: Error, Sendable, Equatable {
-        /// Retry later: the network, a timeout, 429, 5xx, 409, or credentials or permissions an operator must fix; not
-        /// before `retryAfter` when the API said how long to wait.
-        case unavailable(String, retryAfter: Duration? = nil)
-        /// The API refused the request about this purchase (404 unknown, 410 no longer valid, 400 not in a state that
-        /// allows it); status 0: refused before any request (a name that cannot be sent).
-        case refused(status: Int, detail: String)
-    }
+    /// Retry later (the network, a timeout, 429, 5xx, 409, credentials or permissions an operator must fix), or refused
+    /// about this purchase (404 unknown, 410 no longer valid, 400 not in a state that allows it, or a value it does not
+    /// take; `detail` names Google's reason after the status, `HTTP 400 invalid: Invalid Value`): the store clients' one
+    /// failure.
+    public typealias Failure = StoreAPIFailure
 
     public let configuration: Configuration
     public let serviceAccount: GoogleServiceAccount
@@ -71,13 +68,21 @@ public final class AndroidPublisherClient: Sendable {
         await complete(":consume", packageName, productId, purchaseToken) { $0.isConsumed }
     }
 
-    /// `purchases.subscriptionsv2.get`: the subscription of `purchaseToken`, its line item of `productId`.
-    public func subscriptionPurchase(packageName: PackageName, productId: ProductID, purchaseToken: PurchaseToken) async
+    /// `purchases.subscriptionsv2.get`: the subscription of `purchaseToken`, its line item of `productId` (nil: a
+    /// notification that does not name it; the API needs the token alone, and the answer's first line item is taken).
+    public func subscriptionPurchase(packageName: PackageName, productId: ProductID?, purchaseToken: PurchaseToken) async
         -> Result<GooglePlaySubscriptionPurchase, Failure> {
-        await request("GET", packageName, productId, purchaseToken) { package, _, token in "/purchases/subscriptionsv2/tokens/" + token }.flatMap { body in
+        // The product is not part of the path, but one given must be a name the API could be asked about.
+        let named = [("package", packageName.rawValue), ("purchase token", purchaseToken.rawValue)] + (productId.map { [("product", $0.rawValue)] } ?? [])
+        let encoded: [String]
+        switch Self.pathSegments(named) {
+        case .success(let segments): encoded = segments
+        case .failure(let failure): return .failure(failure)
+        }
+        return await send("GET", url: applicationsURL + encoded[0] + "/purchases/subscriptionsv2/tokens/" + encoded[1]).flatMap { body in
             guard let fields = JSONValue.parse(body)?.objectValue,
                   let purchase = GooglePlaySubscriptionPurchase(answer: fields, packageName: packageName, productId: productId, purchaseToken: purchaseToken)
-            else { return .failure(.unavailable("Android Publisher API: an answer that is not a SubscriptionPurchaseV2 of product \(productId)")) }
+            else { return .failure(.unavailable("Android Publisher API: an answer that is not a SubscriptionPurchaseV2 of product \(productId?.rawValue ?? "(any)")")) }
             return .success(purchase)
         }
     }
@@ -88,7 +93,7 @@ public final class AndroidPublisherClient: Sendable {
         let answer = await request("POST", packageName, productId, purchaseToken) { _, product, token in
             "/purchases/subscriptions/" + product + "/tokens/" + token + ":acknowledge"
         }
-        guard case .failure(.refused(400, let detail)) = answer else { return answer.map { _ in } }
+        guard case .failure(let failure) = answer, case .refused(400, let detail) = failure, !failure.isInvalidValue else { return answer.map { _ in } }
         switch await subscriptionPurchase(packageName: packageName, productId: productId, purchaseToken: purchaseToken) {
         case .success(let purchase) where purchase.isAcknowledged: return .success(())
         case .success: return .failure(.refused(status: 400, detail: detail))
@@ -110,7 +115,7 @@ public final class AndroidPublisherClient: Sendable {
     private func complete(_ action: String, _ packageName: PackageName, _ productId: ProductID, _ purchaseToken: PurchaseToken,
                           done: (GooglePlayProductPurchase) -> Bool) async -> Result<Void, Failure> {
         let answer = await call("POST", packageName, productId, purchaseToken, action: action)
-        guard case .failure(.refused(400, let detail)) = answer else { return answer.map { _ in } }
+        guard case .failure(let failure) = answer, case .refused(400, let detail) = failure, !failure.isInvalidValue else { return answer.map { _ in } }
         switch await productPurchase(packageName: packageName, productId: productId, purchaseToken: purchaseToken) {
         case .success(let purchase) where done(purchase): return .success(())
         case .success: return .failure(.refused(status: 400, detail: detail))
@@ -145,9 +150,11 @@ public final class AndroidPublisherClient: Sendable {
         return .success(encoded)
     }
 
-    /// One request, with a fresh access token once if the API refuses the cached one: the answer's body.
+    /// One request, with a fresh access token once if the API refuses the cached one: the answer's body. Every call of the
+    /// client comes through here: while a wait the API asked for runs (`Retry-After`), none is made.
     func send(_ method: String, url: String) async -> Result<[UInt8], Failure> {
         for attempt in 1...2 {
+            if let held = http.holdsCalls("Android Publisher API") { return .failure(held) }
             let accessToken: String
             switch await serviceAccount.accessToken() {
             case .success(let token): accessToken = token
@@ -171,17 +178,30 @@ public final class AndroidPublisherClient: Sendable {
     }
 
     /// What an answer means: 2xx is success; what may pass (401 after a fresh token, 403 — the service account lacks
-    /// access, an operator must grant it —, 408, 409, 429, 5xx) is `unavailable`; the rest is `refused` with Google's
-    /// error message.
+    /// access, an operator must grant it —, 408, 409, 429, 5xx) is `unavailable`; the rest (a `400` too, whatever its
+    /// reason: `invalid`, `required`, a state that does not allow it) is `refused`, for good, with Google's reason
+    /// (`error.errors[0].reason`) and message.
     private func outcome(_ response: HTTPClient.Response) -> Result<[UInt8], Failure> {
-        let message = JSONValue.parse(response.body)?.objectValue?["error"]?.objectValue?["message"]?.stringValue
-        let detail = "HTTP \(response.status)" + (message.map { ": " + String($0.prefix(300)) } ?? "")
+        let error = JSONValue.parse(response.body)?.objectValue?["error"]?.objectValue
+        let message = error?["message"]?.stringValue
+        let reason = error?["errors"]?.arrayValue?.first?.objectValue?["reason"]?.stringValue.flatMap { $0.isEmpty ? nil : String($0.prefix(64)) }
+        let detail = "HTTP \(response.status)" + (reason.map { " " + $0 } ?? "") + (message.map { ": " + String($0.prefix(300)) } ?? "")
         switch response.status {
         case 200...299: return .success(response.body)
         case 401, 403, 408, 409, 429, 500...599, 0:
-            return .failure(.unavailable("Android Publisher API answered \(detail)", retryAfter: response.retryAfter.map { min($0, .seconds(3600)) }))
+            return .failure(.unavailable("Android Publisher API answered \(detail)", retryAfter: StoreAPISession.wait(response.retryAfter, now: Date())))
         default:
             return .failure(.refused(status: response.status, detail: detail))
         }
+    }
+}
+
+extension StoreAPIFailure {
+    /// A `400` whose reason is an invalid value (Google's `invalid` or `invalidValue`, `Invalid Value`: typically a
+    /// malformed purchase token): the request itself is wrong, whatever the purchase's state, and asking again, or
+    /// reading the purchase with the same values, cannot succeed.
+    public var isInvalidValue: Bool {
+        guard case .refused(400, let detail) = self else { return false }
+        return detail.hasPrefix("HTTP 400 invalid:") || detail.hasPrefix("HTTP 400 invalidValue:") || detail.hasSuffix(": Invalid Value")
     }
 }

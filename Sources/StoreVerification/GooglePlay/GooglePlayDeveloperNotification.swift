@@ -8,11 +8,15 @@ public struct GooglePlayDeveloperNotification: Sendable, Hashable {
     public enum Kind: Sendable, Hashable {
         /// `subscriptionNotification`: `notificationType` 1 recovered, 2 renewed, 3 canceled, 4 purchased, 5 on hold, 6 in
         /// grace period, 7 restarted, 9 deferred, 10 paused, 12 revoked, 13 expired, 20 pending purchase canceled, ….
-        case subscription(type: Int64, purchaseToken: PurchaseToken, productId: ProductID)
+        /// `productId`: its `subscriptionId`, which Google deprecated and may leave out (nil): `purchases.subscriptionsv2`
+        /// needs the token alone, and its answer names the product.
+        case subscription(type: Int64, purchaseToken: PurchaseToken, productId: ProductID?)
         /// `oneTimeProductNotification`: 1 purchased, 2 a pending purchase canceled.
         case oneTimeProduct(type: Int64, purchaseToken: PurchaseToken, productId: ProductID)
-        /// `voidedPurchaseNotification`: refunded, canceled or charged back.
-        case voided(purchaseToken: PurchaseToken, orderId: TransactionID?)
+        /// `voidedPurchaseNotification`: refunded, canceled or charged back; `partial`: `refundType` 2, a quantity-based
+        /// partial refund of a multi-quantity purchase (the notification does not say how many units: the voided-purchases
+        /// list does, with its `voidedQuantity`).
+        case voided(purchaseToken: PurchaseToken, orderId: TransactionID?, partial: Bool)
         /// `testNotification`, sent from the Play Console.
         case test
     }
@@ -28,16 +32,16 @@ public struct GooglePlayDeveloperNotification: Sendable, Hashable {
         packageName = PackageName(package)
         eventTime = fields.int64("eventTimeMillis").flatMap(EpochMilliseconds.date)
         if let subscription = fields.object("subscriptionNotification") {
-            guard let type = subscription.int64("notificationType"), let token: PurchaseToken = subscription.identifier("purchaseToken"),
-                  let product: ProductID = subscription.identifier("subscriptionId") else { return nil }
-            kind = .subscription(type: type, purchaseToken: token, productId: product)
+            guard let type = subscription.int64("notificationType"), let token: PurchaseToken = subscription.identifier("purchaseToken") else { return nil }
+            kind = .subscription(type: type, purchaseToken: token, productId: subscription.string("subscriptionId").flatMap { $0.isEmpty ? nil : ProductID($0) })
         } else if let product = fields.object("oneTimeProductNotification") {
             guard let type = product.int64("notificationType"), let token: PurchaseToken = product.identifier("purchaseToken"),
                   let sku: ProductID = product.identifier("sku") else { return nil }
             kind = .oneTimeProduct(type: type, purchaseToken: token, productId: sku)
         } else if let voided = fields.object("voidedPurchaseNotification") {
             guard let token: PurchaseToken = voided.identifier("purchaseToken") else { return nil }
-            kind = .voided(purchaseToken: token, orderId: voided.string("orderId").flatMap { $0.isEmpty ? nil : TransactionID($0) })
+            kind = .voided(purchaseToken: token, orderId: voided.string("orderId").flatMap { $0.isEmpty ? nil : TransactionID($0) },
+                           partial: voided.int64("refundType") == 2)
         } else if fields.object("testNotification") != nil {
             kind = .test
         } else {
@@ -73,7 +77,7 @@ public struct GooglePlayDeveloperNotification: Sendable, Hashable {
     /// The purchase token it is about (nil: a test notification).
     public var purchaseToken: PurchaseToken? {
         switch kind {
-        case .subscription(_, let token, _), .oneTimeProduct(_, let token, _), .voided(let token, _): token
+        case .subscription(_, let token, _), .oneTimeProduct(_, let token, _), .voided(let token, _, _): token
         case .test: nil
         }
     }

@@ -44,15 +44,17 @@ public struct GooglePlaySubscriptionPurchase: Sendable, Hashable {
     /// The id effects are keyed by: the period's order id, or the purchase token where the API gives none.
     public var transactionId: TransactionID { latestOrderId ?? TransactionID(purchaseToken) }
 
-    /// The subscription an answer describes, its line item of `productId` (or its only one); nil without a state or line item.
-    init?(answer fields: [String: JSONValue], packageName: PackageName, productId: ProductID, purchaseToken: PurchaseToken) {
+    /// The subscription an answer describes, its line item of `productId` (or its only one; nil: its first); nil without
+    /// a state or line item, or a product.
+    init?(answer fields: [String: JSONValue], packageName: PackageName, productId: ProductID?, purchaseToken: PurchaseToken) {
         let json = JSONFields(object: fields)
         let items = (fields["lineItems"]?.arrayValue ?? []).compactMap(\.objectValue).map(JSONFields.init)
-        guard let state = json.string("subscriptionState"),
-              let item = items.first(where: { $0.identifier("productId") == productId }) ?? (items.count == 1 ? items[0] : nil) else { return nil }
+        let named = productId.flatMap { asked in items.first { $0.identifier("productId") == asked } }
+        guard let state = json.string("subscriptionState"), let item = named ?? (items.count == 1 || productId == nil ? items.first : nil),
+              let product = item.string("productId").flatMap({ $0.isEmpty ? nil : ProductID($0) }) ?? productId else { return nil }
         self.packageName = packageName
         self.purchaseToken = purchaseToken
-        self.productId = item.identifier("productId") ?? productId
+        self.productId = product
         self.state = State(rawValue: state)
         latestOrderId = (item.string("latestSuccessfulOrderId") ?? json.string("latestOrderId")).flatMap { $0.isEmpty ? nil : TransactionID($0) }
         startTime = json.string("startTime").flatMap(RFC3339.parse)

@@ -52,14 +52,15 @@ public final class GooglePlayVerifier: Sendable {
     /// The API's view of a subscription (no signature involved: for a notification's re-read and re-checks). Every state
     /// whose period was paid verifies, its expiry saying until when (a lapsed, canceled, paused or held one's is past or
     /// ends access then); a pending signup is `purchasePending`; one whose pending payment was canceled was not completed.
-    public func verifySubscription(packageName: PackageName, productId: ProductID, purchaseToken: PurchaseToken) async
+    /// `productId` nil: a notification that does not name it (Google deprecated `subscriptionId`): the answer's product.
+    public func verifySubscription(packageName: PackageName, productId: ProductID?, purchaseToken: PurchaseToken) async
         -> Result<GooglePlaySubscriptionPurchase, Rejection> {
         let purchase: GooglePlaySubscriptionPurchase
         switch await api.subscriptionPurchase(packageName: packageName, productId: productId, purchaseToken: purchaseToken) {
         case .success(let answered): purchase = answered
         case .failure(let failure): return .failure(Self.rejection(failure))
         }
-        guard purchase.productId == productId else {
+        if let productId, purchase.productId != productId {
             return .failure(Rejection(.storeRejected, "the token belongs to product '\(purchase.productId.rawValue.prefix(256))', not '\(productId.rawValue.prefix(256))'"))
         }
         switch purchase.state {
@@ -79,6 +80,7 @@ public final class GooglePlayVerifier: Sendable {
         case .unavailable(let why, _): Rejection(.storeUnavailable, retryable: true, why)
         case .refused(404, let detail): Rejection(.storeRejected, "Google Play: no such purchase (\(detail))")
         case .refused(410, let detail): Rejection(.storeRejected, "Google Play: the purchase token is no longer valid (\(detail))")
+        case .refused(_, let detail) where failure.isInvalidValue: Rejection(.storeRejected, "Google Play: a value the API does not take, such as a malformed purchase token (\(detail))")
         case .refused(_, let detail): Rejection(.storeRejected, "Google Play: \(detail)")
         }
     }

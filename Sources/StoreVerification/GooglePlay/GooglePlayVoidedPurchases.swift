@@ -29,7 +29,7 @@ public struct GooglePlayVoidedPurchase: Sendable, Hashable {
         voidedTime = json.int64("voidedTimeMillis").flatMap(EpochMilliseconds.date)
         voidedSource = json.int64("voidedSource")
         voidedReason = json.int64("voidedReason")
-        voidedQuantity = json.int64("voidedQuantity")
+        voidedQuantity = json.int64("voidedQuantity").flatMap { $0 > 0 ? $0 : nil }
         raw = fields
     }
 }
@@ -44,9 +44,11 @@ extension AndroidPublisherClient {
     /// Google lists purchases voided in the last 30 days.
     public static let voidedPurchasesKept: TimeInterval = 30 * 86_400
 
-    /// `purchases.voidedpurchases.list`: one-time product purchases of `packageName` Google voided between `start` and
-    /// `end` (the times Google recorded them voided), a page at a time; with a `pageToken`, the page it names (the times
-    /// are then ignored by Google).
+    /// `purchases.voidedpurchases.list`: purchases of `packageName` Google voided between `start` and `end` (the times
+    /// Google recorded them voided), a page at a time; with a `pageToken`, the page it names (the times are then ignored
+    /// by Google). `type=1` asks for subscription orders too (Google's default, 0, lists one-time products only), and
+    /// `includeQuantityBasedPartialRefund=true` for partial refunds of multi-quantity purchases, with their `voidedQuantity`
+    /// (left out by default).
     public func voidedPurchases(packageName: PackageName, from start: Date, to end: Date, pageToken: String? = nil,
                                 maxResults: Int = 1000) async -> Result<GooglePlayVoidedPurchasesPage, Failure> {
         let package: String
@@ -55,7 +57,7 @@ extension AndroidPublisherClient {
         case .failure(let failure): return .failure(failure)
         }
         var url = applicationsURL + package + "/purchases/voidedpurchases?startTime=\(EpochMilliseconds.milliseconds(start))"
-            + "&endTime=\(EpochMilliseconds.milliseconds(end))&maxResults=\(maxResults)"
+            + "&endTime=\(EpochMilliseconds.milliseconds(end))&maxResults=\(maxResults)&type=1&includeQuantityBasedPartialRefund=true"
         if let pageToken {
             guard let token = Self.pathSegment(pageToken) else { return .failure(.refused(status: 0, detail: "a page token that cannot be percent-encoded")) }
             url += "&token=" + token

@@ -7,7 +7,9 @@ import Synchronization
 /// A Google Cloud service account, as its JSON key file describes it, and the OAuth 2.0 access tokens it obtains for the
 /// Android Publisher API: an RS256 JWT assertion (`iss` the account's e-mail, `scope` androidpublisher, `aud` the key
 /// file's `token_uri`, an hour's lifetime) exchanged at `token_uri` (grant type `jwt-bearer`). A token is reused until
-/// five minutes before it expires, and dropped when the API answers `401` with it.
+/// five minutes before it expires, and dropped when the API answers `401` with it. One exchange at a time: calls that
+/// need a token while one is being obtained wait for that one (single flight), so that a burst of calls at start or at
+/// renewal makes one request to the token endpoint, not one each.
 public final class GoogleServiceAccount: Sendable {
     /// The OAuth scope of the Android Publisher API.
     public static let scope = "https://www.googleapis.com/auth/androidpublisher"
@@ -18,7 +20,8 @@ public final class GoogleServiceAccount: Sendable {
     private let privateKey: PrivateKey
     private let http: StoreAPISession
     private let now: @Sendable () -> Date
-    private let cached = Mutex<(token: String, renewAt: Date)?>(nil)
+    /// The token and when to renew it, and the exchange under way, if any, that every caller waits for.
+    private let state = Mutex<(cached: (token: String, renewAt: Date)?, inFlight: Task<Result<String, AndroidPublisherClient.Failure>, Never>?)>((nil, nil))
 
     /// - Parameter keyFile: the key file's bytes (`"type": "service_account"`, `client_email`, `private_key`, `token_uri`).
     /// - Parameter observer: told the outcome of every call to the token endpoint; nil: nobody is.
@@ -47,10 +50,39 @@ public final class GoogleServiceAccount: Sendable {
         http = StoreAPISession(timeout: timeout, observer: observer)
     }
 
-    /// A current access token: the cached one, or one just obtained.
+    /// A current access token: the cached one, or one just obtained (by this call, or by the one already obtaining it).
     public func accessToken() async -> Result<String, AndroidPublisherClient.Failure> {
         let date = now()
-        if let cached = cached.withLock({ $0 }), date < cached.renewAt { return .success(cached.token) }
+        let next: Next = state.withLock { state in
+            if let cached = state.cached, date < cached.renewAt { return .cached(cached.token) }
+            if let inFlight = state.inFlight { return .wait(inFlight) }
+            // Started under the lock; it takes the lock again only once done, to leave its token and make way.
+            let exchange = Task { await self.exchange(at: date) }
+            state.inFlight = exchange
+            return .wait(exchange)
+        }
+        switch next {
+        case .cached(let token): return .success(token)
+        case .wait(let exchange): return await exchange.value
+        }
+    }
+
+    private enum Next {
+        case cached(String)
+        case wait(Task<Result<String, AndroidPublisherClient.Failure>, Never>)
+    }
+
+    /// One exchange of an assertion for an access token at the token endpoint; what it obtained is cached for the others.
+    private func exchange(at date: Date) async -> Result<String, AndroidPublisherClient.Failure> {
+        let answer = await requestToken(at: date)
+        state.withLock { state in
+            state.inFlight = nil
+            if case .success(let obtained) = answer { state.cached = obtained }
+        }
+        return answer.map(\.token)
+    }
+
+    private func requestToken(at date: Date) async -> Result<(token: String, renewAt: Date), AndroidPublisherClient.Failure> {
         let assertion: String
         do { assertion = try self.assertion(issuedAt: date) } catch {
             return .failure(.unavailable("cannot sign the service account's assertion: \(error)"))
@@ -70,20 +102,22 @@ public final class GoogleServiceAccount: Sendable {
             // purchase waits: retried, then parked, never refused for the pipeline's own credentials.
             let why = [answer?.string("error"), answer?.string("error_description")].compactMap { $0 }.joined(separator: ": ")
             return .failure(.unavailable("Google OAuth token endpoint answered HTTP \(response.status)\(why.isEmpty ? "" : " (\(why))")",
-                                         retryAfter: response.retryAfter.map { min($0, .seconds(3600)) }))
+                                         retryAfter: StoreAPISession.wait(response.retryAfter, now: date)))
         }
         guard let token = answer?.string("access_token"), !token.isEmpty, let expiresIn = answer?.int64("expires_in"), expiresIn > 0 else {
             return .failure(.unavailable("Google OAuth token endpoint: an answer without access_token and expires_in"))
         }
         // Renewed five minutes before it expires (halfway through a shorter lifetime): never sent expired.
-        let margin = min(300, Double(expiresIn) / 2)
-        cached.withLock { $0 = (token, date.addingTimeInterval(Double(expiresIn) - margin)) }
-        return .success(token)
+        let margin = min(Self.renewalMargin, Double(expiresIn) / 2)
+        return .success((token, date.addingTimeInterval(Double(expiresIn) - margin)))
     }
+
+    /// How long before an access token expires it is renewed.
+    public static let renewalMargin: TimeInterval = 300
 
     /// Forgets `token` (the API refused it): the next call obtains a new one. A newer token already cached stays.
     public func invalidate(_ token: String) {
-        cached.withLock { if $0?.token == token { $0 = nil } }
+        state.withLock { if $0.cached?.token == token { $0.cached = nil } }
     }
 
     /// The signed JWT the token endpoint exchanges for an access token.
