@@ -185,6 +185,11 @@ extension Migrations {
                 WHEN typeof(NEW.amount) <> 'integer' OR typeof(NEW.shortfall) <> 'integer'
                 BEGIN SELECT RAISE(ABORT, 'integer overflow: a ledger amount is an integer'); END;
             """),
+            // A Stripe refund or dispute names the payment intent its purchases were recorded with (as their token): found
+            // by it without a scan.
+            (32, """
+            CREATE INDEX purchases_by_token ON purchases (store, purchase_token) WHERE purchase_token IS NOT NULL;
+            """),
         ]
     }
 }

@@ -268,11 +268,6 @@ enum Migrations {
                 updated_at BIGINT NOT NULL
             );
             """),
-            // A Stripe refund or dispute names the payment intent its purchases were recorded with (as their token): found
-            // by it without a scan.
-            (18, """
-            CREATE INDEX purchases_by_token ON purchases (store, purchase_token) WHERE purchase_token IS NOT NULL;
-            """),
         ]
     }
 }
