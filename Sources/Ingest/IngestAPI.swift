@@ -6,6 +6,7 @@ import Kafka
 import Metrics
 import PurchaseEvents
 import RequestSigning
+import StoreVerification
 import Synchronization
 import WorkerRuntime
 
@@ -16,6 +17,10 @@ import WorkerRuntime
 /// - `POST /v1/googleplay/notifications` (when configured) takes Google Play's real-time developer notifications as
 ///   Cloud Pub/Sub pushes them, authenticated by the push's OIDC token (401 otherwise), and publishes a
 ///   `store.notification` event keyed by the purchase's token; 200 once the broker acknowledged it.
+/// - `POST /v1/stripe/webhooks` (when configured) takes Stripe's webhook deliveries, signed (`Stripe-Signature`) with one
+///   of the endpoint's secrets (400 otherwise), and publishes each event of a type the pipeline acts on as a
+///   `store.notification` whose id is Stripe's event id, keyed by the purchase it concerns; 200 once the broker
+///   acknowledged it (other types: 200, not published).
 /// - `POST /v1/purchases` takes a `purchase.submitted` body (`submittedAt` and `source` may be left out)
 ///   and publishes it; 202 once the broker acknowledged it (verification follows in `iap-verifier`).
 ///
@@ -36,10 +41,14 @@ public final class IngestAPI: Sendable {
         /// When set, `POST /v1/googleplay/notifications` takes Google Play's real-time developer notifications pushed by
         /// Pub/Sub, authenticated by this; unset, the route is not served.
         public var googlePlayPush: PubSubPushAuthenticator?
+        /// When set, `POST /v1/stripe/webhooks` takes Stripe's webhook deliveries signed under its secrets; unset, the
+        /// route is not served.
+        public var stripeWebhook: StripeWebhookSignature?
 
         public init(clientSecret: Data? = nil, signatureTolerance: TimeInterval = RequestSignature.defaultTolerance, maxNotificationPayloadBytes: Int = 64 * 1024,
-                    googlePlayPush: PubSubPushAuthenticator? = nil) {
+                    googlePlayPush: PubSubPushAuthenticator? = nil, stripeWebhook: StripeWebhookSignature? = nil) {
             self.googlePlayPush = googlePlayPush
+            self.stripeWebhook = stripeWebhook
             self.clientSecret = clientSecret
             self.signatureTolerance = signatureTolerance
             self.maxNotificationPayloadBytes = maxNotificationPayloadBytes
@@ -49,7 +58,7 @@ public final class IngestAPI: Sendable {
     let configuration: Configuration
     private let publisher: EventPublisher
     let logger: Logger
-    private let metrics: MetricsRegistry
+    let metrics: MetricsRegistry
     private let lastFailure = Mutex<ContinuousClock.Instant?>(nil)
     private let answered = Atomic<Int>(0)
 
@@ -59,6 +68,7 @@ public final class IngestAPI: Sendable {
         self.logger = logger
         self.metrics = metrics
         Self.declareRequestMetrics(metrics)
+        if configuration.stripeWebhook != nil { Self.declareStripeMetrics(metrics) }
         metrics.declare("iap_ingest_request_duration_seconds", .histogram, help: "Time to answer, broker acknowledgement included, by route.")
     }
 
@@ -73,6 +83,8 @@ public final class IngestAPI: Sendable {
             response = await notification(request)
         } else if route == "googleplay" {
             response = await googlePlayNotification(request)
+        } else if route == "stripe" {
+            response = await stripeWebhook(request)
         } else {
             response = await submission(request)
         }
@@ -94,6 +106,9 @@ public final class IngestAPI: Sendable {
         case "/v1/googleplay/notifications" where configuration.googlePlayPush != nil:
             return HTTPServer.BodyLimit(bytes: limit * 4 / 3 + Self.notificationEnvelopeBytes, refusal: Self.error(
                 413, "payloadTooLarge", "the push is larger than a notification of the \(limit) bytes the verifier accepts"))
+        case "/v1/stripe/webhooks" where configuration.stripeWebhook != nil:
+            return HTTPServer.BodyLimit(bytes: Self.maxStripeEventBytes, refusal: Self.error(
+                413, "payloadTooLarge", "the event is larger than the \(Self.maxStripeEventBytes) bytes the pipeline takes"))
         default:
             return nil
         }
@@ -111,6 +126,7 @@ public final class IngestAPI: Sendable {
         case "/v1/appstore/notifications": "notifications"
         case "/v1/purchases": "purchases"
         case "/v1/googleplay/notifications" where configuration.googlePlayPush != nil: "googleplay"
+        case "/v1/stripe/webhooks" where configuration.stripeWebhook != nil: "stripe"
         default: nil
         }
     }

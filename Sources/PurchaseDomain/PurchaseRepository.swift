@@ -43,6 +43,10 @@ public protocol PurchaseRepository: Sendable {
     /// subscription a Google Play purchase naming it as its `linkedPurchaseToken` continues. Nil when none is recorded.
     func originalTransactionId(store: Store, purchaseToken: PurchaseToken) async throws -> TransactionID?
 
+    /// The purchases recorded with `purchaseToken`, oldest first: the line items of the Stripe payment intent (or invoice)
+    /// a refund or a dispute names. Empty when none is recorded.
+    func purchases(store: Store, purchaseToken: PurchaseToken) async throws -> [PurchaseKey]
+
     /// The purchases under `originalTransactionId` (the original, its renewals and restores) that `userId` holds, oldest
     /// first: what moves when another user restores it under the `transfer` policy.
     func purchases(store: Store, originalTransactionId: TransactionID, ownedBy userId: UserID) async throws -> [PurchaseKey]

@@ -190,6 +190,11 @@ extension Migrations {
             (32, """
             ALTER TABLE reconciliation_checkpoints ADD COLUMN not_before BIGINT;
             """),
+            // A Stripe refund or dispute names the payment intent its purchases were recorded with (as their token): found
+            // by it without a scan.
+            (33, """
+            CREATE INDEX purchases_by_token ON purchases (store, purchase_token) WHERE purchase_token IS NOT NULL;
+            """),
         ]
     }
 }

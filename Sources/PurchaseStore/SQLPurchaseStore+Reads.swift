@@ -79,6 +79,16 @@ extension SQLPurchaseStore {
         }
     }
 
+    public func purchases(store: Store, purchaseToken: PurchaseToken) async throws -> [PurchaseKey] {
+        try await executor.run { connection in
+            try connection.query("""
+                SELECT transaction_id FROM purchases WHERE store = $1 AND purchase_token = $2 ORDER BY purchase_time, transaction_id
+                """, [.text(store.rawValue), .text(purchaseToken)]).compactMap { row in
+                    row[0].identifier(TransactionID.self).map { PurchaseKey(store: store, transactionId: $0) }
+                }
+        }
+    }
+
     public func owner(ofAccountToken token: AccountToken) async throws -> UserID? {
         try await executor.run { connection in try Self.owner(connection, ofAccountToken: token) }
     }

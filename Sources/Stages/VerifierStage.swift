@@ -92,7 +92,7 @@ public struct VerifierStage: StoreBackedStage {
         let namesAnAPIStore = { (message: KafkaMessage) in
             guard let value = message.value else { return false }
             return (appCoins != nil && value.range(of: Self.appCoinsKind) != nil) || (googlePlay != nil && value.range(of: Self.googlePlayKind) != nil)
-                || (stripe != nil && value.range(of: Self.stripeKind) != nil)
+                || (stripe != nil && (value.range(of: Self.stripeKind) != nil || value.range(of: Self.stripeCheckoutEvent) != nil))
         }
         var submissions: [Int64: PurchaseSubmitted] = [:] // by offset (one partition's messages)
         for message in messages {
@@ -139,6 +139,8 @@ public struct VerifierStage: StoreBackedStage {
     private static let appCoinsKind = Data(SubmissionKind.appcoinsPurchase.rawValue.utf8)
     private static let googlePlayKind = Data(SubmissionKind.googlePlayPurchase.rawValue.utf8)
     private static let stripeKind = Data(SubmissionKind.stripeCheckout.rawValue.utf8)
+    /// In a Stripe event of a Checkout Session, whose session is read back from Stripe's API.
+    private static let stripeCheckoutEvent = Data("checkout.session.".utf8)
 
     /// - Parameter verified: what `verify` answered for it, if it was asked already.
     private func handle(_ submission: PurchaseSubmitted, verified: Result<[VerifiedPurchase], Rejection>? = nil) async throws -> StageResult {
@@ -265,7 +267,7 @@ public struct VerifierStage: StoreBackedStage {
                        purchaseTime: purchase.purchaseDate ?? min(submission.submittedAt, context.now()), environment: purchase.environment,
                        originalTransactionId: purchase.originalTransactionId,
                        packageName: submission.appcoins?.packageName ?? submission.googleplay?.packageName,
-                       purchaseToken: submission.appcoins?.purchaseToken ?? submission.googleplay?.purchaseToken,
+                       purchaseToken: submission.appcoins?.purchaseToken ?? submission.googleplay?.purchaseToken ?? purchase.stripePaymentReference,
                        storeConsumed: purchase.consumed == true, expiresDate: purchase.expiresDate,
                        appAccountToken: purchase.appAccountToken, app: recordedApp(of: purchase, for: submission))
     }

@@ -194,6 +194,9 @@ public final class StripeAPIStandIn: Sendable {
         ]
     }
 
+    /// The ids of the events recorded (emitted, or of refunds made), oldest first.
+    public var eventIds: [String] { registry.books.withLock { $0.events.compactMap { $0["id"]?.stringValue } } }
+
     /// The event `id` as a webhook delivers it: its body.
     public func eventBody(_ id: String) -> Data? {
         registry.books.withLock { books in books.events.first { $0["id"]?.stringValue == id }.map { Data(JSONValue.object($0).serializedText.utf8) } }

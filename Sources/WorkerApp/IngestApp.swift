@@ -38,8 +38,8 @@ extension Workers {
                     help: "file with the shared secret that signs GET /v1/users requests (or IAP_INGEST_READ_SECRET); required with --read-side unless --http-host is a private address"),
             Setting("--environment", env: "IAP_ENVIRONMENT", default: "Production",
                     help: "the environment --appstore-api-url serves (Production or Sandbox), for POST /v1/users/{userId}/sync"),
-        ] + googlePlayPushSettings + appStoreAPISettings
-        return await WorkerApp.launch(command: "iap-ingest", summary: "Publishes App Store notifications and client submissions as pipeline events.",
+        ] + googlePlayPushSettings + stripeWebhookSettings + appStoreAPISettings
+        return await WorkerApp.launch(command: "iap-ingest", summary: "Publishes the stores' notifications and client submissions as pipeline events.",
                                       settings: settings) { process in
             var kafka = process.kafka
             if kafka["message.timeout.ms"] == nil, let seconds = try process.settings.seconds("--publish-timeout") {
@@ -63,7 +63,8 @@ extension Workers {
             let operationsPort = try process.settings.int("--ops-port")
             if let operationsPort, !(0...65535).contains(operationsPort) { throw SettingsError("--ops-port (IAP_OPS_PORT) must be 0–65535") }
             let publisher = try EventPublisher(codec: process.codec(component: "ingest"), kafka: kafka)
-            let api = IngestAPI(configuration: .init(clientSecret: secret, googlePlayPush: try googlePlayPush(process.settings, metrics: process.metrics)),
+            let api = IngestAPI(configuration: .init(clientSecret: secret, googlePlayPush: try googlePlayPush(process.settings, metrics: process.metrics),
+                                                     stripeWebhook: try stripeWebhook(process.settings)),
                                 publisher: publisher, logger: process.logger, metrics: process.metrics)
             let host = process.settings.string("--http-host") ?? "0.0.0.0"
             let holdings = try readSide(process, host: host, publisher: publisher)
@@ -138,6 +139,32 @@ extension Workers {
         }
         return PubSubPushAuthenticator(configuration: .init(audience: audience, serviceAccountEmail: email),
                                        keys: GoogleSigningKeys(source: source, observer: observer))
+    }
+
+    /// Stripe's webhook deliveries to `POST /v1/stripe/webhooks`.
+    static let stripeWebhookSettings = [
+        Setting("--stripe-webhook-secrets", env: "IAP_STRIPE_WEBHOOK_SECRETS_FILE",
+                help: "serve POST /v1/stripe/webhooks (Stripe's webhook events): the file of the endpoint's signing secrets, one whsec_… a line "
+                    + "(the new and the old one while a secret is rolled); unset: not served"),
+        Setting("--stripe-webhook-tolerance", env: "IAP_STRIPE_WEBHOOK_TOLERANCE", default: "300",
+                help: "seconds a delivery's Stripe-Signature timestamp may be from the clock (against replays)"),
+    ]
+
+    /// The check of Stripe's webhook signatures; nil without `--stripe-webhook-secrets`.
+    static func stripeWebhook(_ settings: Settings) throws -> StripeWebhookSignature? {
+        guard let path = settings.string("--stripe-webhook-secrets"), !path.isEmpty else { return nil }
+        guard let contents = FileManager.default.contents(atPath: path) else {
+            throw SettingsError("--stripe-webhook-secrets (IAP_STRIPE_WEBHOOK_SECRETS_FILE): cannot read \(path)")
+        }
+        let secrets = String(decoding: contents, as: UTF8.self).split(whereSeparator: \.isNewline)
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard !secrets.isEmpty, secrets.allSatisfy({ $0.hasPrefix("whsec_") && $0.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F } }) else {
+            throw SettingsError("--stripe-webhook-secrets (IAP_STRIPE_WEBHOOK_SECRETS_FILE) \(path): expected one endpoint secret (whsec_…) a line")
+        }
+        guard let tolerance = try settings.seconds("--stripe-webhook-tolerance"), (1...86_400).contains(tolerance) else {
+            throw SettingsError("--stripe-webhook-tolerance (IAP_STRIPE_WEBHOOK_TOLERANCE) must be 1–86400 seconds")
+        }
+        return try StripeWebhookSignature(secrets: secrets, tolerance: tolerance)
     }
 
     /// `GET /v1/users/{userId}` with `--read-side` (an explicit choice: deployments hand `IAP_STORE_URL` to every

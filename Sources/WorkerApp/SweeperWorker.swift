@@ -8,8 +8,8 @@ import Stages
 import StoreVerification
 
 extension Workers {
-    /// The sweeper's own settings: its schedule and deadlines, and the App Store Server API and Google Play's voided
-    /// purchases it reconciles with.
+    /// The sweeper's own settings: its schedule and deadlines, and the App Store Server API, Google Play's voided
+    /// purchases and Stripe's events it reconciles with.
     public static let sweeperSettings = [
         Setting("--once", env: "IAP_SWEEP_ONCE", default: "false", help: "sweep (and reconcile) once and exit (for a Kubernetes CronJob)", isSwitch: true),
         Setting("--interval", env: "IAP_SWEEP_INTERVAL", default: "300", help: "seconds between sweeps"),
@@ -28,12 +28,13 @@ extension Workers {
         Setting("--environment", env: "IAP_ENVIRONMENT", default: "Production",
                 help: "the environment --appstore-api-url serves (Production or Sandbox): how long the App Store keeps its notification history"),
         Setting("--reconcile-interval", env: "IAP_RECONCILE_INTERVAL", default: "900",
-                help: "seconds between passes over the App Store's notification history (with --appstore-api-url) and Google Play's "
-                    + "voided purchases (with --googleplay-app)"),
+                help: "seconds between passes over the App Store's notification history (with --appstore-api-url), Google Play's "
+                    + "voided purchases (with --googleplay-app) and Stripe's events (with --stripe-secret-key)"),
         Setting("--reconcile-lookback-hours", env: "IAP_RECONCILE_LOOKBACK_HOURS", default: "168",
                 help: "how far back the first pass over a store's history reads"),
         clawBackSetting,
-    ] + appStoreAPISettings + appStoreTrustSettings + googlePlayVerifierSettings
+        Setting("--catalog", env: "IAP_CATALOG", help: "the product catalog file: its stripe section, if any, sells on Stripe, whose events are reconciled"),
+    ] + appStoreAPISettings + appStoreTrustSettings + googlePlayVerifierSettings + stripeAPISettings
 
     public static func sweeper() async -> Int32 {
         await WorkerApp.main(command: "iap-sweeper", summary: "Flags purchases paid but not completed by their deadline; reconciles with the App Store and Google Play.",
@@ -95,7 +96,10 @@ extension Workers {
             for store in deadlines.keys { metrics.set("iap_refunds_flagged_total", ["store": store.rawValue], to: Double(flagged[store] ?? 0)) }
         }
         try registerNearDeadline(env, apps: apps.directory, deadlines: deadlines, now: now)
-        return (sweeper, try reconciler(env, googlePlay: googlePlay, apis: appStoreAPIs, context: StageContext(codec: context.codec, logger: env.logger)))
+        // Stripe's events are read when an app sells there and the key is set.
+        let stripe = apps.directory.apps.contains { !$0.stripePrices.isEmpty } ? try stripeAPI(env.settings, metrics: env.metrics) : nil
+        return (sweeper, try reconciler(env, googlePlay: googlePlay, apis: appStoreAPIs, stripe: stripe,
+                                        context: StageContext(codec: context.codec, logger: env.logger)))
     }
 
     /// Each App Store app's App Store of each environment the API is configured for, with the verifier of its answers:
@@ -119,10 +123,10 @@ extension Workers {
         }
     }
 
-    /// The reconciler: one App Store history per API configured (the deployment's environment's, the sandbox's), and the
-    /// voided purchases of each Google Play app.
+    /// The reconciler: one App Store history per API configured (the deployment's environment's, the sandbox's), the
+    /// voided purchases of each Google Play app, and Stripe's events when an app sells there.
     static func reconciler(_ env: WorkerApp.Environment, googlePlay: GooglePlayVerifier?, apis: PerApp<[AppStoreEnvironment: AppStoreServerAPIClient]>?,
-                           context: StageContext) throws -> StoreReconciler<ContinuousClock>? {
+                           stripe: StripeAPIClient?, context: StageContext) throws -> StoreReconciler<ContinuousClock>? {
         // Each App Store app's (the primary app's first, under the names it had before apps were named): the deployment's
         // environment's history first, then the sandbox's.
         var histories: [any StoreHistory] = (apis?.ordered ?? []).flatMap { app, byEnvironment in
@@ -133,6 +137,7 @@ extension Workers {
             histories += googlePlay.configuration.apps.keys.sorted { $0.rawValue.utf8.lexicographicallyPrecedes($1.rawValue.utf8) }
                 .map { GooglePlayVoidedPurchasesHistory(packageName: $0, api: googlePlay.api) }
         }
+        if let stripe { histories.append(StripeEventHistory(api: stripe)) }
         guard !histories.isEmpty else { return nil }
         guard let interval = try env.settings.seconds("--reconcile-interval"), interval > 0,
               let lookback = try env.settings.seconds("--reconcile-lookback-hours"), lookback > 0 else {

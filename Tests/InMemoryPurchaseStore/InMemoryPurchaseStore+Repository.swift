@@ -41,6 +41,17 @@ extension InMemoryPurchaseStore: SweepRepository, ConsumptionRequestRepository {
         }
     }
 
+    public func purchases(store: Store, purchaseToken: PurchaseToken) async throws -> [PurchaseKey] {
+        try await withTables { tables in
+            tables.purchases.values.filter { $0.record.key.store == store && $0.record.purchaseToken == purchaseToken }
+                .sorted { first, second in
+                    first.record.purchaseTime != second.record.purchaseTime ? first.record.purchaseTime < second.record.purchaseTime
+                        : first.record.key.transactionId.rawValue.utf8.lexicographicallyPrecedes(second.record.key.transactionId.rawValue.utf8)
+                }
+                .map(\.record.key)
+        }
+    }
+
     public func purchases(store: Store, originalTransactionId: TransactionID, ownedBy userId: UserID) async throws -> [PurchaseKey] {
         try await withTables { $0.purchases(store: store, originalTransactionId: originalTransactionId, ownedBy: userId) }
     }
