@@ -268,7 +268,7 @@ public struct VerifierStage: StoreBackedStage {
                        originalTransactionId: purchase.originalTransactionId,
                        packageName: submission.appcoins?.packageName ?? submission.googleplay?.packageName,
                        purchaseToken: submission.appcoins?.purchaseToken ?? submission.googleplay?.purchaseToken ?? purchase.stripePaymentReference,
-                       storeConsumed: purchase.consumed == true, expiresDate: purchase.expiresDate,
+                       storeConsumed: purchase.completedAtTheStore, expiresDate: purchase.expiresDate,
                        appAccountToken: purchase.appAccountToken, app: recordedApp(of: purchase, for: submission))
     }
 

@@ -22,10 +22,11 @@ public struct VerifiedPurchase: Sendable, Hashable, Codable {
     public var revocationDate: Date?
     public var revocationReason: Int64?
     public var expiresDate: Date?
-    /// AppCoins and Google Play: whether the store holds it completed already, nothing left to call the store for: a
-    /// one-time product consumed (on the device); a Google Play subscription period acknowledged (Google asks only a
-    /// subscription's first purchase to be acknowledged, so a renewal reads acknowledged; nil while it is not).
+    /// AppCoins and Google Play: whether the app consumed the one-time product already (on the device).
     public var consumed: Bool?
+    /// Google Play: a subscription period acknowledged already (Google asks only a subscription's first purchase to be
+    /// acknowledged, so a renewal reads acknowledged): nothing left to call the store for. Nil while it is not.
+    public var acknowledged: Bool?
     /// The purchase token of the subscription this one was bought in place of (Google Play's `linkedPurchaseToken`: an
     /// upgrade, a downgrade, a re-signup), which it continues; nil for any other purchase.
     public var replacedPurchaseToken: PurchaseToken?
@@ -107,6 +108,9 @@ public struct VerifiedPurchase: Sendable, Hashable, Codable {
 }
 
 extension VerifiedPurchase {
+    /// Whether the store holds it completed already (consumed, or acknowledged): nothing is left to call the store for.
+    public var completedAtTheStore: Bool { consumed == true || acknowledged == true }
+
     /// Whether another user may hold this purchase's original, bought as `type` (a restore's, a renewal's, an upgrade's):
     /// an App Store transaction's, and any subscription's; an Android one-time purchase's original is its own token, which
     /// no other order shares.
@@ -132,7 +136,7 @@ extension VerifiedPurchase {
         appAccountToken = subscription.obfuscatedExternalAccountId.flatMap { UUID(uuidString: $0) == nil ? nil : AccountToken($0) }
         environment = subscription.isTest ? "Test" : "Production"
         replacedPurchaseToken = subscription.linkedPurchaseToken
-        consumed = subscription.isAcknowledged ? true : nil
+        acknowledged = subscription.isAcknowledged ? true : nil
         raw = subscription.raw
     }
 }
@@ -181,6 +185,7 @@ extension VerifiedPurchase {
         set("revocationReason", revocationReason.map(JSONValue.integer))
         set("expiresDate", date(expiresDate))
         set("consumed", consumed.map(JSONValue.bool))
+        set("acknowledged", acknowledged.map(JSONValue.bool))
         return .object(fields)
     }
 }

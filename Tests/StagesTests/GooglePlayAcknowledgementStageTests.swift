@@ -47,6 +47,8 @@ import WorkerRuntime
             var finished: [TransactionFinished.Method] = []
             let verified = StageFixtures.published(try await verifier.handle(try StageFixtures.message(event)), as: PurchaseVerifiedEvent.self)
             for purchase in verified {
+                // Acknowledged is not consumed: `purchase.verified` says only what the app did.
+                #expect(purchase.consumed != true, "\(purchase.transactionId) announced consumed")
                 let granted = StageFixtures.published(try await granter.handle(try StageFixtures.message(purchase)), as: ItemGranted.self)
                 for grant in granted {
                     finished += StageFixtures.published(try await finisher.handle(try StageFixtures.message(grant)), as: TransactionFinished.self).map(\.method)
