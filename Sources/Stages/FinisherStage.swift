@@ -12,7 +12,7 @@ import WorkerRuntime
 /// finish when the app reports `purchase.consumed` (or the store reported them consumed). Non-consumables and
 /// subscriptions are entitlements, complete at their grant: without an API call to make they finish at once
 /// (`entitlementGranted`). Never finishes a purchase that was not granted. It also answers the store's
-/// consumption requests, with the consent users gave through `user.consent` (see `ConsumptionAnswers.swift`).
+/// consumption requests, with the consent users gave through `user.consent` (see `Stores/AppStore/ConsumptionAnswers.swift`).
 public struct FinisherStage: StoreBackedStage {
     public let name = "finisher"
     public let topics: [String]

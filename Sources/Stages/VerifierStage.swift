@@ -17,18 +17,10 @@ public struct VerifierStage: StoreBackedStage {
     let context: StageContext
     let store: any SubscriptionStatusRepository
     public var repository: any PurchaseRepository { store }
-    /// The App Store's signed data; nil in a deployment that sells nowhere there (its submissions and notifications are refused).
-    let appStore: SignedDataVerifier?
-    let receipts: ReceiptVerifier?
-    /// A production deployment's verifiers for the sandbox, when it accepts sandbox purchases too (App Review buys there):
-    /// asked about what the production ones refuse as `wrongEnvironment` only.
-    let sandbox: (appStore: SignedDataVerifier, receipts: ReceiptVerifier?)?
-    /// Whether an app whose apps file entry does not say (`AppDirectory.App.acceptsSandbox`) takes Sandbox purchases.
-    let sandboxByDefault: Bool
-    let appCoins: AppCoinsVerifier?
-    let googlePlay: GooglePlayVerifier?
-    /// Web purchases' Checkout Sessions, read back from Stripe's API.
-    let stripe: StripeVerifier?
+    /// The stores the apps sell in, keyed by store; what names another is refused.
+    let stores: StoreVerifiers
+    /// What in a message's bytes names a store verified through its API (`StoreVerifiers.apiMarkers`).
+    private let apiMarkers: [Data]
     /// The deployment's apps: which app a purchase was bought in (recorded and announced with it), and its catalog, which
     /// names the product type where the store does not (receipts, AppCoins, Google Play).
     let apps: AppDirectory?
@@ -42,23 +34,16 @@ public struct VerifierStage: StoreBackedStage {
     /// When a purchase whose payment is pending at the store is first asked about again (then less and less often).
     let pendingRecheck: Duration
 
-    public init(context: StageContext, store: any SubscriptionStatusRepository, appStore: SignedDataVerifier?, receipts: ReceiptVerifier? = nil,
-                sandbox: (appStore: SignedDataVerifier, receipts: ReceiptVerifier?)? = nil, sandboxByDefault: Bool = true,
-                appCoins: AppCoinsVerifier? = nil, googlePlay: GooglePlayVerifier? = nil, stripe: StripeVerifier? = nil, apps: AppDirectory? = nil, restorePolicy: RestorePolicy = .transfer,
-                requireAccountToken: Bool = false, pendingRecheck: Duration = .seconds(60)) {
-        self.sandbox = sandbox
-        self.sandboxByDefault = sandboxByDefault
+    public init(context: StageContext, store: any SubscriptionStatusRepository, stores: StoreVerifiers, apps: AppDirectory? = nil,
+                restorePolicy: RestorePolicy = .transfer, requireAccountToken: Bool = false, pendingRecheck: Duration = .seconds(60)) {
+        self.stores = stores
+        self.apiMarkers = stores.apiMarkers
         self.pendingRecheck = pendingRecheck
         self.apps = apps
         self.restorePolicy = restorePolicy
         self.requireAccountToken = requireAccountToken
         self.context = context
         self.store = store
-        self.appStore = appStore
-        self.receipts = receipts
-        self.appCoins = appCoins
-        self.googlePlay = googlePlay
-        self.stripe = stripe
         self.topics = [context.codec.topic(.purchaseSubmitted), context.codec.topic(.storeNotification), context.codec.topic(.userToken)]
     }
 
@@ -91,8 +76,7 @@ public struct VerifierStage: StoreBackedStage {
     public func handle(batch messages: [KafkaMessage]) async -> [Result<StageResult, any Error>] {
         let namesAnAPIStore = { (message: KafkaMessage) in
             guard let value = message.value else { return false }
-            return (appCoins != nil && value.range(of: Self.appCoinsKind) != nil) || (googlePlay != nil && value.range(of: Self.googlePlayKind) != nil)
-                || (stripe != nil && (value.range(of: Self.stripeKind) != nil || value.range(of: Self.stripeCheckoutEvent) != nil))
+            return apiMarkers.contains { value.range(of: $0) != nil }
         }
         var submissions: [Int64: PurchaseSubmitted] = [:] // by offset (one partition's messages)
         for message in messages {
@@ -105,12 +89,12 @@ public struct VerifierStage: StoreBackedStage {
         var verified: [Int64: (PurchaseSubmitted, Result<[VerifiedPurchase], Rejection>)] = [:]
         // The stores' APIs at once (each call waits on the network), then the App Store's signatures (CPU), in order.
         await withTaskGroup(of: (Int64, PurchaseSubmitted, Result<[VerifiedPurchase], Rejection>).self) { group in
-            for (offset, submission) in submissions where Self.isAskedOfTheStore(submission.kind) {
+            for (offset, submission) in submissions where isAskedOfTheStore(submission) {
                 group.addTask { (offset, submission, await verify(submission)) }
             }
             for await (offset, submission, verdict) in group { verified[offset] = (submission, verdict) }
         }
-        for (offset, submission) in submissions.sorted(by: { $0.key < $1.key }) where !Self.isAskedOfTheStore(submission.kind) {
+        for (offset, submission) in submissions.sorted(by: { $0.key < $1.key }) where !isAskedOfTheStore(submission) {
             verified[offset] = (submission, await verify(submission))
         }
         let batchable = { (message: KafkaMessage) in
@@ -128,19 +112,8 @@ public struct VerifierStage: StoreBackedStage {
         }
     }
 
-    /// Whether a submission of `kind` is verified by asking its store's API (AppCoins, Google Play, Stripe).
-    static func isAskedOfTheStore(_ kind: SubmissionKind) -> Bool {
-        switch kind {
-        case .appcoinsPurchase, .googlePlayPurchase, .stripeCheckout: true
-        case .signedTransaction, .appReceipt: false
-        }
-    }
-
-    private static let appCoinsKind = Data(SubmissionKind.appcoinsPurchase.rawValue.utf8)
-    private static let googlePlayKind = Data(SubmissionKind.googlePlayPurchase.rawValue.utf8)
-    private static let stripeKind = Data(SubmissionKind.stripeCheckout.rawValue.utf8)
-    /// In a Stripe event of a Checkout Session, whose session is read back from Stripe's API.
-    private static let stripeCheckoutEvent = Data("checkout.session.".utf8)
+    /// Whether `submission` is verified by asking its store's API (the network), not locally.
+    func isAskedOfTheStore(_ submission: PurchaseSubmitted) -> Bool { stores.verifier(of: submission.store)?.asksTheStoresAPI ?? false }
 
     /// - Parameter verified: what `verify` answered for it, if it was asked already.
     private func handle(_ submission: PurchaseSubmitted, verified: Result<[VerifiedPurchase], Rejection>? = nil) async throws -> StageResult {
@@ -157,12 +130,6 @@ public struct VerifierStage: StoreBackedStage {
         case .failure(let rejection):
             return .publish(try await answers([self.rejection(submission, rejection, reason: rejection.reason.rawValue, transactionId: nil, productId: nil)]))
         }
-    }
-
-    /// Whether the app's catalog names `productId` an auto-renewable subscription: Google keeps subscriptions apart from
-    /// one-time products (`subscriptionsv2`), and a submission does not say which it is.
-    func isGooglePlaySubscription(packageName: PackageName, productId: ProductID) -> Bool {
-        apps?.app(store: .googleplay, storeName: packageName.rawValue)?.catalog?.product(.googleplay, productId)?.type == .autoRenewable
     }
 
     /// A Google Play subscription bought in place of another (an upgrade, a downgrade, a re-signup) names the old one's

@@ -132,21 +132,26 @@ public enum Workers {
         }
         // One environment's verifiers; the sandbox's beside production's are the same but for it (unsigned test data is
         // refused in both, above).
-        func verifiers(_ environment: AppStoreEnvironment) throws -> (appStore: SignedDataVerifier, receipts: ReceiptVerifier) {
+        func verifiers(_ environment: AppStoreEnvironment) throws -> (signedData: SignedDataVerifier, receipts: ReceiptVerifier) {
             (try signedDataVerifier(env, apps: apps, environment: environment, onlineChecks: online, allowsUnsignedTestData: allowUnsigned),
              try ReceiptVerifier(configuration: .init(trustedRoots: receiptRoots, bundleIds: apps.appStore.map(\.bundleId), environment: environment,
                                                       onlineChecks: online, allowsUnsignedTestData: allowUnsigned)))
         }
         // A deployment that sells nowhere on the App Store has no App Store verifiers, and refuses what claims to be from it.
-        let sellsOnTheAppStore = !apps.appStore.isEmpty
-        let configured = sellsOnTheAppStore ? try verifiers(environment) : nil
-        return VerifierStage(
-            context: env.context(stage: "verifier"), store: env.store, appStore: configured?.appStore, receipts: configured?.receipts,
-            sandbox: someAcceptSandbox && sellsOnTheAppStore ? try verifiers(.sandbox) : nil, sandboxByDefault: acceptsSandbox,
+        var appStore: AppStoreVerifiers?
+        if !apps.appStore.isEmpty {
+            let production = try verifiers(environment)
+            appStore = AppStoreVerifiers(signedData: production.signedData, receipts: production.receipts,
+                                         sandbox: someAcceptSandbox ? try verifiers(.sandbox) : nil, sandboxByDefault: acceptsSandbox)
+        }
+        let stores = StoreVerifiers(
+            appStore: appStore,
             appCoins: apps.appCoinsKeys.isEmpty ? nil : AppCoinsVerifier(configuration: .init(baseURL: appCoinsURL, apps: apps.appCoinsKeys,
                                                                                               observer: StoreAPIMetrics.observer(.appcoins, env.metrics))),
             googlePlay: try googlePlayVerifier(env.settings, apps: apps, metrics: env.metrics),
-            stripe: try stripeVerifier(env.settings, apps: apps.directory, metrics: env.metrics),
+            stripe: try stripeVerifier(env.settings, apps: apps.directory, metrics: env.metrics))
+        return VerifierStage(
+            context: env.context(stage: "verifier"), store: env.store, stores: stores,
             apps: apps.directory, restorePolicy: restorePolicy,
             requireAccountToken: env.settings.flag("--require-account-token"), pendingRecheck: .milliseconds(Int64(pendingRecheck * 1000)))
     }

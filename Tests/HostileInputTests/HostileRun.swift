@@ -95,8 +95,9 @@ struct HostileRun {
         let pki = Self.pki
         let stages: [any MessageStage] = [
             VerifierStage(context: context, store: repository,
-                          appStore: try SignedDataVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: StageFixtures.bundleID, environment: .sandbox)),
-                          receipts: try ReceiptVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: StageFixtures.bundleID, environment: .sandbox))),
+                          stores: StoreVerifiers(appStore: AppStoreVerifiers(
+                            signedData: try SignedDataVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: StageFixtures.bundleID, environment: .sandbox)),
+                            receipts: try ReceiptVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: StageFixtures.bundleID, environment: .sandbox))))),
             GranterStage(context: context, store: repository, catalog: StageFixtures.catalog, clawBackDueRefunds: true),
             FinisherStage(context: context, store: repository, appStoreAPI: nil),
         ]

@@ -32,11 +32,8 @@ import WorkerRuntime
                                             serviceAccount: try GoogleServiceAccount(keyFile: Data(try api.serviceAccountKeyJSON().utf8)))
         let context = StageContext(codec: StageFixtures.codec, logger: Logger(stage: "t", minimum: .error))
         let store = InMemoryPurchaseStore()
-        let pki = try TestPKI.make()
         let verifier = VerifierStage(context: context, store: store,
-                                     appStore: try SignedDataVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: StageFixtures.bundleID,
-                                                                                           environment: .sandbox)),
-                                     googlePlay: GooglePlayVerifier(configuration: .init(apps: [Self.package: key]), api: client),
+                                     stores: StoreVerifiers(googlePlay: GooglePlayVerifier(configuration: .init(apps: [Self.package: key]), api: client)),
                                      // The catalog says which products are subscriptions (read through `subscriptionsv2`).
                                      apps: AppDirectory(unnamed: .init(id: AppDirectory.unnamedAppID, googlePlayPackages: [Self.package],
                                                                        catalog: StageFixtures.catalog)))

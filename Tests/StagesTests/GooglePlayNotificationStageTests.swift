@@ -27,11 +27,8 @@ import WorkerRuntime
         let key = try PublicKey(subjectPublicKeyInfo: Data(try signer.publicKeyBase64().utf8))
         let client = AndroidPublisherClient(configuration: .init(baseURL: api.baseURL),
                                             serviceAccount: try GoogleServiceAccount(keyFile: Data(try api.serviceAccountKeyJSON().utf8)))
-        let pki = try TestPKI.make()
         verifier = VerifierStage(context: StageContext(codec: StageFixtures.codec, logger: Logger(stage: "t", minimum: .error)), store: store,
-                                 appStore: try SignedDataVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: StageFixtures.bundleID,
-                                                                                       environment: .sandbox)),
-                                 googlePlay: GooglePlayVerifier(configuration: .init(apps: [Self.package: key]), api: client))
+                                 stores: StoreVerifiers(googlePlay: GooglePlayVerifier(configuration: .init(apps: [Self.package: key]), api: client)))
     }
 
     func push(_ kind: String, _ fields: [String: JSONValue], token: PurchaseToken) async throws -> StageResult {

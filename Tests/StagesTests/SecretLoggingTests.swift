@@ -63,10 +63,8 @@ import WorkerRuntime
         let lines = Lines()
         let context = StageContext(codec: StageFixtures.codec, logger: Logger(stage: "t", minimum: minimum, sink: { line in lines.lines.withLock { $0.append(line) } }))
         let store = InMemoryPurchaseStore()
-        let pki = try TestPKI.make()
         let verifier = VerifierStage(context: context, store: store,
-                                     appStore: try SignedDataVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: StageFixtures.bundleID, environment: .sandbox)),
-                                     googlePlay: GooglePlayVerifier(configuration: .init(apps: [Self.package: key]), api: client))
+                                     stores: StoreVerifiers(googlePlay: GooglePlayVerifier(configuration: .init(apps: [Self.package: key]), api: client)))
         let granter = GranterStage(context: context, store: store, catalog: StageFixtures.catalog, clawBackDueRefunds: false)
 
         func push(_ token: String) -> StoreNotificationReceived {

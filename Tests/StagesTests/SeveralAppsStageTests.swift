@@ -29,8 +29,8 @@ import WorkerRuntime
         let context = StageContext(codec: codec, logger: Logger(stage: "t", minimum: .error))
         verifier = VerifierStage(
             context: context, store: store,
-            appStore: try SignedDataVerifier(configuration: .init(trustedRoots: [Self.pki.root], apps: apps.apps.flatMap(\.bundleIds).map { AppStoreApp(bundleId: $0) },
-                                                                  environment: .sandbox)),
+            stores: StoreVerifiers(appStore: AppStoreVerifiers(signedData: try SignedDataVerifier(configuration: .init(
+                trustedRoots: [Self.pki.root], apps: apps.apps.flatMap(\.bundleIds).map { AppStoreApp(bundleId: $0) }, environment: .sandbox)))),
             apps: apps)
         granter = GranterStage(context: context, store: store, apps: apps, clawBackDueRefunds: false)
     }
@@ -103,7 +103,8 @@ import WorkerRuntime
             try SignedDataVerifier(configuration: .init(trustedRoots: [pki.root], apps: identities, environment: environment))
         }
         let stage = VerifierStage(context: StageContext(codec: StageFixtures.codec, logger: Logger(stage: "t", minimum: .error)), store: InMemoryPurchaseStore(),
-                                  appStore: try verifier(.production), sandbox: (try verifier(.sandbox), nil), sandboxByDefault: false, apps: apps)
+                                  stores: StoreVerifiers(appStore: AppStoreVerifiers(signedData: try verifier(.production), sandbox: (try verifier(.sandbox), nil),
+                                                                                     sandboxByDefault: false)), apps: apps)
         func answer(_ id: String, bundle: String) async throws -> StageResult {
             let payload = AppStorePayloads.transaction(transactionId: id, productId: "pack.small", bundleId: bundle, environment: .sandbox, type: .consumable)
             return try await stage.handle(try StageFixtures.message(PurchaseSubmitted(

@@ -25,7 +25,8 @@ import WorkerRuntime
     init() throws {
         stage = VerifierStage(
             context: StageContext(codec: codec, logger: Logger(stage: "verifier", minimum: .error)), store: store,
-            appStore: try SignedDataVerifier(configuration: .init(trustedRoots: [Self.pki.root], bundleId: StageFixtures.bundleID, environment: .sandbox)))
+            stores: StoreVerifiers(appStore: AppStoreVerifiers(
+                signedData: try SignedDataVerifier(configuration: .init(trustedRoots: [Self.pki.root], bundleId: StageFixtures.bundleID, environment: .sandbox)))))
     }
 
     /// A notification about the subscription "7000" (its period "7001"), signed at `signedAt + offset`.

@@ -23,8 +23,9 @@ import WorkerRuntime
         let pki = Self.pki
         stage = VerifierStage(
             context: StageContext(codec: codec, logger: Logger(stage: "verifier", minimum: .error)), store: store,
-            appStore: try SignedDataVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: StageFixtures.bundleID, environment: .sandbox)),
-            receipts: try ReceiptVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: StageFixtures.bundleID, environment: .sandbox)),
+            stores: StoreVerifiers(appStore: AppStoreVerifiers(
+                signedData: try SignedDataVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: StageFixtures.bundleID, environment: .sandbox)),
+                receipts: try ReceiptVerifier(configuration: .init(trustedRoots: [pki.root], bundleId: StageFixtures.bundleID, environment: .sandbox)))),
             restorePolicy: restorePolicy, requireAccountToken: requireAccountToken)
     }
 
@@ -187,8 +188,7 @@ import WorkerRuntime
         defer { api.server.shutdown() }
         let stage = VerifierStage(
             context: StageContext(codec: codec, logger: Logger(stage: "verifier", minimum: .error)), store: store,
-            appStore: try SignedDataVerifier(configuration: .init(trustedRoots: [Self.pki.root], bundleId: StageFixtures.bundleID, environment: .sandbox)),
-            appCoins: AppCoinsVerifier(configuration: .init(baseURL: api.baseURL, apps: ["com.example.coins": try signer.key.publicKey()])))
+            stores: StoreVerifiers(appCoins: AppCoinsVerifier(configuration: .init(baseURL: api.baseURL, apps: ["com.example.coins": try signer.key.publicKey()]))))
         let signed = try signer.sign(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "tok-1", orderId: "o-1")
         let submission = PurchaseSubmitted(store: .appcoins, kind: .appcoinsPurchase,
                                            appcoins: .init(packageName: "com.example.coins", sku: "coins.100", purchaseToken: "tok-1",
@@ -219,7 +219,8 @@ import WorkerRuntime
             }
             let production = try! verifiers(.production), sandbox = try! verifiers(.sandbox)
             return VerifierStage(context: StageContext(codec: codec, logger: Logger(stage: "verifier", minimum: .error)), store: store,
-                                 appStore: production.0, receipts: production.1, sandbox: acceptingSandbox ? (sandbox.0, sandbox.1) : nil)
+                                 stores: StoreVerifiers(appStore: AppStoreVerifiers(signedData: production.0, receipts: production.1,
+                                                                                    sandbox: acceptingSandbox ? (sandbox.0, sandbox.1) : nil)))
         }
         func answer(_ stage: VerifierStage, _ submission: PurchaseSubmitted) async throws -> String {
             let produced = try codec.message(submission, time: Date())

@@ -15,7 +15,7 @@ extension VerifierStage {
         guard let text = received.developerNotification, let notification = GooglePlayDeveloperNotification(json: text) else {
             return .deadLetter(reason: "notificationRejected", detail: "not a Google Play DeveloperNotification naming its package and purchase")
         }
-        guard let googlePlay, googlePlay.configuration.apps[notification.packageName] != nil else {
+        guard let googlePlay = stores.googlePlay, googlePlay.configuration.apps[notification.packageName] != nil else {
             return .deadLetter(reason: "notificationRejected",
                                detail: "'\(notification.packageName.rawValue.prefix(256))' is not one of this deployment's Google Play apps")
         }

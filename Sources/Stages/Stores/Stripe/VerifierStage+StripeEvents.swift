@@ -23,7 +23,7 @@ import WorkerRuntime
 /// a refund and its reversal are ordered by when Stripe created their events (`decidedAt`) in any case.
 extension VerifierStage {
     func handleStripe(_ received: StoreNotificationReceived) async throws -> StageResult {
-        guard let stripe else { return .deadLetter(reason: "notificationRejected", detail: Self.notConfigured(.stripe).detail) }
+        guard let stripe = stores.stripe else { return .deadLetter(reason: "notificationRejected", detail: StoreVerifiers.notConfigured(.stripe).detail) }
         guard let text = received.stripeEvent, let event = StripeEvent(json: Array(text.utf8)), StripeAPIClient.isStripeID(event.id.rawValue) else {
             return .deadLetter(reason: "notificationRejected", detail: "not a Stripe event with its id, type and object")
         }
