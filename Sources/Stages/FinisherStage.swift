@@ -19,12 +19,11 @@ public struct FinisherStage: StoreBackedStage {
     let context: StageContext
     let store: any ConsumptionRequestRepository
     public var repository: any PurchaseRepository { store }
-    /// Each App Store app's API clients (the API's tokens name one app); a production deployment's purchases recorded in
-    /// the Sandbox environment (App Review's, which the verifier accepts with `--accept-sandbox`) are finished and answered
-    /// through its app's sandbox client when it has one.
-    let appStoreAPIs: PerApp<AppStoreAPIClients>?
-    /// Consumes and acknowledges Google Play purchases; without it the app does on the device (and reports consumables consumed).
-    let googlePlay: AndroidPublisherClient?
+    /// The stores whose purchases are completed through their API, keyed by store (`Stores/<store>/`); without one a
+    /// store's purchases are finished by the app's report, or at their grant.
+    let completions: StoreCompletions
+    /// Each App Store app's API clients, which also answer the App Store's consumption requests.
+    var appStoreAPIs: PerApp<AppStoreAPIClients>? { completions.appStore?.apis }
     /// What the app gives before purchase (a trial, a sample): `sampleContentProvided` in consumption answers.
     let sampleContentProvided: Bool
     /// How long after the store's request an answer waits for consent decisions still on their way.
@@ -37,12 +36,19 @@ public struct FinisherStage: StoreBackedStage {
                   googlePlay: googlePlay, sampleContentProvided: sampleContentProvided, consentGrace: consentGrace)
     }
 
+    /// A finisher with each App Store app's API clients, and Google Play's API.
     public init(context: StageContext, store: any ConsumptionRequestRepository, appStoreAPIs: PerApp<AppStoreAPIClients>?,
                 googlePlay: AndroidPublisherClient? = nil, sampleContentProvided: Bool = false, consentGrace: TimeInterval = 60) {
-        self.googlePlay = googlePlay
+        self.init(context: context, store: store, completions: StoreCompletions(appStore: appStoreAPIs.map(AppStoreCompletion.init),
+                                                                                googlePlay: googlePlay.map(GooglePlayCompletion.init)),
+                  sampleContentProvided: sampleContentProvided, consentGrace: consentGrace)
+    }
+
+    public init(context: StageContext, store: any ConsumptionRequestRepository, completions: StoreCompletions, sampleContentProvided: Bool = false,
+                consentGrace: TimeInterval = 60) {
+        self.completions = completions
         self.context = context
         self.store = store
-        self.appStoreAPIs = appStoreAPIs
         self.sampleContentProvided = sampleContentProvided
         self.consentGrace = consentGrace
         self.topics = [EventType.itemGranted, .purchaseConsumed, .userConsent, .consumptionRequested].map(context.codec.topic)
@@ -53,7 +59,7 @@ public struct FinisherStage: StoreBackedStage {
     public func keepsOrder(_ message: KafkaMessage) -> Bool { context.codec.eventType(ofTopic: message.topic) != .purchaseConsumed }
 
     public func handle(_ message: KafkaMessage) async throws -> StageResult {
-        try await handle(message, finishCalls: nil)
+        try await handle(message, calls: nil)
     }
 
     /// One store transaction for the batch (see `handleInOneTransaction`). The App Store's Finish Transaction calls for
@@ -74,12 +80,13 @@ public struct FinisherStage: StoreBackedStage {
             default: break
             }
         }
-        let calls: [TransactionID: Result<Void, AppStoreServerAPIClient.Failure>]?
-        let googlePlayCalls: [TransactionID: Result<Void, AndroidPublisherClient.Failure>]?
+        var calls: [Store: [TransactionID: Result<Void, StoreAPIFailure>]] = [:]
         do {
-            let grants = Dictionary(grouping: decoded.values.sorted { $0.transactionId < $1.transactionId }, by: \.store)
-            calls = if let appStoreAPIs { try await finishCalls(for: grants[.appstore] ?? [], apis: appStoreAPIs) } else { nil }
-            googlePlayCalls = if let googlePlay { try await googlePlayCompletions(for: grants[.googleplay] ?? [], api: googlePlay) } else { nil }
+            // Each store's calls, at once within it; by store in order (few stores, and a batch is most often of one).
+            for (storeName, grants) in Dictionary(grouping: decoded.values.sorted { $0.transactionId < $1.transactionId }, by: \.store) {
+                guard let completion = completions.completion(of: storeName) else { continue }
+                calls[storeName] = try await completion.calls(owedBy: grants, in: store)
+            }
         } catch {
             return [] // The store could not say which are granted: each message alone, retried as always.
         }
@@ -88,25 +95,17 @@ public struct FinisherStage: StoreBackedStage {
         let keys = decoded.values.map { PurchaseKey(store: $0.store, transactionId: $0.transactionId) }
             + reported.values.map { PurchaseKey(store: $0.store, transactionId: $0.transactionId) }
         return await handleInOneTransaction(messages, batchable: batchable, readingAhead: keys) { message in
-            try await handle(message, finishCalls: calls, googlePlayCalls: googlePlayCalls, granted: decoded[message.offset], consumed: reported[message.offset])
+            try await handle(message, calls: calls, granted: decoded[message.offset], consumed: reported[message.offset])
         }
     }
 
     /// How purchases of `store` are completed through its API (configured here), at their grant; nil when they are not.
-    func finishesThroughAPI(_ store: Store) -> FinishMethod? {
-        switch store {
-        case .appstore: appStoreAPIs == nil ? nil : .appStoreServerAPI
-        case .googleplay: googlePlay == nil ? nil : .googlePlayAPI
-        case .appcoins: nil // no server call completes an AppCoins purchase
-        case .stripe: nil // a Checkout Session is complete once paid: nothing to call
-        }
-    }
+    func finishesThroughAPI(_ store: Store) -> FinishMethod? { completions.completion(of: store)?.method }
 
-    /// - Parameter finishCalls: Finish Transaction answers already received, by transaction id, for a batch (nil alone).
-    ///   A purchase of the batch granted since they were made has none: it fails the batch, and is finished alone.
+    /// - Parameter calls: the stores' answers already received, by store and transaction id, for a batch (nil alone). A
+    ///   purchase of the batch granted since they were made has none: it fails the batch, and is finished alone.
     /// - Parameter granted: the message decoded already, when it is an `item.granted`; `consumed`, a `purchase.consumed`.
-    private func handle(_ message: KafkaMessage, finishCalls: [TransactionID: Result<Void, AppStoreServerAPIClient.Failure>]?,
-                        googlePlayCalls: [TransactionID: Result<Void, AndroidPublisherClient.Failure>]? = nil,
+    private func handle(_ message: KafkaMessage, calls: [Store: [TransactionID: Result<Void, StoreAPIFailure>]]?,
                         granted decoded: ItemGranted? = nil, consumed reported: PurchaseConsumed? = nil) async throws -> StageResult {
         switch context.codec.eventType(ofTopic: message.topic) {
         case .purchaseConsumed?:
@@ -171,18 +170,8 @@ public struct FinisherStage: StoreBackedStage {
                 context.logger.info("not finishing", ["transactionId": granted.transactionId, "state": record.state.rawValue])
                 return .publish([])
             case .callStoreAPI:
-                switch granted.store {
-                case .appstore: return try await finishOnTheAppStore(record, granted: granted, finishCalls: finishCalls, finishing: finishing)
-                case .googleplay:
-                    guard let googlePlay else { return .publish([]) }
-                    // In a batch's transaction: no call to the store's API while it is open.
-                    let answered = googlePlayCalls?[granted.transactionId]
-                    if googlePlayCalls != nil && answered == nil && Self.owesGooglePlayCall(record) {
-                        throw TransientError("purchase \(key.logged) was granted during its batch")
-                    }
-                    return try await completeOnGooglePlay(record, with: googlePlay, answered: answered, finishing: finishing)
-                case .appcoins, .stripe: return .publish([]) // never through an API (`finishesThroughAPI`)
-                }
+                guard let completion = completions.completion(of: granted.store) else { return .publish([]) }
+                return try await completion.complete(record, granted: granted, answered: calls.map { $0[granted.store] ?? [:] }, finishing: finishing)
             }
         }
     }

@@ -3,12 +3,20 @@ import PurchaseEvents
 import StoreVerification
 import WorkerRuntime
 
-/// Finishing App Store purchases with the App Store Server API's Finish Transaction, each app's with its own client.
-extension FinisherStage {
+/// Finishing App Store purchases with the App Store Server API's Finish Transaction, each app's with its own client (the
+/// API's tokens name one app); a production deployment's purchases recorded in the Sandbox environment (App Review's,
+/// which the verifier accepts with `--accept-sandbox`) through its app's sandbox client when it has one.
+public struct AppStoreCompletion: PurchaseCompletion {
+    public let apis: PerApp<AppStoreAPIClients>
+
+    public init(apis: PerApp<AppStoreAPIClients>) { self.apis = apis }
+
+    public var method: FinishMethod { .appStoreServerAPI }
+
     /// Finish Transaction for each App Store purchase of `grants` (all of the App Store) granted (and not finished) now, by
     /// transaction id.
-    func finishCalls(for grants: [ItemGranted], apis: PerApp<AppStoreAPIClients>) async throws
-        -> [TransactionID: Result<Void, AppStoreServerAPIClient.Failure>] {
+    public func calls(owedBy grants: [ItemGranted], in store: any ConsumptionRequestRepository) async throws
+        -> [TransactionID: Result<Void, StoreAPIFailure>] {
         var keys: [PurchaseKey] = []
         var seen: Set<TransactionID> = []
         var reinstated: Set<TransactionID> = []
@@ -32,13 +40,9 @@ extension FinisherStage {
         }
     }
 
-    /// Finishes a granted App Store purchase through its app's API client (its sandbox client for a purchase recorded in
-    /// the Sandbox, when it has one): a call the API could not take now is retried, one it refused is dead-lettered with its status.
-    /// - Parameter finishCalls: the batch's answers, made before its transaction (nil: alone, the call made now).
-    func finishOnTheAppStore(_ record: PurchaseRecord, granted: ItemGranted, finishCalls: [TransactionID: Result<Void, AppStoreServerAPIClient.Failure>]?,
-                             finishing: (FinishMethod) async throws -> StageResult) async throws -> StageResult {
-        guard let appStoreAPIs else { return .publish([]) }
-        guard let clients = appStoreAPIs.forRecorded(app: record.app) else {
+    public func complete(_ record: PurchaseRecord, granted: ItemGranted, answered finishCalls: [TransactionID: Result<Void, StoreAPIFailure>]?,
+                         finishing: (FinishMethod) async throws -> StageResult) async throws -> StageResult {
+        guard let clients = apis.forRecorded(app: record.app) else {
             return .deadLetter(reason: "unknownApp", detail: "the purchase's app '\(record.app.map(\.rawValue) ?? "")' is not one of this finisher's "
                                + "(--apps): nothing to finish it with")
         }

@@ -4,14 +4,30 @@ import PurchaseEvents
 import StoreVerification
 import WorkerRuntime
 
-extension FinisherStage {
-    /// Completes a granted Google Play purchase with the Android Publisher API: a consumable is consumed (the user may buy
-    /// it again), an entitlement acknowledged (a subscription through `purchases.subscriptions`). Google refunds a purchase neither acknowledged nor consumed within three
-    /// days, so a call the API could not take now is retried (within the retry budget, then parked and re-driven), and one
-    /// it refused is dead-lettered with its status.
-    /// - Parameter answered: the call's answer, made already for a batch (`googlePlayCompletions`); nil: made now.
-    func completeOnGooglePlay(_ record: PurchaseRecord, with api: AndroidPublisherClient, answered: Result<Void, AndroidPublisherClient.Failure>? = nil,
-                              finishing: (FinishMethod) async throws -> StageResult) async throws -> StageResult {
+/// Completing Google Play purchases with the Android Publisher API: a consumable is consumed (the user may buy it again),
+/// an entitlement acknowledged (a subscription through `purchases.subscriptions`). Google refunds a purchase neither
+/// acknowledged nor consumed within three days, so a call the API could not take now is retried (within the retry
+/// budget, then parked and re-driven), and one it refused is dead-lettered with its status.
+public struct GooglePlayCompletion: PurchaseCompletion {
+    public let api: AndroidPublisherClient
+
+    public init(api: AndroidPublisherClient) { self.api = api }
+
+    public var method: FinishMethod { .googlePlayAPI }
+
+    public func complete(_ record: PurchaseRecord, granted: ItemGranted, answered calls: [TransactionID: Result<Void, StoreAPIFailure>]?,
+                         finishing: (FinishMethod) async throws -> StageResult) async throws -> StageResult {
+        // In a batch's transaction: no call to the store's API while it is open.
+        let answered = calls?[granted.transactionId]
+        if calls != nil && answered == nil && Self.owesGooglePlayCall(record) {
+            throw TransientError("purchase \(record.key.logged) was granted during its batch")
+        }
+        return try await completeOnGooglePlay(record, answered: answered, finishing: finishing)
+    }
+
+    /// - Parameter answered: the call's answer, made already for a batch (`calls(owedBy:in:)`); nil: made now.
+    private func completeOnGooglePlay(_ record: PurchaseRecord, answered: Result<Void, StoreAPIFailure>?,
+                                      finishing: (FinishMethod) async throws -> StageResult) async throws -> StageResult {
         let consumable = record.productType == .consumable
         // The app consumed it on the device before the grant (the store said so at verification): nothing left to call.
         if consumable && record.storeConsumed { return try await finishing(.storeReportedConsumed) }
@@ -55,8 +71,8 @@ extension FinisherStage {
 
     /// The completion calls the batch's granted Google Play purchases (`grants`, all of Google Play) owe now, made at once before its transaction (which
     /// never waits on Google), by transaction id.
-    func googlePlayCompletions(for grants: [ItemGranted], api: AndroidPublisherClient) async throws
-        -> [TransactionID: Result<Void, AndroidPublisherClient.Failure>] {
+    public func calls(owedBy grants: [ItemGranted], in store: any ConsumptionRequestRepository) async throws
+        -> [TransactionID: Result<Void, StoreAPIFailure>] {
         var reinstated: [PurchaseKey: Bool] = [:]
         for granted in grants {
             let key = PurchaseKey(store: .googleplay, transactionId: granted.transactionId)
@@ -68,7 +84,7 @@ extension FinisherStage {
             return true
         }
         return await withTaskGroup(of: (TransactionID, Result<Void, AndroidPublisherClient.Failure>?).self) { group in
-            for record in owed { group.addTask { (record.key.transactionId, await Self.googlePlayCompletion(of: record, with: api)) } }
+            for record in owed { group.addTask { [api] in (record.key.transactionId, await Self.googlePlayCompletion(of: record, with: api)) } }
             var answers: [TransactionID: Result<Void, AndroidPublisherClient.Failure>] = [:]
             for await (id, answer) in group { if let answer { answers[id] = answer } }
             return answers
