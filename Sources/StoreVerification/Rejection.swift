@@ -43,9 +43,6 @@ public struct RejectionReason: RawRepresentable, Hashable, Sendable, CustomStrin
     // Web purchases (Stripe Checkout)
     /// A purchase made for another user than the one submitting it (Stripe's `client_reference_id`), or for none.
     public static let wrongUser = Self(rawValue: "wrongUser")
-    /// The store refused the deployment's own credentials (a wrong, revoked or restricted key): no verdict on the purchase,
-    /// which waits (retried, then parked and re-driven) until an operator fixes them.
-    public static let storeCredentialsRefused = Self(rawValue: "storeCredentialsRefused")
 }
 
 /// A purchase that was not accepted: the reason, whether trying again later may succeed, and detail

@@ -9,10 +9,10 @@ import PurchaseDomain
 /// Stripe's saved answer rather than a second refund. Answers are JSON objects; errors Stripe's
 /// `{"error":{"type","code","message","param"}}`.
 ///
-/// What an answer means (`Failure`): the network, 409 (a request with the same idempotency key under way), 429 (Stripe's
-/// rate limit) and 5xx may pass (`unavailable`, not before `Retry-After` when Stripe gives one); 401 and 403 are the key's
-/// (`credentialsRefused`: an operator must fix it, retrying the same key changes nothing); 404 is `notFound`; 400 and any
-/// other 4xx `refused`.
+/// What an answer means (`Failure`, `StoreAPIFailure`): the network, 409 (a request with the same idempotency key under
+/// way), 429 (Stripe's rate limit), 5xx and 401 or 403 (the key's, which an operator must fix) may pass (`unavailable`,
+/// not before `Retry-After` when Stripe gives one, which holds every call meanwhile); 404, 400 and any other 4xx are
+/// `refused`.
 public final class StripeAPIClient: Sendable {
     public struct Configuration: Sendable {
         public var baseURL: URL
@@ -37,29 +37,11 @@ public final class StripeAPIClient: Sendable {
         }
     }
 
-    /// Why a call has no answer to use.
-    public enum Failure: Error, Sendable, Equatable, CustomStringConvertible {
-        /// Retry later: the network, a timeout, 409, 429, 5xx, an answer that is not a JSON object; not before
-        /// `retryAfter` when Stripe said how long to wait.
-        case unavailable(String, retryAfter: Duration? = nil)
-        /// 401 or 403: Stripe refused the key (wrong, revoked, or without the permission). Permanent for this
-        /// configuration: no retry with the same key succeeds.
-        case credentialsRefused(status: Int, detail: String)
-        /// 404: Stripe knows no such object (in this account and mode).
-        case notFound(String)
-        /// 400 or another 4xx: the request was refused (a parameter, a state that does not allow it, an idempotency key
-        /// reused with other parameters); status 0: refused before any request (an id that cannot be sent).
-        case refused(status: Int, detail: String)
-
-        public var description: String {
-            switch self {
-            case .unavailable(let why, let retryAfter): why + (retryAfter.map { " (retry after \($0.components.seconds) s)" } ?? "")
-            case .credentialsRefused(let status, let detail): "Stripe refused the secret key (HTTP \(status)): \(detail)"
-            case .notFound(let detail): "Stripe: no such object (\(detail))"
-            case .refused(let status, let detail): "Stripe refused the request (HTTP \(status)): \(detail)"
-            }
-        }
-    }
+    /// Why a call has no answer to use: the same two outcomes as every store client's. The network, a timeout, 409 (a
+    /// request with the same idempotency key under way), 429, 5xx, and 401 or 403 (the key: wrong, revoked, or without
+    /// the permission, which an operator must fix) are `unavailable`, not before `Retry-After`; 404 and any other 4xx
+    /// are `refused` with their status.
+    public typealias Failure = StoreAPIFailure
 
     public let configuration: Configuration
     private let http: StoreAPISession
@@ -108,6 +90,8 @@ public final class StripeAPIClient: Sendable {
     }
 
     private func send(_ request: HTTPClient.Request) async -> Result<[String: JSONValue], Failure> {
+        // A wait Stripe asked for holds every call of the API, not only the one it answered.
+        if let held = http.holdsCalls("Stripe API") { return .failure(held) }
         switch await http.send(request) {
         case .success(let response): return Self.outcome(response)
         case .failure(let failure): return .failure(.unavailable("Stripe API: \(failure)"))
@@ -124,10 +108,9 @@ public final class StripeAPIClient: Sendable {
         case 200...299:
             guard let object = JSONValue.parse(response.body)?.objectValue else { return .failure(.unavailable("Stripe API: an answer that is not a JSON object")) }
             return .success(object)
-        case 401, 403: return .failure(.credentialsRefused(status: response.status, detail: detail))
-        case 404: return .failure(.notFound(detail))
+        case 401, 403: return .failure(.unavailable("Stripe refused the secret key (\(detail)): an operator must fix the key or its permissions"))
         case 409, 429, 500...599, 0:
-            return .failure(.unavailable("Stripe API answered \(detail)", retryAfter: response.retryAfter.map { min($0, .seconds(3600)) }))
+            return .failure(.unavailable("Stripe API answered \(detail)", retryAfter: StoreAPISession.wait(response.retryAfter, now: Date())))
         case 400...499: return .failure(.refused(status: response.status, detail: detail))
         default: return .failure(.unavailable("Stripe API answered \(detail)"))
         }

@@ -11,9 +11,9 @@ import PurchaseDomain
 /// settles), or `purchaseNotCompleted` once its payment intent failed; `open` and `expired` are `purchaseNotCompleted`.
 /// Its user (`client_reference_id`, else the metadata key `userMetadataKey`) must be the submitting user byte for byte
 /// (`wrongUser`); each line item's price must be one an app of the deployment sells, all of one app (`wrongPackage`).
-/// Network faults, 409, 429 and 5xx are retryable (`storeUnavailable`); 404 is `storeRejected`; 401/403
-/// `storeCredentialsRefused`, retryable too: the deployment's key is at fault, not the purchase, which waits (retried,
-/// then parked) for the key to be mended rather than being refused to its buyer.
+/// Network faults, 409, 429, 5xx and 401/403 are retryable (`storeUnavailable`: a refused key is the deployment's
+/// fault, not the purchase's, which waits, retried then parked, for the key to be mended rather than being refused to
+/// its buyer); 404 and other 4xx are `storeRejected`.
 public final class StripeVerifier: Sendable {
     /// Which Stripe id a verified purchase names as its product (what the apps' catalogs list).
     public enum ProductIdentity: Sendable, Hashable {
@@ -77,8 +77,7 @@ public final class StripeVerifier: Sendable {
     public static func rejection(_ failure: StripeAPIClient.Failure) -> Rejection {
         switch failure {
         case .unavailable(let why, _): Rejection(.storeUnavailable, retryable: true, why)
-        case .credentialsRefused: Rejection(.storeCredentialsRefused, retryable: true, "\(failure)")
-        case .notFound(let detail): Rejection(.storeRejected, "Stripe: no such Checkout Session (\(detail))")
+        case .refused(404, let detail): Rejection(.storeRejected, "Stripe: no such Checkout Session (\(detail))")
         case .refused(_, let detail): Rejection(.storeRejected, "Stripe: \(detail)")
         }
     }

@@ -108,12 +108,26 @@ extension VerifierStage {
         var events: [PurchaseRevokedEvent] = []
         for key in keys {
             let held = try await store.purchase(key)
+            // A refund of whole units of one purchase takes back those units exactly: a third of three packs is one pack, which
+            // the share (in steps of 1/100,000, rounded down) would make a unit short.
+            let units = keys.count == 1 && reason == .REFUND ? Self.refundedUnits(event, quantity: held?.quantity ?? 1) : nil
             events.append(PurchaseRevokedEvent(
                 store: .stripe, transactionId: key.transactionId, originalTransactionId: held?.originalTransactionId, userId: held?.owner,
                 productId: held?.productId, reason: reason, revocationDate: reason == .REFUND ? event.created : nil,
-                refundShare: reason == .REFUND ? share : nil, notificationUUID: event.id.rawValue, decidedAt: event.created, revokedAt: context.now()))
+                refundShare: reason == .REFUND ? share : nil, refundedQuantity: units, notificationUUID: event.id.rawValue, decidedAt: event.created,
+                revokedAt: context.now()))
         }
         return try context.messages(events)
+    }
+
+    /// The units of a `quantity`-unit purchase a partial refund gave back, when it is a whole number of them (the amount
+    /// refunded so far, `amount_refunded`, times the quantity, a multiple of the charge's amount); nil otherwise (the share
+    /// then says how much), and for a full refund.
+    static func refundedUnits(_ event: StripeEvent, quantity: Int) -> Int? {
+        guard quantity > 1, let amount = event.amount, amount > 0, let refunded = event.amountRefunded, refunded > 0, refunded < amount else { return nil }
+        let (units, overflow) = refunded.multipliedReportingOverflow(by: Int64(quantity))
+        guard !overflow, units % amount == 0 else { return nil }
+        return Int(units / amount)
     }
 
     /// The latest period the pipeline recorded of a subscription, and its owner.
