@@ -92,7 +92,7 @@ struct DemoWebPurchases {
             .refund(paymentIntent: coins.paymentIntentId ?? "", amount: Self.unitAmount, idempotencyKey: UUID().uuidString)
         if case .failure(let failure) = refund { outcome.violations.append("Stripe's stand-in refused the refund: \(failure)") }
         outcome.first = try await reconciler.reconcileOnce()["stripe"]
-        try await waitFor(say, "web purchases: the refunded pack's 100 coins taken back", timeout: 120) {
+        try await waitFor(say, "web purchases: the refunded pack's coins taken back", timeout: 120) {
             let (coinsState, coinsHeld) = (try await state(coinsKey), try await balance())
             return coinsState == .revoked && coinsHeld < 300 ? nil : "coins \(coinsState?.rawValue ?? "none"), \(coinsHeld) held"
         }
