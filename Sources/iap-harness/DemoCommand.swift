@@ -16,7 +16,8 @@ import WorkerRuntime
 /// `iap-harness demo`: the whole pipeline as four worker processes and the ingest on a broker and a store. The first
 /// act feeds signed coin purchases (duplicates, restores, forgeries, a malformed message, a refund, purchases left
 /// unconsumed past their deadline); the second plays one story per product type and event order
-/// (`DemoProductTypes`). Then the books: every valid unique purchase granted exactly once, only unconsumed
+/// (`DemoProductTypes`); the third the webhook down (`DemoWebhookDown`); the fourth a game on Google Play alone and a
+/// second game (`DemoOtherApps`); the fifth web purchases through Stripe (`DemoWebPurchases`). Then the books: every valid unique purchase granted exactly once, only unconsumed
 /// consumables flagged, everything else accounted for, and every user's holdings read back through
 /// `GET /v1/users/{userId}` as the plan says. Exit 0 only when they balance.
 enum DemoCommand {
@@ -73,10 +74,12 @@ enum DemoCommand {
         let appStore = try StandInAppStore()
         let apiKey = work.appendingPathComponent("api-key.p8")
         try Data(try appStore.key.pemRepresentation().utf8).write(to: apiKey)
-        // The fourth act's Google Play, and the deployment's three apps: the demo's game on the App Store and AppCoins, a game
-        // sold on Google Play alone, and a second App Store game.
+        // The fourth act's Google Play, and the deployment's three apps: the demo's game on the App Store, AppCoins and the web,
+        // a game sold on Google Play alone, and a second App Store game.
         let otherApps = try DemoOtherApps(pki: pki, now: started)
         let googlePlay = try otherApps.settings(in: work)
+        // The fifth act's Stripe: the demo's game sells on the web too.
+        let web = try DemoWebPurchases(now: started)
         let apps = work.appendingPathComponent("apps.json")
         try Data(Self.apps(catalog: catalog, appCoinsKey: appCoinsKey, googlePlayKey: googlePlay.licensingKey).utf8).write(to: apps)
 
@@ -88,7 +91,7 @@ enum DemoCommand {
             "IAP_SWEEP_INTERVAL": "1", "IAP_CLAW_BACK_DUE_REFUNDS": "false", "IAP_APPCOINS_URL": appCoins.baseURL.absoluteString,
             // A killed worker's partitions move to its replacement once the group stops hearing from it.
             "KAFKA_SESSION_TIMEOUT_MS": "6000", "KAFKA_HEARTBEAT_INTERVAL_MS": "1000",
-        ].merging(googlePlay.environment) { _, new in new })
+        ].merging(googlePlay.environment) { _, new in new }.merging(try web.settings(in: work)) { _, new in new })
         defer { workers.stopAll() }
         for name in ["iap-verifier", "iap-granter", "iap-finisher"] { try workers.start(name) }
         // The read side, as apps' backends ask it.
@@ -173,8 +176,13 @@ enum DemoCommand {
         books.violations += try await otherApps.play(store: store, ingest: ingest, send: { events in
             for result in await producer.send(contentsOf: try events.map { try codec.message($0, time: Date()) }) { _ = try result.get() }
         }, say: say)
+        // The fifth act: web purchases through Stripe Checkout, a lost refund webhook reconciled, a dispute by webhook.
+        let webPurchases = try await web.play(store: store, reconciler: try web.reconciler(store: store, kafka: kafka, codec: codec), ingest: ingest, send: { events in
+            for result in await producer.send(contentsOf: try events.map { try codec.message($0, time: Date()) }) { _ = try result.get() }
+        }, say: say)
+        books.violations += webPurchases.violations
         let expected = purchases.expectedHoldings(refunded: refund.transactionId).merging(types.expected) { _, story in story }
-            .merging(webhookDown.expected) { _, story in story }.merging(otherApps.expected) { _, story in story }
+            .merging(webhookDown.expected) { _, story in story }.merging(otherApps.expected) { _, story in story }.merging(web.expected) { _, story in story }
         books.violations += try await DemoProductTypes.holdingsViolations(expected, ingest: ingest, secret: readSecret)
         if passes.first?.recovered != lost { books.violations.append("the first pass over the store's history published \(passes.first?.recovered ?? 0) of \(lost) lost notifications") }
         if passes.second?.recovered != 0 { books.violations.append("a second pass published \(passes.second?.recovered ?? -1) notifications again") }
@@ -198,6 +206,8 @@ enum DemoCommand {
             fields["webhookDown"] = .object(["lost": .integer(Int64(lost)), "recovered": .integer(Int64(passes.first?.recovered ?? 0)),
                                              "secondPassRecovered": .integer(Int64(passes.second?.recovered ?? -1)),
                                              "stories": .array(webhookDown.expected.keys.sorted().map { .string($0.rawValue) })])
+            fields["webPurchases"] = .object(["recovered": .integer(Int64(webPurchases.first?.recovered ?? 0)),
+                                              "secondPassRecovered": .integer(Int64(webPurchases.second?.recovered ?? -1))])
             summary = .object(fields)
         }
         if json {
@@ -212,6 +222,8 @@ enum DemoCommand {
             print("  third act, the webhook was down: \(lost) notifications lost; a pass over the store's history published "
                   + "\(passes.first?.recovered ?? 0), a second pass \(passes.second?.recovered ?? -1): " + webhookDown.expected.keys.sorted().map(\.rawValue).joined(separator: ", "))
             print("  fourth act: an Android-only game's player on Google Play (a pass renewed by a pushed notification) and a second game")
+            print("  fifth act, web purchases through Stripe Checkout: a refund whose webhook was lost, taken back by a pass over Stripe's events "
+                  + "(published \(webPurchases.first?.recovered ?? 0), a second pass \(webPurchases.second?.recovered ?? -1)); a dispute by signed webhook")
             print("  purchases by app and store: \(DemoOtherApps.countsByAppAndStore(audit).serializedText)")
             print("  holdings read back by GET /v1/users/{id}: \(expected.count) users")
         }
@@ -219,21 +231,22 @@ enum DemoCommand {
     }
 
     /// The demo's catalog: coin packs, ad-free and a monthly pass on the App Store; coins on AppCoins; coins and the pass
-    /// on Google Play.
+    /// on Google Play; coins and ad-free on the web, by Stripe price id.
     static let catalog = #"""
         {"appstore":{"coins.100":{"type":"consumable","currency":"coins","amount":100},"coins.500":{"type":"consumable","currency":"coins","amount":500},
         "adfree":{"type":"nonConsumable","entitlement":"adfree"},"pass.monthly":{"type":"autoRenewable","entitlement":"pass"}},
         "appcoins":{"coins.100":{"type":"consumable","currency":"coins","amount":100}},
-        "googleplay":{"coins.100":{"type":"consumable","currency":"coins","amount":100},"pass.monthly":{"type":"autoRenewable","entitlement":"pass"}}}
+        "googleplay":{"coins.100":{"type":"consumable","currency":"coins","amount":100},"pass.monthly":{"type":"autoRenewable","entitlement":"pass"}},
+        "stripe":{"price_coins100":{"type":"consumable","currency":"coins","amount":100},"price_adfree":{"type":"nonConsumable","entitlement":"adfree"}}}
         """#
 
-    /// The demo's apps file: its game on the App Store, AppCoins and Google Play with `catalog`; a second game on the App
-    /// Store with its own catalog.
+    /// The demo's apps file: its game on the App Store, AppCoins and the web (Stripe) with `catalog`; a game on Google Play
+    /// alone with the same catalog; a second game on the App Store with its own catalog.
     static func apps(catalog: URL, appCoinsKey: URL, googlePlayKey: URL) -> String {
         JSONValue.object(["apps": .array([
             .object(["id": .string("coins-game"), "appstore": .object(["bundleId": .string(bundleId)]),
                      "appcoins": .object(["package": .string(DemoProductTypes.packageName), "publicKeyFile": .string(appCoinsKey.path)]),
-                     "catalog": .string(catalog.path)]),
+                     "stripe": .object([:]), "catalog": .string(catalog.path)]),
             // A game sold on Google Play alone: nothing of the App Store's is configured for it.
             .object(["id": .string(DemoOtherApps.androidApp), "googleplay": .object(["package": .string(DemoOtherApps.package), "publicKeyFile": .string(googlePlayKey.path)]),
                      "catalog": .string(catalog.path)]),
