@@ -26,6 +26,7 @@ import TestSupport
         "purchase.submitted.v1.schema.json /properties/googleplay/properties/signature",
         "purchase.verified.v1.schema.json /properties/productType",
         "store.notification.v1.schema.json /properties/signedPayload", "store.notification.v1.schema.json /properties/developerNotification",
+        "store.notification.v1.schema.json /properties/stripeEvent",
         "user.adjusted.v1.schema.json /properties/detail",
     ]
 
