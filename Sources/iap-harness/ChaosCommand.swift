@@ -305,7 +305,7 @@ enum ChaosCommand {
             }
             summary = .object(fields)
         }
-        print(books.chaosTable(input: input, plan: plan, refunds: refunds, seconds: seconds))
+        print(books.chaosTable(input: input, plan: plan, refunds: refunds, web: stripeDecisions, seconds: seconds))
         print("subscription notifications: " + subscriptionNotifications.description)
         print("notifications: \(lost.sent.count) sent by the store, \(lost.lost.count) never delivered and read back from its history by the reconciler")
         print("Google Play notifications: " + googlePlayNotifications.description)

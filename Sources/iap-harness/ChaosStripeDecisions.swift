@@ -9,12 +9,13 @@ import StoreVerification
 /// What Stripe decides about the chaos run's web purchases while the faults happen, among those finished by then: one in
 /// twenty-five refunded whole (`POST /v1/refunds`, its `charge.refunded`), a quarter of them at each of 20, 40, 60 and 80 %
 /// of progress; one or two disputes lost and as many won, opened (`charge.dispute.created`) at 20 and 40 %, each closed
-/// (`charge.dispute.closed`, lost or won, a second or more after its opening) two rounds later.
+/// (`charge.dispute.closed`, lost or won, a second or more after its opening) two rounds later, but the second at once.
 ///
 /// Every event is in Stripe's list (`GET /v1/events`); about half are also delivered to the ingest by a signed webhook,
 /// every third delivery twice (Stripe retries what it was not answered), the rest lost: read back by the sweeper's
 /// reconciliation. Every other refund's event is lost; of the disputes, in the order opened, the first's closing is lost,
-/// the second's opening (so that its closing, won, may be handled first), the third's neither, the fourth's both.
+/// the second's opening (its closing, won, is delivered at once: handled before the reconciliation reads its opening, which
+/// is then outdated), the third's neither, the fourth's both.
 ///
 /// How it must end: each purchase refunded, or of a lost dispute, revoked once, what it gave taken back; each of a won
 /// dispute finished, what it gives held (given back, or never taken when its closing came first and made its opening
@@ -28,9 +29,9 @@ struct StripeDecisionPlan {
     private let purchases: [TransactionID: PurchaseInput.Purchase]
     /// The purchases refunded, and those disputed (lost, won), in the order decided.
     private(set) var refunded: [TransactionID] = [], disputesLost: [TransactionID] = [], disputesWon: [TransactionID] = []
-    /// The disputes open: their purchase, whether it is won, the round it opened in, its opening's `created`, and the
+    /// The disputes open: their purchase, whether it is won, the round it closes in, its opening's `created`, and the
     /// order it was opened in (from 0).
-    private var open: [(purchase: TransactionID, won: Bool, round: Int, opened: Int64, index: Int)] = []
+    private var open: [(purchase: TransactionID, won: Bool, closes: Int, opened: Int64, index: Int)] = []
     /// The `created` second of the last event about each purchase decided: the decision the store must hold last.
     private var lastDecision: [TransactionID: Int64] = [:]
     /// Every event made (`NotificationID`: Stripe's id), those lost, the deliveries acknowledged (a repeat counts), the
@@ -61,8 +62,8 @@ struct StripeDecisionPlan {
         var candidates = finished().filter { purchases[$0] != nil && lastDecision[$0] == nil }.shuffled().makeIterator()
         var made: [(event: String, lost: Bool)] = []
         let client = StripeAPIClient(configuration: .init(baseURL: stripe.api.baseURL, secretKey: stripe.api.secretKey))
-        let refunds = wanted.refunds * (round + 1) / rounds.count - refunded.count
-        for _ in 0..<max(0, refunds) {
+        let refundedBefore = refunded.count
+        for _ in 0..<max(0, wanted.refunds * (round + 1) / rounds.count - refunded.count) {
             guard let id = candidates.next(), let intent = paymentIntent(of: id) else { break }
             let before = stripe.api.eventIds.count
             _ = try await client.refund(paymentIntent: intent, idempotencyKey: UUID().uuidString).get()
@@ -71,22 +72,24 @@ struct StripeDecisionPlan {
             refunded.append(id)
             lastDecision[id] = created(event, in: stripe)
         }
-        // Disputes open in the first two rounds, half of each kind in each; each closes two rounds after it opened.
+        // Disputes open in the first two rounds, half of each kind in each.
+        var opening = 0
         if round < 2 {
             for (won, count) in [(false, wanted.lost), (true, wanted.won)] {
                 for _ in 0..<(round == 0 ? (count + 1) / 2 : count / 2) {
                     guard let id = candidates.next(), let dispute = dispute(of: id, status: "needs_response", in: stripe) else { break }
                     let event = stripe.api.emit(type: "charge.dispute.created", object: dispute)
                     let opened = created(event, in: stripe), index = disputesWon.count + disputesLost.count
-                    open.append((id, won, round, opened, index))
+                    open.append((id, won, won && index % 4 == 1 ? round : round + 2, opened, index))
+                    opening += 1
                     if won { disputesWon.append(id) } else { disputesLost.append(id) }
                     lastDecision[id] = opened
                     made.append((event, index % 4 == 1 || index % 4 == 3))
                 }
             }
         }
-        let closing = open.filter { $0.round + 2 == round }
-        open.removeAll { $0.round + 2 == round }
+        let closing = open.filter { $0.closes == round }
+        open.removeAll { $0.closes == round }
         for dispute in closing {
             guard let object = self.dispute(of: dispute.purchase, status: dispute.won ? "won" : "lost", in: stripe) else { continue }
             // A later second than its opening: the store orders a refund and its reversal by their seconds.
@@ -108,7 +111,7 @@ struct StripeDecisionPlan {
         retried += delivery.retried
         undelivered += delivery.undelivered
         return String(format: "refunded %d web purchases, opened %d and closed %d disputes at %.0f %% (%d events delivered by webhook)",
-                      max(0, refunds), round < 2 ? wanted.lost + wanted.won : 0, closing.count, progress * 100, deliveries.count)
+                      refunded.count - refundedBefore, opening, closing.count, progress * 100, deliveries.count)
     }
 
     private func paymentIntent(of id: TransactionID) -> String? {

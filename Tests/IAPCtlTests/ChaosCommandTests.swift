@@ -51,12 +51,14 @@ struct ChaosCommandTests {
         #expect((web["consumptionReports"]?.int64Value ?? 0) + (web["flaggedAtDeadline"]?.int64Value ?? 0) == 94, "\(web)")
         // Stripe's decisions among them while the faults happen: one in twenty-five refunded (7), two disputes lost and two won,
         // each opened and closed (15 events). Every other refund's event lost (3), and of the disputes, in the order opened,
-        // the first's closing, the second's opening (a won dispute whose closing may come first), and both of the fourth's (4):
-        // read back by the sweeper's reconciliation. The 8 delivered by a signed webhook, every third twice (11 deliveries).
+        // the first's closing, the second's opening (a won dispute, closed at once: its closing handled first), and both of the
+        // fourth's (4): read back by the sweeper's reconciliation. The 8 delivered by a signed webhook, every third twice (11).
         // Each purchase ends as its last decision left it (the books hold what each gave taken back once, or given back).
         #expect(web["refunded"] == .integer(7) && web["disputesLost"] == .integer(2) && web["disputesWon"] == .integer(2), "\(web)")
         #expect(web["events"] == .integer(15) && web["lost"] == .integer(7) && web["duplicated"] == .integer(3), "\(web)")
         #expect(web["delivered"] == .integer(11) && web["undelivered"] == .integer(0), "\(web)")
         #expect(web["settled"] == .integer(11) && web["unhandled"] == .integer(0), "every decision held and every event handled: \(web)")
+        // The won disputes' purchases given back (no App Store refund is reversed in a run this small: one refund a round).
+        #expect(summary["restored"] == .integer(2), "\(summary)")
     }
 }
