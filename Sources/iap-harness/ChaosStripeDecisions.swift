@@ -25,8 +25,8 @@ struct StripeDecisionPlan {
     private var round = 0
     /// How many refunds, lost disputes and won disputes it makes.
     let wanted: (refunds: Int, lost: Int, won: Int)
-    /// The web purchases, by transaction id.
-    private let purchases: [TransactionID: PurchaseInput.Purchase]
+    /// The web purchases (but the stale ones, never finished).
+    private let purchases: Set<TransactionID>
     /// The purchases refunded, and those disputed (lost, won), in the order decided.
     private(set) var refunded: [TransactionID] = [], disputesLost: [TransactionID] = [], disputesWon: [TransactionID] = []
     /// The disputes open: their purchase, whether it is won, the round it closes in, its opening's `created`, and the
@@ -41,7 +41,7 @@ struct StripeDecisionPlan {
 
     init(_ input: PurchaseInput) {
         let web = input.purchases(of: .stripe).filter { !$0.stale }
-        purchases = Dictionary(uniqueKeysWithValues: web.map { ($0.transactionId, $0) })
+        purchases = Set(web.map(\.transactionId))
         let disputes = web.count >= 100 ? 2 : web.isEmpty ? 0 : 1
         wanted = (web.count / 25, disputes, disputes)
     }
@@ -59,7 +59,7 @@ struct StripeDecisionPlan {
                          ingest: () async throws -> String) async throws -> String? {
         guard round < rounds.count, rounds[round] <= progress else { return nil }
         defer { round += 1 }
-        var candidates = finished().filter { purchases[$0] != nil && lastDecision[$0] == nil }.shuffled().makeIterator()
+        var candidates = finished().filter { purchases.contains($0) && lastDecision[$0] == nil }.shuffled().makeIterator()
         var made: [(event: String, lost: Bool)] = []
         let client = StripeAPIClient(configuration: .init(baseURL: stripe.api.baseURL, secretKey: stripe.api.secretKey))
         let refundedBefore = refunded.count
