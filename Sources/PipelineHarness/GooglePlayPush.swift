@@ -50,26 +50,11 @@ public struct GooglePlayPush: Sendable {
     }
 
     /// Pushes each of `notifications` until the ingest (its address asked of `ingest` before each round: it may have moved)
-    /// answers 2xx, as Pub/Sub does, retrying with a growing backoff for at most `timeout` seconds. Returns the
-    /// deliveries that were retried, those never acknowledged in time, and the answers that refused them (status → count;
-    /// 0: no answer).
+    /// answers 2xx, as Pub/Sub does (`deliverUntilAcknowledged`).
     public func deliver(_ notifications: [String], to ingest: () async throws -> String,
                         timeout: TimeInterval = 120) async throws -> (retried: Int, undelivered: Int, refusals: [Int: Int]) {
-        var pending = Array(notifications.indices)
-        var retried = Set<Int>()
-        var refusals: [Int: Int] = [:]
-        var backoff = Duration.milliseconds(100)
-        let deadline = Date().addingTimeInterval(timeout)
-        while !pending.isEmpty {
-            let statuses = try await send(pending.map { notifications[$0] }, to: try await ingest())
-            let refused = zip(pending, statuses).filter { !(200..<300).contains($0.1) }
-            for (_, status) in refused { refusals[status, default: 0] += 1 }
-            pending = refused.map(\.0)
-            guard !pending.isEmpty, Date() < deadline else { break }
-            retried.formUnion(pending)
-            try await Task.sleep(for: backoff)
-            backoff = min(backoff * 2, .seconds(5))
+        try await deliverUntilAcknowledged(notifications.count, to: ingest, timeout: timeout) { pending, address in
+            try await send(pending.map { notifications[$0] }, to: address)
         }
-        return (retried.count, pending.count, refusals)
     }
 }

@@ -39,3 +39,27 @@ public func localHTTPGet(port: Int, path: String) async -> (status: Int, body: S
     case .failure: return (0, "")
     }
 }
+
+/// Sends deliveries `0..<count` to the ingest (its address asked of `ingest` before each round: it may have moved) until
+/// each is answered 2xx, as the stores' push services retry, with a growing backoff for at most `timeout` seconds; `send`
+/// sends those given to the address and returns the status each was answered (0: none). Returns the deliveries that were
+/// retried, those never acknowledged in time, and the answers that refused them (status → count; 0: no answer).
+public func deliverUntilAcknowledged(_ count: Int, to ingest: () async throws -> String, timeout: TimeInterval,
+                                     send: ([Int], String) async throws -> [Int]) async throws -> (retried: Int, undelivered: Int, refusals: [Int: Int]) {
+    var pending = Array(0..<count)
+    var retried = Set<Int>()
+    var refusals: [Int: Int] = [:]
+    var backoff = Duration.milliseconds(100)
+    let deadline = Date().addingTimeInterval(timeout)
+    while !pending.isEmpty {
+        let statuses = try await send(pending, try await ingest())
+        let refused = zip(pending, statuses).filter { !(200..<300).contains($0.1) }
+        for (_, status) in refused { refusals[status, default: 0] += 1 }
+        pending = refused.map(\.0)
+        guard !pending.isEmpty, Date() < deadline else { break }
+        retried.formUnion(pending)
+        try await Task.sleep(for: backoff)
+        backoff = min(backoff * 2, .seconds(5))
+    }
+    return (retried.count, pending.count, refusals)
+}

@@ -10,6 +10,9 @@ public struct PipelineBooks: Sendable {
     public struct Expectations: Sendable {
         /// Valid purchases refunded by a notification after their grant: revoked, their coins taken back.
         public var revoked: Set<TransactionID> = []
+        /// Valid purchases revoked after their grant and given back since (a refund reversed, a dispute won): finished, what
+        /// they give held again (or never taken back, when the reversal was taken first and made the revocation outdated).
+        public var restored: Set<TransactionID> = []
         /// Valid purchases refunded before they were submitted (a REFUND that overtook its purchase): revoked, nothing of
         /// theirs held; granted not at all (their submission answered `revoked`), or once and taken back when their submission
         /// overtook the refund after all (they travel on different topics). For runs without `exactAnswers`, which counts
@@ -24,9 +27,10 @@ public struct PipelineBooks: Sendable {
         /// one flagged once at its deadline and granted to nobody.
         public var unsubmitted: UnsubmittedCharges?
 
-        public init(revoked: Set<TransactionID> = [], refundedFirst: Set<TransactionID> = [], laterRepeats: Int = 0, exactAnswers: Bool = false,
-                    unsubmitted: UnsubmittedCharges? = nil) {
+        public init(revoked: Set<TransactionID> = [], restored: Set<TransactionID> = [], refundedFirst: Set<TransactionID> = [], laterRepeats: Int = 0,
+                    exactAnswers: Bool = false, unsubmitted: UnsubmittedCharges? = nil) {
             self.revoked = revoked
+            self.restored = restored
             self.refundedFirst = refundedFirst
             self.laterRepeats = laterRepeats
             self.exactAnswers = exactAnswers
@@ -41,6 +45,8 @@ public struct PipelineBooks: Sendable {
     public var finished = 0
     public var refundDue = 0
     public var revoked = 0
+    /// Purchases given back (`Expectations.restored`) finished.
+    public var restored = 0
     /// Purchases refunded before their submission, revoked and granted at most once.
     public var refundedFirst = 0
     /// Subscription periods among the valid purchases (not refunded), those an upgrade ended early, and the subscribers whose
@@ -113,6 +119,7 @@ public struct PipelineBooks: Sendable {
             case .finished:
                 if seen.finished[purchase.transactionId] == nil { violation("purchases finished without a transaction.finished event", purchase.transactionId) }
                 books.finished += 1
+                if expectations.restored.contains(purchase.transactionId) { books.restored += 1 }
             case .refundDue:
                 if seen.refundDue[purchase.transactionId]?.count != 1 { violation("stale purchases not flagged exactly once", purchase.transactionId) }
                 books.refundDue += 1

@@ -32,10 +32,13 @@ public struct StandInStripe: Sendable {
                       paymentIntentId: names.paymentIntent, created: created))
     }
 
-    /// The workers' settings for it (`--stripe-api-url`, `--stripe-secret-key`), its files written in `directory`.
+    /// The workers' settings for it (`--stripe-api-url`, `--stripe-secret-key`, and the ingest's
+    /// `--stripe-webhook-secrets`), its files written in `directory`.
     public func environment(in directory: URL) throws -> [String: String] {
         let key = directory.appendingPathComponent("stripe-secret-key")
         try Data((api.secretKey + "\n").utf8).write(to: key)
-        return ["IAP_STRIPE_API_URL": api.baseURL.absoluteString, "IAP_STRIPE_SECRET_KEY_FILE": key.path]
+        let secrets = directory.appendingPathComponent("stripe-webhook-secrets")
+        try Data(webhooks.secrets.map { $0 + "\n" }.joined().utf8).write(to: secrets)
+        return ["IAP_STRIPE_API_URL": api.baseURL.absoluteString, "IAP_STRIPE_SECRET_KEY_FILE": key.path, "IAP_STRIPE_WEBHOOK_SECRETS_FILE": secrets.path]
     }
 }

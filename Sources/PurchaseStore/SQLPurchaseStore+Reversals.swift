@@ -117,6 +117,15 @@ extension SQLPurchaseStore {
         }
     }
 
+    /// The store's latest refund decision about `key` taken (`revoke` or `reinstate` with its `decidedAt`, an outdated
+    /// one not): when the store made it. Nil when none was.
+    public func latestRefundDecision(_ key: PurchaseKey) async throws -> Date? {
+        try await executor.run { connection in
+            try connection.query("SELECT decided_at FROM refund_decisions WHERE store = $1 AND transaction_id = $2",
+                                 [.text(key.store.rawValue), .text(key.transactionId)]).first?[0].int64.map(PurchaseTime.date)
+        }
+    }
+
     /// Records `decidedAt` as the store's latest refund decision about `key` (under the purchase's lock, `decide`), unless
     /// a later one is recorded: then this one is outdated (false). Nil is not ordered: always taken, nothing recorded.
     static func takeRefundDecision(_ connection: any SQLConnection, _ key: PurchaseKey, decidedAt: Date?) throws -> Bool {

@@ -18,7 +18,8 @@ import Synchronization
 ///
 /// Submits N messages (20 % duplicates, 1 % forged, 0.5 % malformed, and N trapping the verifier (3 by default), each
 /// restarted after a trap until the message is dead-lettered `crashedWorker`; all at once, or R per second) to the four
-/// worker processes, and pushes Google Play's notifications to the ingest (`GooglePlayNotificationPlan`); while they
+/// worker processes, pushes Google Play's notifications to the ingest (`GooglePlayNotificationPlan`), and has Stripe refund
+/// and dispute web purchases, their webhooks delivered to the ingest or lost (`StripeDecisionPlan`); while they
 /// work, kills each worker with SIGKILL K times at random moments and restarts it, takes the store down once for S
 /// seconds (the commands given), and has replicas of the stages join and leave (`churn` by default; see `ReplicaPlan`). Then checks the invariants against the generated input. Exit 0 only without a violation;
 /// `--json` prints one object on the last line.
@@ -98,6 +99,7 @@ enum ChaosCommand {
         var googlePlayNotifications = GooglePlayNotificationPlan(input, share: announcedShare, unsubmitted: try UnsubmittedCharges.googlePlay(
             count: Int((Double(submittedOnGooglePlay) * unsubmittedShare / (1 - unsubmittedShare)).rounded()), of: input, googlePlay: googlePlay,
             now: started, firstTransactionId: input.plan.firstTransactionId + 3_000_000_000_000))
+        var stripeDecisions = StripeDecisionPlan(input)
         let byStore = Dictionary(grouping: input.unique) { purchase in
             "\(purchase.store.rawValue) " + (purchase.product.isSubscription ? "subscription period" : purchase.product.entitlement == nil ? "consumable" : "non-consumable")
         }
@@ -192,7 +194,8 @@ enum ChaosCommand {
             let progress = Double(done) / Double(expected)
             if done >= expected && plan.isComplete && replicas.isComplete && outageTask == nil, refunds.isComplete, subscriptionNotifications.sentMidway,
                refunds.firstAnswered(watcher.seen), unsubmitted.allAnnounced, googlePlayNotifications.allPushed, try await lost.unhandled(by: store) == 0,
-               try await refunds.settled(in: store), try await unsubmitted.settled(in: store), try await googlePlayNotifications.unsubmitted.settled(in: store) { break }
+               try await refunds.settled(in: store), try await unsubmitted.settled(in: store), try await googlePlayNotifications.unsubmitted.settled(in: store),
+               stripeDecisions.isComplete, try await stripeDecisions.isSettled(in: store) { break }
             // A binding refunded before its submission is answered `revoked`, never granted: it still names its user.
             let (granted, answered) = watcher.read { ($0.grantedTransactions, $0.grantedTransactions.union($0.rejectedTransactions.keys)) }
             let charges = unsubmitted.due(answered: answered)
@@ -214,6 +217,7 @@ enum ChaosCommand {
                 for result in await refundProducer.send(contentsOf: sent) { _ = try result.get() }
                 say(String(format: "  refunded %d finished purchases, reversed %d refunds at %.0f %%", due.refunds.count, due.reversals.count, progress * 100))
             }
+            if let said = try await stripeDecisions.decide(at: progress, finished: { watcher.read { Set($0.finished.keys) } }, stripe: stripe, ingest: ingest) { say("  " + said) }
             // A worker that ended by itself (a trap) is started again, as Kubernetes restarts a container.
             for exit in try workers.restartExited(stages) { // every replica of each (ReplicaPlan's stages are among them)
                 selfExits.append(exit)
@@ -258,7 +262,8 @@ enum ChaosCommand {
         await watcher.stop()
 
         let onlyAnnounced = googlePlayNotifications.unsubmitted.charges
-        var books = try await PipelineBooks.check(input: input, expectations: .init(revoked: refunds.refunded.subtracting(refunds.reversed), refundedFirst: refunds.first,
+        var books = try await PipelineBooks.check(input: input, expectations: .init(revoked: refunds.refunded.subtracting(refunds.reversed).union(stripeDecisions.revoked),
+                                                                                     restored: refunds.reversed.union(stripeDecisions.restored), refundedFirst: refunds.first,
                                                                                      unsubmitted: unsubmitted.charges.adding(onlyAnnounced)),
                                                   seen: watcher.seen, store: store, finishCalls: appStore.api.finishTimes)
         books.violations += replicas.violations
@@ -276,6 +281,8 @@ enum ChaosCommand {
         // What a further pass over the store's history would publish: nothing, once every notification was handled.
         let unhandled = try await lost.unhandled(by: store)
         if unhandled > 0 { books.violations.append("\(unhandled) of the store's \(lost.sent.count) notifications were never handled (\(lost.lost.count) lost)") }
+        let web = try await stripeDecisions.report(input, store: store)
+        books.violations += web.violations
         var summary = books.chaosSummary(input: input, plan: plan, refunds: refunds, seconds: seconds)
         if case .object(var fields) = summary {
             fields["replicas"] = replicas.summary
@@ -285,10 +292,8 @@ enum ChaosCommand {
             let onGooglePlay = input.purchases(of: .googleplay)
             let completedOnce = { (purchases: [PurchaseInput.Purchase]) in purchases.count { googlePlay.completionViolation($0) == nil } }
             fields["googlePlay"] = .object(["purchases": .integer(Int64(onGooglePlay.count)), "completedOnce": .integer(Int64(completedOnce(onGooglePlay)))])
-            // Web purchases: each granted once and finished (coins by the app's report, ad-free at its grant) or flagged, as the books checked.
-            let onStripe = input.purchases(of: .stripe)
-            fields["stripe"] = .object(["purchases": .integer(Int64(onStripe.count)), "consumptionReports": .integer(Int64(input.consumptionReports.count)),
-                                        "flaggedAtDeadline": .integer(Int64(onStripe.count(where: \.isFlaggedAtDeadline)))])
+            // Web purchases: each granted once and finished (coins by the app's report, ad-free at its grant) or flagged, as the books checked; Stripe's decisions.
+            fields["stripe"] = web.summary
             fields["googlePlayNotifications"] = googlePlayNotifications.summary(
                 completedOnce: completedOnce(googlePlayNotifications.announced),
                 grantedByToken: books.chargesGrantedByToken[.googleplay] ?? 0, flaggedUnclaimed: books.chargesFlaggedUnclaimed[.googleplay] ?? 0)
@@ -300,10 +305,11 @@ enum ChaosCommand {
             }
             summary = .object(fields)
         }
-        print(books.chaosTable(input: input, plan: plan, refunds: refunds, seconds: seconds))
+        print(books.chaosTable(input: input, plan: plan, refunds: refunds, web: stripeDecisions, seconds: seconds))
         print("subscription notifications: " + subscriptionNotifications.description)
         print("notifications: \(lost.sent.count) sent by the store, \(lost.lost.count) never delivered and read back from its history by the reconciler")
-print("Google Play notifications: " + googlePlayNotifications.description)
+        print("Google Play notifications: " + googlePlayNotifications.description)
+        print("Stripe: " + stripeDecisions.description)
         print("charges never submitted: \(unsubmitted.charges.withToken.count) with a known account token → \(books.chargesGrantedByToken[.appstore] ?? 0) granted to its user "
               + "once; \(unsubmitted.charges.withoutToken.count) without → \(books.chargesFlaggedUnclaimed[.appstore] ?? 0) flagged unclaimed once at their deadline; "
               + "\(unsubmitted.charges.refundedUnannounced.count) refunded at the store unannounced → \(books.chargesRevokedBeforeFlagging) revoked, not flagged")
@@ -350,61 +356,4 @@ print("Google Play notifications: " + googlePlayNotifications.description)
         }
         guard status == 0 else { throw HarnessError("chaos: `\(command)` failed (exit status \(status))") }
     }
-}
-
-/// When the faults happen: each kill and the outage at a random point of progress, spread over the run.
-struct ChaosPlan {
-    private(set) var kills: [(name: String, at: Double)]
-    private(set) var killed: [String: Int] = [:]
-    private var outageAt: Double?
-    private(set) var outageSeconds: Int
-    private var outageEnd: Date?
-    private(set) var outageStarted = false
-
-    init(stages: [String], killsPerWorker: Int, outage: Int?) {
-        var generator = SystemRandomNumberGenerator()
-        let names = stages.flatMap { Array(repeating: $0, count: killsPerWorker) }.shuffled(using: &generator)
-        // Kill i lands in the i-th of equal slices of 5 %…90 % progress, at a random point inside it.
-        let slice = 0.85 / Double(max(1, names.count))
-        kills = names.enumerated().map { index, name in (name, 0.05 + slice * (Double(index) + Double.random(in: 0.1...0.9, using: &generator))) }
-        outageAt = outage.map { _ in Double.random(in: 0.3...0.6, using: &generator) }
-        outageSeconds = outage ?? 0
-    }
-
-    var isComplete: Bool { kills.isEmpty && (outageAt == nil || outageEnd != nil) }
-
-    /// Time between two faults of one stage (a kill, a join, a leave): longer than a member's session (10 s), so that
-    /// the group has settled from one before the next. Closer faults are more than a broker sees from a real failure
-    /// rate, and the local broker's coordinator (no rebalance timer) can lose a group under them for good: runs that
-    /// got twice as fast with batching, their faults at the same points of progress, stalled so in 2 of 3.
-    static let spacing: TimeInterval = 15
-    private var lastKill: [String: Date] = [:]
-
-    /// The kills due at `progress`, but for a stage whose last fault (`lastFault`, else its last kill) was within `spacing`
-    /// of `now`: such a kill waits.
-    mutating func killsDue(at progress: Double, now: Date = Date(), lastFault: (String) -> Date? = { _ in nil }) -> [String] {
-        var due: [String] = []
-        let lastKill = self.lastKill
-        kills.removeAll { kill in
-            guard kill.at <= progress, !due.contains(kill.name) else { return false }
-            let last = [lastKill[kill.name], lastFault(kill.name)].compactMap { $0 }.max()
-            guard last.map({ now.timeIntervalSince($0) >= Self.spacing }) ?? true else { return false }
-            due.append(kill.name)
-            return true
-        }
-        for name in due {
-            killed[name, default: 0] += 1
-            self.lastKill[name] = now
-        }
-        return due
-    }
-
-    mutating func outageDue(at progress: Double) -> Bool {
-        guard let at = outageAt, !outageStarted, at <= progress else { return false }
-        outageStarted = true
-        outageEnd = Date().addingTimeInterval(TimeInterval(outageSeconds))
-        return true
-    }
-
-    func outageEnded(now: Date) -> Bool { outageEnd.map { now >= $0 } ?? false }
 }

@@ -12,7 +12,7 @@ extension PipelineBooks {
             "crashedWorker": .integer(Int64(crashedWorker)),
             "grantedOnce": .integer(Int64(grantedOnce)), "finished": .integer(Int64(finished)), "rejected": .integer(Int64(rejected)),
             "deadLettered": .integer(Int64(deadLettered)), "refunded": .integer(Int64(refunds.refunded.count)), "refundsReversed": .integer(Int64(refunds.reversed.count)),
-            "revoked": .integer(Int64(revoked)),
+            "revoked": .integer(Int64(revoked)), "restored": .integer(Int64(restored)),
             "refundedFirst": .integer(Int64(refunds.first.count)), "revokedFirst": .integer(Int64(refundedFirst)),
             "subscriptionPeriods": .integer(Int64(subscriptionPeriods)), "periodsEndedByUpgrade": .integer(Int64(periodsEndedByUpgrade)),
             "subscribersChecked": .integer(Int64(subscribersChecked)),
@@ -26,13 +26,14 @@ extension PipelineBooks {
         ])
     }
 
-    func chaosTable(input: PurchaseInput, plan: ChaosPlan, refunds: RefundPlan, seconds: TimeInterval) -> String {
+    func chaosTable(input: PurchaseInput, plan: ChaosPlan, refunds: RefundPlan, web: StripeDecisionPlan, seconds: TimeInterval) -> String {
         let rows: [(String, String)] = [
             ("submitted", "\(input.messages.count)"),
             ("unique valid → granted once, finished", "\(input.unique.count) → \(grantedOnce), \(finished)"),
             ("of them subscription periods", "\(subscriptionPeriods) (\(periodsEndedByUpgrade) ended early by an upgrade); \(subscribersChecked) subscribers' tiers checked"),
             ("duplicates", "\(input.plan.duplicates) (grant answers \(seen.grantAnswers), already granted \(seen.alreadyGrantedAnswers))"),
-            ("refunded after finish → revoked", "\(refunds.refunded.count) (\(refunds.reversed.count) reversed: finished again) → \(revoked)"),
+            ("refunded after finish → revoked", "\(refunds.refunded.count) App Store (\(refunds.reversed.count) reversed), \(web.refunded.count) Stripe, "
+                + "\(web.disputesLost.count + web.disputesWon.count) Stripe disputes (\(web.disputesWon.count) won) → \(revoked); \(restored) given back, finished"),
             ("refunded before submission → revoked", "\(refunds.first.count) → \(refundedFirst)"),
             ("forged → rejected", "\(input.forged.count) → \(rejected)"),
             ("malformed → dead-lettered", "\(input.malformed.count) → \(deadLettered)"),

@@ -5,7 +5,7 @@ import TestSupport
 
 /// `iap-harness chaos` end to end, small: the four workers and the ingest as processes on the broker and PostgreSQL, each
 /// worker killed once, Google Play's real-time developer notifications pushed to the ingest among the purchases, and web
-/// purchases through Stripe.
+/// purchases through Stripe, some refunded or disputed, their events delivered by webhook or lost.
 /// Asked for (`IAP_TEST_CHAOS=1`): two cores' worth of processes for a minute and more, which starves the rest of the
 /// suite's waits when it runs among them; `make chaos` runs a larger one.
 @Suite(TestServices.broker, TestServices.postgres, .enabled(if: ProcessInfo.processInfo.environment["IAP_TEST_CHAOS"] != nil, "IAP_TEST_CHAOS=1 runs it"),
@@ -49,5 +49,16 @@ struct ChaosCommandTests {
         let web = try #require(summary["stripe"]?.objectValue, "\(summary)")
         #expect(web["purchases"] == .integer(188), "\(web)")
         #expect((web["consumptionReports"]?.int64Value ?? 0) + (web["flaggedAtDeadline"]?.int64Value ?? 0) == 94, "\(web)")
+        // Stripe's decisions among them while the faults happen: one in twenty-five refunded (7), two disputes lost and two won,
+        // each opened and closed (15 events). Every other refund's event lost (3), and of the disputes, in the order opened,
+        // the first's closing, the second's opening (a won dispute, closed at once: its closing handled first), and both of the
+        // fourth's (4): read back by the sweeper's reconciliation. The 8 delivered by a signed webhook, every third twice (11).
+        // Each purchase ends as its last decision left it (the books hold what each gave taken back once, or given back).
+        #expect(web["refunded"] == .integer(7) && web["disputesLost"] == .integer(2) && web["disputesWon"] == .integer(2), "\(web)")
+        #expect(web["events"] == .integer(15) && web["lost"] == .integer(7) && web["duplicated"] == .integer(3), "\(web)")
+        #expect(web["delivered"] == .integer(11) && web["undelivered"] == .integer(0), "\(web)")
+        #expect(web["settled"] == .integer(11) && web["unhandled"] == .integer(0), "every decision held and every event handled: \(web)")
+        // The won disputes' purchases given back (no App Store refund is reversed in a run this small: one refund a round).
+        #expect(summary["restored"] == .integer(2), "\(summary)")
     }
 }

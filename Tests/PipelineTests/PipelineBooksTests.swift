@@ -123,6 +123,11 @@ import TestSupport
         _ = try await store.revoke(refunded.key, at: Date())
         let after = try await violations()
         #expect(after.isEmpty, "\(after)")
+        // Given back (the refund reversed, a dispute won): finished and held again, counted as restored; no longer revoked.
+        _ = try await store.reinstate(refunded.key, items: [.entitlement("adfree")], at: Date())
+        let restored = try await PipelineBooks.check(input: input, expectations: .init(restored: [refunded.transactionId]), seen: seen, store: store)
+        #expect(restored.violations.isEmpty && restored.restored == 1 && restored.revoked == 0, "\(restored.violations)")
+        #expect(try await violations().contains { $0.hasPrefix("valid purchases not revoked") })
     }
 
     /// A purchase refunded before its submission (rule 5): the store keeps the refund, the submission is answered `revoked`

@@ -276,6 +276,24 @@ import TestSupport
     /// The store's statements are prepared once per connection. One first run while `purchases` was empty, as in every
     /// new deployment, must still find a purchase by its key once the table has grown: a generic plan made on the
     /// empty table scans the index on (store, original_transaction_id) by its store column, i.e. every row.
+    /// The latest refund decision read back is the one taken: a reversal decided after the refund replaces it, an older
+    /// decision (outdated) does not, and a purchase no decision was taken about has none.
+    @Test(arguments: StoreEngine.available) func theLatestRefundDecisionTakenIsReadBack(_ engine: StoreEngine) async throws {
+        let store = try SQLPurchaseStore(url: try await engine.freshURL())
+        try await store.migrate()
+        func day(_ n: Double) -> Date { Self.t0.addingTimeInterval(n * 86_400) }
+        let (refunded, untouched) = (purchase("d-1"), purchase("d-2"))
+        try await grantCoins([refunded, untouched], in: store)
+        #expect(try await store.latestRefundDecision(refunded.key) == nil)
+        #expect(try await store.revoke(refunded.key, decidedAt: day(1), at: day(1)) == .revoked(shortfall: [:]))
+        #expect(try await store.latestRefundDecision(refunded.key) == day(1))
+        let reversal = try await store.reinstate(refunded.key, items: [], decidedAt: day(3), at: day(3))
+        guard case .reinstated = reversal else { Issue.record("not reinstated: \(reversal)"); return }
+        #expect(try await store.revoke(refunded.key, decidedAt: day(2), at: day(4)) == .outdated)
+        #expect(try await store.latestRefundDecision(refunded.key) == day(3), "the reversal, not the older refund that came after it")
+        #expect(try await store.latestRefundDecision(untouched.key) == nil)
+    }
+
     @Test(TestServices.postgres) func aLookupFirstRunOnAnEmptyStoreStillUsesThePurchaseKey() async throws {
         let url = try await StoreEngine.postgres.freshURL()
         let store = try SQLPurchaseStore(url: url)

@@ -2,7 +2,7 @@
 # `make chaos`: builds in release mode, starts the local broker and PostgreSQL (a fresh database), and runs
 # `iap-harness chaos` on them: 50,000 messages by default, each worker killed at least 5 times, PostgreSQL down
 # for 20 s once, replicas of verifier, granter and finisher joining and leaving (two of each per stage), Google Play's
-# notifications pushed to iap-ingest. Arguments pass through: `make chaos ARGS="--purchases 5000 --json"`.
+# notifications pushed to iap-ingest, Stripe's refunds and disputes of web purchases (webhooks to iap-ingest, or lost). Arguments pass through: `make chaos ARGS="--purchases 5000 --json"`.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
