@@ -23,9 +23,9 @@ struct DemoWebPurchases {
     /// A 100-coin pack's price, in cents.
     static let unitAmount: Int64 = 199
 
-    let stripe: StripeAPIStandIn
-    /// The webhook endpoint's signing secret, as Stripe signs with it.
-    let webhooks: StripeWebhookSigner
+    /// The stand-in Stripe API and the webhook endpoint's signing secret, as the harness plays Stripe.
+    let standIn: StandInStripe
+    var stripe: StripeAPIStandIn { standIn.api }
     let coins: StripeAPIStandIn.Session, adfree: StripeAPIStandIn.Session
 
     init(now: Date) throws {
@@ -35,20 +35,15 @@ struct DemoWebPurchases {
         adfree = .init(id: "cs_test_demoWebAdfree", clientReferenceId: Self.player.rawValue,
                        lineItems: [.init(id: "li_demoWebAdfree", priceId: Self.adfreePrice, productId: "prod_demoAdfree", unitAmount: 499)],
                        paymentIntentId: "pi_demoWebAdfree", created: now)
-        stripe = try StripeAPIStandIn(sessions: [coins, adfree])
-        webhooks = StripeWebhookSigner()
+        standIn = try StandInStripe()
+        for session in [coins, adfree] { standIn.api.set(session) }
     }
 
     /// What `GET /v1/users/{userId}` must answer for the web player at the end: two of the three packs, no ad-free.
     var expected: [UserID: DemoProductTypes.Holdings] { [Self.player: .init(balances: ["coins": 200])] }
 
     /// The workers' settings for Stripe: the API and its secret key (verifier, sweeper), the webhook's secret (ingest).
-    func settings(in directory: URL) throws -> [String: String] {
-        let key = directory.appendingPathComponent("stripe-secret-key"), secrets = directory.appendingPathComponent("stripe-webhook-secrets")
-        try Data((stripe.secretKey + "\n").utf8).write(to: key)
-        try Data((webhooks.secrets.joined(separator: "\n") + "\n").utf8).write(to: secrets)
-        return ["IAP_STRIPE_API_URL": stripe.baseURL.absoluteString, "IAP_STRIPE_SECRET_KEY_FILE": key.path, "IAP_STRIPE_WEBHOOK_SECRETS_FILE": secrets.path]
-    }
+    func settings(in directory: URL) throws -> [String: String] { try standIn.environment(in: directory) }
 
     /// A reconciler of Stripe's event list alone, as the sweeper's (`StripeEventHistory`), for the act to run its passes.
     func reconciler(store: SQLPurchaseStore, kafka: KafkaConfiguration, codec: EventCodec) throws -> StoreReconciler<ContinuousClock> {
@@ -106,7 +101,7 @@ struct DemoWebPurchases {
         let body = stripe.eventBody(dispute) ?? Data()
         let forged = await Self.deliver(body, signature: StripeWebhookSigner().header(for: body), to: ingest)
         if forged != 400 { outcome.violations.append("a Stripe webhook signed with another secret was answered \(forged), expected 400") }
-        let delivered = await Self.deliver(body, signature: webhooks.header(for: body), to: ingest)
+        let delivered = await Self.deliver(body, signature: standIn.webhooks.header(for: body), to: ingest)
         if delivered != 200 { outcome.violations.append("Stripe's webhook of the dispute was answered \(delivered), expected 200") }
         try await waitFor(say, "web purchases: the disputed ad-free revoked", timeout: 120) {
             let adfreeState = try await state(adfreeKey)
