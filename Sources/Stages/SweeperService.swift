@@ -100,7 +100,7 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
             let now = context.now()
             let storeFlagged: Int
             switch storeName {
-            case .appstore where appStore.byApp.values.contains(where: { !$0.isEmpty }):
+            case .appstore where asksTheAppStore:
                 // Every due purchase is asked about, and flagged (or revoked) by that alone.
                 storeFlagged = try await recheckAppStore(deadline: deadline, now: now, lookups: appStore)
             case .appcoins:
@@ -117,7 +117,7 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
             // Subscriptions that lapsed with nothing heard since, asked of their store where it can be.
             let settled: Int
             switch storeName {
-            case .appstore: settled = appStore.byApp.values.contains(where: { !$0.isEmpty }) ? try await settleLapsedSubscriptions(now: now, lookups: appStore) : 0
+            case .appstore: settled = asksTheAppStore ? try await settleLapsedSubscriptions(now: now, lookups: appStore) : 0
             case .googleplay: settled = if let googlePlay { try await settleLapsedGooglePlaySubscriptions(now: now, with: googlePlay) } else { 0 }
             case .appcoins: settled = 0 // sells no subscriptions
             case .stripe: settled = 0 // a subscription's end comes by its webhook, or by reconciliation of Stripe's events
@@ -138,6 +138,10 @@ public final class SweeperService<C: Clock>: Service where C.Duration == Duratio
         }
         return count
     }
+
+    /// Whether some App Store app's store can be asked (the API configured for it): then the App Store is asked before a
+    /// flag, and about lapsed subscriptions.
+    private var asksTheAppStore: Bool { appStore.byApp.values.contains { !$0.isEmpty } }
 
     /// Forgets the rejections kept longer than `Configuration.rejectionRetention`, `batchSize` at a time: each delete is
     /// short, whatever the backlog (a first pass after an upgrade, or a long outage).

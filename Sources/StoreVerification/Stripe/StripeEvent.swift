@@ -135,16 +135,23 @@ public struct StripeEvent: Sendable, Hashable {
 
     /// A subscription's current period end (`customer.subscription.*`): its own before API version 2025-03-31, its first
     /// item's after; an invoice's first line's period end (`invoice.paid`).
-    public var periodEnd: Date? {
+    public var periodEnd: Date? { period("end") }
+
+    /// A subscription's current period's or an invoice's first line's period's `bound` (`start` or `end`), as
+    /// `periodEnd` and `periodStart` read it.
+    func period(_ bound: String) -> Date? {
         let data = JSONFields(object: object)
         let seconds: Int64? = switch kind {
         case .customerSubscriptionUpdated?, .customerSubscriptionDeleted?:
-            data.int("current_period_end")
-                ?? data.object("items")?.object["data"]?.arrayValue?.first?.objectValue.flatMap { JSONFields(object: $0).int("current_period_end") }
+            data.int("current_period_" + bound)
+                ?? data.object("items")?.object["data"]?.arrayValue?.first?.objectValue.flatMap { JSONFields(object: $0).int("current_period_" + bound) }
         case .invoicePaid?:
-            data.object("lines")?.object["data"]?.arrayValue?.first?.objectValue.flatMap { JSONFields(object: $0).object("period")?.int("end") }
+            firstInvoiceLine.flatMap { JSONFields(object: $0).object("period")?.int(bound) }
         default: nil
         }
         return seconds.flatMap(StripeValues.date(seconds:))
     }
+
+    /// An invoice's first line (`invoice.paid`).
+    var firstInvoiceLine: [String: JSONValue]? { object["lines"]?.objectValue?["data"]?.arrayValue?.first?.objectValue }
 }

@@ -5,18 +5,7 @@ import PurchaseDomain
 extension StripeEvent {
     /// A subscription's start of its current period (`customer.subscription.*`): its own before API version 2025-03-31,
     /// its first item's after; an invoice's first line's period start (`invoice.paid`).
-    public var periodStart: Date? {
-        let data = JSONFields(object: object)
-        let seconds: Int64? = switch kind {
-        case .customerSubscriptionUpdated?, .customerSubscriptionDeleted?:
-            data.int("current_period_start")
-                ?? data.object("items")?.object["data"]?.arrayValue?.first?.objectValue.flatMap { JSONFields(object: $0).int("current_period_start") }
-        case .invoicePaid?:
-            firstInvoiceLine.flatMap { JSONFields(object: $0).object("period")?.int("start") }
-        default: nil
-        }
-        return seconds.flatMap(StripeValues.date(seconds:))
-    }
+    public var periodStart: Date? { period("start") }
 
     /// An invoice's `billing_reason` (`invoice.paid`): `subscription_cycle` for a renewal, `subscription_create` for the
     /// first period (which its Checkout Session grants), `subscription_update` for a change of plan, …
@@ -32,8 +21,6 @@ extension StripeEvent {
 
     /// The quantity of an invoice's first line (`invoice.paid`).
     public var invoiceQuantity: Int64? { firstInvoiceLine.flatMap { JSONFields(object: $0).int("quantity") } }
-
-    private var firstInvoiceLine: [String: JSONValue]? { object["lines"]?.objectValue?["data"]?.arrayValue?.first?.objectValue }
 }
 
 extension VerifiedPurchase {

@@ -106,12 +106,18 @@ public final class StripeVerifier: Sendable {
 
     /// Why the session is not `user`'s; nil when it is.
     func userRejection(_ session: StripeCheckoutSession, _ user: UserID) -> Rejection? {
-        let named = session.clientReferenceId.flatMap { $0.isEmpty ? nil : $0 } ?? session.metadata[configuration.userMetadataKey]
-        guard let named, !named.isEmpty else {
+        guard let named = namedUser(clientReferenceId: session.clientReferenceId, metadata: session.metadata) else {
             return Rejection(.wrongUser, "the session names no user (client_reference_id, metadata \(configuration.userMetadataKey))")
         }
         // Compared as bytes: another Unicode spelling of the same text is another user.
-        return UserID(named) == user ? nil : Rejection(.wrongUser, "the session was made for another user")
+        return named == user ? nil : Rejection(.wrongUser, "the session was made for another user")
+    }
+
+    /// The user a Checkout Session was made for: its `client_reference_id`, else its metadata's `userMetadataKey`; nil
+    /// when it names none.
+    public func namedUser(clientReferenceId: String?, metadata: [String: String]) -> UserID? {
+        let named = clientReferenceId.flatMap { $0.isEmpty ? nil : $0 } ?? metadata[configuration.userMetadataKey]
+        return named.flatMap { $0.isEmpty ? nil : UserID($0) }
     }
 
     /// The session's line items as purchases of one of the deployment's apps.

@@ -1,6 +1,7 @@
 import Foundation
 import Metrics
 import PurchaseDomain
+import RequestSigning
 import StoreVerification
 
 extension Workers {
@@ -16,10 +17,10 @@ extension Workers {
     /// The Stripe API client `stripeAPISettings` configure, its calls counted in `metrics`; nil without a secret key.
     static func stripeAPI(_ settings: Settings, metrics: MetricsRegistry?) throws -> StripeAPIClient? {
         guard let path = settings.string("--stripe-secret-key"), !path.isEmpty else { return nil }
-        guard let contents = FileManager.default.contents(atPath: path) else {
+        guard let contents = SharedSecret.read(file: path) else {
             throw SettingsError("--stripe-secret-key (IAP_STRIPE_SECRET_KEY_FILE): cannot read \(path)")
         }
-        let key = String(decoding: contents, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let key = String(decoding: contents, as: UTF8.self)
         guard !key.isEmpty, key.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
             throw SettingsError("--stripe-secret-key (IAP_STRIPE_SECRET_KEY_FILE) \(path): the file holds no key (one line, sk_… or rk_…)")
         }

@@ -67,13 +67,12 @@ extension VerifierStage {
     /// A paid Checkout Session: verified through the API (what the event says is a hint) for the user it was made for,
     /// and recorded as a charge the store announced for them.
     private func stripeCheckoutPaid(_ event: StripeEvent, stripe: StripeVerifier, received: StoreNotificationReceived) async throws -> StageResult {
-        let metadataUser = event.object["metadata"]?.objectValue?[stripe.configuration.userMetadataKey]?.stringValue
-        guard let session = event.checkoutSessionId, let named = event.clientReferenceId.flatMap({ $0.isEmpty ? nil : $0 }) ?? metadataUser, !named.isEmpty else {
+        let metadata = (event.object["metadata"]?.objectValue ?? [:]).compactMapValues(\.stringValue)
+        guard let session = event.checkoutSessionId, let user = stripe.namedUser(clientReferenceId: event.clientReferenceId, metadata: metadata) else {
             try await seen(event)
             context.logger.warning("Stripe: a Checkout Session that names no user; left to the app's submission", ["session": event.checkoutSessionId ?? ""])
             return .publish([])
         }
-        let user = UserID(named)
         let purchases: [VerifiedPurchase]
         switch await stripe.verifyCheckoutSession(session, user: user) {
         case .success(let checkout): purchases = checkout.purchases(store: .stripe)
